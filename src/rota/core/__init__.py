@@ -1,0 +1,29 @@
+"""The domain model of rota: pure values, no I/O.
+
+Everything the scheduler reasons about is here: resource quantities and requests
+(``resources``), GPU devices and nodes (``nodes``), jobs with their placements and legal state
+transitions (``jobs``), and queues, flavours, quotas, cohorts and projects (``queues``).
+"""
+
+from rota.core.errors import IllegalTransition, InvalidSpec, RotaError, UnknownPlugin
+from rota.core.jobs import (
+    TRANSITIONS, DeviceShare, Job, JobId, JobKind, JobState, Placement, ReplicaPlacement,
+    check_transition,
+)
+from rota.core.nodes import DEFAULT_GROUP, GpuDevice, Node, NodeName, model_matches
+from rota.core.queues import (
+    ANY_FLAVOR, Flavor, FlavorQuota, Project, Queue, ReclaimWithinCohort, WithinQueue,
+)
+from rota.core.resources import (
+    CPU, GPU, MEMORY, MILLI, RESOURCE_NAMES, GpuRequest, ReplicaRequest, parse_cpu_milli,
+    parse_duration_s, parse_gpu, parse_memory_mib,
+)
+
+__all__ = [
+    "ANY_FLAVOR", "CPU", "DEFAULT_GROUP", "GPU", "MEMORY", "MILLI", "RESOURCE_NAMES",
+    "TRANSITIONS", "DeviceShare", "Flavor", "FlavorQuota", "GpuDevice", "GpuRequest",
+    "IllegalTransition", "InvalidSpec", "Job", "JobId", "JobKind", "JobState", "Node",
+    "NodeName", "Placement", "Project", "Queue", "ReclaimWithinCohort", "ReplicaPlacement",
+    "ReplicaRequest", "RotaError", "UnknownPlugin", "WithinQueue", "check_transition",
+    "model_matches", "parse_cpu_milli", "parse_duration_s", "parse_gpu", "parse_memory_mib",
+]

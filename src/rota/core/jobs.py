@@ -1,0 +1,152 @@
+"""Jobs, their placements and their lifecycle.
+
+States and the legal moves between them (``TRANSITIONS``)::
+
+    PENDING ──bind──> SCHEDULED ──started──> RUNNING ──exit 0──> SUCCEEDED
+       ^                  │                     │ └──exit≠0 / lost──> FAILED
+       │                  └──────preempt────────┴──> PREEMPTING ──grace over──> PENDING
+       └──────────── requeue (lost node, restart policy) ────────┘
+    any non-terminal ──cancel──> CANCELLED;  PENDING ──reject──> FAILED
+
+A job occupies resources in SCHEDULED, RUNNING and PREEMPTING (a victim keeps its GPUs until
+it has checkpointed and exited). SUCCEEDED, FAILED and CANCELLED are terminal.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from typing import NewType
+
+from rota.core.errors import IllegalTransition, InvalidSpec
+from rota.core.resources import ReplicaRequest
+
+JobId = NewType("JobId", str)
+
+
+class JobState(enum.StrEnum):
+    PENDING = "pending"
+    SCHEDULED = "scheduled"
+    RUNNING = "running"
+    PREEMPTING = "preempting"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+    @property
+    def holds_resources(self) -> bool:
+        return self in (JobState.SCHEDULED, JobState.RUNNING, JobState.PREEMPTING)
+
+
+S = JobState
+TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    S.PENDING: frozenset({S.SCHEDULED, S.CANCELLED, S.FAILED}),
+    S.SCHEDULED: frozenset({S.RUNNING, S.PREEMPTING, S.PENDING, S.FAILED, S.CANCELLED, S.SUCCEEDED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.PREEMPTING, S.PENDING}),
+    S.PREEMPTING: frozenset({S.PENDING, S.SUCCEEDED, S.FAILED, S.CANCELLED}),
+    S.SUCCEEDED: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+
+def check_transition(current: JobState, new: JobState) -> None:
+    if new not in TRANSITIONS[current]:
+        allowed = ", ".join(sorted(TRANSITIONS[current])) or "none (terminal)"
+        raise IllegalTransition(f"a {current} job cannot become {new}; allowed: {allowed}")
+
+
+class JobKind(enum.StrEnum):
+    BATCH = "batch"
+    INTERACTIVE = "interactive"
+    SERVICE = "service"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceShare:
+    """``milli`` of device ``index``'s compute and ``memory_mib`` of its memory."""
+
+    index: int
+    milli: int
+    memory_mib: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaPlacement:
+    node: str
+    devices: tuple[DeviceShare, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where each replica of a job runs, in replica rank order."""
+
+    replicas: tuple[ReplicaPlacement, ...]
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.node for r in self.replicas))
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A unit of work: ``replicas`` copies of ``request``, placed all together or not at all.
+
+    ``flavor`` names the queue flavour the job is charged to once admitted; ``started_at`` is
+    the time it was bound. Both are ``None`` while it is pending.
+    """
+
+    id: JobId
+    project: str
+    queue: str
+    request: ReplicaRequest
+    user: str = ""
+    priority: int = 0
+    kind: JobKind = JobKind.BATCH
+    replicas: int = 1
+    walltime_s: float | None = None
+    submit_time: float = 0.0
+    preemptible: bool = True
+    resource_group: str | None = None
+    selector: tuple[tuple[str, str], ...] = ()
+    grace_s: float = 30.0
+    state: JobState = JobState.PENDING
+    placement: Placement | None = None
+    flavor: str | None = None
+    started_at: float | None = None
+    labels: tuple[tuple[str, str], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise InvalidSpec("id", "must not be empty")
+        if self.replicas < 1:
+            raise InvalidSpec("replicas", f"must be at least 1, got {self.replicas}")
+        if self.walltime_s is not None and self.walltime_s <= 0:
+            raise InvalidSpec("walltime", f"must be positive, got {self.walltime_s}")
+        if self.grace_s < 0:
+            raise InvalidSpec("checkpoint.grace", f"must not be negative, got {self.grace_s}")
+        if self.state.holds_resources and self.placement is None:
+            raise InvalidSpec("placement", f"a {self.state} job must have a placement")
+        if self.placement is not None and len(self.placement.replicas) != self.replicas:
+            raise InvalidSpec(
+                "placement", f"has {len(self.placement.replicas)} replicas, job has {self.replicas}"
+            )
+
+    def move_to(self, new: JobState, **changes: object) -> Job:
+        """This job in state ``new``; raises ``IllegalTransition`` for a move the table forbids."""
+        check_transition(self.state, new)
+        return replace(self, state=new, **changes)  # type: ignore[arg-type]
+
+    @property
+    def expected_end(self) -> float | None:
+        if self.started_at is None or self.walltime_s is None:
+            return None
+        return self.started_at + self.walltime_s
+
+    def total(self) -> dict[str, int]:
+        """The quota vector of the whole gang."""
+        return {k: v * self.replicas for k, v in self.request.vector().items()}

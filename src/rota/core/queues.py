@@ -1,0 +1,93 @@
+"""Queues, flavours, quotas, cohorts and projects, with Kueue's vocabulary.
+
+- A *flavour* is a kind of GPU capacity, named by an operator and defined by a GPU model
+  pattern (``h100: "*H100*"``). The built-in flavour ``any`` matches every model and CPU-only
+  jobs.
+- A *queue* has, per flavour it lists, a ``nominal`` quota over gpu (milli), cpu (milli) and
+  memory (MiB); a resource left out of the quota is not limited.
+- Queues that name the same *cohort* lend each other unused nominal quota. A
+  ``borrowing_limit`` caps how much above nominal a queue may go; a ``lending_limit`` caps how
+  much of its unused nominal quota others may borrow (the rest is guaranteed to it).
+- A *project* is a tenant with a fair-share ``weight``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from rota.core.errors import InvalidSpec
+from rota.core.nodes import model_matches
+
+ANY_FLAVOR = "any"
+
+
+@dataclass(frozen=True, slots=True)
+class Flavor:
+    name: str
+    models: tuple[str, ...] = ()  # GPU model patterns; empty means any model
+
+    def matches(self, model: str) -> bool:
+        return model_matches(model, self.models)
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuota:
+    """Quota of one queue in one flavour. Every mapping is resource name -> amount."""
+
+    nominal: Mapping[str, int]
+    borrowing_limit: Mapping[str, int] = field(default_factory=dict)
+    lending_limit: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for what, values in (("nominal", self.nominal), ("borrowing_limit", self.borrowing_limit),
+                             ("lending_limit", self.lending_limit)):
+            for resource, amount in values.items():
+                if amount < 0:
+                    raise InvalidSpec(f"{what}.{resource}", f"must not be negative, got {amount}")
+        for resource, amount in self.lending_limit.items():
+            if amount > self.nominal.get(resource, 0):
+                raise InvalidSpec(
+                    f"lending_limit.{resource}",
+                    f"{amount} exceeds the nominal quota {self.nominal.get(resource, 0)}",
+                )
+
+
+class WithinQueue(enum.StrEnum):
+    """Whom a pending job may evict inside its own queue (Kueue ``withinClusterQueue``)."""
+
+    NEVER = "never"
+    LOWER_PRIORITY = "lower-priority"
+
+
+class ReclaimWithinCohort(enum.StrEnum):
+    """Whom a queue may evict in other queues of its cohort to get back lent quota."""
+
+    NEVER = "never"
+    LOWER_PRIORITY = "lower-priority"
+    ANY = "any"
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    name: str
+    quotas: Mapping[str, FlavorQuota] = field(default_factory=dict)  # flavour name -> quota, in order
+    cohort: str | None = None
+    within_queue: WithinQueue = WithinQueue.LOWER_PRIORITY
+    reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.ANY
+    resource_groups: tuple[str, ...] = ()  # empty: any resource group
+
+    @property
+    def unlimited(self) -> bool:
+        return not self.quotas
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    name: str
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.weight > 0:
+            raise InvalidSpec("weight", f"must be positive, got {self.weight}")

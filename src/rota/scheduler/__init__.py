@@ -1,0 +1,26 @@
+"""The scheduling core: ``run_cycle(snapshot, policy, now) -> Decisions``.
+
+Pure and synchronous: no I/O, no clock, no unseeded randomness. The control plane and the
+simulator are thin callers of it. Modules:
+
+- ``snapshot``: the immutable input; ``decisions``: the output (bind, preempt, reserve, wait,
+  reject) with structured reasons;
+- ``state``: the indexed, undoable overlay of free capacity; ``placement``: gang and device
+  placement; ``quota``: Kueue quota arithmetic;
+- ``plugins``: ordering, admission, placement scoring, preemption and backfill plugins, one
+  registry; ``policy``: presets and specs that pick plugins;
+- ``cycle``: the steps of a cycle; ``apply``: applying decisions to a snapshot (dry runs).
+"""
+
+from rota.scheduler.apply import apply_decisions
+from rota.scheduler.cycle import run_cycle
+from rota.scheduler.decisions import (
+    Bind, Decisions, Preempt, Reason, ReasonCode, Reject, Reserve, Wait,
+)
+from rota.scheduler.policy import PRESETS, Policy, build_policy
+from rota.scheduler.snapshot import Snapshot, Usage
+
+__all__ = [
+    "PRESETS", "Bind", "Decisions", "Policy", "Preempt", "Reason", "ReasonCode", "Reject",
+    "Reserve", "Snapshot", "Usage", "Wait", "apply_decisions", "build_policy", "run_cycle",
+]

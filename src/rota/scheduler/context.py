@@ -1,0 +1,204 @@
+"""The working context of one cycle: overlay, quota book, and the moves every step shares.
+
+``Cycle`` turns jobs into placement shapes, starts a job (admission, then placement), and
+releases or re-takes what an active job holds (for preemption and backfill what-ifs). It does
+not decide the order of work: that is ``cycle.run_cycle``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+from rota.core import CPU, GPU, MEMORY, MILLI, Job, JobState, Placement
+from rota.scheduler.decisions import Bind, Reason, ReasonCode, Reserve
+from rota.scheduler.placement import Shape, place_gang
+from rota.scheduler.quota import QuotaBook
+from rota.scheduler.snapshot import Snapshot
+from rota.scheduler.state import ALL_MODELS, Cap, ClusterState
+
+
+@dataclass(slots=True)
+class Attempt:
+    """A failed start: the reasons, and whether resources (not quota) were what was missing."""
+
+    reasons: list[Reason]
+    quota_ok: bool
+
+
+class Cycle:
+    def __init__(self, snapshot: Snapshot, policy, now: float) -> None:
+        self.snapshot, self.policy, self.now = snapshot, policy, now
+        self.rng = random.Random(policy.seed)
+        self.state = ClusterState(snapshot.nodes)
+        self.active = [j for j in snapshot.jobs if j.state.holds_resources]
+        for job in self.active:
+            self.hold(job)
+        self.state.journal.clear()
+        self.book = QuotaBook(snapshot.queues, snapshot.flavors, self.active)
+        self.models = sorted({d.model for n in snapshot.nodes for d in n.devices})
+        self.groups = sorted({n.resource_group for n in snapshot.nodes})
+        self._alloc: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for job in self.active:
+            self._count(job, 1)
+        self._capacity = {
+            CPU: sum(n.cpu_milli for n in snapshot.nodes if n.schedulable),
+            MEMORY: sum(n.memory_mib for n in snapshot.nodes if n.schedulable),
+            GPU: sum(MILLI for n in snapshot.nodes if n.schedulable for d in n.devices if d.healthy),
+        }
+        self._flavors: dict[tuple, list] = {}
+        self._failed: dict[tuple, tuple[int, Attempt]] = {}
+        self.bound: list[Job] = []  # jobs bound in this cycle, as SCHEDULED copies
+        self.reservation: Reserve | None = None
+
+    # -- the view ordering plugins read -------------------------------------------------------
+
+    def allocated(self, project: str) -> dict[str, int]:
+        return self._alloc[project]
+
+    def capacity(self) -> dict[str, int]:
+        return self._capacity
+
+    def weight(self, project: str) -> float:
+        return self.snapshot.project(project).weight
+
+    def past_gpu_seconds(self, project: str, half_life_s: float) -> float:
+        usage = self.snapshot.usage.get(project)
+        if usage is None:
+            return 0.0
+        return usage.gpu_seconds * math.pow(0.5, max(0.0, self.now - usage.as_of) / half_life_s)
+
+    def _count(self, job: Job, sign: int) -> None:
+        alloc = self._alloc[job.project]
+        for r, v in job.total().items():
+            alloc[r] += sign * v
+
+    # -- shapes -------------------------------------------------------------------------------
+
+    def flavors(self, job: Job) -> list[tuple[str, tuple[str, ...]]]:
+        g = job.request.gpu
+        key = (job.queue, g.models, g.count > 0)
+        hit = self._flavors.get(key)
+        if hit is None:
+            queue = self.snapshot.queues[job.queue]
+            hit = self._flavors[key] = self.book.flavors_for(queue, g.models, g.count > 0, self.models)
+        return hit
+
+    def shape(self, job: Job, models: tuple[str, ...]) -> Shape:
+        req, g = job.request, job.request.gpu
+        queue = self.snapshot.queues[job.queue]
+        groups = ((job.resource_group,) if job.resource_group
+                  else queue.resource_groups or tuple(self.groups))
+        if g.count == 0 or len(models) == len(self.models):
+            models, pools = (), tuple((rg, ALL_MODELS) for rg in groups)
+        else:
+            pools = tuple((rg, m) for rg in groups for m in models)
+        return Shape(req.cpu_milli, req.memory_mib, g.count, g.share, g.memory_mib, models,
+                     job.selector, pools)
+
+    # -- starting a job -----------------------------------------------------------------------
+
+    def try_start(self, job: Job, capped: bool) -> Bind | Attempt:
+        """Admit and place ``job`` now, in the first of its queue's flavours that allows it."""
+        reasons: list[Reason] = []
+        quota_ok = False
+        demand = job.total()
+        for flavor, models in self.flavors(job):
+            refusal = self.policy.admission.check(self.book, job.queue, flavor, demand)
+            if refusal is not None:
+                reasons.append(refusal)
+                continue
+            quota_ok = True
+            placement, attempt = self.place(job, self.shape(job, models), capped)
+            if placement is not None:
+                return self.bind(job, flavor, placement)
+            reasons.extend(attempt.reasons)
+        return Attempt(reasons, quota_ok)
+
+    def place(self, job: Job, shape: Shape, capped: bool) -> tuple[Placement | None, Attempt]:
+        key = (shape, job.replicas, capped)
+        hit = self._failed.get(key)
+        if hit is not None and hit[0] == self.state.epoch:
+            return None, hit[1]
+        placement, fitted = place_gang(self.state, shape, job.replicas, self.policy.placement, capped)
+        if placement is not None:
+            return placement, Attempt([], True)
+        attempt = Attempt([self.placement_reason(job, shape, fitted, capped)], True)
+        self._failed[key] = (self.state.epoch, attempt)
+        return None, attempt
+
+    def bind(self, job: Job, flavor: str, placement: Placement) -> Bind:
+        self.book.charge(job.queue, flavor, job.total(), 1)
+        self._count(job, 1)
+        self.bound.append(replace(job, state=JobState.SCHEDULED, placement=placement,
+                                  flavor=flavor, started_at=self.now))
+        return Bind(job.id, placement, flavor, self.book.borrowing(job.queue, flavor))
+
+    def placement_reason(self, job: Job, shape: Shape, fitted: int, capped: bool) -> Reason:
+        if capped and self.reservation is not None:
+            mark = self.state.mark()
+            free_fit, _ = place_gang(self.state, shape, job.replicas, self.policy.placement, False)
+            self.state.undo(mark)
+            if free_fit is not None:
+                return Reason(ReasonCode.RESERVED, detail=f"would delay {self.reservation.job}, "
+                              f"reserved to start at {self.reservation.start_at:g}")
+        if fitted:
+            return Reason(ReasonCode.GANG, "replicas", job.replicas, fitted, job.replicas)
+        return self.resource_reason(shape)
+
+    def resource_reason(self, shape: Shape) -> Reason:
+        """Which resource no node has enough of, with the most any eligible node has free."""
+        slots = {i for k in shape.pools if k in self.state.pools
+                 for bucket in self.state.pools[k].whole for i in bucket}
+        if shape.count:
+            if shape.fractional:
+                best = max((m for i in slots for m in self.state.slots[i].milli), default=0)
+                if best < shape.share:
+                    return Reason(ReasonCode.RESOURCES, GPU, shape.share / MILLI, best / MILLI, 1.0)
+            else:
+                best = max((self.state.slots[i].whole for i in slots), default=0)
+                if best < shape.count:
+                    cap = max((len(self.state.slots[i].milli) for i in slots), default=0)
+                    return Reason(ReasonCode.RESOURCES, GPU, shape.count, best, cap)
+        for resource, need, attr in ((CPU, shape.cpu, "cpu"), (MEMORY, shape.mem, "mem")):
+            best = max((getattr(self.state.slots[i], attr) for i in slots), default=0)
+            if best < need:
+                return Reason(ReasonCode.RESOURCES, resource, need, best)
+        return Reason(ReasonCode.RESOURCES, GPU if shape.count else CPU, detail=(
+            "no single node has every resource of a replica free at once"))
+
+    # -- holding and releasing what active jobs have ------------------------------------------
+
+    def hold(self, job: Job, placement: Placement | None = None) -> None:
+        """Take what ``placement`` (by default the job's own) names, on top of the overlay."""
+        req = job.request
+        for rep in (placement or job.placement).replicas:
+            slot = self.state.by_name.get(rep.node)
+            if slot is None:
+                continue
+            positions = [self._position(slot, d.index) for d in rep.devices]
+            self.state.take(slot, req.cpu_milli, req.memory_mib, list(rep.devices), positions)
+
+    def release(self, job: Job) -> None:
+        req = job.request
+        for rep in job.placement.replicas:
+            slot = self.state.by_name.get(rep.node)
+            if slot is None:
+                continue
+            deltas = tuple((self._position(slot, d.index), d.milli, d.memory_mib) for d in rep.devices)
+            self.state.give(slot, req.cpu_milli, req.memory_mib, deltas)
+
+    @staticmethod
+    def _position(slot, index: int) -> int:
+        for p, dev in enumerate(slot.node.devices):
+            if dev.index == index:
+                return p
+        raise KeyError(f"node {slot.name} has no GPU {index}")
+
+    def cap_reserved_nodes(self, placement: Placement) -> None:
+        """After a reservation's shadow state is built: cap its nodes at what is free there."""
+        for name in placement.nodes:
+            s = self.state.by_name[name]
+            self.state.set_cap(s, Cap(s.cpu, s.mem, list(s.milli), list(s.gmem)))

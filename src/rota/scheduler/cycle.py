@@ -1,0 +1,97 @@
+"""``run_cycle(snapshot, policy, now) -> Decisions``: one pure, deterministic scheduling pass.
+
+The steps:
+
+1. Build the overlay: every node's capacity minus what active jobs hold; quota usage per queue.
+2. Screen pending jobs: reject the ones that can never run here (unknown queue, no GPU model
+   matching their patterns, no flavour of their queue covering them, larger than any node).
+3. Walk the pending jobs in the ordering plugin's sequence. For each:
+   a. strict ordering: a queue whose earlier job is blocked stays blocked;
+   b. admit (quota) and place (gang, devices); if a backfill reservation exists and the job
+      would still run at its start, it must fit around it;
+   c. otherwise try preemption (within the preemptor budget);
+   d. otherwise, if backfill is on and nothing is reserved yet, reserve for this job;
+   e. otherwise it waits, with the reasons collected on the way.
+4. Return the decisions. Nothing is applied: the caller does that.
+"""
+
+from __future__ import annotations
+
+from rota.core import Job
+from rota.scheduler.context import Attempt, Cycle
+from rota.scheduler.decisions import (
+    Bind, Decisions, Preempt, Reason, ReasonCode, Reject, Wait,
+)
+from rota.scheduler.policy import Policy
+from rota.scheduler.screen import screen
+from rota.scheduler.snapshot import Snapshot
+
+
+def run_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Decisions:
+    cycle = Cycle(snapshot, policy, now)                                    # 1
+    out = Decisions()
+    pending: list[Job] = []
+    for job in snapshot.pending:                                            # 2
+        refusal = screen(cycle, job)
+        if refusal is None:
+            pending.append(job)
+        else:
+            out.rejects.append(Reject(job.id, (refusal,)))
+    cycle.evictable = [j for j in cycle.active if j.placement is not None]
+    preemptors = 0
+    blocked: dict[str, str] = {}  # queue -> its first blocked job (strict ordering)
+    for job in policy.order.sequence(pending, cycle):                       # 3
+        if job.queue in blocked:                                            # a
+            out.waits.append(Wait(job.id, (Reason(ReasonCode.BLOCKED, detail=(
+                f"{blocked[job.queue]} is ahead of it in queue {job.queue}")),)))
+            continue
+        capped = cycle.reservation is not None and not policy.backfill.ends_before(
+            job, cycle.reservation, now)
+        result = cycle.try_start(job, capped)                               # b
+        if isinstance(result, Bind):
+            if cycle.reservation is not None:
+                result = Bind(result.job, result.placement, result.flavor, result.borrowing, True)
+            out.binds.append(result)
+            continue
+        if policy.preemption is not None and preemptors < policy.preemption.max_preemptors:
+            plan = policy.preemption.find(cycle, job)                       # c
+            if plan is not None:
+                preemptors += 1
+                out.preemptions.extend(_evict(cycle, job, plan))
+                out.waits.append(Wait(job.id, (Reason(ReasonCode.PREEMPTING, detail=(
+                    _preempting_detail(plan))),)))
+                continue
+        estimate = None
+        if policy.backfill is not None and cycle.reservation is None and result.quota_ok:
+            reservation = policy.backfill.reserve(cycle, job)               # d
+            if reservation is not None:
+                cycle.reservation = reservation
+                out.reservations.append(reservation)
+                estimate = reservation.start_at
+        out.waits.append(Wait(job.id, _dedupe(result), estimate))           # e
+        if policy.order.blocking and estimate is None:
+            blocked[job.queue] = job.id
+    return out                                                              # 4
+
+
+def _evict(cycle: Cycle, job: Job, plan) -> list[Preempt]:
+    """Commit a victim plan in the overlay: victims' space and quota go to the preemptor."""
+    chosen = {v.id for v in plan.victims} | {v.id for v in plan.free}
+    cycle.evictable = [v for v in cycle.evictable if v.id not in chosen]
+    for v in (*plan.victims, *plan.free):
+        cycle.release(v)
+        cycle.book.charge(v.queue, v.flavor, v.total(), -1)
+    cycle.hold(job, plan.placement)
+    cycle.book.charge(job.queue, plan.flavor, job.total(), 1)
+    return [Preempt(v.id, job.id, v.grace_s, "priority" if v.queue == job.queue else "reclaim")
+            for v in plan.victims]
+
+
+def _preempting_detail(plan) -> str:
+    names = [v.id for v in plan.victims] or [v.id for v in plan.free]
+    verb = "preempting" if plan.victims else "waiting for preempted jobs to exit:"
+    return f"{verb} {', '.join(names)}"
+
+
+def _dedupe(result: Attempt) -> tuple[Reason, ...]:
+    return tuple(dict.fromkeys(result.reasons))

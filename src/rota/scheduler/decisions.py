@@ -1,0 +1,91 @@
+"""What a cycle decides, as data. Applying decisions is the caller's business.
+
+- ``Bind``: start ``job`` at ``placement``, charged to queue flavour ``flavor``.
+- ``Preempt``: evict ``job`` so that ``by`` can run; the victim has ``grace_s`` to checkpoint.
+- ``Reserve``: ``job`` is the top blocked job; it is promised ``placement`` at ``start_at``.
+- ``Wait``: ``job`` stays pending for ``reasons``; ``estimated_start`` where walltimes tell.
+- ``Reject``: ``job`` can never run on this cluster as specified (``reasons`` say why).
+
+A ``Reason`` is structured (code, resource, requested, free, capacity, detail); only the CLI
+and API turn it into a sentence.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from rota.core import Placement
+
+
+class ReasonCode(enum.StrEnum):
+    QUOTA = "quota"                  # queue (and cohort) quota does not allow the job now
+    RESOURCES = "resources"          # no node has the free capacity for a replica
+    GANG = "gang"                    # only some replicas of the gang fit
+    BLOCKED = "blocked"              # strict FIFO: an earlier job of the queue is blocked
+    RESERVED = "reserved"            # starting it now would delay the reserved job
+    PREEMPTING = "preempting"        # victims are being evicted for it
+    NO_MATCHING_GPU = "no-matching-gpu"
+    NO_FLAVOR = "no-flavor"          # the queue has no flavour covering the job's GPU models
+    NEVER_FITS = "never-fits"        # larger than any node that could take it
+    UNKNOWN_QUEUE = "unknown-queue"
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    code: ReasonCode
+    resource: str | None = None
+    requested: float | None = None
+    free: float | None = None
+    capacity: float | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    job: str
+    placement: Placement
+    flavor: str
+    borrowing: bool = False
+    backfilled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    job: str
+    by: str
+    grace_s: float
+    reason: str  # "priority" (same queue) or "reclaim" (quota lent in the cohort)
+
+
+@dataclass(frozen=True, slots=True)
+class Reserve:
+    job: str
+    start_at: float
+    placement: Placement
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    job: str
+    reasons: tuple[Reason, ...]
+    estimated_start: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    job: str
+    reasons: tuple[Reason, ...]
+
+
+@dataclass(slots=True)
+class Decisions:
+    binds: list[Bind] = field(default_factory=list)
+    preemptions: list[Preempt] = field(default_factory=list)
+    reservations: list[Reserve] = field(default_factory=list)
+    waits: list[Wait] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+
+    @property
+    def changes_anything(self) -> bool:
+        return bool(self.binds or self.preemptions or self.rejects)

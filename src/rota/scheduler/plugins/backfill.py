@@ -1,0 +1,85 @@
+"""EASY backfill, as Slurm's sched/backfill does it.
+
+The highest-ranked job that is admitted by quota but finds no room gets a *reservation*: the
+earliest time it could start if running jobs end at their walltimes (``started_at +
+walltime``), and the nodes and GPUs it would get then. Jobs ranked below it may still start now
+if they cannot delay it:
+
+- a job whose walltime ends before the reservation's start uses anything free now;
+- any other job must also fit in what the reservation leaves on its nodes at that start (the
+  reserved nodes are capped at "free at the shadow time minus the reservation"), and the
+  reserved job's quota is held from now on.
+
+A running job without walltime is assumed to run forever; if the top job cannot fit even after
+every job with a walltime has ended, it gets no reservation (its start time is unknown).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from rota.core import Job
+from rota.scheduler.decisions import Reserve
+from rota.scheduler.placement import place_gang
+from rota.scheduler.plugins.registry import register
+
+
+class EasyArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@register("backfill")
+class EasyBackfill:
+    name = "easy"
+    Args = EasyArgs
+
+    def __init__(self, args: EasyArgs) -> None:
+        pass
+
+    def reserve(self, cycle, job: Job) -> Reserve | None:
+        """Compute ``job``'s reservation on the cycle's overlay, cap its nodes, hold its quota."""
+        ending = sorted(
+            ((j.expected_end, j.id, j) for j in [*cycle.active, *cycle.bound]
+             if j.expected_end is not None),
+            key=lambda t: (t[0], t[1]))
+        state, book = cycle.state, cycle.book
+        mark = state.mark()
+        found = None
+        try:
+            for k, (end, _, ended) in enumerate(ending):
+                cycle.release(ended)
+                if k + 1 < len(ending) and ending[k + 1][0] == end:
+                    continue  # release everything that ends at the same moment first
+                found = self._fit(cycle, job)
+                if found is not None:
+                    flavor, placement = found
+                    reservation = Reserve(job.id, max(end, cycle.now), placement)
+                    mark2 = state.mark()
+                    cycle.hold(job, placement)  # the shadow state, minus the reservation
+                    cycle.cap_reserved_nodes(placement)
+                    state.undo(mark2)
+                    break
+            else:
+                return None
+        finally:
+            state.undo(mark)
+        book.charge(job.queue, flavor, job.total(), 1)
+        return reservation
+
+    @staticmethod
+    def _fit(cycle, job: Job):
+        for flavor, models in cycle.flavors(job):
+            if cycle.policy.admission.check(cycle.book, job.queue, flavor, job.total()) is not None:
+                continue
+            mark = cycle.state.mark()
+            placement, _ = place_gang(cycle.state, cycle.shape(job, models), job.replicas,
+                                      cycle.policy.placement)
+            cycle.state.undo(mark)
+            if placement is not None:
+                return flavor, placement
+        return None
+
+    @staticmethod
+    def ends_before(job: Job, reservation: Reserve, now: float) -> bool:
+        return job.walltime_s is not None and now + job.walltime_s <= reservation.start_at
+

@@ -1,0 +1,114 @@
+"""Queue quota with cohort borrowing and lending, as Kueue defines it.
+
+For queue ``q``, flavour ``f`` and resource ``r`` (all amounts in the resource's unit):
+
+- ``guaranteed = nominal - lending_limit`` when a lending limit is set, else 0: the part of the
+  nominal quota that never goes to the cohort.
+- The cohort's pool holds every member's lendable part, ``nominal - guaranteed``; members use
+  it for everything above their guaranteed part: ``pool_used = sum(max(0, usage - guaranteed))``.
+- ``available(q) = max(0, guaranteed - usage) + pool_left``, where ``pool_left =
+  pool - pool_used``, further capped by the borrowing limit when one is set:
+  ``pool_left <= (nominal - guaranteed) - max(0, usage - guaranteed) + borrowing_limit``.
+- A queue without a cohort has ``available = nominal - usage``.
+
+A resource a flavour's quota does not list is not limited. A queue with no quotas at all is
+unlimited and charged to flavour ``any``. A queue is *borrowing* in a flavour when its usage of
+some resource is above nominal; only borrowers' jobs are reclaimed by cohort preemption.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable, Mapping
+
+from rota.core import ANY_FLAVOR, Flavor, Job, Queue, model_matches
+from rota.scheduler.decisions import Reason, ReasonCode
+
+Key = tuple[str, str, str]  # (queue or cohort, flavour, resource)
+
+
+class QuotaBook:
+    def __init__(self, queues: Mapping[str, Queue], flavors: Mapping[str, Flavor],
+                 active: Iterable[Job]) -> None:
+        self.queues = queues
+        self.flavors = flavors
+        self.usage: dict[Key, int] = defaultdict(int)
+        self.pool: dict[Key, int] = defaultdict(int)
+        self.pool_used: dict[Key, int] = defaultdict(int)
+        for q in queues.values():
+            if q.cohort is None:
+                continue
+            for f, quota in q.quotas.items():
+                for r, nominal in quota.nominal.items():
+                    self.pool[(q.cohort, f, r)] += nominal - self.guaranteed(q, f, r)
+        for job in active:
+            if job.queue in queues:
+                self.charge(job.queue, job.flavor or ANY_FLAVOR, job.total(), 1)
+
+    def guaranteed(self, q: Queue, f: str, r: str) -> int:
+        quota = q.quotas[f]
+        if r in quota.lending_limit:
+            return quota.nominal[r] - quota.lending_limit[r]
+        return 0
+
+    def available(self, queue: str, f: str, r: str) -> int | None:
+        """How much more of ``r`` queue may take in flavour ``f``; None means unlimited."""
+        q = self.queues[queue]
+        quota = q.quotas.get(f)
+        if quota is None or r not in quota.nominal:
+            return None
+        nominal, used = quota.nominal[r], self.usage[(queue, f, r)]
+        if q.cohort is None:
+            return nominal - used
+        guaranteed = self.guaranteed(q, f, r)
+        local = max(0, guaranteed - used)
+        key = (q.cohort, f, r)
+        parent = self.pool[key] - self.pool_used[key]
+        if r in quota.borrowing_limit:
+            in_parent = max(0, used - guaranteed)
+            parent = min(parent, nominal - guaranteed - in_parent + quota.borrowing_limit[r])
+        return local + parent
+
+    def check(self, queue: str, f: str, demand: Mapping[str, int]) -> Reason | None:
+        """None if ``demand`` fits the queue's quota in ``f`` now, else the reason it does not."""
+        for r, amount in demand.items():
+            if amount <= 0:
+                continue
+            avail = self.available(queue, f, r)
+            if avail is not None and amount > avail:
+                nominal = self.queues[queue].quotas[f].nominal[r]
+                return Reason(ReasonCode.QUOTA, r, amount, max(avail, 0), nominal,
+                              f"queue {queue}, flavour {f}")
+        return None
+
+    def charge(self, queue: str, f: str, demand: Mapping[str, int], sign: int) -> None:
+        """Add (``sign=1``) or remove (``-1``) ``demand`` from the queue's usage in ``f``."""
+        q = self.queues[queue]
+        quota = q.quotas.get(f)
+        for r, amount in demand.items():
+            key = (queue, f, r)
+            before = self.usage[key]
+            self.usage[key] = before + sign * amount
+            if q.cohort is not None and quota is not None and r in quota.nominal:
+                g = self.guaranteed(q, f, r)
+                self.pool_used[(q.cohort, f, r)] += max(0, before + sign * amount - g) - max(0, before - g)
+
+    def borrowing(self, queue: str, f: str) -> bool:
+        quota = self.queues[queue].quotas.get(f)
+        if quota is None:
+            return False
+        return any(self.usage[(queue, f, r)] > n for r, n in quota.nominal.items())
+
+    def flavors_for(self, queue: Queue, job_models: tuple[str, ...], gpu_job: bool,
+                    cluster_models: Iterable[str]) -> list[tuple[str, tuple[str, ...]]]:
+        """Flavours (in the queue's order) the job may be charged to, each with the cluster's
+        GPU models it then may run on."""
+        matching = [m for m in cluster_models if model_matches(m, job_models)]
+        names = list(queue.quotas) or [ANY_FLAVOR]
+        out = []
+        for name in names:
+            flavor = self.flavors.get(name) or Flavor(name)
+            models = tuple(m for m in matching if flavor.matches(m))
+            if models or not gpu_job:
+                out.append((name, models))
+        return out

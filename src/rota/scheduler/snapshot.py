@@ -1,0 +1,48 @@
+"""The immutable input of one scheduling cycle.
+
+A ``Snapshot`` holds everything ``run_cycle`` may read: inventory, queues, flavours, projects,
+the jobs that hold resources and the jobs that wait, and each project's decayed usage history
+for fair share. Nothing else is consulted: no store, no clock, no backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from rota.core import ANY_FLAVOR, Flavor, Job, JobState, Node, Project, Queue
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """A project's past consumption in GPU-seconds, already decayed to time ``as_of``."""
+
+    gpu_seconds: float
+    as_of: float
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    nodes: tuple[Node, ...]
+    queues: Mapping[str, Queue]
+    jobs: tuple[Job, ...]  # pending jobs and jobs holding resources; terminal ones are left out
+    projects: Mapping[str, Project] = field(default_factory=dict)
+    flavors: Mapping[str, Flavor] = field(default_factory=lambda: {ANY_FLAVOR: Flavor(ANY_FLAVOR)})
+    usage: Mapping[str, Usage] = field(default_factory=dict)
+
+    @property
+    def pending(self) -> tuple[Job, ...]:
+        return tuple(j for j in self.jobs if j.state is JobState.PENDING)
+
+    @property
+    def active(self) -> tuple[Job, ...]:
+        """Jobs that hold resources (scheduled, running or preempting)."""
+        return tuple(j for j in self.jobs if j.state.holds_resources)
+
+    def project(self, name: str) -> Project:
+        return self.projects.get(name) or Project(name)
+
+    def flavor(self, name: str) -> Flavor:
+        if name == ANY_FLAVOR:
+            return self.flavors.get(ANY_FLAVOR, Flavor(ANY_FLAVOR))
+        return self.flavors[name]

@@ -1,0 +1,180 @@
+"""The mutable overlay a cycle works on: free capacity per node and device, with indexes.
+
+``ClusterState`` starts from a snapshot (capacity minus what active jobs hold) and records every
+tentative change in a journal, so that what-ifs (a gang that half fits, a preemption trial, a
+backfill shadow) are undone exactly with ``undo(mark)``.
+
+Indexes: nodes are grouped into *pools* by (resource group, GPU model) plus one pool per
+resource group holding all its nodes (key model ``"*"``). Inside a pool, nodes are bucketed by
+the number of wholly free GPUs and by the free share of each device (in tenths of a GPU). A request looks only at the buckets that can hold it, in the order its scoring plugin
+prefers, instead of scoring every node.
+
+``epoch`` grows whenever free capacity grows beyond what an earlier moment had; a placement
+that failed at epoch ``e`` fails again while ``epoch == e``.
+
+A *cap* limits what a job that would still run at a reservation's start may take on a reserved
+node (see ``backfill``): it fits only where both the free capacity and the cap allow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rota.core import MILLI, DeviceShare, Node
+
+ALL_MODELS = "*"
+FRAC_LEVELS = 11  # largest free share on a device, in tenths: 0..10
+
+
+class Cap:
+    __slots__ = ("cpu", "mem", "milli", "gmem")
+
+    def __init__(self, cpu: int, mem: int, milli: list[int], gmem: list[int]) -> None:
+        self.cpu, self.mem, self.milli, self.gmem = cpu, mem, milli, gmem
+
+
+class Slot:
+    """One node's free capacity. ``milli[d]``/``gmem[d]`` are free on device position ``d``."""
+
+    __slots__ = ("i", "node", "name", "cpu", "mem", "milli", "gmem", "dev_mem", "models",
+                 "numa", "nvlink", "whole", "frac", "pools", "cap")
+
+    def __init__(self, i: int, node: Node) -> None:
+        self.i, self.node, self.name = i, node, node.name
+        self.cpu, self.mem = node.cpu_milli, node.memory_mib
+        devs = node.devices
+        self.dev_mem = [d.memory_mib for d in devs]
+        self.milli = [MILLI if d.healthy else 0 for d in devs]
+        self.gmem = [d.memory_mib if d.healthy else 0 for d in devs]
+        self.models = [d.model for d in devs]
+        self.numa = [d.numa for d in devs]
+        self.nvlink = [d.nvlink for d in devs]
+        self.whole = 0
+        self.frac: frozenset[int] = frozenset()
+        self.pools: list[Pool] = []
+        self.cap: Cap | None = None
+
+    def levels(self) -> tuple[int, frozenset[int]]:
+        """Wholly free devices, and the tenths-of-a-GPU levels of the devices' free shares."""
+        whole = 0
+        for m, g, full in zip(self.milli, self.gmem, self.dev_mem):
+            if m == MILLI and g == full:
+                whole += 1
+        frac = frozenset(m * (FRAC_LEVELS - 1) // MILLI for m in self.milli if m > 0)
+        return whole, frac
+
+
+class Pool:
+    """Nodes of one (resource group, model), bucketed by wholly free GPUs and by the free-share
+    levels of their devices (a node sits in the bucket of every level one of its devices has)."""
+
+    __slots__ = ("key", "whole", "frac")
+
+    def __init__(self, key: tuple[str, str], max_gpus: int) -> None:
+        self.key = key
+        self.whole: list[dict[int, None]] = [{} for _ in range(max_gpus + 1)]
+        self.frac: list[dict[int, None]] = [{} for _ in range(FRAC_LEVELS)]
+
+
+@dataclass(slots=True)
+class Entry:
+    slot: int
+    cpu: int
+    mem: int
+    devices: tuple[tuple[int, int, int], ...]  # (position, milli, memory) taken (+) or given (-)
+    capped: bool
+
+
+class ClusterState:
+    def __init__(self, nodes: tuple[Node, ...]) -> None:
+        self.slots = [Slot(i, n) for i, n in enumerate(nodes)]
+        self.by_name = {s.name: s for s in self.slots}
+        self.pools: dict[tuple[str, str], Pool] = {}
+        self.journal: list[Entry] = []
+        self.epoch = 0
+        max_gpus = max((len(n.devices) for n in nodes), default=0)
+        for slot in self.slots:
+            if not slot.node.schedulable:
+                continue
+            rg = slot.node.resource_group
+            for model in (ALL_MODELS, *dict.fromkeys(slot.models)):
+                pool = self.pools.get((rg, model))
+                if pool is None:
+                    pool = self.pools[(rg, model)] = Pool((rg, model), max_gpus)
+                slot.pools.append(pool)
+            slot.whole, slot.frac = slot.levels()
+            for pool in slot.pools:
+                pool.whole[slot.whole][slot.i] = None
+                for level in slot.frac:
+                    pool.frac[level][slot.i] = None
+
+    # -- changes -----------------------------------------------------------------------------
+
+    def take(self, slot: Slot, cpu: int, mem: int, devices: tuple[DeviceShare, ...] | list,
+             positions: list[int], capped: bool = False) -> None:
+        """Allocate ``cpu``, ``mem`` and the device shares (at ``positions``) on ``slot``."""
+        deltas = tuple((p, d.milli, d.memory_mib) for p, d in zip(positions, devices))
+        self._apply(Entry(slot.i, cpu, mem, deltas, capped and slot.cap is not None))
+
+    def give(self, slot: Slot, cpu: int, mem: int, deltas: tuple[tuple[int, int, int], ...]) -> None:
+        """Release what a job held on ``slot``; free capacity grows, so the epoch moves."""
+        self._apply(Entry(slot.i, -cpu, -mem, tuple((p, -m, -g) for p, m, g in deltas), False))
+        self.epoch += 1
+
+    def mark(self) -> int:
+        return len(self.journal)
+
+    def undo(self, mark: int) -> None:
+        grew = False
+        while len(self.journal) > mark:
+            e = self.journal.pop()
+            grew = grew or e.cpu > 0 or e.mem > 0 or any(m > 0 for _, m, _ in e.devices)
+            self._change(e, -1)
+        if grew:
+            self.epoch += 1
+
+    def _apply(self, e: Entry) -> None:
+        self.journal.append(e)
+        self._change(e, 1)
+
+    def _change(self, e: Entry, sign: int) -> None:
+        s = self.slots[e.slot]
+        s.cpu -= sign * e.cpu
+        s.mem -= sign * e.mem
+        for p, m, g in e.devices:
+            s.milli[p] -= sign * m
+            s.gmem[p] -= sign * g
+        if e.capped and s.cap is not None:
+            cap = s.cap
+            cap.cpu -= sign * e.cpu
+            cap.mem -= sign * e.mem
+            for p, m, g in e.devices:
+                cap.milli[p] -= sign * m
+                cap.gmem[p] -= sign * g
+        if e.devices:
+            self._reindex(s)
+
+    def _reindex(self, s: Slot) -> None:
+        whole, frac = s.levels()
+        if whole != s.whole:
+            for pool in s.pools:
+                del pool.whole[s.whole][s.i]
+                pool.whole[whole][s.i] = None
+            s.whole = whole
+        if frac != s.frac:
+            gone, new = s.frac - frac, frac - s.frac
+            for pool in s.pools:
+                for level in gone:
+                    del pool.frac[level][s.i]
+                for level in new:
+                    pool.frac[level][s.i] = None
+            s.frac = frac
+
+    # -- caps (backfill) ---------------------------------------------------------------------
+
+    def set_cap(self, slot: Slot, cap: Cap) -> None:
+        slot.cap = cap
+
+    def clear_caps(self) -> None:
+        for s in self.slots:
+            s.cap = None

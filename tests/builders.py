@@ -1,0 +1,202 @@
+"""Fluent builders for nodes, jobs, queues and snapshots, so tests read as specifications.
+
+    node("n1").gpus(8, "H100-80GB").build()
+    job("train").gpus(4).replicas(2).priority(10).build()
+    cluster().nodes(...).queue(queue("research").quota(gpu=8).cohort("lab")).jobs(...).build()
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from rota.core import (
+    ANY_FLAVOR, DeviceShare, Flavor, FlavorQuota, GpuDevice, GpuRequest, Job, JobState, Node,
+    Placement, Project, Queue, ReclaimWithinCohort, ReplicaPlacement, ReplicaRequest, WithinQueue,
+)
+from rota.scheduler import Snapshot, Usage
+
+GiB = 1024
+
+
+class NodeBuilder:
+    def __init__(self, name: str) -> None:
+        self._name, self._cpu, self._mem = name, 64_000, 512 * GiB
+        self._devices: list[GpuDevice] = []
+        self._group, self._labels, self._schedulable = "default", {}, True
+
+    def gpus(self, count: int, model: str = "H100-80GB", memory_gib: int = 80,
+             nvlink: list[str | None] | None = None, numa: list[int] | None = None) -> NodeBuilder:
+        start = len(self._devices)
+        for k in range(count):
+            self._devices.append(GpuDevice(
+                index=start + k, model=model, memory_mib=memory_gib * GiB,
+                uuid=f"GPU-{self._name}-{start + k}",
+                numa=numa[k] if numa else 0, nvlink=nvlink[k] if nvlink else None))
+        return self
+
+    def unhealthy(self, index: int) -> NodeBuilder:
+        self._devices[index] = replace(self._devices[index], healthy=False)
+        return self
+
+    def cpu(self, cores: float) -> NodeBuilder:
+        self._cpu = int(cores * 1000)
+        return self
+
+    def memory(self, gib: int) -> NodeBuilder:
+        self._mem = gib * GiB
+        return self
+
+    def group(self, name: str) -> NodeBuilder:
+        self._group = name
+        return self
+
+    def label(self, key: str, value: str) -> NodeBuilder:
+        self._labels[key] = value
+        return self
+
+    def cordoned(self) -> NodeBuilder:
+        self._schedulable = False
+        return self
+
+    def build(self) -> Node:
+        return Node(self._name, self._cpu, self._mem, tuple(self._devices), self._group,
+                    dict(self._labels), self._schedulable)
+
+
+class JobBuilder:
+    def __init__(self, id: str) -> None:
+        self._f: dict[str, Any] = {"id": id, "project": "p", "queue": "q"}
+        self._cpu, self._mem = 1000, 4 * GiB
+        self._gpu = GpuRequest(0)
+
+    def __getattr__(self, name: str):
+        def setter(value):
+            self._f[name] = value
+            return self
+        return setter
+
+    def gpus(self, count: float, memory_gib: float | None = None, models: tuple[str, ...] = ()) -> JobBuilder:
+        mem = None if memory_gib is None else int(memory_gib * GiB)
+        if count and count < 1:
+            self._gpu = GpuRequest(1, round(count * 1000), mem, models)
+        else:
+            self._gpu = GpuRequest(int(count), 1000, mem, models)
+        return self
+
+    def cpu(self, cores: float) -> JobBuilder:
+        self._cpu = int(cores * 1000)
+        return self
+
+    def memory(self, gib: float) -> JobBuilder:
+        self._mem = int(gib * GiB)
+        return self
+
+    def walltime(self, seconds: float) -> JobBuilder:
+        self._f["walltime_s"] = seconds
+        return self
+
+    def submitted(self, t: float) -> JobBuilder:
+        self._f["submit_time"] = t
+        return self
+
+    def running_on(self, *replicas: tuple[str, list[int]] | tuple[str, list[int], int],
+                   since: float = 0.0, flavor: str = ANY_FLAVOR) -> JobBuilder:
+        """Make the job running: each replica is (node, device indices[, milli per device])."""
+        reps = []
+        for rep in replicas:
+            node_name, indices = rep[0], rep[1]
+            milli = rep[2] if len(rep) > 2 else 1000
+            mem = 80 * GiB * milli // 1000
+            reps.append(ReplicaPlacement(node_name, tuple(DeviceShare(i, milli, mem) for i in indices)))
+        self._f.update(state=JobState.RUNNING, placement=Placement(tuple(reps)),
+                       started_at=since, flavor=flavor, replicas=len(reps))
+        return self
+
+    def build(self) -> Job:
+        return Job(request=ReplicaRequest(self._cpu, self._mem, self._gpu), **self._f)
+
+
+class QueueBuilder:
+    def __init__(self, name: str) -> None:
+        self._name, self._cohort = name, None
+        self._quotas: dict[str, FlavorQuota] = {}
+        self._within, self._reclaim = WithinQueue.LOWER_PRIORITY, ReclaimWithinCohort.ANY
+
+    def quota(self, flavor: str = ANY_FLAVOR, gpu: float | None = None, borrow: float | None = None,
+              lend: float | None = None, cpu: float | None = None) -> QueueBuilder:
+        nominal = {} if gpu is None else {"gpu": int(gpu * 1000)}
+        if cpu is not None:
+            nominal["cpu"] = int(cpu * 1000)
+        self._quotas[flavor] = FlavorQuota(
+            nominal,
+            {} if borrow is None else {"gpu": int(borrow * 1000)},
+            {} if lend is None else {"gpu": int(lend * 1000)})
+        return self
+
+    def cohort(self, name: str) -> QueueBuilder:
+        self._cohort = name
+        return self
+
+    def preemption(self, within: str = "lower-priority", reclaim: str = "any") -> QueueBuilder:
+        self._within, self._reclaim = WithinQueue(within), ReclaimWithinCohort(reclaim)
+        return self
+
+    def build(self) -> Queue:
+        return Queue(self._name, dict(self._quotas), self._cohort, self._within, self._reclaim)
+
+
+class ClusterBuilder:
+    def __init__(self) -> None:
+        self._nodes: list[Node] = []
+        self._queues: dict[str, Queue] = {}
+        self._jobs: list[Job] = []
+        self._projects: dict[str, Project] = {}
+        self._flavors: dict[str, Flavor] = {ANY_FLAVOR: Flavor(ANY_FLAVOR)}
+        self._usage: dict[str, Usage] = {}
+
+    def nodes(self, *nodes: NodeBuilder | Node) -> ClusterBuilder:
+        self._nodes += [n.build() if isinstance(n, NodeBuilder) else n for n in nodes]
+        return self
+
+    def queue(self, *queues: QueueBuilder | Queue) -> ClusterBuilder:
+        for q in queues:
+            q = q.build() if isinstance(q, QueueBuilder) else q
+            self._queues[q.name] = q
+        return self
+
+    def flavor(self, name: str, *models: str) -> ClusterBuilder:
+        self._flavors[name] = Flavor(name, tuple(models))
+        return self
+
+    def project(self, name: str, weight: float = 1.0, used_gpu_hours: float = 0.0,
+                as_of: float = 0.0) -> ClusterBuilder:
+        self._projects[name] = Project(name, weight)
+        if used_gpu_hours:
+            self._usage[name] = Usage(used_gpu_hours * 3600, as_of)
+        return self
+
+    def jobs(self, *jobs: JobBuilder | Job) -> ClusterBuilder:
+        self._jobs += [j.build() if isinstance(j, JobBuilder) else j for j in jobs]
+        return self
+
+    def build(self) -> Snapshot:
+        queues = dict(self._queues) or {"q": Queue("q")}
+        return Snapshot(tuple(self._nodes), queues, tuple(self._jobs), dict(self._projects),
+                        dict(self._flavors), dict(self._usage))
+
+
+def node(name: str) -> NodeBuilder:
+    return NodeBuilder(name)
+
+
+def job(id: str) -> JobBuilder:
+    return JobBuilder(id)
+
+
+def queue(name: str) -> QueueBuilder:
+    return QueueBuilder(name)
+
+
+def cluster() -> ClusterBuilder:
+    return ClusterBuilder()
