@@ -14,7 +14,9 @@ from rota.core import (
     ANY_FLAVOR, DeviceShare, Flavor, FlavorQuota, GpuDevice, GpuRequest, Job, JobState, Node,
     Placement, Project, Queue, ReclaimWithinCohort, ReplicaPlacement, ReplicaRequest, WithinQueue,
 )
-from rota.scheduler import Snapshot, Usage
+from rota.scheduler import (
+    Bind, Decisions, Policy, Reject, Snapshot, Usage, Wait, build_policy, run_cycle,
+)
 
 GiB = 1024
 
@@ -101,13 +103,16 @@ class JobBuilder:
         return self
 
     def running_on(self, *replicas: tuple[str, list[int]] | tuple[str, list[int], int],
-                   since: float = 0.0, flavor: str = ANY_FLAVOR) -> JobBuilder:
-        """Make the job running: each replica is (node, device indices[, milli per device])."""
+                   since: float = 0.0, flavor: str = ANY_FLAVOR,
+                   device_memory_gib: int = 80) -> JobBuilder:
+        """Make the job running: each replica is (node, device indices[, milli per device]).
+
+        Each device share books ``milli / 1000`` of a ``device_memory_gib`` device's memory."""
         reps = []
         for rep in replicas:
             node_name, indices = rep[0], rep[1]
             milli = rep[2] if len(rep) > 2 else 1000
-            mem = 80 * GiB * milli // 1000
+            mem = device_memory_gib * GiB * milli // 1000
             reps.append(ReplicaPlacement(node_name, tuple(DeviceShare(i, milli, mem) for i in indices)))
         self._f.update(state=JobState.RUNNING, placement=Placement(tuple(reps)),
                        started_at=since, flavor=flavor, replicas=len(reps))
@@ -122,6 +127,7 @@ class QueueBuilder:
         self._name, self._cohort = name, None
         self._quotas: dict[str, FlavorQuota] = {}
         self._within, self._reclaim = WithinQueue.LOWER_PRIORITY, ReclaimWithinCohort.ANY
+        self._groups: tuple[str, ...] = ()
 
     def quota(self, flavor: str = ANY_FLAVOR, gpu: float | None = None, borrow: float | None = None,
               lend: float | None = None, cpu: float | None = None) -> QueueBuilder:
@@ -134,6 +140,18 @@ class QueueBuilder:
             {} if lend is None else {"gpu": int(lend * 1000)})
         return self
 
+    def limits(self, flavor: str = ANY_FLAVOR, nominal: dict[str, int] | None = None,
+               borrowing: dict[str, int] | None = None,
+               lending: dict[str, int] | None = None) -> QueueBuilder:
+        """Quota in raw units (gpu and cpu in milli, memory in MiB), any resource."""
+        self._quotas[flavor] = FlavorQuota(dict(nominal or {}), dict(borrowing or {}),
+                                           dict(lending or {}))
+        return self
+
+    def groups(self, *names: str) -> QueueBuilder:
+        self._groups = tuple(names)
+        return self
+
     def cohort(self, name: str) -> QueueBuilder:
         self._cohort = name
         return self
@@ -143,7 +161,8 @@ class QueueBuilder:
         return self
 
     def build(self) -> Queue:
-        return Queue(self._name, dict(self._quotas), self._cohort, self._within, self._reclaim)
+        return Queue(self._name, dict(self._quotas), self._cohort, self._within, self._reclaim,
+                     self._groups)
 
 
 class ClusterBuilder:
@@ -200,3 +219,36 @@ def queue(name: str) -> QueueBuilder:
 
 def cluster() -> ClusterBuilder:
     return ClusterBuilder()
+
+
+# -- running a cycle and reading its outcome ----------------------------------------------------
+
+
+def decide(snapshot: Snapshot, policy: str | dict | Policy = "default", now: float = 0.0) -> Decisions:
+    """One cycle with a preset name, a policy spec or a built policy."""
+    built = policy if isinstance(policy, Policy) else build_policy(policy)
+    return run_cycle(snapshot, built, now)
+
+
+def bound(decisions: Decisions) -> dict[str, Bind]:
+    return {b.job: b for b in decisions.binds}
+
+
+def waiting(decisions: Decisions) -> dict[str, Wait]:
+    return {w.job: w for w in decisions.waits}
+
+
+def rejected(decisions: Decisions) -> dict[str, Reject]:
+    return {r.job: r for r in decisions.rejects}
+
+
+def codes(decisions: Decisions, job_id: str) -> list[str]:
+    """Reason codes of a waiting or rejected job."""
+    found = waiting(decisions).get(job_id) or rejected(decisions).get(job_id)
+    assert found is not None, f"{job_id} neither waits nor is rejected"
+    return [r.code.value for r in found.reasons]
+
+
+def devices_of(b: Bind) -> list[tuple[str, tuple[int, ...]]]:
+    """(node, device indices) of each replica of a bind."""
+    return [(r.node, tuple(d.index for d in r.devices)) for r in b.placement.replicas]

@@ -86,6 +86,12 @@ _MEMORY_UNITS = {
 _QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
 
 
+def _finite(number: float, value: object, field: str) -> None:
+    """Infinity and NaN (YAML's ``.inf``, ``.nan``) are no amount of anything."""
+    if not math.isfinite(number):
+        raise InvalidSpec(field, f"must be a finite number, got {value!r}")
+
+
 def parse_memory_mib(value: object, field: str) -> int:
     """``"16Gi"``, ``"512Mi"``, ``"80GB"`` or a bare number of MiB -> MiB (rounded up)."""
     if isinstance(value, bool):
@@ -100,7 +106,8 @@ def parse_memory_mib(value: object, field: str) -> int:
         raise InvalidSpec(field, f"expected a memory size such as 16Gi, got {value!r}")
     if unit not in _MEMORY_UNITS:
         raise InvalidSpec(field, f"unknown unit {unit!r}; use Mi, Gi, Ti, MB, GB or TB")
-    if number < 0 or math.isnan(number):
+    _finite(number, value, field)
+    if number < 0:
         raise InvalidSpec(field, f"must not be negative, got {value!r}")
     return math.ceil(number * _MEMORY_UNITS[unit] - 1e-9)
 
@@ -118,6 +125,7 @@ def parse_cpu_milli(value: object, field: str) -> int:
         number = float(match.group(1)) * (1 if unit == "m" else MILLI)
     else:
         raise InvalidSpec(field, f"expected a CPU count such as 4 or 500m, got {value!r}")
+    _finite(number, value, field)
     if number < 0:
         raise InvalidSpec(field, f"must not be negative, got {value!r}")
     return math.ceil(number - 1e-9)
@@ -131,7 +139,8 @@ def parse_gpu(value: object, field: str) -> tuple[int, int]:
         number = float(value)
     except ValueError:
         raise InvalidSpec(field, f"expected a number of GPUs such as 1, 4 or 0.5, got {value!r}") from None
-    if number < 0 or math.isnan(number):
+    _finite(number, value, field)
+    if number < 0:
         raise InvalidSpec(field, f"must not be negative, got {value!r}")
     if number == 0:
         return 0, MILLI
@@ -156,6 +165,7 @@ def parse_duration_s(value: object, field: str) -> float:
         seconds = sum(float(n) * units[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)([smhd])", value))
     else:
         raise InvalidSpec(field, f"expected a duration such as 30m, 4h or 1h30m, got {value!r}")
+    _finite(seconds, value, field)
     if seconds < 0:
         raise InvalidSpec(field, f"must not be negative, got {value!r}")
     return seconds
