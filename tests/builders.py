@@ -15,7 +15,8 @@ from rota.core import (
     Placement, Project, Queue, ReclaimWithinCohort, ReplicaPlacement, ReplicaRequest, WithinQueue,
 )
 from rota.scheduler import (
-    Bind, Decisions, Policy, Reject, Snapshot, Usage, Wait, build_policy, run_cycle,
+    Bind, Decisions, Policy, Reject, Snapshot, Usage, Wait, apply_decisions, build_policy,
+    run_cycle,
 )
 
 GiB = 1024
@@ -252,3 +253,17 @@ def codes(decisions: Decisions, job_id: str) -> list[str]:
 def devices_of(b: Bind) -> list[tuple[str, tuple[int, ...]]]:
     """(node, device indices) of each replica of a bind."""
     return [(r.node, tuple(d.index for d in r.devices)) for r in b.placement.replicas]
+
+
+def apply_all(snapshot: Snapshot, decisions: Decisions, now: float, evict_now: bool = True) -> SnapshotView:
+    """``apply_decisions``, wrapped so a test can add jobs to the result."""
+    return SnapshotView(apply_decisions(snapshot, decisions, now, evict_now))
+
+
+class SnapshotView:
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+
+    def with_jobs(self, *jobs: JobBuilder | Job) -> Snapshot:
+        extra = tuple(j.build() if isinstance(j, JobBuilder) else j for j in jobs)
+        return replace(self.snapshot, jobs=self.snapshot.jobs + extra)
