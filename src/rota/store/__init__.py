@@ -1,0 +1,24 @@
+"""The control plane's durable store: SQLite (WAL) by default, PostgreSQL by URL.
+
+``Store`` is the whole interface: projects, users, memberships and API tokens; flavours, queues
+and node inventory; jobs (submit, list, show, cancel, events, backend-reported transitions);
+and the scheduling cycle's side (``snapshot(now)`` -> ``run_cycle`` -> ``apply(decisions, now)``)
+with usage accounting. Modules:
+
+- ``schema``: the tables (and why); ``migrations``: Alembic revisions, run at open by ``engine``;
+- ``records``: values in and out (``Submission``, ``JobRecord``, ``Page``, ``JobEvent``);
+- ``convert``: rows and JSON columns <-> core values (the job spec format is documented there);
+- ``jobs``, ``admin``, ``cycle``: the operations, each on a connection the ``Store`` opened;
+- ``tokens``: token generation, hashing, roles and principals; ``errors``: stable error codes.
+"""
+
+from rota.store.errors import AlreadyExists, Conflict, NotFound, Unauthenticated
+from rota.store.records import ApplyResult, JobEvent, JobFilter, JobRecord, Page, Submission
+from rota.store.store import Store
+from rota.store.tokens import IssuedToken, Principal, Role, TokenInfo
+
+__all__ = [
+    "AlreadyExists", "ApplyResult", "Conflict", "IssuedToken", "JobEvent", "JobFilter",
+    "JobRecord", "NotFound", "Page", "Principal", "Role", "Store", "Submission", "TokenInfo",
+    "Unauthenticated",
+]

@@ -1,0 +1,139 @@
+"""Conversions between rows (JSON columns included) and core values. Pure: no connection.
+
+The job ``spec`` column holds the core-level request, version 1::
+
+    {"v": 1,
+     "request": {"cpu_milli": 4000, "memory_mib": 16384,
+                 "gpu": {"count": 1, "share": 500, "memory_mib": 20480, "models": ["*A100*"]}},
+     "walltime_s": 3600.0, "preemptible": true, "grace_s": 30.0, "resource_group": null,
+     "selector": {"zone": "a"}, "labels": {}, "run": {...}}
+
+Identity and ordering fields (name, project, user, queue, priority, kind, replicas) are columns,
+not spec keys: the store filters and orders on them. ``run`` is what the backend needs and the
+scheduler never reads. A placement is ``[{"node": "n1", "devices": [[index, milli, memory_mib],
+...]}, ...]`` in replica rank order; queue quotas are a list of ``[flavor, quota]`` pairs, because
+flavour order matters and not every JSON column keeps key order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Mapping
+
+from rota.core import (
+    DeviceShare, Flavor, FlavorQuota, GpuDevice, GpuRequest, Job, JobId, JobKind, JobState, Node,
+    NodeName, Placement, Queue, ReclaimWithinCohort, ReplicaPlacement, ReplicaRequest, WithinQueue,
+)
+from rota.scheduler import Reason, ReasonCode
+from rota.store.records import JobRecord, Submission
+
+SPEC_VERSION = 1
+
+
+def spec_json(sub: Submission) -> dict[str, Any]:
+    gpu = sub.request.gpu
+    return {
+        "v": SPEC_VERSION,
+        "request": {"cpu_milli": sub.request.cpu_milli, "memory_mib": sub.request.memory_mib,
+                    "gpu": {"count": gpu.count, "share": gpu.share, "memory_mib": gpu.memory_mib,
+                            "models": list(gpu.models)}},
+        "walltime_s": sub.walltime_s, "preemptible": sub.preemptible, "grace_s": sub.grace_s,
+        "resource_group": sub.resource_group, "selector": dict(sub.selector),
+        "labels": dict(sub.labels), "run": dict(sub.run),
+    }
+
+
+def request_from_spec(spec: Mapping[str, Any]) -> ReplicaRequest:
+    req, gpu = spec["request"], spec["request"]["gpu"]
+    return ReplicaRequest(req["cpu_milli"], req["memory_mib"],
+                          GpuRequest(gpu["count"], gpu["share"], gpu["memory_mib"],
+                                     tuple(gpu["models"])))
+
+
+def placement_json(placement: Placement | None) -> list[dict[str, Any]] | None:
+    if placement is None:
+        return None
+    return [{"node": r.node, "devices": [[d.index, d.milli, d.memory_mib] for d in r.devices]}
+            for r in placement.replicas]
+
+
+def placement_from_json(data: list[dict[str, Any]] | None) -> Placement | None:
+    if data is None:
+        return None
+    return Placement(tuple(ReplicaPlacement(r["node"], tuple(DeviceShare(*d) for d in r["devices"]))
+                           for r in data))
+
+
+def reasons_json(reasons: tuple[Reason, ...]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in asdict(r).items() if v not in (None, "")} for r in reasons]
+
+
+def reasons_from_json(data: list[dict[str, Any]] | None) -> tuple[Reason, ...]:
+    return tuple(Reason(**{**r, "code": ReasonCode(r["code"])}) for r in data or ())
+
+
+def job_from_row(row: Any) -> Job:
+    """The core ``Job`` of a ``jobs`` row: what ``run_cycle`` sees."""
+    spec = row.spec
+    return Job(
+        id=JobId(str(row.id)), project=row.project, queue=row.queue,
+        request=request_from_spec(spec), user=row.user, priority=row.priority,
+        kind=JobKind(row.kind), replicas=row.replicas, walltime_s=spec["walltime_s"],
+        submit_time=row.submit_time, preemptible=spec["preemptible"], grace_s=spec["grace_s"],
+        resource_group=spec["resource_group"], selector=tuple(sorted(spec["selector"].items())),
+        state=JobState(row.state), placement=placement_from_json(row.placement),
+        flavor=row.flavor, started_at=row.started_at,
+        labels=tuple(sorted(spec["labels"].items())),
+    )
+
+
+def record_from_row(row: Any) -> JobRecord:
+    return JobRecord(
+        job=job_from_row(row), name=row.name, reason=row.reason,
+        wait_reasons=reasons_from_json(row.wait_reasons), estimated_start=row.estimated_start,
+        finished_at=row.finished_at, exit_code=row.exit_code, attempts=row.attempts,
+        cancel_requested=bool(row.cancel_requested), preempt_deadline=row.preempt_deadline,
+        backend_handle=row.backend_handle, run=row.spec.get("run", {}), version=row.version,
+        updated_at=row.updated_at,
+    )
+
+
+def node_values(node: Node) -> dict[str, Any]:
+    """The inventory columns of a node (not ``schedulable``, ``backend``, ``last_seen``)."""
+    return {"resource_group": node.resource_group, "cpu_milli": node.cpu_milli,
+            "memory_mib": node.memory_mib, "labels": dict(node.labels),
+            "devices": [asdict(d) for d in node.devices]}
+
+
+def node_from_row(row: Any) -> Node:
+    return Node(NodeName(row.name), row.cpu_milli, row.memory_mib,
+                tuple(GpuDevice(**d) for d in row.devices), row.resource_group,
+                dict(row.labels), bool(row.schedulable))
+
+
+def queue_values(queue: Queue) -> dict[str, Any]:
+    return {
+        "cohort": queue.cohort,
+        "quotas": [[flavor, {"nominal": dict(q.nominal), "borrowing_limit": dict(q.borrowing_limit),
+                             "lending_limit": dict(q.lending_limit)}]
+                   for flavor, q in queue.quotas.items()],
+        "preemption": {"within_queue": str(queue.within_queue),
+                       "reclaim_within_cohort": str(queue.reclaim_within_cohort)},
+        "resource_groups": list(queue.resource_groups),
+    }
+
+
+def queue_from_row(row: Any) -> Queue:
+    return Queue(
+        name=row.name,
+        quotas={flavor: FlavorQuota(q["nominal"], q["borrowing_limit"], q["lending_limit"])
+                for flavor, q in row.quotas},
+        cohort=row.cohort,
+        within_queue=WithinQueue(row.preemption["within_queue"]),
+        reclaim_within_cohort=ReclaimWithinCohort(row.preemption["reclaim_within_cohort"]),
+        resource_groups=tuple(row.resource_groups),
+    )
+
+
+def flavor_from_row(row: Any) -> Flavor:
+    return Flavor(row.name, tuple(row.models))

@@ -1,0 +1,147 @@
+"""The store's side of a scheduling cycle: the snapshot it reads, the decisions it persists, and
+the usage history fair share needs.
+
+``apply`` writes all of one cycle's decisions in the caller's single transaction:
+
+- ``Bind``: PENDING -> SCHEDULED with placement, flavour and ``started_at = now``;
+- ``Preempt``: SCHEDULED/RUNNING -> PREEMPTING with ``preempt_deadline = now + grace``
+  (a job already PREEMPTING is left as it is);
+- ``Reject``: PENDING -> FAILED with the reasons;
+- ``Wait``: the latest reasons and estimated start of a PENDING job, for ``rota show``.
+
+A decision about a job that moved on since the snapshot (a pending job cancelled meanwhile, a
+victim that already finished) fails ``check_transition`` and is dropped, reported in
+``ApplyResult.stale``; the others still apply. Dropping is always safe: a dropped bind only
+leaves capacity free, and a preemptor is never bound in the cycle that evicts for it.
+
+Usage is GPU-seconds per project, decayed with a half-life: stored as (amount, as_of), and
+``amount * 0.5 ** ((now - as_of) / half_life)`` at a later ``now``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, select, update
+
+from rota.core import ANY_FLAVOR, Flavor, IllegalTransition, JobState, Project
+from rota.scheduler import Decisions, Reason, Snapshot, Usage
+from rota.store import convert
+from rota.store import jobs as job_rows
+from rota.store.errors import NotFound
+from rota.store.records import ApplyResult
+from rota.store.schema import flavors, jobs, nodes, projects, queues, usage
+
+LIVE_STATES = tuple(str(s) for s in JobState if s is JobState.PENDING or s.holds_resources)
+
+
+def snapshot(conn: Connection) -> Snapshot:
+    """Everything ``run_cycle`` reads, as of this transaction."""
+    flavor_map: dict[str, Flavor] = {ANY_FLAVOR: Flavor(ANY_FLAVOR)}
+    flavor_map.update({r.name: convert.flavor_from_row(r)
+                       for r in conn.execute(select(flavors).order_by(flavors.c.name))})
+    job_rows_ = conn.execute(select(jobs).where(jobs.c.state.in_(LIVE_STATES))
+                             .order_by(jobs.c.id)).all()
+    return Snapshot(
+        nodes=tuple(convert.node_from_row(r)
+                    for r in conn.execute(select(nodes).order_by(nodes.c.name))),
+        queues={r.name: convert.queue_from_row(r)
+                for r in conn.execute(select(queues).order_by(queues.c.name))},
+        jobs=tuple(convert.job_from_row(r) for r in job_rows_),
+        projects={r.name: Project(r.name, r.weight)
+                  for r in conn.execute(select(projects).order_by(projects.c.name))},
+        flavors=flavor_map,
+        usage=stored_usage(conn),
+    )
+
+
+def stored_usage(conn: Connection) -> dict[str, Usage]:
+    return {r.project: Usage(r.gpu_seconds, r.as_of)
+            for r in conn.execute(select(usage).order_by(usage.c.project))}
+
+
+def apply(conn: Connection, decisions: Decisions, now: float) -> ApplyResult:
+    ids = {d.job for group in (decisions.binds, decisions.preemptions, decisions.rejects,
+                               decisions.waits) for d in group}
+    stale: dict[str, str] = {}
+    keys = {}
+    for job_id in ids:
+        try:
+            keys[job_id] = job_rows.job_key(job_id)
+        except NotFound as exc:
+            stale[job_id] = exc.message
+    # lock every row this cycle touches, in key order, so concurrent writers cannot deadlock
+    rows = {r.id: r for r in conn.execute(select(jobs).where(jobs.c.id.in_(sorted(keys.values())))
+                                          .order_by(jobs.c.id).with_for_update())}
+    stale.update({j: f"no job {j!r}" for j, k in keys.items() if k not in rows})
+    done: dict[str, list[str]] = {"bound": [], "preempted": [], "rejected": [], "waiting": []}
+
+    def attempt(job_id: str, outcome: str, new: JobState, message: str,
+                data: dict[str, Any], **values: Any) -> None:
+        if job_id in stale:
+            return
+        row = job_rows.get(conn, job_id)
+        try:
+            job_rows.move(conn, row, new, now, message, data, **values)
+        except IllegalTransition as exc:
+            stale[job_id] = exc.message
+            return
+        done[outcome].append(job_id)
+
+    for b in decisions.binds:
+        nodes_ = ", ".join(dict.fromkeys(r.node for r in b.placement.replicas))
+        attempt(b.job, "bound", JobState.SCHEDULED, f"bound to {nodes_} (flavour {b.flavor})",
+                {"flavor": b.flavor, "borrowing": b.borrowing, "backfilled": b.backfilled},
+                placement=convert.placement_json(b.placement), flavor=b.flavor, started_at=now,
+                reason="")
+    for p in decisions.preemptions:
+        key = keys.get(p.job)
+        if key in rows and rows[key].state == str(JobState.PREEMPTING):
+            continue
+        attempt(p.job, "preempted", JobState.PREEMPTING, f"preempted ({p.reason}) for job {p.by}",
+                {"by": p.by, "reason": p.reason, "grace_s": p.grace_s},
+                preempt_deadline=now + p.grace_s, reason=f"preempted ({p.reason}) for job {p.by}")
+    for r in decisions.rejects:
+        summary = _summary(r.reasons)
+        attempt(r.job, "rejected", JobState.FAILED, f"rejected: {summary}",
+                {"reasons": convert.reasons_json(r.reasons)},
+                reason=f"rejected: {summary}", wait_reasons=convert.reasons_json(r.reasons))
+    for w in decisions.waits:
+        if w.job in stale:
+            continue
+        result = conn.execute(update(jobs).where(jobs.c.id == keys[w.job],
+                                                 jobs.c.state == str(JobState.PENDING))
+                              .values(wait_reasons=convert.reasons_json(w.reasons),
+                                      estimated_start=w.estimated_start))
+        if result.rowcount == 1:
+            done["waiting"].append(w.job)
+        else:
+            stale[w.job] = "no longer pending"
+    return ApplyResult(**{k: tuple(v) for k, v in done.items()}, stale=stale)
+
+
+def _summary(reasons: tuple[Reason, ...]) -> str:
+    return "; ".join(f"{r.code}" + (f" ({r.detail})" if r.detail else "") for r in reasons)
+
+
+def decayed(amount: float, as_of: float, now: float, half_life_s: float) -> float:
+    if now <= as_of:
+        return amount
+    return amount * 0.5 ** ((now - as_of) / half_life_s)
+
+
+def add_usage(conn: Connection, project: str, gpu_seconds: float, now: float,
+              half_life_s: float) -> Usage:
+    row = conn.execute(select(usage).where(usage.c.project == project).with_for_update()).first()
+    if row is None:
+        if conn.execute(select(projects.c.name).where(projects.c.name == project)).first() is None:
+            raise NotFound("project", project)
+        total = gpu_seconds
+        conn.execute(usage.insert().values(project=project, gpu_seconds=total, as_of=now))
+    else:
+        as_of = max(now, row.as_of)
+        total = decayed(row.gpu_seconds, row.as_of, as_of, half_life_s) + gpu_seconds
+        conn.execute(update(usage).where(usage.c.project == project)
+                     .values(gpu_seconds=total, as_of=as_of))
+        now = as_of
+    return Usage(total, now)

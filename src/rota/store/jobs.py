@@ -1,0 +1,194 @@
+"""Job rows: submit, read, list, cancel, move between states, and their event history.
+
+Every function takes an open connection; the caller (``Store``) owns the transaction. Rules:
+
+- Every write to a job row bumps ``version`` by one and appends exactly one event, in the same
+  transaction, so a job's ``version`` equals the number of its events. The only exception is
+  the latest wait explanation (``note_wait``), a note beside the job that changes neither.
+- A write reads the row locked (``FOR UPDATE`` on PostgreSQL; the ``BEGIN IMMEDIATE`` write lock
+  on SQLite) and updates it guarded by ``version = <read>``; a guard that matches nothing raises
+  ``Conflict`` instead of losing another writer's change.
+- Every state change goes through ``rota.core.check_transition``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, update
+
+from rota.core import IllegalTransition, InvalidSpec, Job, JobId, JobState, check_transition
+from rota.store import convert
+from rota.store.errors import Conflict, NotFound
+from rota.store.records import JobEvent, JobFilter, JobRecord, Page, Submission
+from rota.store.schema import job_events, jobs, projects, queues, users
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+MAX_PAGE = 1000
+
+
+def check_name(value: object, field: str, required: bool = True) -> str:
+    if value == "" and not required:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidSpec(field, f"must be a string, got {value!r}")
+    if not NAME.match(value):
+        raise InvalidSpec(field, f"{value!r} is not a name: use 1-63 letters, digits, '.', '_' "
+                                 "or '-', starting with a letter or digit")
+    return value
+
+
+def job_key(job_id: object) -> int:
+    """The integer key of a job id (``"42"`` or 42); NotFound for anything else."""
+    text = str(job_id)
+    if not text.isdigit() or len(text) > 18:
+        raise NotFound("job", job_id)
+    return int(text)
+
+
+def submit(conn: Connection, sub: Submission, now: float) -> JobId:
+    _validate(conn, sub)
+    spec = convert.spec_json(sub)
+    result = conn.execute(insert(jobs).values(
+        name=sub.name, project=sub.project, user=sub.user, queue=sub.queue,
+        priority=sub.priority, kind=str(sub.kind), replicas=sub.replicas, spec=spec,
+        state=str(JobState.PENDING), submit_time=now, reason="", cancel_requested=False,
+        attempts=0, version=1, updated_at=now))
+    key = result.inserted_primary_key[0]
+    _event(conn, key, now, "submitted", f"submitted by {sub.user} to queue {sub.queue}",
+           {"project": sub.project, "queue": sub.queue})
+    return JobId(str(key))
+
+
+def _validate(conn: Connection, sub: Submission) -> None:
+    check_name(sub.project, "project")
+    check_name(sub.queue, "queue")
+    check_name(sub.user, "user")
+    check_name(sub.name, "name", required=False)
+    for table, field, value in ((projects, "project", sub.project), (users, "user", sub.user),
+                                (queues, "queue", sub.queue)):
+        if conn.execute(select(table.c.name).where(table.c.name == value)).first() is None:
+            raise InvalidSpec(field, f"no {field} named {value!r}")
+    try:
+        json.dumps(dict(sub.run), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidSpec("run", f"must be plain JSON: {exc}") from None
+    # the core job validates replicas, walltime and grace with field names
+    Job(id=JobId("0"), project=sub.project, queue=sub.queue, request=sub.request,
+        replicas=sub.replicas, walltime_s=sub.walltime_s, grace_s=sub.grace_s)
+
+
+def get(conn: Connection, job_id: object, lock: bool = False) -> Any:
+    query = select(jobs).where(jobs.c.id == job_key(job_id))
+    row = conn.execute(query.with_for_update() if lock else query).first()
+    if row is None:
+        raise NotFound("job", str(job_id))
+    return row
+
+
+def list_jobs(conn: Connection, where: JobFilter, limit: int, after: str | None,
+              newest_first: bool) -> Page:
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidSpec("limit", f"must be between 1 and {MAX_PAGE}, got {limit}")
+    query = select(jobs)
+    if where.projects is not None:
+        query = query.where(jobs.c.project.in_(sorted(where.projects)))
+    if where.states is not None:
+        query = query.where(jobs.c.state.in_(sorted(str(s) for s in where.states)))
+    if where.user is not None:
+        query = query.where(jobs.c.user == where.user)
+    if where.queue is not None:
+        query = query.where(jobs.c.queue == where.queue)
+    if after is not None:
+        if not after.isdigit():
+            raise InvalidSpec("after", f"not a cursor from a previous page: {after!r}")
+        query = query.where(jobs.c.id < int(after) if newest_first else jobs.c.id > int(after))
+    query = query.order_by(jobs.c.id.desc() if newest_first else jobs.c.id).limit(limit + 1)
+    rows = conn.execute(query).all()
+    items = tuple(convert.record_from_row(r) for r in rows[:limit])
+    return Page(items, str(rows[limit - 1].id) if len(rows) > limit else None)
+
+
+def events(conn: Connection, job_id: object, after: int, limit: int) -> list[JobEvent]:
+    key = get(conn, job_id).id
+    rows = conn.execute(select(job_events).where(job_events.c.job == key, job_events.c.id > after)
+                        .order_by(job_events.c.id).limit(limit)).all()
+    return [JobEvent(r.id, str(r.job), r.time, r.kind, r.message, r.data) for r in rows]
+
+
+def write(conn: Connection, row: Any, now: float, kind: str, message: str,
+          data: dict[str, Any], **values: Any) -> None:
+    """Update a job row read earlier in this transaction, guarded by its version, and append
+    the one event that explains the write."""
+    result = conn.execute(update(jobs).where(jobs.c.id == row.id, jobs.c.version == row.version)
+                          .values(version=row.version + 1, updated_at=now, **values))
+    if result.rowcount != 1:
+        raise Conflict(f"job {row.id} changed since it was read (version {row.version}); retry")
+    _event(conn, row.id, now, kind, message, data)
+
+
+def _event(conn: Connection, key: int, now: float, kind: str, message: str,
+           data: dict[str, Any]) -> None:
+    conn.execute(insert(job_events).values(job=key, time=now, kind=kind, message=message,
+                                           data=data))
+
+
+def move(conn: Connection, row: Any, new: JobState, now: float, message: str = "",
+         data: dict[str, Any] | None = None, **values: Any) -> None:
+    """Move the job of ``row`` to ``new`` (checked against the state table) and record it."""
+    old = JobState(row.state)
+    check_transition(old, new)
+    if new.terminal:
+        values.setdefault("finished_at", now)
+    if new is JobState.PENDING:
+        values.update(placement=None, flavor=None, started_at=None, preempt_deadline=None,
+                      attempts=row.attempts + 1)
+    if new is JobState.SCHEDULED or new.terminal:
+        values.setdefault("wait_reasons", None)
+        values.setdefault("estimated_start", None)
+    write(conn, row, now, "state", message or f"{old} -> {new}",
+          {"from": str(old), "to": str(new), **(data or {})}, state=str(new), **values)
+
+
+def transition(conn: Connection, job_id: object, new: JobState, now: float,
+               expected_version: int | None, exit_code: int | None, reason: str | None,
+               backend_handle: dict[str, Any] | None) -> None:
+    """A move reported by a backend. A requeue (-> PENDING) of a job whose cancel was requested
+    ends it CANCELLED instead: the user asked for it to stop."""
+    row = get(conn, job_id, lock=True)
+    if expected_version is not None and row.version != expected_version:
+        raise Conflict(f"job {row.id} is at version {row.version}, not {expected_version}")
+    if new is JobState.PENDING and row.cancel_requested:
+        new, reason = JobState.CANCELLED, reason or "cancelled while being requeued"
+    values: dict[str, Any] = {}
+    if exit_code is not None:
+        values["exit_code"] = exit_code
+    if reason is not None:
+        values["reason"] = reason
+    if backend_handle is not None:
+        values["backend_handle"] = backend_handle
+    move(conn, row, new, now, data={k: v for k, v in values.items() if k != "backend_handle"},
+         **values)
+
+
+def request_cancel(conn: Connection, job_id: object, by: str, now: float) -> bool:
+    """Cancel a pending job at once (True); flag a job holding resources for the control loop
+    to stop (False). A terminal job cannot be cancelled."""
+    row = get(conn, job_id, lock=True)
+    state = JobState(row.state)
+    if state.terminal:
+        raise IllegalTransition(f"job {row.id} is already {state}")
+    if state is JobState.PENDING:
+        move(conn, row, JobState.CANCELLED, now, f"cancelled by {by}", {"by": by},
+             reason=f"cancelled by {by}")
+        return True
+    if not row.cancel_requested:
+        write(conn, row, now, "cancel-requested", f"cancel requested by {by}", {"by": by},
+              cancel_requested=True)
+    return False
+
+
+def record(conn: Connection, job_id: object) -> JobRecord:
+    return convert.record_from_row(get(conn, job_id))

@@ -1,0 +1,112 @@
+"""What goes into the store and what comes out of it, as frozen values.
+
+- ``Submission``: a new job, in core-level fields (the request of one replica, replicas,
+  walltime, priority, preemptibility, grace, resource group, selector) plus ``run``, an opaque
+  JSON mapping for the backend (entrypoint, workdir, env, ...). Whatever reads a job file
+  (``rota.spec``) or an API body builds one; ``Submission.from_job`` takes a core ``Job``.
+- ``JobRecord``: a stored job: the core ``Job`` the scheduler sees, and what only the store
+  knows (state reason, latest wait reasons and estimated start, exit code, attempts, backend
+  handle, ``version``).
+- ``JobFilter`` and ``Page``: listing with keyset pagination; ``after`` is an opaque cursor.
+- ``JobEvent``: one line of a job's history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from rota.core import Job, JobKind, JobState, ReplicaRequest
+from rota.scheduler import Reason
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    project: str
+    queue: str
+    user: str
+    request: ReplicaRequest = ReplicaRequest()
+    name: str = ""
+    replicas: int = 1
+    priority: int = 0
+    kind: JobKind = JobKind.BATCH
+    walltime_s: float | None = None
+    preemptible: bool = True
+    grace_s: float = 30.0
+    resource_group: str | None = None
+    selector: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    run: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_job(cls, job: Job, name: str = "", run: Mapping[str, Any] | None = None) -> Submission:
+        """The submission of a core job; its id, state and placement are ignored."""
+        return cls(project=job.project, queue=job.queue, user=job.user, request=job.request,
+                   name=name, replicas=job.replicas, priority=job.priority, kind=job.kind,
+                   walltime_s=job.walltime_s, preemptible=job.preemptible, grace_s=job.grace_s,
+                   resource_group=job.resource_group, selector=dict(job.selector),
+                   labels=dict(job.labels), run=dict(run or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    job: Job
+    name: str
+    reason: str
+    wait_reasons: tuple[Reason, ...]
+    estimated_start: float | None
+    finished_at: float | None
+    exit_code: int | None
+    attempts: int
+    cancel_requested: bool
+    preempt_deadline: float | None
+    backend_handle: Mapping[str, Any] | None
+    run: Mapping[str, Any]
+    version: int
+    updated_at: float
+
+    @property
+    def id(self) -> str:
+        return self.job.id
+
+    @property
+    def state(self) -> JobState:
+        return self.job.state
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Every given criterion must hold; a collection matches any of its members."""
+
+    projects: frozenset[str] | None = None
+    states: frozenset[JobState] | None = None
+    user: str | None = None
+    queue: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    items: tuple[JobRecord, ...]
+    next_after: str | None  # pass back as ``after`` for the next page; None: no more
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    id: int
+    job: str
+    time: float
+    kind: str
+    message: str
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    """What ``Store.apply`` wrote, and the decisions it dropped because the job had moved on
+    since the snapshot (job id -> why)."""
+
+    bound: tuple[str, ...] = ()
+    preempted: tuple[str, ...] = ()
+    rejected: tuple[str, ...] = ()
+    waiting: tuple[str, ...] = ()
+    stale: Mapping[str, str] = field(default_factory=dict)

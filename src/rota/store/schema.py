@@ -1,0 +1,157 @@
+"""The tables of the control plane's store, as SQLAlchemy Core metadata.
+
+Why these tables, and why these shapes:
+
+- ``projects``, ``users``, ``memberships``: tenants, people, and who belongs where. A member
+  token sees only the jobs of its user's projects.
+- ``api_tokens``: one row per issued token, holding only ``token_hash`` (SHA-256 hex of the
+  plaintext) and a short ``display`` prefix that lets a person tell tokens apart. The plaintext
+  is shown once, at issue, and never stored.
+- ``flavors``, ``queues``: operator configuration. Quotas and preemption settings are JSON:
+  they are read whole, by the snapshot, and never queried by field.
+- ``nodes``: inventory reported by a backend (``devices`` JSON, ``last_seen``). ``schedulable``
+  belongs to the operator (cordon): an inventory upsert keeps it.
+- ``jobs``: one row per job. The columns are what the store filters, orders or guards on
+  (project, user, queue, state, times, ``version``); ``spec`` is the core-level request as JSON
+  (see ``rota.store.convert``), ``placement`` the bind, ``wait_reasons`` and
+  ``estimated_start`` the latest cycle's explanation for a pending job. ``id`` is an integer that
+  only grows (never reused, also on SQLite), so it doubles as the keyset pagination key; the
+  core ``JobId`` is its decimal string. ``version`` grows by one on every write: updates are
+  guarded with ``WHERE version = :read`` so that a concurrent writer's change is never lost.
+- ``job_events``: an append-only history per job (time, kind, message, data JSON).
+- ``usage``: per project, GPU-seconds already decayed to ``as_of``.
+
+Times are float seconds since the epoch (the core's clock unit), stored as double precision.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON, Boolean, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
+)
+
+metadata = MetaData(naming_convention={
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+})
+
+NAME = 63
+Time = Float(precision=53)
+
+projects = Table(
+    "projects", metadata,
+    Column("name", String(NAME), primary_key=True),
+    Column("weight", Float(precision=53), nullable=False),
+    Column("created_at", Time, nullable=False),
+)
+
+users = Table(
+    "users", metadata,
+    Column("name", String(NAME), primary_key=True),
+    Column("created_at", Time, nullable=False),
+)
+
+memberships = Table(
+    "memberships", metadata,
+    Column("user", String(NAME), ForeignKey("users.name", ondelete="CASCADE"), primary_key=True),
+    Column("project", String(NAME), ForeignKey("projects.name", ondelete="CASCADE"),
+           primary_key=True),
+)
+
+api_tokens = Table(
+    "api_tokens", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(NAME), nullable=False),
+    Column("user", String(NAME), ForeignKey("users.name", ondelete="CASCADE"), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("display", String(16), nullable=False),
+    Column("created_at", Time, nullable=False),
+    Column("revoked_at", Time),
+    Index("uq_api_tokens_user_name", "user", "name", unique=True),
+    sqlite_autoincrement=True,
+)
+
+flavors = Table(
+    "flavors", metadata,
+    Column("name", String(NAME), primary_key=True),
+    Column("models", JSON, nullable=False),
+)
+
+queues = Table(
+    "queues", metadata,
+    Column("name", String(NAME), primary_key=True),
+    Column("cohort", String(NAME)),
+    Column("quotas", JSON, nullable=False),
+    Column("preemption", JSON, nullable=False),
+    Column("resource_groups", JSON, nullable=False),
+)
+
+nodes = Table(
+    "nodes", metadata,
+    Column("name", String(253), primary_key=True),
+    Column("resource_group", String(NAME), nullable=False),
+    Column("cpu_milli", Integer, nullable=False),
+    Column("memory_mib", Integer, nullable=False),
+    Column("labels", JSON, nullable=False),
+    Column("devices", JSON, nullable=False),
+    Column("schedulable", Boolean, nullable=False),
+    Column("backend", String(NAME), nullable=False),
+    Column("last_seen", Time, nullable=False),
+)
+
+jobs = Table(
+    "jobs", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(NAME), nullable=False),
+    Column("project", String(NAME), ForeignKey("projects.name"), nullable=False),
+    Column("user", String(NAME), ForeignKey("users.name"), nullable=False),
+    Column("queue", String(NAME), nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("replicas", Integer, nullable=False),
+    Column("spec", JSON, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("placement", JSON),
+    Column("flavor", String(NAME)),
+    Column("submit_time", Time, nullable=False),
+    Column("started_at", Time),
+    Column("finished_at", Time),
+    Column("exit_code", Integer),
+    Column("reason", Text, nullable=False, default=""),
+    Column("wait_reasons", JSON),
+    Column("estimated_start", Time),
+    Column("preempt_deadline", Time),
+    Column("cancel_requested", Boolean, nullable=False, default=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("backend_handle", JSON),
+    Column("version", Integer, nullable=False, default=1),
+    Column("updated_at", Time, nullable=False),
+    Index("ix_jobs_state", "state"),
+    Index("ix_jobs_project_state", "project", "state"),
+    Index("ix_jobs_user", "user"),
+    Index("ix_jobs_queue", "queue"),
+    sqlite_autoincrement=True,
+)
+
+job_events = Table(
+    "job_events", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("time", Time, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("data", JSON, nullable=False),
+    Index("ix_job_events_job_id", "job", "id"),
+    sqlite_autoincrement=True,
+)
+
+usage = Table(
+    "usage", metadata,
+    Column("project", String(NAME), ForeignKey("projects.name", ondelete="CASCADE"),
+           primary_key=True),
+    Column("gpu_seconds", Float(precision=53), nullable=False),
+    Column("as_of", Time, nullable=False),
+)

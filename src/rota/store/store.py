@@ -1,0 +1,234 @@
+"""``Store``: the one object the control loop and the API call to persist anything.
+
+Transaction boundaries: every public method is exactly one transaction, committed before it
+returns (so a submitted job is durable when ``submit`` returns its id, and a decision is durable
+before the control loop acts on it). Writes run as write transactions (``BEGIN IMMEDIATE`` on
+SQLite, row locks on PostgreSQL); ``snapshot`` reads one consistent view (a SQLite read
+transaction; ``REPEATABLE READ`` on PostgreSQL).
+
+Writes that only a race can break (a backend report and a user's cancel on the same job) are
+retried a few times on ``Conflict``; each retry re-reads the row and re-checks the transition.
+
+Time: ``snapshot`` and ``apply`` take the cycle's ``now``; everything else stamps rows with the
+injected ``clock`` (``time.time`` by default).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, TypeVar
+
+from sqlalchemy import Connection
+
+from rota.core import Flavor, JobId, JobState, Node, Project, Queue
+from rota.scheduler import Decisions, Snapshot, Usage
+from rota.store import admin, cycle, jobs
+from rota.store.engine import WRITE, make_engine, migrate, resolve_url
+from rota.store.errors import Conflict
+from rota.store.records import ApplyResult, JobEvent, JobFilter, JobRecord, Page, Submission
+from rota.store.tokens import IssuedToken, Principal, Role, TokenInfo
+
+T = TypeVar("T")
+DEFAULT_HALF_LIFE_S = 7 * 86400.0
+RETRIES = 5
+
+
+class Store:
+    """Open with ``Store.open(url_or_data_dir)``: migrates the schema to the newest revision."""
+
+    def __init__(self, url: str, clock: Callable[[], float] = time.time,
+                 usage_half_life_s: float = DEFAULT_HALF_LIFE_S) -> None:
+        self.url = url
+        self.clock = clock
+        self.usage_half_life_s = usage_half_life_s
+        self._engine = make_engine(url)
+        self.revision = migrate(self._engine)
+
+    @classmethod
+    def open(cls, url_or_path: str | Path, **kwargs: Any) -> Store:
+        return cls(resolve_url(url_or_path), **kwargs)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @property
+    def dialect(self) -> str:
+        return self._engine.dialect.name
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self._engine.execution_options(**{WRITE: True}).begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        engine = self._engine
+        if engine.dialect.name == "postgresql":
+            engine = engine.execution_options(isolation_level="REPEATABLE READ")
+        with engine.begin() as conn:
+            yield conn
+
+    def _retry(self, fn: Callable[[Connection], T]) -> T:
+        for attempt in range(RETRIES):
+            try:
+                with self._write() as conn:
+                    return fn(conn)
+            except Conflict:
+                if attempt == RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    # projects, users, tokens
+    def create_project(self, name: str, weight: float = 1.0) -> Project:
+        project = Project(name, weight)
+        with self._write() as conn:
+            admin.create_project(conn, project, self.clock())
+        return project
+
+    def set_project_weight(self, name: str, weight: float) -> None:
+        with self._write() as conn:
+            admin.set_project_weight(conn, name, weight)
+
+    def list_projects(self) -> list[Project]:
+        with self._read() as conn:
+            return admin.list_projects(conn)
+
+    def create_user(self, name: str, projects: Iterable[str] = ()) -> None:
+        with self._write() as conn:
+            admin.create_user(conn, name, self.clock())
+            for project in projects:
+                admin.add_member(conn, name, project)
+
+    def list_users(self) -> list[str]:
+        with self._read() as conn:
+            return admin.list_users(conn)
+
+    def add_member(self, user: str, project: str) -> None:
+        with self._write() as conn:
+            admin.add_member(conn, user, project)
+
+    def remove_member(self, user: str, project: str) -> None:
+        with self._write() as conn:
+            admin.remove_member(conn, user, project)
+
+    def issue_token(self, user: str, name: str, role: Role | str = Role.MEMBER) -> IssuedToken:
+        """A new token; its plaintext is in the result and nowhere else, ever."""
+        with self._write() as conn:
+            return admin.issue_token(conn, user, name, role, self.clock())
+
+    def list_tokens(self, user: str | None = None) -> list[TokenInfo]:
+        with self._read() as conn:
+            return admin.list_tokens(conn, user)
+
+    def revoke_token(self, user: str, name: str) -> None:
+        with self._write() as conn:
+            admin.revoke_token(conn, user, name, self.clock())
+
+    def authenticate(self, token: object) -> Principal:
+        """The principal of a valid token; ``Unauthenticated`` otherwise."""
+        with self._read() as conn:
+            return admin.authenticate(conn, token)
+
+    # configuration and inventory
+    def put_flavor(self, flavor: Flavor) -> None:
+        with self._write() as conn:
+            admin.put_flavor(conn, flavor)
+
+    def list_flavors(self) -> list[Flavor]:
+        with self._read() as conn:
+            return admin.list_flavors(conn)
+
+    def put_queue(self, queue: Queue) -> None:
+        with self._write() as conn:
+            admin.put_queue(conn, queue)
+
+    def get_queue(self, name: str) -> Queue:
+        with self._read() as conn:
+            return admin.get_queue(conn, name)
+
+    def list_queues(self) -> list[Queue]:
+        with self._read() as conn:
+            return admin.list_queues(conn)
+
+    def upsert_nodes(self, inventory: Iterable[Node], backend: str) -> None:
+        with self._write() as conn:
+            admin.upsert_nodes(conn, inventory, backend, self.clock())
+
+    def set_schedulable(self, node: str, schedulable: bool) -> None:
+        with self._write() as conn:
+            admin.set_schedulable(conn, node, schedulable)
+
+    def list_nodes(self) -> list[tuple[Node, str, float]]:
+        with self._read() as conn:
+            return admin.list_nodes(conn)
+
+    # jobs
+    def submit(self, submission: Submission) -> JobId:
+        """Store a new PENDING job; durable when the id is returned."""
+        with self._write() as conn:
+            return jobs.submit(conn, submission, self.clock())
+
+    def get_job(self, job_id: str) -> JobRecord:
+        with self._read() as conn:
+            return jobs.record(conn, job_id)
+
+    def list_jobs(self, where: JobFilter = JobFilter(), limit: int = 100,
+                  after: str | None = None, newest_first: bool = False) -> Page:
+        with self._read() as conn:
+            return jobs.list_jobs(conn, where, limit, after, newest_first)
+
+    def events(self, job_id: str, after: int = 0, limit: int = 1000) -> list[JobEvent]:
+        with self._read() as conn:
+            return jobs.events(conn, job_id, after, limit)
+
+    def request_cancel(self, job_id: str, by: str) -> JobRecord:
+        """Cancel a pending job now, or flag an active one for the control loop to stop."""
+        def run(conn: Connection) -> JobRecord:
+            jobs.request_cancel(conn, job_id, by, self.clock())
+            return jobs.record(conn, job_id)
+        return self._retry(run)
+
+    def transition(self, job_id: str, new_state: JobState, *, exit_code: int | None = None,
+                   reason: str | None = None, backend_handle: dict[str, Any] | None = None,
+                   expected_version: int | None = None) -> JobRecord:
+        """A move reported by a backend (RUNNING, SUCCEEDED, FAILED, CANCELLED, or PENDING to
+        requeue with ``attempts + 1``). With ``expected_version`` it is not retried."""
+        def run(conn: Connection) -> JobRecord:
+            jobs.transition(conn, job_id, JobState(new_state), self.clock(), expected_version,
+                            exit_code, reason, backend_handle)
+            return jobs.record(conn, job_id)
+        if expected_version is not None:
+            with self._write() as conn:
+                return run(conn)
+        return self._retry(run)
+
+    # the scheduling cycle
+    def snapshot(self, now: float) -> Snapshot:
+        """Everything ``run_cycle`` reads. ``now`` is the cycle's time; usage is handed over
+        as stored (decayed to its ``as_of``): the fair-share plugin decays it to ``now``."""
+        with self._read() as conn:
+            return cycle.snapshot(conn)
+
+    def apply(self, decisions: Decisions, now: float) -> ApplyResult:
+        """Persist one cycle's decisions in one transaction (see ``rota.store.cycle``)."""
+        with self._write() as conn:
+            return cycle.apply(conn, decisions, now)
+
+    def add_usage(self, project: str, gpu_seconds: float, now: float) -> Usage:
+        with self._write() as conn:
+            return cycle.add_usage(conn, project, gpu_seconds, now, self.usage_half_life_s)
+
+    def usage(self, now: float) -> dict[str, float]:
+        """Each project's GPU-seconds decayed to ``now`` with the store's half-life."""
+        with self._read() as conn:
+            stored = cycle.stored_usage(conn)
+        return {p: cycle.decayed(u.gpu_seconds, u.as_of, now, self.usage_half_life_s)
+                for p, u in stored.items()}
