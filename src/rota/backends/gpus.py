@@ -1,0 +1,188 @@
+"""This machine's inventory as a ``rota.core.Node``: real GPUs from NVML, or declared ones.
+
+Sources, first match wins (``local_node``):
+
+1. a node file (YAML): ``name``, ``cpu``, ``memory``, ``resource_group``, ``labels`` and ``gpus``,
+   either a virtual spec string or a list of ``{model, memory, uuid, numa, nvlink, healthy}``;
+2. a virtual spec: ``4xH100-80GB`` (count x model; the memory is read from a ``-<n>GB`` suffix
+   of the model, in GiB as GPU vendors mean it), ``4xH100:80Gi`` (explicit memory), several
+   groups separated by commas (``2xA100-40GB,1xT4:16Gi``);
+3. NVML, when the machine has an NVIDIA driver: index, UUID, name, memory, NUMA node, health,
+   and NVLink domains (devices joined by active NVLinks, directly or through each other, share
+   a domain named ``nvl<lowest index>``);
+4. otherwise a node without GPUs.
+
+CPU and memory default to what the operating system reports.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from pathlib import Path
+from typing import Any
+
+from rota.backends.nvml import Nvml, NvmlDevice
+from rota.core import (
+    DEFAULT_GROUP, GpuDevice, InvalidSpec, Node, NodeName, parse_cpu_milli, parse_memory_mib,
+)
+
+GiB = 1024
+_GROUP = re.compile(r"^\s*(\d+)\s*[xX]\s*(\S.*?)\s*$")
+_MODEL_MEMORY = re.compile(r"-(\d+)\s*(GB|G|GiB|Gi)$", re.IGNORECASE)
+
+
+def parse_virtual_gpus(spec: str, field: str = "gpus") -> tuple[GpuDevice, ...]:
+    devices: list[GpuDevice] = []
+    for k, group in enumerate(spec.split(",")):
+        where = f"{field}[{k}]" if "," in spec else field
+        match = _GROUP.match(group)
+        if not match:
+            raise InvalidSpec(where, f"expected COUNTxMODEL such as 4xH100-80GB, got {group!r}")
+        count, model = int(match.group(1)), match.group(2)
+        if count == 0:
+            raise InvalidSpec(where, "the count must be at least 1")
+        if ":" in model:
+            model, memory = (part.strip() for part in model.split(":", 1))
+            memory_mib = parse_memory_mib(memory, where)
+        elif suffix := _MODEL_MEMORY.search(model):
+            memory_mib = int(suffix.group(1)) * GiB
+        else:
+            raise InvalidSpec(where, f"cannot tell the memory of {model!r}; write it as "
+                                     f"{count}x{model}-80GB or {count}x{model}:80Gi")
+        if not model or memory_mib <= 0:
+            raise InvalidSpec(where, f"needs a model and a positive memory, got {group!r}")
+        for _ in range(count):
+            index = len(devices)
+            devices.append(GpuDevice(index=index, model=model, memory_mib=memory_mib,
+                                     uuid=f"VIRTUAL-GPU-{index}"))
+    return tuple(devices)
+
+
+def nvlink_domains(devices: list[NvmlDevice]) -> dict[int, str | None]:
+    """Device index -> NVLink domain name, ``None`` for a device without NVLink peers."""
+    by_bus = {d.pci_bus_id: d.index for d in devices}
+    parent = {d.index: d.index for d in devices}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for d in devices:
+        for peer in d.nvlink_peers:
+            if peer in by_bus:
+                a, b = root(d.index), root(by_bus[peer])
+                parent[max(a, b)] = min(a, b)
+    sizes: dict[int, int] = {}
+    for d in devices:
+        sizes[root(d.index)] = sizes.get(root(d.index), 0) + 1
+    return {d.index: f"nvl{root(d.index)}" if sizes[root(d.index)] > 1 else None
+            for d in devices}
+
+
+def devices_from_nvml(nvml: Nvml) -> tuple[GpuDevice, ...]:
+    found = nvml.devices()
+    domains = nvlink_domains(found)
+    return tuple(
+        GpuDevice(index=d.index, model=d.name, memory_mib=d.memory_mib, uuid=d.uuid,
+                  numa=d.numa or 0, nvlink=domains[d.index], healthy=d.healthy)
+        for d in found)
+
+
+def _gpu_from_entry(entry: object, index: int, field: str) -> GpuDevice:
+    if not isinstance(entry, dict):
+        raise InvalidSpec(field, f"must be a mapping, got {entry!r}")
+    unknown = set(entry) - {"model", "memory", "uuid", "numa", "nvlink", "healthy"}
+    if unknown:
+        raise InvalidSpec(f"{field}.{sorted(unknown)[0]}", "unknown key")
+    model = entry.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidSpec(f"{field}.model", "is required and must be a string")
+    if "memory" not in entry:
+        raise InvalidSpec(f"{field}.memory", "is required, e.g. 80Gi")
+    numa = entry.get("numa", 0)
+    if not isinstance(numa, int) or isinstance(numa, bool) or numa < 0:
+        raise InvalidSpec(f"{field}.numa", f"must be a non-negative integer, got {numa!r}")
+    healthy = entry.get("healthy", True)
+    if not isinstance(healthy, bool):
+        raise InvalidSpec(f"{field}.healthy", f"must be true or false, got {healthy!r}")
+    nvlink = entry.get("nvlink")
+    return GpuDevice(index=index, model=model,
+                     memory_mib=parse_memory_mib(entry["memory"], f"{field}.memory"),
+                     uuid=str(entry.get("uuid", f"VIRTUAL-GPU-{index}")), numa=numa,
+                     nvlink=None if nvlink is None else str(nvlink), healthy=healthy)
+
+
+def node_from_mapping(data: object, field: str = "node") -> Node:
+    if not isinstance(data, dict):
+        raise InvalidSpec(field, f"must be a mapping, got {type(data).__name__}")
+    known = {"name", "cpu", "memory", "resource_group", "labels", "gpus"}
+    if unknown := set(data) - known:
+        raise InvalidSpec(f"{field}.{sorted(unknown)[0]}", f"unknown key; known: {sorted(known)}")
+    gpus: Any = data.get("gpus", [])
+    if isinstance(gpus, str):
+        devices = parse_virtual_gpus(gpus, f"{field}.gpus")
+    elif isinstance(gpus, list):
+        devices = tuple(_gpu_from_entry(e, k, f"{field}.gpus[{k}]") for k, e in enumerate(gpus))
+    else:
+        raise InvalidSpec(f"{field}.gpus", "must be a spec such as 4xH100-80GB or a list")
+    labels = data.get("labels", {})
+    if not isinstance(labels, dict):
+        raise InvalidSpec(f"{field}.labels", "must be a mapping")
+    return Node(
+        name=NodeName(str(data.get("name") or socket.gethostname())),
+        cpu_milli=parse_cpu_milli(data["cpu"], f"{field}.cpu") if "cpu" in data else host_cpu_milli(),
+        memory_mib=(parse_memory_mib(data["memory"], f"{field}.memory") if "memory" in data
+                    else host_memory_mib()),
+        devices=devices, resource_group=str(data.get("resource_group", DEFAULT_GROUP)),
+        labels={str(k): str(v) for k, v in labels.items()})
+
+
+def load_node_file(path: str | Path) -> Node:
+    import yaml  # noqa: PLC0415 - only node files need it
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise InvalidSpec("node_file", f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise InvalidSpec("node_file", f"{path} is not valid YAML: {exc}") from None
+    return node_from_mapping(data)
+
+
+def host_cpu_milli() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) * 1000
+    except AttributeError:
+        return (os.cpu_count() or 1) * 1000
+
+
+def host_memory_mib() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 0
+
+
+def local_node(name: str | None = None, gpus: str | None = None,
+               node_file: str | Path | None = None, nvml: Nvml | None = None) -> Node:
+    """This machine as a node; see the module docstring for the order of sources. ``nvml`` is
+    the NVML to ask (``Nvml.load()`` gives the machine's); ``None`` means no NVIDIA GPUs."""
+    if node_file is not None:
+        node = load_node_file(node_file)
+        return node if name is None else Node(NodeName(name), node.cpu_milli, node.memory_mib,
+                                              node.devices, node.resource_group, node.labels)
+    if gpus:
+        devices = parse_virtual_gpus(gpus)
+    elif nvml is not None:
+        devices = devices_from_nvml(nvml)
+    else:
+        devices = ()
+    return Node(NodeName(name or socket.gethostname()), host_cpu_milli(), host_memory_mib(),
+                devices)

@@ -1,0 +1,259 @@
+"""The local backend: each replica of a job is a supervised process group on this machine.
+
+Layout under the data directory (one *attempt* per launch of a job)::
+
+    jobs/<job id>/attempt-<n>/handle.json          the handle, as returned by launch
+    jobs/<job id>/attempt-<n>/replica-<rank>/      spec.json, child.json, stop.json,
+                                                   status.json, stdout.log, stderr.log
+
+Each replica runs under its own supervisor (``rota.backends.shim``), started in a new session
+so that it survives the control plane. The supervisor owns the replica's fate: it forwards
+signals, escalates a stop to SIGKILL after the grace period, and writes ``status.json`` when the
+command ends. This backend only writes requests (``stop.json``) and reads results, so a new
+instance over the same data directory (``adopt``) knows everything the old one knew:
+
+- ``status.json`` present: the replica exited, with that exit code;
+- the supervisor still runs (same pid, same start time, same boot): running;
+- neither: lost (the supervisor was killed, or the machine rebooted).
+"""
+
+from __future__ import annotations
+
+import os
+import signal as signals
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Mapping, Sequence
+from urllib.parse import quote
+
+from rota.backends.base import (
+    BackendError, Capabilities, Handle, ReplicaHandle, ReplicaState, ReplicaStatus, Status,
+)
+from rota.backends.env import ReplicaContext, check_job_env, replica_env
+from rota.backends.gpus import local_node
+from rota.backends.nvml import Nvml
+from rota.backends.procs import (
+    boot_id, is_running, read_json, signal_group, signal_pid, start_ticks, write_json_atomic,
+)
+from rota.backends.shim import FORWARDED
+from rota.core import InvalidSpec, Job, Node, Placement, ReplicaPlacement
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def mps_running() -> bool:
+    """True when an MPS control daemon listens in the pipe directory clients would use."""
+    pipe_dir = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")
+    return Path(pipe_dir, "control").exists()
+
+
+def _argv(command: Sequence[str] | str) -> list[str]:
+    if isinstance(command, str):
+        if not command.strip():
+            raise InvalidSpec("command", "must not be empty")
+        return ["/bin/sh", "-c", command]
+    argv = list(command)
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise InvalidSpec("command", "must be a non-empty list of strings")
+    return argv
+
+
+class LocalBackend:
+    """Runs jobs on this machine. ``nvml`` (``Nvml.load()`` on a GPU machine) is used for the
+    inventory when ``node`` is not given; ``device_ids`` chooses what ``CUDA_VISIBLE_DEVICES``
+    holds: device ``index`` or ``uuid``."""
+
+    name = "local"
+
+    def __init__(self, data_dir: str | Path, node: Node | None = None, nvml: Nvml | None = None,
+                 *, master_addr: str = "127.0.0.1", device_ids: str = "index") -> None:
+        if device_ids not in ("index", "uuid"):
+            raise InvalidSpec("device_ids", f"must be index or uuid, got {device_ids!r}")
+        self.data_dir = Path(data_dir).resolve()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.nvml = nvml
+        self.node = node if node is not None else local_node(nvml=nvml)
+        self.master_addr = master_addr
+        self.device_ids = device_ids
+        self._lock = threading.Lock()
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._tracked: dict[str, Handle] = {}
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(fractional_gpu=True, memory_enforcement=self.nvml is not None,
+                            compute_enforcement=mps_running(), gang=True, signals=True)
+
+    def inventory(self) -> list[Node]:
+        return [self.node]
+
+    def tracked(self) -> list[Handle]:
+        """Handles launched or adopted by this instance whose replicas have not all ended."""
+        with self._lock:
+            return list(self._tracked.values())
+
+    # -- launch ------------------------------------------------------------------------------
+
+    def launch(self, job: Job, placement: Placement, env: Mapping[str, str], workdir: str,
+               command: Sequence[str] | str) -> Handle:
+        argv = _argv(command)
+        job_env = check_job_env(env)
+        if not Path(workdir).is_dir():
+            raise InvalidSpec("workdir", f"is not an existing directory: {workdir}")
+        for rank, rep in enumerate(placement.replicas):
+            self._check_replica(rep, f"placement.replicas[{rank}]")
+        attempt = self._new_attempt_dir(job.id)
+        port, world = free_port(self.master_addr), len(placement.replicas)
+        replicas: list[ReplicaHandle] = []
+        try:
+            for rank, rep in enumerate(placement.replicas):
+                ctx = ReplicaContext(job.id, rank, world, self.master_addr, port, rep.devices,
+                                     self._device_ids(rep))
+                replicas.append(self._start_replica(attempt, ctx, rep, job_env, workdir, argv))
+        except OSError as exc:
+            for started in replicas:
+                self._stop_replica(started, 0, "launch of the gang failed")
+            raise BackendError("launch_failed", f"cannot start job {job.id}: {exc}") from exc
+        handle = Handle(self.name, job.id, str(attempt), boot_id(), tuple(replicas))
+        write_json_atomic(attempt / "handle.json", handle.to_dict())
+        with self._lock:
+            self._tracked[handle.attempt_dir] = handle
+        return handle
+
+    def _check_replica(self, rep: ReplicaPlacement, field: str) -> None:
+        if rep.node != self.node.name:
+            raise BackendError("foreign_node", f"{field}: node {rep.node!r} is not this machine "
+                                               f"({self.node.name!r})")
+        known = {d.index for d in self.node.devices}
+        for share in rep.devices:
+            if share.index not in known:
+                raise BackendError("unknown_device",
+                                   f"{field}: GPU {share.index} does not exist on {rep.node}")
+
+    def _device_ids(self, rep: ReplicaPlacement) -> tuple[str, ...]:
+        if self.device_ids == "index":
+            return tuple(str(s.index) for s in rep.devices)
+        uuids = {d.index: d.uuid for d in self.node.devices}
+        return tuple(uuids[s.index] or str(s.index) for s in rep.devices)
+
+    def _new_attempt_dir(self, job_id: str) -> Path:
+        job_dir = self.data_dir / "jobs" / quote(job_id, safe="")
+        job_dir.mkdir(parents=True, exist_ok=True)
+        n = len(list(job_dir.glob("attempt-*")))
+        while True:
+            try:
+                (job_dir / f"attempt-{n}").mkdir()
+                return job_dir / f"attempt-{n}"
+            except FileExistsError:
+                n += 1
+
+    def _start_replica(self, attempt: Path, ctx: ReplicaContext, rep: ReplicaPlacement,
+                       job_env: Mapping[str, str], workdir: str, argv: list[str]) -> ReplicaHandle:
+        rdir = attempt / f"replica-{ctx.rank}"
+        rdir.mkdir()
+        write_json_atomic(rdir / "spec.json", {
+            "command": argv, "workdir": str(Path(workdir).resolve()),
+            "env": replica_env(os.environ, job_env, ctx)}, mode=0o600)
+        out, err = rdir / "stdout.log", rdir / "stderr.log"
+        # Block the signals the supervisor handles: it inherits the mask and unblocks them once
+        # its handlers are installed, so an early cancel is delayed instead of killing it.
+        blocked = signals.pthread_sigmask(signals.SIG_BLOCK, FORWARDED)
+        try:
+            with open(out, "ab") as fout, open(err, "ab") as ferr:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "rota.backends.shim", str(rdir)],
+                    stdin=subprocess.DEVNULL, stdout=fout, stderr=ferr, start_new_session=True,
+                    close_fds=True)
+        finally:
+            signals.pthread_sigmask(signals.SIG_SETMASK, blocked)
+        with self._lock:
+            self._children[proc.pid] = proc
+        return ReplicaHandle(ctx.rank, rep.node, proc.pid, start_ticks(proc.pid) or -1, str(rdir),
+                             str(out), str(err), rep.devices)
+
+    # -- observe -----------------------------------------------------------------------------
+
+    def poll(self, handle: Handle) -> Status:
+        status = Status(tuple(self._replica_status(handle, r) for r in handle.replicas))
+        if status.state is not ReplicaState.RUNNING:
+            with self._lock:
+                self._tracked.pop(handle.attempt_dir, None)
+        return status
+
+    def adopt(self, handle: Handle) -> Status:
+        """Take over a handle persisted by an earlier instance (or process) of this backend."""
+        if handle.backend != self.name:
+            raise BackendError("foreign_handle", f"handle of backend {handle.backend!r}, "
+                                                 f"not {self.name!r}")
+        with self._lock:
+            self._tracked[handle.attempt_dir] = handle
+        return self.poll(handle)
+
+    def _replica_status(self, handle: Handle, r: ReplicaHandle) -> ReplicaStatus:
+        self._reap(r.pid)
+        for attempt in range(2):  # re-read: the supervisor may finish between the two checks
+            done = read_json(Path(r.dir) / "status.json")
+            if done is not None:
+                return ReplicaStatus(r.rank, ReplicaState.EXITED, done.get("exit_code"),
+                                     done.get("signal"), done.get("reason", ""))
+            if attempt == 0 and handle.boot_id == boot_id() and is_running(r.pid, r.start_ticks):
+                return ReplicaStatus(r.rank, ReplicaState.RUNNING)
+        if handle.boot_id != boot_id():
+            return ReplicaStatus(r.rank, ReplicaState.LOST, reason="the machine restarted")
+        return ReplicaStatus(r.rank, ReplicaState.LOST, reason=(
+            f"supervisor (pid {r.pid}) is gone and recorded no exit status"))
+
+    def _reap(self, pid: int) -> None:
+        with self._lock:
+            proc = self._children.get(pid)
+        if proc is not None and proc.poll() is not None:
+            with self._lock:
+                self._children.pop(pid, None)
+
+    # -- act ---------------------------------------------------------------------------------
+
+    def signal(self, handle: Handle, sig: int) -> None:
+        """Deliver ``sig`` to every replica's process group. SIGTERM here asks the job to stop
+        without a SIGKILL deadline; use ``cancel`` for that."""
+        for r in handle.replicas:
+            supervised = handle.boot_id == boot_id() and is_running(r.pid, r.start_ticks)
+            if supervised and sig in FORWARDED:
+                signal_pid(r.pid, sig)
+            elif (child := self._live_child(r)) is not None:
+                signal_group(child, sig)
+
+    def cancel(self, handle: Handle, grace_s: float) -> None:
+        """SIGTERM to every replica's group, SIGKILL after ``grace_s``; returns at once (the
+        supervisors count the grace period). Cancelling an ended job does nothing."""
+        if grace_s < 0:
+            raise InvalidSpec("grace", f"must not be negative, got {grace_s}")
+        for r in handle.replicas:
+            self._stop_replica(r, grace_s, "cancelled")
+
+    def stop_replica(self, replica: ReplicaHandle, grace_s: float, reason: str) -> None:
+        """Stop one replica, recording ``reason`` as why it ended (the memory watcher uses it)."""
+        self._stop_replica(replica, grace_s, reason)
+
+    def _stop_replica(self, r: ReplicaHandle, grace_s: float, reason: str) -> None:
+        rdir = Path(r.dir)
+        if (rdir / "status.json").exists():
+            return
+        if is_running(r.pid, r.start_ticks):
+            if not (rdir / "stop.json").exists():
+                write_json_atomic(rdir / "stop.json", {"reason": reason, "grace_s": grace_s})
+            signal_pid(r.pid, signals.SIGTERM)
+        elif (child := self._live_child(r)) is not None:
+            signal_group(child, signals.SIGKILL)  # no supervisor left to count a grace period
+
+    def _live_child(self, r: ReplicaHandle) -> int | None:
+        child = read_json(Path(r.dir) / "child.json")
+        if child is None or not is_running(child["pid"], child.get("start_ticks")):
+            return None
+        return int(child["pid"])

@@ -1,0 +1,141 @@
+"""The one boundary between rota and the NVIDIA Management Library.
+
+``Nvml`` wraps a ``pynvml``-shaped object (the ``pynvml`` module of the ``nvidia-ml-py``
+package, imported only by ``Nvml.load``; tests pass a fake with the same functions) and turns
+its answers into plain values:
+
+- ``devices()``: one ``NvmlDevice`` per GPU in NVML index order (PCI bus order): UUID, name,
+  memory, NUMA node when known, PCI bus id, the bus ids of its active NVLink peers, health.
+- ``process_memory()``: the GPU memory each compute process uses on each device.
+
+NVML errors surface as ``pynvml.NVMLError`` with an integer ``value``. "Not supported" answers
+(no NVLink, no ECC, no NUMA query in an old driver) are expected and mean "unknown"; a device
+is unhealthy when it reports uncorrected volatile ECC errors or is lost. NVML reports process ids
+of the host's PID namespace: inside a container they do not match the container's own pids.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MiB = 1 << 20
+_NVML_ERROR_GPU_IS_LOST = 15
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlDevice:
+    index: int
+    uuid: str
+    name: str
+    memory_mib: int
+    pci_bus_id: str
+    numa: int | None = None
+    nvlink_peers: tuple[str, ...] = ()  # PCI bus ids of the devices at the other end
+    healthy: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessMemory:
+    index: int  # device
+    pid: int
+    used_mib: int
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _bus_id(pci: Any) -> str:
+    """NVML writes bus ids as ``00000000:17:00.0``; keep the last 12 characters, lower case,
+    the form sysfs uses after its 4-digit domain."""
+    return _text(pci.busId).lower()[-12:]
+
+
+class Nvml:
+    def __init__(self, lib: Any) -> None:
+        self.lib = lib
+
+    @classmethod
+    def load(cls) -> Nvml | None:
+        """NVML of this machine, initialised; ``None`` when the package, the library or the
+        driver is missing."""
+        try:
+            import pynvml  # noqa: PLC0415 - optional dependency, imported on use
+        except ImportError:
+            return None
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError:
+            return None
+        return cls(pynvml)
+
+    def close(self) -> None:
+        try:
+            self.lib.nvmlShutdown()
+        except self.lib.NVMLError:
+            pass
+
+    def devices(self) -> list[NvmlDevice]:
+        lib = self.lib
+        out = []
+        for index in range(lib.nvmlDeviceGetCount()):
+            h = lib.nvmlDeviceGetHandleByIndex(index)
+            pci = _bus_id(lib.nvmlDeviceGetPciInfo(h))
+            out.append(NvmlDevice(
+                index=index, uuid=_text(lib.nvmlDeviceGetUUID(h)),
+                name=_text(lib.nvmlDeviceGetName(h)),
+                memory_mib=lib.nvmlDeviceGetMemoryInfo(h).total // MiB,
+                pci_bus_id=pci, numa=self._numa(h, pci), nvlink_peers=self._peers(h),
+                healthy=self._healthy(h)))
+        return out
+
+    def process_memory(self) -> list[ProcessMemory]:
+        lib = self.lib
+        out = []
+        for index in range(lib.nvmlDeviceGetCount()):
+            h = lib.nvmlDeviceGetHandleByIndex(index)
+            for proc in lib.nvmlDeviceGetComputeRunningProcesses(h):
+                if proc.usedGpuMemory is None:  # not available (Windows WDDM)
+                    continue
+                out.append(ProcessMemory(index, proc.pid, math.ceil(proc.usedGpuMemory / MiB)))
+        return out
+
+    def _numa(self, h: Any, bus_id: str) -> int | None:
+        query = getattr(self.lib, "nvmlDeviceGetNumaNodeId", None)
+        if query is not None:
+            try:
+                node = query(h)
+                return node if node >= 0 else None
+            except self.lib.NVMLError:
+                pass
+        try:
+            node = int(Path(f"/sys/bus/pci/devices/{bus_id}/numa_node").read_text())
+        except (OSError, ValueError):
+            return None
+        return node if node >= 0 else None
+
+    def _peers(self, h: Any) -> tuple[str, ...]:
+        lib = self.lib
+        enabled = getattr(lib, "NVML_FEATURE_ENABLED", 1)
+        peers = []
+        for link in range(getattr(lib, "NVML_NVLINK_MAX_LINKS", 18)):
+            try:
+                if lib.nvmlDeviceGetNvLinkState(h, link) != enabled:
+                    continue
+                peers.append(_bus_id(lib.nvmlDeviceGetNvLinkRemotePciInfo(h, link)))
+            except lib.NVMLError:
+                continue  # no NVLink, or no such link on this device
+        return tuple(dict.fromkeys(peers))
+
+    def _healthy(self, h: Any) -> bool:
+        lib = self.lib
+        try:
+            errors = lib.nvmlDeviceGetTotalEccErrors(
+                h, getattr(lib, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+                getattr(lib, "NVML_VOLATILE_ECC", 0))
+        except lib.NVMLError as exc:
+            return getattr(exc, "value", None) != _NVML_ERROR_GPU_IS_LOST
+        return errors == 0

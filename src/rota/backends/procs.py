@@ -1,0 +1,114 @@
+"""Process identity and crash-safe files, shared by the local backend and its supervisor.
+
+A process is identified by its pid **and** its start time (clock ticks since boot, field 22 of
+``/proc/<pid>/stat``) on a given boot (``/proc/sys/kernel/random/boot_id``): a pid reused by an
+unrelated process after ours exited, or after a reboot, does not match. A zombie (exited but
+not yet reaped) counts as not running.
+
+Files other processes read are written atomically: to a temporary file in the same directory,
+flushed to disk, then renamed over the target, so a reader sees the old content or the new one,
+never a torn write, even if the writer is killed half-way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+_PROC = Path("/proc")
+
+
+def boot_id() -> str:
+    try:
+        return (_PROC / "sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of ``/proc/<pid>/stat`` after the command name (which may hold spaces and
+    parentheses), so that index 0 is the state (field 3) and index 19 the start time (field 22)."""
+    try:
+        raw = (_PROC / str(pid) / "stat").read_text()
+    except (OSError, ValueError):
+        return None
+    return raw[raw.rfind(")") + 2:].split()
+
+
+def start_ticks(pid: int) -> int | None:
+    """The start time of ``pid`` in clock ticks since boot; ``None`` if it does not exist."""
+    fields = _stat_fields(pid)
+    if fields is None or len(fields) < 20:
+        return None
+    return int(fields[19])
+
+
+def is_running(pid: int, ticks: int | None) -> bool:
+    """True when ``pid`` exists, is not a zombie and (when ``ticks`` is given) started at
+    ``ticks``. Without ``/proc`` only existence can be checked."""
+    if not _PROC.joinpath("self").exists():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return False
+    return ticks is None or int(fields[19]) == ticks
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to process group ``pgid``; False when the group no longer exists."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def signal_pid(pid: int, sig: int) -> bool:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def write_json_atomic(path: Path, data: Any, mode: int = 0o644) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_json(path: Path) -> Any | None:
+    """The JSON content of ``path``; ``None`` if it does not exist (yet)."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"

@@ -1,0 +1,125 @@
+"""The supervisor of one replica: ``python -m rota.backends.shim REPLICA_DIR``.
+
+The local backend starts one supervisor per replica, in a session of its own, so that it
+outlives the control plane (a ``kill -9`` of the control plane leaves it running). The
+supervisor starts the replica's command in a new session too (its process group id is its pid),
+waits for it, and records how it ended. Files in ``REPLICA_DIR``:
+
+- ``spec.json`` (read): ``command`` (argv), ``workdir``, ``env`` (the complete environment).
+- ``child.json`` (written once the command started): ``pid`` and ``start_ticks`` of the command.
+- ``stop.json`` (read, optional): written by whoever asks the replica to stop, before sending
+  SIGTERM: ``reason`` and ``grace_s``. With it, SIGTERM is followed by SIGKILL after the grace
+  period, counted by the supervisor itself so that it holds even if the control plane died.
+- ``status.json`` (written atomically, last): ``exit_code`` (``128 + n`` when killed by signal
+  ``n``), ``signal``, ``reason``, ``started_at``, ``finished_at``.
+
+SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 received by the supervisor are forwarded to the
+command's process group. SIGTERM or SIGINT before the command started means it never starts.
+When the command exits, whatever it left behind in its process group is killed.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from rota.backends.procs import (
+    read_json, signal_group, signal_name, start_ticks, write_json_atomic,
+)
+
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+STOPPING = (signal.SIGTERM, signal.SIGINT)
+EXIT_CANNOT_START = 127
+
+
+class Supervisor:
+    def __init__(self, replica_dir: Path) -> None:
+        self.dir = replica_dir
+        self.child: subprocess.Popen[bytes] | None = None
+        self.stopping = False
+        self.grace_s: float | None = None  # None: no SIGKILL escalation was asked for
+        self.reason = ""
+        self.escalated = False
+
+    def run(self) -> int:
+        for sig in FORWARDED:
+            signal.signal(sig, self._on_signal)
+        signal.signal(signal.SIGALRM, self._on_alarm)
+        # the backend starts us with these blocked, so none is lost before the handlers exist
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+        started_at = time.time()
+        spec = read_json(self.dir / "spec.json") or {}
+        if self.stopping:
+            return self._finish(None, started_at)
+        try:
+            self.child = subprocess.Popen(
+                spec["command"], cwd=spec["workdir"], env=spec["env"], stdin=subprocess.DEVNULL,
+                start_new_session=True)
+        except OSError as exc:
+            self.reason = f"cannot start {spec['command'][0]!r}: {exc.strerror or exc}"
+            return self._finish(EXIT_CANNOT_START, started_at)
+        write_json_atomic(self.dir / "child.json",
+                          {"pid": self.child.pid, "start_ticks": start_ticks(self.child.pid)})
+        if self.stopping:  # a stop arrived while the command was being started
+            signal_group(self.child.pid, signal.SIGTERM)
+            self._arm_escalation()
+        returncode = self.child.wait()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal_group(self.child.pid, signal.SIGKILL)  # leftovers of the replica's group
+        return self._finish(returncode, started_at)
+
+    def _on_signal(self, sig: int, _frame: FrameType | None) -> None:
+        if sig in STOPPING and not self.stopping:
+            self.stopping = True
+            stop = read_json(self.dir / "stop.json") or {}
+            self.reason = str(stop.get("reason") or f"stopped by {signal_name(sig)}")
+            grace = stop.get("grace_s")
+            self.grace_s = float(grace) if isinstance(grace, (int, float)) else None
+            if self.child is not None:
+                signal_group(self.child.pid, sig)
+                self._arm_escalation()
+            return
+        if self.child is not None:
+            signal_group(self.child.pid, sig)
+
+    def _arm_escalation(self) -> None:
+        if self.grace_s is None:
+            return
+        if self.grace_s <= 0:
+            self._on_alarm(signal.SIGALRM, None)
+        else:
+            signal.setitimer(signal.ITIMER_REAL, self.grace_s)
+
+    def _on_alarm(self, _sig: int, _frame: FrameType | None) -> None:
+        if self.child is not None and self.child.returncode is None:
+            self.escalated = True
+            signal_group(self.child.pid, signal.SIGKILL)
+
+    def _finish(self, returncode: int | None, started_at: float) -> int:
+        sig = -returncode if returncode is not None and returncode < 0 else None
+        exit_code = 128 + sig if sig is not None else returncode
+        reason = self.reason
+        if self.escalated:
+            reason += f"; killed with SIGKILL after a grace period of {self.grace_s:g}s"
+        if returncode is None:
+            reason = reason or "stopped before it started"
+        write_json_atomic(self.dir / "status.json", {
+            "exit_code": exit_code, "signal": sig, "reason": reason,
+            "started_at": started_at, "finished_at": time.time(),
+        })
+        return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m rota.backends.shim REPLICA_DIR", file=sys.stderr)
+        return 2
+    return Supervisor(Path(argv[0])).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,111 @@
+"""Enforcement of GPU-memory shares: stop a replica that uses more device memory than it got.
+
+Each check reads the memory every compute process uses on every device (NVML), attributes a
+process to the replica whose session it belongs to (a replica's command leads its own session,
+and its children stay in it unless they deliberately leave), sums per replica and device, and
+stops every replica over its limit on some device: SIGTERM, then SIGKILL after ``grace_s``,
+with the reason ``gpu-memory-exceeded: used U MiB > limit L MiB on GPU i`` recorded as how the
+replica ended.
+
+The watcher reacts within its polling period: a process may exceed its share between two checks,
+and memory it allocates faster than that is not prevented (MPS pinned memory limits do that,
+when an MPS daemon runs).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from rota.backends.local import LocalBackend
+from rota.backends.nvml import Nvml
+from rota.backends.procs import is_running, read_json
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    job_id: str
+    rank: int
+    index: int
+    used_mib: int
+    limit_mib: int
+
+    @property
+    def reason(self) -> str:
+        return (f"gpu-memory-exceeded: used {self.used_mib} MiB > limit {self.limit_mib} MiB "
+                f"on GPU {self.index}")
+
+
+def _session(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
+class MemoryWatcher:
+    def __init__(self, backend: LocalBackend, nvml: Nvml, grace_s: float = 5.0,
+                 period_s: float = 1.0) -> None:
+        self.backend, self.nvml = backend, nvml
+        self.grace_s, self.period_s = grace_s, period_s
+        self._stopped: set[tuple[str, int]] = set()
+        self._halt = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_error: Exception | None = None  # of the background loop, which keeps going
+
+    def usage_by_session(self) -> dict[tuple[int, int], int]:
+        """(session id, device index) -> MiB used by the processes of that session."""
+        usage: dict[tuple[int, int], int] = {}
+        for proc in self.nvml.process_memory():
+            sid = _session(proc.pid)
+            if sid is not None:
+                usage[(sid, proc.index)] = usage.get((sid, proc.index), 0) + proc.used_mib
+        return usage
+
+    def check_once(self) -> list[Violation]:
+        """One pass: find the replicas over their share and stop them. Returns what it found
+        this pass (a replica already being stopped is not reported again)."""
+        usage = self.usage_by_session()
+        found = []
+        for handle in self.backend.tracked():
+            for r in handle.replicas:
+                key = (handle.attempt_dir, r.rank)
+                child = read_json(Path(r.dir) / "child.json")
+                if key in self._stopped or child is None or not r.devices:
+                    continue
+                if not is_running(child["pid"], child.get("start_ticks")):
+                    continue
+                for share in r.devices:
+                    used = usage.get((child["pid"], share.index), 0)
+                    if used > share.memory_mib:
+                        v = Violation(handle.job_id, r.rank, share.index, used, share.memory_mib)
+                        self.backend.stop_replica(r, self.grace_s, v.reason)
+                        self._stopped.add(key)
+                        found.append(v)
+                        break
+        return found
+
+    def start(self) -> None:
+        """Check every ``period_s`` in a background thread until ``stop``."""
+        if self._thread is not None:
+            return
+        self._halt.clear()
+        self._thread = threading.Thread(target=self._loop, name="rota-memory-watcher",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._halt.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._halt.wait(self.period_s):
+            try:
+                self.check_once()
+                self.last_error = None
+            except Exception as exc:  # an NVML hiccup must not end enforcement
+                self.last_error = exc
