@@ -33,11 +33,11 @@ def _never_fits(cycle, job: Job, flavors) -> Reason | None:
     models = {m for _, ms in flavors for m in ms} if g.count else None
     queue = cycle.snapshot.queues[job.queue]
     groups = {job.resource_group} if job.resource_group else set(queue.resource_groups) or None
-    nodes = [n for n in cycle.snapshot.nodes if n.schedulable
-             and (groups is None or n.resource_group in groups)
+    nodes = [n for n in cycle.snapshot.nodes  # cordoned nodes count: a cordon is temporary
+             if (groups is None or n.resource_group in groups)
              and all(n.labels.get(k) == v for k, v in job.selector)]
     if not nodes:
-        return Reason(ReasonCode.NEVER_FITS, "node", detail="no schedulable node matches the "
+        return Reason(ReasonCode.NEVER_FITS, "node", detail="no node matches the "
                       "job's resource group and selector")
 
     def devices(n):
