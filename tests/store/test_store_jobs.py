@@ -1,0 +1,220 @@
+"""Jobs in the store: submit (durable, validated), list with filters and keyset pagination,
+cancel, backend-reported transitions through the state table, and events."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from rota.core import (
+    DeviceShare, GpuRequest, IllegalTransition, InvalidSpec, JobState, Placement,
+    Queue, ReplicaPlacement, ReplicaRequest,
+)
+from rota.scheduler import Bind, Decisions
+from rota.store import Conflict, JobFilter, NotFound, Store, Submission
+from storekit import seed, submission
+
+S = JobState
+
+
+def bind(store: Store, job_id: str, now: float = 5.0) -> None:
+    placement = Placement((ReplicaPlacement("n1", (DeviceShare(0, 1000, 80 * 1024),)),))
+    result = store.apply(Decisions(binds=[Bind(job_id, placement, "any")]), now)
+    assert result.bound == (job_id,)
+
+
+def running(store: Store) -> str:
+    job_id = store.submit(submission(1))
+    bind(store, job_id)
+    store.transition(job_id, S.RUNNING, backend_handle={"pid": 4242})
+    return job_id
+
+
+def test_a_submitted_job_is_durable_pending_and_explained(store, db_url, clock):
+    seed(store)
+    sub = Submission("p", "q", "alice", ReplicaRequest(4000, 16_384, GpuRequest(1, 500, 20_480, ("*H100*",))),
+                     name="train", replicas=1, priority=7, walltime_s=3600, preemptible=False,
+                     grace_s=60, resource_group="a", selector={"zone": "a"}, labels={"team": "x"},
+                     run={"entrypoint": ["python", "train.py"], "env": {"SEED": "1"}})
+    job_id = store.submit(sub)
+    with Store.open(db_url) as other:  # a second process sees it: it was committed
+        rec = other.get_job(job_id)
+    assert rec.state is S.PENDING and rec.name == "train" and rec.version == 1
+    assert rec.job.request == sub.request and rec.job.priority == 7
+    assert (rec.job.walltime_s, rec.job.preemptible, rec.job.grace_s) == (3600, False, 60)
+    assert rec.job.selector == (("zone", "a"),) and rec.job.resource_group == "a"
+    assert rec.job.submit_time == clock.t and rec.run == dict(sub.run)
+    assert Submission.from_job(rec.job, name="train", run=rec.run) == sub
+    [event] = store.events(job_id)
+    assert event.kind == "submitted" and event.time == clock.t
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"project": "nope"}, "project"),
+    ({"queue": "nope"}, "queue"),
+    ({"user": "nobody"}, "user"),
+    ({"name": "bad name!"}, "name"),
+    ({"replicas": 0}, "replicas"),
+    ({"walltime_s": -5.0}, "walltime"),
+    ({"run": {"when": object()}}, "run"),
+], ids=["project", "queue", "user", "name", "replicas", "walltime", "run-not-json"])
+def test_bad_submissions_are_refused_naming_the_field(store, change, field):
+    seed(store)
+    with pytest.raises(InvalidSpec) as err:
+        store.submit(replace(submission(1), **change))
+    assert err.value.field == field
+    assert store.list_jobs().items == ()
+
+
+def _ids(page) -> list[str]:
+    return [r.id for r in page.items]
+
+
+def test_listing_filters_by_project_state_user_and_queue(store):
+    seed(store, members={"alice": ["p"], "bob": ["q", "p"]})
+    store.put_queue(Queue("other"))
+    a1 = store.submit(submission(1))
+    b1 = store.submit(submission(1, user="bob", project="q"))
+    b2 = store.submit(Submission("p", "other", "bob"))
+    store.request_cancel(a1, by="alice")
+    cases = {
+        "everything": (JobFilter(), [a1, b1, b2]),
+        "project p": (JobFilter(projects=frozenset({"p"})), [a1, b2]),
+        "projects p,q": (JobFilter(projects=frozenset({"p", "q"})), [a1, b1, b2]),
+        "pending": (JobFilter(states=frozenset({S.PENDING})), [b1, b2]),
+        "cancelled or failed": (JobFilter(states=frozenset({S.CANCELLED, S.FAILED})), [a1]),
+        "user bob": (JobFilter(user="bob"), [b1, b2]),
+        "queue other": (JobFilter(queue="other"), [b2]),
+        "bob, pending, in p": (JobFilter(projects=frozenset({"p"}), states=frozenset({S.PENDING}),
+                                         user="bob"), [b2]),
+        "no project": (JobFilter(projects=frozenset()), []),
+    }
+    for name, (where, expected) in cases.items():
+        assert _ids(store.list_jobs(where)) == expected, name
+
+
+def test_keyset_pagination_visits_every_job_once_in_both_orders(store):
+    seed(store)
+    ids = [store.submit(submission(1)) for _ in range(25)]
+    for newest_first, expected in ((False, ids), (True, ids[::-1])):
+        seen, after, pages = [], None, 0
+        while True:
+            page = store.list_jobs(limit=10, after=after, newest_first=newest_first)
+            seen += _ids(page)
+            pages += 1
+            if page.next_after is None:
+                break
+            after = page.next_after
+        assert seen == expected and pages == 3  # 10 + 10 + 5
+
+
+def test_a_page_is_stable_when_jobs_arrive_between_pages(store):
+    seed(store)
+    first = [store.submit(submission(1)) for _ in range(3)]
+    page = store.list_jobs(limit=2)
+    late = store.submit(submission(1))
+    assert _ids(store.list_jobs(limit=2, after=page.next_after)) == [first[2], late]
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"limit": 0}, "limit"), ({"limit": 1001}, "limit"), ({"after": "abc"}, "after"),
+])
+def test_bad_list_arguments_name_the_field(store, kwargs, field):
+    with pytest.raises(InvalidSpec) as err:
+        store.list_jobs(**kwargs)
+    assert err.value.field == field
+
+
+def test_cancelling_a_pending_job_ends_it_at_once(store):
+    seed(store)
+    job_id = store.submit(submission(1))
+    rec = store.request_cancel(job_id, by="alice")
+    assert rec.state is S.CANCELLED and rec.finished_at is not None
+    assert "alice" in rec.reason
+    with pytest.raises(IllegalTransition):
+        store.request_cancel(job_id, by="alice")
+
+
+def test_cancelling_a_running_job_flags_it_for_the_control_loop(store):
+    seed(store)
+    job_id = running(store)
+    rec = store.request_cancel(job_id, by="alice")
+    assert rec.state is S.RUNNING and rec.cancel_requested
+    assert store.request_cancel(job_id, by="alice").version == rec.version  # asked once
+    assert store.transition(job_id, S.CANCELLED, exit_code=-15).state is S.CANCELLED
+
+
+def test_a_requeue_of_a_job_whose_cancel_was_requested_cancels_it(store):
+    seed(store)
+    job_id = running(store)
+    store.request_cancel(job_id, by="alice")
+    assert store.transition(job_id, S.PENDING).state is S.CANCELLED
+
+
+def test_backend_transitions_record_exit_codes_handles_and_requeues(store, clock):
+    seed(store)
+    job_id = running(store)
+    rec = store.get_job(job_id)
+    assert rec.state is S.RUNNING and rec.backend_handle == {"pid": 4242}
+    clock.advance(10)
+    rec = store.transition(job_id, S.PENDING, reason="node lost")
+    assert rec.state is S.PENDING and rec.attempts == 1
+    assert rec.job.placement is None and rec.job.flavor is None and rec.job.started_at is None
+    bind(store, job_id)
+    store.transition(job_id, S.RUNNING)
+    rec = store.transition(job_id, S.FAILED, exit_code=3, reason="exit 3")
+    assert (rec.state, rec.exit_code, rec.reason, rec.finished_at) == (S.FAILED, 3, "exit 3", clock.t)
+    kinds = [(e.data.get("from"), e.data.get("to")) for e in store.events(job_id)]
+    assert kinds == [(None, None), ("pending", "scheduled"), ("scheduled", "running"),
+                     ("running", "pending"), ("pending", "scheduled"), ("scheduled", "running"),
+                     ("running", "failed")]
+    assert rec.version == len(kinds)
+
+
+@pytest.mark.parametrize("path, illegal", [
+    ([], S.RUNNING),                          # pending cannot run before it is bound
+    ([], S.SUCCEEDED),
+    ([], S.PREEMPTING),
+    (["bind", S.RUNNING, S.SUCCEEDED], S.RUNNING),   # terminal stays terminal
+    (["bind", S.RUNNING, S.FAILED], S.PENDING),
+    (["bind", S.RUNNING], S.SCHEDULED),
+], ids=["pending-running", "pending-succeeded", "pending-preempting", "succeeded-running",
+        "failed-pending", "running-scheduled"])
+def test_illegal_transitions_are_refused_and_change_nothing(store, path, illegal):
+    seed(store)
+    job_id = store.submit(submission(1))
+    for step in path:
+        bind(store, job_id) if step == "bind" else store.transition(job_id, step)
+    before = store.get_job(job_id)
+    with pytest.raises(IllegalTransition):
+        store.transition(job_id, illegal)
+    after = store.get_job(job_id)
+    assert after == before and len(store.events(job_id)) == before.version
+
+
+def test_a_stale_expected_version_is_a_conflict(store):
+    seed(store)
+    job_id = running(store)
+    version = store.get_job(job_id).version
+    store.request_cancel(job_id, by="alice")
+    with pytest.raises(Conflict):
+        store.transition(job_id, S.SUCCEEDED, expected_version=version)
+    assert store.transition(job_id, S.SUCCEEDED, expected_version=version + 1).state is S.SUCCEEDED
+
+
+@pytest.mark.parametrize("job_id", ["999", "abc", "-1", ""])
+def test_unknown_jobs_are_not_found(store, job_id):
+    for call in (lambda: store.get_job(job_id), lambda: store.events(job_id),
+                 lambda: store.request_cancel(job_id, by="x"),
+                 lambda: store.transition(job_id, S.RUNNING)):
+        with pytest.raises(NotFound):
+            call()
+
+
+def test_events_page_after_an_id(store):
+    seed(store)
+    job_id = running(store)
+    first, *rest = store.events(job_id)
+    assert store.events(job_id, after=first.id) == rest
+    assert store.events(job_id, after=first.id, limit=1) == rest[:1]
