@@ -1,0 +1,70 @@
+"""Helpers for backend tests: placements on node ``n1``, waits with deadlines, cleanup."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from builders import job
+from rota.backends.base import Handle, ReplicaState, Status
+from rota.backends.local import LocalBackend
+from rota.backends.procs import is_running
+from rota.core import DeviceShare, Job, Placement, ReplicaPlacement
+
+NODE = "n1"
+DEADLINE_S = 20.0  # generous: the machine may be loaded; tests never assert how long it took
+
+
+def wait_for(predicate: Callable[[], object], what: str, timeout: float = DEADLINE_S) -> object:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def wait_ended(backend: LocalBackend, handle: Handle) -> Status:
+    def ended() -> Status | None:
+        status = backend.poll(handle)
+        return status if status.state is not ReplicaState.RUNNING else None
+    return wait_for(ended, f"job {handle.job_id} to end")  # type: ignore[return-value]
+
+
+def placement(*replicas: list[int] | tuple[int, int, int]) -> Placement:
+    """Replicas on ``n1``: a list of whole device indices, or (index, milli, memory MiB)."""
+    reps = []
+    for rep in replicas:
+        if isinstance(rep, tuple):
+            reps.append(ReplicaPlacement(NODE, (DeviceShare(*rep),)))
+        else:
+            reps.append(ReplicaPlacement(NODE, tuple(DeviceShare(i, 1000, 81920) for i in rep)))
+    return Placement(tuple(reps))
+
+
+def a_job(id: str = "j1", replicas: int = 1) -> Job:
+    return job(id).replicas(replicas).build()
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def kill_everything_under(data_dir: Path) -> None:
+    for handle_file in data_dir.glob("jobs/*/attempt-*/handle.json"):
+        for rep in json.loads(handle_file.read_text())["replicas"]:
+            if is_running(rep["pid"], rep["start_ticks"]):
+                os.kill(rep["pid"], signal.SIGKILL)
+    for child_file in data_dir.glob("jobs/*/attempt-*/replica-*/child.json"):
+        child = json.loads(child_file.read_text())
+        if is_running(child["pid"], child["start_ticks"]):
+            try:
+                os.killpg(child["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
