@@ -1,0 +1,141 @@
+"""The ``rota`` command: a Typer app whose subcommands live in their own modules.
+
+Error convention for every command: bad input (a file, a field, an option value) prints one
+line ``error: <file>: <field>: <reason>`` on stderr and exits with status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn, Optional
+
+import typer
+from rich.console import Console
+
+from rota import __version__
+from rota.core import InvalidSpec
+from rota.scheduler import PRESETS, Policy, build_policy
+from rota.spec import check_policy, load_cluster, load_jobs, read_yaml
+
+app = typer.Typer(
+    name="rota",
+    help="rota: a GPU cluster scheduler and workload manager for AI teams.\n\n"
+         "Queues, quotas, fair share, gang and fractional GPU placement, preemption and "
+         "backfill. Start with: rota plan --cluster CLUSTER.yaml --jobs JOBS.yaml",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+)
+
+EXIT_BAD_INPUT = 2
+
+
+def fail(source: str, exc: InvalidSpec) -> NoReturn:
+    parts = ["error", source] + ([exc.field] if exc.field else []) + [exc.reason]
+    print(": ".join(parts), file=sys.stderr)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"rota {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Show rota's version and exit."),
+) -> None:
+    """rota: a GPU cluster scheduler and workload manager for AI teams."""
+
+
+def resolve_policy(option: Optional[str], cluster_policy: Any) -> Policy:
+    """``--policy`` (a preset name or a YAML policy file) wins over the cluster file's."""
+    if option is None:
+        return build_policy(cluster_policy if cluster_policy is not None else "default")
+    if option in PRESETS:
+        return build_policy(option)
+    path = Path(option)
+    if not path.exists() and not option.endswith((".yaml", ".yml")):
+        fail("--policy", InvalidSpec("", f"no preset named {option!r} and no such file; presets: "
+                                     f"{', '.join(PRESETS)}"))
+    try:
+        spec = read_yaml(path)
+        if not isinstance(spec, dict):
+            raise InvalidSpec("", "expected a policy mapping (order, admission, placement, "
+                              "preemption, backfill, preset, seed)")
+        check_policy(spec)
+    except InvalidSpec as exc:
+        fail(option, exc)
+    return build_policy(spec)
+
+
+PLAN_HELP = (
+    "Dry-run the scheduler: what would run where, who is preempted, what waits and why.\n\n"
+    "Runs scheduling cycles at the cluster file's 'now' until nothing changes, then shows "
+    "placements, preemptions, reservations, pending jobs with their reasons and estimated "
+    "start, and rejected jobs. Nothing is started.\n\n"
+    "Example: rota plan --cluster examples/lab/cluster.yaml --jobs examples/lab/jobs.yaml"
+)
+
+
+@app.command("plan", help=PLAN_HELP)
+def plan(
+    cluster: Path = typer.Option(..., "--cluster", "-c", metavar="CLUSTER.yaml",
+                                 help="Cluster file: nodes, GPUs, flavours, queues, projects, "
+                                      "running jobs (docs/files.md)."),
+    jobs: Path = typer.Option(..., "--jobs", "-j", metavar="JOBS.yaml",
+                              help="Jobs file: the pending jobs to place (docs/files.md)."),
+    policy: Optional[str] = typer.Option(
+        None, "--policy", "-p", metavar="NAME|FILE",
+        help=f"Policy preset ({', '.join(PRESETS)}) or a YAML policy file; default: the "
+             "cluster file's policy, else 'default'."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (docs/plan.md)."),
+) -> None:
+    from rota.cli.plan import plan_report, run_plan
+    from rota.cli.render import render
+
+    try:
+        loaded = load_cluster(cluster)
+    except InvalidSpec as exc:
+        fail(str(cluster), exc)
+    try:
+        pending = load_jobs(jobs, loaded)
+    except InvalidSpec as exc:
+        fail(str(jobs), exc)
+    chosen = resolve_policy(policy, loaded.policy)
+    snapshot = loaded.snapshot
+    snapshot = type(snapshot)(snapshot.nodes, snapshot.queues, snapshot.jobs + pending,
+                              snapshot.projects, snapshot.flavors, snapshot.usage)
+    run = run_plan(snapshot, chosen, loaded.now)
+    report = plan_report(run, chosen, loaded.now)
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    render(report, Console(width=_width()), _hints(run))
+
+
+def _width() -> int:
+    import shutil
+    return max(100, shutil.get_terminal_size((120, 40)).columns)
+
+
+def _hints(run) -> list[str]:
+    from rota.cli.explain import hint
+    seen: dict[str, list[str]] = {}
+    reasons = [(w.job, r) for w in run.last.waits for r in w.reasons]
+    reasons += [(rj.job, r) for _, rj in run.rejects for r in rj.reasons]
+    for job, reason in reasons:
+        text = hint(reason)
+        if text is not None and job not in seen.setdefault(text, []):
+            seen[text].append(job)
+    return [f"{', '.join(jobs)}: {text}" for text, jobs in seen.items()]
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""The YAML files users write, validated into core objects.
+
+- ``cluster``: the cluster file (nodes, GPUs, flavours, queues, projects, running jobs);
+- ``job``: the job spec, shared by the jobs file and a single-job file;
+- ``build``: rules across entries, and conversion to a ``Snapshot`` and pending ``Job`` s;
+- ``types``, ``errors``, ``load``: field types, error paths, YAML reading.
+
+Every error is ``rota.core.InvalidSpec(field, reason)`` with a dotted field path such as
+``jobs[2].resources.gpu``; the caller adds the file name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rota.spec.build import Cluster, build_cluster, build_jobs, check_policy
+from rota.spec.job import JobSpec, parse_job, to_job
+from rota.spec.load import parse_yaml, read_mapping, read_yaml
+
+
+def load_cluster(path: str | Path) -> Cluster:
+    return build_cluster(read_mapping(path, "nodes, queues, ..."))
+
+
+def load_jobs(path: str | Path, cluster: Cluster):
+    return build_jobs(cluster, read_mapping(path, "a jobs: list"))
+
+
+def load_job(path: str | Path) -> JobSpec:
+    """A single-job file: one job spec at the top level."""
+    return parse_job(read_mapping(path, "name, project, queue, ..."))
+
+
+__all__ = [
+    "Cluster", "JobSpec", "build_cluster", "build_jobs", "check_policy", "load_cluster",
+    "load_job", "load_jobs", "parse_job", "parse_yaml", "read_yaml", "to_job",
+]

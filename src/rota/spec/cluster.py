@@ -1,0 +1,218 @@
+"""The cluster file's models: nodes and their GPUs, flavours, queues, projects, running jobs.
+
+Validated here: types, units, ranges and unknown keys of each entry, and the rules local to one
+entry (a GPU shorthand's per-device lists have ``count`` items, a lending limit does not
+exceed its nominal quota). Rules across entries (unique names, references, placements that
+fit their nodes) are in ``rota.spec.build``.
+
+Vocabulary: a node entry with ``count: N`` *stamps* N identical nodes named ``{name}-0`` ..
+``{name}-{N-1}``. A GPU *shorthand* (``{count, model, memory, nvlink, numa}``) stands for
+``count`` identical devices with indices 0..count-1; ``nvlink: pairs`` puts devices (0,1),
+(2,3), ... in one NVLink domain each, ``nvlink: all`` puts every device in one domain.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Union
+
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+
+from rota.core import (
+    FlavorQuota, GpuDevice, ReclaimWithinCohort, WithinQueue,
+)
+from rota.spec.errors import reason_error
+from rota.spec.job import JobSpec
+from rota.spec.types import (
+    CpuMilli, MemoryMiB, Name, Patterns, QuotaGpu, Share, Strict, Text, Timestamp,
+)
+
+
+class GpuDeviceSpec(Strict):
+    index: int = Field(ge=0, le=1023)
+    model: str = Field(min_length=1)
+    memory: MemoryMiB
+    uuid: str = ""
+    numa: int = Field(0, ge=0)
+    nvlink: str | None = None
+    healthy: bool = True
+
+    def device(self) -> GpuDevice:
+        return GpuDevice(self.index, self.model, self.memory, self.uuid, self.numa,
+                         self.nvlink, self.healthy)
+
+
+class GpuShorthand(Strict):
+    count: int = Field(ge=1, le=1024)
+    model: str = Field(min_length=1)
+    memory: MemoryMiB
+    nvlink: Any = None
+    numa: list[int] | None = None
+    unhealthy: list[int] = Field(default_factory=list)
+
+    @field_validator("nvlink")
+    @classmethod
+    def _nvlink(cls, value: Any) -> Any:
+        if value is None or value in ("pairs", "all"):
+            return value
+        if isinstance(value, list) and all(isinstance(v, (str, int)) for v in value):
+            return [str(v) for v in value]
+        raise reason_error("expected 'pairs', 'all' or a list with one NVLink domain name per "
+                           f"GPU (such as [a, a, b, b]), got {value!r}")
+
+    @model_validator(mode="after")
+    def _lengths(self) -> GpuShorthand:
+        for key in ("nvlink", "numa"):
+            value = getattr(self, key)
+            if isinstance(value, list) and len(value) != self.count:
+                raise reason_error(f"has {len(value)} entries; expected one per GPU "
+                                   f"({self.count})", key)
+        if self.numa and min(self.numa) < 0:
+            raise reason_error("NUMA node numbers must not be negative", "numa")
+        bad = [i for i in self.unhealthy if not 0 <= i < self.count]
+        if bad:
+            raise reason_error(f"index {bad[0]} is not a GPU of this node (0..{self.count - 1})",
+                               "unhealthy")
+        return self
+
+    def devices(self, node: str) -> tuple[GpuDevice, ...]:
+        links = self.nvlink
+        if links == "pairs":
+            links = [f"nvl{i // 2}" for i in range(self.count)]
+        elif links == "all":
+            links = ["nvl0"] * self.count
+        return tuple(
+            GpuDevice(i, self.model, self.memory, f"GPU-{node}-{i}",
+                      self.numa[i] if self.numa else 0, links[i] if links else None,
+                      i not in self.unhealthy)
+            for i in range(self.count))
+
+
+def _gpus_kind(value: Any) -> str:
+    return "<devices>" if isinstance(value, list) else "<shorthand>"
+
+
+GpusSpec = Annotated[
+    Union[Annotated[GpuShorthand, Tag("<shorthand>")],
+          Annotated[list[GpuDeviceSpec], Tag("<devices>")]],
+    Discriminator(_gpus_kind),
+]
+
+
+class NodeSpec(Strict):
+    name: Name
+    count: int | None = Field(None, ge=1, le=10_000)
+    cpu: CpuMilli
+    memory: MemoryMiB
+    resource_group: Name = "default"
+    labels: dict[str, Text] = Field(default_factory=dict)
+    schedulable: bool = True
+    gpus: GpusSpec | None = None
+
+    def devices(self, node: str) -> tuple[GpuDevice, ...]:
+        if self.gpus is None:
+            return ()
+        if isinstance(self.gpus, GpuShorthand):
+            return self.gpus.devices(node)
+        return tuple(d.device() for d in self.gpus)
+
+
+class Amounts(Strict):
+    """A quota vector: gpu in GPUs (fractions allowed), cpu in cores or milli, memory."""
+
+    gpu: QuotaGpu | None = None
+    cpu: CpuMilli | None = None
+    memory: MemoryMiB | None = None
+
+    def vector(self) -> dict[str, int]:
+        return {k: v for k, v in (("gpu", self.gpu), ("cpu", self.cpu), ("memory", self.memory))
+                if v is not None}
+
+
+class QuotaSpec(Strict):
+    nominal: Amounts
+    borrowing_limit: Amounts = Amounts()
+    lending_limit: Amounts = Amounts()
+
+    @model_validator(mode="after")
+    def _limits(self) -> QuotaSpec:
+        nominal = self.nominal.vector()
+        for resource, amount in self.lending_limit.vector().items():
+            if resource not in nominal:
+                raise reason_error(f"there is no nominal {resource} quota to lend",
+                                   f"lending_limit.{resource}")
+            if amount > nominal[resource]:
+                raise reason_error(f"{_amount(resource, amount)} is above the nominal quota "
+                                   f"{_amount(resource, nominal[resource])}; a queue can lend "
+                                   "at most its nominal quota", f"lending_limit.{resource}")
+        for resource in self.borrowing_limit.vector():
+            if resource not in nominal:
+                raise reason_error(f"there is no nominal {resource} quota; a resource without "
+                                   "one is not limited, so there is nothing to cap",
+                                   f"borrowing_limit.{resource}")
+        return self
+
+    def quota(self) -> FlavorQuota:
+        return FlavorQuota(self.nominal.vector(), self.borrowing_limit.vector(),
+                           self.lending_limit.vector())
+
+
+def _amount(resource: str, value: int) -> str:
+    if resource == "gpu":
+        return f"{value / 1000:g} GPU"
+    if resource == "cpu":
+        return f"{value / 1000:g} CPU"
+    return f"{value}Mi"
+
+
+class PreemptionSpec(Strict):
+    within_queue: WithinQueue = WithinQueue.LOWER_PRIORITY
+    reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.ANY
+
+
+class QueueSpec(Strict):
+    name: Name
+    cohort: Name | None = None
+    quota: dict[Name, QuotaSpec] = Field(default_factory=dict)
+    preemption: PreemptionSpec = PreemptionSpec()
+    resource_groups: list[Name] = Field(default_factory=list)
+
+
+class UsageSpec(Strict):
+    gpu_hours: float = Field(ge=0)
+    as_of: Timestamp | None = None
+
+
+class ProjectSpec(Strict):
+    name: Name
+    weight: float = Field(1.0, gt=0, le=1e6)
+    usage: UsageSpec | None = None
+
+
+class ReplicaAtSpec(Strict):
+    """Where one replica of a running job is: node, GPU indices, and for a fraction its share
+    (default: the job's) and GPU memory (default: the job's gpu_memory, else the share of the
+    device's memory)."""
+
+    node: Name
+    gpus: list[int] = Field(default_factory=list)
+    share: Share | None = None
+    gpu_memory: MemoryMiB | None = None
+
+
+class RunningSpec(JobSpec):
+    placement: list[ReplicaAtSpec] = Field(min_length=1)
+    started_at: Timestamp | None = None
+
+
+class ClusterFile(Strict):
+    nodes: list[NodeSpec] = Field(min_length=1)
+    flavors: dict[Name, Patterns] = Field(default_factory=dict)
+    queues: list[QueueSpec] = Field(min_length=1)
+    projects: list[ProjectSpec] = Field(default_factory=list)
+    running: list[RunningSpec] = Field(default_factory=list)
+    policy: str | dict[str, Any] | None = None
+    now: Timestamp | None = None
+
+
+class JobsFile(Strict):
+    jobs: list[JobSpec] = Field(default_factory=list)

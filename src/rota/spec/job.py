@@ -1,0 +1,152 @@
+"""The job spec: one job as a user writes it, in a jobs file or alone in a job file.
+
+A job spec is validated in isolation (types, units, ranges, unknown keys); references to the
+cluster (queue, project, GPU models) are checked by ``rota.spec.plan`` against a cluster.
+``to_job`` turns a spec into a pending ``rota.core.Job``; the same spec is what a single-job
+file holds at its top level (``parse_job``).
+
+Defaults: priority 0, kind batch, 1 replica, 1 CPU, 1Gi of memory, no GPU, no walltime,
+checkpoint grace 30s with SIGTERM, no restarts, preemptible.
+"""
+
+from __future__ import annotations
+
+import re
+import signal as signals
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from rota.core import (
+    MILLI, GpuRequest, InvalidSpec, Job, JobId, JobKind, ReplicaRequest,
+)
+from rota.spec.errors import at, from_validation, reason_error
+from rota.spec.types import (
+    CpuMilli, Duration, GpuAmount, MemoryMiB, Name, Patterns, PositiveDuration, Strict, Text,
+    Timestamp,
+)
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ResourcesSpec(Strict):
+    """Per-replica resources. ``gpu`` is ``(count, share)``: 2 -> (2, 1000), 0.5 -> (1, 500)."""
+
+    cpu: CpuMilli = MILLI
+    memory: MemoryMiB = 1024
+    gpu: GpuAmount = (0, MILLI)
+    gpu_memory: MemoryMiB | None = None
+    gpu_model: Patterns = ()
+
+    @model_validator(mode="after")
+    def _gpu_memory_needs_gpu(self) -> ResourcesSpec:
+        if self.gpu_memory is not None and self.gpu[0] == 0:
+            raise reason_error("is set but gpu is 0; ask for a GPU or drop gpu_memory",
+                               "gpu_memory")
+        return self
+
+    def request(self) -> ReplicaRequest:
+        count, share = self.gpu
+        return ReplicaRequest(self.cpu, self.memory,
+                              GpuRequest(count, share, self.gpu_memory, self.gpu_model))
+
+
+class CheckpointSpec(Strict):
+    dir: str | None = None
+    signal: str = "SIGTERM"
+    grace: Duration = 30.0
+
+    @field_validator("signal", mode="before")
+    @classmethod
+    def _signal(cls, value: Any) -> str:
+        name = value if isinstance(value, str) else None
+        if name is not None and not name.upper().startswith("SIG"):
+            name = "SIG" + name
+        known = {s.name for s in signals.Signals}
+        if name is None or name.upper() not in known:
+            raise reason_error(f"expected a signal name such as SIGTERM or SIGUSR1, got {value!r}")
+        return name.upper()
+
+
+class RestartSpec(Strict):
+    max_retries: int = Field(0, ge=0, le=1000)
+
+
+class IdleSpec(Strict):
+    """Idle reclamation: GPU utilisation (percent) below ``gpu_util_below`` for ``for``."""
+
+    gpu_util_below: float | None = Field(None, ge=0, le=100)
+    for_: PositiveDuration | None = Field(None, alias="for")
+    max_lifetime: PositiveDuration | None = None
+
+    @model_validator(mode="after")
+    def _pair(self) -> IdleSpec:
+        if (self.gpu_util_below is None) != (self.for_ is None):
+            missing = "for" if self.for_ is None else "gpu_util_below"
+            raise reason_error("gpu_util_below and for go together; give both", missing)
+        return self
+
+
+class JobSpec(Strict):
+    name: Name
+    project: Name
+    queue: Name
+    user: str = ""
+    priority: int = Field(0, ge=-1_000_000, le=1_000_000)
+    kind: JobKind = JobKind.BATCH
+    entrypoint: str | list[str] | None = None
+    workdir: str | None = None
+    env: dict[str, Text] = Field(default_factory=dict)
+    replicas: int = Field(1, ge=1, le=10_000)
+    resources: ResourcesSpec = ResourcesSpec()
+    walltime: PositiveDuration | None = None
+    checkpoint: CheckpointSpec = CheckpointSpec()
+    restart: RestartSpec = RestartSpec()
+    idle: IdleSpec | None = None
+    preemptible: bool = True
+    resource_group: Name | None = None
+    selector: dict[str, Text] = Field(default_factory=dict)
+    submit_time: Timestamp | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        for key in env:
+            if not _ENV_NAME.match(key):
+                raise reason_error("is not a variable name (letters, digits and _, "
+                                   "not starting with a digit)", key)
+        return env
+
+    @field_validator("entrypoint")
+    @classmethod
+    def _entrypoint(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if value is not None and not (value.strip() if isinstance(value, str) else value):
+            raise reason_error("must not be empty")
+        return value
+
+
+def to_job(spec: JobSpec, submit_time: float) -> Job:
+    """A pending ``Job`` from ``spec``; ``spec.submit_time`` wins over ``submit_time``."""
+    return Job(
+        id=JobId(spec.name), project=spec.project, queue=spec.queue,
+        request=spec.resources.request(), user=spec.user, priority=spec.priority,
+        kind=spec.kind, replicas=spec.replicas, walltime_s=spec.walltime,
+        submit_time=spec.submit_time if spec.submit_time is not None else submit_time,
+        preemptible=spec.preemptible, resource_group=spec.resource_group,
+        selector=tuple(sorted(spec.selector.items())), grace_s=spec.checkpoint.grace,
+    )
+
+
+def parse_job(data: Any, prefix: str = "") -> JobSpec:
+    """One job spec from parsed YAML (a single-job file holds one at its top level)."""
+    if not isinstance(data, dict):
+        raise InvalidSpec(prefix, "expected a job: a mapping with name, project, queue, ...")
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation(exc, prefix) from None
+
+
+def job_or_error(spec: JobSpec, submit_time: float, prefix: str) -> Job:
+    with at(prefix):
+        return to_job(spec, submit_time)

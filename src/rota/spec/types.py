@@ -1,0 +1,144 @@
+"""Field types shared by the file models: quantities, durations, times, names, patterns.
+
+Each type is an ``Annotated`` pydantic type whose validator reuses the quantity parsers of
+``rota.core.resources`` and fails with a reason that says what is expected. Units after
+validation: CPU in milli-cores, memory in MiB, GPU quota and shares in milli-GPU, durations
+and times in seconds.
+
+``Strict`` is the base of every file model: unknown keys are refused with the list of keys
+that exist, and models are frozen.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import date, datetime, timezone
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
+from pydantic_core import PydanticCustomError
+
+from rota.core import (
+    MILLI, InvalidSpec, parse_cpu_milli, parse_duration_s, parse_gpu, parse_memory_mib,
+)
+from rota.spec.errors import UNKNOWN_KEY, reason_error
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            known = [f.alias or name for name, f in cls.model_fields.items()]
+            for key in data:
+                if key not in known:
+                    raise PydanticCustomError(UNKNOWN_KEY, "unknown key {key}",
+                                              {"key": str(key), "known": ", ".join(known)})
+        return data
+
+
+def _parser(parse):
+    def run(value: Any) -> Any:
+        if isinstance(value, str) and value.strip().startswith("-"):
+            raise reason_error(f"must not be negative, got {value!r}")
+        try:
+            return parse(value, "")
+        except InvalidSpec as exc:
+            raise reason_error(exc.reason) from None
+    return run
+
+
+def _positive_duration(value: Any, field: str) -> float:
+    seconds = parse_duration_s(value, field)
+    if seconds <= 0:
+        raise InvalidSpec(field, f"must be longer than zero, got {value!r}")
+    return seconds
+
+
+def _quota_gpu(value: Any, field: str) -> int:
+    """A GPU quota in GPUs, fractions allowed (``2.5``) -> milli-GPU."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InvalidSpec(field, f"expected a number of GPUs such as 8 or 2.5, got {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise InvalidSpec(field, f"expected a number of GPUs such as 8 or 2.5, got {value!r}") from None
+    if math.isnan(number) or math.isinf(number) or number < 0:
+        raise InvalidSpec(field, f"must be a finite number of GPUs, zero or more, got {value!r}")
+    return round(number * MILLI)
+
+
+def _share(value: Any, field: str) -> int:
+    """A fraction of one GPU, strictly between 0 and 1 -> milli-GPU."""
+    count, share = parse_gpu(value, field)
+    if count != 1 or share >= MILLI:
+        raise InvalidSpec(field, f"a share is a fraction of one GPU between 0 and 1, got {value!r}")
+    return share
+
+
+def _timestamp(value: Any, field: str) -> float:
+    """Seconds on the plan's clock: a number, or an ISO 8601 date-time (UTC if no zone)."""
+    if isinstance(value, bool):
+        raise InvalidSpec(field, f"expected seconds or an ISO date-time, got {value!r}")
+    if isinstance(value, (int, float)):
+        if math.isnan(value) or math.isinf(value):
+            raise InvalidSpec(field, f"must be a finite number of seconds, got {value!r}")
+        return float(value)
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidSpec(field, "expected seconds or an ISO date-time such as "
+                              f"2026-03-01T09:00:00Z, got {value!r}") from None
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value.timestamp()
+    raise InvalidSpec(field, f"expected seconds or an ISO date-time, got {value!r}")
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise reason_error(
+            "must be 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit, "
+            f"got {value!r}")
+    return value
+
+
+def _patterns(value: Any) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items or not all(
+            isinstance(p, str) and p.strip() for p in items):
+        raise reason_error("expected a GPU model pattern such as '*H100*' or a non-empty list "
+                           f"of them, got {value!r}")
+    return tuple(items)
+
+
+def _text(value: Any) -> str:
+    """An environment or label value: strings, numbers and booleans, as text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise reason_error(f"expected a string, number or boolean, got {value!r}")
+
+
+CpuMilli = Annotated[int, BeforeValidator(_parser(parse_cpu_milli))]
+MemoryMiB = Annotated[int, BeforeValidator(_parser(parse_memory_mib))]
+Duration = Annotated[float, BeforeValidator(_parser(parse_duration_s))]
+PositiveDuration = Annotated[float, BeforeValidator(_parser(_positive_duration))]
+GpuAmount = Annotated[tuple[int, int], BeforeValidator(_parser(parse_gpu))]
+QuotaGpu = Annotated[int, BeforeValidator(_parser(_quota_gpu))]
+Share = Annotated[int, BeforeValidator(_parser(_share))]
+Timestamp = Annotated[float, BeforeValidator(_parser(_timestamp))]
+Name = Annotated[str, BeforeValidator(_name)]
+Patterns = Annotated[tuple[str, ...], BeforeValidator(_patterns)]
+Text = Annotated[str, BeforeValidator(_text)]
