@@ -37,7 +37,7 @@ def resolve_url(url_or_path: str | Path) -> str:
     if "://" in raw:
         try:
             url = make_url(raw)
-        except ArgumentError as exc:
+        except (ArgumentError, ValueError) as exc:
             raise InvalidSpec("store.url", f"not a database URL: {exc}") from None
         if url.get_backend_name() not in ("sqlite", "postgresql"):
             raise InvalidSpec("store.url", f"unsupported database {url.get_backend_name()!r}; "
