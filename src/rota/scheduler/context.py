@@ -16,6 +16,7 @@ from rota.core import CPU, GPU, MEMORY, MILLI, Job, JobState, Placement
 from rota.scheduler.decisions import Bind, Reason, ReasonCode, Reserve
 from rota.scheduler.placement import Shape, place_gang
 from rota.scheduler.quota import QuotaBook
+from rota.scheduler.screen import NodeSizes
 from rota.scheduler.snapshot import Snapshot
 from rota.scheduler.state import ALL_MODELS, Cap, ClusterState
 
@@ -49,6 +50,8 @@ class Cycle:
             GPU: sum(MILLI for n in snapshot.nodes if n.schedulable for d in n.devices if d.healthy),
         }
         self._flavors: dict[tuple, list] = {}
+        self._shapes: dict[tuple, Shape] = {}
+        self.sizes = NodeSizes(snapshot.nodes)  # for screening: the largest eligible node
         self._failed: dict[tuple, tuple[int, Attempt]] = {}
         self.bound: list[Job] = []  # jobs bound in this cycle, as SCHEDULED copies
         self.reservation: Reserve | None = None
@@ -87,6 +90,17 @@ class Cycle:
         return hit
 
     def shape(self, job: Job, models: tuple[str, ...]) -> Shape:
+        """One replica of ``job`` on ``models``; jobs alike in request, queue, resource group
+        and selector share one (equal shapes also share the failed-placement cache)."""
+        req, g = job.request, job.request.gpu
+        key = (req.cpu_milli, req.memory_mib, g.count, g.share, g.memory_mib, job.queue,
+               job.resource_group, job.selector, models)
+        hit = self._shapes.get(key)
+        if hit is None:
+            hit = self._shapes[key] = self._new_shape(job, models)
+        return hit
+
+    def _new_shape(self, job: Job, models: tuple[str, ...]) -> Shape:
         req, g = job.request, job.request.gpu
         queue = self.snapshot.queues[job.queue]
         groups = ((job.resource_group,) if job.resource_group

@@ -14,6 +14,7 @@ Device choice inside a node:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterator, Protocol
 
 from rota.core import MILLI, DeviceShare, Placement, ReplicaPlacement, model_matches
@@ -47,9 +48,16 @@ class Scorer(Protocol):
     def score(self, slot: Slot, shape: Shape, positions: list[int]) -> float: ...
 
 
+@lru_cache(maxsize=4096)
+def accepts(patterns: tuple[str, ...], model: str) -> bool:
+    """``model_matches``, remembered: a cluster has a few models and jobs a few patterns, and
+    every device of every candidate node asks again."""
+    return model_matches(model, patterns)
+
+
 def device_fits(slot: Slot, p: int, shape: Shape, capped: bool) -> int | None:
     """Memory to take on device ``p`` for one share of ``shape``, or None if it does not fit."""
-    if shape.models and not model_matches(slot.models[p], shape.models):
+    if shape.models and not accepts(shape.models, slot.models[p]):
         return None
     free_m, free_g = slot.milli[p], slot.gmem[p]
     if capped and slot.cap is not None:
