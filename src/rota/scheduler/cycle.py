@@ -75,12 +75,11 @@ def run_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Decisions:
 
 
 def _evict(cycle: Cycle, job: Job, plan) -> list[Preempt]:
-    """Commit a victim plan in the overlay: victims' space and quota go to the preemptor."""
+    """Commit a victim plan in the overlay. Victims keep their space and quota until they have
+    exited (a grace period may run for a while), and the preemptor's placement and quota are
+    held on top of them: nothing else in this cycle may be placed in either."""
     chosen = {v.id for v in plan.victims} | {v.id for v in plan.free}
     cycle.evictable = [v for v in cycle.evictable if v.id not in chosen]
-    for v in (*plan.victims, *plan.free):
-        cycle.release(v)
-        cycle.book.charge(v.queue, v.flavor, v.total(), -1)
     cycle.hold(job, plan.placement)
     cycle.book.charge(job.queue, plan.flavor, job.total(), 1)
     return [Preempt(v.id, job.id, v.grace_s, "priority" if v.queue == job.queue else "reclaim")
