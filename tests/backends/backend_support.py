@@ -13,7 +13,7 @@ from typing import Callable
 from builders import job
 from rota.backends.base import Handle, ReplicaState, Status
 from rota.backends.local import LocalBackend
-from rota.backends.procs import is_running
+from rota.backends.procs import is_running, read_json
 from rota.core import DeviceShare, Job, Placement, ReplicaPlacement
 
 NODE = "n1"
@@ -68,3 +68,11 @@ def kill_everything_under(data_dir: Path) -> None:
                 os.killpg(child["pid"], signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def wait_started(handle: Handle) -> list[int]:
+    """Wait until every replica's command runs; its pids (each leads its own session)."""
+    def pids() -> list[int] | None:
+        found = [read_json(Path(r.dir) / "child.json") for r in handle.replicas]
+        return None if None in found else [c["pid"] for c in found]  # type: ignore[index]
+    return wait_for(pids, f"job {handle.job_id} to start")  # type: ignore[return-value]

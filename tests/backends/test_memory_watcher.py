@@ -1,0 +1,101 @@
+"""GPU-memory shares are enforced: a replica whose processes use more device memory than its
+share (as NVML reports it; here a fake NVML reports it for real processes) is stopped."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from backend_support import a_job, placement, wait_ended, wait_for, wait_started
+from fake_nvml import FakeGpu, initialised
+from rota.backends.base import Handle, ReplicaState
+from rota.backends.local import LocalBackend
+from rota.backends.nvml import Nvml
+from rota.backends.watcher import MemoryWatcher
+from rota.core import Node
+
+# The job leads its session; a background process it starts stays in that session.
+SLEEPER = "sleep 30 & echo $! > helper.pid; wait"
+
+
+@pytest.fixture
+def gpus() -> list[FakeGpu]:
+    return [FakeGpu(bus=0x17), FakeGpu(bus=0x2A)]
+
+
+@pytest.fixture
+def watched(data_dir: Path, n1: Node, gpus: list[FakeGpu]) -> tuple[LocalBackend, MemoryWatcher]:
+    nvml = Nvml(initialised(gpus))
+    backend = LocalBackend(data_dir, node=n1, nvml=nvml)
+    return backend, MemoryWatcher(backend, nvml, grace_s=1.0, period_s=0.05)
+
+
+def start_quarter_gpu(backend: LocalBackend, workdir: Path) -> tuple[Handle, int, int]:
+    """A job with 0.25 of GPU 0 and 20480 MiB of its memory; returns its two pids."""
+    handle = backend.launch(a_job("small"), placement((0, 250, 20480)), {}, str(workdir), SLEEPER)
+    (main,) = wait_started(handle)
+    helper = wait_for(lambda: (workdir / "helper.pid").exists() and
+                      (workdir / "helper.pid").read_text().strip(), "the helper to start")
+    return handle, main, int(helper)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("usage,stopped", [
+    # (GPU, process, MiB); the limit is 20480 MiB on GPU 0
+    ([(0, "main", 21000)], "used 21000 MiB > limit 20480 MiB on GPU 0"),
+    ([(0, "main", 10000), (0, "helper", 11000)], "used 21000 MiB > limit 20480 MiB on GPU 0"),
+    ([(0, "main", 20480)], None),                     # at the limit is allowed
+    ([(1, "main", 30000)], None),                     # GPU 1 is not part of its share
+    ([(0, "other", 50000)], None),                    # another process's memory is not its own
+], ids=["over", "over-summed-over-the-session", "at-limit", "other-gpu", "other-process"])
+def test_over_limit_replica_is_stopped(watched, gpus: list[FakeGpu], workdir: Path, usage,
+                                       stopped: str | None) -> None:
+    backend, watcher = watched
+    handle, main, helper = start_quarter_gpu(backend, workdir)
+    pids = {"main": main, "helper": helper, "other": 1}
+    for index, who, mib in usage:
+        gpus[index].processes[pids[who]] = mib
+
+    found = watcher.check_once()
+
+    if stopped is None:
+        assert found == []
+        assert backend.poll(handle).state is ReplicaState.RUNNING
+        backend.cancel(handle, grace_s=0)
+        return
+    assert [v.reason for v in found] == [f"gpu-memory-exceeded: {stopped}"]
+    (replica,) = wait_ended(backend, handle).replicas
+    assert replica.reason == f"gpu-memory-exceeded: {stopped}"
+    assert (replica.exit_code, replica.signal) == (143, signal.SIGTERM)
+    assert watcher.check_once() == []  # not reported twice
+
+
+def test_watcher_escalates_to_sigkill(watched, gpus: list[FakeGpu], workdir: Path) -> None:
+    backend, watcher = watched
+    code = "trap '' TERM; while :; do sleep 0.05; done"
+    handle = backend.launch(a_job(), placement((1, 500, 40960)), {}, str(workdir), code)
+    (main,) = wait_started(handle)
+    gpus[1].processes[main] = 50000
+    assert len(watcher.check_once()) == 1
+    (replica,) = wait_ended(backend, handle).replicas
+    assert replica.signal == signal.SIGKILL
+    assert replica.reason.startswith("gpu-memory-exceeded: used 50000 MiB > limit 40960 MiB on GPU 1")
+
+
+def test_background_watcher_stops_an_adopted_job(data_dir: Path, n1: Node, gpus: list[FakeGpu],
+                                                 workdir: Path) -> None:
+    launcher = LocalBackend(data_dir, node=n1)
+    handle, main, _ = start_quarter_gpu(launcher, workdir)
+    nvml = Nvml(initialised(gpus))
+    backend = LocalBackend(data_dir, node=n1, nvml=nvml)
+    backend.adopt(Handle.from_json(handle.to_json()))
+    watcher = MemoryWatcher(backend, nvml, grace_s=1.0, period_s=0.05)
+    watcher.start()
+    try:
+        gpus[0].processes[main] = 30000
+        (replica,) = wait_ended(backend, handle).replicas
+    finally:
+        watcher.stop()
+    assert replica.reason == "gpu-memory-exceeded: used 30000 MiB > limit 20480 MiB on GPU 0"
+    assert watcher.last_error is None
