@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from backend_support import a_job, placement, python, wait_ended, wait_for
+from backend_support import a_job, placement, python, wait_ended, wait_for, wait_started
 from rota.backends.base import BackendError, ReplicaState
 from rota.backends.local import LocalBackend
 from rota.backends.procs import is_running
@@ -186,3 +188,28 @@ def test_bad_launch_input_names_the_field(backend: LocalBackend, tmp_path: Path,
         backend.launch(a_job(), placement([0]), env, str(tmp_path / workdir_name), command)
     assert err.value.field == field
     assert not list(backend.data_dir.glob("jobs/*/attempt-*/replica-*"))
+
+
+def test_signals_the_supervisor_does_not_forward_go_to_the_group(
+        backend: LocalBackend, workdir: Path) -> None:
+    handle = backend.launch(a_job(), placement([0]), {}, str(workdir), ["sleep", "30"])
+    wait_started(handle)
+    backend.signal(handle, signal.SIGKILL)
+    (replica,) = wait_ended(backend, handle).replicas
+    assert (replica.exit_code, replica.signal, replica.reason) == (137, signal.SIGKILL, "")
+
+
+def test_supervisor_without_a_readable_spec_reports_it(backend: LocalBackend, workdir: Path) -> None:
+    rdir = workdir / "replica"
+    rdir.mkdir()
+    (rdir / "spec.json").write_text("{not json")
+    done = subprocess.run([sys.executable, "-m", "rota.backends.shim", str(rdir)], timeout=60)
+    assert done.returncode == 0
+    status = json.loads((rdir / "status.json").read_text())
+    assert status["exit_code"] == 127 and "cannot read" in status["reason"]
+
+
+def test_placement_must_match_the_gang_size(backend: LocalBackend, workdir: Path) -> None:
+    with pytest.raises(InvalidSpec) as err:
+        backend.launch(a_job(replicas=2), placement([0]), {}, str(workdir), "true")
+    assert err.value.field == "placement.replicas"

@@ -107,6 +107,9 @@ class LocalBackend:
         job_env = check_job_env(env)
         if not Path(workdir).is_dir():
             raise InvalidSpec("workdir", f"is not an existing directory: {workdir}")
+        if len(placement.replicas) != job.replicas:
+            raise InvalidSpec("placement.replicas", f"has {len(placement.replicas)} replicas, "
+                                                    f"job {job.id} has {job.replicas}")
         for rank, rep in enumerate(placement.replicas):
             self._check_replica(rep, f"placement.replicas[{rank}]")
         attempt = self._new_attempt_dir(job.id)

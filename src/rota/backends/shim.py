@@ -52,15 +52,19 @@ class Supervisor:
         # the backend starts us with these blocked, so none is lost before the handlers exist
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
         started_at = time.time()
-        spec = read_json(self.dir / "spec.json") or {}
+        try:
+            spec = read_json(self.dir / "spec.json")
+            command, workdir, env = spec["command"], spec["workdir"], spec["env"]
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            self.reason = f"cannot read {self.dir / 'spec.json'}: {exc!r}"
+            return self._finish(EXIT_CANNOT_START, started_at)
         if self.stopping:
             return self._finish(None, started_at)
         try:
-            self.child = subprocess.Popen(
-                spec["command"], cwd=spec["workdir"], env=spec["env"], stdin=subprocess.DEVNULL,
-                start_new_session=True)
+            self.child = subprocess.Popen(command, cwd=workdir, env=env,
+                                          stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
-            self.reason = f"cannot start {spec['command'][0]!r}: {exc.strerror or exc}"
+            self.reason = f"cannot start {command[0]!r}: {exc.strerror or exc}"
             return self._finish(EXIT_CANNOT_START, started_at)
         write_json_atomic(self.dir / "child.json",
                           {"pid": self.child.pid, "start_ticks": start_ticks(self.child.pid)})
