@@ -12,7 +12,7 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from rota.core import CPU, GPU, MEMORY, MILLI, Job, JobState, Placement
+from rota.core import ANY_FLAVOR, CPU, GPU, MEMORY, MILLI, Job, JobState, Placement
 from rota.scheduler.decisions import Bind, Reason, ReasonCode, Reserve
 from rota.scheduler.placement import Shape, place_gang
 from rota.scheduler.quota import QuotaBook
@@ -34,11 +34,13 @@ class Cycle:
         self.snapshot, self.policy, self.now = snapshot, policy, now
         self.rng = random.Random(policy.seed)
         self.state = ClusterState(snapshot.nodes)
-        self.active = [j for j in snapshot.jobs if j.state.holds_resources]
+        self.book = QuotaBook(snapshot.queues, snapshot.flavors, ())
+        self.active = [self._charged(j) for j in snapshot.jobs if j.state.holds_resources]
         for job in self.active:
             self.hold(job)
+            if job.queue in snapshot.queues:
+                self.book.charge(job.queue, job.flavor, job.total(), 1)
         self.state.journal.clear()
-        self.book = QuotaBook(snapshot.queues, snapshot.flavors, self.active)
         self.models = sorted({d.model for n in snapshot.nodes for d in n.devices})
         self.groups = sorted({n.resource_group for n in snapshot.nodes})
         self._alloc: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -53,7 +55,11 @@ class Cycle:
         self._shapes: dict[tuple, Shape] = {}
         self.sizes = NodeSizes(snapshot.nodes)  # for screening: the largest eligible node
         self._failed: dict[tuple, tuple[int, Attempt]] = {}
-        self.bound: list[Job] = []  # jobs bound in this cycle, as SCHEDULED copies
+        # jobs that took resources in this cycle (bound, or nominated after preemption), as
+        # SCHEDULED copies; active jobs chosen as victims in this cycle; jobs that may be evicted
+        self.bound: list[Job] = []
+        self.gone: set[str] = set()
+        self.evictable = [j for j in self.active if j.queue in snapshot.queues]
         self.reservation: Reserve | None = None
 
     # -- the view ordering plugins read -------------------------------------------------------
@@ -72,6 +78,31 @@ class Cycle:
         if usage is None:
             return 0.0
         return usage.gpu_seconds * math.pow(0.5, max(0.0, self.now - usage.as_of) / half_life_s)
+
+    def holding(self) -> list[Job]:
+        """Every job that holds resources in the overlay now."""
+        return [j for j in self.active if j.id not in self.gone] + self.bound
+
+    def _charged(self, job: Job) -> Job:
+        """``job`` with the flavour it is charged to: its own, else the first flavour of its
+        queue whose models match the GPUs it holds, else ``any``."""
+        if job.flavor is not None:
+            return job
+        queue = self.snapshot.queues.get(job.queue)
+        models = {d_model for rep in job.placement.replicas
+                  for d_model in self._models_on(rep)}
+        for name in (queue.quotas if queue else ()):
+            flavor = self.snapshot.flavors.get(name)
+            if flavor is not None and all(flavor.matches(m) for m in models):
+                return replace(job, flavor=name)
+        return replace(job, flavor=ANY_FLAVOR)
+
+    def _models_on(self, rep) -> list[str]:
+        node = self.state.by_name.get(rep.node)
+        if node is None:
+            return []
+        by_index = {d.index: d.model for d in node.node.devices}
+        return [by_index[d.index] for d in rep.devices if d.index in by_index]
 
     def _count(self, job: Job, sign: int) -> None:
         alloc = self._alloc[job.project]

@@ -17,7 +17,9 @@ The steps:
 
 from __future__ import annotations
 
-from rota.core import Job
+from dataclasses import replace
+
+from rota.core import Job, JobState
 from rota.scheduler.context import Attempt, Cycle
 from rota.scheduler.decisions import (
     Bind, Decisions, Preempt, Reason, ReasonCode, Reject, Wait,
@@ -37,7 +39,6 @@ def run_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Decisions:
             pending.append(job)
         else:
             out.rejects.append(Reject(job.id, (refusal,)))
-    cycle.evictable = [j for j in cycle.active if j.placement is not None]
     preemptors = 0
     blocked: dict[str, str] = {}  # queue -> its first blocked job (strict ordering)
     for job in policy.order.sequence(pending, cycle):                       # 3
@@ -54,7 +55,7 @@ def run_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Decisions:
             out.binds.append(result)
             continue
         if policy.preemption is not None and preemptors < policy.preemption.max_preemptors:
-            plan = policy.preemption.find(cycle, job)                       # c
+            plan = policy.preemption.find(cycle, job, capped)               # c
             if plan is not None:
                 preemptors += 1
                 out.preemptions.extend(_evict(cycle, job, plan))
@@ -80,8 +81,11 @@ def _evict(cycle: Cycle, job: Job, plan) -> list[Preempt]:
     held on top of them: nothing else in this cycle may be placed in either."""
     chosen = {v.id for v in plan.victims} | {v.id for v in plan.free}
     cycle.evictable = [v for v in cycle.evictable if v.id not in chosen]
+    cycle.gone |= chosen
     cycle.hold(job, plan.placement)
     cycle.book.charge(job.queue, plan.flavor, job.total(), 1)
+    cycle.bound.append(replace(job, state=JobState.SCHEDULED, placement=plan.placement,
+                               flavor=plan.flavor, started_at=cycle.now))
     return [Preempt(v.id, job.id, v.grace_s, "priority" if v.queue == job.queue else "reclaim")
             for v in plan.victims]
 

@@ -39,8 +39,7 @@ class EasyBackfill:
     def reserve(self, cycle, job: Job) -> Reserve | None:
         """Compute ``job``'s reservation on the cycle's overlay, cap its nodes, hold its quota."""
         ending = sorted(
-            ((j.expected_end, j.id, j) for j in [*cycle.active, *cycle.bound]
-             if j.expected_end is not None),
+            ((j.expected_end, j.id, j) for j in cycle.holding() if j.expected_end is not None),
             key=lambda t: (t[0], t[1]))
         state, book = cycle.state, cycle.book
         mark = state.mark()

@@ -77,7 +77,7 @@ class MinimalVictims:
                                 v.priority, -(v.started_at or 0.0), v.id))
         return out
 
-    def find(self, cycle, job: Job) -> Plan | None:
+    def find(self, cycle, job: Job, capped: bool = False) -> Plan | None:
         """The best victim set over the job's flavours, or None if no set lets it start."""
         for flavor, models in cycle.flavors(job):
             cands = self.candidates(cycle, job, flavor)
@@ -93,12 +93,13 @@ class MinimalVictims:
             for node in busiest:
                 first = by_node[node]
                 orders.append(first + [v for v in cands if v not in first])
-            plans = [p for p in (self.trial(cycle, job, flavor, shape, o) for o in orders) if p]
+            plans = [p for p in (self.trial(cycle, job, flavor, shape, o, capped) for o in orders) if p]
             if plans:
                 return min(plans, key=Plan.rank)
         return None
 
-    def trial(self, cycle, job: Job, flavor: str, shape, order: list[Job]) -> Plan | None:
+    def trial(self, cycle, job: Job, flavor: str, shape, order: list[Job], capped: bool
+              ) -> Plan | None:
         state, book = cycle.state, cycle.book
         mark = state.mark()
         removed: list[Job] = []
@@ -110,7 +111,7 @@ class MinimalVictims:
                 cycle.release(v)
                 book.charge(v.queue, v.flavor, v.total(), -1)
                 removed.append(v)
-                if self.fits(cycle, job, flavor, shape):
+                if self.fits(cycle, job, flavor, shape, capped):
                     break
             else:
                 return None
@@ -119,13 +120,13 @@ class MinimalVictims:
                     continue
                 cycle.hold(v)
                 book.charge(v.queue, v.flavor, v.total(), 1)
-                if not self.fits(cycle, job, flavor, shape):
+                if not self.fits(cycle, job, flavor, shape, capped):
                     cycle.release(v)
                     book.charge(v.queue, v.flavor, v.total(), -1)
                 else:
                     removed.remove(v)
             mark2 = state.mark()
-            placement, _ = place_gang(state, shape, job.replicas, cycle.policy.placement)
+            placement, _ = place_gang(state, shape, job.replicas, cycle.policy.placement, capped)
             state.undo(mark2)
             victims = [v for v in removed if v.state is not JobState.PREEMPTING]
             free = [v for v in removed if v.state is JobState.PREEMPTING]
@@ -136,11 +137,11 @@ class MinimalVictims:
             state.undo(mark)
 
     @staticmethod
-    def fits(cycle, job: Job, flavor: str, shape) -> bool:
+    def fits(cycle, job: Job, flavor: str, shape, capped: bool) -> bool:
         if cycle.policy.admission.check(cycle.book, job.queue, flavor, job.total()) is not None:
             return False
         mark = cycle.state.mark()
-        placement, _ = place_gang(cycle.state, shape, job.replicas, cycle.policy.placement)
+        placement, _ = place_gang(cycle.state, shape, job.replicas, cycle.policy.placement, capped)
         cycle.state.undo(mark)
         return placement is not None
 
