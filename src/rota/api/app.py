@@ -1,0 +1,143 @@
+"""The application factory and its routes.
+
+Every route needs ``Authorization: Bearer <token>`` (401 otherwise). An operator sees and acts
+on everything; a member sees and acts only on jobs of its user's projects, and a job of another
+project answers 404, exactly like a job that does not exist, so ids reveal nothing.
+Time (usage decay) comes from the injected ``clock``; the store stamps rows with its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from fastapi import Depends, FastAPI, Header, Query
+from pydantic import BaseModel, ConfigDict
+
+from rota.api import errors
+from rota.api.errors import Forbidden
+from rota.api.models import JobBody, event_view, job_view
+from rota.core import InvalidSpec, JobState
+from rota.store import JobFilter, NotFound, Principal, Role, Store, Unauthenticated
+
+
+class ProjectBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    weight: float = 1.0
+
+
+class TokenBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    role: Role = Role.MEMBER
+    user: str | None = None
+
+
+def create_app(store: Store, clock: Callable[[], float] | None = None) -> FastAPI:
+    clock = clock or store.clock
+    app = FastAPI(title="rota", version="0.1.0")
+    errors.install(app)
+
+    def principal(authorization: str | None = Header(None)) -> Principal:
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise Unauthenticated("send Authorization: Bearer <token>")
+        return store.authenticate(token.strip())
+
+    def operator(who: Principal = Depends(principal)) -> Principal:
+        if not who.operator:
+            raise Forbidden("only an operator may do this")
+        return who
+
+    def visible_job(job_id: str, who: Principal):
+        rec = store.get_job(job_id)
+        if not who.may_see(rec.job.project):
+            raise NotFound("job", job_id)
+        return rec
+
+    @app.get("/v1/whoami")
+    def whoami(who: Principal = Depends(principal)) -> dict[str, Any]:
+        return {"user": who.user, "role": str(who.role), "projects": sorted(who.projects)}
+
+    @app.get("/v1/projects")
+    def projects(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
+        return [{"name": p.name, "weight": p.weight} for p in store.list_projects()
+                if who.may_see(p.name)]
+
+    @app.post("/v1/projects", status_code=201)
+    def create_project(body: ProjectBody, _: Principal = Depends(operator)) -> dict[str, Any]:
+        project = store.create_project(body.name, body.weight)
+        return {"name": project.name, "weight": project.weight}
+
+    @app.post("/v1/tokens", status_code=201)
+    def issue_token(body: TokenBody, who: Principal = Depends(principal)) -> dict[str, Any]:
+        user = body.user or who.user
+        if not who.operator and (user != who.user or body.role is Role.OPERATOR):
+            raise Forbidden("a member may issue only member tokens for itself")
+        issued = store.issue_token(user, body.name, body.role)
+        return {"token": issued.token, "name": issued.info.name, "user": issued.info.user,
+                "role": str(issued.info.role), "display": issued.info.display}
+
+    @app.get("/v1/queues")
+    def queues(_: Principal = Depends(principal)) -> list[dict[str, Any]]:
+        return [{"name": q.name, "cohort": q.cohort,
+                 "quotas": {f: {"nominal": dict(v.nominal), "borrowing_limit": dict(v.borrowing_limit),
+                                "lending_limit": dict(v.lending_limit)} for f, v in q.quotas.items()}}
+                for q in store.list_queues()]
+
+    @app.get("/v1/nodes")
+    def nodes(_: Principal = Depends(principal)) -> list[dict[str, Any]]:
+        return [{"name": n.name, "resource_group": n.resource_group, "schedulable": n.schedulable,
+                 "gpus": [{"index": d.index, "model": d.model, "memory_mib": d.memory_mib,
+                           "healthy": d.healthy} for d in n.devices],
+                 "backend": backend, "last_seen": seen}
+                for n, backend, seen in store.list_nodes()]
+
+    @app.get("/v1/usage")
+    def usage(who: Principal = Depends(principal)) -> dict[str, float]:
+        return {p: v for p, v in store.usage(clock()).items() if who.may_see(p)}
+
+    @app.post("/v1/jobs", status_code=201)
+    def submit(body: JobBody, who: Principal = Depends(principal)) -> dict[str, Any]:
+        if not who.may_see(body.project):
+            raise InvalidSpec("project", f"{who.user} is not a member of project {body.project!r}")
+        return job_view(store.get_job(store.submit(body.submission(who.user))))
+
+    @app.get("/v1/jobs")
+    def list_jobs(project: list[str] | None = Query(None), state: list[str] | None = Query(None),
+                  user: str | None = None, queue: str | None = None,
+                  limit: int = Query(100, ge=1, le=1000), after: str | None = None,
+                  who: Principal = Depends(principal)) -> dict[str, Any]:
+        projects = frozenset(project) if project else None
+        if not who.operator:
+            projects = who.projects if projects is None else projects & who.projects
+        where = JobFilter(projects=projects, states=_states(state), user=user, queue=queue)
+        page = store.list_jobs(where, limit=limit, after=after, newest_first=True)
+        return {"items": [job_view(r) for r in page.items], "next_after": page.next_after}
+
+    @app.get("/v1/jobs/{job_id}")
+    def show(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
+        return job_view(visible_job(job_id, who))
+
+    @app.post("/v1/jobs/{job_id}/cancel")
+    def cancel(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
+        visible_job(job_id, who)
+        return job_view(store.request_cancel(job_id, by=who.user))
+
+    @app.get("/v1/jobs/{job_id}/events")
+    def events(job_id: str, after: int = Query(0, ge=0), limit: int = Query(1000, ge=1, le=1000),
+               who: Principal = Depends(principal)) -> list[dict[str, Any]]:
+        visible_job(job_id, who)
+        return [event_view(e) for e in store.events(job_id, after, limit)]
+
+    return app
+
+
+def _states(values: list[str] | None) -> frozenset[JobState] | None:
+    if not values:
+        return None
+    names = [v for value in values for v in value.split(",") if v]
+    unknown = [n for n in names if n not in JobState.__members__.values()]
+    if unknown:
+        raise InvalidSpec("state", f"unknown state {unknown[0]!r}; known: {', '.join(JobState)}")
+    return frozenset(JobState(n) for n in names)
