@@ -73,10 +73,10 @@ def _quota_gpu(value: Any, field: str) -> int:
 
 def _share(value: Any, field: str) -> int:
     """A fraction of one GPU, strictly between 0 and 1 -> milli-GPU."""
-    count, share = parse_gpu(value, field)
-    if count != 1 or share >= MILLI:
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if number is None or not 0 < number < 1:
         raise InvalidSpec(field, f"a share is a fraction of one GPU between 0 and 1, got {value!r}")
-    return share
+    return parse_gpu(number, field)[1]
 
 
 def _timestamp(value: Any, field: str) -> float:
