@@ -152,6 +152,9 @@ class ReplicaState(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ReplicaStatus:
+    """``exit_code`` is ``None`` while running, when lost, and for a replica stopped before its
+    command started; ``reason`` says why it was stopped (cancelled, over its GPU memory, ...)."""
+
     rank: int
     state: ReplicaState
     exit_code: int | None = None
