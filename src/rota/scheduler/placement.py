@@ -47,6 +47,10 @@ class Scorer(Protocol):
 
     def score(self, slot: Slot, shape: Shape, positions: list[int]) -> float: ...
 
+    # Optional: ``select(state, shape, capped) -> (slot, positions) | None`` replaces the
+    # candidate scan of ``find_replica`` (a plugin that scores every feasible node, or picks
+    # the device inside a node by its own rule).
+
 
 @lru_cache(maxsize=4096)
 def accepts(patterns: tuple[str, ...], model: str) -> bool:
@@ -155,7 +159,11 @@ def _whole(pool: Pool, level: int) -> dict[int, None] | None:
 
 def find_replica(state: ClusterState, shape: Shape, scorer: Scorer, capped: bool
                  ) -> tuple[Slot, list[int]] | None:
-    """The best node and device positions for one replica, per ``scorer``."""
+    """The best node and device positions for one replica, per ``scorer``. A scorer that
+    defines ``select(state, shape, capped)`` makes the whole choice itself (node and devices)."""
+    select = getattr(scorer, "select", None)
+    if select is not None:
+        return select(state, shape, capped)
     best: tuple[float, Slot, list[int]] | None = None
     found = 0
     scan = candidates(state, shape, scorer.direction)
