@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from specdata import base_cluster, base_job, running, setin
+from specdata import base_cluster, running, setin
 
 from rota.core import InvalidSpec
 from rota.core import JobState, ReclaimWithinCohort, WithinQueue

@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from rota.core import (
     MILLI, GpuRequest, InvalidSpec, Job, JobId, JobKind, ReplicaRequest,
 )
-from rota.spec.errors import at, from_validation, reason_error
+from rota.spec.errors import from_validation, reason_error
 from rota.spec.types import (
     CpuMilli, Duration, GpuAmount, MemoryMiB, Name, Patterns, PositiveDuration, Strict, Text,
     Timestamp,
@@ -146,7 +146,3 @@ def parse_job(data: Any, prefix: str = "") -> JobSpec:
     except ValidationError as exc:
         raise from_validation(exc, prefix) from None
 
-
-def job_or_error(spec: JobSpec, submit_time: float, prefix: str) -> Job:
-    with at(prefix):
-        return to_job(spec, submit_time)
