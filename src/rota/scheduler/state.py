@@ -37,7 +37,7 @@ class Slot:
     """One node's free capacity. ``milli[d]``/``gmem[d]`` are free on device position ``d``."""
 
     __slots__ = ("i", "node", "name", "cpu", "mem", "milli", "gmem", "dev_mem", "models",
-                 "numa", "nvlink", "whole", "frac", "pools", "cap")
+                 "numa", "nvlink", "whole", "level_count", "pools", "cap")
 
     def __init__(self, i: int, node: Node) -> None:
         self.i, self.node, self.name = i, node, node.name
@@ -49,19 +49,22 @@ class Slot:
         self.models = [d.model for d in devs]
         self.numa = [d.numa for d in devs]
         self.nvlink = [d.nvlink for d in devs]
-        self.whole = 0
-        self.frac: frozenset[int] = frozenset()
+        # wholly free devices, and how many devices have each tenths-of-a-GPU level of free
+        # share; kept up to date device by device as shares are taken and given
+        self.whole = sum(self.wholly_free(p) for p in range(len(devs)))
+        self.level_count = [0] * FRAC_LEVELS
+        for m in self.milli:
+            if m > 0:
+                self.level_count[m * (FRAC_LEVELS - 1) // MILLI] += 1
         self.pools: list[Pool] = []
         self.cap: Cap | None = None
 
-    def levels(self) -> tuple[int, frozenset[int]]:
-        """Wholly free devices, and the tenths-of-a-GPU levels of the devices' free shares."""
-        whole = 0
-        for m, g, full in zip(self.milli, self.gmem, self.dev_mem):
-            if m == MILLI and g == full:
-                whole += 1
-        frac = frozenset(m * (FRAC_LEVELS - 1) // MILLI for m in self.milli if m > 0)
-        return whole, frac
+    def wholly_free(self, p: int) -> bool:
+        return self.milli[p] == MILLI and self.gmem[p] == self.dev_mem[p]
+
+    def levels(self) -> list[int]:
+        """The tenths-of-a-GPU levels of the devices' free shares."""
+        return [level for level, n in enumerate(self.level_count) if n]
 
 
 class Pool:
@@ -102,10 +105,10 @@ class ClusterState:
                 if pool is None:
                     pool = self.pools[(rg, model)] = Pool((rg, model), max_gpus)
                 slot.pools.append(pool)
-            slot.whole, slot.frac = slot.levels()
+            levels = slot.levels()
             for pool in slot.pools:
                 pool.whole[slot.whole][slot.i] = None
-                for level in slot.frac:
+                for level in levels:
                     pool.frac[level][slot.i] = None
 
     # -- changes -----------------------------------------------------------------------------
@@ -141,9 +144,8 @@ class ClusterState:
         s = self.slots[e.slot]
         s.cpu -= sign * e.cpu
         s.mem -= sign * e.mem
-        for p, m, g in e.devices:
-            s.milli[p] -= sign * m
-            s.gmem[p] -= sign * g
+        if e.devices:
+            self._change_devices(s, e.devices, sign)
         if e.capped and s.cap is not None:
             cap = s.cap
             cap.cpu -= sign * e.cpu
@@ -151,24 +153,38 @@ class ClusterState:
             for p, m, g in e.devices:
                 cap.milli[p] -= sign * m
                 cap.gmem[p] -= sign * g
-        if e.devices:
-            self._reindex(s)
 
-    def _reindex(self, s: Slot) -> None:
-        whole, frac = s.levels()
+    def _change_devices(self, s: Slot, devices: tuple[tuple[int, int, int], ...], sign: int) -> None:
+        """Apply device deltas to ``s``, then move it between its pools' buckets: to its new
+        whole-GPU bucket, out of the fraction buckets no device is at any more, into the new ones."""
+        whole, counts = s.whole, s.level_count
+        before: dict[int, int] = {}  # fraction level -> its device count before this change
+        for p, m, g in devices:
+            was_whole, was = s.wholly_free(p), s.milli[p]
+            s.milli[p] -= sign * m
+            s.gmem[p] -= sign * g
+            whole += s.wholly_free(p) - was_whole
+            if was > 0:
+                level = was * (FRAC_LEVELS - 1) // MILLI
+                before.setdefault(level, counts[level])
+                counts[level] -= 1
+            if s.milli[p] > 0:
+                level = s.milli[p] * (FRAC_LEVELS - 1) // MILLI
+                before.setdefault(level, counts[level])
+                counts[level] += 1
         if whole != s.whole:
             for pool in s.pools:
                 del pool.whole[s.whole][s.i]
                 pool.whole[whole][s.i] = None
             s.whole = whole
-        if frac != s.frac:
-            gone, new = s.frac - frac, frac - s.frac
+        for level, had in before.items():
+            if (had > 0) == (counts[level] > 0):
+                continue
             for pool in s.pools:
-                for level in gone:
+                if had:
                     del pool.frac[level][s.i]
-                for level in new:
+                else:
                     pool.frac[level][s.i] = None
-            s.frac = frac
 
     # -- caps (backfill) ---------------------------------------------------------------------
 

@@ -92,14 +92,22 @@ class MinimalVictims:
             busiest = sorted(by_node, key=lambda n: (-len(by_node[n]), n))[: self.node_trials]
             for node in busiest:
                 first = by_node[node]
-                orders.append(first + [v for v in cands if v not in first])
-            plans = [p for p in (self.trial(cycle, job, flavor, shape, o, capped) for o in orders) if p]
+                ids = {v.id for v in first}
+                orders.append(first + [v for v in cands if v.id not in ids])
+            matters = relevance(cycle, job, flavor, shape, cands)
+            plans = [p for p in (self.trial(cycle, job, flavor, shape, o, capped, matters)
+                                 for o in orders) if p]
             if plans:
                 return min(plans, key=Plan.rank)
         return None
 
-    def trial(self, cycle, job: Job, flavor: str, shape, order: list[Job], capped: bool
-              ) -> Plan | None:
+    def trial(self, cycle, job: Job, flavor: str, shape, order: list[Job], capped: bool,
+              matters: dict[str, bool] | None = None) -> Plan | None:
+        """Release ``order`` until ``job`` fits, then put back every victim it does not need.
+
+        ``matters`` (victim id -> bool, see ``relevance``) spares the placement what-ifs that
+        cannot change the answer: releasing or re-taking a victim that matters not leaves
+        "fits" as it was. The victims released and put back, and so the plan, are the same."""
         state, book = cycle.state, cycle.book
         mark = state.mark()
         removed: list[Job] = []
@@ -111,6 +119,8 @@ class MinimalVictims:
                 cycle.release(v)
                 book.charge(v.queue, v.flavor, v.total(), -1)
                 removed.append(v)
+                if len(removed) > 1 and matters is not None and not matters[v.id]:
+                    continue  # it did not fit before this release and still does not
                 if self.fits(cycle, job, flavor, shape, capped):
                     break
             else:
@@ -120,7 +130,9 @@ class MinimalVictims:
                     continue
                 cycle.hold(v)
                 book.charge(v.queue, v.flavor, v.total(), 1)
-                if not self.fits(cycle, job, flavor, shape, capped):
+                if matters is not None and not matters[v.id]:
+                    removed.remove(v)  # it fitted before this re-take and still does
+                elif not self.fits(cycle, job, flavor, shape, capped):
                     cycle.release(v)
                     book.charge(v.queue, v.flavor, v.total(), -1)
                 else:
@@ -144,6 +156,23 @@ class MinimalVictims:
         placement, _ = place_gang(cycle.state, shape, job.replicas, cycle.policy.placement, capped)
         cycle.state.undo(mark)
         return placement is not None
+
+
+def relevance(cycle, job: Job, flavor: str, shape, cands: list[Job]) -> dict[str, bool]:
+    """Per candidate: can releasing it change whether ``job`` fits in ``flavor``? Only if it
+    frees quota that admission reads (same flavour, and the job's queue or a queue of its
+    cohort) or capacity on a node of one of the shape's pools."""
+    queues, by_name = cycle.snapshot.queues, cycle.state.by_name
+    cohort = queues[job.queue].cohort
+    pools = set(shape.pools)
+    out = {}
+    for v in cands:
+        quota = v.flavor == flavor and (
+            v.queue == job.queue or (cohort is not None and queues[v.queue].cohort == cohort))
+        out[v.id] = quota or any(
+            slot is not None and any(p.key in pools for p in slot.pools)
+            for slot in (by_name.get(rep.node) for rep in v.placement.replicas))
+    return out
 
 
 def book_within_nominal(book, job: Job, flavor: str) -> bool:
