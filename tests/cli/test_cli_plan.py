@@ -97,10 +97,6 @@ def test_lab_preemption_reservation_pending_rejected(lab):
     assert rej["reasons"][0]["requested"] == 16 and rej["reasons"][0]["capacity"] == 8
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "the scheduler charges a preemptor's quota on top of its victims' for the rest of the "
-    "cycle, so finetune cannot borrow in cycle 1 and evicts pretrain (8 GPUs) instead of "
-    "waiting one cycle; examples/lab/jobs.yaml states the expected answer"))
 def test_lab_finetune_borrows_without_evicting_pretrain(lab):
     placed = by_job(lab["placements"])
     assert [p["job"] for p in lab["preemptions"]] == ["embed-batch"]

@@ -77,13 +77,21 @@ def run_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Decisions:
 
 def _evict(cycle: Cycle, job: Job, plan) -> list[Preempt]:
     """Commit a victim plan in the overlay. Victims keep their space and quota until they have
-    exited (a grace period may run for a while), and the preemptor's placement and quota are
-    held on top of them: nothing else in this cycle may be placed in either."""
+    exited (a grace period may run for a while), and the preemptor's placement is held on top
+    of them: nothing else in this cycle may be placed there. Its queue is charged only what the
+    preemptor needs beyond what victims of the same queue and flavour give back, so the queue's
+    usage stays at its peak over the handover, ``max(now, after the victims left)``."""
     chosen = {v.id for v in plan.victims} | {v.id for v in plan.free}
     cycle.evictable = [v for v in cycle.evictable if v.id not in chosen]
     cycle.gone |= chosen
     cycle.hold(job, plan.placement)
-    cycle.book.charge(job.queue, plan.flavor, job.total(), 1)
+    returned: dict[str, int] = {}
+    for v in (*plan.victims, *plan.free):
+        if v.queue == job.queue and v.flavor == plan.flavor:
+            for r, amount in v.total().items():
+                returned[r] = returned.get(r, 0) + amount
+    extra = {r: max(0, amount - returned.get(r, 0)) for r, amount in job.total().items()}
+    cycle.book.charge(job.queue, plan.flavor, extra, 1)
     cycle.bound.append(replace(job, state=JobState.SCHEDULED, placement=plan.placement,
                                flavor=plan.flavor, started_at=cycle.now))
     return [Preempt(v.id, job.id, v.grace_s, "priority" if v.queue == job.queue else "reclaim")
