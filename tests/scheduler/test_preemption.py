@@ -146,3 +146,28 @@ def test_max_preemptors_caps_how_many_jobs_preempt_in_one_cycle(budget, preempto
     d = decide(snap, policy)
     assert len({p.by for p in d.preemptions}) == preemptors
     assert len(d.preemptions) == preemptors  # one victim each
+
+
+def test_a_preemptor_does_not_count_twice_against_its_cohort():
+    # Cohort lab: research (nominal 8, may borrow 4) and product (nominal 8, lends at most 2,
+    # so 6 are guaranteed). The pool is research's 8 + product's 2 = 10; pretrain uses 8.
+    # serve (product, 6 GPUs) evicts embed (product, 4): over the handover product's usage
+    # peaks at max(4 now, 6 after) = 6, within its guaranteed 6, so the pool still has
+    # 10 - 8 = 2 left and finetune (research, 2 GPUs) borrows them on b's GPUs 6,7 instead
+    # of evicting pretrain. Counting serve on top of embed (4 + 6 = 10) would have used the
+    # pool up and cost pretrain its 8 GPUs.
+    snap = cluster().nodes(node("a").gpus(8), node("b").gpus(8)).queue(
+        queue("research").quota(gpu=8, borrow=4).cohort("lab"),
+        queue("product").quota(gpu=8, lend=2).cohort("lab"),
+    ).jobs(
+        job("pretrain").queue("research").gpus(8).priority(10).running_on(("a", list(range(8)))),
+        job("embed").queue("product").gpus(4).priority(0).running_on(("b", [0, 1, 2, 3])),
+        job("serve").queue("product").gpus(6).priority(100),
+        job("finetune").queue("research").gpus(2).priority(50),
+    ).build()
+    d = decide(snap, POLICY)
+    assert victims(d) == {"embed"}
+    assert codes(d, "serve") == ["preempting"]
+    fin = next(b for b in d.binds if b.job == "finetune")
+    assert fin.borrowing
+    assert [(r.node, [x.index for x in r.devices]) for r in fin.placement.replicas] == [("b", [6, 7])]
