@@ -133,6 +133,11 @@ def _hints(run) -> list[str]:
     return [f"{', '.join(jobs)}: {text}" for text, jobs in seen.items()]
 
 
+from rota.cli.sim import sim_app  # noqa: E402 (after app and fail, which it uses)
+
+app.add_typer(sim_app, name="sim")
+
+
 def main() -> None:
     app()
 

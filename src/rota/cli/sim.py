@@ -1,0 +1,153 @@
+"""``rota sim``: simulations on real cluster traces. ``rota sim pack`` runs the packing
+experiment of "Beware of Fragmentation" (ATC '23) on the Alibaba GPU-sharing trace (docs/simulator.md).
+
+Seeds run in parallel worker processes (``--jobs``); each run is deterministic for its seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rota.core import InvalidSpec
+
+sim_app = typer.Typer(help="Simulate policies on real cluster traces (docs/simulator.md).",
+                      no_args_is_help=True)
+
+TRACE = Path("../shared/traces/alibaba-gpu-v2023/csv")
+NODES = TRACE / "openb_node_list_gpu_node.csv"
+PODS = TRACE / "openb_pod_list_default.csv"
+
+PACK_HELP = (
+    "Replay a pod list onto an empty cluster, one pod at a time and never leaving, with one "
+    "placement policy, and report the unallocated GPU % at 100 % arrived workload (mean and sd "
+    "over seeds) and the curve of unallocated GPU against arrived workload.\n\n"
+    "Example: rota sim pack --policy fgd --seeds 42-51"
+)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``42-51``, ``42,45`` or ``42`` -> seeds (non-negative); raises InvalidSpec naming ``--seeds``."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if match is None:
+            raise InvalidSpec("--seeds", f"expected seeds such as 42-51 or 42,43, got {text!r}")
+        lo = int(match.group(1))
+        hi = int(match.group(2)) if match.group(2) is not None else lo
+        if hi < lo:
+            raise InvalidSpec("--seeds", f"empty range {part.strip()!r}")
+        seeds.extend(range(lo, hi + 1))
+    return list(dict.fromkeys(seeds))
+
+
+def _one(nodes, pods, policy: str, seed: int, tune: float, threshold: float):
+    from rota.simulator.pack import run
+    return run(nodes, pods, policy, seed, tune, threshold)
+
+
+def _run_all(nodes, pods, policies: list[str], seeds: list[int], tune: float, threshold: float,
+             jobs: int, quiet: bool) -> dict[str, list]:
+    from rich.progress import Progress
+
+    tasks = [(p, s) for p in policies for s in seeds]
+    out: dict[str, list] = {p: [] for p in policies}
+    with Progress(disable=quiet, transient=True) as progress:
+        bar = progress.add_task("packing runs", total=len(tasks))
+        if jobs <= 1:
+            for p, s in tasks:
+                out[p].append(_one(nodes, pods, p, s, tune, threshold))
+                progress.advance(bar)
+            return out
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(_one, nodes, pods, p, s, tune, threshold) for p, s in tasks]
+            for fut in as_completed(futures):
+                r = fut.result()
+                out[r.policy].append(r)
+                progress.advance(bar)
+    return out
+
+
+@sim_app.command("pack", help=PACK_HELP)
+def pack(
+    nodes: Path = typer.Option(NODES, "--nodes", metavar="NODES.csv", help="Node list (CSV)."),
+    pods: Path = typer.Option(PODS, "--pods", metavar="PODS.csv", help="Pod list (CSV)."),
+    policy: str = typer.Option("fgd", "--policy", metavar="NAME[,NAME...]",
+                               help="random, dotprod, gpuclustering, gpupacking, bestfit, fgd, "
+                                    "several separated by commas, or all."),
+    seeds: str = typer.Option("42-51", "--seeds", help="Seeds: 42-51, 42,43 or 42."),
+    tune: float = typer.Option(1.3, "--tune", help="Workload as a multiple of cluster GPUs."),
+    threshold: float = typer.Option(0.95, "--threshold",
+                                    help="Share of pods covered by FGD's target workload."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (one object per policy)."),
+    plot_to: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png",
+                                           help="Plot the curves to a PNG file."),
+    jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1,
+                             help="Worker processes (default: the number of cores)."),
+) -> None:
+    from rota.cli.main import fail
+    from rota.simulator.alibaba import load_nodes, load_pods
+    from rota.simulator.pack import POLICIES
+    from rota.simulator.report import plot, summarise
+
+    names = list(POLICIES) if policy == "all" else [p.strip() for p in policy.split(",")]
+    for name in names:
+        if name not in POLICIES:
+            fail("--policy", InvalidSpec("", f"unknown policy {name!r}; known: {', '.join(POLICIES)}, all"))
+    if tune <= 0:
+        fail("--tune", InvalidSpec("", f"must be positive, got {tune}"))
+    if not 0 < threshold <= 1:
+        fail("--threshold", InvalidSpec("", f"must be in (0, 1], got {threshold}"))
+    try:
+        seed_list = parse_seeds(seeds)
+    except InvalidSpec as exc:
+        fail("--seeds", InvalidSpec("", exc.reason))
+    try:
+        node_list = load_nodes(nodes)
+    except InvalidSpec as exc:
+        fail(str(nodes), exc)
+    try:
+        pod_list = load_pods(pods)
+    except InvalidSpec as exc:
+        fail(str(pods), exc)
+    runs = _run_all(node_list, pod_list, names, seed_list, tune, threshold, jobs, as_json)
+    reports = [summarise(runs[n]) for n in names]
+    for rep in reports:
+        rep.update({"nodes": str(nodes), "pods_file": str(pods), "tune": tune})
+    if plot_to is not None:
+        plot(reports, plot_to, title=f"{pods.stem}, tune {tune}, seeds {seeds}")
+    if as_json:
+        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+        return
+    _print(reports, plot_to)
+
+
+def _print(reports: list[dict], plot_to: Optional[Path]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    head = Table(title="unallocated GPU % at 100 % arrived workload")
+    for col in ("policy", "seeds", "mean", "sd", "failed pods (mean)"):
+        head.add_column(col, justify="left" if col == "policy" else "right")
+    for rep in reports:
+        m = rep["unallocated_pct_at_100"] or {"mean": float("nan"), "sd": float("nan")}
+        head.add_row(rep["policy"], str(len(rep["seeds"])), f"{m['mean']:.2f}", f"{m['sd']:.2f}",
+                     f"{sum(rep['failed']) / len(rep['failed']):.0f}")
+    console.print(head)
+    curve = Table(title="unallocated GPU % (mean over seeds) by arrived workload %")
+    curve.add_column("arrived %", justify="right")
+    for rep in reports:
+        curve.add_column(rep["policy"], justify="right")
+    by_bin = [{p["arrived_pct"]: p["unallocated_pct"] for p in rep["curve"]} for rep in reports]
+    for b in list(range(0, 90, 10)) + list(range(90, 101, 2)) + [110, 120, 130]:
+        curve.add_row(str(b), *(f"{m[b]:.2f}" if b in m else "-" for m in by_bin))
+    console.print(curve)
+    if plot_to is not None:
+        console.print(f"plot written to {plot_to}")
