@@ -115,8 +115,14 @@ def shares(slot: Slot, shape: Shape, positions: list[int]) -> list[DeviceShare]:
     out = []
     for p in positions:
         need = device_fits(slot, p, shape, False)
-        out.append(DeviceShare(slot.node.devices[p].index, shape.share, need or 0))
+        out.append(device_share(slot.node.devices[p].index, shape.share, need or 0))
     return out
+
+
+@lru_cache(maxsize=8192)
+def device_share(index: int, milli: int, memory_mib: int) -> DeviceShare:
+    """One shared value per share: placements of a big cycle repeat a few hundred of them."""
+    return DeviceShare(index, milli, memory_mib)
 
 
 def candidates(state: ClusterState, shape: Shape, direction: str) -> Iterator[Slot]:

@@ -43,12 +43,14 @@ class Slot:
         self.i, self.node, self.name = i, node, node.name
         self.cpu, self.mem = node.cpu_milli, node.memory_mib
         devs = node.devices
-        self.dev_mem = [d.memory_mib for d in devs]
+        # what never changes is kept in tuples of plain values: the garbage collector stops
+        # tracking those, which matters with tens of thousands of nodes
+        self.dev_mem = tuple([d.memory_mib for d in devs])
         self.milli = [MILLI if d.healthy else 0 for d in devs]
         self.gmem = [d.memory_mib if d.healthy else 0 for d in devs]
-        self.models = [d.model for d in devs]
-        self.numa = [d.numa for d in devs]
-        self.nvlink = [d.nvlink for d in devs]
+        self.models = tuple([d.model for d in devs])
+        self.numa = tuple([d.numa for d in devs])
+        self.nvlink = tuple([d.nvlink for d in devs])
         # wholly free devices, and how many devices have each tenths-of-a-GPU level of free
         # share; kept up to date device by device as shares are taken and given
         self.whole = sum(self.wholly_free(p) for p in range(len(devs)))
@@ -56,7 +58,7 @@ class Slot:
         for m in self.milli:
             if m > 0:
                 self.level_count[m * (FRAC_LEVELS - 1) // MILLI] += 1
-        self.pools: list[Pool] = []
+        self.pools: tuple[Pool, ...] = ()
         self.cap: Cap | None = None
 
     def wholly_free(self, p: int) -> bool:
@@ -96,15 +98,18 @@ class ClusterState:
         self.journal: list[Entry] = []
         self.epoch = 0
         max_gpus = max((len(n.devices) for n in nodes), default=0)
+        shared: dict[tuple, tuple[Pool, ...]] = {}  # nodes alike share one tuple of pools
         for slot in self.slots:
             if not slot.node.schedulable:
                 continue
-            rg = slot.node.resource_group
-            for model in (ALL_MODELS, *dict.fromkeys(slot.models)):
-                pool = self.pools.get((rg, model))
-                if pool is None:
-                    pool = self.pools[(rg, model)] = Pool((rg, model), max_gpus)
-                slot.pools.append(pool)
+            keys = tuple((slot.node.resource_group, model)
+                         for model in (ALL_MODELS, *dict.fromkeys(slot.models)))
+            if keys not in shared:
+                for key in keys:
+                    if key not in self.pools:
+                        self.pools[key] = Pool(key, max_gpus)
+                shared[keys] = tuple(self.pools[key] for key in keys)
+            slot.pools = shared[keys]
             levels = slot.levels()
             for pool in slot.pools:
                 pool.whole[slot.whole][slot.i] = None
