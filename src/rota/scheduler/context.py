@@ -237,7 +237,10 @@ class Cycle:
 
     @staticmethod
     def _position(slot, index: int) -> int:
-        for p, dev in enumerate(slot.node.devices):
+        devices = slot.node.devices
+        if index < len(devices) and devices[index].index == index:
+            return index  # the usual numbering: device i at position i
+        for p, dev in enumerate(devices):
             if dev.index == index:
                 return p
         raise KeyError(f"node {slot.name} has no GPU {index}")

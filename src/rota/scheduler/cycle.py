@@ -108,5 +108,9 @@ def _preempting_detail(plan) -> str:
 def _dedupe(result: Attempt, seen: dict) -> tuple[Reason, ...]:
     """The distinct reasons, in order. Waiting jobs share equal reasons and equal tuples of
     them (``seen``), so that a cycle over 50,000 jobs does not keep 50,000 copies of a few."""
-    reasons = tuple(seen.setdefault(r, r) for r in dict.fromkeys(result.reasons))
-    return seen.setdefault(reasons, reasons)
+    reasons: list[Reason] = []
+    for r in result.reasons:
+        r = seen.setdefault(r, r)  # equal reasons are now the same object
+        if all(r is not kept for kept in reasons):
+            reasons.append(r)
+    return seen.setdefault(tuple(map(id, reasons)), tuple(reasons))

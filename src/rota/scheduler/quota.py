@@ -71,8 +71,11 @@ class QuotaBook:
 
     def check(self, queue: str, f: str, demand: Mapping[str, int]) -> Reason | None:
         """None if ``demand`` fits the queue's quota in ``f`` now, else the reason it does not."""
+        quota = self.queues[queue].quotas.get(f)
+        if quota is None:
+            return None  # the flavour is not limited for this queue
         for r, amount in demand.items():
-            if amount <= 0:
+            if amount <= 0 or r not in quota.nominal:
                 continue
             avail = self.available(queue, f, r)
             if avail is not None and amount > avail:
