@@ -54,7 +54,7 @@ def test_a_member_submits_lists_shows_and_cancels_only_its_projects_jobs(world):
     job = created.json()
     assert (job["state"], job["user"], job["request"]["cpu_milli"], job["walltime_s"]) == (
         "pending", "alice", 500, 3600.0)
-    bob_job = client.post("/v1/jobs", headers=auth["bob"], json={"project": "q", "queue": "q"}).json()
+    bob_job = client.post("/v1/jobs", headers=auth["bob"], json={"project": "q", "queue": "q", "entrypoint": "true"}).json()
     assert [j["id"] for j in client.get("/v1/jobs", headers=auth["alice"]).json()["items"]] == [job["id"]]
     assert len(client.get("/v1/jobs", headers=auth["root"]).json()["items"]) == 2
     for path in (f"/v1/jobs/{bob_job['id']}", f"/v1/jobs/{bob_job['id']}/events"):
@@ -75,8 +75,8 @@ def test_a_member_submits_lists_shows_and_cancels_only_its_projects_jobs(world):
 @pytest.mark.parametrize("body, field", [
     ({"project": "p", "queue": "q", "gpu": 1.5}, "gpu"),
     ({"project": "p", "queue": "q", "memory": "16Qi"}, "memory"),
-    ({"project": "p", "queue": "nope"}, "queue"),
-    ({"project": "q", "queue": "q"}, "project"),        # alice is not in q
+    ({"project": "p", "queue": "nope", "entrypoint": "true"}, "queue"),
+    ({"project": "q", "queue": "q", "entrypoint": "true"}, "project"),  # alice is not in q
     ({"project": "p", "queue": "q", "replicas": 0}, "replicas"),
     ({"project": "p", "queue": "q", "colour": "red"}, "colour"),
     ({"queue": "q"}, "project"),
@@ -91,7 +91,8 @@ def test_bad_submissions_are_422_naming_the_field(world, body, field):
 
 def test_list_filters_and_errors(world):
     _, client, auth = world
-    ids = [client.post("/v1/jobs", headers=auth["root"] , json={"project": "p", "queue": "q"})
+    ids = [client.post("/v1/jobs", headers=auth["root"] , json={"project": "p", "queue": "q",
+                                                          "entrypoint": "true"})
            for _ in range(3)]
     assert all(r.status_code == 201 for r in ids)
     page = client.get("/v1/jobs?limit=2", headers=auth["root"]).json()

@@ -8,16 +8,25 @@ Time (usage decay) comes from the injected ``clock``; the store stamps rows with
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import Any, Callable
 
-from fastapi import Depends, FastAPI, Header, Query
+from fastapi import Body, Depends, FastAPI, Header, Query, Request
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from rota.api import errors
 from rota.api.errors import Forbidden
-from rota.api.models import JobBody, event_view, job_view
+from rota.api.logs import check_request, log_chunks
+from rota.api.models import event_view, job_view
+from rota.api.submit import parse_body
+from rota.api.uploads import DEFAULT_MAX_BYTES, TooLarge, Uploads
 from rota.core import InvalidSpec, JobState
-from rota.store import JobFilter, NotFound, Principal, Role, Store, Unauthenticated
+from rota.store import JobFilter, NotFound, Principal, Role, Store, TokenInfo, Unauthenticated
+
+log = logging.getLogger(__name__)
+MAX_KEY = 2 ** 62
 
 
 class ProjectBody(BaseModel):
@@ -33,10 +42,22 @@ class TokenBody(BaseModel):
     user: str | None = None
 
 
-def create_app(store: Store, clock: Callable[[], float] | None = None) -> FastAPI:
+def create_app(store: Store, clock: Callable[[], float] | None = None,
+               data_dir: str | Path | None = None, on_change: Callable[[], None] | None = None,
+               max_upload_bytes: int = DEFAULT_MAX_BYTES, log_poll_s: float = 0.25) -> FastAPI:
+    """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
+    submitted or cancelled, to wake the control loop."""
     clock = clock or store.clock
     app = FastAPI(title="rota", version="0.1.0")
     errors.install(app)
+    uploads = Uploads(data_dir, max_upload_bytes)
+
+    def changed() -> None:
+        if on_change is not None:
+            try:
+                on_change()
+            except Exception:  # the change is durable; a failed wake-up only delays it
+                log.exception("on_change failed")
 
     def principal(authorization: str | None = Header(None)) -> Principal:
         scheme, _, token = (authorization or "").partition(" ")
@@ -97,17 +118,29 @@ def create_app(store: Store, clock: Callable[[], float] | None = None) -> FastAP
     def usage(who: Principal = Depends(principal)) -> dict[str, float]:
         return {p: v for p, v in store.usage(clock()).items() if who.may_see(p)}
 
+    def upload_usable(who: Principal) -> Callable[[str], bool]:
+        def usable(upload_id: str) -> bool:
+            found = uploads.get(upload_id)
+            return found is not None and (who.operator or found.user == who.user)
+        return usable
+
     @app.post("/v1/jobs", status_code=201)
-    def submit(body: JobBody, who: Principal = Depends(principal)) -> dict[str, Any]:
-        if not who.may_see(body.project):
-            raise InvalidSpec("project", f"{who.user} is not a member of project {body.project!r}")
-        return job_view(store.get_job(store.submit(body.submission(who.user))))
+    def submit(body: Any = Body(...), who: Principal = Depends(principal)) -> dict[str, Any]:
+        """A job file as JSON (see ``rota.api.submit``)."""
+        sub = parse_body(body, who.user, upload_usable(who))
+        if not who.may_see(sub.project):
+            raise InvalidSpec("project", f"{who.user} is not a member of project {sub.project!r}")
+        job_id = store.submit(sub)
+        changed()
+        return job_view(store.get_job(job_id))
 
     @app.get("/v1/jobs")
     def list_jobs(project: list[str] | None = Query(None), state: list[str] | None = Query(None),
                   user: str | None = None, queue: str | None = None,
                   limit: int = Query(100, ge=1, le=1000), after: str | None = None,
                   who: Principal = Depends(principal)) -> dict[str, Any]:
+        if after is not None and (not after.isdigit() or len(after) > 18):
+            raise InvalidSpec("after", f"not a cursor from a previous page: {after!r}")
         projects = frozenset(project) if project else None
         if not who.operator:
             projects = who.projects if projects is None else projects & who.projects
@@ -122,15 +155,64 @@ def create_app(store: Store, clock: Callable[[], float] | None = None) -> FastAP
     @app.post("/v1/jobs/{job_id}/cancel")
     def cancel(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
         visible_job(job_id, who)
-        return job_view(store.request_cancel(job_id, by=who.user))
+        rec = store.request_cancel(job_id, by=who.user)
+        changed()
+        return job_view(rec)
 
     @app.get("/v1/jobs/{job_id}/events")
-    def events(job_id: str, after: int = Query(0, ge=0), limit: int = Query(1000, ge=1, le=1000),
+    def events(job_id: str, after: int = Query(0, ge=0, le=MAX_KEY), limit: int = Query(1000, ge=1, le=1000),
                who: Principal = Depends(principal)) -> list[dict[str, Any]]:
         visible_job(job_id, who)
         return [event_view(e) for e in store.events(job_id, after, limit)]
 
+    @app.get("/v1/jobs/{job_id}/logs")
+    def logs(job_id: str, replica: int = Query(0, ge=0, le=MAX_KEY),
+             stream: str = Query("stdout"), follow: bool = False,
+             who: Principal = Depends(principal)) -> StreamingResponse:
+        """One replica's stdout or stderr; ``follow`` streams until the job ends."""
+        rec = visible_job(job_id, who)
+        check_request(rec, replica, stream, follow)
+        chunks = log_chunks(lambda: store.get_job(job_id), replica, stream, follow, log_poll_s)
+        return StreamingResponse(chunks, media_type="text/plain; charset=utf-8")
+
+    @app.post("/v1/uploads", status_code=201)
+    async def upload(request: Request, who: Principal = Depends(principal)) -> dict[str, Any]:
+        """A working directory as a tar.gz body (see ``rota.api.uploads``)."""
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > uploads.max_bytes:
+            raise TooLarge(f"the upload ({length} bytes) is over the server's limit of "
+                           f"{uploads.max_bytes} bytes")
+        rec = await uploads.receive(request.stream(), who.user)
+        return {"id": rec.id, "size": rec.size, "sha256": rec.sha256, "files": rec.members}
+
+    @app.get("/v1/tokens")
+    def list_tokens(user: str | None = None,
+                    who: Principal = Depends(principal)) -> list[dict[str, Any]]:
+        """The caller's tokens; an operator may name another ``user``."""
+        target = _token_owner(who, user)
+        return [token_view(t) for t in store.list_tokens(target)]
+
+    @app.delete("/v1/tokens/{name}")
+    def revoke_token(name: str, user: str | None = None,
+                     who: Principal = Depends(principal)) -> dict[str, Any]:
+        target = _token_owner(who, user)
+        store.revoke_token(target, name)
+        return {"name": name, "user": target, "revoked": True}
+
     return app
+
+
+def _token_owner(who: Principal, user: str | None) -> str:
+    if user is None or user == who.user:
+        return who.user
+    if not who.operator:
+        raise Forbidden("a member may list and revoke only its own tokens")
+    return user
+
+
+def token_view(t: TokenInfo) -> dict[str, Any]:
+    return {"id": t.id, "name": t.name, "user": t.user, "role": str(t.role),
+            "display": t.display, "created_at": t.created_at, "revoked_at": t.revoked_at}
 
 
 def _states(values: list[str] | None) -> frozenset[JobState] | None:

@@ -29,6 +29,15 @@ class Forbidden(RotaError):
 STATUS[Forbidden] = 403
 
 
+def _register_route_errors() -> None:
+    from rota.api.logs import NoLogs
+    from rota.api.uploads import NoDataDir, TooLarge
+    STATUS.update({NoLogs: 409, TooLarge: 413, NoDataDir: 503})
+
+
+_register_route_errors()
+
+
 def body(code: str, message: str, field: str | None = None) -> dict:
     return {"error": {"code": code, "message": message, "field": field}}
 

@@ -1,0 +1,188 @@
+"""Submitting a job over HTTP: the job-file format, and the ``run`` mapping persisted with it.
+
+The body of ``POST /v1/jobs`` is the JSON form of a job file, validated by the same model as
+``rota submit`` validates the YAML locally (``rota.spec.JobSpec``: keys, units, ranges, unknown
+keys, each error naming its dotted field such as ``resources.gpu``). Over HTTP:
+
+- ``name`` may be left out (the job is then known by its id alone);
+- ``upload`` (extra key) is the id ``POST /v1/uploads`` returned for the working directory;
+- ``entrypoint`` is required: something has to run;
+- ``workdir`` must be an absolute path on the server (``rota submit`` uploads a local one);
+- ``user`` is the token's user (another user is refused), ``submit_time`` is for plan files only;
+- amounts above ``LIMITS`` are refused, so no request is too large to store.
+
+A body carrying the core-level keys (``cpu``, ``memory``, ``gpu``, ... at the top level; see
+``rota.api.models.JobBody``) is the compact core-level form and keeps working; its ``run``, if
+given, must follow the same contract.
+
+``run`` (what the control loop reads when it launches the job)::
+
+    {"command": [argv...], "workdir": str | null, "env": {str: str}, "upload": str | null,
+     "checkpoint": {"dir": str | null, "signal": "SIGTERM", "grace_s": float},
+     "restart": {"max_retries": int},
+     "idle": {"gpu_util_below": float | null, "for_s": float | null,
+              "max_lifetime_s": float | null} | null}
+
+An ``entrypoint`` string becomes ``["/bin/sh", "-c", entrypoint]``; a list is the argv.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any, Callable, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rota.api.models import JobBody
+from rota.core import MILLI, InvalidSpec, Job, ReplicaRequest
+from rota.spec import JobSpec, to_job
+from rota.spec.errors import from_validation
+from rota.spec.types import Name
+from rota.store import Submission
+
+CORE_KEYS = frozenset({"cpu", "memory", "gpu", "gpu_memory", "gpu_model", "grace", "labels",
+                       "run"})
+UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
+# the largest amount one replica may ask for: milli-CPU, MiB, GPUs, MiB of GPU memory
+LIMITS = {"cpu": 100_000 * MILLI, "memory": 1024 ** 3, "gpu": 1024, "gpu_memory": 1024 ** 2}
+MAX_REPLICAS = 10_000
+MAX_PRIORITY = 1_000_000
+MAX_ARGS = 4096
+MAX_TEXT = 128 * 1024
+
+
+class JobRequest(JobSpec):
+    """A job file as a request body: ``name`` optional, ``upload`` added."""
+
+    name: Name | None = None  # type: ignore[assignment]
+    upload: str | None = None
+
+
+def parse_body(data: Any, user: str, upload_exists: Callable[[str], bool]) -> Submission:
+    """The submission of one request body, for ``user``; ``InvalidSpec`` naming the field."""
+    if not isinstance(data, dict):
+        raise InvalidSpec("", "expected a job: a JSON object with name, project, queue, "
+                          "entrypoint, resources, ...")
+    if CORE_KEYS & data.keys():
+        return _core_form(data, user, upload_exists)
+    try:
+        spec = JobRequest.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation(exc) from None
+    _check_request(spec, user)
+    run = run_of(spec, spec.upload)
+    check_run(run, upload_exists)
+    job = to_job(spec.model_copy(update={"name": spec.name or "job"}), 0.0)
+    return replace(Submission.from_job(job, name=spec.name or "", run=run), user=user)
+
+
+def _check_request(spec: JobRequest, user: str) -> None:
+    if spec.user and spec.user != user:
+        raise InvalidSpec("user", f"jobs are submitted as the token's user ({user}); drop "
+                          "user or set it to that")
+    if spec.submit_time is not None:
+        raise InvalidSpec("submit_time", "is for rota plan files; the server stamps the time "
+                          "a job is submitted")
+    if spec.entrypoint is None:
+        raise InvalidSpec("entrypoint", "is required: the command to run, as a string "
+                          "(run by /bin/sh -c) or a list of arguments")
+    check_limits(spec.resources.request(), "resources.")
+
+
+def check_limits(request: ReplicaRequest, prefix: str) -> None:
+    """Refuse a replica larger than any machine could be (and than a column can hold)."""
+    gpu = request.gpu
+    for name, value in (("cpu", request.cpu_milli), ("memory", request.memory_mib),
+                        ("gpu", gpu.count), ("gpu_memory", gpu.memory_mib)):
+        if value is not None and value > LIMITS[name]:
+            raise InvalidSpec(prefix + name, "is larger than any machine rota can schedule "
+                              "on; ask for less")
+
+
+def run_of(spec: JobSpec, upload: str | None) -> dict[str, Any]:
+    """The ``run`` mapping of a validated job spec (see the module docstring)."""
+    entry = spec.entrypoint
+    command = ["/bin/sh", "-c", entry] if isinstance(entry, str) else list(entry or [])
+    idle = None
+    if spec.idle is not None:
+        idle = {"gpu_util_below": spec.idle.gpu_util_below, "for_s": spec.idle.for_,
+                "max_lifetime_s": spec.idle.max_lifetime}
+    return {
+        "command": command, "workdir": spec.workdir, "env": dict(spec.env), "upload": upload,
+        "checkpoint": {"dir": spec.checkpoint.dir, "signal": spec.checkpoint.signal,
+                       "grace_s": spec.checkpoint.grace},
+        "restart": {"max_retries": spec.restart.max_retries}, "idle": idle,
+    }
+
+
+class _Checkpoint(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    dir: str | None = None
+    signal: str = "SIGTERM"
+    grace_s: float = Field(30.0, ge=0, le=86400 * 7)
+
+
+class _Restart(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    max_retries: int = Field(0, ge=0, le=1000)
+
+
+class _Idle(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    gpu_util_below: float | None = Field(None, ge=0, le=100)
+    for_s: float | None = Field(None, gt=0)
+    max_lifetime_s: float | None = Field(None, gt=0)
+
+
+class RunContract(BaseModel):
+    """The shape of ``run``; ``check_run`` adds the rules a type cannot say."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    command: list[str] = Field(min_length=1, max_length=MAX_ARGS)
+    workdir: str | None = None
+    env: dict[str, str] = {}
+    upload: str | None = None
+    checkpoint: _Checkpoint = _Checkpoint()
+    restart: _Restart = _Restart()
+    idle: _Idle | None = None
+
+
+def check_run(run: Mapping[str, Any], upload_exists: Callable[[str], bool],
+              prefix: str = "") -> dict[str, Any]:
+    """``run`` checked against the contract and completed with its defaults."""
+    try:
+        model = RunContract.model_validate(dict(run))
+    except ValidationError as exc:
+        raise from_validation(exc, prefix) from None
+    where = (lambda f: f"{prefix}.{f}" if prefix else f)
+    if sum(len(a) for a in model.command) > MAX_TEXT or not model.command[0]:
+        raise InvalidSpec(where("command"), "must be a non-empty program and arguments under "
+                          f"{MAX_TEXT} characters in all")
+    if model.workdir is not None and not model.workdir.startswith("/"):
+        raise InvalidSpec(where("workdir"), f"must be an absolute path on the server, got "
+                          f"{model.workdir!r}; rota submit uploads a local directory")
+    if model.upload is not None:
+        if not UPLOAD_ID.match(model.upload) or not upload_exists(model.upload):
+            raise InvalidSpec(where("upload"), f"no upload {model.upload!r}: send the "
+                              "directory to POST /v1/uploads first and pass the id it returns")
+    return model.model_dump()
+
+
+def _core_form(data: dict[str, Any], user: str,
+               upload_exists: Callable[[str], bool]) -> Submission:
+    try:
+        body = JobBody.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation(exc) from None
+    sub = body.submission(user)
+    if body.run:
+        sub = replace(sub, run=check_run(body.run, upload_exists, "run"))
+    check_limits(sub.request, "")
+    if abs(sub.priority) > MAX_PRIORITY:
+        raise InvalidSpec("priority", f"must be between -{MAX_PRIORITY} and {MAX_PRIORITY}")
+    if sub.replicas > MAX_REPLICAS:
+        raise InvalidSpec("replicas", f"must be at most {MAX_REPLICAS}")
+    Job(id="0", project=sub.project, queue=sub.queue, request=sub.request,  # type: ignore[arg-type]
+        replicas=sub.replicas, walltime_s=sub.walltime_s, grace_s=sub.grace_s)
+    return sub

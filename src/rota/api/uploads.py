@@ -1,0 +1,137 @@
+"""Uploaded working directories: a gzip-compressed tar archive per upload, under the data dir.
+
+Layout: ``<data_dir>/uploads/<id>.tar.gz`` and beside it ``<id>.json`` (who uploaded it, its
+size and SHA-256, when). ``id`` is 32 lowercase hex characters, random, so it names nothing
+and cannot be guessed; only its uploader (or an operator) may submit a job that uses it.
+
+An archive is accepted only when it can be extracted safely, which is checked here before it
+is kept, so the control loop never meets a bad one: every member is a regular file, a directory
+or a symbolic link; no name is absolute or climbs out with ``..``; no link points outside the
+archive; at most ``MAX_MEMBERS`` members. The body is streamed to disk and refused past
+``max_bytes`` (413, code ``too_large``) without being read whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import secrets
+import tarfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import AsyncIterator
+
+from rota.core import InvalidSpec, RotaError
+
+MAX_MEMBERS = 100_000
+DEFAULT_MAX_BYTES = 1024 ** 3
+CHUNK = 1024 * 1024
+
+
+class TooLarge(RotaError):
+    code = "too_large"
+
+
+class NoDataDir(RotaError):
+    code = "unavailable"
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    id: str
+    user: str
+    size: int
+    sha256: str
+    created_at: float
+    members: int
+
+
+class Uploads:
+    """The uploads directory of one server. ``root`` is None when the server has no data dir."""
+
+    def __init__(self, data_dir: Path | str | None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.root = None if data_dir is None else Path(data_dir) / "uploads"
+        self.max_bytes = max_bytes
+
+    def _dir(self) -> Path:
+        if self.root is None:
+            raise NoDataDir("this server has no data directory, so it keeps no uploads; "
+                            "start it with rota up --data-dir DIR")
+        self.root.mkdir(parents=True, exist_ok=True)
+        return self.root
+
+    def path(self, upload_id: str) -> Path:
+        return self._dir() / f"{upload_id}.tar.gz"
+
+    async def receive(self, chunks: AsyncIterator[bytes], user: str) -> Upload:
+        """Stream a request body to disk, check it, and keep it; the new upload's record."""
+        root = self._dir()
+        upload_id = secrets.token_hex(16)
+        partial = root / f".{upload_id}.partial"
+        digest, size = hashlib.sha256(), 0
+        try:
+            with open(partial, "wb") as out:
+                async for chunk in chunks:
+                    size += len(chunk)
+                    if size > self.max_bytes:
+                        raise TooLarge(f"the upload is over the server's limit of "
+                                       f"{self.max_bytes} bytes; leave large data out of the "
+                                       "working directory and read it from shared storage")
+                    digest.update(chunk)
+                    out.write(chunk)
+            if size == 0:
+                raise InvalidSpec("body", "is empty; send a tar.gz archive of the directory")
+            members = check_archive(partial)
+            os.replace(partial, root / f"{upload_id}.tar.gz")
+        finally:
+            partial.unlink(missing_ok=True)
+        record = Upload(upload_id, user, size, digest.hexdigest(), time.time(), members)
+        meta = root / f"{upload_id}.json"
+        meta.write_text(json.dumps(asdict(record)))
+        return record
+
+    def get(self, upload_id: str) -> Upload | None:
+        if self.root is None or len(upload_id) != 32 or not all(
+                c in "0123456789abcdef" for c in upload_id):
+            return None
+        meta = self.root / f"{upload_id}.json"
+        if not meta.is_file() or not (self.root / f"{upload_id}.tar.gz").is_file():
+            return None
+        return Upload(**json.loads(meta.read_text()))
+
+
+def check_archive(path: Path) -> int:
+    """The number of members of a safe tar.gz at ``path``; ``InvalidSpec("body")`` otherwise."""
+    try:
+        with tarfile.open(path, mode="r:gz") as tar:
+            count = 0
+            for member in tar:
+                count += 1
+                if count > MAX_MEMBERS:
+                    raise InvalidSpec("body", f"has more than {MAX_MEMBERS} files")
+                _check_member(member)
+            return count
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise InvalidSpec("body", f"is not a tar.gz archive ({exc.__class__.__name__})") from None
+
+
+def _check_member(member: tarfile.TarInfo) -> None:
+    name = member.name
+    if not (member.isfile() or member.isdir() or member.issym()):
+        raise InvalidSpec("body", f"member {name!r} is not a file, directory or symbolic link")
+    if not _inside(name):
+        raise InvalidSpec("body", f"member {name!r} is outside the directory (absolute or '..')")
+    if member.issym():
+        target = posixpath.join(posixpath.dirname(name), member.linkname)
+        if member.linkname.startswith("/") or not _inside(target):
+            raise InvalidSpec("body", f"link {name!r} points outside the directory")
+
+
+def _inside(name: str) -> bool:
+    if not name or name.startswith("/"):
+        return False
+    norm = posixpath.normpath(name)
+    return norm != ".." and not norm.startswith("../") and not norm.startswith("/")
