@@ -53,6 +53,7 @@ class Cycle:
         }
         self._flavors: dict[tuple, list] = {}
         self._shapes: dict[tuple, Shape] = {}
+        self._pool_members: dict[tuple, list] = {}
         self.sizes = NodeSizes(snapshot.nodes)  # for screening: the largest eligible node
         self._failed: dict[tuple, tuple[int, Attempt]] = {}
         # jobs that took resources in this cycle (bound, or nominated after preemption), as
@@ -194,25 +195,41 @@ class Cycle:
         return self.resource_reason(shape)
 
     def resource_reason(self, shape: Shape) -> Reason:
-        """Which resource no node has enough of, with the most any eligible node has free."""
-        slots = {i for k in shape.pools if k in self.state.pools
-                 for bucket in self.state.pools[k].whole for i in bucket}
+        """Which resource no node has enough of, with the most any eligible node has free.
+
+        GPU figures come from the bucket indexes: the most wholly free GPUs any node has is the
+        highest non-empty whole bucket, the largest free share sits on a node of the highest
+        non-empty fraction bucket. Only cpu and memory look at every eligible node."""
+        pools = [self.state.pools[k] for k in shape.pools if k in self.state.pools]
+        slots = self._members(shape.pools, pools)
         if shape.count:
             if shape.fractional:
-                best = max((m for i in slots for m in self.state.slots[i].milli), default=0)
+                top = max((lv for p in pools for lv, b in enumerate(p.frac) if b), default=None)
+                best = 0 if top is None else max(
+                    m for p in pools for i in p.frac[top] for m in self.state.slots[i].milli)
                 if best < shape.share:
                     return Reason(ReasonCode.RESOURCES, GPU, shape.share / MILLI, best / MILLI, 1.0)
             else:
-                best = max((self.state.slots[i].whole for i in slots), default=0)
+                best = max((w for p in pools for w, b in enumerate(p.whole) if b), default=0)
                 if best < shape.count:
-                    cap = max((len(self.state.slots[i].milli) for i in slots), default=0)
+                    cap = max((len(s.milli) for s in slots), default=0)
                     return Reason(ReasonCode.RESOURCES, GPU, shape.count, best, cap)
         for resource, need, attr in ((CPU, shape.cpu, "cpu"), (MEMORY, shape.mem, "mem")):
-            best = max((getattr(self.state.slots[i], attr) for i in slots), default=0)
+            if any(getattr(s, attr) >= need for s in slots):
+                continue  # enough somewhere: the usual case, found without a full scan
+            best = max((getattr(s, attr) for s in slots), default=0)
             if best < need:
                 return Reason(ReasonCode.RESOURCES, resource, need, best)
         return Reason(ReasonCode.RESOURCES, GPU if shape.count else CPU, detail=(
             "no single node has every resource of a replica free at once"))
+
+    def _members(self, keys: tuple, pools: list) -> list:
+        """The nodes of some pools (membership does not change during a cycle)."""
+        hit = self._pool_members.get(keys)
+        if hit is None:
+            ids = {i for p in pools for bucket in p.whole for i in bucket}
+            hit = self._pool_members[keys] = [self.state.slots[i] for i in sorted(ids)]
+        return hit
 
     # -- holding and releasing what active jobs have ------------------------------------------
 
