@@ -1,0 +1,27 @@
+"""The control plane's loop: the only part of rota with a real loop and side effects.
+
+Modules:
+
+- ``loop``: ``ControlLoop``, one pass = reconcile -> bill -> snapshot -> ``run_cycle`` ->
+  apply -> launch, on a background thread woken by ``wake()`` and a period;
+- ``reconcile``: carrying out what ``verdict`` decides for each active job, launching bound
+  jobs, billing usage; ``verdict``: the pure rules (exit codes, restart budget, cancel,
+  preemption grace);
+- ``runspec``: the job's ``run`` mapping (command, workdir, env, upload, checkpoint, restart)
+  and safe extraction of uploads;
+- ``exits``: pidfd watcher that wakes the loop when a supervised process exits;
+- ``lock``: one control loop per data directory; ``clock``: the injected ``Clock``;
+- ``setup``: first start of a control plane (default project, queue, operator and token),
+  the credentials file the CLI reads, this machine's inventory.
+"""
+
+from rota.control.clock import Clock, SystemClock
+from rota.control.lock import DataDirBusy, DataDirLock
+from rota.control.loop import ControlLoop
+from rota.control.reconcile import PassReport
+from rota.control.runspec import RunSpec, parse_run
+
+__all__ = [
+    "Clock", "ControlLoop", "DataDirBusy", "DataDirLock", "PassReport", "RunSpec",
+    "SystemClock", "parse_run",
+]

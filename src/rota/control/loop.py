@@ -1,0 +1,151 @@
+"""The control loop: the only place in rota with a real loop and side effects.
+
+One pass (``ControlLoop.step``), in order:
+
+1. Reconcile: every job the store says holds resources (SCHEDULED, RUNNING, PREEMPTING) is
+   compared with what its backend reports, and moved, signalled or stopped accordingly
+   (``rota.control.verdict``); a SCHEDULED job that was never launched is launched.
+2. Bill: GPU-seconds of running jobs, per project, into the store.
+3. Schedule: ``store.snapshot(now)`` -> ``run_cycle(snapshot, policy, now)`` ->
+   ``store.apply(decisions, now)``, one transaction, durable before anything is acted on.
+   Wait explanations that did not change since the last pass are not written again.
+4. Launch: every job bound in step 3 is started through the backend; its handle is persisted
+   with its move to RUNNING.
+
+Passes run on a background thread: after ``wake()`` (a submit or cancel through the API, a
+supervised process that exited) and every ``interval_s`` otherwise. Wake-ups coalesce: many
+submits in a burst cost one pass, not one each. The first pass after ``start`` adopts every
+active job's handle (``backend.adopt``): a job still running is kept, one that finished while
+the control plane was down has its exit code recorded, one whose processes vanished is
+requeued (or failed) per its restart policy. No accepted job is lost: the store holds it.
+
+Time comes from the injected ``clock``; tests call ``step()`` directly with a hand-moved one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from rota.backends.base import Backend
+from rota.control.clock import Clock, SystemClock
+from rota.control.exits import ExitWatcher
+from rota.control.reconcile import PassReport, Reconciler
+from rota.core import JobState
+from rota.scheduler import Decisions, Policy, run_cycle
+from rota.store import JobFilter, JobRecord, Store
+
+log = logging.getLogger("rota.control")
+ACTIVE = frozenset({JobState.SCHEDULED, JobState.RUNNING, JobState.PREEMPTING})
+PAGE = 1000
+
+
+class ControlLoop:
+    def __init__(self, store: Store, backend: Backend, policy: Policy, data_dir: str | Path,
+                 clock: Clock | None = None, interval_s: float = 2.0) -> None:
+        self.store, self.backend, self.policy = store, backend, policy
+        self.clock = clock or SystemClock()
+        self.interval_s = interval_s
+        self.exits = ExitWatcher(self.wake)
+        self.reconciler = Reconciler(store, backend, Path(data_dir).resolve(), self.clock.now(),
+                                     watch=self.exits.watch)
+        self.passes = 0
+        self.last_error: str | None = None
+        self._written_waits: dict[str, Any] = {}  # job -> (reasons, estimate) last applied
+        self._wakeup = threading.Event()
+        self._halt = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._step_lock = threading.Lock()
+
+    # -- running in the background ---------------------------------------------------------
+
+    def start(self) -> PassReport:
+        """Adopt what the store says is active (one pass, in this thread), then keep going in
+        the background. Returns the report of that first pass."""
+        first = self.step()
+        self.exits.start()
+        self._thread = threading.Thread(target=self._run, name="rota-control", daemon=True)
+        self._thread.start()
+        return first
+
+    def wake(self) -> None:
+        """Ask for a pass as soon as possible (coalesced with other requests)."""
+        self._wakeup.set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Finish the current pass and stop. Jobs keep running: the next start adopts them."""
+        self._halt.set()
+        self._wakeup.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self.exits.stop()
+
+    def _run(self) -> None:
+        while not self._halt.is_set():
+            self._wakeup.wait(self.interval_s)
+            self._wakeup.clear()
+            if self._halt.is_set():
+                break
+            try:
+                self.step()
+                self.last_error = None
+            except Exception as exc:  # a bad pass must not end the loop: the next one retries
+                self.last_error = repr(exc)
+                log.exception("control pass failed; retrying in the next pass")
+
+    # -- one pass ----------------------------------------------------------------------------
+
+    def step(self) -> PassReport:
+        """One pass (see the module docstring), at ``clock.now()``."""
+        with self._step_lock:
+            now = self.clock.now()
+            report = PassReport()
+            for rec in self.active_jobs():                                          # 1
+                try:
+                    self.reconciler.reconcile(rec, now, report)
+                except Exception as exc:
+                    report.errors.append(f"job {rec.id}: {exc!r}")
+                    log.exception("job %s: reconcile failed", rec.id)
+            self.reconciler.flush_usage(now)                                        # 2
+            bound = self._schedule(now)                                             # 3
+            for job_id in bound:                                                    # 4
+                try:
+                    self.reconciler.launch(self.store.get_job(job_id), now, report)
+                except Exception as exc:
+                    report.errors.append(f"job {job_id}: {exc!r}")
+                    log.exception("job %s: launch failed", job_id)
+            self.passes += 1
+            return report
+
+    def active_jobs(self) -> list[JobRecord]:
+        where, found, after = JobFilter(states=ACTIVE), [], None
+        while True:
+            page = self.store.list_jobs(where, limit=PAGE, after=after)
+            found.extend(page.items)
+            if page.next_after is None:
+                return found
+            after = page.next_after
+
+    def _schedule(self, now: float) -> tuple[str, ...]:
+        snapshot = self.store.snapshot(now)
+        decisions = run_cycle(snapshot, self.policy, now)
+        pending = {j.id for j in snapshot.pending}
+        self._written_waits = {j: w for j, w in self._written_waits.items() if j in pending}
+        waits = [w for w in decisions.waits
+                 if self._written_waits.get(w.job) != (w.reasons, w.estimated_start)]
+        todo = Decisions(binds=decisions.binds, preemptions=decisions.preemptions,
+                         rejects=decisions.rejects, waits=waits)
+        if not (todo.changes_anything or todo.waits):
+            return ()
+        result = self.store.apply(todo, now)
+        for w in waits:
+            if w.job in result.waiting:
+                self._written_waits[w.job] = (w.reasons, w.estimated_start)
+        for job_id in (*result.bound, *result.rejected):
+            self._written_waits.pop(job_id, None)
+        if result.stale:
+            log.info("dropped stale decisions: %s", dict(result.stale))
+        return result.bound

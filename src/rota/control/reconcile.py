@@ -1,0 +1,239 @@
+"""The control loop's side effects on one job: reconcile it with its backend, launch it, bill it.
+
+``Reconciler`` keeps what this process knows beyond the store: the handle of every job it
+launched or adopted (a job seen for the first time, e.g. after a restart, is adopted through
+``backend.adopt``; later passes ``poll``), which jobs were already sent their checkpoint signal
+or asked to stop (each is done once), and up to when each running job was billed.
+
+Every decision about a job is ``rota.control.verdict.judge``'s; this module only carries it out.
+A state move goes through ``Store.transition`` (one transaction, checked against the state
+table); a move that a concurrent change made illegal is skipped and looked at again next pass.
+
+Usage is billed per pass: GPU-seconds (devices x their share x seconds) of every job holding
+devices since it was last billed, added per project with ``Store.add_usage``. A crashed control
+plane does not bill the time it was down (it cannot tell what it billed before dying).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal as signals
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from rota.backends.base import (
+    Backend, BackendError, Handle, ReplicaState, ReplicaStatus, Status,
+)
+from rota.control.runspec import RunSpec, parse_run, prepare_workdir
+from rota.control.verdict import RETRY_PREFIX, JobView, Verdict, judge
+from rota.core import MILLI, IllegalTransition, InvalidSpec, JobState, RotaError
+from rota.store import Conflict, JobRecord, NotFound, Store
+
+log = logging.getLogger("rota.control")
+LAUNCH_FAILED = "launch failed"
+MAX_LAUNCH_FAILURES = 3
+KILL_MARGIN_S = 2.0  # after a stop's grace, SIGKILL whatever still runs this much later
+
+
+@dataclass(slots=True)
+class PassReport:
+    """What one pass did: state moves as (job, from, to, reason), launches, errors."""
+
+    moves: list[tuple[str, str, str, str]] = field(default_factory=list)
+    launched: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def moved(self, job: str, old: JobState, new: JobState, reason: str) -> None:
+        self.moves.append((job, str(old), str(new), reason))
+
+
+class Reconciler:
+    def __init__(self, store: Store, backend: Backend, data_dir: Path, since: float,
+                 watch: Callable[[int], None] = lambda pid: None) -> None:
+        self.store, self.backend, self.data_dir = store, backend, data_dir
+        self.watch = watch
+        self.since = since  # when this process took over; nothing before it is billed
+        self.handles: dict[str, Handle] = {}
+        self.signalled: set[str] = set()
+        self.kill_at: dict[str, float] = {}
+        self.billed_until: dict[str, float] = {}
+        self.usage: dict[str, float] = {}  # project -> GPU-seconds not yet stored
+
+    # -- reconcile ---------------------------------------------------------------------------
+
+    def reconcile(self, rec: JobRecord, now: float, report: PassReport) -> None:
+        if rec.backend_handle is None:
+            self._unlaunched(rec, now, report)
+            return
+        handle, status = self._observe(rec)
+        verdict = judge(self._view(rec, status), now)
+        if verdict.checkpoint and rec.id not in self.signalled:
+            self.signalled.add(rec.id)
+            self.backend.signal(handle, _spec(rec).checkpoint_signal)
+        if verdict.stop_grace_s is not None:
+            self._stop(rec.id, handle, verdict.stop_grace_s, now)
+        self._bill(rec, now)
+        if verdict.move is not None:
+            if status.state is ReplicaState.LOST:
+                self.backend.cancel(handle, 0.0)  # no orphan of a lost replica outlives it
+            self._move(rec, verdict, report)
+
+    def _unlaunched(self, rec: JobRecord, now: float, report: PassReport) -> None:
+        """A job that holds resources but was never launched (a crash between the bind and the
+        launch, or a preemption that came first)."""
+        if rec.cancel_requested:
+            self._move(rec, Verdict(JobState.CANCELLED, reason="cancelled on request"), report)
+        elif rec.state is JobState.SCHEDULED:
+            self.launch(rec, now, report)
+        elif rec.state is JobState.PREEMPTING:
+            self._move(rec, Verdict(JobState.PENDING, reason="requeued: preempted before it "
+                                                             "was launched"), report)
+        else:  # RUNNING without a handle: nothing can be observed, so it is lost
+            lost = Status((ReplicaStatus(0, ReplicaState.LOST, reason="no backend handle"),))
+            self._move(rec, judge(self._view(rec, lost), now), report)
+
+    def _observe(self, rec: JobRecord) -> tuple[Handle, Status]:
+        known = self.handles.get(rec.id)
+        stored = rec.backend_handle or {}
+        if known is not None and known.attempt_dir == stored.get("attempt_dir"):
+            return known, self.backend.poll(known)
+        try:
+            handle = Handle.from_dict(stored)
+            status = self.backend.adopt(handle)
+        except (InvalidSpec, BackendError) as exc:
+            lost = ReplicaStatus(0, ReplicaState.LOST, reason=f"cannot adopt its handle: {exc}")
+            return _placeholder(rec), Status((lost,))
+        self.handles[rec.id] = handle
+        self.billed_until.setdefault(rec.id, max(self.since, rec.job.started_at or self.since))
+        for r in handle.replicas:
+            self.watch(r.pid)
+        return handle, status
+
+    def _view(self, rec: JobRecord, status: Status) -> JobView:
+        spec = _spec(rec)
+        ended_badly = not status.succeeded and not any(
+            r.state is ReplicaState.RUNNING for r in status.replicas)
+        failures = self._count_events(rec.id, RETRY_PREFIX) if ended_badly else 0
+        grace = spec.grace_s if spec.grace_s is not None else rec.job.grace_s
+        return JobView(rec.state, status, rec.cancel_requested, rec.preempt_deadline,
+                       rec.reason, failures, spec.max_retries, grace)
+
+    def _stop(self, job_id: str, handle: Handle, grace_s: float, now: float) -> None:
+        if job_id not in self.kill_at:
+            self.kill_at[job_id] = now + grace_s + KILL_MARGIN_S
+            self.backend.cancel(handle, grace_s)
+            if grace_s > 0:
+                return
+        if grace_s == 0 or now >= self.kill_at[job_id]:
+            self.backend.signal(handle, signals.SIGKILL)
+
+    def _move(self, rec: JobRecord, verdict: Verdict, report: PassReport) -> None:
+        assert verdict.move is not None
+        try:
+            after = self.store.transition(rec.id, verdict.move, exit_code=verdict.exit_code,
+                                          reason=verdict.reason)
+        except (IllegalTransition, Conflict, NotFound) as exc:
+            log.info("job %s: skipped %s -> %s: %s", rec.id, rec.state, verdict.move, exc)
+            return
+        report.moved(rec.id, rec.state, after.state, verdict.reason or "")
+        log.info("job %s: %s -> %s%s", rec.id, rec.state, after.state,
+                 f" ({verdict.reason})" if verdict.reason else "")
+        if after.state is not JobState.RUNNING:
+            self.forget(rec.id)
+
+    def forget(self, job_id: str) -> None:
+        for table in (self.handles, self.kill_at, self.billed_until):
+            table.pop(job_id, None)
+        self.signalled.discard(job_id)
+
+    def _count_events(self, job_id: str, prefix: str) -> int:
+        return sum(1 for e in self.store.events(job_id)
+                   if e.kind == "state" and str(e.data.get("reason", "")).startswith(prefix))
+
+    # -- launch ------------------------------------------------------------------------------
+
+    def launch(self, rec: JobRecord, now: float, report: PassReport) -> None:
+        """Start a SCHEDULED job and persist its handle (moving it to RUNNING)."""
+        if rec.cancel_requested:
+            self._move(rec, Verdict(JobState.CANCELLED, reason="cancelled on request"), report)
+            return
+        try:
+            spec = parse_run(rec.run)
+            workdir = prepare_workdir(spec, self.data_dir, rec.id)
+            assert rec.job.placement is not None
+            handle = self.backend.launch(rec.job, rec.job.placement, _env(spec, rec),
+                                         str(workdir), list(spec.command))
+        except InvalidSpec as exc:
+            where = exc.field if exc.field.startswith("run") else f"run.{exc.field}"
+            self._move(rec, Verdict(JobState.FAILED, reason=(
+                f"cannot be started as written: {where}: {exc.reason}")), report)
+            return
+        except (BackendError, OSError) as exc:
+            self._launch_failed(rec, exc, report)
+            return
+        self._launched(rec, handle, now, report)
+
+    def _launched(self, rec: JobRecord, handle: Handle, now: float, report: PassReport) -> None:
+        try:
+            self.store.transition(rec.id, JobState.RUNNING, reason="",
+                                  backend_handle=handle.to_dict())
+        except (RotaError, Conflict, NotFound):
+            self.backend.cancel(handle, 0.0)  # it cannot be recorded, so it must not run
+            raise
+        self.handles[rec.id] = handle
+        self.billed_until[rec.id] = now
+        for r in handle.replicas:
+            self.watch(r.pid)
+        report.launched.append(rec.id)
+        report.moved(rec.id, rec.state, JobState.RUNNING, "launched")
+        log.info("job %s: launched (%d replica%s)", rec.id, len(handle.replicas),
+                 "" if len(handle.replicas) == 1 else "s")
+
+    def _launch_failed(self, rec: JobRecord, exc: Exception, report: PassReport) -> None:
+        count = self._count_events(rec.id, LAUNCH_FAILED) + 1
+        if count >= MAX_LAUNCH_FAILURES:
+            verdict = Verdict(JobState.FAILED, reason=f"{LAUNCH_FAILED} {count} times: {exc}")
+        else:
+            verdict = Verdict(JobState.PENDING, reason=(
+                f"{LAUNCH_FAILED} ({count} of {MAX_LAUNCH_FAILURES}), requeued: {exc}"))
+        self._move(rec, verdict, report)
+
+    # -- usage -------------------------------------------------------------------------------
+
+    def _bill(self, rec: JobRecord, now: float) -> None:
+        since = self.billed_until.get(rec.id)
+        placement = rec.job.placement
+        if since is None or placement is None or now <= since:
+            return
+        gpus = sum(d.milli for r in placement.replicas for d in r.devices) / MILLI
+        self.billed_until[rec.id] = now
+        if gpus:
+            self.usage[rec.job.project] = self.usage.get(rec.job.project, 0.0) + gpus * (now - since)
+
+    def flush_usage(self, now: float) -> None:
+        pending, self.usage = self.usage, {}
+        for project, seconds in sorted(pending.items()):
+            self.store.add_usage(project, seconds, now)
+
+
+def _spec(rec: JobRecord) -> RunSpec:
+    """The run spec of a launched job; a job whose ``run`` no longer parses keeps defaults
+    (it was valid when launched)."""
+    try:
+        return parse_run(rec.run)
+    except InvalidSpec:
+        return RunSpec(command=("true",))
+
+
+def _env(spec: RunSpec, rec: JobRecord) -> dict[str, str]:
+    env: dict[str, Any] = dict(spec.env)
+    env["ROTA_ATTEMPT"] = str(rec.attempts)
+    if spec.checkpoint_dir is not None:
+        env["ROTA_CHECKPOINT_DIR"] = spec.checkpoint_dir
+    return env
+
+
+def _placeholder(rec: JobRecord) -> Handle:
+    """A handle that names nothing, for a job whose stored handle cannot be read."""
+    return Handle("none", rec.id, "", "", ())

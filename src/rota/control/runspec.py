@@ -1,0 +1,223 @@
+"""What the backend needs to run a job, read from the job's ``run`` mapping, and its uploads.
+
+``Submission.run`` is persisted with the job; its format (version 1)::
+
+    {"command": ["python", "train.py"],          # argv; a job file's string entrypoint
+                                                  # arrives as ["/bin/sh", "-c", "..."]
+     "workdir": "/abs/dir" | null,                # where the command runs
+     "env": {"NAME": "value"},
+     "upload": "<upload id>" | null,              # <data_dir>/uploads/<id>.tar.gz
+     "checkpoint": {"dir": str | null, "signal": "SIGTERM", "grace_s": 30.0},
+     "restart": {"max_retries": 0},
+     "idle": {...} | null}                        # read by idle reclamation, not here
+
+Working directory: ``workdir`` when set; otherwise ``<data_dir>/jobs/<job id>/work``, where an
+upload is extracted once, before the first launch (a later attempt reuses what the job left
+there, its checkpoints included). Extraction refuses absolute member names, ``..`` components,
+links that point outside the directory, and device files; it happens in a temporary directory
+renamed into place, so a crash half-way leaves no half-extracted tree.
+
+A malformed ``run`` is an ``InvalidSpec`` naming the field (``run.command[1]``): the job can
+never start as written, so the control loop fails it instead of retrying.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal as signals
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Mapping
+
+from rota.core import InvalidSpec
+
+UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+KNOWN_KEYS = frozenset({"command", "workdir", "env", "upload", "checkpoint", "restart", "idle"})
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    command: tuple[str, ...]
+    workdir: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    upload: str | None = None
+    checkpoint_dir: str | None = None
+    checkpoint_signal: int = int(signals.SIGTERM)
+    grace_s: float | None = None  # None: the job's own grace period
+    max_retries: int = 0
+
+
+def parse_run(run: Mapping[str, Any]) -> RunSpec:
+    """The ``RunSpec`` of a job's ``run`` mapping; ``InvalidSpec`` with a ``run.*`` field."""
+    if not isinstance(run, Mapping):
+        raise InvalidSpec("run", f"must be a mapping, got {type(run).__name__}")
+    unknown = sorted(set(run) - KNOWN_KEYS)
+    if unknown:
+        raise InvalidSpec(f"run.{unknown[0]}", f"unknown key; known: {', '.join(sorted(KNOWN_KEYS))}")
+    checkpoint = _mapping(run.get("checkpoint"), "run.checkpoint")
+    restart = _mapping(run.get("restart"), "run.restart")
+    return RunSpec(
+        command=_command(run.get("command")),
+        workdir=_optional_text(run.get("workdir"), "run.workdir"),
+        env=_env(run.get("env")),
+        upload=_upload(run.get("upload")),
+        checkpoint_dir=_optional_text(checkpoint.get("dir"), "run.checkpoint.dir"),
+        checkpoint_signal=_signal(checkpoint.get("signal", "SIGTERM")),
+        grace_s=_grace(checkpoint.get("grace_s")),
+        max_retries=_retries(restart.get("max_retries", 0)),
+    )
+
+
+def _mapping(value: object, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidSpec(where, f"must be a mapping, got {value!r}")
+    return value
+
+
+def _command(value: object) -> tuple[str, ...]:
+    if value is None:
+        raise InvalidSpec("run.command", "is missing: a job needs a command to run")
+    if isinstance(value, str):
+        if not value.strip():
+            raise InvalidSpec("run.command", "must not be empty")
+        return ("/bin/sh", "-c", value)
+    if not isinstance(value, list) or not value:
+        raise InvalidSpec("run.command", "must be a non-empty list of strings (argv)")
+    for k, arg in enumerate(value):
+        if not isinstance(arg, str):
+            raise InvalidSpec(f"run.command[{k}]", f"must be a string, got {arg!r}")
+        if "\0" in arg:
+            raise InvalidSpec(f"run.command[{k}]", "must not contain a NUL character")
+    if not value[0]:
+        raise InvalidSpec("run.command[0]", "must name a program")
+    return tuple(value)
+
+
+def _optional_text(value: object, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidSpec(where, f"must be a non-empty string or null, got {value!r}")
+    return value
+
+
+def _env(value: object) -> dict[str, str]:
+    env = _mapping(value, "run.env")
+    out = {}
+    for key, item in env.items():
+        if not isinstance(item, str):
+            raise InvalidSpec(f"run.env.{key}", f"must be a string, got {item!r}")
+        out[str(key)] = item
+    return out
+
+
+def _upload(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not UPLOAD_ID.match(value):
+        raise InvalidSpec("run.upload", f"is not an upload id: {value!r}")
+    return value
+
+
+def _signal(value: object) -> int:
+    name = value.upper() if isinstance(value, str) else ""
+    if name and not name.startswith("SIG"):
+        name = "SIG" + name
+    try:
+        return int(signals.Signals[name])
+    except KeyError:
+        raise InvalidSpec("run.checkpoint.signal",
+                          f"expected a signal name such as SIGTERM or SIGUSR1, got {value!r}") from None
+
+
+def _grace(value: object) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
+        raise InvalidSpec("run.checkpoint.grace_s", f"must be a non-negative number, got {value!r}")
+    return float(value)
+
+
+def _retries(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidSpec("run.restart.max_retries",
+                          f"must be a non-negative integer, got {value!r}")
+    return value
+
+
+# -- working directories and uploads ---------------------------------------------------------
+
+def job_dir(data_dir: Path, job_id: str) -> Path:
+    return data_dir / "jobs" / job_id
+
+
+def upload_path(data_dir: Path, upload_id: str) -> Path:
+    return data_dir / "uploads" / f"{upload_id}.tar.gz"
+
+
+def prepare_workdir(spec: RunSpec, data_dir: Path, job_id: str) -> Path:
+    """The directory the job runs in, with its upload extracted (once)."""
+    if spec.workdir is not None:
+        path = Path(spec.workdir)
+        if not path.is_absolute():
+            raise InvalidSpec("run.workdir", f"must be an absolute path, got {spec.workdir!r}")
+        if not path.is_dir():
+            raise InvalidSpec("run.workdir", f"is not an existing directory: {spec.workdir}")
+        return path
+    work = job_dir(data_dir, job_id) / "work"
+    if work.is_dir():
+        return work  # extracted by an earlier attempt
+    work.parent.mkdir(parents=True, exist_ok=True)
+    staging = work.with_name(f".work-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        if spec.upload is not None:
+            extract_upload(upload_path(data_dir, spec.upload), staging)
+        staging.rename(work)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return work
+
+
+def extract_upload(archive: Path, dest: Path) -> None:
+    """Extract a tar.gz into ``dest`` after checking every member; ``InvalidSpec`` on
+    ``run.upload`` when the archive is missing, unreadable or unsafe."""
+    if not archive.is_file():
+        raise InvalidSpec("run.upload", f"no uploaded archive at {archive}")
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            members = tar.getmembers()
+            for member in members:
+                _check_member(member)
+            tar.extractall(dest, members=members, filter="data")
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise InvalidSpec("run.upload", f"cannot extract {archive.name}: {exc}") from None
+
+
+def _check_member(member: tarfile.TarInfo) -> None:
+    name = PurePosixPath(member.name)
+    if name.is_absolute() or ".." in name.parts:
+        raise InvalidSpec("run.upload", f"unsafe member {member.name!r}: absolute or with '..'")
+    if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+        raise InvalidSpec("run.upload", f"unsafe member {member.name!r}: not a file or directory")
+    if member.issym() or member.islnk():
+        target = PurePosixPath(member.linkname)
+        base = name.parent if member.issym() else PurePosixPath()
+        if target.is_absolute() or _escapes(base / target):
+            raise InvalidSpec("run.upload",
+                              f"unsafe link {member.name!r} -> {member.linkname!r}")
+
+
+def _escapes(path: PurePosixPath) -> bool:
+    depth = 0
+    for part in path.parts:
+        depth += -1 if part == ".." else (0 if part == "." else 1)
+        if depth < 0:
+            return True
+    return False

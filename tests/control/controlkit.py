@@ -1,0 +1,81 @@
+"""Helpers for the control loop tests: a hand-moved clock, a seeded store, submissions with a
+``run`` mapping, and driving passes until something holds (with a deadline, never a fixed
+sleep)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from builders import job
+from rota.backends.local import LocalBackend
+from rota.control import ControlLoop
+from rota.core import JobState, Queue
+from rota.store import JobRecord, Store, Submission
+
+DEADLINE_S = 30.0  # generous: the machine may be loaded; no test asserts how long it took
+
+
+class FakeClock:
+    def __init__(self, t: float = 1_000_000.0) -> None:
+        self.t = t
+
+    def now(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+def seeded_store(store: Store, backend: LocalBackend) -> Store:
+    """Project p with user alice, an unlimited queue q, the backend's node."""
+    store.create_project("p")
+    store.create_user("alice", ["p"])
+    store.put_queue(Queue("q"))
+    store.upsert_nodes(backend.inventory(), backend="local")
+    return store
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def submit(store: Store, command: list[str] | str | None, gpus: float = 1, replicas: int = 1,
+           priority: int = 0, grace_s: float = 30.0, **run: Any) -> str:
+    builder = job("x").gpus(gpus).user("alice").project("p").queue("q").replicas(replicas)
+    built = builder.priority(priority).grace_s(grace_s).build()
+    spec = dict(run)
+    if command is not None:
+        spec["command"] = command
+    return store.submit(Submission.from_job(built, run=spec))
+
+
+def drive(loop: ControlLoop, until: Callable[[], Any], what: str,
+          tick: Callable[[], None] = lambda: None, timeout: float = DEADLINE_S) -> Any:
+    """Run passes until ``until()`` is truthy; ``tick`` runs between passes (move a clock)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        loop.step()
+        value = until()
+        if value:
+            return value
+        tick()
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def state_is(store: Store, job_id: str, *states: JobState) -> Callable[[], JobRecord | None]:
+    def check() -> JobRecord | None:
+        rec = store.get_job(job_id)
+        return rec if rec.state in states else None
+    return check
+
+
+def workdir(data_dir: Path, job_id: str) -> Path:
+    return data_dir / "jobs" / job_id / "work"
+
+
+def reasons(store: Store, job_id: str) -> list[str]:
+    return [str(e.data.get("reason", "")) for e in store.events(job_id) if e.kind == "state"]
