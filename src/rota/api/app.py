@@ -22,6 +22,7 @@ from rota.api.logs import check_request, log_chunks
 from rota.api.models import event_view, job_view
 from rota.api.submit import parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, TooLarge, Uploads
+from rota.api.views import nodes_view, queues_view
 from rota.core import InvalidSpec, JobState
 from rota.store import JobFilter, NotFound, Principal, Role, Store, TokenInfo, Unauthenticated
 
@@ -101,18 +102,13 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
 
     @app.get("/v1/queues")
     def queues(_: Principal = Depends(principal)) -> list[dict[str, Any]]:
-        return [{"name": q.name, "cohort": q.cohort,
-                 "quotas": {f: {"nominal": dict(v.nominal), "borrowing_limit": dict(v.borrowing_limit),
-                                "lending_limit": dict(v.lending_limit)} for f, v in q.quotas.items()}}
-                for q in store.list_queues()]
+        """Quotas with usage and borrowing (see ``rota.api.views``)."""
+        return queues_view(store.snapshot(clock()))
 
     @app.get("/v1/nodes")
-    def nodes(_: Principal = Depends(principal)) -> list[dict[str, Any]]:
-        return [{"name": n.name, "resource_group": n.resource_group, "schedulable": n.schedulable,
-                 "gpus": [{"index": d.index, "model": d.model, "memory_mib": d.memory_mib,
-                           "healthy": d.healthy} for d in n.devices],
-                 "backend": backend, "last_seen": seen}
-                for n, backend, seen in store.list_nodes()]
+    def nodes(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
+        """Inventory, with each GPU's allocations (see ``rota.api.views``)."""
+        return nodes_view(store.list_nodes(), store.snapshot(clock()), who.may_see)
 
     @app.get("/v1/usage")
     def usage(who: Principal = Depends(principal)) -> dict[str, float]:

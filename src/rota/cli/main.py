@@ -137,6 +137,11 @@ from rota.cli.sim import sim_app  # noqa: E402 (after app and fail, which it use
 
 app.add_typer(sim_app, name="sim")
 
+from rota.cli import admin, jobs  # noqa: E402 (they register onto app)
+
+jobs.register(app)
+admin.register(app)
+
 
 def main() -> None:
     app()

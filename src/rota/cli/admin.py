@@ -1,0 +1,175 @@
+"""Commands about the cluster and access: ``login``, ``token``, ``queues``, ``nodes``, ``usage``.
+
+Units shown: GPUs (quota and usage arrive in milli-GPU), CPUs, memory in GiB, usage in GPU-hours
+(the server's decayed GPU-seconds / 3600). ``--json`` prints what the server sent, unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rota.cli.explain import amount
+from rota.cli.remote import EXIT_BAD_INPUT, age, die, print_json, talking
+from rota.client import Client, Credentials, save
+from rota.client.credentials import check_url
+from rota.core import InvalidSpec
+
+token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
+
+
+def login(
+    url: str = typer.Option(..., "--url", help="The server, e.g. http://127.0.0.1:8470."),
+    token: str = typer.Option(..., "--token", help="An API token (rota token create)."),
+) -> None:
+    """Check a server and token, then remember them for every later command."""
+    try:
+        url = check_url(url, "--url")
+    except InvalidSpec as exc:
+        die(str(exc), EXIT_BAD_INPUT)
+    with talking():
+        with Client(Credentials(url, token, "--url")) as client:
+            who = client.whoami()
+    path = save(url, token)
+    projects = ", ".join(who["projects"]) or "none"
+    print(f"Logged in to {url} as {who['user']} ({who['role']}; projects: {projects}). "
+          f"Saved to {path}.")
+
+
+@token_app.command("create")
+def token_create(
+    name: str = typer.Argument(..., help="A name to tell the token apart (laptop, ci)."),
+    user: Optional[str] = typer.Option(None, "--user", help="Operators: for another user."),
+    operator: bool = typer.Option(False, "--operator", help="Operators: an operator token."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Issue a token; it is shown once, here."""
+    with talking() as client:
+        issued = client.create_token(name, "operator" if operator else "member", user)
+    if as_json:
+        print_json(issued)
+        return
+    print(issued["token"])
+    print(f"Token {issued['name']} for {issued['user']} ({issued['role']}). It is shown only "
+          "now: keep it. Use it with rota login --url URL --token TOKEN.", flush=True)
+
+
+@token_app.command("list")
+def token_list(
+    user: Optional[str] = typer.Option(None, "--user", help="Operators: another user's tokens."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Your tokens (never their secrets)."""
+    with talking() as client:
+        tokens = client.tokens(user)
+    if as_json:
+        print_json(tokens)
+        return
+    table = _table("NAME", "USER", "ROLE", "PREFIX", "CREATED", "REVOKED")
+    for t in tokens:
+        table.add_row(t["name"], t["user"], t["role"], t["display"] + "...",
+                      f"{age(t['created_at'])} ago",
+                      "-" if t["revoked_at"] is None else f"{age(t['revoked_at'])} ago")
+    Console().print(table)
+
+
+@token_app.command("revoke")
+def token_revoke(
+    name: str = typer.Argument(...),
+    user: Optional[str] = typer.Option(None, "--user", help="Operators: another user's token."),
+) -> None:
+    """Revoke a token by name: it stops working at once."""
+    with talking() as client:
+        done = client.revoke_token(name, user)
+    print(f"Revoked token {done['name']} of {done['user']}.")
+
+
+def queues(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Queues: quota per flavour, what is in use, what is borrowed from the cohort."""
+    with talking() as client:
+        data = client.queues()
+    if as_json:
+        print_json(data)
+        return
+    if not data:
+        print("No queues yet: an operator defines them (cluster file or API).")
+        return
+    table = _table("QUEUE", "COHORT", "FLAVOUR", "GPU QUOTA", "GPU IN USE", "AVAILABLE",
+                   "BORROWING", "RUNNING", "PENDING")
+    for q in data:
+        rows = q["quotas"].items() or [("-", None)]
+        for f, quota in rows:
+            if quota is None:
+                table.add_row(q["name"], q["cohort"] or "-", "-", "unlimited", "-", "-", "-",
+                              str(q["active_jobs"]), str(q["pending_jobs"]))
+                continue
+            table.add_row(q["name"], q["cohort"] or "-", f, _gpu(quota["nominal"].get("gpu")),
+                          _gpu(quota["usage"].get("gpu", 0)),
+                          _gpu(quota["available"].get("gpu")),
+                          "yes" if quota["borrowing"] else "no",
+                          str(q["active_jobs"]), str(q["pending_jobs"]))
+    Console().print(table)
+
+
+def _gpu(milli: Any) -> str:
+    return "unlimited" if milli is None else f"{milli / 1000:g}"
+
+
+def nodes(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Nodes and their GPUs, with what each GPU is running."""
+    with talking() as client:
+        data = client.nodes()
+    if as_json:
+        print_json(data)
+        return
+    if not data:
+        print("No nodes reported yet: rota up registers this machine's GPUs.")
+        return
+    table = _table("NODE", "GPU", "MODEL", "MEMORY", "HEALTH", "ALLOCATED", "JOBS")
+    for n in data:
+        name = n["name"] + ("" if n["schedulable"] else " (cordoned)")
+        if not n["gpus"]:
+            table.add_row(name, "-", "no GPU", "-", "-", "-", "-")
+        for g in n["gpus"]:
+            allocs = g["allocations"]
+            used = sum(a["share"] for a in allocs)
+            jobs = ", ".join((f"{a['job']}" if a["job"] else "other") +
+                             (f" ({a['share']:g})" if a["share"] < 1 else "") for a in allocs)
+            table.add_row(name, str(g["index"]), g["model"], amount("memory", g["memory_mib"]),
+                          "ok" if g["healthy"] else "unhealthy", f"{used:g}", jobs or "-")
+            name = ""
+    Console().print(table)
+
+
+def usage(as_json: bool = typer.Option(False, "--json")) -> None:
+    """GPU-hours per project (decayed: recent use counts most)."""
+    with talking() as client:
+        data = client.usage()
+    if as_json:
+        print_json(data)
+        return
+    if not data:
+        print("No usage recorded yet.")
+        return
+    table = _table("PROJECT", "GPU-HOURS")
+    for project, seconds in sorted(data.items()):
+        table.add_row(project, f"{seconds / 3600:.2f}")
+    Console().print(table)
+
+
+def _table(*columns: str) -> Table:
+    table = Table(box=None, header_style="bold")
+    for c in columns:
+        table.add_column(c, overflow="fold")
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("login")(login)
+    app.add_typer(token_app, name="token")
+    app.command("queues")(queues)
+    app.command("nodes")(nodes)
+    app.command("usage")(usage)

@@ -1,0 +1,114 @@
+"""``rota show``: one job in words, from what the store holds about it.
+
+- state, with the reason of its last move (rejected, preempted, cancelled, exit code);
+- what it asked for and where it runs (node and GPUs per replica);
+- for a pending job, the latest scheduling cycle's wait reasons as sentences
+  (``rota.cli.explain.sentence``), a hint, and the estimated start; a job no cycle has
+  explained yet is shown as queued, with how long it has been;
+- its history (events).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from rota.cli.explain import amount, hint, sentence
+from rota.cli.remote import age, gpus, placement, when
+from rota.scheduler import Reason, ReasonCode
+
+
+def reason_of(data: dict[str, Any]) -> Reason | None:
+    try:
+        return Reason(ReasonCode(data["code"]), data.get("resource"), data.get("requested"),
+                      data.get("free"), data.get("capacity"), data.get("detail") or "")
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def why_lines(job: dict[str, Any]) -> list[str]:
+    """Sentences for a job's stored wait (or reject) reasons."""
+    out = []
+    for data in job.get("wait_reasons") or []:
+        reason = reason_of(data)
+        out.append(sentence(reason) if reason is not None else str(data.get("detail") or data))
+    return out
+
+
+def hints(job: dict[str, Any]) -> list[str]:
+    found = [hint(r) for d in job.get("wait_reasons") or [] if (r := reason_of(d)) is not None]
+    return list(dict.fromkeys(h for h in found if h))
+
+
+def request_text(job: dict[str, Any]) -> str:
+    r = job["request"]
+    parts = [f"{amount('cpu', r['cpu_milli'] / 1000)}", amount("memory", r["memory_mib"])]
+    g = gpus({"request": r, "replicas": 1})
+    if g != "-":
+        parts.append(f"GPU {g}" + (f" of {', '.join(r['gpu']['models'])}"
+                                   if r["gpu"]["models"] else ""))
+    per = "per replica, " if job["replicas"] > 1 else ""
+    return ", ".join(parts) + f" ({per}{job['replicas']} replica" + \
+        ("s)" if job["replicas"] > 1 else ")")
+
+
+def render_job(job: dict[str, Any], events: list[dict[str, Any]], console: Console) -> None:
+    name = f" {job['name']}" if job["name"] else ""
+    console.print(f"[bold]Job {job['id']}{name}[/]  project {job['project']}, queue "
+                  f"{job['queue']}, user {job['user']}, priority {job['priority']}, {job['kind']}")
+    state = job["state"]
+    detail = f" ({job['reason']})" if job["reason"] else ""
+    if job.get("exit_code") is not None:
+        detail += f", exit code {job['exit_code']}"
+    if job.get("cancel_requested") and state not in ("cancelled", "succeeded", "failed"):
+        detail += ", cancel requested"
+    console.print(f"State:     {state}{detail}")
+    console.print(f"Submitted: {age(job['submit_time'])} ago"
+                  + (f", attempt {job['attempts'] + 1}" if job["attempts"] else ""))
+    console.print(f"Requests:  {request_text(job)}"
+                  + (f", walltime {_dur(job['walltime_s'])}" if job["walltime_s"] else ""))
+    if job.get("placement"):
+        console.print(f"Placement: {placement(job)}" + (f" (flavour {job['flavor']})"
+                                                          if job.get("flavor") else ""))
+        if job.get("started_at"):
+            console.print(f"Started:   {when(job['started_at'])}")
+    if state == "pending":
+        _pending(job, console)
+    elif state == "failed" and job.get("wait_reasons"):
+        for line in why_lines(job):
+            console.print(f"  - {line}")
+    _events(events, console)
+
+
+def _pending(job: dict[str, Any], console: Console) -> None:
+    lines = why_lines(job)
+    if lines:
+        console.print("Why pending (the latest scheduling cycle):")
+        for line in lines:
+            console.print(f"  - {line}")
+        for text in hints(job):
+            console.print(f"[dim]hint:[/] {text}")
+        start = job.get("estimated_start")
+        console.print(f"Estimated start: {when(start)}" if start is not None else
+                      "Estimated start: unknown")
+    else:
+        console.print(f"Why pending: queued {age(job['submit_time'])} ago in {job['queue']}; "
+                      "no scheduling cycle has recorded a reason for it to wait yet.")
+
+
+def _dur(seconds: float) -> str:
+    from rota.cli.render import duration
+    return duration(seconds)
+
+
+def _events(events: list[dict[str, Any]], console: Console) -> None:
+    if not events:
+        return
+    table = Table(title="Events", title_justify="left", box=None, header_style="bold")
+    for column in ("WHEN", "KIND", "MESSAGE"):
+        table.add_column(column, overflow="fold")
+    for e in events:
+        table.add_row(f"{age(e['time'])} ago", e["kind"], e["message"])
+    console.print(table)

@@ -1,0 +1,84 @@
+"""Where the CLI finds the server and its token.
+
+Order, first wins per value: ``ROTA_URL`` / ``ROTA_TOKEN`` in the environment, then the
+credentials file ``$XDG_CONFIG_HOME/rota/credentials.json`` (``~/.config/rota/...`` without
+``XDG_CONFIG_HOME``), written by ``rota up`` and ``rota login``, then the default URL
+``http://127.0.0.1:8470`` (and no token). The file is ``{"url": ..., "token": ...}``, mode 0600.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import urlsplit
+
+from rota.core import InvalidSpec
+
+DEFAULT_URL = "http://127.0.0.1:8470"
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    url: str
+    token: str | None
+    source: str  # where the URL came from: "ROTA_URL", the file's path, or "default"
+
+
+def credentials_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "rota" / "credentials.json"
+
+
+def check_url(url: str, field: str = "url") -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidSpec(field, f"expected a URL such as {DEFAULT_URL}, got {url!r}")
+    try:
+        parts.port
+    except ValueError:
+        raise InvalidSpec(field, f"has a bad port: {url!r}") from None
+    return url.rstrip("/")
+
+
+def read_file(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise InvalidSpec(str(path), f"cannot read the credentials file ({exc.__class__.__name__});"
+                          " write it again with rota login --url URL --token TOKEN") from None
+    if not isinstance(data, dict):
+        raise InvalidSpec(str(path), "expected {\"url\": ..., \"token\": ...}")
+    return {k: v for k, v in data.items() if k in ("url", "token") and isinstance(v, str)}
+
+
+def discover(env: Mapping[str, str] | None = None) -> Credentials:
+    env = os.environ if env is None else env
+    path = credentials_path(env)
+    stored = read_file(path)
+    if env.get("ROTA_URL"):
+        url, source = check_url(env["ROTA_URL"], "ROTA_URL"), "ROTA_URL"
+    elif "url" in stored:
+        url, source = check_url(stored["url"], f"{path}: url"), str(path)
+    else:
+        url, source = DEFAULT_URL, "default"
+    token = env.get("ROTA_TOKEN") or stored.get("token")
+    return Credentials(url, token, source)
+
+
+def save(url: str, token: str, env: Mapping[str, str] | None = None) -> Path:
+    """Write the credentials file (mode 0600, replaced atomically); its path."""
+    path = credentials_path(env)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump({"url": check_url(url), "token": token}, f)
+    os.chmod(partial, 0o600)
+    os.replace(partial, path)
+    return path
