@@ -115,13 +115,11 @@ def _failed(view: JobView) -> Verdict:
 
 
 def _first_failure(status: Status) -> ReplicaStatus | None:
-    """The first replica that ended badly: lost, or exited with a non-zero code."""
-    for r in status.replicas:
-        if r.state is ReplicaState.LOST:
-            return r
-        if r.state is ReplicaState.EXITED and r.exit_code != 0:
-            return r
-    return None
+    """The replica that ended badly (lost, or exited with a non-zero code), preferring one
+    that ended on its own over peers the loop stopped because of it (those carry a reason)."""
+    failed = [r for r in status.replicas if r.state is ReplicaState.LOST
+              or (r.state is ReplicaState.EXITED and r.exit_code != 0)]
+    return next((r for r in failed if not r.reason), failed[0] if failed else None)
 
 
 def _describe(r: ReplicaStatus) -> str:

@@ -1,0 +1,67 @@
+"""The rules of ``judge``, one case per rule: what the loop does about an active job given
+what its replicas are doing."""
+
+from __future__ import annotations
+
+import pytest
+
+from rota.backends.base import ReplicaState, ReplicaStatus, Status
+from rota.control.verdict import JobView, Verdict, judge
+from rota.core import JobState
+
+S, R = JobState, ReplicaState
+RUN = ReplicaStatus(0, R.RUNNING)
+OK = ReplicaStatus(0, R.EXITED, 0)
+BAD = ReplicaStatus(0, R.EXITED, 3)
+LOST = ReplicaStatus(0, R.LOST, reason="supervisor is gone")
+NOSTART = ReplicaStatus(0, R.EXITED, 127, reason="cannot start 'x': No such file or directory")
+PEER_OK = ReplicaStatus(1, R.EXITED, 0)
+PEER_BAD = ReplicaStatus(1, R.EXITED, 9)
+PEER_RUN = ReplicaStatus(1, R.RUNNING)
+
+
+def view(state: JobState, *replicas: ReplicaStatus, **fields) -> JobView:
+    return JobView(state, Status(replicas), **fields)
+
+
+CASES = [
+    ("scheduled-and-running-becomes-running", view(S.SCHEDULED, RUN), Verdict(S.RUNNING, reason="")),
+    ("running-keeps", view(S.RUNNING, RUN, PEER_RUN), Verdict()),
+    ("all-zero-succeeds", view(S.RUNNING, OK, PEER_OK), Verdict(S.SUCCEEDED, 0, "")),
+    ("fast-job-succeeds-from-scheduled", view(S.SCHEDULED, OK), Verdict(S.SUCCEEDED, 0, "")),
+    ("failure-without-budget-fails", view(S.RUNNING, BAD),
+     Verdict(S.FAILED, 3, "replica 0 exited with code 3")),
+    # 1 failure so far, budget 2: retry number 2
+    ("failure-within-budget-requeues", view(S.RUNNING, BAD, failures=1, max_retries=2),
+     Verdict(S.PENDING, 3, "retry 2 of 2: replica 0 exited with code 3")),
+    ("budget-spent-fails", view(S.RUNNING, BAD, failures=2, max_retries=2),
+     Verdict(S.FAILED, 3, "replica 0 exited with code 3 (after 2 retries)")),
+    ("lost-requeues-within-budget", view(S.RUNNING, LOST, max_retries=1),
+     Verdict(S.PENDING, None, "retry 1 of 1: replica 0 was lost: supervisor is gone")),
+    ("lost-fails-without-budget", view(S.RUNNING, LOST),
+     Verdict(S.FAILED, None, "replica 0 was lost: supervisor is gone")),
+    ("missing-program-never-retries", view(S.RUNNING, NOSTART, max_retries=5),
+     Verdict(S.FAILED, 127, "the command could not be started: replica 0 exited with code 127 "
+                            "(cannot start 'x': No such file or directory)")),
+    ("gang-with-failed-peer-is-stopped", view(S.RUNNING, RUN, PEER_BAD, grace_s=7),
+     Verdict(stop_grace_s=7)),
+    ("cancel-stops-what-runs", view(S.RUNNING, RUN, cancel_requested=True, grace_s=5),
+     Verdict(stop_grace_s=5)),
+    ("cancel-ends-cancelled", view(S.RUNNING, BAD, cancel_requested=True),
+     Verdict(S.CANCELLED, 3, "cancelled on request")),
+    # deadline 100, now 50: within the grace period
+    ("victim-gets-the-checkpoint-signal", view(S.PREEMPTING, RUN, preempt_deadline=100),
+     Verdict(checkpoint=True)),
+    # deadline 40, now 50: grace over
+    ("victim-past-its-deadline-is-stopped", view(S.PREEMPTING, RUN, preempt_deadline=40),
+     Verdict(stop_grace_s=0.0)),
+    ("stopped-victim-is-requeued", view(S.PREEMPTING, BAD, preempt_reason="preempted for 9"),
+     Verdict(S.PENDING, reason="requeued: preempted for 9")),
+    ("victim-that-finished-succeeds", view(S.PREEMPTING, OK),
+     Verdict(S.SUCCEEDED, 0, "finished during its preemption grace period")),
+]
+
+
+@pytest.mark.parametrize("job, expected", [pytest.param(v, e, id=i) for i, v, e in CASES])
+def test_judge(job: JobView, expected: Verdict) -> None:
+    assert judge(job, now=50.0) == expected
