@@ -35,6 +35,8 @@ class QuotaBook:
         self.usage: dict[Key, int] = defaultdict(int)
         self.pool: dict[Key, int] = defaultdict(int)
         self.pool_used: dict[Key, int] = defaultdict(int)
+        # answers of available() and refusals of check(), kept until the next charge()
+        self._available: dict[tuple, int | Reason | None] = {}
         for q in queues.values():
             if q.cohort is None:
                 continue
@@ -52,7 +54,16 @@ class QuotaBook:
         return 0
 
     def available(self, queue: str, f: str, r: str) -> int | None:
-        """How much more of ``r`` queue may take in flavour ``f``; None means unlimited."""
+        """How much more of ``r`` queue may take in flavour ``f``; None means unlimited.
+
+        Thousands of waiting jobs ask the same few questions between two charges, so answers
+        are remembered until the next charge."""
+        key = (queue, f, r)
+        if key not in self._available:
+            self._available[key] = self._compute_available(queue, f, r)
+        return self._available[key]
+
+    def _compute_available(self, queue: str, f: str, r: str) -> int | None:
         q = self.queues[queue]
         quota = q.quotas.get(f)
         if quota is None or r not in quota.nominal:
@@ -79,13 +90,21 @@ class QuotaBook:
                 continue
             avail = self.available(queue, f, r)
             if avail is not None and amount > avail:
-                nominal = self.queues[queue].quotas[f].nominal[r]
-                return Reason(ReasonCode.QUOTA, r, amount, max(avail, 0), nominal,
-                              f"queue {queue}, flavour {f}")
+                return self._refusal(queue, f, r, amount, avail, quota.nominal[r])
         return None
+
+    def _refusal(self, queue: str, f: str, r: str, amount: int, avail: int, nominal: int) -> Reason:
+        """The quota reason, one value per question until the next charge (like ``available``)."""
+        key = (queue, f, r, amount)
+        hit = self._available.get(key)
+        if hit is None:
+            hit = self._available[key] = Reason(ReasonCode.QUOTA, r, amount, max(avail, 0),
+                                                nominal, f"queue {queue}, flavour {f}")
+        return hit
 
     def charge(self, queue: str, f: str, demand: Mapping[str, int], sign: int) -> None:
         """Add (``sign=1``) or remove (``-1``) ``demand`` from the queue's usage in ``f``."""
+        self._available.clear()
         q = self.queues[queue]
         quota = q.quotas.get(f)
         for r, amount in demand.items():
