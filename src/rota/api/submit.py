@@ -72,7 +72,14 @@ def parse_body(data: Any, user: str, upload_exists: Callable[[str], bool]) -> Su
         raise from_validation(exc) from None
     _check_request(spec, user)
     run = run_of(spec, spec.upload)
-    check_run(run, upload_exists)
+    try:
+        check_run(run, upload_exists)
+    except InvalidSpec as exc:  # name the key as the job file spells it
+        field = exc.field
+        if field.startswith("command"):
+            field = "entrypoint" + (field[len("command"):] if isinstance(spec.entrypoint, list)
+                                    else "")
+        raise InvalidSpec(field, exc.reason) from None
     job = to_job(spec.model_copy(update={"name": spec.name or "job"}), 0.0)
     return replace(Submission.from_job(job, name=spec.name or "", run=run), user=user)
 
@@ -159,6 +166,11 @@ def check_run(run: Mapping[str, Any], upload_exists: Callable[[str], bool],
     if sum(len(a) for a in model.command) > MAX_TEXT or not model.command[0]:
         raise InvalidSpec(where("command"), "must be a non-empty program and arguments under "
                           f"{MAX_TEXT} characters in all")
+    texts = [(f"command[{k}]", a) for k, a in enumerate(model.command)]
+    texts += [(f"env.{k}", v) for k, v in model.env.items()]
+    for field, text in texts:
+        if "\0" in text:
+            raise InvalidSpec(where(field), "must not contain a NUL character")
     if model.workdir is not None and not model.workdir.startswith("/"):
         raise InvalidSpec(where("workdir"), f"must be an absolute path on the server, got "
                           f"{model.workdir!r}; rota submit uploads a local directory")

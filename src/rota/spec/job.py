@@ -117,6 +117,19 @@ class JobSpec(Strict):
                                    "not starting with a digit)", key)
         return env
 
+    @field_validator("entrypoint", mode="before")
+    @classmethod
+    def _entrypoint_type(cls, value: Any) -> Any:
+        # checked here so that an error names entrypoint, not a member of its union type
+        if value is None or isinstance(value, str):
+            return value
+        if not isinstance(value, list):
+            raise reason_error(f"expected a command string or a list of arguments, got {value!r}")
+        for k, arg in enumerate(value):
+            if not isinstance(arg, str):
+                raise reason_error(f"argument {k} must be a string, got {arg!r}")
+        return value
+
     @field_validator("entrypoint")
     @classmethod
     def _entrypoint(cls, value: str | list[str] | None) -> str | list[str] | None:

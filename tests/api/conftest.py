@@ -1,0 +1,56 @@
+"""A real SQLite store behind the app, with a data directory and a wake-up counter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from rota.api import create_app
+from rota.core import GpuDevice, Node, Queue
+from rota.store import Store
+
+
+@dataclass
+class Api:
+    store: Store
+    client: TestClient
+    auth: dict[str, dict[str, str]]
+    data_dir: Path
+    wakes: list[int] = field(default_factory=list)
+
+    def post_job(self, body: dict[str, Any], user: str = "alice"):
+        return self.client.post("/v1/jobs", headers=self.auth[user], json=body)
+
+
+def job_file(**changes: Any) -> dict[str, Any]:
+    """A valid job file as JSON; ``changes`` replace or add top-level keys."""
+    body = {"name": "train", "project": "p", "queue": "q", "entrypoint": "python train.py",
+            "resources": {"gpu": 1, "cpu": 2, "memory": "8Gi"}}
+    body.update(changes)
+    return body
+
+
+@pytest.fixture
+def api(tmp_path):
+    store = Store.open(tmp_path / "db", clock=lambda: 100.0)
+    for p in ("p", "q"):
+        store.create_project(p)
+    store.create_user("alice", ["p"])
+    store.create_user("bob", ["q"])
+    store.create_user("root")
+    store.put_queue(Queue("q"))
+    store.upsert_nodes([Node("n1", 64_000, 512 * 1024,
+                             tuple(GpuDevice(i, "H100", 81920) for i in range(2)))], "local")
+    tokens = {u: store.issue_token(u, "t", role="operator" if u == "root" else "member").token
+              for u in ("alice", "bob", "root")}
+    wakes: list[int] = []
+    app = create_app(store, data_dir=tmp_path / "data", on_change=lambda: wakes.append(1),
+                     max_upload_bytes=64 * 1024, log_poll_s=0.01)
+    client = TestClient(app, raise_server_exceptions=False)
+    yield Api(store, client, {u: {"Authorization": f"Bearer {t}"} for u, t in tokens.items()},
+              tmp_path / "data", wakes)
+    store.close()
