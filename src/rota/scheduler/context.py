@@ -37,7 +37,7 @@ class Cycle:
         self.book = QuotaBook(snapshot.queues, snapshot.flavors, ())
         self.active = [self._charged(j) for j in snapshot.jobs if j.state.holds_resources]
         for job in self.active:
-            self.hold(job)
+            self._load(job)
             if job.queue in snapshot.queues:
                 self.book.charge(job.queue, job.flavor, job.total(), 1)
         self.state.journal.clear()
@@ -242,6 +242,15 @@ class Cycle:
                 continue
             positions = [self._position(slot, d.index) for d in rep.devices]
             self.state.take(slot, req.cpu_milli, req.memory_mib, list(rep.devices), positions)
+
+    def _load(self, job: Job) -> None:
+        """``hold`` for building the overlay: the same changes, in the same order, unjournaled."""
+        req = job.request
+        for rep in job.placement.replicas:
+            slot = self.state.by_name.get(rep.node)
+            if slot is not None:
+                self.state.load(slot, req.cpu_milli, req.memory_mib, [
+                    (self._position(slot, d.index), d.milli, d.memory_mib) for d in rep.devices])
 
     def release(self, job: Job) -> None:
         req = job.request

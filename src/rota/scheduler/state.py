@@ -124,6 +124,14 @@ class ClusterState:
         deltas = tuple((p, d.milli, d.memory_mib) for p, d in zip(positions, devices))
         self._apply(Entry(slot.i, cpu, mem, deltas, capped and slot.cap is not None))
 
+    def load(self, slot: Slot, cpu: int, mem: int, deltas: list[tuple[int, int, int]]) -> None:
+        """Like ``take``, for what active jobs hold when the overlay is built: nothing to undo,
+        so nothing goes to the journal."""
+        slot.cpu -= cpu
+        slot.mem -= mem
+        if deltas:
+            self._change_devices(slot, deltas, 1)
+
     def give(self, slot: Slot, cpu: int, mem: int, deltas: tuple[tuple[int, int, int], ...]) -> None:
         """Release what a job held on ``slot``; free capacity grows, so the epoch moves."""
         self._apply(Entry(slot.i, -cpu, -mem, tuple((p, -m, -g) for p, m, g in deltas), False))
