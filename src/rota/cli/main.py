@@ -142,6 +142,10 @@ from rota.cli import admin, jobs  # noqa: E402 (they register onto app)
 jobs.register(app)
 admin.register(app)
 
+from rota.cli import up  # noqa: E402 (registers onto app)
+
+up.register(app)
+
 
 def main() -> None:
     app()
