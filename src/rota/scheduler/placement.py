@@ -79,6 +79,25 @@ def device_fits(slot: Slot, p: int, shape: Shape, capped: bool) -> int | None:
     return need
 
 
+def fitting_devices(slot: Slot, shape: Shape, capped: bool) -> list[int]:
+    """Positions of the devices ``device_fits`` accepts, in order; inlined for the uncapped
+    case, since it runs for every device of every candidate node."""
+    milli, gmem, full = slot.milli, slot.gmem, slot.dev_mem
+    if capped and slot.cap is not None:
+        return [p for p in range(len(milli)) if device_fits(slot, p, shape, True) is not None]
+    g = shape.gpu_mem
+    if shape.share == MILLI:
+        fits = [p for p in range(len(milli)) if milli[p] == MILLI and gmem[p] == full[p]
+                and (g is None or g <= full[p])]
+    else:
+        share = shape.share
+        fits = [p for p in range(len(milli)) if milli[p] >= share
+                and gmem[p] >= (share * full[p] // MILLI if g is None else g)]
+    if shape.models:
+        fits = [p for p in fits if accepts(shape.models, slot.models[p])]
+    return fits
+
+
 def choose_devices(slot: Slot, shape: Shape, direction: str, capped: bool) -> list[int] | None:
     """Device positions for one replica on ``slot``, or None if the node cannot hold it."""
     cpu, mem = slot.cpu, slot.mem
@@ -92,7 +111,7 @@ def choose_devices(slot: Slot, shape: Shape, direction: str, capped: bool) -> li
             return None
     if shape.count == 0:
         return []
-    fits = [p for p in range(len(slot.milli)) if device_fits(slot, p, shape, capped) is not None]
+    fits = fitting_devices(slot, shape, capped)
     if len(fits) < shape.count:
         return None
     if shape.fractional:

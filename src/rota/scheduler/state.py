@@ -171,18 +171,22 @@ class ClusterState:
         """Apply device deltas to ``s``, then move it between its pools' buckets: to its new
         whole-GPU bucket, out of the fraction buckets no device is at any more, into the new ones."""
         whole, counts = s.whole, s.level_count
+        milli, gmem, full = s.milli, s.gmem, s.dev_mem
         before: dict[int, int] = {}  # fraction level -> its device count before this change
         for p, m, g in devices:
-            was_whole, was = s.wholly_free(p), s.milli[p]
-            s.milli[p] -= sign * m
-            s.gmem[p] -= sign * g
-            whole += s.wholly_free(p) - was_whole
+            was = milli[p]
+            if was == MILLI and gmem[p] == full[p]:
+                whole -= 1
             if was > 0:
                 level = was * (FRAC_LEVELS - 1) // MILLI
                 before.setdefault(level, counts[level])
                 counts[level] -= 1
-            if s.milli[p] > 0:
-                level = s.milli[p] * (FRAC_LEVELS - 1) // MILLI
+            now = milli[p] = was - sign * m
+            gmem[p] -= sign * g
+            if now == MILLI and gmem[p] == full[p]:
+                whole += 1
+            if now > 0:
+                level = now * (FRAC_LEVELS - 1) // MILLI
                 before.setdefault(level, counts[level])
                 counts[level] += 1
         if whole != s.whole:
