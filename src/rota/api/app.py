@@ -185,24 +185,26 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     def list_tokens(user: str | None = None,
                     who: Principal = Depends(principal)) -> list[dict[str, Any]]:
         """The caller's tokens; an operator may name another ``user``."""
-        target = _token_owner(who, user)
+        target = _token_owner(who, user, store.list_users)
         return [token_view(t) for t in store.list_tokens(target)]
 
     @app.delete("/v1/tokens/{name}")
     def revoke_token(name: str, user: str | None = None,
                      who: Principal = Depends(principal)) -> dict[str, Any]:
-        target = _token_owner(who, user)
+        target = _token_owner(who, user, store.list_users)
         store.revoke_token(target, name)
         return {"name": name, "user": target, "revoked": True}
 
     return app
 
 
-def _token_owner(who: Principal, user: str | None) -> str:
+def _token_owner(who: Principal, user: str | None, users: Callable[[], list[str]]) -> str:
     if user is None or user == who.user:
         return who.user
     if not who.operator:
         raise Forbidden("a member may list and revoke only its own tokens")
+    if user not in users():
+        raise NotFound("user", user)
     return user
 
 
