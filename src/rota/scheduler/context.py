@@ -53,7 +53,7 @@ class Cycle:
         }
         self._flavors: dict[tuple, list] = {}
         self._shapes: dict[tuple, Shape] = {}
-        self._pool_members: dict[tuple, list] = {}
+        self._pool_members: dict[tuple, tuple[list, int]] = {}
         self.sizes = NodeSizes(snapshot.nodes)  # for screening: the largest eligible node
         self._failed: dict[tuple, tuple[int, Attempt]] = {}
         # jobs that took resources in this cycle (bound, or nominated after preemption), as
@@ -201,7 +201,7 @@ class Cycle:
         highest non-empty whole bucket, the largest free share sits on a node of the highest
         non-empty fraction bucket. Only cpu and memory look at every eligible node."""
         pools = [self.state.pools[k] for k in shape.pools if k in self.state.pools]
-        slots = self._members(shape.pools, pools)
+        slots, most_gpus = self._members(shape.pools, pools)
         if shape.count:
             if shape.fractional:
                 top = max((lv for p in pools for lv, b in enumerate(p.frac) if b), default=None)
@@ -212,8 +212,7 @@ class Cycle:
             else:
                 best = max((w for p in pools for w, b in enumerate(p.whole) if b), default=0)
                 if best < shape.count:
-                    cap = max((len(s.milli) for s in slots), default=0)
-                    return Reason(ReasonCode.RESOURCES, GPU, shape.count, best, cap)
+                    return Reason(ReasonCode.RESOURCES, GPU, shape.count, best, most_gpus)
         for resource, need, attr in ((CPU, shape.cpu, "cpu"), (MEMORY, shape.mem, "mem")):
             if any(getattr(s, attr) >= need for s in slots):
                 continue  # enough somewhere: the usual case, found without a full scan
@@ -223,12 +222,14 @@ class Cycle:
         return Reason(ReasonCode.RESOURCES, GPU if shape.count else CPU, detail=(
             "no single node has every resource of a replica free at once"))
 
-    def _members(self, keys: tuple, pools: list) -> list:
-        """The nodes of some pools (membership does not change during a cycle)."""
+    def _members(self, keys: tuple, pools: list) -> tuple[list, int]:
+        """The nodes of some pools and the most GPUs one of them has (membership does not
+        change during a cycle)."""
         hit = self._pool_members.get(keys)
         if hit is None:
             ids = {i for p in pools for bucket in p.whole for i in bucket}
-            hit = self._pool_members[keys] = [self.state.slots[i] for i in sorted(ids)]
+            slots = [self.state.slots[i] for i in sorted(ids)]
+            hit = self._pool_members[keys] = (slots, max((len(s.milli) for s in slots), default=0))
         return hit
 
     # -- holding and releasing what active jobs have ------------------------------------------

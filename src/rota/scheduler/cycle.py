@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rota.core import Job, JobState
-from rota.scheduler.context import Attempt, Cycle
+from rota.scheduler.context import Cycle
 from rota.scheduler.decisions import (
     Bind, Decisions, Preempt, Reason, ReasonCode, Reject, Wait,
 )
@@ -41,7 +41,7 @@ def run_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Decisions:
             out.rejects.append(Reject(job.id, (refusal,)))
     preemptors = 0
     blocked: dict[str, str] = {}  # queue -> its first blocked job (strict ordering)
-    seen: dict = {}  # equal reasons and tuples of reasons, shared by the waits
+    shared = SharedReasons()
     for job in policy.order.sequence(pending, cycle):                       # 3
         if job.queue in blocked:                                            # a
             out.waits.append(Wait(job.id, (Reason(ReasonCode.BLOCKED, detail=(
@@ -70,7 +70,7 @@ def run_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Decisions:
                 cycle.reservation = reservation
                 out.reservations.append(reservation)
                 estimate = reservation.start_at
-        out.waits.append(Wait(job.id, _dedupe(result, seen), estimate))     # e
+        out.waits.append(Wait(job.id, shared.of(result.reasons), estimate))  # e
         if policy.order.blocking and estimate is None:
             blocked[job.queue] = job.id
     return out                                                              # 4
@@ -105,12 +105,28 @@ def _preempting_detail(plan) -> str:
     return f"{verb} {', '.join(names)}"
 
 
-def _dedupe(result: Attempt, seen: dict) -> tuple[Reason, ...]:
-    """The distinct reasons, in order. Waiting jobs share equal reasons and equal tuples of
-    them (``seen``), so that a cycle over 50,000 jobs does not keep 50,000 copies of a few."""
-    reasons: list[Reason] = []
-    for r in result.reasons:
-        r = seen.setdefault(r, r)  # equal reasons are now the same object
-        if all(r is not kept for kept in reasons):
-            reasons.append(r)
-    return seen.setdefault(tuple(map(id, reasons)), tuple(reasons))
+class SharedReasons:
+    """The distinct reasons of an attempt, in order, as one shared tuple per distinct value:
+    a cycle over 50,000 jobs keeps a few hundred reasons, not 50,000 copies of them.
+
+    Most attempts repeat the very reason objects of an earlier one (quota answers and failed
+    placements are remembered), so they are looked up by identity first; the objects are kept
+    alive here, so that an id cannot be reused for another object during the cycle."""
+
+    def __init__(self) -> None:
+        self.by_value: dict = {}  # reason -> itself; tuple of reasons -> itself
+        self.by_ids: dict[tuple[int, ...], tuple[tuple, tuple[Reason, ...]]] = {}
+
+    def of(self, raw: list[Reason]) -> tuple[Reason, ...]:
+        key = tuple(map(id, raw))
+        hit = self.by_ids.get(key)
+        if hit is not None:
+            return hit[1]
+        distinct: list[Reason] = []
+        for r in raw:
+            r = self.by_value.setdefault(r, r)  # equal reasons are now the same object
+            if all(r is not kept for kept in distinct):
+                distinct.append(r)
+        out = self.by_value.setdefault(tuple(distinct), tuple(distinct))
+        self.by_ids[key] = (tuple(raw), out)
+        return out
