@@ -14,7 +14,9 @@ One pass (``ControlLoop.step``), in order:
 
 Passes run on a background thread: after ``wake()`` (a submit or cancel through the API, a
 supervised process that exited) and every ``interval_s`` otherwise. Wake-ups coalesce: many
-submits in a burst cost one pass, not one each. The first pass after ``start`` adopts every
+submits in a burst cost one pass, not one each, and after each pass the loop rests as long as
+the pass took, so that a long pass (many pending jobs) cannot starve the API sharing its
+process. The first pass after ``start`` adopts every
 active job's handle (``backend.adopt``): a job still running is kept, one that finished while
 the control plane was down has its exit code recorded, one whose processes vanished is
 requeued (or failed) per its restart policy. No accepted job is lost: the store holds it.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,7 @@ from rota.store import JobFilter, JobRecord, Store
 log = logging.getLogger("rota.control")
 ACTIVE = frozenset({JobState.SCHEDULED, JobState.RUNNING, JobState.PREEMPTING})
 PAGE = 1000
+MAX_REST_S = 1.0
 
 
 class ControlLoop:
@@ -89,12 +93,16 @@ class ControlLoop:
             self._wakeup.clear()
             if self._halt.is_set():
                 break
+            began = time.monotonic()
             try:
                 self.step()
                 self.last_error = None
             except Exception as exc:  # a bad pass must not end the loop: the next one retries
                 self.last_error = repr(exc)
                 log.exception("control pass failed; retrying in the next pass")
+            # rest as long as the pass took (at most MAX_REST_S): during a burst of submits
+            # the loop takes at most half of the process, and the API the other half
+            self._halt.wait(min(time.monotonic() - began, MAX_REST_S))
 
     # -- one pass ----------------------------------------------------------------------------
 

@@ -1,0 +1,231 @@
+"""Control-plane benchmark: a real ``rota up`` (subprocess, loopback HTTP, local backend).
+
+    python bench/control.py latency --jobs 100             # submit -> running, p50 / p99
+    python bench/control.py throughput --jobs 1000 --db sqlite
+    python bench/control.py throughput --jobs 10000 --db postgres   # URL from .ci/postgres
+    python bench/control.py memory                          # RSS of an idle control plane
+    python bench/control.py all                             # everything, one markdown table
+
+- latency: jobs are submitted one at a time (each waits for the previous to be running), each
+  asking for one of four virtual GPUs and exiting at once. The latency of a job is the time of
+  its ``-> running`` event minus its submit time, both stamped by the server, so the client's
+  polling does not count. The loop is woken by the submit (no periodic pass is waited for).
+- throughput: ``--clients`` threads submit ``--jobs`` jobs through ``POST /v1/jobs`` as fast as
+  the server answers; every job asks for one GPU and sleeps, so four run and the rest pile up
+  pending while the control loop keeps scheduling (as in production). Jobs/s = jobs / wall
+  time of the whole burst. On PostgreSQL a fresh database is created and dropped.
+- memory: VmRSS of ``rota up`` after it has started and idled for ``--idle`` seconds.
+
+Every run uses temporary XDG and data directories and kills what it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "backends"))
+
+from backend_support import kill_everything_under  # noqa: E402
+
+
+class Server:
+    def __init__(self, root: Path, db: str | None) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in ("ROTA_URL", "ROTA_TOKEN")}
+        env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_DATA_HOME=str(root / "share"))
+        self.data = root / "data"
+        args = [sys.executable, "-m", "rota.cli.main", "up", "--port", "0", "--data-dir",
+                str(self.data), "--gpus", "4xH100-80GB"] + (["--db", db] if db else [])
+        self.log = open(root / "rota-up.log", "wb")
+        self.proc = subprocess.Popen(args, env=env, stdout=self.log, stderr=self.log,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        creds_path = root / "config" / "rota" / "credentials.json"
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"rota up exited: {(root / 'rota-up.log').read_text()}")
+            try:
+                creds = json.loads(creds_path.read_text())
+                self.client = httpx.Client(base_url=creds["url"], timeout=60, headers={
+                    "Authorization": f"Bearer {creds['token']}"})
+                if self.client.get("/v1/whoami").status_code == 200:
+                    return
+            except (OSError, ValueError, httpx.HTTPError):
+                pass
+            time.sleep(0.1)
+        raise SystemExit("rota up did not start")
+
+    def rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def close(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        kill_everything_under(self.data)
+        self.log.close()
+
+
+@contextmanager
+def server(db: str | None = None) -> Iterator[Server]:
+    with tempfile.TemporaryDirectory(prefix="rota-bench-") as tmp:
+        s = Server(Path(tmp), db)
+        try:
+            yield s
+        finally:
+            s.close()
+
+
+def job_body(command: list[str]) -> dict[str, Any]:
+    return {"project": "default", "queue": "default", "entrypoint": command,
+            "resources": {"gpu": 1, "cpu": "10m", "memory": "16Mi"}}
+
+
+def latency(jobs: int) -> dict[str, Any]:
+    lat = []
+    with server() as s:
+        for _ in range(jobs):
+            job_id = s.client.post("/v1/jobs", json=job_body(["true"])).json()["id"]
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                events = s.client.get(f"/v1/jobs/{job_id}/events").json()
+                ran = [e for e in events if e["kind"] == "state" and e["data"].get("to") == "running"]
+                if ran:
+                    lat.append(ran[0]["time"] - events[0]["time"])
+                    break
+                time.sleep(0.01)
+            else:
+                raise SystemExit(f"job {job_id} did not run")
+    lat.sort()
+    return {"scenario": "latency", "jobs": jobs, "p50_s": statistics.median(lat),
+            "p99_s": lat[min(len(lat) - 1, int(len(lat) * 0.99))], "max_s": lat[-1]}
+
+
+def throughput(jobs: int, db: str, clients: int) -> dict[str, Any]:
+    url = postgres_database() if db == "postgres" else None
+    try:
+        with server(url) as s:
+            body = job_body([sys.executable, "-c", "import time; time.sleep(600)"])
+            counter, lock, failures = iter(range(jobs)), threading.Lock(), []
+
+            def work() -> None:
+                with httpx.Client(base_url=str(s.client.base_url), headers=s.client.headers,
+                                  timeout=60) as c:
+                    while True:
+                        with lock:
+                            if next(counter, None) is None:
+                                return
+                        reply = c.post("/v1/jobs", json=body)
+                        if reply.status_code != 201:
+                            failures.append(reply.text)
+
+            threads = [threading.Thread(target=work) for _ in range(clients)]
+            start = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            wall = time.perf_counter() - start
+            rss = s.rss_mib()
+    finally:
+        if url:
+            drop_database(url)
+    if failures:
+        raise SystemExit(f"{len(failures)} submits failed, first: {failures[0]}")
+    return {"scenario": "throughput", "db": db, "jobs": jobs, "clients": clients,
+            "wall_s": wall, "jobs_per_s": jobs / wall, "rss_after_mib": rss}
+
+
+def memory(idle_s: float) -> dict[str, Any]:
+    with server() as s:
+        time.sleep(idle_s)
+        return {"scenario": "memory", "idle_s": idle_s, "rss_mib": s.rss_mib()}
+
+
+def postgres_database() -> str:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    base = os.environ.get("ROTA_TEST_POSTGRES_URL") or subprocess.run(
+        [str(ROOT / ".ci" / "postgres")], capture_output=True, text=True, check=True).stdout.strip()
+    name = f"rota_bench_{uuid.uuid4().hex[:8]}"
+    engine = create_engine(base, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return make_url(base).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_database(url: str) -> None:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    engine = create_engine(parsed.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)'))
+    engine.dispose()
+
+
+def row(r: dict[str, Any]) -> str:
+    if r["scenario"] == "latency":
+        return (f"| submit -> running, {r['jobs']} jobs one at a time | p50 {r['p50_s'] * 1000:.0f} ms, "
+                f"p99 {r['p99_s'] * 1000:.0f} ms (max {r['max_s'] * 1000:.0f} ms) |")
+    if r["scenario"] == "throughput":
+        return (f"| API submit, {r['db']}, {r['jobs']:,} jobs, {r['clients']} clients | "
+                f"{r['jobs_per_s']:.0f} jobs/s ({r['wall_s']:.1f} s; RSS after {r['rss_after_mib']:.0f} MiB) |")
+    return f"| idle control plane, {r['idle_s']:.0f} s after start | RSS {r['rss_mib']:.0f} MiB |"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("scenario", choices=["latency", "throughput", "memory", "all"])
+    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--idle", type=float, default=10.0)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    results = []
+    if args.scenario in ("latency", "all"):
+        results.append(latency(args.jobs or 100))
+    if args.scenario in ("memory", "all"):
+        results.append(memory(args.idle))
+    if args.scenario == "throughput":
+        results.append(throughput(args.jobs or 1000, args.db, args.clients))
+    if args.scenario == "all":
+        for db in ("sqlite", "postgres"):
+            for n in (1000, 10000):
+                results.append(throughput(n, db, args.clients))
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d')}")
+    print("| measure | result |\n|---|---|")
+    for r in results:
+        print(row(r))
+
+
+if __name__ == "__main__":
+    main()
