@@ -34,8 +34,7 @@ def job_file(**changes: Any) -> dict[str, Any]:
     return body
 
 
-@pytest.fixture
-def api(tmp_path):
+def make_api(tmp_path: Path):
     store = Store.open(tmp_path / "db", clock=lambda: 100.0)
     for p in ("p", "q"):
         store.create_project(p)
@@ -51,6 +50,20 @@ def api(tmp_path):
     app = create_app(store, data_dir=tmp_path / "data", on_change=lambda: wakes.append(1),
                      max_upload_bytes=64 * 1024, log_poll_s=0.01)
     client = TestClient(app, raise_server_exceptions=False)
-    yield Api(store, client, {u: {"Authorization": f"Bearer {t}"} for u, t in tokens.items()},
-              tmp_path / "data", wakes)
-    store.close()
+    return Api(store, client, {u: {"Authorization": f"Bearer {t}"} for u, t in tokens.items()},
+               tmp_path / "data", wakes)
+
+
+@pytest.fixture
+def api(tmp_path):
+    made = make_api(tmp_path)
+    yield made
+    made.store.close()
+
+
+@pytest.fixture(scope="module")
+def shared_api(tmp_path_factory):
+    """One app for a module of tests that leave nothing the others read."""
+    made = make_api(tmp_path_factory.mktemp("api"))
+    yield made
+    made.store.close()

@@ -76,8 +76,8 @@ GARBAGE = [
 @pytest.mark.parametrize("method, path, kwargs", GARBAGE,
                          ids=[f"{m} {p}"[:60] + f"#{i}" for i, (m, p, _) in enumerate(GARBAGE)])
 @pytest.mark.parametrize("user", ["alice", "root"])
-def test_garbage_is_a_client_error_with_an_error_body(api, method, path, kwargs, user):
-    response = api.client.request(method.upper(), path, headers=api.auth[user], **kwargs)
+def test_garbage_is_a_client_error_with_an_error_body(shared_api, method, path, kwargs, user):
+    response = shared_api.client.request(method.upper(), path, headers=shared_api.auth[user], **kwargs)
     assert 400 <= response.status_code < 500, (response.status_code, response.text)
     error = response.json()["error"]
     assert set(error) == {"code", "message", "field"} and error["code"] and error["message"]
