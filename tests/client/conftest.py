@@ -35,8 +35,9 @@ class Server:
 
     def env(self, user: str = "alice", **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROTA_")}
-        env.update(XDG_CONFIG_HOME=str(self.home / "config"), XDG_DATA_HOME=str(self.home / "data"),
-                   ROTA_URL=self.url, ROTA_TOKEN=self.tokens[user], COLUMNS="200", **extra)
+        env.update({"XDG_CONFIG_HOME": str(self.home / "config"),
+                    "XDG_DATA_HOME": str(self.home / "data"), "ROTA_URL": self.url,
+                    "ROTA_TOKEN": self.tokens[user], "COLUMNS": "200", **extra})
         return env
 
     def rota(self, *args: str | Path, user: str = "alice", env: dict[str, str] | None = None,

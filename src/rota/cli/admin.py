@@ -39,6 +39,18 @@ def login(
           f"Saved to {path}.")
 
 
+def whoami(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Who the configured token is, and which projects it may submit to."""
+    with talking() as client:
+        who = client.whoami()
+        url = client.url
+    if as_json:
+        print_json(who)
+        return
+    print(f"{who['user']} ({who['role']}) at {url}; projects: "
+          f"{', '.join(who['projects']) or 'none'}")
+
+
 @token_app.command("create")
 def token_create(
     name: str = typer.Argument(..., help="A name to tell the token apart (laptop, ci)."),
@@ -169,6 +181,7 @@ def _table(*columns: str) -> Table:
 
 def register(app: typer.Typer) -> None:
     app.command("login")(login)
+    app.command("whoami")(whoami)
     app.add_typer(token_app, name="token")
     app.command("queues")(queues)
     app.command("nodes")(nodes)
