@@ -139,6 +139,12 @@ def shares(slot: Slot, shape: Shape, positions: list[int]) -> list[DeviceShare]:
 
 
 @lru_cache(maxsize=8192)
+def device_set(shares: tuple[DeviceShare, ...]) -> tuple[DeviceShare, ...]:
+    """One shared tuple per set of shares, for the same reason as ``device_share``."""
+    return shares
+
+
+@lru_cache(maxsize=8192)
 def device_share(index: int, milli: int, memory_mib: int) -> DeviceShare:
     """One shared value per share: placements of a big cycle repeat a few hundred of them."""
     return DeviceShare(index, milli, memory_mib)
@@ -223,5 +229,5 @@ def place_gang(state: ClusterState, shape: Shape, replicas: int, scorer: Scorer,
         slot, positions = hit
         devs = shares(slot, shape, positions)
         state.take(slot, shape.cpu, shape.mem, devs, positions, capped)
-        placed.append(ReplicaPlacement(slot.name, tuple(devs)))
+        placed.append(ReplicaPlacement(slot.name, device_set(tuple(devs))))
     return Placement(tuple(placed)), replicas
