@@ -138,7 +138,8 @@ def machine() -> dict:
     except (ValueError, OSError):
         pass
     return {"cpu": model, "cores": os.cpu_count(), "ram_gib": mem_gib,
-            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
+            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M"),
+            "load_average_1m": round(os.getloadavg()[0], 2)}
 
 
 def table(results: list[Result]) -> Table:
@@ -191,6 +192,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     console = Console(stderr=True)
+    before = machine()  # the load average when the run starts; the end's is printed too
     results = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
@@ -199,13 +201,14 @@ def main(argv: list[str] | None = None) -> int:
             results.append(run_scenario(policy_name, nodes, pending, args.cycles, args.repeat,
                                         args.seed, progress))
     if args.json:
-        json.dump({"machine": machine(), "seed": args.seed, "cycles": args.cycles,
+        json.dump({"machine": machine(), "load_average_at_start": before["load_average_1m"],
+                   "seed": args.seed, "cycles": args.cycles,
                    "repeat": args.repeat, "results": [r.summary() for r in results]},
                   sys.stdout, indent=2)
         print()
     else:
         Console(width=160).print(table(results))
-        Console().print(machine())
+        Console().print({**machine(), "load_average_at_start": before["load_average_1m"]})
     return 0
 
 
