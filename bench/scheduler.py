@@ -26,6 +26,7 @@ wall-clock times but hardly CPU times.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -100,7 +101,7 @@ class Result:
 
 
 def run_scenario(policy_name: str, nodes: int, pending: int, cycles: int, repeat: int,
-                 seed: int, progress: Progress) -> Result:
+                 seed: int, progress: Progress, freeze: bool = False) -> Result:
     label = f"{policy_name} {nodes} nodes {pending} pending"
     task = progress.add_task(f"build {label}", total=1 + cycles * repeat)
     start = time.perf_counter()
@@ -112,6 +113,9 @@ def run_scenario(policy_name: str, nodes: int, pending: int, cycles: int, repeat
     for _ in range(repeat):
         current, now, figures = snapshot, NOW, []
         for _ in range(cycles):
+            if freeze:  # what a caller may do: keep the snapshot out of the collector's scans
+                gc.collect()
+                gc.freeze()
             start, cpu = time.perf_counter(), time.process_time()
             decisions = run_cycle(current, policy, now)
             seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -122,6 +126,7 @@ def run_scenario(policy_name: str, nodes: int, pending: int, cycles: int, repeat
             now += CYCLE_STEP_S
             progress.update(task, advance=1)
         result.repeats.append(figures)
+        gc.unfreeze()
     return result
 
 
@@ -176,6 +181,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--repeat", type=int, default=3, help="series per scenario (default 3)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true", help="print JSON on stdout")
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="gc.freeze() the snapshot before each cycle (see README)")
     args = ap.parse_args(argv)
     for name in ("cycles", "repeat"):
         if getattr(args, name) < 1:
@@ -199,11 +206,11 @@ def main(argv: list[str] | None = None) -> int:
     with Progress(*columns, console=console, transient=True) as progress:
         for policy_name, nodes, pending in scenarios(args):
             results.append(run_scenario(policy_name, nodes, pending, args.cycles, args.repeat,
-                                        args.seed, progress))
+                                        args.seed, progress, args.gc_freeze))
     if args.json:
         json.dump({"machine": machine(), "load_average_at_start": before["load_average_1m"],
                    "seed": args.seed, "cycles": args.cycles,
-                   "repeat": args.repeat, "results": [r.summary() for r in results]},
+                   "repeat": args.repeat, "gc_freeze": args.gc_freeze, "results": [r.summary() for r in results]},
                   sys.stdout, indent=2)
         print()
     else:
