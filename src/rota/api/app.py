@@ -12,22 +12,20 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from fastapi import Body, Depends, FastAPI, Header, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi import Body, Depends, FastAPI, Header, Query
 from pydantic import BaseModel, ConfigDict
 
 from rota.api import errors
 from rota.api.errors import Forbidden
-from rota.api.logs import check_request, log_chunks
+from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.models import event_view, job_view
 from rota.api.submit import parse_body
-from rota.api.uploads import DEFAULT_MAX_BYTES, TooLarge, Uploads
+from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
 from rota.api.views import nodes_view, queues_view
 from rota.core import InvalidSpec, JobState
-from rota.store import JobFilter, NotFound, Principal, Role, Store, TokenInfo, Unauthenticated
+from rota.store import JobFilter, NotFound, Principal, Role, Store, Unauthenticated
 
 log = logging.getLogger(__name__)
-MAX_KEY = 2 ** 62
 
 
 class ProjectBody(BaseModel):
@@ -161,56 +159,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         visible_job(job_id, who)
         return [event_view(e) for e in store.events(job_id, after, limit)]
 
-    @app.get("/v1/jobs/{job_id}/logs")
-    def logs(job_id: str, replica: int = Query(0, ge=0, le=MAX_KEY),
-             stream: str = Query("stdout"), follow: bool = False,
-             who: Principal = Depends(principal)) -> StreamingResponse:
-        """One replica's stdout or stderr; ``follow`` streams until the job ends."""
-        rec = visible_job(job_id, who)
-        check_request(rec, replica, stream, follow)
-        chunks = log_chunks(lambda: store.get_job(job_id), replica, stream, follow, log_poll_s)
-        return StreamingResponse(chunks, media_type="text/plain; charset=utf-8")
-
-    @app.post("/v1/uploads", status_code=201)
-    async def upload(request: Request, who: Principal = Depends(principal)) -> dict[str, Any]:
-        """A working directory as a tar.gz body (see ``rota.api.uploads``)."""
-        length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > uploads.max_bytes:
-            raise TooLarge(f"the upload ({length} bytes) is over the server's limit of "
-                           f"{uploads.max_bytes} bytes")
-        rec = await uploads.receive(request.stream(), who.user)
-        return {"id": rec.id, "size": rec.size, "sha256": rec.sha256, "files": rec.members}
-
-    @app.get("/v1/tokens")
-    def list_tokens(user: str | None = None,
-                    who: Principal = Depends(principal)) -> list[dict[str, Any]]:
-        """The caller's tokens; an operator may name another ``user``."""
-        target = _token_owner(who, user, store.list_users)
-        return [token_view(t) for t in store.list_tokens(target)]
-
-    @app.delete("/v1/tokens/{name}")
-    def revoke_token(name: str, user: str | None = None,
-                     who: Principal = Depends(principal)) -> dict[str, Any]:
-        target = _token_owner(who, user, store.list_users)
-        store.revoke_token(target, name)
-        return {"name": name, "user": target, "revoked": True}
-
+    add_io_routes(app, store, principal, visible_job, uploads, log_poll_s)
     return app
-
-
-def _token_owner(who: Principal, user: str | None, users: Callable[[], list[str]]) -> str:
-    if user is None or user == who.user:
-        return who.user
-    if not who.operator:
-        raise Forbidden("a member may list and revoke only its own tokens")
-    if user not in users():
-        raise NotFound("user", user)
-    return user
-
-
-def token_view(t: TokenInfo) -> dict[str, Any]:
-    return {"id": t.id, "name": t.name, "user": t.user, "role": str(t.role),
-            "display": t.display, "created_at": t.created_at, "revoked_at": t.revoked_at}
 
 
 def _states(values: list[str] | None) -> frozenset[JobState] | None:
