@@ -49,5 +49,8 @@ def store(data_dir: Path, clock: FakeClock, backend: LocalBackend) -> Iterator[S
 
 
 @pytest.fixture
-def loop(store: Store, backend: LocalBackend, data_dir: Path, clock: FakeClock) -> ControlLoop:
-    return ControlLoop(store, backend, build_policy("default"), data_dir, clock=clock)
+def loop(store: Store, backend: LocalBackend, data_dir: Path,
+         clock: FakeClock) -> Iterator[ControlLoop]:
+    loop = ControlLoop(store, backend, build_policy("default"), data_dir, clock=clock)
+    yield loop
+    loop.stop()

@@ -66,6 +66,17 @@ def drive(loop: ControlLoop, until: Callable[[], Any], what: str,
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def wait_until(until: Callable[[], Any], what: str, timeout: float = DEADLINE_S) -> Any:
+    """Wait for ``until()`` without running passes (a background loop runs them)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = until()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def state_is(store: Store, job_id: str, *states: JobState) -> Callable[[], JobRecord | None]:
     def check() -> JobRecord | None:
         rec = store.get_job(job_id)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from controlkit import drive, python, state_is, submit, workdir
+from controlkit import drive, python, state_is, submit, wait_until, workdir
 from rota.backends.local import LocalBackend
 from rota.control import ControlLoop
 from rota.core import JobState
@@ -107,6 +107,7 @@ def test_restarted_loop_adopts_running_and_records_finished_jobs(
     assert [h.job_id for h in fresh.tracked()] == [long]
     (workdir(data_dir, long) / "go").write_text("")
     drive(restarted, state_is(store, long, S.SUCCEEDED), "the long job to succeed")
+    restarted.stop()
 
 
 def _read(path: Path) -> str | None:
@@ -115,3 +116,15 @@ def _read(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     return text or None
+
+
+def test_background_loop_is_woken_by_a_submit_and_by_a_process_exit(store, loop,
+                                                                     data_dir) -> None:
+    loop.interval_s = 3600.0  # only wake-ups can trigger passes
+    loop.start()
+    job = submit(store, python("import os, time\nwhile not os.path.exists('go'): time.sleep(0.02)"))
+    loop.wake()  # what the API does after a submit
+    wait_until(state_is(store, job, S.RUNNING), "the woken loop to launch the job")
+    (workdir(data_dir, job) / "go").write_text("")
+    rec = wait_until(state_is(store, job, S.SUCCEEDED), "the exit to wake the loop")
+    assert rec.exit_code == 0
