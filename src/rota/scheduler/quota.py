@@ -35,8 +35,9 @@ class QuotaBook:
         self.usage: dict[Key, int] = defaultdict(int)
         self.pool: dict[Key, int] = defaultdict(int)
         self.pool_used: dict[Key, int] = defaultdict(int)
-        # answers of available() and refusals of check(), kept until the next charge()
-        self._available: dict[tuple, int | Reason | None] = {}
+        # answers of available() and refusals of check(), per (sharing group, flavour): a
+        # charge changes only the answers of its queue's group (its cohort, or itself alone)
+        self._answers: dict[tuple, dict[tuple, int | Reason | None]] = {}
         for q in queues.values():
             if q.cohort is None:
                 continue
@@ -57,11 +58,20 @@ class QuotaBook:
         """How much more of ``r`` queue may take in flavour ``f``; None means unlimited.
 
         Thousands of waiting jobs ask the same few questions between two charges, so answers
-        are remembered until the next charge."""
-        key = (queue, f, r)
-        if key not in self._available:
-            self._available[key] = self._compute_available(queue, f, r)
-        return self._available[key]
+        are remembered until a charge in the queue's group and flavour."""
+        answers = self._group_answers(queue, f)
+        key = (queue, r)
+        if key not in answers:
+            answers[key] = self._compute_available(queue, f, r)
+        return answers[key]  # type: ignore[return-value]
+
+    def _group_answers(self, queue: str, f: str) -> dict[tuple, int | Reason | None]:
+        cohort = self.queues[queue].cohort
+        group = ("cohort", cohort) if cohort is not None else ("queue", queue)
+        answers = self._answers.get((group, f))
+        if answers is None:
+            answers = self._answers[(group, f)] = {}
+        return answers
 
     def _compute_available(self, queue: str, f: str, r: str) -> int | None:
         q = self.queues[queue]
@@ -94,17 +104,18 @@ class QuotaBook:
         return None
 
     def _refusal(self, queue: str, f: str, r: str, amount: int, avail: int, nominal: int) -> Reason:
-        """The quota reason, one value per question until the next charge (like ``available``)."""
-        key = (queue, f, r, amount)
-        hit = self._available.get(key)
+        """The quota reason, one value per question, remembered like ``available``."""
+        answers = self._group_answers(queue, f)
+        key = (queue, r, amount)
+        hit = answers.get(key)
         if hit is None:
-            hit = self._available[key] = Reason(ReasonCode.QUOTA, r, amount, max(avail, 0),
-                                                nominal, f"queue {queue}, flavour {f}")
-        return hit
+            hit = answers[key] = Reason(ReasonCode.QUOTA, r, amount, max(avail, 0), nominal,
+                                        f"queue {queue}, flavour {f}")
+        return hit  # type: ignore[return-value]
 
     def charge(self, queue: str, f: str, demand: Mapping[str, int], sign: int) -> None:
         """Add (``sign=1``) or remove (``-1``) ``demand`` from the queue's usage in ``f``."""
-        self._available.clear()
+        self._group_answers(queue, f).clear()
         q = self.queues[queue]
         quota = q.quotas.get(f)
         for r, amount in demand.items():
