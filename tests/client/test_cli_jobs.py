@@ -152,3 +152,15 @@ def test_usage_per_project(server):
     assert json.loads(ok(server.rota("usage", "--json")))["vision"] == pytest.approx(7200, rel=0.01)
     table = ok(server.rota("usage"))
     assert "vision" in table and "2.00" in table
+
+
+def test_run_against_a_server_on_this_machine_runs_in_the_current_directory(server, tmp_path):
+    # like srun: with the server on loopback, `rota run -- python3 train.py` runs where you are
+    job = json.loads(ok(server.rota("run", "--json", "--", "python3", "hi.py", cwd=tmp_path)))
+    assert server.store.get_job(job["id"]).run["workdir"] == str(tmp_path)
+    up = tmp_path / "code"
+    up.mkdir()
+    (up / "hi.py").write_text("print('hi')\n")
+    job = json.loads(ok(server.rota("run", "--json", "--workdir", up, "--", "true", cwd=tmp_path)))
+    run = server.store.get_job(job["id"]).run
+    assert run["workdir"] is None and run["upload"]

@@ -96,7 +96,8 @@ def run(
     walltime: Optional[str] = typer.Option(None, "--walltime", help="Run-time limit (4h)."),
     replicas: int = typer.Option(1, "--replicas", help="Gang size: replicas start together."),
     workdir: Optional[Path] = typer.Option(None, "--workdir", help="A directory to upload and "
-                                           "run in."),
+                                           "run in. Default: with a server on this machine, "
+                                           "the current directory itself."),
     as_json: bool = typer.Option(False, "--json", help="Print the submitted job as JSON."),
 ) -> None:
     """Run one command as a job: rota run --gpus 1 -- python train.py --lr 3e-4"""
@@ -118,6 +119,8 @@ def run(
         if local is not None:
             from rota.cli.upload import upload_dir
             body["upload"] = upload_dir(client, local, quiet=as_json)["id"]
+        elif workdir is None and _on_this_machine(client.url):
+            body["workdir"] = str(Path.cwd())  # like srun: the job runs where you are
         job = client.submit(body)
     _submitted(job, as_json)
 
@@ -130,6 +133,11 @@ _OPTIONS = {"resources.gpu": "--gpus", "resources.cpu": "--cpu", "resources.memo
 
 def _option_field(exc: InvalidSpec) -> str:
     return f"{_OPTIONS.get(exc.field, exc.field)}: {exc.reason}"
+
+
+def _on_this_machine(url: str) -> bool:
+    from urllib.parse import urlsplit
+    return (urlsplit(url).hostname or "") in ("127.0.0.1", "localhost", "::1")
 
 
 def _name_of(program: str) -> str:
@@ -202,13 +210,18 @@ def logs(
     """Print a job's output (one replica's stdout, or stderr)."""
     remote.job_id(job)
     out = sys.stdout.buffer
+    wrote = False
     with talking() as client:
         try:
             for chunk in client.logs(job, replica, "stderr" if stderr else "stdout", follow):
                 out.write(chunk)
                 out.flush()
+                wrote = wrote or bool(chunk)
         except KeyboardInterrupt:
             pass
+    if not wrote and not stderr:
+        print(f"(nothing on standard output; rota logs {job} --stderr shows its errors)",
+              file=sys.stderr)
 
 
 def cancel(job: str = typer.Argument(..., metavar="ID")) -> None:
