@@ -58,7 +58,7 @@ def up(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
                         stream=sys.stderr)
-    for noisy in ("uvicorn.error", "uvicorn.access"):
+    for noisy in ("uvicorn.error", "uvicorn.access", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     chosen = resolve_policy(policy, None)
     if gpus and node_file:
