@@ -124,9 +124,10 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         sub = parse_body(body, who.user, upload_usable(who))
         if not who.may_see(sub.project):
             raise InvalidSpec("project", f"{who.user} is not a member of project {sub.project!r}")
-        job_id = store.submit(sub)
+        # membership is checked again in the insert's transaction: the principal may be cached
+        rec = store.submit_record(sub, member=not who.operator)
         changed()
-        return job_view(store.get_job(job_id))
+        return job_view(rec)
 
     @app.get("/v1/jobs")
     def list_jobs(project: list[str] | None = Query(None), state: list[str] | None = Query(None),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
@@ -23,7 +24,7 @@ from rota.core import IllegalTransition, InvalidSpec, Job, JobId, JobState, chec
 from rota.store import convert
 from rota.store.errors import Conflict, NotFound
 from rota.store.records import JobEvent, JobFilter, JobRecord, Page, Submission
-from rota.store.schema import job_events, jobs, projects, queues, users
+from rota.store.schema import job_events, jobs, memberships, projects, queues, users
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 MAX_PAGE = 1000
@@ -48,29 +49,43 @@ def job_key(job_id: object) -> int:
     return int(text)
 
 
-def submit(conn: Connection, sub: Submission, now: float) -> JobId:
-    _validate(conn, sub)
-    spec = convert.spec_json(sub)
-    result = conn.execute(insert(jobs).values(
+def submit(conn: Connection, sub: Submission, now: float, member: bool = False,
+           memo: dict[Any, Any] | None = None) -> JobRecord:
+    """Insert a new PENDING job and its ``submitted`` event; the stored record.
+
+    Everything is checked before anything is written (group commit relies on it). ``member``:
+    the user must be a member of the project, checked in this transaction. ``memo`` remembers,
+    for the rest of the transaction, which names were found, so a batch of submits to the same
+    project reads it once."""
+    _validate(conn, sub, member, {} if memo is None else memo)
+    values = dict(
         name=sub.name, project=sub.project, user=sub.user, queue=sub.queue,
-        priority=sub.priority, kind=str(sub.kind), replicas=sub.replicas, spec=spec,
-        state=str(JobState.PENDING), submit_time=now, reason="", cancel_requested=False,
-        attempts=0, version=1, updated_at=now))
-    key = result.inserted_primary_key[0]
+        priority=sub.priority, kind=str(sub.kind), replicas=sub.replicas,
+        spec=convert.spec_json(sub), state=str(JobState.PENDING), submit_time=now, reason="",
+        cancel_requested=False, attempts=0, version=1, updated_at=now)
+    key = conn.execute(insert(jobs).values(**values)).inserted_primary_key[0]
     _event(conn, key, now, "submitted", f"submitted by {sub.user} to queue {sub.queue}",
            {"project": sub.project, "queue": sub.queue})
-    return JobId(str(key))
+    return convert.record_from_row(SimpleNamespace(**{**_NULLS, **values, "id": key}))
 
 
-def _validate(conn: Connection, sub: Submission) -> None:
+_NULLS = {c.name: None for c in jobs.c}
+
+
+def _validate(conn: Connection, sub: Submission, member: bool, memo: dict[Any, Any]) -> None:
     check_name(sub.project, "project")
     check_name(sub.queue, "queue")
     check_name(sub.user, "user")
     check_name(sub.name, "name", required=False)
     for table, field, value in ((projects, "project", sub.project), (users, "user", sub.user),
                                 (queues, "queue", sub.queue)):
-        if conn.execute(select(table.c.name).where(table.c.name == value)).first() is None:
+        if not _found(conn, memo, (field, value), select(table.c.name)
+                      .where(table.c.name == value)):
             raise InvalidSpec(field, f"no {field} named {value!r}")
+    if member and not _found(conn, memo, ("member", sub.user, sub.project), select(
+            memberships.c.user).where(memberships.c.user == sub.user,
+                                      memberships.c.project == sub.project)):
+        raise InvalidSpec("project", f"{sub.user} is not a member of project {sub.project!r}")
     try:
         json.dumps(dict(sub.run), allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -78,6 +93,16 @@ def _validate(conn: Connection, sub: Submission) -> None:
     # the core job validates replicas, walltime and grace with field names
     Job(id=JobId("0"), project=sub.project, queue=sub.queue, request=sub.request,
         replicas=sub.replicas, walltime_s=sub.walltime_s, grace_s=sub.grace_s)
+
+
+def _found(conn: Connection, memo: dict[Any, Any], key: tuple[str, ...], query: Any) -> bool:
+    """Whether ``query`` finds a row, remembering only a row found (an absence is re-read)."""
+    if key in memo:
+        return True
+    if conn.execute(query).first() is None:
+        return False
+    memo[key] = True
+    return True
 
 
 def get(conn: Connection, job_id: object, lock: bool = False) -> Any:

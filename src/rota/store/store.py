@@ -2,7 +2,9 @@
 
 Transaction boundaries: every public method is exactly one transaction, committed before it
 returns (so a submitted job is durable when ``submit`` returns its id, and a decision is durable
-before the control loop acts on it). Writes run as write transactions (``BEGIN IMMEDIATE`` on
+before the control loop acts on it). Submits from concurrent threads share transactions: one
+writer thread commits whatever queued up while it was busy as one transaction and one fsync
+(``rota.store.group``); each caller still returns only once its own job is committed. Writes run as write transactions (``BEGIN IMMEDIATE`` on
 SQLite, row locks on PostgreSQL); ``snapshot`` reads one consistent view (a SQLite read
 transaction; ``REPEATABLE READ`` on PostgreSQL).
 
@@ -11,6 +13,12 @@ retried a few times on ``Conflict``; each retry re-reads the row and re-checks t
 
 Time: ``snapshot`` and ``apply`` take the cycle's ``now``; everything else stamps rows with the
 injected ``clock`` (``time.time`` by default).
+
+Authentication is cached for ``auth_ttl_s`` (``rota.store.authcache``); every write that changes
+what a principal is made of clears the cache once it has committed.
+
+Durability on SQLite: WAL with ``synchronous=FULL`` (``rota.store.engine``), so a commit that
+returned is in the log on disk and survives a kill of the process and a crash of the machine.
 """
 
 from __future__ import annotations
@@ -26,7 +34,9 @@ from rota.core import Flavor, JobId, JobState, Node, Project, Queue
 from rota.scheduler import Decisions, Snapshot, Usage
 from rota.store import admin, cycle, jobs
 from rota.store.engine import WRITE, make_engine, migrate, resolve_url
+from rota.store.authcache import DEFAULT_TTL_S, AuthCache
 from rota.store.errors import Conflict
+from rota.store.group import DEFAULT_MAX_BATCH, GroupCommit
 from rota.store.records import ApplyResult, JobEvent, JobFilter, JobRecord, Page, Submission
 from rota.store.tokens import IssuedToken, Principal, Role, TokenInfo
 
@@ -39,18 +49,22 @@ class Store:
     """Open with ``Store.open(url_or_data_dir)``: migrates the schema to the newest revision."""
 
     def __init__(self, url: str, clock: Callable[[], float] = time.time,
-                 usage_half_life_s: float = DEFAULT_HALF_LIFE_S) -> None:
+                 usage_half_life_s: float = DEFAULT_HALF_LIFE_S, auth_ttl_s: float = DEFAULT_TTL_S,
+                 max_batch: int = DEFAULT_MAX_BATCH) -> None:
         self.url = url
         self.clock = clock
         self.usage_half_life_s = usage_half_life_s
         self._engine = make_engine(url)
         self.revision = migrate(self._engine)
+        self._auth = AuthCache(auth_ttl_s)
+        self.group = GroupCommit(self._write, max_batch)
 
     @classmethod
     def open(cls, url_or_path: str | Path, **kwargs: Any) -> Store:
         return cls(resolve_url(url_or_path), **kwargs)
 
     def close(self) -> None:
+        self.group.close()
         self._engine.dispose()
 
     def __enter__(self) -> Store:
@@ -106,6 +120,7 @@ class Store:
             admin.create_user(conn, name, self.clock())
             for project in projects:
                 admin.add_member(conn, name, project)
+        self._auth.invalidate()
 
     def list_users(self) -> list[str]:
         with self._read() as conn:
@@ -114,10 +129,12 @@ class Store:
     def add_member(self, user: str, project: str) -> None:
         with self._write() as conn:
             admin.add_member(conn, user, project)
+        self._auth.invalidate()
 
     def remove_member(self, user: str, project: str) -> None:
         with self._write() as conn:
             admin.remove_member(conn, user, project)
+        self._auth.invalidate()
 
     def issue_token(self, user: str, name: str, role: Role | str = Role.MEMBER) -> IssuedToken:
         """A new token; its plaintext is in the result and nowhere else, ever."""
@@ -129,13 +146,21 @@ class Store:
             return admin.list_tokens(conn, user)
 
     def revoke_token(self, user: str, name: str) -> None:
-        with self._write() as conn:
-            admin.revoke_token(conn, user, name, self.clock())
+        try:
+            with self._write() as conn:
+                admin.revoke_token(conn, user, name, self.clock())
+        finally:
+            self._auth.invalidate()
 
     def authenticate(self, token: object) -> Principal:
-        """The principal of a valid token; ``Unauthenticated`` otherwise."""
-        with self._read() as conn:
-            return admin.authenticate(conn, token)
+        """The principal of a valid token; ``Unauthenticated`` otherwise. A success is cached
+        for ``auth_ttl_s`` (see ``rota.store.authcache``)."""
+        def load() -> Principal:
+            with self._read() as conn:
+                return admin.authenticate(conn, token)
+        if not isinstance(token, str):
+            return load()
+        return self._auth.get(token, load)
 
     # configuration and inventory
     def put_flavor(self, flavor: Flavor) -> None:
@@ -171,10 +196,15 @@ class Store:
             return admin.list_nodes(conn)
 
     # jobs
-    def submit(self, submission: Submission) -> JobId:
-        """Store a new PENDING job; durable when the id is returned."""
-        with self._write() as conn:
-            return jobs.submit(conn, submission, self.clock())
+    def submit(self, submission: Submission, member: bool = False) -> JobId:
+        """Store a new PENDING job; durable when the id is returned. ``member``: refuse it
+        unless its user is a member of its project (checked in the same transaction)."""
+        return JobId(self.submit_record(submission, member).id)
+
+    def submit_record(self, submission: Submission, member: bool = False) -> JobRecord:
+        """``submit``, returning the stored record (no second read)."""
+        return self.group.run(lambda conn, memo: jobs.submit(
+            conn, submission, self.clock(), member, memo))
 
     def get_job(self, job_id: str) -> JobRecord:
         with self._read() as conn:
