@@ -119,6 +119,7 @@ class Job:
     flavor: str | None = None
     started_at: float | None = None
     labels: tuple[tuple[str, str], ...] = field(default=())
+    attained_gpu_s: float = 0.0  # GPU-seconds run in earlier attempts (preempted, requeued)
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -146,6 +147,16 @@ class Job:
         if self.started_at is None or self.walltime_s is None:
             return None
         return self.started_at + self.walltime_s
+
+    @property
+    def gpus(self) -> float:
+        """GPUs the whole gang holds while it runs (fractions count as such)."""
+        return self.replicas * self.request.gpu.milli / 1000
+
+    def attained(self, now: float) -> float:
+        """GPU-seconds of service received by ``now``: earlier attempts plus the current one."""
+        running = 0.0 if self.started_at is None else max(0.0, now - self.started_at)
+        return self.attained_gpu_s + self.gpus * running
 
     def total(self) -> dict[str, int]:
         """The quota vector of the whole gang."""

@@ -105,6 +105,12 @@ class Cycle:
         by_index = {d.index: d.model for d in node.node.devices}
         return [by_index[d.index] for d in rep.devices if d.index in by_index]
 
+    def priority_of(self, job: Job) -> float:
+        """The priority preemption compares: the ordering plugin's effective priority of the
+        job where the plugin defines one, else the job's own priority."""
+        effective = getattr(self.policy.order, "effective_priority", None)
+        return job.priority if effective is None else effective(job, self.now)
+
     def _count(self, job: Job, sign: int) -> None:
         alloc = self._alloc[job.project]
         for r, v in job.total().items():

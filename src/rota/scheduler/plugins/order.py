@@ -2,7 +2,9 @@
 
 ``sequence(jobs, view)`` is a generator. The cycle tries each job it yields before asking for
 the next, so a plugin may look at ``view`` (what is allocated now, including placements made
-earlier in this cycle) to decide. ``blocking`` plugins stop a queue at its first job that
+earlier in this cycle) to decide. ``pending_key(job)`` is a job's place in the order while it
+waits (for the fairness orderings: its place among its project's jobs); a caller that keeps a
+long backlog sorted by it may hand a cycle only the head of each project's backlog. ``blocking`` plugins stop a queue at its first job that
 cannot start (strict FIFO); the others let later jobs go ahead.
 """
 
@@ -44,6 +46,8 @@ class StrictFifo:
     def __init__(self, args: NoArgs) -> None:
         pass
 
+    pending_key = staticmethod(fifo_key)
+
     def sequence(self, jobs: Sequence[Job], view: OrderView) -> Iterator[Job]:
         yield from sorted(jobs, key=fifo_key)
 
@@ -59,6 +63,7 @@ class BestEffortFifo(StrictFifo):
 @register("order")
 class Lifo(BestEffortFifo):
     name = "lifo"
+    pending_key = staticmethod(lambda j: (-j.submit_time, j.id))
 
     def sequence(self, jobs: Sequence[Job], view: OrderView) -> Iterator[Job]:
         yield from sorted(jobs, key=lambda j: (-j.submit_time, j.id))
@@ -69,6 +74,7 @@ class Priority(BestEffortFifo):
     """Highest priority first, submission order among equals."""
 
     name = "priority"
+    pending_key = staticmethod(priority_key)
 
     def sequence(self, jobs: Sequence[Job], view: OrderView) -> Iterator[Job]:
         yield from sorted(jobs, key=priority_key)
@@ -78,6 +84,8 @@ class ProjectRoundRobin(BestEffortFifo):
     """Base of the fairness orderings: each project's jobs in priority order, and the project
     with the lowest ``key`` goes next. Keys are recomputed after every job, so a placement
     made in this cycle counts at once (progressive filling)."""
+
+    pending_key = staticmethod(priority_key)
 
     def key(self, project: str, view: OrderView) -> float:
         raise NotImplementedError

@@ -1,7 +1,8 @@
 """Preemption: evict the fewest jobs that let a blocked job start.
 
 Who may be evicted (Kueue's rules): preemptible jobs of the same queue with lower priority
-(``within_queue: lower-priority``), and jobs of other queues in the cohort that are borrowing
+(``within_queue: lower-priority``; the priority is the ordering plugin's effective priority
+where it defines one, e.g. least attained service, else the job's own), and jobs of other queues in the cohort that are borrowing
 in the flavour, when the preemptor's queue stays within its nominal quota
 (``reclaim_within_cohort: any | lower-priority``). Jobs already being preempted count as free
 victims: their space is on its way back.
@@ -39,8 +40,8 @@ class Plan:
     flavor: str
     placement: Placement
 
-    def rank(self) -> tuple:
-        return (len(self.victims), sorted(v.priority for v in self.victims),
+    def rank(self, priority_of) -> tuple:
+        return (len(self.victims), sorted(priority_of(v) for v in self.victims),
                 [-(v.started_at or 0.0) for v in self.victims])
 
 
@@ -59,22 +60,23 @@ class MinimalVictims:
         own = queues[job.queue]
         fits_nominal = book_within_nominal(book, job, flavor)
         out = []
+        prio, mine = cycle.priority_of, cycle.priority_of(job)
         for v in cycle.evictable:
             if v.state is JobState.PREEMPTING:
                 out.append(v)
             elif not v.preemptible:
                 continue
             elif v.queue == job.queue:
-                if own.within_queue is WithinQueue.LOWER_PRIORITY and v.priority < job.priority:
+                if own.within_queue is WithinQueue.LOWER_PRIORITY and prio(v) < mine:
                     out.append(v)
             elif (own.cohort is not None and queues[v.queue].cohort == own.cohort
                   and v.flavor == flavor and fits_nominal):
                 policy = own.reclaim_within_cohort
                 if policy is ReclaimWithinCohort.ANY or (
-                        policy is ReclaimWithinCohort.LOWER_PRIORITY and v.priority < job.priority):
+                        policy is ReclaimWithinCohort.LOWER_PRIORITY and prio(v) < mine):
                     out.append(v)
         out.sort(key=lambda v: (v.state is not JobState.PREEMPTING, v.queue == job.queue,
-                                v.priority, -(v.started_at or 0.0), v.id))
+                                prio(v), -(v.started_at or 0.0), v.id))
         return out
 
     def find(self, cycle, job: Job, capped: bool = False) -> Plan | None:
@@ -98,7 +100,7 @@ class MinimalVictims:
             plans = [p for p in (self.trial(cycle, job, flavor, shape, o, capped, matters)
                                  for o in orders) if p]
             if plans:
-                return min(plans, key=Plan.rank)
+                return min(plans, key=lambda p: p.rank(cycle.priority_of))
         return None
 
     def trial(self, cycle, job: Job, flavor: str, shape, order: list[Job], capped: bool,
