@@ -22,6 +22,7 @@ Every run uses temporary XDG and data directories and kills what it started.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import platform
@@ -36,6 +37,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -79,9 +81,18 @@ class Server:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the server process has used so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
     def close(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+        self.kill()
         kill_everything_under(self.data)
         self.log.close()
 
@@ -122,38 +133,85 @@ def latency(jobs: int) -> dict[str, Any]:
 
 
 def throughput(jobs: int, db: str, clients: int) -> dict[str, Any]:
+    """``clients`` threads, each with its own keep-alive connection, submit until ``jobs``
+    submits were answered; only 201 answers count. The server is then killed (SIGKILL) and
+    the database read: every acknowledged id must be there, exactly once."""
     url = postgres_database() if db == "postgres" else None
     try:
         with server(url) as s:
-            body = job_body([sys.executable, "-c", "import time; time.sleep(600)"])
-            counter, lock, failures = iter(range(jobs)), threading.Lock(), []
-
-            def work() -> None:
-                with httpx.Client(base_url=str(s.client.base_url), headers=s.client.headers,
-                                  timeout=60) as c:
-                    while True:
-                        with lock:
-                            if next(counter, None) is None:
-                                return
-                        reply = c.post("/v1/jobs", json=body)
-                        if reply.status_code != 201:
-                            failures.append(reply.text)
-
-            threads = [threading.Thread(target=work) for _ in range(clients)]
-            start = time.perf_counter()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            wall = time.perf_counter() - start
+            cpu0, own0 = s.cpu_s(), time.process_time()
+            run = _burst(s, jobs, clients)
+            server_cpu, client_cpu = s.cpu_s() - cpu0, time.process_time() - own0
             rss = s.rss_mib()
+            loadavg = os.getloadavg()
+            s.kill()
+            stored = _stored_ids(url or f"sqlite:///{s.data / 'rota.db'}")
     finally:
         if url:
             drop_database(url)
+    acked, failures, lat, wall = run
     if failures:
         raise SystemExit(f"{len(failures)} submits failed, first: {failures[0]}")
-    return {"scenario": "throughput", "db": db, "jobs": jobs, "clients": clients,
-            "wall_s": wall, "jobs_per_s": jobs / wall, "rss_after_mib": rss}
+    missing = set(acked) - stored
+    if missing or len(set(acked)) != len(acked):
+        raise SystemExit(f"{len(missing)} acknowledged jobs are missing after a kill, "
+                         f"{len(acked) - len(set(acked))} ids were acknowledged twice")
+    lat.sort()
+    return {"scenario": "throughput", "db": db, "jobs": len(acked), "clients": clients,
+            "wall_s": wall, "jobs_per_s": len(acked) / wall, "rss_after_mib": rss,
+            "stored": len(stored), "p50_ms": statistics.median(lat) * 1000,
+            "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000,
+            "loadavg_1m": loadavg[0], "server_cpu_ms_per_job": server_cpu * 1000 / len(acked),
+            "client_cpu_ms_per_job": client_cpu * 1000 / len(acked)}
+
+
+def _burst(s: Server, jobs: int, clients: int) -> tuple[list[str], list[str], list[float], float]:
+    body = json.dumps(job_body([sys.executable, "-c", "import time; time.sleep(600)"])).encode()
+    base = urlsplit(str(s.client.base_url))
+    headers = {"Authorization": s.client.headers["Authorization"],
+               "Content-Type": "application/json"}
+    counter, lock = iter(range(jobs)), threading.Lock()
+    acked: list[str] = []
+    failures: list[str] = []
+    lat: list[float] = []
+
+    def work() -> None:
+        conn = http.client.HTTPConnection(base.hostname, base.port, timeout=60)
+        try:
+            while True:
+                with lock:
+                    if next(counter, None) is None:
+                        return
+                t0 = time.perf_counter()
+                conn.request("POST", "/v1/jobs", body, headers)
+                reply = conn.getresponse()
+                data = reply.read()
+                took = time.perf_counter() - t0
+                if reply.status == 201:
+                    acked.append(json.loads(data)["id"])
+                    lat.append(took)
+                else:
+                    failures.append(f"{reply.status} {data[:200]!r}")
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=work) for _ in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return acked, failures, lat, time.perf_counter() - start
+
+
+def _stored_ids(url: str) -> set[str]:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        ids = {str(r[0]) for r in conn.execute(text("SELECT id FROM jobs"))}
+    engine.dispose()
+    return ids
 
 
 def memory(idle_s: float) -> dict[str, Any]:
@@ -193,7 +251,11 @@ def row(r: dict[str, Any]) -> str:
                 f"p99 {r['p99_s'] * 1000:.0f} ms (max {r['max_s'] * 1000:.0f} ms) |")
     if r["scenario"] == "throughput":
         return (f"| API submit, {r['db']}, {r['jobs']:,} jobs, {r['clients']} clients | "
-                f"{r['jobs_per_s']:.0f} jobs/s ({r['wall_s']:.1f} s; RSS after {r['rss_after_mib']:.0f} MiB) |")
+                f"{r['jobs_per_s']:.0f} jobs/s ({r['wall_s']:.1f} s; p50 {r['p50_ms']:.1f} ms, "
+                f"p99 {r['p99_ms']:.1f} ms; {r['stored']:,} in the database after kill -9; "
+                f"RSS after {r['rss_after_mib']:.0f} MiB; CPU per job: server "
+                f"{r['server_cpu_ms_per_job']:.2f} ms, client {r['client_cpu_ms_per_job']:.2f} ms; "
+                f"load {r['loadavg_1m']:.1f}) |")
     return f"| idle control plane, {r['idle_s']:.0f} s after start | RSS {r['rss_mib']:.0f} MiB |"
 
 
@@ -202,7 +264,7 @@ def main() -> None:
     ap.add_argument("scenario", choices=["latency", "throughput", "memory", "all"])
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
-    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--idle", type=float, default=10.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

@@ -8,11 +8,14 @@ Time (usage decay) comes from the injected ``clock``; the store stamps rows with
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from fastapi import Body, Depends, FastAPI, Header, Query
+from fastapi import Body, Depends, FastAPI, Header, Query, Response
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict
 
 from rota.api import errors
@@ -58,11 +61,14 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             except Exception:  # the change is durable; a failed wake-up only delays it
                 log.exception("on_change failed")
 
-    def principal(authorization: str | None = Header(None)) -> Principal:
+    async def principal(authorization: str | None = Header(None)) -> Principal:
+        """Answered from the store's cache on the event loop when it can be; a lookup in the
+        database runs on a worker thread."""
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise Unauthenticated("send Authorization: Bearer <token>")
-        return store.authenticate(token.strip())
+        token = token.strip()
+        return store.cached_principal(token) or await run_in_threadpool(store.authenticate, token)
 
     def operator(who: Principal = Depends(principal)) -> Principal:
         if not who.operator:
@@ -119,15 +125,18 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         return usable
 
     @app.post("/v1/jobs", status_code=201)
-    def submit(body: Any = Body(...), who: Principal = Depends(principal)) -> dict[str, Any]:
-        """A job file as JSON (see ``rota.api.submit``)."""
+    async def submit(body: Any = Body(...), who: Principal = Depends(principal)) -> Response:
+        """A job file as JSON (see ``rota.api.submit``). Runs on the event loop: validation is
+        pure, and the insert is awaited (group commit, ``rota.store.group``) without holding a
+        worker thread; the answer comes once the job is committed."""
         sub = parse_body(body, who.user, upload_usable(who))
         if not who.may_see(sub.project):
             raise InvalidSpec("project", f"{who.user} is not a member of project {sub.project!r}")
         # membership is checked again in the insert's transaction: the principal may be cached
-        rec = store.submit_record(sub, member=not who.operator)
+        rec = await asyncio.wrap_future(store.submit_future(sub, member=not who.operator))
         changed()
-        return job_view(rec)
+        return Response(json.dumps(job_view(rec), allow_nan=False), 201,
+                        media_type="application/json")
 
     @app.get("/v1/jobs")
     def list_jobs(project: list[str] | None = Query(None), state: list[str] | None = Query(None),

@@ -56,6 +56,14 @@ class AuthCache:
                 self._entries[key] = (principal, self._now() + self.ttl_s)
         return principal
 
+    def peek(self, token: str) -> Principal | None:
+        """The cached principal of ``token``, or None when not cached (or expired)."""
+        if self.ttl_s == 0:
+            return None
+        with self._lock:
+            hit = self._entries.get(token_hash(token))
+        return hit[0] if hit is not None and hit[1] > self._now() else None
+
     def invalidate(self) -> None:
         with self._lock:
             self._entries.clear()

@@ -79,6 +79,11 @@ class GroupCommit:
 
     def run(self, fn: Callable[[Connection, dict[Any, Any]], R]) -> R:
         """Run ``fn`` in the next batch; its result once the batch has committed."""
+        return self.start(fn).result()
+
+    def start(self, fn: Callable[[Connection, dict[Any, Any]], R]) -> Future:
+        """Queue ``fn`` for the next batch; the future resolves once the batch has committed
+        (for callers that must not block a thread, such as an event loop)."""
         pending: _Pending[R] = _Pending(fn)
         with self._lock:
             if self._closed:
@@ -87,7 +92,7 @@ class GroupCommit:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
             self._queue.put(pending)
-        return pending.future.result()
+        return pending.future
 
     def close(self) -> None:
         """Finish what is queued, then stop the writer. Idempotent."""

@@ -18,7 +18,7 @@ import re
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from rota.core import IllegalTransition, InvalidSpec, Job, JobId, JobState, check_transition
 from rota.store import convert
@@ -63,13 +63,16 @@ def submit(conn: Connection, sub: Submission, now: float, member: bool = False,
         priority=sub.priority, kind=str(sub.kind), replicas=sub.replicas,
         spec=convert.spec_json(sub), state=str(JobState.PENDING), submit_time=now, reason="",
         cancel_requested=False, attempts=0, version=1, updated_at=now)
-    key = conn.execute(insert(jobs).values(**values)).inserted_primary_key[0]
+    key = conn.execute(_INSERT_JOB, values).inserted_primary_key[0]
     _event(conn, key, now, "submitted", f"submitted by {sub.user} to queue {sub.queue}",
            {"project": sub.project, "queue": sub.queue})
     return convert.record_from_row(SimpleNamespace(**{**_NULLS, **values, "id": key}))
 
 
 _NULLS = {c.name: None for c in jobs.c}
+# built once: a statement built per call costs more than running it (parameters vary only)
+_INSERT_JOB = insert(jobs)
+_INSERT_EVENT = insert(job_events)
 
 
 def _validate(conn: Connection, sub: Submission, member: bool, memo: dict[Any, Any]) -> None:
@@ -77,14 +80,10 @@ def _validate(conn: Connection, sub: Submission, member: bool, memo: dict[Any, A
     check_name(sub.queue, "queue")
     check_name(sub.user, "user")
     check_name(sub.name, "name", required=False)
-    for table, field, value in ((projects, "project", sub.project), (users, "user", sub.user),
-                                (queues, "queue", sub.queue)):
-        if not _found(conn, memo, (field, value), select(table.c.name)
-                      .where(table.c.name == value)):
+    for field, value in (("project", sub.project), ("user", sub.user), ("queue", sub.queue)):
+        if not _found(conn, memo, field, {"name": value}):
             raise InvalidSpec(field, f"no {field} named {value!r}")
-    if member and not _found(conn, memo, ("member", sub.user, sub.project), select(
-            memberships.c.user).where(memberships.c.user == sub.user,
-                                      memberships.c.project == sub.project)):
+    if member and not _found(conn, memo, "member", {"user": sub.user, "project": sub.project}):
         raise InvalidSpec("project", f"{sub.user} is not a member of project {sub.project!r}")
     try:
         json.dumps(dict(sub.run), allow_nan=False)
@@ -95,11 +94,22 @@ def _validate(conn: Connection, sub: Submission, member: bool, memo: dict[Any, A
         replicas=sub.replicas, walltime_s=sub.walltime_s, grace_s=sub.grace_s)
 
 
-def _found(conn: Connection, memo: dict[Any, Any], key: tuple[str, ...], query: Any) -> bool:
-    """Whether ``query`` finds a row, remembering only a row found (an absence is re-read)."""
+_LOOKUPS = {
+    "project": select(projects.c.name).where(projects.c.name == bindparam("name")),
+    "user": select(users.c.name).where(users.c.name == bindparam("name")),
+    "queue": select(queues.c.name).where(queues.c.name == bindparam("name")),
+    "member": select(memberships.c.user).where(memberships.c.user == bindparam("user"),
+                                               memberships.c.project == bindparam("project")),
+}
+
+
+def _found(conn: Connection, memo: dict[Any, Any], kind: str, params: dict[str, str]) -> bool:
+    """Whether the ``kind`` lookup finds a row, remembering only a row found (an absence is
+    read again: it may be the one a caller fixes)."""
+    key = (kind, *params.values())
     if key in memo:
         return True
-    if conn.execute(query).first() is None:
+    if conn.execute(_LOOKUPS[kind], params).first() is None:
         return False
     memo[key] = True
     return True
@@ -156,8 +166,8 @@ def write(conn: Connection, row: Any, now: float, kind: str, message: str,
 
 def _event(conn: Connection, key: int, now: float, kind: str, message: str,
            data: dict[str, Any]) -> None:
-    conn.execute(insert(job_events).values(job=key, time=now, kind=kind, message=message,
-                                           data=data))
+    conn.execute(_INSERT_EVENT, {"job": key, "time": now, "kind": kind, "message": message,
+                                 "data": data})
 
 
 def move(conn: Connection, row: Any, new: JobState, now: float, message: str = "",

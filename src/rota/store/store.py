@@ -24,6 +24,7 @@ returned is in the log on disk and survives a kill of the process and a crash of
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, TypeVar
@@ -162,6 +163,10 @@ class Store:
             return load()
         return self._auth.get(token, load)
 
+    def cached_principal(self, token: str) -> Principal | None:
+        """The principal of ``token`` if the cache holds it now; None: call ``authenticate``."""
+        return self._auth.peek(token)
+
     # configuration and inventory
     def put_flavor(self, flavor: Flavor) -> None:
         with self._write() as conn:
@@ -203,7 +208,12 @@ class Store:
 
     def submit_record(self, submission: Submission, member: bool = False) -> JobRecord:
         """``submit``, returning the stored record (no second read)."""
-        return self.group.run(lambda conn, memo: jobs.submit(
+        return self.submit_future(submission, member).result()
+
+    def submit_future(self, submission: Submission, member: bool = False) -> Future:
+        """``submit_record`` without blocking: a future of the record, resolved once the job
+        is committed (``asyncio.wrap_future`` awaits it)."""
+        return self.group.start(lambda conn, memo: jobs.submit(
             conn, submission, self.clock(), member, memo))
 
     def get_job(self, job_id: str) -> JobRecord:
