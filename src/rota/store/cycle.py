@@ -14,17 +14,23 @@ victim that already finished) fails ``check_transition`` and is dropped, reporte
 ``ApplyResult.stale``; the others still apply. Dropping is always safe: a dropped bind only
 leaves capacity free, and a preemptor is never bound in the cycle that evicts for it.
 
+Cost per cycle: a snapshot reads the ``(id, version)`` of every live job and builds a core
+``Job`` only for rows whose version ``JobCache`` has not seen (a new job, a job that moved);
+the cache keeps only the jobs of the latest snapshot. ``apply`` rewrites a waiting job's
+reasons only when they changed.
+
 Usage is GPU-seconds per project, decayed with a half-life: stored as (amount, as_of), and
 ``amount * 0.5 ** ((now - as_of) / half_life)`` at a later ``now``.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from sqlalchemy import Connection, select, update
 
-from rota.core import ANY_FLAVOR, Flavor, IllegalTransition, JobState, Project
+from rota.core import ANY_FLAVOR, Flavor, IllegalTransition, Job, JobState, Project
 from rota.scheduler import Decisions, Reason, Snapshot, Usage
 from rota.store import convert
 from rota.store import jobs as job_rows
@@ -35,19 +41,49 @@ from rota.store.schema import flavors, jobs, nodes, projects, queues, usage
 LIVE_STATES = tuple(str(s) for s in JobState if s is JobState.PENDING or s.holds_resources)
 
 
-def snapshot(conn: Connection) -> Snapshot:
+# what a core job is made of: every column but the store's own notes
+_JOB_COLUMNS = [c for c in jobs.c if c.name not in ("wait_reasons", "backend_handle")]
+_CHUNK = 500  # ids per ``IN`` list
+
+
+class JobCache:
+    """Core jobs by id with the row ``version`` they were built from. Every write to a job row
+    bumps its version (``rota.store.jobs``), so an equal version is an equal job."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[int, tuple[int, Job]] = {}
+        self._lock = threading.Lock()
+
+    def live(self, conn: Connection) -> tuple[Job, ...]:
+        """The live jobs of this transaction, in id order; reads in full only the rows whose
+        version is not cached, and forgets the jobs that are no longer live."""
+        versions = conn.execute(select(jobs.c.id, jobs.c.version)
+                                .where(jobs.c.state.in_(LIVE_STATES)).order_by(jobs.c.id)).all()
+        with self._lock:
+            known = dict(self._jobs)
+        stale = [key for key, version in versions
+                 if key not in known or known[key][0] != version]
+        for start in range(0, len(stale), _CHUNK):
+            for r in conn.execute(select(*_JOB_COLUMNS)
+                                  .where(jobs.c.id.in_(stale[start:start + _CHUNK]))):
+                known[r.id] = (r.version, convert.job_from_row(r))
+        fresh = {key: known[key] for key, _ in versions}
+        with self._lock:
+            self._jobs = fresh
+        return tuple(job for _, job in fresh.values())
+
+
+def snapshot(conn: Connection, cache: JobCache | None = None) -> Snapshot:
     """Everything ``run_cycle`` reads, as of this transaction."""
     flavor_map: dict[str, Flavor] = {ANY_FLAVOR: Flavor(ANY_FLAVOR)}
     flavor_map.update({r.name: convert.flavor_from_row(r)
                        for r in conn.execute(select(flavors).order_by(flavors.c.name))})
-    job_rows_ = conn.execute(select(jobs).where(jobs.c.state.in_(LIVE_STATES))
-                             .order_by(jobs.c.id)).all()
     return Snapshot(
         nodes=tuple(convert.node_from_row(r)
                     for r in conn.execute(select(nodes).order_by(nodes.c.name))),
         queues={r.name: convert.queue_from_row(r)
                 for r in conn.execute(select(queues).order_by(queues.c.name))},
-        jobs=tuple(convert.job_from_row(r) for r in job_rows_),
+        jobs=(cache or JobCache()).live(conn),
         projects={r.name: Project(r.name, r.weight)
                   for r in conn.execute(select(projects).order_by(projects.c.name))},
         flavors=flavor_map,
@@ -71,8 +107,9 @@ def apply(conn: Connection, decisions: Decisions, now: float) -> ApplyResult:
         except NotFound as exc:
             stale[job_id] = exc.message
     # lock every row this cycle touches, in key order, so concurrent writers cannot deadlock
-    rows = {r.id: r for r in conn.execute(select(jobs).where(jobs.c.id.in_(sorted(keys.values())))
-                                          .order_by(jobs.c.id).with_for_update())}
+    rows = {r.id: r for r in conn.execute(
+        select(jobs.c.id, jobs.c.state, jobs.c.wait_reasons, jobs.c.estimated_start)
+        .where(jobs.c.id.in_(sorted(keys.values()))).order_by(jobs.c.id).with_for_update())}
     stale.update({j: f"no job {j!r}" for j, k in keys.items() if k not in rows})
     done: dict[str, list[str]] = {"bound": [], "preempted": [], "rejected": [], "waiting": []}
 
@@ -109,10 +146,14 @@ def apply(conn: Connection, decisions: Decisions, now: float) -> ApplyResult:
     for w in decisions.waits:
         if w.job in stale:
             continue
+        reasons, row = convert.reasons_json(w.reasons), rows[keys[w.job]]
+        if (row.state == str(JobState.PENDING) and row.wait_reasons == reasons
+                and row.estimated_start == w.estimated_start):
+            done["waiting"].append(w.job)  # already recorded by an earlier cycle
+            continue
         result = conn.execute(update(jobs).where(jobs.c.id == keys[w.job],
                                                  jobs.c.state == str(JobState.PENDING))
-                              .values(wait_reasons=convert.reasons_json(w.reasons),
-                                      estimated_start=w.estimated_start))
+                              .values(wait_reasons=reasons, estimated_start=w.estimated_start))
         if result.rowcount == 1:
             done["waiting"].append(w.job)
         else:

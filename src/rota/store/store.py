@@ -58,6 +58,7 @@ class Store:
         self._engine = make_engine(url)
         self.revision = migrate(self._engine)
         self._auth = AuthCache(auth_ttl_s)
+        self._jobs = cycle.JobCache()
         self.group = GroupCommit(self._write, max_batch)
 
     @classmethod
@@ -255,7 +256,7 @@ class Store:
         """Everything ``run_cycle`` reads. ``now`` is the cycle's time; usage is handed over
         as stored (decayed to its ``as_of``): the fair-share plugin decays it to ``now``."""
         with self._read() as conn:
-            return cycle.snapshot(conn)
+            return cycle.snapshot(conn, self._jobs)
 
     def apply(self, decisions: Decisions, now: float) -> ApplyResult:
         """Persist one cycle's decisions in one transaction (see ``rota.store.cycle``)."""
