@@ -1,0 +1,347 @@
+"""Time replay of a job trace on a virtual clock, driving the control plane's ``run_cycle``.
+
+Vocabulary:
+- *event*: a job arrives (at its submission time, seconds from the first submission) or ends
+  (its start plus its remaining run time). Events of the same second are handled together,
+  then one *cycle* runs: a snapshot of the cluster goes to ``run_cycle`` and its decisions are
+  applied with ``apply_decisions`` (binds start jobs, victims of preemption go back to pending
+  at once, with their remaining run time: checkpoint and restore).
+- *queue depth* ``K``: pending jobs wait in one sorted list per project, by a key that does not
+  change while they wait (``DEPTH_KEYS``: submission time, remaining run time, LAS level); a
+  cycle sees only the first ``K`` of each list (as Slurm's ``default_queue_depth``). When a
+  cycle used up every candidate of some project and that project has more, another cycle runs
+  at the same second.
+- *skipped cycle*: one that cannot change anything, so it is not run: nothing pending; or
+  the policy does not preempt and the free GPUs are fewer than the smallest pending gang; or
+  the order is strict, there is one queue, nothing ended since the last cycle and that cycle
+  started nothing (new arrivals queue behind the blocked head).
+
+Invariants: a job is pending, running, finished or rejected, once; GPUs allocated never
+exceed the cluster's; the scheduling decisions are ``run_cycle``'s alone (no policy logic
+here beyond which ``K`` jobs of each project it is shown).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import random
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from rota.core import (
+    GpuDevice, GpuRequest, InvalidSpec, Job, JobId, Node,
+    NodeName, Project, Queue, ReplicaRequest,
+)
+from rota.scheduler import Policy, Snapshot, Usage, apply_decisions, build_policy, run_cycle
+from rota.simulator.philly import NODE_GPUS, PhillyJob, gang
+
+QUEUE = "philly"
+GPU_MODEL, GPU_MEMORY_MIB = "P100", 16384
+# policy name -> (policy spec, depth key, walltime the job carries)
+POLICIES: dict[str, tuple[dict[str, Any], str, str]] = {
+    "fifo": ({"preset": "fifo"}, "submit", "estimate"),
+    "besteffort": ({"preset": "besteffort"}, "submit", "estimate"),
+    "easy": ({"preset": "fifo", "backfill": "easy"}, "submit", "estimate"),
+    "sjf": ({"preset": "besteffort", "order": "shortest-first"}, "remaining", "oracle"),
+    "las": ({"preset": "besteffort", "order": "las", "preemption": "minimal-victims"},
+            "las", "estimate"),
+    "fair": ({"preset": "fair"}, "submit", "estimate"),
+    "fairshare": ({"preset": "fairshare"}, "submit", "estimate"),
+}
+DEFAULT_LAS_THRESHOLDS = (3600.0,)
+END, LEVEL = 0, 1  # kinds of timed events: a job ends; a running job crosses a LAS threshold
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayConfig:
+    gpus: int
+    depth: int = 16
+    walltime_noise: float = 1.0
+    restart_overhead_s: float = 0.0
+    seed: int = 0
+    quotas: Mapping[str, Queue] | None = None  # VC -> its queue; None: one queue, no quota
+
+    def __post_init__(self) -> None:
+        if self.gpus < NODE_GPUS or self.gpus % NODE_GPUS:
+            raise InvalidSpec("gpus", f"must be a positive multiple of {NODE_GPUS}, got {self.gpus}")
+        if self.depth < 1:
+            raise InvalidSpec("depth", f"must be at least 1, got {self.depth}")
+        if not (math.isfinite(self.walltime_noise) and self.walltime_noise >= 1):
+            raise InvalidSpec("walltime_noise", f"must be >= 1, got {self.walltime_noise}")
+        if not (math.isfinite(self.restart_overhead_s) and self.restart_overhead_s >= 0):
+            raise InvalidSpec("restart_overhead", f"must be >= 0, got {self.restart_overhead_s}")
+
+
+@dataclass(slots=True)
+class Run:
+    """One trace job through the replay (engine-internal, mutable)."""
+
+    src: PhillyJob
+    submit: float
+    replicas: int
+    per_replica: int
+    estimate: float  # walltime estimate of the whole run
+    remaining: float
+    attained: float = 0.0  # GPU-seconds held so far
+    first_start: float | None = None
+    finish: float | None = None
+    started: float = 0.0  # start of the current run
+    overhead: float = 0.0  # restore time at the start of the current run
+    preemptions: int = 0
+    token: int = 0
+    key: tuple = ()
+    job: Job | None = None
+
+
+@dataclass(slots=True)
+class ReplayResult:
+    policy: str
+    gpus: int
+    runs: list[Run]
+    rejected: list[Run]
+    stuck: list[Run]  # pending when nothing could ever change any more
+    util: list[tuple[float, int]]  # (time, allocated GPUs) after each change
+    cycles: int = 0
+    skipped: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def policy_for(name: str) -> Policy:
+    if name not in POLICIES:
+        raise InvalidSpec("policy", f"unknown replay policy {name!r}; known: {', '.join(POLICIES)}")
+    return build_policy(POLICIES[name][0])
+
+
+def nodes_for(gpus: int) -> tuple[Node, ...]:
+    """``gpus / 8`` nodes of 8 GPUs, with no CPU or memory (jobs ask for none)."""
+    return tuple(Node(NodeName(f"node{i:04d}"), 0, 0, tuple(
+        GpuDevice(k, GPU_MODEL, GPU_MEMORY_MIB) for k in range(NODE_GPUS)))
+        for i in range(gpus // NODE_GPUS))
+
+
+def replay(trace: list[PhillyJob], policy: str, config: ReplayConfig) -> ReplayResult:
+    return Engine(trace, policy, config).run()
+
+
+class Engine:
+    def __init__(self, trace: list[PhillyJob], policy: str, config: ReplayConfig) -> None:
+        if not trace:
+            raise InvalidSpec("trace", "no jobs to replay")
+        self.name, self.cfg = policy, config
+        self.policy = policy_for(policy)
+        _, self.depth_key, self.walltime = POLICIES[policy]
+        self.nodes = nodes_for(config.gpus)
+        vcs = sorted({j.vc for j in trace})
+        self.queues = dict(config.quotas) if config.quotas is not None else {QUEUE: Queue(QUEUE)}
+        self.projects = {vc: Project(vc) for vc in vcs}
+        self.half_life = float(getattr(self.policy.order, "half_life_s", 7 * 86400))
+        self.thresholds = tuple(getattr(self.policy.order, "thresholds", DEFAULT_LAS_THRESHOLDS))
+        rng = random.Random(config.seed)
+        t0 = trace[0].submit
+        self.runs = []
+        for j in trace:
+            replicas, per = gang(j.num_gpus)
+            noise = rng.uniform(1.0, config.walltime_noise)
+            self.runs.append(Run(j, j.submit - t0, replicas, per, j.duration * noise, j.duration))
+        self.by_id = {r.src.id: r for r in self.runs}
+        self.pending: dict[str, list[tuple]] = {vc: [] for vc in vcs}
+        self.sizes: dict[int, int] = {}  # gang size -> pending jobs of that size
+        self.running: dict[str, Run] = {}
+        self.ends: list[tuple[float, int, str, int, int]] = []
+        self.seq = 0
+        self.allocated = 0
+        self.usage = {vc: 0.0 for vc in vcs}
+        self.usage_at = 0.0
+        self.rate = {vc: 0 for vc in vcs}  # GPUs each project holds now
+        self.result = ReplayResult(policy, config.gpus, self.runs, [], [], [(0.0, 0)])
+        self.freed = True  # capacity grew (or the start) since the last cycle
+        self.last_bound = True
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> ReplayResult:
+        arrivals, i, n = self.runs, 0, len(self.runs)
+        while True:
+            t_arr = arrivals[i].submit if i < n else math.inf
+            t_end = self.ends[0][0] if self.ends else math.inf
+            now = min(t_arr, t_end)
+            if now == math.inf:
+                break
+            self._decay(now)
+            while self.ends and self.ends[0][0] <= now:
+                self._end(*heapq.heappop(self.ends))
+            while i < n and arrivals[i].submit <= now:
+                self._enqueue(arrivals[i])
+                i += 1
+            self._schedule(now)
+        self.result.stuck = [r for lst in self.pending.values() for *_, rid in lst
+                             for r in (self.by_id[rid],)]
+        return self.result
+
+    def _schedule(self, now: float) -> None:
+        if self._skip():
+            self.result.skipped += 1
+            return
+        self.result.cycles += 1
+        while self._cycle(now) and not self._skip():
+            self.result.cycles += 1
+
+    def _skip(self) -> bool:
+        if not self.sizes:
+            return True
+        free = self.cfg.gpus - self.allocated
+        if self.policy.preemption is None and free < min(self.sizes):
+            return True
+        return (self.policy.order.blocking and self.policy.preemption is None
+                and len(self.queues) == 1 and not self.freed and not self.last_bound)
+
+    def _cycle(self, now: float) -> bool:
+        """One cycle; True if another must run at once (a project's candidates ran out)."""
+        shown = {vc: lst[: self.cfg.depth] for vc, lst in self.pending.items() if lst}
+        jobs = [self._held(r, now) for r in self.running.values()]
+        jobs += [self._job(self.by_id[rid], now) for lst in shown.values() for *_, rid in lst]
+        usage = {vc: Usage(u, now) for vc, u in self.usage.items() if u}
+        snap = Snapshot(self.nodes, self.queues, tuple(jobs), self.projects, usage=usage)
+        decisions = run_cycle(snap, self.policy, now)
+        self.freed, self.last_bound = False, bool(decisions.binds)
+        if not decisions.changes_anything:
+            return False
+        after = {j.id: j for j in apply_decisions(snap, decisions, now).jobs}
+        for p in decisions.preemptions:
+            self._stop(self.by_id[p.job], after[p.job], now)
+        for rej in decisions.rejects:
+            run = self.by_id[rej.job]
+            self._dequeue(run)
+            self.result.rejected.append(run)
+        for b in decisions.binds:
+            self._start(self.by_id[b.job], after[b.job], now)
+        gone: dict[str, int] = {}
+        for job_id in [b.job for b in decisions.binds] + [r.job for r in decisions.rejects]:
+            vc = self.by_id[job_id].src.vc
+            gone[vc] = gone.get(vc, 0) + 1
+        return any(gone.get(vc, 0) >= len(lst) == self.cfg.depth and self.pending[vc]
+                   for vc, lst in shown.items())
+
+    # -- jobs ---------------------------------------------------------------------------------
+
+    def _job(self, run: Run, now: float) -> Job:
+        if run.job is None:
+            remaining_estimate = max(run.remaining, run.estimate - (run.src.duration - run.remaining))
+            walltime = run.remaining if self.walltime == "oracle" else remaining_estimate
+            extra = {"attained_gpu_s": run.attained} if _HAS_ATTAINED else {}
+            run.job = Job(JobId(run.src.id), run.src.vc, self._queue(run), ReplicaRequest(
+                0, 0, GpuRequest(run.per_replica)), replicas=run.replicas,
+                walltime_s=walltime + run.overhead, submit_time=run.submit, grace_s=0.0,
+                **extra)
+        return run.job
+
+    def _held(self, run: Run, now: float) -> Job:
+        """A running job as the cycle sees it: with LAS, its service attained until ``now``."""
+        assert run.job is not None
+        if self.depth_key != "las" or not _HAS_ATTAINED:
+            return run.job
+        return replace(run.job, attained_gpu_s=run.attained + (now - run.started) * run.src.num_gpus)
+
+    def _queue(self, run: Run) -> str:
+        return run.src.vc if self.cfg.quotas is not None else QUEUE
+
+    def _key(self, run: Run) -> tuple:
+        if self.depth_key == "remaining":
+            return (run.remaining, run.submit, run.src.id)
+        if self.depth_key == "las":
+            level = bisect.bisect_right(self.thresholds, run.attained)
+            return (level, run.submit, run.src.id)
+        return (run.submit, run.src.id)
+
+    def _enqueue(self, run: Run) -> None:
+        run.key = (*self._key(run), run.src.id)
+        bisect.insort(self.pending[run.src.vc], run.key)
+        size = run.src.num_gpus
+        self.sizes[size] = self.sizes.get(size, 0) + 1
+
+    def _dequeue(self, run: Run) -> None:
+        lst = self.pending[run.src.vc]
+        k = bisect.bisect_left(lst, run.key)
+        assert lst[k] == run.key, f"{run.src.id} is not pending"
+        del lst[k]
+        size = run.src.num_gpus
+        self.sizes[size] -= 1
+        if not self.sizes[size]:
+            del self.sizes[size]
+
+    def _start(self, run: Run, job: Job, now: float) -> None:
+        self._dequeue(run)
+        run.job, run.started, run.token = job, now, run.token + 1
+        run.overhead = self.cfg.restart_overhead_s if run.preemptions else 0.0
+        if run.first_start is None:
+            run.first_start = now
+        self.running[run.src.id] = run
+        self.seq += 1
+        heapq.heappush(self.ends, (now + run.overhead + run.remaining, self.seq, run.src.id,
+                                   run.token, END))
+        self._wake_at_next_level(run, now)
+        self._allocate(run, +1, now)
+
+    def _wake_at_next_level(self, run: Run, now: float) -> None:
+        """With LAS, a timed event when the running ``run`` crosses its next threshold."""
+        if self.depth_key != "las":
+            return
+        attained = run.attained + (now - run.started) * run.src.num_gpus
+        level = bisect.bisect_right(self.thresholds, attained)
+        if level < len(self.thresholds):
+            self.seq += 1
+            t = now + (self.thresholds[level] - attained) / run.src.num_gpus
+            heapq.heappush(self.ends, (t, self.seq, run.src.id, run.token, LEVEL))
+
+    def _stop(self, run: Run, job: Job, now: float) -> None:
+        """Preempted: back to pending with what is left to run."""
+        del self.running[run.src.id]
+        held = now - run.started
+        run.remaining = max(0.0, run.remaining - max(0.0, held - run.overhead))
+        run.attained += held * run.src.num_gpus
+        run.preemptions += 1
+        run.token += 1
+        run.job = None
+        self._allocate(run, -1, now)
+        self._enqueue(run)
+
+    def _end(self, t: float, _seq: int, rid: str, token: int, kind: int) -> None:
+        run = self.by_id[rid]
+        if run.token != token or rid not in self.running:
+            return  # preempted since: a stale event
+        if kind == LEVEL:
+            self.freed = True  # its LAS level fell: a cycle may now preempt it
+            self._wake_at_next_level(run, t)
+            return
+        del self.running[rid]
+        run.attained += (t - run.started) * run.src.num_gpus
+        run.remaining, run.finish = 0.0, t
+        self._allocate(run, -1, t)
+
+    def _allocate(self, run: Run, sign: int, now: float) -> None:
+        self.allocated += sign * run.src.num_gpus
+        self.rate[run.src.vc] += sign * run.src.num_gpus
+        assert 0 <= self.allocated <= self.cfg.gpus, "GPUs over-allocated"
+        if sign < 0:
+            self.freed = True
+        util = self.result.util
+        if util[-1][0] == now:
+            util[-1] = (now, self.allocated)
+        else:
+            util.append((now, self.allocated))
+
+    def _decay(self, now: float) -> None:
+        """Bring each project's decayed GPU-seconds to ``now`` (exact for constant holdings)."""
+        dt = now - self.usage_at
+        if dt <= 0:
+            return
+        f = math.pow(0.5, dt / self.half_life)
+        grow = (1 - f) * self.half_life / math.log(2)
+        for vc, u in self.usage.items():
+            self.usage[vc] = u * f + self.rate[vc] * grow
+        self.usage_at = now
+
+
+_HAS_ATTAINED = "attained_gpu_s" in Job.__dataclass_fields__
