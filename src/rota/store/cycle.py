@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from rota.core import ANY_FLAVOR, Flavor, IllegalTransition, Job, JobState, Project
 from rota.scheduler import Decisions, Reason, Snapshot, Usage
@@ -143,22 +143,33 @@ def apply(conn: Connection, decisions: Decisions, now: float) -> ApplyResult:
         attempt(r.job, "rejected", JobState.FAILED, f"rejected: {summary}",
                 {"reasons": convert.reasons_json(r.reasons)},
                 reason=f"rejected: {summary}", wait_reasons=convert.reasons_json(r.reasons))
+    _write_waits(conn, decisions, keys, rows, stale, done["waiting"])
+    return ApplyResult(**{k: tuple(v) for k, v in done.items()}, stale=stale)
+
+
+_WRITE_WAIT = (update(jobs).where(jobs.c.id == bindparam("key"))
+               .values(wait_reasons=bindparam("reasons"), estimated_start=bindparam("start")))
+
+
+def _write_waits(conn: Connection, decisions: Decisions, keys: dict[str, int],
+                 rows: dict[int, Any], stale: dict[str, str], waiting: list[str]) -> None:
+    """The waits of jobs still pending, in one statement; a wait equal to the stored one is
+    not written again. The rows are locked (``apply``), so their states are current, and no
+    other decision of the cycle is about a waiting job."""
+    params = []
     for w in decisions.waits:
         if w.job in stale:
             continue
-        reasons, row = convert.reasons_json(w.reasons), rows[keys[w.job]]
-        if (row.state == str(JobState.PENDING) and row.wait_reasons == reasons
-                and row.estimated_start == w.estimated_start):
-            done["waiting"].append(w.job)  # already recorded by an earlier cycle
-            continue
-        result = conn.execute(update(jobs).where(jobs.c.id == keys[w.job],
-                                                 jobs.c.state == str(JobState.PENDING))
-                              .values(wait_reasons=reasons, estimated_start=w.estimated_start))
-        if result.rowcount == 1:
-            done["waiting"].append(w.job)
-        else:
+        row = rows[keys[w.job]]
+        if row.state != str(JobState.PENDING):
             stale[w.job] = "no longer pending"
-    return ApplyResult(**{k: tuple(v) for k, v in done.items()}, stale=stale)
+            continue
+        waiting.append(w.job)
+        reasons = convert.reasons_json(w.reasons)
+        if row.wait_reasons != reasons or row.estimated_start != w.estimated_start:
+            params.append({"key": row.id, "reasons": reasons, "start": w.estimated_start})
+    if params:
+        conn.execute(_WRITE_WAIT, params)
 
 
 def _summary(reasons: tuple[Reason, ...]) -> str:
