@@ -6,9 +6,9 @@ Vocabulary:
   then one *cycle* runs: a snapshot of the cluster goes to ``run_cycle`` and its decisions are
   applied with ``apply_decisions`` (binds start jobs, victims of preemption go back to pending
   at once, with their remaining run time: checkpoint and restore).
-- *queue depth* ``K``: pending jobs wait in one sorted list per project, by a key that does not
-  change while they wait (``DEPTH_KEYS``: submission time, remaining run time, LAS level); a
-  cycle sees only the first ``K`` of each list (as Slurm's ``default_queue_depth``). When a
+- *queue depth* ``K``: pending jobs wait in one sorted list per project, by the ordering
+  plugin's ``pending_key`` (a job's place in the order while it waits: submission time,
+  walltime, LAS level, priority); a cycle sees only the first ``K`` of each list (as Slurm's ``default_queue_depth``). When a
   cycle used up every candidate of some project and that project has more, another cycle runs
   at the same second.
 - *skipped cycle*: one that cannot change anything, so it is not run: nothing pending; or
@@ -27,7 +27,7 @@ import bisect
 import heapq
 import math
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from rota.core import (
@@ -39,18 +39,17 @@ from rota.simulator.philly import NODE_GPUS, PhillyJob, gang
 
 QUEUE = "philly"
 GPU_MODEL, GPU_MEMORY_MIB = "P100", 16384
-# policy name -> (policy spec, depth key, walltime the job carries)
-POLICIES: dict[str, tuple[dict[str, Any], str, str]] = {
-    "fifo": ({"preset": "fifo"}, "submit", "estimate"),
-    "besteffort": ({"preset": "besteffort"}, "submit", "estimate"),
-    "easy": ({"preset": "fifo", "backfill": "easy"}, "submit", "estimate"),
-    "sjf": ({"preset": "besteffort", "order": "shortest-first"}, "remaining", "oracle"),
+# policy name -> (policy spec, the walltime jobs carry: a noisy estimate or the true run time)
+POLICIES: dict[str, tuple[dict[str, Any], str]] = {
+    "fifo": ({"preset": "fifo"}, "estimate"),
+    "besteffort": ({"preset": "besteffort"}, "estimate"),
+    "easy": ({"preset": "fifo", "backfill": "easy"}, "estimate"),
+    "sjf": ({"preset": "besteffort", "order": "shortest-first"}, "oracle"),
     "las": ({"preset": "besteffort", "order": "las", "preemption": "minimal-victims"},
-            "las", "estimate"),
-    "fair": ({"preset": "fair"}, "submit", "estimate"),
-    "fairshare": ({"preset": "fairshare"}, "submit", "estimate"),
+            "estimate"),
+    "fair": ({"preset": "fair"}, "estimate"),
+    "fairshare": ({"preset": "fairshare"}, "estimate"),
 }
-DEFAULT_LAS_THRESHOLDS = (3600.0,)
 END, LEVEL = 0, 1  # kinds of timed events: a job ends; a running job crosses a LAS threshold
 
 
@@ -131,13 +130,17 @@ class Engine:
             raise InvalidSpec("trace", "no jobs to replay")
         self.name, self.cfg = policy, config
         self.policy = policy_for(policy)
-        _, self.depth_key, self.walltime = POLICIES[policy]
+        _, self.walltime = POLICIES[policy]
         self.nodes = nodes_for(config.gpus)
         vcs = sorted({j.vc for j in trace})
         self.queues = dict(config.quotas) if config.quotas is not None else {QUEUE: Queue(QUEUE)}
         self.projects = {vc: Project(vc) for vc in vcs}
         self.half_life = float(getattr(self.policy.order, "half_life_s", 7 * 86400))
-        self.thresholds = tuple(getattr(self.policy.order, "thresholds", DEFAULT_LAS_THRESHOLDS))
+        # LAS: running jobs change level as they run; a timed event at each threshold lets a
+        # cycle preempt them then
+        self.thresholds = tuple(getattr(self.policy.order, "thresholds", ()))
+        if self.policy.preemption is None:
+            self.thresholds = ()
         rng = random.Random(config.seed)
         t0 = trace[0].submit
         self.runs = []
@@ -200,8 +203,8 @@ class Engine:
     def _cycle(self, now: float) -> bool:
         """One cycle; True if another must run at once (a project's candidates ran out)."""
         shown = {vc: lst[: self.cfg.depth] for vc, lst in self.pending.items() if lst}
-        jobs = [self._held(r, now) for r in self.running.values()]
-        jobs += [self._job(self.by_id[rid], now) for lst in shown.values() for *_, rid in lst]
+        jobs = [r.job for r in self.running.values()]
+        jobs += [self._job(self.by_id[rid]) for lst in shown.values() for *_, rid in lst]
         usage = {vc: Usage(u, now) for vc, u in self.usage.items() if u}
         snap = Snapshot(self.nodes, self.queues, tuple(jobs), self.projects, usage=usage)
         decisions = run_cycle(snap, self.policy, now)
@@ -226,37 +229,21 @@ class Engine:
 
     # -- jobs ---------------------------------------------------------------------------------
 
-    def _job(self, run: Run, now: float) -> Job:
+    def _job(self, run: Run) -> Job:
         if run.job is None:
             remaining_estimate = max(run.remaining, run.estimate - (run.src.duration - run.remaining))
             walltime = run.remaining if self.walltime == "oracle" else remaining_estimate
-            extra = {"attained_gpu_s": run.attained} if _HAS_ATTAINED else {}
             run.job = Job(JobId(run.src.id), run.src.vc, self._queue(run), ReplicaRequest(
                 0, 0, GpuRequest(run.per_replica)), replicas=run.replicas,
                 walltime_s=walltime + run.overhead, submit_time=run.submit, grace_s=0.0,
-                **extra)
+                attained_gpu_s=run.attained)
         return run.job
-
-    def _held(self, run: Run, now: float) -> Job:
-        """A running job as the cycle sees it: with LAS, its service attained until ``now``."""
-        assert run.job is not None
-        if self.depth_key != "las" or not _HAS_ATTAINED:
-            return run.job
-        return replace(run.job, attained_gpu_s=run.attained + (now - run.started) * run.src.num_gpus)
 
     def _queue(self, run: Run) -> str:
         return run.src.vc if self.cfg.quotas is not None else QUEUE
 
-    def _key(self, run: Run) -> tuple:
-        if self.depth_key == "remaining":
-            return (run.remaining, run.submit, run.src.id)
-        if self.depth_key == "las":
-            level = bisect.bisect_right(self.thresholds, run.attained)
-            return (level, run.submit, run.src.id)
-        return (run.submit, run.src.id)
-
     def _enqueue(self, run: Run) -> None:
-        run.key = (*self._key(run), run.src.id)
+        run.key = (*self.policy.order.pending_key(self._job(run)), run.src.id)
         bisect.insort(self.pending[run.src.vc], run.key)
         size = run.src.num_gpus
         self.sizes[size] = self.sizes.get(size, 0) + 1
@@ -286,7 +273,7 @@ class Engine:
 
     def _wake_at_next_level(self, run: Run, now: float) -> None:
         """With LAS, a timed event when the running ``run`` crosses its next threshold."""
-        if self.depth_key != "las":
+        if not self.thresholds:
             return
         attained = run.attained + (now - run.started) * run.src.num_gpus
         level = bisect.bisect_right(self.thresholds, attained)
@@ -343,5 +330,3 @@ class Engine:
             self.usage[vc] = u * f + self.rate[vc] * grow
         self.usage_at = now
 
-
-_HAS_ATTAINED = "attained_gpu_s" in Job.__dataclass_fields__
