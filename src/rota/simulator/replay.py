@@ -9,8 +9,8 @@ Vocabulary:
 - *queue depth* ``K``: pending jobs wait in one sorted list per project, by the ordering
   plugin's ``pending_key`` (a job's place in the order while it waits: submission time,
   walltime, LAS level, priority); a cycle sees only the first ``K`` of each list (as Slurm's ``default_queue_depth``). When a
-  cycle used up every candidate of some project and that project has more, another cycle runs
-  at the same second.
+  cycle used up every candidate of some project and that project has more, or evicted victims
+  (their preemptors start in the next cycle), another cycle runs at the same second.
 - *skipped cycle*: one that cannot change anything, so it is not run: nothing pending; or
   the policy does not preempt and the free GPUs are fewer than the smallest pending gang; or
   the order is strict, there is one queue, nothing ended since the last cycle and that cycle
@@ -201,7 +201,8 @@ class Engine:
                 and len(self.queues) == 1 and not self.freed and not self.last_bound)
 
     def _cycle(self, now: float) -> bool:
-        """One cycle; True if another must run at once (a project's candidates ran out)."""
+        """One cycle; True if another must run at once (victims were evicted, or a project's
+        candidates ran out)."""
         shown = {vc: lst[: self.cfg.depth] for vc, lst in self.pending.items() if lst}
         jobs = [r.job for r in self.running.values()]
         jobs += [self._job(self.by_id[rid]) for lst in shown.values() for *_, rid in lst]
@@ -224,6 +225,8 @@ class Engine:
         for job_id in [b.job for b in decisions.binds] + [r.job for r in decisions.rejects]:
             vc = self.by_id[job_id].src.vc
             gone[vc] = gone.get(vc, 0) + 1
+        if decisions.preemptions:
+            return True  # the victims are gone at once: their preemptors start in the next cycle
         return any(gone.get(vc, 0) >= len(lst) == self.cfg.depth and self.pending[vc]
                    for vc, lst in shown.items())
 
