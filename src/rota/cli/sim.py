@@ -151,3 +151,92 @@ def _print(reports: list[dict], plot_to: Optional[Path]) -> None:
     console.print(curve)
     if plot_to is not None:
         console.print(f"plot written to {plot_to}")
+
+
+PHILLY = Path("../shared/traces/philly-pollux/philly.csv")
+REPLAY_HELP = (
+    "Replay the Philly trace on a cluster of --gpus GPUs (nodes of 8) on a virtual clock, "
+    "with rota's scheduler deciding at every arrival and completion, and compare policies: "
+    "JCT, queueing delay, slowdown, makespan, utilisation, Jain's fairness (docs/replay.md).\n\n"
+    "Example: rota sim replay --gpus 64 --window 2017-10-26..2017-10-27 --plot replay.png"
+)
+
+
+@sim_app.command("replay", help=REPLAY_HELP)
+def replay_cmd(
+    trace: Path = typer.Option(PHILLY, "--trace", metavar="PHILLY.csv", help="Philly job list."),
+    gpus: int = typer.Option(64, "--gpus", help="Cluster GPUs (a multiple of 8)."),
+    policy: str = typer.Option("all", "--policy", metavar="NAME[,NAME...]",
+                               help="fifo, besteffort, easy, sjf, las, fair, fairshare, or all."),
+    window: Optional[str] = typer.Option(None, "--window", metavar="START..END",
+                                         help="Only jobs submitted in [START, END), e.g. "
+                                              "2017-10-22..2017-10-29."),
+    quotas: Optional[Path] = typer.Option(None, "--quotas", metavar="FILE.yaml",
+                                          help="Per-VC queues with quotas (docs/replay.md)."),
+    depth: int = typer.Option(16, "--depth", help="Pending jobs per project a cycle sees."),
+    noise: float = typer.Option(1.0, "--walltime-noise", metavar="F",
+                                help="Walltime estimate = duration x U(1, F)."),
+    overhead: float = typer.Option(0.0, "--restart-overhead", metavar="S",
+                                   help="Seconds a preempted job needs to restore."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the walltime estimates."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (one object per policy)."),
+    plot_to: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png",
+                                           help="JCT CDF and utilisation plot (PNG)."),
+) -> None:
+    from rota.cli.main import fail
+    from rota.simulator import philly
+    from rota.simulator.replay import POLICIES, ReplayConfig, replay
+    from rota.simulator.replay_metrics import summarise
+    from rota.simulator.replay_report import plot
+    from rota.spec import read_yaml
+
+    names = list(POLICIES) if policy == "all" else [p.strip() for p in policy.split(",")]
+    for name in names:
+        if name not in POLICIES:
+            fail("--policy", InvalidSpec("", f"unknown policy {name!r}; known: {', '.join(POLICIES)}, all"))
+    try:
+        jobs = philly.load(trace)
+    except InvalidSpec as exc:
+        fail(str(trace), exc)
+    if window is not None:
+        try:
+            jobs = philly.within(jobs, *philly.parse_window(window))
+        except InvalidSpec as exc:
+            fail("--window", InvalidSpec("", exc.reason))
+        if not jobs:
+            fail("--window", InvalidSpec("", f"no job was submitted in {window}"))
+    queues = None
+    if quotas is not None:
+        try:
+            queues = philly.parse_quotas(read_yaml(quotas), sorted({j.vc for j in jobs}))
+        except InvalidSpec as exc:
+            fail(str(quotas), exc)
+    try:
+        config = ReplayConfig(gpus, depth, noise, overhead, seed, queues)
+    except InvalidSpec as exc:
+        fail("--" + exc.field.replace("_", "-"), InvalidSpec("", exc.reason))
+    results = [replay(jobs, name, config) for name in names]
+    reports = [summarise(r) for r in results]
+    if plot_to is not None:
+        plot(results, plot_to, title=f"Philly {window or 'Sep-Oct 2017'}, {gpus} GPUs")
+    if as_json:
+        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+        return
+    _print_replay(reports, plot_to)
+
+
+def _print_replay(reports: list[dict], plot_to: Optional[Path]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from rota.simulator.replay_report import headers, row
+
+    table = Table(title=f"replay on {reports[0]['gpus']} GPUs, {reports[0]['jobs']:,} jobs")
+    for k, title in enumerate(headers()):
+        table.add_column(title, justify="left" if k == 0 else "right")
+    for rep in reports:
+        table.add_row(*row(rep))
+    console = Console()
+    console.print(table)
+    if plot_to is not None:
+        console.print(f"plot written to {plot_to}")
