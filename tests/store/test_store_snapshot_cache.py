@@ -1,0 +1,67 @@
+"""Snapshots reuse the core jobs of the previous one when a row's version did not change, and
+``apply`` does not rewrite a wait it already stored. Neither may hide a change: a snapshot
+through a cached store equals a snapshot through a fresh one after every kind of write, from
+this store or from another (another process)."""
+
+from __future__ import annotations
+
+from sqlalchemy import event
+
+from rota.core import JobState
+from rota.scheduler import build_policy, run_cycle
+from rota.store import Store
+from storekit import seed, submission
+
+S = JobState
+POLICY = build_policy("default")
+
+
+def fresh_snapshot(db_url: str, clock, now: float):
+    with Store.open(db_url, clock=clock) as fresh:
+        return fresh.snapshot(now)
+
+
+def test_a_cached_snapshot_equals_a_fresh_one_after_every_write(db_url, clock):
+    store = seed(Store.open(db_url, clock=clock), gpus=4)
+    other = Store.open(db_url, clock=clock)
+    try:
+        ids = [store.submit(submission(2)) for _ in range(3)]
+        steps = [
+            lambda: None,
+            lambda: store.apply(run_cycle(store.snapshot(1.0), POLICY, 1.0), 1.0),  # 2 bound
+            lambda: store.transition(ids[0], S.RUNNING),
+            lambda: other.transition(ids[1], S.RUNNING),         # written by another store
+            lambda: other.request_cancel(ids[1], by="alice"),
+            lambda: store.transition(ids[1], S.CANCELLED),       # leaves the live set
+            lambda: other.submit(submission(1)),
+            lambda: store.request_cancel(ids[2], by="alice"),    # a pending job: gone at once
+        ]
+        for n, step in enumerate(steps):
+            step()
+            assert store.snapshot(2.0) == fresh_snapshot(db_url, clock, 2.0), f"after step {n}"
+        assert {j.id for j in store.snapshot(2.0).jobs} == {ids[0], str(int(ids[2]) + 1)}
+    finally:
+        other.close()
+        store.close()
+
+
+def test_an_unchanged_wait_is_not_written_again(db_url, clock):
+    store = seed(Store.open(db_url, clock=clock), gpus=2)
+    updates: list[str] = []
+    event.listen(store._engine, "before_cursor_execute",
+                 lambda conn, cursor, sql, *a: updates.append(sql)
+                 if sql.lstrip().upper().startswith("UPDATE") else None)
+    try:
+        store.submit(submission(2))
+        waiting = store.submit(submission(2))  # the GPUs are taken by the first: it waits
+        for now in (1.0, 2.0):
+            updates.clear()
+            decisions = run_cycle(store.snapshot(now), POLICY, now)
+            assert [w.job for w in decisions.waits] == [waiting]
+            result = store.apply(decisions, now)
+            assert result.waiting == (waiting,) and result.stale == {}
+            assert store.get_job(waiting).wait_reasons == decisions.waits[0].reasons
+        # the first apply wrote the bind and the wait; the second found the wait stored
+        assert updates == [], updates
+    finally:
+        store.close()
