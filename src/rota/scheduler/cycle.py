@@ -40,6 +40,7 @@ def run_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Decisions:
         else:
             out.rejects.append(Reject(job.id, (refusal,)))
     preemptors = 0
+    hopeless: set[tuple] = set()  # preemption searches that found no victim set this cycle
     blocked: dict[str, str] = {}  # queue -> its first blocked job (strict ordering)
     shared = SharedReasons()
     for job in policy.order.sequence(pending, cycle):                       # 3
@@ -55,9 +56,13 @@ def run_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Decisions:
                 result = Bind(result.job, result.placement, result.flavor, result.borrowing, True)
             out.binds.append(result)
             continue
-        if policy.preemption is not None and preemptors < policy.preemption.max_preemptors:
+        search = _search_key(cycle, job, capped)
+        if (policy.preemption is not None and preemptors < policy.preemption.max_preemptors
+                and search not in hopeless):
             plan = policy.preemption.find(cycle, job, capped)               # c
-            if plan is not None:
+            if plan is None:
+                hopeless.add(search)
+            else:
                 preemptors += 1
                 out.preemptions.extend(_evict(cycle, job, plan))
                 out.waits.append(Wait(job.id, (Reason(ReasonCode.PREEMPTING, detail=(
@@ -74,6 +79,14 @@ def run_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Decisions:
         if policy.order.blocking and estimate is None:
             blocked[job.queue] = job.id
     return out                                                              # 4
+
+
+def _search_key(cycle: Cycle, job: Job, capped: bool) -> tuple:
+    """What a preemption search depends on besides the overlay. Within a cycle the overlay only
+    loses free capacity and evictable jobs, so a search that failed fails again for any job
+    with the same key."""
+    return (job.queue, cycle.priority_of(job), capped, job.replicas, job.request,
+            job.resource_group, job.selector)
 
 
 def _evict(cycle: Cycle, job: Job, plan) -> list[Preempt]:
