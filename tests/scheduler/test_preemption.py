@@ -171,3 +171,20 @@ def test_a_preemptor_does_not_count_twice_against_its_cohort():
     fin = next(b for b in d.binds if b.job == "finetune")
     assert fin.borrowing
     assert [(r.node, [x.index for x in r.devices]) for r in fin.placement.replicas] == [("b", [6, 7])]
+
+
+def test_a_failed_victim_search_is_not_repeated_for_the_same_kind_of_job():
+    # n1 is held by a non-preemptible job; three identical waiting jobs find no victims: the
+    # search runs for the first only, since within a cycle nothing can make it succeed later
+    from rota.scheduler import build_policy, run_cycle
+    snap = cluster().nodes(node("n1").gpus(4)).jobs(
+        job("wall").gpus(4).priority(0).preemptible(False).running_on(("n1", [0, 1, 2, 3])),
+        *[job(f"w{k}").gpus(2).priority(5).submitted(k) for k in range(3)],
+    ).build()
+    policy = build_policy(POLICY)
+    calls = []
+    real = policy.preemption.find
+    policy.preemption.find = lambda cycle, j, capped=False: calls.append(j.id) or real(cycle, j, capped)
+    d = run_cycle(snap, policy, 0.0)
+    assert calls == ["w0"]
+    assert not d.preemptions and set(waiting(d)) == {"w0", "w1", "w2"}
