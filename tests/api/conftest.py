@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from rota.api import create_app
 from rota.core import GpuDevice, Node, Queue
 from rota.store import Store
+from apikit import job_file  # noqa: F401  (kept importable from here)
 
 
 @dataclass
@@ -24,14 +25,6 @@ class Api:
 
     def post_job(self, body: dict[str, Any], user: str = "alice"):
         return self.client.post("/v1/jobs", headers=self.auth[user], json=body)
-
-
-def job_file(**changes: Any) -> dict[str, Any]:
-    """A valid job file as JSON; ``changes`` replace or add top-level keys."""
-    body = {"name": "train", "project": "p", "queue": "q", "entrypoint": "python train.py",
-            "resources": {"gpu": 1, "cpu": 2, "memory": "8Gi"}}
-    body.update(changes)
-    return body
 
 
 def make_api(tmp_path: Path):

@@ -5,8 +5,8 @@ cannot submit to that project."""
 
 from __future__ import annotations
 
+from apikit import job_file
 from rota.store import Store
-from conftest import job_file
 
 
 def test_a_token_revoked_over_the_api_is_refused_by_the_next_request(api):

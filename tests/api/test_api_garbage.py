@@ -4,7 +4,7 @@ is answered 4xx with the error body, never 500."""
 from __future__ import annotations
 
 import pytest
-from conftest import job_file
+from apikit import job_file
 
 BIG = 10 ** 30
 GARBAGE = [

@@ -4,7 +4,7 @@ control loop reads, every bad field is a 422 naming its dotted path, and a submi
 from __future__ import annotations
 
 import pytest
-from conftest import job_file
+from apikit import job_file
 
 
 def test_a_job_file_becomes_a_pending_job_with_its_run(api):

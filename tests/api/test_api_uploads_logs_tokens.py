@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from conftest import job_file
+from apikit import job_file
 
 from rota.backends.base import Handle, ReplicaHandle
 from rota.core import JobState
