@@ -9,7 +9,13 @@ with usage accounting. Modules:
 - ``records``: values in and out (``Submission``, ``JobRecord``, ``Page``, ``JobEvent``);
 - ``convert``: rows and JSON columns <-> core values (the job spec format is documented there);
 - ``jobs``, ``admin``, ``cycle``: the operations, each on a connection the ``Store`` opened;
-- ``tokens``: token generation, hashing, roles and principals; ``errors``: stable error codes.
+- ``tokens``: token generation, hashing, roles and principals; ``errors``: stable error codes;
+- ``group``: group commit, one writer thread committing concurrent submits together;
+  ``authcache``: authenticated principals cached for a few seconds, cleared by the writes that
+  change them.
+
+Durability (``engine``): an acknowledged write survives a kill of the process and a crash of
+the machine (SQLite WAL with ``synchronous=FULL``).
 """
 
 from rota.store.errors import AlreadyExists, Conflict, NotFound, Unauthenticated

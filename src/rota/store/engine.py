@@ -8,6 +8,21 @@ deferred ``BEGIN`` for reads, which never block in WAL mode.
 
 PostgreSQL is reached by URL (``postgresql+psycopg://user@host/db``). Migrations take an
 advisory lock there, so that two processes opening the same database at once migrate it once.
+
+Durability, the guarantee rota gives: a write acknowledged (a submit's id returned, a cycle's
+decisions applied) survives a kill of the control plane *and* a crash of the machine.
+
+- SQLite: ``synchronous=FULL`` in WAL mode syncs the log to disk before ``COMMIT`` returns.
+  ``synchronous=NORMAL`` would keep every acknowledged write across a kill -9 too (the log
+  pages are in the operating system's cache, which outlives the process), but not across an
+  operating-system crash or power loss: the transactions since the last checkpoint could
+  vanish, and with them jobs whose ids users hold. rota keeps FULL because the cost of the
+  sync is shared: concurrent submits are committed together, one sync per batch
+  (``rota.store.group``), so the sync bounds the number of transactions per second, not the
+  number of jobs. ``tests/store/test_store_kill.py`` kills a writer mid-burst and checks that
+  every acknowledged id is stored.
+- PostgreSQL: durability is the server's (``synchronous_commit``, ``fsync``); rota changes
+  neither. The throwaway server of ``.ci/postgres`` runs with ``fsync=off``: it is for tests.
 """
 
 from __future__ import annotations
