@@ -3,18 +3,17 @@ own transaction has committed.
 
 Checked on both databases: every acknowledged id is stored once, after a reopen; ids are
 unique; a submit that starts after another was acknowledged gets a larger id; a bad submission
-fails alone while the rest of its batch commits; a batch the database refuses is retried item
-by item; a closed store refuses submits.
+fails alone while the rest of its batch commits; a batch the database refuses is retried one
+submission at a time; a closed store refuses submits.
 """
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pytest
-from sqlalchemy import text
-
 from rota.core import InvalidSpec
 from rota.store import JobFilter, Store
 from rota.store.group import GroupCommit, StoreClosed
@@ -23,18 +22,27 @@ from storekit import seed, submission
 THREADS, PER_THREAD = 8, 25
 
 
-def hold_writer(group: GroupCommit) -> tuple[threading.Event, object]:
-    """Park the writer inside an item until the returned event is set, so that whatever is
-    queued meanwhile becomes the next batch."""
-    inside, gate = threading.Event(), threading.Event()
+class GateClock:
+    """A store clock that, once armed, parks the first caller (the writer, inside its
+    transaction) until released, so that whatever is submitted meanwhile becomes one batch."""
 
-    def park(conn, memo) -> bool:
-        inside.set()
-        return gate.wait(10)
+    def __init__(self) -> None:
+        self.armed = False
+        self.inside, self.gate = threading.Event(), threading.Event()
 
-    blocker = group.start(park)
-    assert inside.wait(10)
-    return gate, blocker
+    def __call__(self) -> float:
+        if self.armed:
+            self.armed = False
+            self.inside.set()
+            assert self.gate.wait(10)
+        return 1_000.0
+
+    def hold(self, store: Store) -> Future:
+        """Submit one job and park the writer inside its batch; the future of that job."""
+        self.armed = True
+        first = store.submit_future(submission(1))
+        assert self.inside.wait(10)
+        return first
 
 
 def test_concurrent_submits_are_all_stored_once_in_order_of_acknowledgement(db_url, clock):
@@ -89,16 +97,17 @@ def test_a_submit_started_after_an_acknowledgement_gets_a_larger_id(db_url, cloc
     assert violations == []
 
 
-def test_a_bad_submission_fails_alone_and_its_batch_commits(db_url, clock):
+def test_a_bad_submission_fails_alone_and_its_batch_commits(db_url):
+    clock = GateClock()
     store = seed(Store.open(db_url, clock=clock))
-    gate, blocker = hold_writer(store.group)
+    first = clock.hold(store)
     good = [store.submit_future(submission(1)) for _ in range(3)]
     bad = store.submit_future(submission(1, project="nope"))
     stranger = store.submit_future(submission(1, user="bob"), member=True)  # bob is not in p
     more = store.submit_future(submission(1))
-    gate.set()
-    blocker.result(10)  # type: ignore[attr-defined]
+    clock.gate.set()
     try:
+        first.result(10)
         with pytest.raises(InvalidSpec) as err:
             bad.result(10)
         assert err.value.field == "project"
@@ -108,25 +117,28 @@ def test_a_bad_submission_fails_alone_and_its_batch_commits(db_url, clock):
         stored = [f.result(10) for f in (*good, more)]
         assert [int(r.id) for r in stored] == sorted(int(r.id) for r in stored)
         assert [store.get_job(r.id) for r in stored] == stored  # the returned record is the row
-        assert store.group.batches == 2  # the blocker's, then everything queued behind it
+        assert store.group.batches == 2  # the held one, then everything queued behind it
     finally:
         store.close()
 
 
-def test_a_batch_the_database_refuses_is_retried_item_by_item(db_url, clock):
+def test_a_batch_the_database_refuses_is_retried_item_by_item(db_url):
+    # a priority beyond a 64-bit integer passes the store's checks, and the database refuses it
+    clock = GateClock()
     store = seed(Store.open(db_url, clock=clock))
-    gate, blocker = hold_writer(store.group)
+    first = clock.hold(store)
     good = store.submit_future(submission(1))
-    broken = store.group.start(lambda conn, memo: conn.execute(text("SELECT * FROM no_table")))
+    broken = store.submit_future(submission(1, priority=2 ** 70))
     after = store.submit_future(submission(1))
-    gate.set()
+    clock.gate.set()
     try:
-        blocker.result(10)  # type: ignore[attr-defined]
+        first.result(10)
         with pytest.raises(Exception) as err:
             broken.result(10)
-        assert "no_table" in str(err.value)
-        assert [store.get_job(f.result(10).id).id for f in (good, after)] == [
-            good.result().id, after.result().id]
+        assert not isinstance(err.value, InvalidSpec)
+        assert [store.get_job(f.result(10).id) for f in (good, after)] == [
+            good.result(), after.result()]
+        assert store.group.batches == 3  # the held one, then good and after alone
     finally:
         store.close()
 
@@ -142,28 +154,29 @@ def test_a_closed_store_refuses_submits_after_finishing_queued_ones(db_url, cloc
 
 
 def test_a_batch_holds_at_most_max_batch_items():
-    calls: list[int] = []
+    batches: list[list[int]] = []
+    inside, gate = threading.Event(), threading.Event()
 
-    class Conn:
-        pass
-
+    @contextmanager
     def begin():
-        from contextlib import contextmanager
+        yield None
 
-        @contextmanager
-        def tx():
-            calls.append(0)
-            yield Conn()
-        return tx()
+    def write(conn, payloads: list[int]) -> list[int]:
+        if payloads == [-1]:  # the first: park the writer so the rest queue up
+            inside.set()
+            gate.wait(10)
+        batches.append(payloads)
+        return [p * 10 for p in payloads]
 
-    group = GroupCommit(begin, max_batch=2)
-    gate, first = hold_writer(group)
-    rest = [group.start(lambda conn, memo, i=i: i) for i in range(5)]
+    group: GroupCommit[int, int] = GroupCommit(begin, write, max_batch=2)
+    first = group.start(-1)
+    assert inside.wait(10)
+    rest = [group.start(i) for i in range(5)]
     gate.set()
-    assert [f.result(10) for f in rest] == list(range(5))
-    assert first.result(10) is True  # type: ignore[attr-defined]
+    assert [f.result(10) for f in rest] == [0, 10, 20, 30, 40] and first.result(10) == -10
     group.close()
-    # 1 (the gate) + 5 queued items in batches of at most 2 = 1 + 3 transactions
-    assert (len(calls), group.batches, group.items) == (4, 4, 6)
+    # the parked one, then 5 queued payloads in batches of at most 2
+    assert batches == [[-1], [0, 1], [2, 3], [4]]
+    assert (group.batches, group.items) == (4, 6)
     with pytest.raises(ValueError):
-        GroupCommit(begin, max_batch=0)
+        GroupCommit(begin, write, max_batch=0)

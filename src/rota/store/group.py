@@ -2,28 +2,29 @@
 
 Vocabulary:
 
-- an *item* is one caller's write, a function ``fn(conn, memo) -> result`` run inside a write
-  transaction that the writer opened; ``memo`` is a dict that lives as long as that
-  transaction, for facts every item of it may reuse (a project known to exist);
-- a *batch* is every item waiting when the writer becomes free (up to ``max_batch``), run in
-  arrival order in one transaction: one ``BEGIN IMMEDIATE``/``COMMIT`` on SQLite (one fsync
-  with ``synchronous=FULL``), one ``BEGIN``/``COMMIT`` on PostgreSQL. Nothing is delayed on
-  purpose: a batch is simply what queued up while the previous commit was being written.
+- a *payload* is one caller's write (for submits: a ``Submission``), handed to ``start``;
+- a *batch* is every payload waiting when the writer becomes free (up to ``max_batch``), in
+  arrival order, written by ``write(conn, payloads)`` in one transaction: one ``BEGIN
+  IMMEDIATE``/``COMMIT`` on SQLite (one fsync with ``synchronous=FULL``), one ``BEGIN``/
+  ``COMMIT`` on PostgreSQL. Nothing is delayed on purpose: a batch is simply what queued up
+  while the previous commit was being written.
+
+``write`` returns one outcome per payload, in order: the result, or the ``RotaError`` that
+refused that payload (bad input, a missing project). A refused payload must have written
+nothing; ``rota.store.jobs.submit_many`` checks every payload before it writes any.
 
 Invariants:
 
-- ``run`` returns only after the transaction holding its item has committed, so a result a
-  caller has seen is durable; an item whose batch did not commit raised instead.
-- An item's ``RotaError`` (bad input, a missing project) is that item's outcome and the rest of
-  the batch commits. Items must therefore check before they write: an item that raises a
-  ``RotaError`` must not have written anything. ``rota.store.jobs.submit`` validates first.
-- Any other failure (the database refused the transaction) rolls the whole batch back; each of
-  its items is then run again in a transaction of its own, so one item's fault stays its own.
-- Items commit in arrival order: an item that arrives after another was acknowledged is in a
+- A caller's future resolves only after the transaction holding its payload has committed, so
+  a result a caller has seen is durable; a payload whose batch did not commit gets an error.
+- Any failure other than a per-payload ``RotaError`` (the database refused the transaction)
+  rolls the whole batch back; each of its payloads is then written again in a transaction of
+  its own, so one payload's fault stays its own.
+- Payloads commit in arrival order: a payload queued after another was acknowledged is in a
   later transaction, so identity keys it allocates are larger.
 
-The writer thread starts with the first item and stops at ``close``, after finishing what was
-queued before it; ``run`` after ``close`` raises ``StoreClosed``.
+The writer thread starts with the first payload and stops at ``close``, after finishing what
+was queued before it; ``start`` after ``close`` raises ``StoreClosed``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from sqlalchemy import Connection
 
 from rota.core import RotaError
 
+P = TypeVar("P")
 R = TypeVar("R")
 DEFAULT_MAX_BATCH = 256
 log = logging.getLogger(__name__)
@@ -52,22 +54,25 @@ class StoreClosed(RotaError):
 
 
 @dataclass(slots=True)
-class _Pending(Generic[R]):
-    fn: Callable[[Connection, dict[Any, Any]], R]
+class _Pending:
+    payload: Any
     future: Future = field(default_factory=Future)
 
 
 _STOP = object()
 
 
-class GroupCommit:
-    """Runs items in batches on one writer thread; ``begin`` opens one write transaction."""
+class GroupCommit(Generic[P, R]):
+    """Writes payloads in batches on one writer thread; ``begin`` opens one write
+    transaction, ``write`` writes a batch in it."""
 
     def __init__(self, begin: Callable[[], AbstractContextManager[Connection]],
+                 write: Callable[[Connection, list[P]], list[R | RotaError]],
                  max_batch: int = DEFAULT_MAX_BATCH, name: str = "rota-group-commit") -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self._begin = begin
+        self._write = write
         self._max_batch = max_batch
         self._name = name
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -77,14 +82,14 @@ class GroupCommit:
         self.batches = 0  # transactions committed, for tests and benchmarks
         self.items = 0
 
-    def run(self, fn: Callable[[Connection, dict[Any, Any]], R]) -> R:
-        """Run ``fn`` in the next batch; its result once the batch has committed."""
-        return self.start(fn).result()
+    def run(self, payload: P) -> R:
+        """Write ``payload`` in the next batch; its result once the batch has committed."""
+        return self.start(payload).result()
 
-    def start(self, fn: Callable[[Connection, dict[Any, Any]], R]) -> Future:
-        """Queue ``fn`` for the next batch; the future resolves once the batch has committed
-        (for callers that must not block a thread, such as an event loop)."""
-        pending: _Pending[R] = _Pending(fn)
+    def start(self, payload: P) -> Future:
+        """Queue ``payload`` for the next batch; the future resolves once the batch has
+        committed (for callers that must not block a thread, such as an event loop)."""
+        pending = _Pending(payload)
         with self._lock:
             if self._closed:
                 raise StoreClosed("the store is closed")
@@ -126,16 +131,12 @@ class GroupCommit:
             if stop:
                 return
 
-    def _commit(self, batch: list[_Pending[Any]]) -> None:
-        outcomes: list[tuple[bool, Any]] = []
+    def _commit(self, batch: list[_Pending]) -> None:
         try:
             with self._begin() as conn:
-                memo: dict[Any, Any] = {}
-                for item in batch:
-                    try:
-                        outcomes.append((True, item.fn(conn, memo)))
-                    except RotaError as exc:
-                        outcomes.append((False, exc))
+                outcomes = self._write(conn, [item.payload for item in batch])
+                if len(outcomes) != len(batch):
+                    raise AssertionError(f"{len(outcomes)} outcomes for {len(batch)} writes")
         except BaseException as exc:  # the transaction did not commit
             if len(batch) > 1:
                 log.warning("a batch of %d writes failed (%s); writing each alone",
@@ -147,8 +148,8 @@ class GroupCommit:
             return
         self.batches += 1
         self.items += len(batch)
-        for item, (ok, value) in zip(batch, outcomes):
-            if ok:
-                item.future.set_result(value)
+        for item, outcome in zip(batch, outcomes):
+            if isinstance(outcome, RotaError):
+                item.future.set_exception(outcome)
             else:
-                item.future.set_exception(value)
+                item.future.set_result(outcome)

@@ -20,7 +20,9 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
-from rota.core import IllegalTransition, InvalidSpec, Job, JobId, JobState, check_transition
+from rota.core import (
+    IllegalTransition, InvalidSpec, Job, JobId, JobState, RotaError, check_transition,
+)
 from rota.store import convert
 from rota.store.errors import Conflict, NotFound
 from rota.store.records import JobEvent, JobFilter, JobRecord, Page, Submission
@@ -49,29 +51,59 @@ def job_key(job_id: object) -> int:
     return int(text)
 
 
-def submit(conn: Connection, sub: Submission, now: float, member: bool = False,
-           memo: dict[Any, Any] | None = None) -> JobRecord:
-    """Insert a new PENDING job and its ``submitted`` event; the stored record.
+def submit(conn: Connection, sub: Submission, now: float, member: bool = False) -> JobRecord:
+    """Insert a new PENDING job and its ``submitted`` event; the stored record."""
+    [outcome] = submit_many(conn, [(sub, member)], now)
+    if isinstance(outcome, RotaError):
+        raise outcome
+    return outcome
 
-    Everything is checked before anything is written (group commit relies on it). ``member``:
-    the user must be a member of the project, checked in this transaction. ``memo`` remembers,
-    for the rest of the transaction, which names were found, so a batch of submits to the same
-    project reads it once."""
-    _validate(conn, sub, member, {} if memo is None else memo)
-    values = dict(
+
+def submit_many(conn: Connection, subs: list[tuple[Submission, bool]],
+                now: float) -> list[JobRecord | RotaError]:
+    """Insert new PENDING jobs and their ``submitted`` events, two statements for them all;
+    one outcome per submission, in order: its stored record, or the error that refused it.
+
+    Every submission is checked before anything is written, so a refused one wrote nothing
+    (group commit relies on it). With ``member`` the user must be a member of the project,
+    checked in this transaction. Names found are looked up once per call. Ids are allocated
+    in the order of ``subs``."""
+    memo: dict[Any, Any] = {}
+    outcomes: list[JobRecord | RotaError] = []
+    accepted: list[tuple[int, dict[str, Any]]] = []
+    for sub, member in subs:
+        try:
+            _validate(conn, sub, member, memo)
+        except RotaError as exc:
+            outcomes.append(exc)
+            continue
+        accepted.append((len(outcomes), _row_values(sub, now)))
+        outcomes.append(_PLACEHOLDER)
+    if not accepted:
+        return outcomes
+    keys = conn.execute(_INSERT_JOBS, [values for _, values in accepted]).scalars().all()
+    conn.execute(_INSERT_EVENT, [
+        {"job": key, "time": now, "kind": "submitted",
+         "message": f"submitted by {values['user']} to queue {values['queue']}",
+         "data": {"project": values["project"], "queue": values["queue"]}}
+        for key, (_, values) in zip(keys, accepted)])
+    for key, (at, values) in zip(keys, accepted):
+        outcomes[at] = convert.record_from_row(SimpleNamespace(**{**_NULLS, **values, "id": key}))
+    return outcomes
+
+
+def _row_values(sub: Submission, now: float) -> dict[str, Any]:
+    return dict(
         name=sub.name, project=sub.project, user=sub.user, queue=sub.queue,
         priority=sub.priority, kind=str(sub.kind), replicas=sub.replicas,
         spec=convert.spec_json(sub), state=str(JobState.PENDING), submit_time=now, reason="",
         cancel_requested=False, attempts=0, version=1, updated_at=now)
-    key = conn.execute(_INSERT_JOB, values).inserted_primary_key[0]
-    _event(conn, key, now, "submitted", f"submitted by {sub.user} to queue {sub.queue}",
-           {"project": sub.project, "queue": sub.queue})
-    return convert.record_from_row(SimpleNamespace(**{**_NULLS, **values, "id": key}))
 
 
 _NULLS = {c.name: None for c in jobs.c}
+_PLACEHOLDER = RotaError("not written")  # replaced by the record once the insert returned
 # built once: a statement built per call costs more than running it (parameters vary only)
-_INSERT_JOB = insert(jobs)
+_INSERT_JOBS = insert(jobs).returning(jobs.c.id, sort_by_parameter_order=True)
 _INSERT_EVENT = insert(job_events)
 
 

@@ -59,7 +59,9 @@ class Store:
         self.revision = migrate(self._engine)
         self._auth = AuthCache(auth_ttl_s)
         self._jobs = cycle.JobCache()
-        self.group = GroupCommit(self._write, max_batch)
+        self.group: GroupCommit[tuple[Submission, bool], JobRecord] = GroupCommit(
+            self._write, lambda conn, subs: jobs.submit_many(conn, subs, self.clock()),
+            max_batch)
 
     @classmethod
     def open(cls, url_or_path: str | Path, **kwargs: Any) -> Store:
@@ -214,8 +216,7 @@ class Store:
     def submit_future(self, submission: Submission, member: bool = False) -> Future:
         """``submit_record`` without blocking: a future of the record, resolved once the job
         is committed (``asyncio.wrap_future`` awaits it)."""
-        return self.group.start(lambda conn, memo: jobs.submit(
-            conn, submission, self.clock(), member, memo))
+        return self.group.start((submission, member))
 
     def get_job(self, job_id: str) -> JobRecord:
         with self._read() as conn:
