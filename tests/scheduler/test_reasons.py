@@ -29,10 +29,21 @@ def test_a_replica_bigger_than_any_node_is_rejected(spec, resource, requested, c
     assert d.binds == [] and d.waits == []
 
 
-def test_a_gang_bigger_than_the_cluster_is_not_rejected_per_replica():
-    # 3 replicas x 8 GPUs on two 8-GPU nodes: each replica fits some node. The screen is per
-    # replica (like Kubernetes per pod), so the gang waits as a gang.
+def test_a_gang_bigger_than_the_cluster_is_rejected_as_a_gang():
+    # 3 replicas x 8 GPUs on two 8-GPU nodes: each replica fits some node, but the empty cluster
+    # holds only 2 of them, so the gang could only ever wait (and under strict FIFO block its
+    # queue for good): it is rejected, as Slurm rejects a job asking for more nodes than exist
     d = decide(_cluster().jobs(job("j").gpus(8).replicas(3)).build(), "besteffort")
+    (reason,) = rejected(d)["j"].reasons
+    assert (reason.code, reason.resource, reason.requested, reason.capacity) == (
+        ReasonCode.NEVER_FITS, "replicas", 3, 2)
+
+
+def test_a_gang_that_fits_the_empty_cluster_waits_as_a_gang():
+    # 2 x 8 GPUs on two 8-GPU nodes, one of which is half busy: it waits, it is not rejected
+    snap = _cluster().jobs(job("busy").gpus(4).running_on(("n1", [0, 1, 2, 3])),
+                           job("j").gpus(8).replicas(2)).build()
+    d = decide(snap, "besteffort")
     assert [r.code for r in waiting(d)["j"].reasons] == [ReasonCode.GANG]
 
 
@@ -73,3 +84,16 @@ def test_every_pending_job_gets_exactly_one_outcome_and_every_wait_a_reason():
     assert sorted(outcomes) == sorted(j.id for j in snap.pending)
     assert all(w.reasons for w in d.waits) and all(r.reasons for r in d.rejects)
     assert set(rejected(d)) == {"too-big", "lost"}
+
+
+def test_a_gang_larger_than_the_whole_cluster_is_rejected():
+    # two 8-GPU nodes hold at most 2 replicas of 8 GPUs: a 4 x 8 gang can never start (it would
+    # otherwise wait forever, and under strict FIFO block its queue); 2 x 8 is fine
+    from builders import bound
+    snap = cluster().nodes(node("a").gpus(8), node("b").gpus(8)).jobs(
+        job("huge").gpus(8).replicas(4), job("ok").gpus(8).replicas(2)).build()
+    d = decide(snap, "fifo")
+    reason = rejected(d)["huge"].reasons[0]
+    assert (reason.code.value, reason.resource, reason.requested, reason.capacity) == (
+        "never-fits", "replicas", 4, 2)
+    assert "ok" in bound(d)

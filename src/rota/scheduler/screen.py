@@ -2,13 +2,14 @@
 
 A job is rejected (not left waiting) when its queue does not exist, when its GPU model patterns
 match no GPU in the inventory, when no flavour of its queue covers those models, or when one
-replica is larger than the largest eligible node in some resource. Usage and quota never make
-a job infeasible: those only make it wait.
+replica is larger than the largest eligible node in some resource, or when a gang has more
+replicas than the eligible nodes would hold even when empty. Usage and quota never make a job
+infeasible: those only make it wait.
 """
 
 from __future__ import annotations
 
-from rota.core import CPU, GPU, MEMORY, Job, Node
+from rota.core import CPU, GPU, MEMORY, MILLI, Job, Node, ReplicaRequest
 from rota.scheduler.decisions import Reason, ReasonCode
 from rota.scheduler.placement import accepts
 
@@ -46,6 +47,11 @@ def _never_fits(cycle, job: Job, flavors) -> Reason | None:
         if need > cap:
             return Reason(ReasonCode.NEVER_FITS, resource, need, None, cap,
                           "larger than any eligible node")
+    if job.replicas > 1:
+        room = cycle.sizes.room(groups, job.selector, models, req)
+        if room < job.replicas:
+            return Reason(ReasonCode.NEVER_FITS, "replicas", job.replicas, None, room,
+                          "more replicas than the eligible nodes hold even when empty")
     return None
 
 
@@ -74,12 +80,28 @@ class NodeSizes:
     def kinds(self) -> list[Node]:
         if self._kinds is None:
             by_kind: dict[tuple, Node] = {}
+            self._counts: dict[str, int] = {}
             for n in self.nodes:
                 kind = (n.resource_group, n.cpu_milli, n.memory_mib,
-                        tuple((d.model, d.memory_mib) for d in n.devices))
-                by_kind.setdefault(kind, n)
+                        tuple((d.model, d.memory_mib, d.healthy) for d in n.devices))
+                first = by_kind.setdefault(kind, n)
+                self._counts[first.name] = self._counts.get(first.name, 0) + 1
             self._kinds = list(by_kind.values())
         return self._kinds
+
+    def room(self, groups: frozenset[str] | None, selector: tuple[tuple[str, str], ...],
+             models: frozenset[str] | None, req: ReplicaRequest) -> int:
+        """How many replicas of ``req`` the eligible nodes would hold if they were empty."""
+        key = (groups, selector, models, req)
+        if key not in self._answers:
+            kinds = self.kinds()
+            nodes = [(n, 1) for n in self.nodes] if selector else [
+                (n, self._counts[n.name]) for n in kinds]
+            self._answers[key] = sum(
+                count * _replicas_on(n, models, req) for n, count in nodes
+                if (groups is None or n.resource_group in groups)
+                and all(n.labels.get(k) == v for k, v in selector))
+        return self._answers[key]  # type: ignore[return-value]
 
     def _compute(self, groups, selector, models) -> tuple[int, int, int, int] | None:
         eligible = [n for n in (self.nodes if selector else self.kinds())
@@ -94,3 +116,20 @@ class NodeSizes:
         return (max(n.cpu_milli for n in eligible), max(n.memory_mib for n in eligible),
                 max(len(devices(n)) for n in eligible),
                 max((d.memory_mib for n in eligible for d in devices(n)), default=0))
+
+
+def _replicas_on(node: Node, models: frozenset[str] | None, req: ReplicaRequest) -> int:
+    """Replicas of ``req`` that fit on ``node`` when it is empty (healthy GPUs only)."""
+    g = req.gpu
+    fits = [node.cpu_milli // req.cpu_milli if req.cpu_milli else 1 << 30,
+            node.memory_mib // req.memory_mib if req.memory_mib else 1 << 30]
+    if g.count:
+        devs = [d for d in node.devices if d.healthy and (models is None or d.model in models)
+                and (g.memory_mib is None or d.memory_mib >= g.memory_mib)]
+        if g.fractional:
+            fits.append(sum(min(MILLI // g.share,
+                                d.memory_mib // g.memory_mib if g.memory_mib else 1 << 30)
+                            for d in devs))
+        else:
+            fits.append(len(devs) // g.count)
+    return min(fits)
