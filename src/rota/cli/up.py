@@ -52,18 +52,26 @@ def up(
     interval: float = typer.Option(2.0, "--interval", min=0.05, metavar="SECONDS",
                                    help="Seconds between passes of the control loop when "
                                         "nothing wakes it."),
+    detach: bool = typer.Option(False, "--detach", "-d",
+                                help="Run in the background; return once it answers. "
+                                     "Stop it with rota down."),
 ) -> None:
     from rota.cli.main import fail, resolve_policy
     from rota.control import setup
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
                         stream=sys.stderr)
-    for noisy in ("uvicorn.error", "uvicorn.access", "alembic"):
+    for noisy in ("uvicorn.error", "uvicorn.access", "alembic", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     chosen = resolve_policy(policy, None)
     if gpus and node_file:
         fail("--gpus", InvalidSpec("", "give --gpus or --node-file, not both"))
     directory = (data_dir or setup.default_data_dir()).expanduser().resolve()
+    if detach:
+        from rota.cli.daemon import detach as start_detached
+        argv = [a for a in sys.argv[2:] if a not in ("-d", "--detach")]
+        start_detached(argv, directory, setup.credentials_path())
+        return
     try:
         inventory = setup.this_machine(gpus, node_file)
     except InvalidSpec as exc:
@@ -186,5 +194,18 @@ def _announce(url, store, directory, inventory, policy, operator, token, issued,
     print("\n".join(lines), flush=True)
 
 
+def down(
+    data_dir: Optional[Path] = typer.Option(
+        None, "--data-dir", metavar="DIR",
+        help="The data directory of the control plane to stop [default: $XDG_DATA_HOME/rota]."),
+) -> None:
+    """Stop a control plane started with rota up (running jobs keep running)."""
+    from rota.cli.daemon import down as stop
+    from rota.control import setup
+
+    stop((data_dir or setup.default_data_dir()).expanduser().resolve())
+
+
 def register(app: typer.Typer) -> None:
     app.command("up", help=UP_HELP)(up)
+    app.command("down")(down)
