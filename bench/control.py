@@ -10,10 +10,16 @@
   asking for one of four virtual GPUs and exiting at once. The latency of a job is the time of
   its ``-> running`` event minus its submit time, both stamped by the server, so the client's
   polling does not count. The loop is woken by the submit (no periodic pass is waited for).
-- throughput: ``--clients`` threads submit ``--jobs`` jobs through ``POST /v1/jobs`` as fast as
-  the server answers; every job asks for one GPU and sleeps, so four run and the rest pile up
-  pending while the control loop keeps scheduling (as in production). Jobs/s = jobs / wall
-  time of the whole burst. On PostgreSQL a fresh database is created and dropped.
+- throughput: ``--clients`` threads (32 by default), each with its own keep-alive HTTP
+  connection (``http.client``: a light client, since it shares the machine with the server),
+  submit ``--jobs`` jobs through ``POST /v1/jobs`` as fast as the server answers; every job
+  asks for one GPU and sleeps, so four run and the rest pile up pending while the control loop
+  keeps scheduling (as in production). Only 201 answers count (any other answer fails the
+  run). Jobs/s = acknowledged jobs / wall time of the whole burst; p50 / p99 are the client's
+  request latencies. The server is then killed with SIGKILL and the database read back: every
+  acknowledged id must be there, exactly once. CPU per job is the server process's user +
+  system time (and the load generator's own) over the burst, divided by the jobs: on a shared
+  machine it is steadier than jobs/s. On PostgreSQL a fresh database is created and dropped.
 - memory: VmRSS of ``rota up`` after it has started and idled for ``--idle`` seconds.
 
 Every run uses temporary XDG and data directories and kills what it started.
@@ -264,7 +270,7 @@ def main() -> None:
     ap.add_argument("scenario", choices=["latency", "throughput", "memory", "all"])
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
-    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--idle", type=float, default=10.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
