@@ -15,8 +15,8 @@ from contextlib import contextmanager
 
 import pytest
 from rota.core import InvalidSpec
-from rota.store import JobFilter, Store
-from rota.store.group import GroupCommit, StoreClosed
+from rota.store import JobFilter, Store, StoreClosed
+from rota.store.group import GroupCommit
 from storekit import seed, submission
 
 THREADS, PER_THREAD = 8, 25

@@ -14,11 +14,11 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from rota.core import IllegalTransition, InvalidSpec, RotaError
-from rota.store import AlreadyExists, Conflict, NotFound, Unauthenticated
+from rota.store import AlreadyExists, Conflict, NotFound, StoreClosed, Unauthenticated
 
 STATUS: dict[type[RotaError], int] = {
     InvalidSpec: 422, NotFound: 404, AlreadyExists: 409, Conflict: 409,
-    IllegalTransition: 409, Unauthenticated: 401,
+    IllegalTransition: 409, Unauthenticated: 401, StoreClosed: 503,
 }
 
 

@@ -18,13 +18,13 @@ Durability (``engine``): an acknowledged write survives a kill of the process an
 the machine (SQLite WAL with ``synchronous=FULL``).
 """
 
-from rota.store.errors import AlreadyExists, Conflict, NotFound, Unauthenticated
+from rota.store.errors import AlreadyExists, Conflict, NotFound, StoreClosed, Unauthenticated
 from rota.store.records import ApplyResult, JobEvent, JobFilter, JobRecord, Page, Submission
 from rota.store.store import Store
 from rota.store.tokens import IssuedToken, Principal, Role, TokenInfo
 
 __all__ = [
     "AlreadyExists", "ApplyResult", "Conflict", "IssuedToken", "JobEvent", "JobFilter",
-    "JobRecord", "NotFound", "Page", "Principal", "Role", "Store", "Submission", "TokenInfo",
-    "Unauthenticated",
+    "JobRecord", "NotFound", "Page", "Principal", "Role", "Store", "StoreClosed", "Submission",
+    "TokenInfo", "Unauthenticated",
 ]

@@ -35,6 +35,12 @@ class Conflict(RotaError):
     code = "conflict"
 
 
+class StoreClosed(RotaError):
+    """The store was closed (the control plane is stopping); nothing more is written."""
+
+    code = "store_closed"
+
+
 class Unauthenticated(RotaError):
     """No token, an unknown token, or a revoked one. The message never says which."""
 

@@ -40,17 +40,12 @@ from typing import Any, Callable, Generic, TypeVar
 from sqlalchemy import Connection
 
 from rota.core import RotaError
+from rota.store.errors import StoreClosed
 
 P = TypeVar("P")
 R = TypeVar("R")
 DEFAULT_MAX_BATCH = 256
 log = logging.getLogger(__name__)
-
-
-class StoreClosed(RotaError):
-    """The store was closed; nothing more is written through it."""
-
-    code = "store_closed"
 
 
 @dataclass(slots=True)

@@ -82,6 +82,8 @@ def submit_many(conn: Connection, subs: list[tuple[Submission, bool]],
     if not accepted:
         return outcomes
     keys = conn.execute(_INSERT_JOBS, [values for _, values in accepted]).scalars().all()
+    if len(keys) != len(accepted):
+        raise AssertionError(f"{len(keys)} ids returned for {len(accepted)} jobs inserted")
     conn.execute(_INSERT_EVENT, [
         {"job": key, "time": now, "kind": "submitted",
          "message": f"submitted by {values['user']} to queue {values['queue']}",
