@@ -3,22 +3,24 @@
 ``Cycle`` turns jobs into placement shapes, starts a job (admission, then placement), and
 releases or re-takes what an active job holds (for preemption and backfill what-ifs). It does
 not decide the order of work: that is ``cycle.run_cycle``.
+
+A cycle runs on a ``Base`` (the overlay, quota book and allocations of the active jobs): a
+throwaway one built from the snapshot, or one the caller keeps between cycles. Every change
+the cycle makes to it goes to a journal or an undo log, and ``close`` takes it back.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from rota.core import ANY_FLAVOR, CPU, GPU, MEMORY, MILLI, Job, JobState, Placement
+from rota.core import CPU, GPU, MEMORY, MILLI, Job, JobState, Placement
+from rota.scheduler.base import Base, position
 from rota.scheduler.decisions import Bind, Reason, ReasonCode, Reserve
 from rota.scheduler.placement import Shape, place_gang
-from rota.scheduler.quota import QuotaBook
-from rota.scheduler.screen import NodeSizes
 from rota.scheduler.snapshot import Snapshot
-from rota.scheduler.state import ALL_MODELS, Cap, ClusterState
+from rota.scheduler.state import ALL_MODELS, Cap, Slot
 
 
 @dataclass(slots=True)
@@ -30,38 +32,52 @@ class Attempt:
 
 
 class Cycle:
-    def __init__(self, snapshot: Snapshot, policy, now: float) -> None:
+    """One cycle on top of a ``Base``: the base's overlay (through a view of its own), quota
+    book and allocations, plus what this cycle changes, recorded so that ``close`` gives the
+    base back exactly as it was (see ``rota.scheduler.base``)."""
+
+    def __init__(self, snapshot: Snapshot, policy, now: float, base: Base | None = None) -> None:
         self.snapshot, self.policy, self.now = snapshot, policy, now
         self.rng = random.Random(policy.seed)
-        self.state = ClusterState(snapshot.nodes)
-        self.book = QuotaBook(snapshot.queues, snapshot.flavors, ())
-        self.active = [self._charged(j) for j in snapshot.jobs if j.state.holds_resources]
-        for job in self.active:
-            self._load(job)
-            if job.queue in snapshot.queues:
-                self.book.charge(job.queue, job.flavor, job.total(), 1)
-        self.state.journal.clear()
-        self.models = sorted({d.model for n in snapshot.nodes for d in n.devices})
-        self.groups = sorted({n.resource_group for n in snapshot.nodes})
-        self._alloc: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        for job in self.active:
-            self._count(job, 1)
-        self._capacity = {
-            CPU: sum(n.cpu_milli for n in snapshot.nodes if n.schedulable),
-            MEMORY: sum(n.memory_mib for n in snapshot.nodes if n.schedulable),
-            GPU: sum(MILLI for n in snapshot.nodes if n.schedulable for d in n.devices if d.healthy),
-        }
-        self._flavors: dict[tuple, list] = {}
-        self._shapes: dict[tuple, Shape] = {}
-        self._pool_members: dict[tuple, tuple[list, int]] = {}
-        self.sizes = NodeSizes(snapshot.nodes)  # for screening: the largest eligible node
+        if base is None:
+            base = Base.of(snapshot)
+        if base.busy:
+            raise RuntimeError("a cycle already runs on this base")
+        base.busy = True
+        self.base = base
+        self.state = base.view()
+        self.book = base.book
+        self.book.begin()
+        self.active = list(base.active.values())
+        self.models, self.groups = base.models, base.groups
+        self._alloc = base.alloc
+        self._counted: list[Job] = []  # jobs counted in allocations by this cycle
+        self._capped: list[Slot] = []  # nodes this cycle capped
+        self._capacity = base.capacity
+        self._flavors, self._shapes = base.flavor_answers, base.shapes
+        self._pool_members = base.pool_members
+        self.sizes = base.sizes
         self._failed: dict[tuple, tuple[int, Attempt]] = {}
+        # effective priorities (they depend on the job and ``now`` only), per job object
+        self._effective = getattr(policy.order, "effective_priority", None)
+        self._priorities: dict[int, tuple[Job, float]] = {}
         # jobs that took resources in this cycle (bound, or nominated after preemption), as
         # SCHEDULED copies; active jobs chosen as victims in this cycle; jobs that may be evicted
         self.bound: list[Job] = []
         self.gone: set[str] = set()
         self.evictable = [j for j in self.active if j.queue in snapshot.queues]
         self.reservation: Reserve | None = None
+
+    def close(self) -> None:
+        """Undo everything this cycle changed on its base: overlay (journal), caps, quota
+        charges (the book's log), allocations."""
+        self.state.undo(0)
+        for slot in self._capped:
+            slot.cap = None
+        for job in reversed(self._counted):
+            self._count(job, -1)
+        self.book.rollback()
+        self.base.busy = False
 
     # -- the view ordering plugins read -------------------------------------------------------
 
@@ -84,32 +100,16 @@ class Cycle:
         """Every job that holds resources in the overlay now."""
         return [j for j in self.active if j.id not in self.gone] + self.bound
 
-    def _charged(self, job: Job) -> Job:
-        """``job`` with the flavour it is charged to: its own, else the first flavour of its
-        queue whose models match the GPUs it holds, else ``any``."""
-        if job.flavor is not None:
-            return job
-        queue = self.snapshot.queues.get(job.queue)
-        models = {d_model for rep in job.placement.replicas
-                  for d_model in self._models_on(rep)}
-        for name in (queue.quotas if queue else ()):
-            flavor = self.snapshot.flavors.get(name)
-            if flavor is not None and all(flavor.matches(m) for m in models):
-                return replace(job, flavor=name)
-        return replace(job, flavor=ANY_FLAVOR)
-
-    def _models_on(self, rep) -> list[str]:
-        node = self.state.by_name.get(rep.node)
-        if node is None:
-            return []
-        by_index = {d.index: d.model for d in node.node.devices}
-        return [by_index[d.index] for d in rep.devices if d.index in by_index]
-
     def priority_of(self, job: Job) -> float:
         """The priority preemption compares: the ordering plugin's effective priority of the
         job where the plugin defines one, else the job's own priority."""
-        effective = getattr(self.policy.order, "effective_priority", None)
-        return job.priority if effective is None else effective(job, self.now)
+        effective = self._effective
+        if effective is None:
+            return job.priority
+        hit = self._priorities.get(id(job))
+        if hit is None or hit[0] is not job:  # the job is kept alive here: ids stay unique
+            hit = self._priorities[id(job)] = (job, effective(job, self.now))
+        return hit[1]
 
     def _count(self, job: Job, sign: int) -> None:
         alloc = self._alloc[job.project]
@@ -184,6 +184,7 @@ class Cycle:
     def bind(self, job: Job, flavor: str, placement: Placement) -> Bind:
         self.book.charge(job.queue, flavor, job.total(), 1)
         self._count(job, 1)
+        self._counted.append(job)
         self.bound.append(replace(job, state=JobState.SCHEDULED, placement=placement,
                                   flavor=flavor, started_at=self.now))
         return Bind(job.id, placement, flavor, self.book.borrowing(job.queue, flavor))
@@ -247,17 +248,8 @@ class Cycle:
             slot = self.state.by_name.get(rep.node)
             if slot is None:
                 continue
-            positions = [self._position(slot, d.index) for d in rep.devices]
+            positions = [position(slot, d.index) for d in rep.devices]
             self.state.take(slot, req.cpu_milli, req.memory_mib, list(rep.devices), positions)
-
-    def _load(self, job: Job) -> None:
-        """``hold`` for building the overlay: the same changes, in the same order, unjournaled."""
-        req = job.request
-        for rep in job.placement.replicas:
-            slot = self.state.by_name.get(rep.node)
-            if slot is not None:
-                self.state.load(slot, req.cpu_milli, req.memory_mib, [
-                    (self._position(slot, d.index), d.milli, d.memory_mib) for d in rep.devices])
 
     def release(self, job: Job) -> None:
         req = job.request
@@ -265,21 +257,12 @@ class Cycle:
             slot = self.state.by_name.get(rep.node)
             if slot is None:
                 continue
-            deltas = tuple((self._position(slot, d.index), d.milli, d.memory_mib) for d in rep.devices)
+            deltas = tuple((position(slot, d.index), d.milli, d.memory_mib) for d in rep.devices)
             self.state.give(slot, req.cpu_milli, req.memory_mib, deltas)
-
-    @staticmethod
-    def _position(slot, index: int) -> int:
-        devices = slot.node.devices
-        if index < len(devices) and devices[index].index == index:
-            return index  # the usual numbering: device i at position i
-        for p, dev in enumerate(devices):
-            if dev.index == index:
-                return p
-        raise KeyError(f"node {slot.name} has no GPU {index}")
 
     def cap_reserved_nodes(self, placement: Placement) -> None:
         """After a reservation's shadow state is built: cap its nodes at what is free there."""
         for name in placement.nodes:
             s = self.state.by_name[name]
             self.state.set_cap(s, Cap(s.cpu, s.mem, list(s.milli), list(s.gmem)))
+            self._capped.append(s)

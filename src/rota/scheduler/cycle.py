@@ -3,6 +3,9 @@
 The steps:
 
 1. Build the overlay: every node's capacity minus what active jobs hold; quota usage per queue.
+   With ``base=``, a ``Base`` the caller keeps between cycles supplies it (and the active
+   jobs; the snapshot then lists only the pending jobs to consider), and is given back as it
+   was when the cycle ends (see ``rota.scheduler.base``).
 2. Screen pending jobs: reject the ones that can never run here (unknown queue, no GPU model
    matching their patterns, no flavour of their queue covering them, larger than any node).
 3. Walk the pending jobs in the ordering plugin's sequence. For each:
@@ -12,7 +15,8 @@ The steps:
    c. otherwise try preemption (within the preemptor budget);
    d. otherwise, if backfill is on and nothing is reserved yet, reserve for this job;
    e. otherwise it waits, with the reasons collected on the way.
-4. Return the decisions. Nothing is applied: the caller does that.
+4. Return the decisions. Nothing is applied: the caller does that (and, with a base, tells it
+   the deltas: ``Base.hold`` for bound jobs, ``Base.release`` for jobs that gave back).
 """
 
 from __future__ import annotations
@@ -20,33 +24,43 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rota.core import Job, JobState
+from rota.scheduler.base import Base
 from rota.scheduler.context import Cycle
 from rota.scheduler.decisions import (
     Bind, Decisions, Preempt, Reason, ReasonCode, Reject, Wait,
 )
 from rota.scheduler.policy import Policy
-from rota.scheduler.screen import screen
 from rota.scheduler.snapshot import Snapshot
 
 
-def run_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Decisions:
-    cycle = Cycle(snapshot, policy, now)                                    # 1
+def run_cycle(snapshot: Snapshot, policy: Policy, now: float, base: Base | None = None
+              ) -> Decisions:
+    if base is None:
+        return _run(Cycle(snapshot, policy, now), snapshot, policy, now)   # 1: a throwaway base
+    base.fits(snapshot)
+    cycle = Cycle(snapshot, policy, now, base)                              # 1
+    try:
+        return _run(cycle, snapshot, policy, now)
+    finally:
+        cycle.close()
+
+
+def _run(cycle: Cycle, snapshot: Snapshot, policy: Policy, now: float) -> Decisions:
     out = Decisions()
     pending: list[Job] = []
     for job in snapshot.pending:                                            # 2
-        refusal = screen(cycle, job)
+        refusal = cycle.base.screen(cycle, job)
         if refusal is None:
             pending.append(job)
         else:
             out.rejects.append(Reject(job.id, (refusal,)))
     preemptors = 0
     hopeless: set[tuple] = set()  # preemption searches that found no victim set this cycle
-    blocked: dict[str, str] = {}  # queue -> its first blocked job (strict ordering)
+    blocked: dict[str, tuple[Reason, ...]] = {}  # queue -> why its later jobs wait (strict)
     shared = SharedReasons()
     for job in policy.order.sequence(pending, cycle):                       # 3
         if job.queue in blocked:                                            # a
-            out.waits.append(Wait(job.id, (Reason(ReasonCode.BLOCKED, detail=(
-                f"{blocked[job.queue]} is ahead of it in queue {job.queue}")),)))
+            out.waits.append(Wait(job.id, blocked[job.queue]))
             continue
         capped = cycle.reservation is not None and not policy.backfill.ends_before(
             job, cycle.reservation, now)
@@ -77,7 +91,8 @@ def run_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Decisions:
                 estimate = reservation.start_at
         out.waits.append(Wait(job.id, shared.of(result.reasons), estimate))  # e
         if policy.order.blocking and estimate is None:
-            blocked[job.queue] = job.id
+            blocked[job.queue] = (Reason(ReasonCode.BLOCKED, detail=(
+                f"{job.id} is ahead of it in queue {job.queue}")),)
     return out                                                              # 4
 
 

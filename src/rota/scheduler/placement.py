@@ -180,11 +180,11 @@ def candidates(state: ClusterState, shape: Shape, direction: str) -> Iterator[Sl
                 yield slots[i]
 
 
-def _frac(pool: Pool, level: int) -> dict[int, None] | None:
+def _frac(pool: Pool, level: int) -> list[int] | None:
     return pool.frac[level] if level < len(pool.frac) else None
 
 
-def _whole(pool: Pool, level: int) -> dict[int, None] | None:
+def _whole(pool: Pool, level: int) -> list[int] | None:
     return pool.whole[level] if level < len(pool.whole) else None
 
 

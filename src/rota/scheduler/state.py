@@ -7,7 +7,9 @@ backfill shadow) are undone exactly with ``undo(mark)``.
 Indexes: nodes are grouped into *pools* by (resource group, GPU model) plus one pool per
 resource group holding all its nodes (key model ``"*"``). Inside a pool, nodes are bucketed by
 the number of wholly free GPUs and by the free share of each device (in tenths of a GPU). A request looks only at the buckets that can hold it, in the order its scoring plugin
-prefers, instead of scoring every node.
+prefers, instead of scoring every node. A bucket lists its nodes by index, whatever the order
+in which they moved there: placement depends on the free capacity now, never on the history of
+the overlay (a cycle on a long-lived base decides as one on an overlay built afresh).
 
 ``epoch`` grows whenever free capacity grows beyond what an earlier moment had; a placement
 that failed at epoch ``e`` fails again while ``epoch == e``.
@@ -18,6 +20,7 @@ node (see ``backfill``): it fits only where both the free capacity and the cap a
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from dataclasses import dataclass
 
 from rota.core import MILLI, DeviceShare, Node
@@ -71,14 +74,15 @@ class Slot:
 
 class Pool:
     """Nodes of one (resource group, model), bucketed by wholly free GPUs and by the free-share
-    levels of their devices (a node sits in the bucket of every level one of its devices has)."""
+    levels of their devices (a node sits in the bucket of every level one of its devices has).
+    Each bucket is a sorted list of node indexes."""
 
     __slots__ = ("key", "whole", "frac")
 
     def __init__(self, key: tuple[str, str], max_gpus: int) -> None:
         self.key = key
-        self.whole: list[dict[int, None]] = [{} for _ in range(max_gpus + 1)]
-        self.frac: list[dict[int, None]] = [{} for _ in range(FRAC_LEVELS)]
+        self.whole: list[list[int]] = [[] for _ in range(max_gpus + 1)]
+        self.frac: list[list[int]] = [[] for _ in range(FRAC_LEVELS)]
 
 
 @dataclass(slots=True)
@@ -112,9 +116,9 @@ class ClusterState:
             slot.pools = shared[keys]
             levels = slot.levels()
             for pool in slot.pools:
-                pool.whole[slot.whole][slot.i] = None
+                pool.whole[slot.whole].append(slot.i)  # slots come in index order
                 for level in levels:
-                    pool.frac[level][slot.i] = None
+                    pool.frac[level].append(slot.i)
 
     # -- changes -----------------------------------------------------------------------------
 
@@ -191,17 +195,17 @@ class ClusterState:
                 counts[level] += 1
         if whole != s.whole:
             for pool in s.pools:
-                del pool.whole[s.whole][s.i]
-                pool.whole[whole][s.i] = None
+                _discard(pool.whole[s.whole], s.i)
+                insort(pool.whole[whole], s.i)
             s.whole = whole
         for level, had in before.items():
             if (had > 0) == (counts[level] > 0):
                 continue
             for pool in s.pools:
                 if had:
-                    del pool.frac[level][s.i]
+                    _discard(pool.frac[level], s.i)
                 else:
-                    pool.frac[level][s.i] = None
+                    insort(pool.frac[level], s.i)
 
     # -- caps (backfill) ---------------------------------------------------------------------
 
@@ -211,3 +215,7 @@ class ClusterState:
     def clear_caps(self) -> None:
         for s in self.slots:
             s.cap = None
+
+
+def _discard(bucket: list[int], i: int) -> None:
+    del bucket[bisect_left(bucket, i)]
