@@ -3,9 +3,11 @@
 Vocabulary:
 - *event*: a job arrives (at its submission time, seconds from the first submission) or ends
   (its start plus its remaining run time). Events of the same second are handled together,
-  then one *cycle* runs: a snapshot of the cluster goes to ``run_cycle`` and its decisions are
-  applied with ``apply_decisions`` (binds start jobs, victims of preemption go back to pending
-  at once, with their remaining run time: checkpoint and restore).
+  then one *cycle* runs: ``run_cycle`` on a snapshot of the pending jobs shown, on top of the
+  engine's ``Base`` (what running jobs hold, kept between cycles: told ``hold`` at every start
+  and ``release`` at every end or eviction), and its decisions are applied with
+  ``apply_decisions`` (binds start jobs, victims of preemption go back to pending at once,
+  with their remaining run time: checkpoint and restore).
 - *queue depth* ``K``: pending jobs wait in one sorted list per project, by the ordering
   plugin's ``pending_key`` (a job's place in the order while it waits: submission time,
   walltime, LAS level, priority); a cycle sees only the first ``K`` of each list (as Slurm's ``default_queue_depth``). When a
@@ -35,6 +37,7 @@ from rota.core import (
     NodeName, Project, Queue, ReplicaRequest,
 )
 from rota.scheduler import Policy, Snapshot, Usage, apply_decisions, build_policy, run_cycle
+from rota.scheduler.base import Base
 from rota.simulator.philly import NODE_GPUS, PhillyJob, gang
 
 QUEUE = "philly"
@@ -135,6 +138,8 @@ class Engine:
         vcs = sorted({j.vc for j in trace})
         self.queues = dict(config.quotas) if config.quotas is not None else {QUEUE: Queue(QUEUE)}
         self.projects = {vc: Project(vc) for vc in vcs}
+        # what running jobs hold, kept between cycles: told of every start, end and eviction
+        self.base = Base(self.nodes, self.queues)
         self.half_life = float(getattr(self.policy.order, "half_life_s", 7 * 86400))
         # LAS: running jobs change level as they run; a timed event at each threshold lets a
         # cycle preempt them then
@@ -204,17 +209,17 @@ class Engine:
         """One cycle; True if another must run at once (victims were evicted, or a project's
         candidates ran out)."""
         shown = {vc: lst[: self.cfg.depth] for vc, lst in self.pending.items() if lst}
-        jobs = [r.job for r in self.running.values()]
-        jobs += [self._job(self.by_id[rid]) for lst in shown.values() for *_, rid in lst]
+        jobs = [self._job(self.by_id[rid]) for lst in shown.values() for *_, rid in lst]
         usage = {vc: Usage(u, now) for vc, u in self.usage.items() if u}
-        snap = Snapshot(self.nodes, self.queues, tuple(jobs), self.projects, usage=usage)
-        decisions = run_cycle(snap, self.policy, now)
+        base = self.base
+        snap = Snapshot(base.nodes, base.queues, tuple(jobs), self.projects, base.flavors, usage)
+        decisions = run_cycle(snap, self.policy, now, base=base)
         self.freed, self.last_bound = False, bool(decisions.binds)
         if not decisions.changes_anything:
             return False
         after = {j.id: j for j in apply_decisions(snap, decisions, now).jobs}
         for p in decisions.preemptions:
-            self._stop(self.by_id[p.job], after[p.job], now)
+            self._stop(self.by_id[p.job], now)
         for rej in decisions.rejects:
             run = self.by_id[rej.job]
             self._dequeue(run)
@@ -268,6 +273,7 @@ class Engine:
         if run.first_start is None:
             run.first_start = now
         self.running[run.src.id] = run
+        self.base.hold(job)
         self.seq += 1
         heapq.heappush(self.ends, (now + run.overhead + run.remaining, self.seq, run.src.id,
                                    run.token, END))
@@ -285,9 +291,10 @@ class Engine:
             t = now + (self.thresholds[level] - attained) / run.src.num_gpus
             heapq.heappush(self.ends, (t, self.seq, run.src.id, run.token, LEVEL))
 
-    def _stop(self, run: Run, job: Job, now: float) -> None:
+    def _stop(self, run: Run, now: float) -> None:
         """Preempted: back to pending with what is left to run."""
         del self.running[run.src.id]
+        self.base.release(run.src.id)
         held = now - run.started
         run.remaining = max(0.0, run.remaining - max(0.0, held - run.overhead))
         run.attained += held * run.src.num_gpus
@@ -306,6 +313,7 @@ class Engine:
             self._wake_at_next_level(run, t)
             return
         del self.running[rid]
+        self.base.release(rid)
         run.attained += (t - run.started) * run.src.num_gpus
         run.remaining, run.finish = 0.0, t
         self._allocate(run, -1, t)
