@@ -39,15 +39,18 @@ from rota.scheduler.state import ClusterState, Slot
 
 class UndoableBook(QuotaBook):
     """A quota book whose charges, between ``begin`` and ``rollback``, are taken back exactly
-    (in reverse order) by ``rollback``; the answer caches follow, as every charge clears them."""
+    (in reverse order) by ``rollback``; the answer caches follow, as every charge clears them.
+    ``version`` counts charges: equal versions, equal book."""
 
     def __init__(self, queues: Mapping[str, Queue], flavors: Mapping[str, Flavor]) -> None:
         self.log: list[tuple[str, str, Mapping[str, int], int]] | None = None
+        self.version = 0
         super().__init__(queues, flavors, ())
 
     def charge(self, queue: str, f: str, demand: Mapping[str, int], sign: int) -> None:
         if self.log is not None:
             self.log.append((queue, f, demand, sign))
+        self.version += 1
         super().charge(queue, f, demand, sign)
 
     def begin(self) -> None:

@@ -58,6 +58,8 @@ class Cycle:
         self._pool_members = base.pool_members
         self.sizes = base.sizes
         self._failed: dict[tuple, tuple[int, Attempt]] = {}
+        self._tried: dict[tuple, tuple[int, int, Attempt]] = {}
+        self._past: dict[tuple[str, float], float] = {}
         # effective priorities (they depend on the job and ``now`` only), per job object
         self._effective = getattr(policy.order, "effective_priority", None)
         self._priorities: dict[int, tuple[Job, float]] = {}
@@ -91,10 +93,13 @@ class Cycle:
         return self.snapshot.project(project).weight
 
     def past_gpu_seconds(self, project: str, half_life_s: float) -> float:
-        usage = self.snapshot.usage.get(project)
-        if usage is None:
-            return 0.0
-        return usage.gpu_seconds * math.pow(0.5, max(0.0, self.now - usage.as_of) / half_life_s)
+        key = (project, half_life_s)
+        hit = self._past.get(key)
+        if hit is None:
+            usage = self.snapshot.usage.get(project)
+            hit = self._past[key] = 0.0 if usage is None else usage.gpu_seconds * math.pow(
+                0.5, max(0.0, self.now - usage.as_of) / half_life_s)
+        return hit
 
     def holding(self) -> list[Job]:
         """Every job that holds resources in the overlay now."""
@@ -153,7 +158,21 @@ class Cycle:
     # -- starting a job -----------------------------------------------------------------------
 
     def try_start(self, job: Job, capped: bool) -> Bind | Attempt:
-        """Admit and place ``job`` now, in the first of its queue's flavours that allows it."""
+        """Admit and place ``job`` now, in the first of its queue's flavours that allows it.
+
+        A failed start is remembered for jobs alike (queue, request, gang, resource group,
+        selector): it fails again, for the same reasons, while neither free capacity has grown
+        (the overlay's epoch) nor the quota book has changed (its version)."""
+        key = (job.queue, job.request, job.replicas, job.resource_group, job.selector, capped)
+        hit = self._tried.get(key)
+        if hit is not None and hit[0] == self.state.epoch and hit[1] == self.book.version:
+            return hit[2]
+        result = self._try_start(job, capped)
+        if isinstance(result, Attempt):
+            self._tried[key] = (self.state.epoch, self.book.version, result)
+        return result
+
+    def _try_start(self, job: Job, capped: bool) -> Bind | Attempt:
         reasons: list[Reason] = []
         quota_ok = False
         demand = job.total()
