@@ -5,9 +5,11 @@
     python bench/replay.py --gpus 64 --window 2017-10-26..2017-10-27 --depth 16,256 --policy fair
 
 The trace is loaded once (not timed); each run times ``rota.simulator.replay.replay`` with
-``time.perf_counter`` in one process. Reported per policy and queue depth: wall seconds,
-cycles run and skipped, and the average JCT (a check that the run is the real one, and how
-much the queue depth changes it).
+``time.perf_counter`` (wall) and ``time.process_time`` (CPU of this process) in one process.
+Reported per policy and queue depth: wall and CPU seconds, the 1-minute load average when the
+run ended (the machine is shared: wall time above CPU time is time spent waiting for a core),
+cycles run and skipped, and the average JCT (a check that the run is the real one, and how much
+the queue depth changes it).
 """
 
 from __future__ import annotations
@@ -46,17 +48,19 @@ def main() -> None:
     out = []
     for depth in (int(d) for d in a.depth.split(",")):
         for name in a.policy.split(","):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             result = replay(jobs, name, ReplayConfig(a.gpus, depth, a.walltime_noise))
-            wall = time.perf_counter() - t0
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             s = summarise(result)
             out.append({"policy": name, "depth": depth, "gpus": a.gpus, "jobs": len(jobs),
-                        "wall_s": round(wall, 1), "cycles": result.cycles,
+                        "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+                        "load_1m": round(os.getloadavg()[0], 2), "cycles": result.cycles,
                         "skipped": result.skipped, "jct_avg_h": round(s.get("jct_avg_h", 0), 3),
                         "python": platform.python_version(), "cpus": os.cpu_count()})
             if not a.json:
                 r = out[-1]
-                print(f"{name:10s} depth {depth:4d}: {r['wall_s']:7.1f} s, {r['cycles']:,} cycles "
+                print(f"{name:10s} depth {depth:4d}: {r['wall_s']:7.1f} s wall, {r['cpu_s']:7.1f} s "
+                      f"CPU, load {r['load_1m']:.1f}, {r['cycles']:,} cycles "
                       f"({r['skipped']:,} skipped), avg JCT {r['jct_avg_h']:.3f} h", flush=True)
     if a.json:
         print(json.dumps(out, indent=2))
