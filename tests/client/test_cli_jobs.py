@@ -31,10 +31,11 @@ def cycle(server) -> None:
 
 @pytest.fixture(scope="module")
 def examples(server) -> dict[str, dict]:
-    """Every example job file, submitted with --json (which uploads its workdir)."""
+    """Every example job file, submitted with --json (which uploads its workdir). The files name
+    project ``default``, which ``rota up`` creates; this server's user is in ``vision``."""
     out = {}
     for path in EXAMPLES:
-        job = json.loads(ok(server.rota("submit", path, "--json")))
+        job = json.loads(ok(server.rota("submit", path, "--json", "--project", "vision")))
         out[path.stem] = job
     return out
 
