@@ -1,0 +1,192 @@
+"""Capacity gradient descent (``capgd``): FGD's fragmentation gradient, with the task mix
+learned online, plus the two costs FGD does not see: GPUs stranded by CPU, and scarce GPU
+models spent on tasks that could run elsewhere.
+
+Vocabulary:
+- *task class* ``m`` (``fragment.TaskClass``): CPU request, per-device share, device count,
+  allowed models, popularity ``p_m``;
+- the *mix*: classes and popularity estimated online (``ArrivalMix``) from the requests the
+  plugin has been asked to place so far, with exponentially decaying counts, kept to the most
+  frequent classes covering ``coverage`` of the weight (FGD's rule, applied to what has arrived
+  instead of the whole trace in advance);
+- ``F(n)``: FGD's expected fragment of node ``n`` under the mix (``fragment.Fragmenter``);
+- ``stranded(n) = max(0, idle(n) - cpu(n) * G / C)``: the node's idle GPU (milli) beyond what
+  its free CPU covers at the node's own CPU-per-GPU ratio (``C`` milli-CPU for ``G`` GPUs).
+  Zero on an empty node; it grows when a task takes more CPU than its GPUs' share of the
+  node's CPU (a CPU-only task on a GPU node above all);
+- ``scarcity(X)`` in [0, 1]: the pressure on GPU model ``X`` of the classes that may only run
+  on some models: ``sum`` over such classes accepting ``X`` of (their share of the mix's GPU
+  demand) / (the share of the cluster's GPUs they accept), capped at 1. Zero when no class is
+  model-constrained;
+- the *cost* of placing ``t`` on ``n``: ``dF + d stranded + gpu(t) * scarcity(model(n))``, all
+  in milli-GPU; the score is FGD's ``floor(100 / (1 + exp(cost / 1000)))``, ties to the first
+  node of the seeded order.
+
+Why: FGD measures whether *one* more task of each class fits, so CPU matters to it only once
+a node cannot take even one; nodes end with idle GPUs and no CPU. And a GPU of a model that
+constrained tasks need is, to FGD, as good as any other; flexible tasks use up the scarce
+models and the constrained ones fail (docs/simulator.md has the numbers).
+
+Invariants: the mix is refreshed after 1, 2, 3, 4, 5, 6, 7, 8, 10, ... requests (a quarter
+more than at the last refresh, at most ``every``); score caches are dropped at each refresh,
+so a score never mixes two estimates. Nodes are grouped by their total CPU as well as their
+free state, since ``stranded`` depends on it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from pydantic import Field
+
+from rota.core import MILLI
+from rota.scheduler.placement import Shape, accepts
+from rota.scheduler.plugins.fragment import Fragmenter, TaskClass
+from rota.scheduler.plugins.packing import FragmentationGradient, PackingArgs, _Packing
+from rota.scheduler.plugins.registry import register
+from rota.scheduler.state import ClusterState, Slot
+
+
+class CapacityArgs(PackingArgs):
+    half_life: float = Field(2048, gt=0, description="requests after which a class's count "
+                                                     "weighs half (the mix's memory)")
+    coverage: float = Field(0.95, gt=0, le=1, description="share of the weight the kept "
+                                                          "classes cover")
+
+
+def class_of(shape: Shape) -> TaskClass:
+    """The task class of a request (CPU-only requests have share 0 and count 0)."""
+    if shape.count == 0:
+        return TaskClass(shape.cpu, 0, 0, ())
+    return TaskClass(shape.cpu, shape.share, shape.count, shape.models)
+
+
+class ArrivalMix:
+    """Exponentially decaying counts of the classes of the requests seen so far.
+
+    ``observe`` adds one request; ``due`` says whether the estimate has moved enough to
+    refresh; ``classes`` returns the kept classes with weights summing to 1 and marks the
+    refresh.
+    """
+
+    def __init__(self, half_life: float = 2048, coverage: float = 0.95, every: int = 1024) -> None:
+        self.growth = 2 ** (1 / half_life)
+        self.coverage, self.every = coverage, every
+        self.counts: dict[TaskClass, float] = {}
+        self.step = 1.0  # the weight of the next request: it grows instead of the rest decaying
+        self.seen = 0
+        self.last = 0
+
+    def observe(self, m: TaskClass) -> None:
+        self.counts[m] = self.counts.get(m, 0.0) + self.step
+        self.step *= self.growth
+        self.seen += 1
+        if self.step > 1e100:  # rescale before floats overflow; proportions are unchanged
+            self.counts = {k: v / self.step for k, v in self.counts.items()}
+            self.step = 1.0
+
+    def due(self) -> bool:
+        return self.seen > self.last and \
+            self.seen - self.last >= min(self.every, max(1, self.last // 4))
+
+    def classes(self) -> list[TaskClass]:
+        """The most popular classes covering ``coverage`` of the weight, renormalised."""
+        self.last = self.seen
+        ranked = sorted(self.counts.items(),
+                        key=lambda kv: (-kv[1], kv[0].cpu, kv[0].milli, kv[0].count, kv[0].models))
+        total = sum(self.counts.values())
+        kept, covered = [], 0.0
+        for m, w in ranked:
+            kept.append((m, w))
+            covered += w
+            if covered >= self.coverage * total:
+                break
+        norm = sum(w for _, w in kept)
+        return [TaskClass(m.cpu, m.milli, m.count, m.models, w / norm) for m, w in kept]
+
+
+def stranded(idle: int, cpu: int, node_cpu: int, gpus: int) -> float:
+    """Idle milli-GPU beyond what ``cpu`` free covers at the node's CPU-per-GPU ratio."""
+    if node_cpu <= 0 or gpus == 0:
+        return 0.0
+    return max(0.0, idle - cpu * gpus * MILLI / node_cpu)
+
+
+def scarcity(classes: list[TaskClass], gpus_by_model: dict[str, int]) -> dict[str, float]:
+    """``scarcity(X)`` for every model of the cluster (see the module docstring)."""
+    total = sum(gpus_by_model.values())
+    demand = sum(m.weight * m.milli * m.count for m in classes if m.count)
+    out = {x: 0.0 for x in gpus_by_model}
+    if not total or not demand:
+        return out
+    for m in classes:
+        if not m.count or not m.models:
+            continue
+        accepted = [x for x in gpus_by_model if accepts(m.models, x)]
+        supply = sum(gpus_by_model[x] for x in accepted) / total
+        if not supply:
+            continue
+        pressure = (m.weight * m.milli * m.count / demand) / supply
+        for x in accepted:
+            out[x] += pressure
+    return {x: min(1.0, v) for x, v in out.items()}
+
+
+@register("placement")
+class CapacityGradient(_Packing):
+    """The node (and device) of least cost: FGD's fragmentation gradient under the mix learned
+    online, plus the GPU the placement strands by CPU, plus the scarce-model GPU it spends."""
+
+    name = "capgd"
+    Args = CapacityArgs
+
+    def __init__(self, args: CapacityArgs) -> None:  # type: ignore[override]
+        super().__init__(args)
+        self.mix = ArrivalMix(args.half_life, args.coverage)
+        self.frag: Fragmenter | None = None
+        self.scarce: dict[str, float] = {}
+
+    def select(self, state: ClusterState, shape: Shape, capped: bool
+               ) -> tuple[Slot, list[int]] | None:
+        self.mix.observe(class_of(shape))
+        if self.mix.due():
+            self._refresh(state)
+        return super().select(state, shape, capped)
+
+    def _refresh(self, state: ClusterState) -> None:
+        classes = self.mix.classes()
+        self.frag = Fragmenter(classes)
+        models = Counter(m for s in state.slots if s.pools for m in s.models)
+        self.scarce = scarcity(classes, dict(models))
+        for cache in getattr(self, "_scores", {}).values():
+            cache.clear()
+
+    def view_key(self, slot: Slot) -> tuple:
+        return super().view_key(slot) + (slot.node.cpu_milli,)
+
+    def node_score(self, slot: Slot, shape: Shape, fits: list[int]) -> float | None:
+        return math.floor(100 / (1 + math.exp(self.cost(slot, shape, fits) / MILLI)))
+
+    def cost(self, slot: Slot, shape: Shape, fits: list[int]) -> float:
+        """The cost of placing ``shape`` on ``slot``, in milli-GPU (see the module docstring)."""
+        gpu = shape.count * shape.share if shape.count else 0
+        idle, total, gpus = sum(slot.milli), slot.node.cpu_milli, len(slot.milli)
+        strand = stranded(idle - gpu, slot.cpu - shape.cpu, total, gpus) - \
+            stranded(idle, slot.cpu, total, gpus)
+        spent = gpu * self.scarce.get(slot.models[0], 0.0) if gpu and slot.models else 0.0
+        return self._best(slot, shape, fits)[0] + strand + spent
+
+    def devices(self, slot: Slot, shape: Shape, fits: list[int]) -> list[int]:
+        if shape.fractional:
+            return [self._best(slot, shape, fits)[1]]
+        return fits[: shape.count]
+
+    def _best(self, slot: Slot, shape: Shape, fits: list[int]) -> tuple[float, int]:
+        """FGD's: the smallest growth of ``F`` over the devices the request may use, and the
+        device that gives it."""
+        assert self.frag is not None, "select refreshes the mix before any score"
+        return FragmentationGradient._best(self, slot, shape, fits)  # type: ignore[arg-type]
+
+
+__all__ = ["ArrivalMix", "CapacityGradient", "class_of", "scarcity", "stranded"]
