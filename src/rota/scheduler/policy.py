@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from rota.core import InvalidSpec
-from rota.scheduler.plugins import admission, backfill, jct, order, packing, preempt, score  # noqa: F401
+from rota.scheduler.plugins import admission, backfill, capacity, jct, order, packing, preempt, score  # noqa: F401
 from rota.scheduler.plugins.registry import create
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -32,7 +32,7 @@ from rota.scheduler.plugins.registry import create
 from rota.scheduler.state import ALL_MODELS, ClusterState
 from rota.simulator.alibaba import TraceNode, TracePod, to_nodes
 
-POLICIES = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")
+POLICIES = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd", "capgd")
 MAX_BIN = 130
 GROUP = "default"
 
