@@ -129,7 +129,7 @@ CASES = [
     ("unknown flavour", "queues.0.quota.h200", {"nominal": {"gpu": 1}},
      "queues[0].quota.h200", "unknown flavour"),
     ("quota negative", "queues.0.quota.h100.nominal.gpu", -1,
-     "queues[0].quota.h100.nominal.gpu", "zero or more"),
+     "queues[0].quota.h100.nominal.gpu", "must not be negative"),
     ("quota unknown resource", "queues.0.quota.h100.nominal.tpu", 1,
      "queues[0].quota.h100.nominal.tpu", "unknown key"),
     ("lending above nominal", "queues.1.quota.h100.lending_limit.gpu", 9,

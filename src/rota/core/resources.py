@@ -131,17 +131,23 @@ def parse_cpu_milli(value: object, field: str) -> int:
     return math.ceil(number - 1e-9)
 
 
-def parse_gpu(value: object, field: str) -> tuple[int, int]:
-    """A GPU amount -> ``(count, share)``: ``2`` -> (2, 1000), ``0.25`` -> (1, 250), 0 -> (0, 1000)."""
+def parse_gpus(value: object, field: str, example: str = "1, 4 or 0.5") -> float:
+    """A finite, non-negative number of GPUs (``2``, ``0.5``, ``"2.5"``), fractions allowed."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise InvalidSpec(field, f"expected a number of GPUs such as 1, 4 or 0.5, got {value!r}")
+        raise InvalidSpec(field, f"expected a number of GPUs such as {example}, got {value!r}")
     try:
         number = float(value)
     except ValueError:
-        raise InvalidSpec(field, f"expected a number of GPUs such as 1, 4 or 0.5, got {value!r}") from None
+        raise InvalidSpec(field, f"expected a number of GPUs such as {example}, got {value!r}") from None
     _finite(number, value, field)
     if number < 0:
         raise InvalidSpec(field, f"must not be negative, got {value!r}")
+    return number
+
+
+def parse_gpu(value: object, field: str) -> tuple[int, int]:
+    """A GPU amount -> ``(count, share)``: ``2`` -> (2, 1000), ``0.25`` -> (1, 250), 0 -> (0, 1000)."""
+    number = parse_gpus(value, field)
     if number == 0:
         return 0, MILLI
     if number < 1:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 from pydantic_core import PydanticCustomError
 
 from rota.core import (
-    MILLI, InvalidSpec, parse_cpu_milli, parse_duration_s, parse_gpu, parse_memory_mib,
+    MILLI, InvalidSpec, parse_cpu_milli, parse_duration_s, parse_gpu, parse_gpus, parse_memory_mib,
 )
 from rota.spec.errors import UNKNOWN_KEY, reason_error
 
@@ -60,15 +60,7 @@ def _positive_duration(value: Any, field: str) -> float:
 
 def _quota_gpu(value: Any, field: str) -> int:
     """A GPU quota in GPUs, fractions allowed (``2.5``) -> milli-GPU."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise InvalidSpec(field, f"expected a number of GPUs such as 8 or 2.5, got {value!r}")
-    try:
-        number = float(value)
-    except ValueError:
-        raise InvalidSpec(field, f"expected a number of GPUs such as 8 or 2.5, got {value!r}") from None
-    if math.isnan(number) or math.isinf(number) or number < 0:
-        raise InvalidSpec(field, f"must be a finite number of GPUs, zero or more, got {value!r}")
-    return round(number * MILLI)
+    return round(parse_gpus(value, field, example="8 or 2.5") * MILLI)
 
 
 def _share(value: Any, field: str) -> int:
