@@ -62,7 +62,7 @@ class Cycle:
         self._past: dict[tuple[str, float], float] = {}
         # effective priorities (they depend on the job and ``now`` only), per job object
         self._effective = getattr(policy.order, "effective_priority", None)
-        self._priorities: dict[int, tuple[Job, float]] = {}
+        self._priorities: dict[str, tuple[Job, float]] = {}
         # jobs that took resources in this cycle (bound, or nominated after preemption), as
         # SCHEDULED copies; active jobs chosen as victims in this cycle; jobs that may be evicted
         self.bound: list[Job] = []
@@ -111,9 +111,9 @@ class Cycle:
         effective = self._effective
         if effective is None:
             return job.priority
-        hit = self._priorities.get(id(job))
-        if hit is None or hit[0] is not job:  # the job is kept alive here: ids stay unique
-            hit = self._priorities[id(job)] = (job, effective(job, self.now))
+        hit = self._priorities.get(job.id)
+        if hit is None or hit[0] is not job:  # a bound copy has the id of its pending job
+            hit = self._priorities[job.id] = (job, effective(job, self.now))
         return hit[1]
 
     def _count(self, job: Job, sign: int) -> None:
