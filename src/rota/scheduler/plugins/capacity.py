@@ -18,9 +18,9 @@ Vocabulary:
   on some models: ``sum`` over such classes accepting ``X`` of (their share of the mix's GPU
   demand) / (the share of the cluster's GPUs they accept), capped at 1. Zero when no class is
   model-constrained;
-- the *cost* of placing ``t`` on ``n``: ``dF + d stranded + gpu(t) * scarcity(model(n))``, all
-  in milli-GPU; the score is FGD's ``floor(100 / (1 + exp(cost / 1000)))``, ties to the first
-  node of the seeded order.
+- the *cost* of placing ``t`` on ``n``: ``dF + d stranded + sum over the devices taken of
+  share(t) * scarcity(model of the device)``, all in milli-GPU; the score is FGD's
+  ``floor(100 / (1 + exp(cost / 1000)))``, ties to the first node of the seeded order.
 
 Why: FGD measures whether *one* more task of each class fits, so CPU matters to it only once
 a node cannot take even one; nodes end with idle GPUs and no CPU. And a GPU of a model that
@@ -170,12 +170,14 @@ class CapacityGradient(_Packing):
 
     def cost(self, slot: Slot, shape: Shape, fits: list[int]) -> float:
         """The cost of placing ``shape`` on ``slot``, in milli-GPU (see the module docstring)."""
-        gpu = shape.count * shape.share if shape.count else 0
+        delta, where = self._best(slot, shape, fits)
+        used = [where] if shape.fractional else fits[: shape.count]
+        gpu = shape.share * len(used)
         idle, total, gpus = sum(slot.milli), slot.node.cpu_milli, len(slot.milli)
         strand = stranded(idle - gpu, slot.cpu - shape.cpu, total, gpus) - \
             stranded(idle, slot.cpu, total, gpus)
-        spent = gpu * self.scarce.get(slot.models[0], 0.0) if gpu and slot.models else 0.0
-        return self._best(slot, shape, fits)[0] + strand + spent
+        spent = sum(shape.share * self.scarce.get(slot.models[p], 0.0) for p in used)
+        return delta + strand + spent
 
     def devices(self, slot: Slot, shape: Shape, fits: list[int]) -> list[int]:
         if shape.fractional:
