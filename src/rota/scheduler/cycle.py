@@ -70,9 +70,8 @@ def _run(cycle: Cycle, snapshot: Snapshot, policy: Policy, now: float) -> Decisi
                 result = Bind(result.job, result.placement, result.flavor, result.borrowing, True)
             out.binds.append(result)
             continue
-        search = _search_key(cycle, job, capped)
         if (policy.preemption is not None and preemptors < policy.preemption.max_preemptors
-                and search not in hopeless):
+                and (search := _search_key(cycle, job, capped)) not in hopeless):
             plan = policy.preemption.find(cycle, job, capped)               # c
             if plan is None:
                 hopeless.add(search)
