@@ -67,7 +67,7 @@ class Base:
                  flavors: Mapping[str, Flavor] | None = None, jobs: Iterable[Job] = ()) -> None:
         self.nodes = tuple(nodes)
         self.queues = queues
-        self.flavors = flavors if flavors is not None else Snapshot(self.nodes, queues, ()).flavors
+        self.flavors = flavors if flavors is not None else {ANY_FLAVOR: Flavor(ANY_FLAVOR)}
         self.state = ClusterState(self.nodes)
         self.book = UndoableBook(queues, self.flavors)
         self.alloc: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
