@@ -37,6 +37,17 @@ class ProjectBody(BaseModel):
     weight: float = 1.0
 
 
+class ProjectRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    project: str
+
+
+class UserBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    projects: list[str] = []
+
+
 class TokenBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -94,6 +105,21 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     def create_project(body: ProjectBody, _: Principal = Depends(operator)) -> dict[str, Any]:
         project = store.create_project(body.name, body.weight)
         return {"name": project.name, "weight": project.weight}
+
+    @app.get("/v1/users")
+    def users(_: Principal = Depends(operator)) -> list[str]:
+        return store.list_users()
+
+    @app.post("/v1/users", status_code=201)
+    def create_user(body: UserBody, _: Principal = Depends(operator)) -> dict[str, Any]:
+        """A user and the projects it is a member of, in one transaction."""
+        store.create_user(body.name, body.projects)
+        return {"name": body.name, "projects": sorted(set(body.projects))}
+
+    @app.post("/v1/users/{name}/projects", status_code=201)
+    def add_member(name: str, body: ProjectRef, _: Principal = Depends(operator)) -> dict[str, Any]:
+        store.add_member(name, body.project)
+        return {"name": name, "project": body.project}
 
     @app.post("/v1/tokens", status_code=201)
     def issue_token(body: TokenBody, who: Principal = Depends(principal)) -> dict[str, Any]:

@@ -146,6 +146,10 @@ from rota.cli import up  # noqa: E402 (registers onto app)
 
 up.register(app)
 
+from rota.cli import people  # noqa: E402 (registers onto app)
+
+people.register(app)
+
 
 def main() -> None:
     app()

@@ -84,6 +84,18 @@ class Client:
         return self._json("DELETE", f"/v1/tokens/{name}", params=_params(user=user))
 
     # cluster
+    def create_project(self, name: str, weight: float = 1.0) -> dict[str, Any]:
+        return self._json("POST", "/v1/projects", json={"name": name, "weight": weight})
+
+    def users(self) -> list[str]:
+        return self._json("GET", "/v1/users")
+
+    def create_user(self, name: str, projects: list[str]) -> dict[str, Any]:
+        return self._json("POST", "/v1/users", json={"name": name, "projects": projects})
+
+    def add_member(self, user: str, project: str) -> dict[str, Any]:
+        return self._json("POST", f"/v1/users/{user}/projects", json={"project": project})
+
     def projects(self) -> list[dict[str, Any]]:
         return self._json("GET", "/v1/projects")
 

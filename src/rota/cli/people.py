@@ -1,0 +1,92 @@
+"""Operators' commands for who may use rota: ``rota project`` and ``rota user``.
+
+A lab's first teammate, end to end::
+
+    rota project create vision
+    rota user add alice --project vision
+    rota token create laptop --user alice      # give alice the printed token
+    # alice: rota login --url http://gpu-box:8470 --token rota_...
+
+Members see and act only on their projects' jobs; these commands need an operator token.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rota.cli.remote import print_json, talking
+
+project_app = typer.Typer(help="Projects (tenants): create and list.", no_args_is_help=True)
+user_app = typer.Typer(help="Users and the projects they belong to.", no_args_is_help=True)
+
+
+@project_app.command("create")
+def project_create(
+    name: str = typer.Argument(..., help="Project name (letters, digits, - and _)."),
+    weight: float = typer.Option(1.0, "--weight", help="Fair-share weight (relative)."),
+) -> None:
+    """Create a project; add users to it with rota user add NAME --project PROJECT."""
+    with talking() as client:
+        made = client.create_project(name, weight)
+    print(f"Created project {made['name']} (weight {made['weight']:g}). Next: "
+          f"rota user add NAME --project {made['name']}")
+
+
+@project_app.command("list")
+def project_list(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Projects you can see (an operator sees all)."""
+    with talking() as client:
+        found = client.projects()
+    if as_json:
+        print_json(found)
+        return
+    table = Table(box=None)
+    table.add_column("PROJECT")
+    table.add_column("WEIGHT", justify="right")
+    for p in found:
+        table.add_row(p["name"], f"{p['weight']:g}")
+    Console().print(table)
+
+
+@user_app.command("add")
+def user_add(
+    name: str = typer.Argument(..., help="User name."),
+    project: List[str] = typer.Option([], "--project", "-p",
+                                      help="A project the user belongs to (repeatable)."),
+) -> None:
+    """Create a user, a member of the given projects; then issue it a token."""
+    with talking() as client:
+        made = client.create_user(name, list(project))
+    where = ", ".join(made["projects"]) or "no project yet"
+    print(f"Created user {made['name']} ({where}). Next: rota token create NAME --user "
+          f"{made['name']} and give them the token.")
+
+
+@user_app.command("join")
+def user_join(name: str = typer.Argument(..., help="User name."),
+              project: str = typer.Argument(..., help="Project to join.")) -> None:
+    """Make an existing user a member of one more project."""
+    with talking() as client:
+        client.add_member(name, project)
+    print(f"{name} is now a member of {project}.")
+
+
+@user_app.command("list")
+def user_list(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Every user (operators only)."""
+    with talking() as client:
+        names = client.users()
+    if as_json:
+        print_json(names)
+        return
+    for n in names:
+        print(n)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(project_app, name="project")
+    app.add_typer(user_app, name="user")

@@ -1,0 +1,26 @@
+"""``rota project`` and ``rota user``: an operator onboards a teammate from the terminal."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_operator_creates_a_project_and_a_user_who_then_gets_a_token(server):
+    made = server.rota("project", "create", "robotics", "--weight", "2", user="root")
+    assert made.returncode == 0 and "Created project robotics (weight 2)" in made.stdout
+    added = server.rota("user", "add", "dana", "--project", "robotics", user="root")
+    assert added.returncode == 0 and "Created user dana (robotics)" in added.stdout
+    joined = server.rota("user", "join", "dana", "vision", user="root")
+    assert joined.returncode == 0
+    token = server.rota("token", "create", "laptop", "--user", "dana", user="root")
+    assert token.returncode == 0 and token.stdout.startswith("rota_")
+    projects = json.loads(server.rota("project", "list", "--json", user="root").stdout)
+    assert {"name": "robotics", "weight": 2.0} in projects
+    assert "dana" in server.rota("user", "list", user="root").stdout.split()
+
+
+def test_members_are_told_they_need_an_operator(server):
+    refused = server.rota("user", "add", "mallory", user="alice")
+    assert refused.returncode == 1 and "operator" in refused.stderr
+    again = server.rota("project", "create", "vision", user="root")
+    assert again.returncode != 0 and "already exists" in again.stderr
