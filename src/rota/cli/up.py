@@ -189,7 +189,9 @@ def _announce(url, store, directory, inventory, policy, operator, token, issued,
     if issued:
         lines.append(f"  operator token (shown once): {token}")
     lines += [f"  credentials for the CLI: {setup.credentials_path()}",
-              "next: submit a job: rota run --gpus 1 -- nvidia-smi",
+              "next: submit a job: rota run --gpus 1 -- " + (
+                  "nvidia-smi" if inventory.nvml is not None
+                  else "sh -c 'echo GPU $CUDA_VISIBLE_DEVICES'"),
               "      then watch it: rota ps; rota logs ID -f"]
     print("\n".join(lines), flush=True)
 
