@@ -24,3 +24,23 @@ def test_members_are_told_they_need_an_operator(server):
     assert refused.returncode == 1 and "operator" in refused.stderr
     again = server.rota("project", "create", "vision", user="root")
     assert again.returncode != 0 and "already exists" in again.stderr
+
+
+def test_operator_applies_queues_from_a_file_and_bad_files_name_the_field(server, tmp_path):
+    good = tmp_path / "queues.yaml"
+    good.write_text(
+        "flavors:\n  h100x: ['*H100*']\n"
+        "queues:\n"
+        "  - name: research\n    cohort: lab\n"
+        "    quota: {h100x: {nominal: {gpu: 2}, borrowing_limit: {gpu: 1}}}\n"
+        "  - name: product\n    cohort: lab\n    quota: {h100x: {nominal: {gpu: 2}}}\n")
+    done = server.rota("queue", "apply", good, user="root")
+    assert done.returncode == 0 and "Applied 2 queue(s): product, research" in done.stdout
+    assert server.store.get_queue("research").quotas["h100x"].borrowing_limit == {"gpu": 1000}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("queues:\n  - name: x\n    quota: {a100: {nominal: {gpu: 1}}}\n")
+    refused = server.rota("queue", "apply", bad, user="root")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(f"error: {bad}: queues[0].quota.a100: unknown flavour")
+    member = server.rota("queue", "apply", good, user="alice")
+    assert member.returncode == 1 and "operator" in member.stderr

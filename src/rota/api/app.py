@@ -26,6 +26,7 @@ from rota.api.submit import parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
 from rota.api.views import nodes_view, queues_view
 from rota.core import InvalidSpec, JobState
+from rota.spec import build_queues
 from rota.store import JobFilter, NotFound, Principal, Role, Store, Unauthenticated
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,23 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     def queues(_: Principal = Depends(principal)) -> list[dict[str, Any]]:
         """Quotas with usage and borrowing (see ``rota.api.views``)."""
         return queues_view(store.snapshot(clock()))
+
+    @app.put("/v1/queues")
+    def apply_queues(body: dict[str, Any] = Body(...), _: Principal = Depends(operator)
+                     ) -> dict[str, Any]:
+        """Create or replace flavours and queues, written as in a cluster file (``flavors:``,
+        ``queues:``); all are validated before any is written. Running jobs keep their
+        flavour; the next cycle applies the new quotas."""
+        groups = {node.resource_group for node, _, _ in store.list_nodes()}
+        known = {f.name: f for f in store.list_flavors()}
+        flavors, queues = build_queues(body, groups, known)
+        for flavor in flavors.values():
+            store.put_flavor(flavor)
+        for queue in queues.values():
+            store.put_queue(queue)
+        if on_change is not None:
+            on_change()
+        return {"flavors": sorted(flavors), "queues": sorted(queues)}
 
     @app.get("/v1/nodes")
     def nodes(who: Principal = Depends(principal)) -> list[dict[str, Any]]:

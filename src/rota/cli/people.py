@@ -1,4 +1,5 @@
-"""Operators' commands for who may use rota: ``rota project`` and ``rota user``.
+"""Operators' commands: who may use rota (``rota project``, ``rota user``) and the queues they
+submit to (``rota queue apply FILE``).
 
 A lab's first teammate, end to end::
 
@@ -6,6 +7,9 @@ A lab's first teammate, end to end::
     rota user add alice --project vision
     rota token create laptop --user alice      # give alice the printed token
     # alice: rota login --url http://gpu-box:8470 --token rota_...
+
+Queues and their quotas are written as in a cluster file (``flavors:`` and ``queues:``, see
+docs/files.md) and applied to the running control plane with ``rota queue apply FILE``.
 
 Members see and act only on their projects' jobs; these commands need an operator token.
 """
@@ -18,10 +22,39 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rota.cli.remote import print_json, talking
+from pathlib import Path
+
+from rota.cli.remote import EXIT_BAD_INPUT, die, print_json, talking
+from rota.client import ApiError
+from rota.core import InvalidSpec
 
 project_app = typer.Typer(help="Projects (tenants): create and list.", no_args_is_help=True)
 user_app = typer.Typer(help="Users and the projects they belong to.", no_args_is_help=True)
+queue_app = typer.Typer(help="Queues, flavours and quotas.", no_args_is_help=True)
+
+
+@queue_app.command("apply")
+def queue_apply(file: Path = typer.Argument(..., help="YAML with flavors: and queues:, as in a "
+                                                      "cluster file.")) -> None:
+    """Create or replace queues (quotas, cohort, preemption) and flavours from a file."""
+    from rota.spec import read_yaml
+
+    try:
+        data = read_yaml(file)
+    except InvalidSpec as exc:
+        die(f"{file}: {exc}", EXIT_BAD_INPUT)
+    with talking() as client:
+        try:
+            done = client.apply_queues(data)
+        except ApiError as exc:
+            if exc.code != "invalid_spec":
+                raise
+            named = exc.message if not exc.field or exc.message.startswith(f"{exc.field}:") \
+                else f"{exc.field}: {exc.message}"
+            die(f"{file}: {named}", EXIT_BAD_INPUT)  # the server names the field; add the file
+    print(f"Applied {len(done['queues'])} queue(s): {', '.join(done['queues'])}"
+          + (f"; flavour(s): {', '.join(done['flavors'])}" if done["flavors"] else "")
+          + ". rota queues shows their quota and use.")
 
 
 @project_app.command("create")
@@ -90,3 +123,4 @@ def user_list(as_json: bool = typer.Option(False, "--json")) -> None:
 def register(app: typer.Typer) -> None:
     app.add_typer(project_app, name="project")
     app.add_typer(user_app, name="user")
+    app.add_typer(queue_app, name="queue")

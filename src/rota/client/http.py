@@ -99,6 +99,9 @@ class Client:
     def projects(self) -> list[dict[str, Any]]:
         return self._json("GET", "/v1/projects")
 
+    def apply_queues(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return self._json("PUT", "/v1/queues", json=spec)
+
     def queues(self) -> list[dict[str, Any]]:
         return self._json("GET", "/v1/queues")
 

@@ -29,7 +29,7 @@ from rota.core import (
     Placement, Project, Queue, ReplicaPlacement, UnknownPlugin, model_matches,
 )
 from rota.scheduler import Snapshot, Usage, build_policy
-from rota.spec.cluster import ClusterFile, JobsFile, RunningSpec
+from rota.spec.cluster import ClusterFile, JobsFile, QueuesFile, RunningSpec
 from rota.spec.errors import at, from_validation
 from rota.spec.job import JobSpec, to_job
 
@@ -65,6 +65,19 @@ def build_cluster(data: Any) -> Cluster:
     models = tuple(sorted({d.model for n in nodes for d in n.devices}))
     snapshot = Snapshot(tuple(nodes), queues, tuple(running), projects, flavors, usage)
     return Cluster(snapshot, now, spec.policy, models)
+
+
+def build_queues(data: Any, groups: Iterable[str], known_flavors: Mapping[str, Flavor] | None = None
+                 ) -> tuple[dict[str, Flavor], dict[str, Queue]]:
+    """A queues file (``flavors:`` and ``queues:`` as in a cluster file) -> the flavours it
+    defines and its queues, checked against the resource groups and flavours that exist."""
+    try:
+        spec = QueuesFile.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation(exc) from None
+    flavors = {**(known_flavors or {}), **_flavors(spec)}
+    queues = _queues(spec, flavors, set(groups))
+    return {n: f for n, f in flavors.items() if n in spec.flavors}, queues
 
 
 def build_jobs(cluster: Cluster, data: Any) -> tuple[Job, ...]:
@@ -118,7 +131,7 @@ def _nodes(spec: ClusterFile) -> list[Node]:
     return out
 
 
-def _flavors(spec: ClusterFile) -> dict[str, Flavor]:
+def _flavors(spec: ClusterFile | QueuesFile) -> dict[str, Flavor]:
     if ANY_FLAVOR in spec.flavors:
         raise InvalidSpec(f"flavors.{ANY_FLAVOR}", "the flavour 'any' is built in (every GPU "
                           "model and CPU-only jobs); choose another name")
@@ -127,7 +140,8 @@ def _flavors(spec: ClusterFile) -> dict[str, Flavor]:
     return out
 
 
-def _queues(spec: ClusterFile, flavors: Mapping[str, Flavor], groups: set[str]) -> dict[str, Queue]:
+def _queues(spec: ClusterFile | QueuesFile, flavors: Mapping[str, Flavor], groups: set[str]
+            ) -> dict[str, Queue]:
     out: dict[str, Queue] = {}
     for i, q in enumerate(spec.queues):
         where = f"queues[{i}]"

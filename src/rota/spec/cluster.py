@@ -214,5 +214,13 @@ class ClusterFile(Strict):
     now: Timestamp | None = None
 
 
+class QueuesFile(Strict):
+    """What an operator applies to a running control plane: flavours and queues, written as
+    in a cluster file."""
+
+    flavors: dict[Name, Patterns] = Field(default_factory=dict)
+    queues: list[QueueSpec] = Field(min_length=1)
+
+
 class JobsFile(Strict):
     jobs: list[JobSpec] = Field(default_factory=list)
