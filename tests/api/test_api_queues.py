@@ -33,3 +33,15 @@ def test_bad_queue_files_are_refused_whole_naming_the_field(api):
     assert api.client.put("/v1/queues", headers=root, json=[1, 2]).status_code == 422
     assert api.client.put("/v1/queues", headers=api.auth["alice"],
                           json={"queues": [{"name": "b"}]}).status_code == 403
+
+
+def test_an_operator_cordons_a_node_and_members_may_not(api):
+    root, alice = api.auth["root"], api.auth["alice"]
+    assert api.client.post("/v1/nodes/n1/cordon", headers=alice).status_code == 403
+    done = api.client.post("/v1/nodes/n1/cordon", headers=root)
+    assert done.status_code == 200 and done.json() == {"name": "n1", "schedulable": False}
+    assert not api.store.snapshot(100.0).nodes[0].schedulable
+    assert api.client.post("/v1/nodes/n1/uncordon", headers=root).json()["schedulable"]
+    assert api.store.snapshot(100.0).nodes[0].schedulable
+    assert api.client.post("/v1/nodes/nope/cordon", headers=root).status_code == 404
+    assert api.client.post("/v1/nodes/n1/explode", headers=root).status_code == 404

@@ -44,3 +44,13 @@ def test_operator_applies_queues_from_a_file_and_bad_files_name_the_field(server
     assert refused.stderr.startswith(f"error: {bad}: queues[0].quota.a100: unknown flavour")
     member = server.rota("queue", "apply", good, user="alice")
     assert member.returncode == 1 and "operator" in member.stderr
+
+
+def test_operator_cordons_and_uncordons_a_node(server):
+    done = server.rota("node", "cordon", "gpu-0", user="root")
+    assert done.returncode == 0 and "Cordoned gpu-0" in done.stdout
+    assert not server.store.snapshot(0.0).nodes[0].schedulable
+    assert server.rota("node", "uncordon", "gpu-0", user="root").returncode == 0
+    assert server.store.snapshot(0.0).nodes[0].schedulable
+    missing = server.rota("node", "cordon", "nope", user="root")
+    assert missing.returncode == 1 and "nope" in missing.stderr

@@ -153,6 +153,16 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             on_change()
         return {"flavors": sorted(flavors), "queues": sorted(queues)}
 
+    @app.post("/v1/nodes/{name}/{action}")
+    def cordon(name: str, action: str, _: Principal = Depends(operator)) -> dict[str, Any]:
+        """``cordon``: no new job is placed on the node (running ones stay); ``uncordon``."""
+        if action not in ("cordon", "uncordon"):
+            raise NotFound("action", action)
+        store.set_schedulable(name, action == "uncordon")
+        if on_change is not None:
+            on_change()
+        return {"name": name, "schedulable": action == "uncordon"}
+
     @app.get("/v1/nodes")
     def nodes(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
         """Inventory, with each GPU's allocations (see ``rota.api.views``)."""

@@ -1,5 +1,5 @@
 """Operators' commands: who may use rota (``rota project``, ``rota user``) and the queues they
-submit to (``rota queue apply FILE``).
+submit to (``rota queue apply FILE``), and where jobs may go (``rota node cordon NAME``).
 
 A lab's first teammate, end to end::
 
@@ -31,6 +31,23 @@ from rota.core import InvalidSpec
 project_app = typer.Typer(help="Projects (tenants): create and list.", no_args_is_help=True)
 user_app = typer.Typer(help="Users and the projects they belong to.", no_args_is_help=True)
 queue_app = typer.Typer(help="Queues, flavours and quotas.", no_args_is_help=True)
+node_app = typer.Typer(help="Nodes: cordon and uncordon.", no_args_is_help=True)
+
+
+@node_app.command("cordon")
+def node_cordon(name: str = typer.Argument(..., help="Node name (rota nodes lists them).")) -> None:
+    """Place no new job on a node; jobs running there keep running."""
+    with talking() as client:
+        client.cordon(name, True)
+    print(f"Cordoned {name}: no new job goes there; rota node uncordon {name} undoes it.")
+
+
+@node_app.command("uncordon")
+def node_uncordon(name: str = typer.Argument(..., help="Node name.")) -> None:
+    """Let the scheduler place jobs on a cordoned node again."""
+    with talking() as client:
+        client.cordon(name, False)
+    print(f"Uncordoned {name}.")
 
 
 @queue_app.command("apply")
@@ -124,3 +141,4 @@ def register(app: typer.Typer) -> None:
     app.add_typer(project_app, name="project")
     app.add_typer(user_app, name="user")
     app.add_typer(queue_app, name="queue")
+    app.add_typer(node_app, name="node")

@@ -102,6 +102,9 @@ class Client:
     def apply_queues(self, spec: dict[str, Any]) -> dict[str, Any]:
         return self._json("PUT", "/v1/queues", json=spec)
 
+    def cordon(self, node: str, cordoned: bool = True) -> dict[str, Any]:
+        return self._json("POST", f"/v1/nodes/{node}/{'cordon' if cordoned else 'uncordon'}")
+
     def queues(self) -> list[dict[str, Any]]:
         return self._json("GET", "/v1/queues")
 
