@@ -96,10 +96,7 @@ def pack(
     from rota.simulator.pack import POLICIES
     from rota.simulator.report import plot, summarise
 
-    names = list(POLICIES) if policy == "all" else [p.strip() for p in policy.split(",")]
-    for name in names:
-        if name not in POLICIES:
-            fail("--policy", InvalidSpec("", f"unknown policy {name!r}; known: {', '.join(POLICIES)}, all"))
+    names = _policy_names(policy, POLICIES)
     if tune <= 0:
         fail("--tune", InvalidSpec("", f"must be positive, got {tune}"))
     if not 0 < threshold <= 1:
@@ -190,10 +187,7 @@ def replay_cmd(
     from rota.simulator.replay_report import plot
     from rota.spec import read_yaml
 
-    names = list(POLICIES) if policy == "all" else [p.strip() for p in policy.split(",")]
-    for name in names:
-        if name not in POLICIES:
-            fail("--policy", InvalidSpec("", f"unknown policy {name!r}; known: {', '.join(POLICIES)}, all"))
+    names = _policy_names(policy, POLICIES)
     try:
         jobs = philly.load(trace)
     except InvalidSpec as exc:
@@ -240,3 +234,14 @@ def _print_replay(reports: list[dict], plot_to: Optional[Path]) -> None:
     console.print(table)
     if plot_to is not None:
         console.print(f"plot written to {plot_to}")
+
+
+def _policy_names(option: str, known) -> list[str]:
+    """``--policy``: ``all``, or names separated by commas, each one of ``known``."""
+    from rota.cli.main import fail
+
+    names = list(known) if option == "all" else [p.strip() for p in option.split(",")]
+    for name in names:
+        if name not in known:
+            fail("--policy", InvalidSpec("", f"unknown policy {name!r}; known: {', '.join(known)}, all"))
+    return names

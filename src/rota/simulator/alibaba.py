@@ -62,7 +62,9 @@ class TracePod:
         return self.num_gpu * self.gpu_milli
 
 
-def _rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+def read_rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    """A trace CSV's rows with their line numbers, once its header has every ``required``
+    column; any trace reader's errors name the file, the line and the column."""
     try:
         with open(path, newline="") as f:
             reader = csv.DictReader(f)
@@ -99,7 +101,7 @@ def load_nodes(path: Path | str) -> list[TraceNode]:
     """The node list; nodes without GPUs keep ``gpus == 0`` and an empty model."""
     path = Path(path)
     nodes, seen = [], set()
-    for line, row in _rows(path, NODE_COLUMNS):
+    for line, row in read_rows(path, NODE_COLUMNS):
         name = (row["sn"] or "").strip()
         if not name:
             raise TraceError(path, line, "sn", "must not be empty")
@@ -123,7 +125,7 @@ def load_pods(path: Path | str) -> list[TracePod]:
     """The pod list, in file order (both the 11- and the 5-column layouts)."""
     path = Path(path)
     pods = []
-    for line, row in _rows(path, POD_COLUMNS):
+    for line, row in read_rows(path, POD_COLUMNS):
         name = (row["name"] or "").strip()
         if not name:
             raise TraceError(path, line, "name", "must not be empty")

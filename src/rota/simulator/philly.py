@@ -20,7 +20,6 @@ or of the largest of 4, 2, 1 that divides the count (12 -> 3 x 4, 16 -> 2 x 8, 2
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rota.core import ANY_FLAVOR, GPU, MILLI, FlavorQuota, InvalidSpec, Queue
-from rota.simulator.alibaba import TraceError
+from rota.simulator.alibaba import TraceError, read_rows
 
 COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -100,19 +99,7 @@ def _row(path: Path, line: int, row: dict[str, str]) -> PhillyJob:
 def load(path: Path | str) -> list[PhillyJob]:
     """Every job of the file, sorted by submission time (then line)."""
     path = Path(path)
-    try:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            missing = [c for c in COLUMNS if c not in header]
-            if missing:
-                raise TraceError(path, 1, missing[0],
-                                 f"missing column; the header has: {', '.join(header) or 'nothing'}")
-            jobs = [_row(path, line, row) for line, row in enumerate(reader, start=2)]
-    except OSError as exc:
-        raise TraceError(path, 0, "", f"cannot read: {exc.strerror or exc}") from None
-    except (csv.Error, UnicodeDecodeError) as exc:
-        raise TraceError(path, 0, "", f"not a CSV file: {exc}") from None
+    jobs = [_row(path, line, row) for line, row in read_rows(path, COLUMNS)]
     if not jobs:
         raise TraceError(path, 1, "", "no jobs")
     jobs.sort(key=lambda j: (j.submit, int(j.id[1:])))
