@@ -267,3 +267,26 @@ class SnapshotView:
     def with_jobs(self, *jobs: JobBuilder | Job) -> Snapshot:
         extra = tuple(j.build() if isinstance(j, JobBuilder) else j for j in jobs)
         return replace(self.snapshot, jobs=self.snapshot.jobs + extra)
+
+
+# -- placement shapes and overlays, for plugin tests ------------------------------------------
+
+ANY_POOL = (("default", "*"),)
+
+
+def shape(cpu=1000, gpus=0, share=1000, models=(), mem=0):
+    """One replica's placement shape in resource group ``default``."""
+    from rota.scheduler.placement import Shape
+    pools = tuple(("default", m) for m in models) if models else ANY_POOL
+    return Shape(cpu, mem, gpus, share, None, models, (), pools)
+
+
+def state_with(*nodes, used=()):
+    """A state of ``nodes`` where ``used`` lists (node index, cpu, {device: milli}) taken."""
+    from rota.scheduler.state import ClusterState
+    st = ClusterState(tuple(n.build() for n in nodes))
+    for i, cpu, devs in used:
+        slot = st.slots[i]
+        shares = [DeviceShare(p, m, m * slot.dev_mem[p] // 1000) for p, m in devs.items()]
+        st.take(slot, cpu, 0, shares, list(devs))
+    return st

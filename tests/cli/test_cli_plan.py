@@ -4,25 +4,20 @@ examples and on files written here. Each distinct command runs once (module fixt
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
 import yaml
+
+from commands import rota_command
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "examples" / "lab"
 MINIMAL = ROOT / "examples" / "minimal"
 
 
-def rota_command() -> list[str]:
-    script = Path(sys.executable).parent / "rota"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("rota")
-    return [found] if found else [sys.executable, "-m", "rota.cli.main"]
 
 
 def rota(*args: str | Path) -> subprocess.CompletedProcess:

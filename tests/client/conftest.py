@@ -5,10 +5,8 @@ No control loop runs: jobs stay pending unless a test runs a scheduling cycle it
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -16,8 +14,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 import uvicorn
 
+from commands import rota_command
 from rota.api import create_app
 from rota.core import Flavor, FlavorQuota, GpuDevice, Node, Queue
 from rota.store import Store
@@ -47,12 +47,6 @@ class Server:
                               env=env if env is not None else self.env(user))
 
 
-def rota_command() -> list[str]:
-    script = Path(sys.executable).parent / "rota"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("rota")
-    return [found] if found else [sys.executable, "-m", "rota.cli.main"]
 
 
 def seed(store: Store) -> dict[str, str]:

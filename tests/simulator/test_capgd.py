@@ -8,34 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from builders import node
-from rota.core import MILLI, DeviceShare, InvalidSpec
+from builders import node, shape, state_with
+from rota.core import MILLI, InvalidSpec
 from rota.scheduler import build_policy
-from rota.scheduler.placement import Shape, find_replica, place_gang
+from rota.scheduler.placement import find_replica, place_gang
 from rota.scheduler.plugins.capacity import ArrivalMix, class_of, scarcity, stranded
 from rota.scheduler.plugins.fragment import TaskClass
 from rota.scheduler.plugins.registry import create
-from rota.scheduler.state import ALL_MODELS, ClusterState
 from rota.simulator.alibaba import load_nodes, load_pods
 from rota.simulator.pack import run
 
-ANY = (("default", ALL_MODELS),)
 TRACE = Path(__file__).resolve().parents[3] / "shared/traces/alibaba-gpu-v2023/csv"
 
 
-def shape(cpu=1000, gpus=0, share=MILLI, models=()):
-    pools = tuple(("default", m) for m in models) if models else ANY
-    return Shape(cpu, 0, gpus, share, None, models, (), pools)
-
-
-def state_with(*nodes, used=()):
-    """A state of ``nodes`` where ``used`` lists (node index, cpu, {device: milli}) taken."""
-    st = ClusterState(tuple(n.build() for n in nodes))
-    for i, cpu, devs in used:
-        slot = st.slots[i]
-        shares = [DeviceShare(p, m, m * slot.dev_mem[p] // MILLI) for p, m in devs.items()]
-        st.take(slot, cpu, 0, shares, list(devs))
-    return st
 
 
 def score_of(cost):
