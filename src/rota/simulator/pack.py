@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from rota.core import MILLI, InvalidSpec
 from rota.scheduler.placement import Shape, place_gang
 from rota.scheduler.plugins.fragment import Fragmenter, TaskClass
-from rota.scheduler.plugins.registry import create
+from rota.scheduler.plugins.registry import arguments, create
 from rota.scheduler.state import ALL_MODELS, ClusterState
 from rota.simulator.alibaba import TraceNode, TracePod, to_nodes
 
@@ -153,7 +153,7 @@ def run(nodes: list[TraceNode], pods: list[TracePod], policy: str, seed: int,
     state = ClusterState(to_nodes(gpu_nodes))
     workload = target_workload(pods, threshold)
     args: dict = {"seed": seed}
-    if policy == "fgd":
+    if "workload" in arguments("placement", policy):  # a policy that takes the trace's prior
         args["workload"] = workload
     plugin = create("placement", policy, args)
     meter = Meter(state, Fragmenter([TaskClass(c["cpu"], c["gpu_milli"], c["num_gpu"],

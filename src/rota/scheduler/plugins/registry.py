@@ -38,6 +38,12 @@ def names(point: str) -> list[str]:
     return sorted(_REGISTRY[point])
 
 
+def arguments(point: str, name: str) -> frozenset[str]:
+    """The argument names a registered plugin accepts (empty for an unknown one)."""
+    cls = _REGISTRY.get(point, {}).get(name)
+    return frozenset(getattr(cls, "Args", NoArgs).model_fields) if cls else frozenset()
+
+
 def create(point: str, name: str, args: dict[str, Any] | None = None) -> Any:
     if point not in _REGISTRY:
         raise UnknownPlugin(f"unknown extension point {point!r}; known: {', '.join(POINTS)}")
