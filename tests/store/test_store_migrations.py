@@ -16,17 +16,17 @@ from rota.store.engine import resolve_url
 from rota.store.schema import metadata
 
 TABLES = {"projects", "users", "memberships", "api_tokens", "flavors", "queues", "nodes", "jobs",
-          "job_events", "usage", "alembic_version"}
+          "job_events", "usage", "leases", "alembic_version"}
 
 
 def test_opening_an_empty_database_creates_every_table_at_the_head_revision(db_url):
     with Store.open(db_url) as store:
-        assert store.revision == "0001"
+        assert store.revision == "0002"
     engine = create_engine(db_url)
     try:
         assert set(inspect(engine).get_table_names()) == TABLES
         with engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
     finally:
         engine.dispose()
 

@@ -8,9 +8,11 @@ Why these tables, and why these shapes:
   plaintext) and a short ``display`` prefix that lets a person tell tokens apart. The plaintext
   is shown once, at issue, and never stored.
 - ``flavors``, ``queues``: operator configuration. Quotas and preemption settings are JSON:
-  they are read whole, by the snapshot, and never queried by field.
+  they are read whole, by the snapshot, and never queried by field. ``queues.projects`` lists
+  the projects whose jobs may use the queue; NULL means every project may.
 - ``nodes``: inventory reported by a backend (``devices`` JSON, ``last_seen``). ``schedulable``
-  belongs to the operator (cordon): an inventory upsert keeps it.
+  belongs to the operator (cordon): an inventory upsert keeps it, as it keeps ``drain`` (no new
+  work, running work is asked to leave) and ``reason`` (why the operator took the node out).
 - ``jobs``: one row per job. The columns are what the store filters, orders or guards on
   (project, user, queue, state, times, ``version``); ``spec`` is the core-level request as JSON
   (see ``rota.store.convert``), ``placement`` the bind, ``wait_reasons`` and
@@ -18,8 +20,12 @@ Why these tables, and why these shapes:
   only grows (never reused, also on SQLite), so it doubles as the keyset pagination key; the
   core ``JobId`` is its decimal string. ``version`` grows by one on every write: updates are
   guarded with ``WHERE version = :read`` so that a concurrent writer's change is never lost.
+  ``billed_until`` is the time up to which a running job's GPU use is already in ``usage``, so
+  that a restarted control plane bills the time it was down.
 - ``job_events``: an append-only history per job (time, kind, message, data JSON).
 - ``usage``: per project, GPU-seconds already decayed to ``as_of``.
+- ``leases``: named leases with a holder and an expiry; the control loop holds ``control-loop``
+  so that two control planes never drive one database at once.
 
 Times are float seconds since the epoch (the core's clock unit), stored as double precision.
 """
@@ -27,7 +33,7 @@ Times are float seconds since the epoch (the core's clock unit), stored as doubl
 from __future__ import annotations
 
 from sqlalchemy import (
-    JSON, Boolean, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
+    JSON, Boolean, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text, false,
 )
 
 metadata = MetaData(naming_convention={
@@ -87,6 +93,7 @@ queues = Table(
     Column("quotas", JSON, nullable=False),
     Column("preemption", JSON, nullable=False),
     Column("resource_groups", JSON, nullable=False),
+    Column("projects", JSON),
 )
 
 nodes = Table(
@@ -98,6 +105,8 @@ nodes = Table(
     Column("labels", JSON, nullable=False),
     Column("devices", JSON, nullable=False),
     Column("schedulable", Boolean, nullable=False),
+    Column("drain", Boolean, nullable=False, server_default=false()),
+    Column("reason", Text, nullable=False, server_default=""),
     Column("backend", String(NAME), nullable=False),
     Column("last_seen", Time, nullable=False),
 )
@@ -127,6 +136,7 @@ jobs = Table(
     Column("cancel_requested", Boolean, nullable=False, default=False),
     Column("attempts", Integer, nullable=False, default=0),
     Column("backend_handle", JSON),
+    Column("billed_until", Time),
     Column("version", Integer, nullable=False, default=1),
     Column("updated_at", Time, nullable=False),
     Index("ix_jobs_state", "state"),
@@ -154,4 +164,12 @@ usage = Table(
            primary_key=True),
     Column("gpu_seconds", Float(precision=53), nullable=False),
     Column("as_of", Time, nullable=False),
+)
+
+leases = Table(
+    "leases", metadata,
+    Column("name", String(NAME), primary_key=True),
+    Column("holder", String(255), nullable=False),
+    Column("acquired_at", Time, nullable=False),
+    Column("expires_at", Time, nullable=False),
 )
