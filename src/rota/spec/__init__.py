@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rota.spec.build import Cluster, build_cluster, build_jobs, build_queues, check_policy
+from rota.spec.build import (
+    Binding, Cluster, QueueSet, build_cluster, build_jobs, build_queues, check_policy,
+)
 from rota.spec.job import JobSpec, parse_job, to_job
 from rota.spec.load import parse_yaml, read_mapping, read_yaml
 
@@ -32,7 +34,7 @@ def load_job(path: str | Path) -> JobSpec:
 
 
 __all__ = [
-    "Cluster", "JobSpec", "build_cluster", "build_jobs", "build_queues", "check_policy",
+    "Binding", "Cluster", "JobSpec", "QueueSet", "build_cluster", "build_jobs", "build_queues", "check_policy",
     "load_cluster",
     "load_job", "load_jobs", "parse_job", "parse_yaml", "read_yaml", "to_job",
 ]

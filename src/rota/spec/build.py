@@ -2,8 +2,10 @@
 
 Checked here, each with the field path of the entry at fault:
 - names are unique: nodes (after stamping), queues, projects, jobs (running and pending);
-- references exist: a queue's flavours and resource groups, a job's queue, project (when the
-  cluster lists projects) and resource group;
+- references exist: a queue's flavours, resource groups and bound projects (when the cluster
+  lists projects), a job's queue, project (when the cluster lists projects) and resource group;
+- a pending job's queue is open to its project (a queue's ``projects``; running jobs were
+  accepted before and are never refused for it);
 - a job's ``gpu_model`` patterns match some GPU of the cluster;
 - a running job's placement has one entry per replica, names existing nodes and devices,
   matches the job's GPU request and models, and no node or device is booked beyond capacity.
@@ -34,6 +36,10 @@ from rota.spec.errors import at, from_validation
 from rota.spec.job import JobSpec, to_job
 
 
+Binding = tuple[str, ...] | None
+"""The projects whose jobs a queue admits; ``None``: every project, ``()``: none."""
+
+
 @dataclass(frozen=True)
 class Cluster:
     """A loaded cluster file: the snapshot without pending jobs, the plan's clock and the
@@ -43,6 +49,17 @@ class Cluster:
     now: float
     policy: str | Mapping[str, Any] | None = None
     models: tuple[str, ...] = field(default=())
+    bindings: Mapping[str, Binding] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class QueueSet:
+    """A queues file (what ``rota queue apply`` sends): the flavours it defines, its queues,
+    and each queue's binding to projects."""
+
+    flavors: dict[str, Flavor]
+    queues: dict[str, Queue]
+    bindings: dict[str, Binding]
 
 
 def build_cluster(data: Any) -> Cluster:
@@ -55,6 +72,7 @@ def build_cluster(data: Any) -> Cluster:
     flavors = _flavors(spec)
     queues = _queues(spec, flavors, groups)
     projects = _projects(spec)
+    bindings = _bindings(spec, projects or None)
     now = spec.now if spec.now is not None else _latest(spec)
     usage = {p.name: Usage(p.usage.gpu_hours * 3600, p.usage.as_of if p.usage.as_of is not None
                            else now) for p in spec.projects if p.usage is not None}
@@ -64,20 +82,22 @@ def build_cluster(data: Any) -> Cluster:
     running = _running(spec, base, now)
     models = tuple(sorted({d.model for n in nodes for d in n.devices}))
     snapshot = Snapshot(tuple(nodes), queues, tuple(running), projects, flavors, usage)
-    return Cluster(snapshot, now, spec.policy, models)
+    return Cluster(snapshot, now, spec.policy, models, bindings)
 
 
-def build_queues(data: Any, groups: Iterable[str], known_flavors: Mapping[str, Flavor] | None = None
-                 ) -> tuple[dict[str, Flavor], dict[str, Queue]]:
+def build_queues(data: Any, groups: Iterable[str], known_flavors: Mapping[str, Flavor] | None = None,
+                 known_projects: Iterable[str] | None = None) -> QueueSet:
     """A queues file (``flavors:`` and ``queues:`` as in a cluster file) -> the flavours it
-    defines and its queues, checked against the resource groups and flavours that exist."""
+    defines, its queues and their bindings, checked against the resource groups, flavours and
+    projects that exist (``known_projects`` None: any project name)."""
     try:
         spec = QueuesFile.model_validate(data)
     except ValidationError as exc:
         raise from_validation(exc) from None
     flavors = {**(known_flavors or {}), **_flavors(spec)}
     queues = _queues(spec, flavors, set(groups))
-    return {n: f for n, f in flavors.items() if n in spec.flavors}, queues
+    bindings = _bindings(spec, None if known_projects is None else set(known_projects))
+    return QueueSet({n: f for n, f in flavors.items() if n in spec.flavors}, queues, bindings)
 
 
 def build_jobs(cluster: Cluster, data: Any) -> tuple[Job, ...]:
@@ -92,6 +112,7 @@ def build_jobs(cluster: Cluster, data: Any) -> tuple[Job, ...]:
     for i, job in enumerate(spec.jobs):
         where = f"jobs[{i}]"
         _check_refs(job, where, cluster.snapshot, cluster.models)
+        _check_open(cluster.bindings.get(job.queue), job, where)
         if job.name in taken:
             raise InvalidSpec(f"{where}.name", f"job {job.name} is already defined by {taken[job.name]}")
         taken[job.name] = where
@@ -161,6 +182,31 @@ def _queues(spec: ClusterFile | QueuesFile, flavors: Mapping[str, Flavor], group
         out[q.name] = Queue(q.name, quotas, q.cohort, q.preemption.within_queue,
                             q.preemption.reclaim_within_cohort, tuple(q.resource_groups))
     return out
+
+
+def _bindings(spec: ClusterFile | QueuesFile, projects: Iterable[str] | None
+              ) -> dict[str, Binding]:
+    """Each queue's ``projects``, each checked against ``projects`` (None: any name)."""
+    out: dict[str, Binding] = {}
+    for i, q in enumerate(spec.queues):
+        if q.projects is None:
+            out[q.name] = None
+            continue
+        for j, name in enumerate(q.projects):
+            if projects is not None and name not in projects:
+                raise InvalidSpec(f"queues[{i}].projects[{j}]", f"unknown project {name!r}; "
+                                  f"projects: {', '.join(sorted(projects)) or 'none'}")
+            if name in q.projects[:j]:
+                raise InvalidSpec(f"queues[{i}].projects[{j}]", f"project {name} is listed twice")
+        out[q.name] = tuple(q.projects)
+    return out
+
+
+def _check_open(binding: Binding, job: JobSpec, where: str) -> None:
+    if binding is not None and job.project not in binding:
+        allowed = ", ".join(binding) if binding else "no project (it is closed to new jobs)"
+        raise InvalidSpec(f"{where}.queue", f"queue {job.queue} does not admit project "
+                          f"{job.project}; it admits {allowed}")
 
 
 def _projects(spec: ClusterFile) -> dict[str, Project]:

@@ -175,6 +175,7 @@ class QueueSpec(Strict):
     quota: dict[Name, QuotaSpec] = Field(default_factory=dict)
     preemption: PreemptionSpec = PreemptionSpec()
     resource_groups: list[Name] = Field(default_factory=list)
+    projects: list[Name] | None = None  # None: every project; []: none (closed to new jobs)
 
 
 class UsageSpec(Strict):
