@@ -66,11 +66,18 @@ class LeastAttainedService(BestEffortFifo):
         return bisect.bisect_right(self.thresholds, job.attained(now))
 
     def effective_priority(self, job: Job, now: float) -> float:
-        return job.priority * (len(self.thresholds) + 1) - self.level(job, now)
+        # ``self.level`` inlined: it runs for every pending and running job of every cycle
+        attained, started = job.attained_gpu_s, job.started_at
+        if started is not None and now > started:
+            attained += job.gpus * (now - started)
+        return job.priority * (len(self.thresholds) + 1) - bisect.bisect_right(
+            self.thresholds, attained)
 
     def sequence(self, jobs: Sequence[Job], view: OrderView) -> Iterator[Job]:
         now = view.now
-        yield from sorted(jobs, key=lambda j: (-self.effective_priority(j, now), j.submit_time, j.id))
+        # a cycle remembers effective priorities (preemption asks again): use its answers
+        prio = getattr(view, "priority_of", None) or (lambda j: self.effective_priority(j, now))
+        yield from sorted(jobs, key=lambda j: (-prio(j), j.submit_time, j.id))
 
     def pending_key(self, job: Job) -> tuple:
         """The job's place in the order; it does not change while the job waits."""

@@ -55,10 +55,23 @@ class MinimalVictims:
         self.node_trials = args.node_trials
 
     def candidates(self, cycle, job: Job, flavor: str) -> list[Job]:
-        """Jobs ``job`` may evict in ``flavor``, in candidate order."""
-        queues, book = cycle.snapshot.queues, cycle.book
+        """Jobs ``job`` may evict in ``flavor``, in candidate order. The answer depends on the
+        job only through its queue, its priority and whether its queue stays within nominal
+        quota, so it is remembered for those until the cycle's evictable jobs change."""
+        fits_nominal = book_within_nominal(cycle.book, job, flavor)
+        memo = cycle.__dict__.get("_victim_candidates")
+        if memo is None or memo[0] is not cycle.evictable:
+            memo = cycle.__dict__["_victim_candidates"] = (cycle.evictable, {})
+        key = (job.queue, cycle.priority_of(job), flavor, fits_nominal)
+        hit = memo[1].get(key)
+        if hit is None:
+            hit = memo[1][key] = self._candidates(cycle, job, flavor, fits_nominal)
+        return hit
+
+    @staticmethod
+    def _candidates(cycle, job: Job, flavor: str, fits_nominal: bool) -> list[Job]:
+        queues = cycle.snapshot.queues
         own = queues[job.queue]
-        fits_nominal = book_within_nominal(book, job, flavor)
         out = []
         prio, mine = cycle.priority_of, cycle.priority_of(job)
         for v in cycle.evictable:
@@ -86,22 +99,36 @@ class MinimalVictims:
             if not cands:
                 continue
             shape = cycle.shape(job, models)
-            orders = [cands]
-            by_node: dict[str, list[Job]] = {}
-            for v in cands:
-                for node in v.placement.nodes:
-                    by_node.setdefault(node, []).append(v)
-            busiest = sorted(by_node, key=lambda n: (-len(by_node[n]), n))[: self.node_trials]
-            for node in busiest:
-                first = by_node[node]
-                ids = {v.id for v in first}
-                orders.append(first + [v for v in cands if v.id not in ids])
+            if not may_fit(cycle, job, shape, cands):
+                continue  # even with every candidate gone, too few GPUs for the gang
             matters = relevance(cycle, job, flavor, shape, cands)
-            plans = [p for p in (self.trial(cycle, job, flavor, shape, o, capped, matters)
-                                 for o in orders) if p]
+            first = self.trial(cycle, job, flavor, shape, cands, capped, matters)
+            if first is None and not shape.fractional and all(
+                    v.queue == job.queue or v.state is JobState.PREEMPTING for v in cands):
+                continue  # every order releases the same set (see ``monotone``): none fits
+            if first is not None and unbeatable(first, cands, cycle.priority_of):
+                return first
+            plans = [first] if first is not None else []
+            for order in self.node_orders(cands):
+                plan = self.trial(cycle, job, flavor, shape, order, capped, matters)
+                if plan is not None:
+                    plans.append(plan)
             if plans:
                 return min(plans, key=lambda p: p.rank(cycle.priority_of))
         return None
+
+    def node_orders(self, cands: list[Job]):
+        """The candidate order once per node with candidates (the busiest ``node_trials``
+        nodes), that node's candidates first."""
+        by_node: dict[str, list[Job]] = {}
+        for v in cands:
+            for node in v.placement.nodes:
+                by_node.setdefault(node, []).append(v)
+        busiest = sorted(by_node, key=lambda n: (-len(by_node[n]), n))[: self.node_trials]
+        for node in busiest:
+            first = by_node[node]
+            ids = {v.id for v in first}
+            yield first + [v for v in cands if v.id not in ids]
 
     def trial(self, cycle, job: Job, flavor: str, shape, order: list[Job], capped: bool,
               matters: dict[str, bool] | None = None) -> Plan | None:
@@ -158,6 +185,59 @@ class MinimalVictims:
         placement, _ = place_gang(cycle.state, shape, job.replicas, cycle.policy.placement, capped)
         cycle.state.undo(mark)
         return placement is not None
+
+
+def may_fit(cycle, job: Job, shape, cands: list[Job]) -> bool:
+    """False only if ``job`` cannot be placed even with every candidate released: a replica of
+    whole GPUs needs that many wholly free devices on one node, and at most the devices free
+    now or held by a candidate can be. A necessary condition, so a False spares trials that
+    would all fail; fractional and GPU-less shapes are not bounded here (always True)."""
+    if shape.count < 1 or shape.fractional:
+        return True
+    state = cycle.state
+    keys = set(shape.pools)
+    nodes: set[int] = set()
+    for key in keys:
+        pool = state.pools.get(key)
+        if pool is not None:
+            for bucket in pool.whole[1:]:
+                nodes.update(bucket)
+    held: dict[int, set[int]] = {}
+    for v in cands:
+        for rep in v.placement.replicas:
+            slot = state.by_name.get(rep.node)
+            if slot is not None and any(p.key in keys for p in slot.pools):
+                held.setdefault(slot.i, set()).update(d.index for d in rep.devices)
+    nodes.update(held)
+    fit = 0
+    for i in nodes:
+        fit += (state.slots[i].whole + len(held.get(i, ()))) // shape.count
+        if fit >= job.replicas:
+            return True
+    return False
+
+
+def unbeatable(plan: Plan, cands: list[Job], priority_of) -> bool:
+    """True if no other victim set can rank before ``plan``: it evicts nobody, or (with no
+    candidate already preempting, whose space a set of zero victims could take) one job of
+    the lowest (priority, most recent start) among the candidates. Among sets of equal rank
+    the first trial's is kept, so stopping here picks what trying every order would pick."""
+    if not plan.victims:
+        return True
+    if len(plan.victims) > 1 or any(c.state is JobState.PREEMPTING for c in cands):
+        return False
+    v = plan.victims[0]
+    best = min((priority_of(c), -(c.started_at or 0.0)) for c in cands)
+    return (priority_of(v), -(v.started_at or 0.0)) <= best
+
+
+# ``monotone``: why one order suffices when every candidate is of the job's own queue (or
+# already preempting) and the shape is not a fraction of a GPU. Then no order skips a
+# candidate, so every trial releases candidates until the job fits. For whole GPUs (or none),
+# each node holds a number of replicas that only grows as more is released there, and a gang
+# placed replica by replica fits exactly when those numbers add up to the replicas; quota only
+# grows as victims are uncharged. So if releasing every candidate does not make the job fit,
+# no order does, and the first trial's None is every trial's.
 
 
 def relevance(cycle, job: Job, flavor: str, shape, cands: list[Job]) -> dict[str, bool]:
