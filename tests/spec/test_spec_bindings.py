@@ -47,7 +47,7 @@ def test_any_project_name_binds_when_the_cluster_lists_none():
 def test_a_pending_job_must_name_a_queue_open_to_its_project(projects, job_project, admitted):
     data = base_cluster() if projects is None else bound(projects)
     cluster = build_cluster(data)
-    jobs = {"jobs": [base_job("a"), base_job("b", project=job_project)]}
+    jobs = {"jobs": [base_job("a", queue="product"), base_job("b", project=job_project)]}
     if admitted:
         assert [j.project for j in build_jobs(cluster, jobs)] == ["vision", job_project]
         return
