@@ -101,6 +101,17 @@ def test_a_shallow_queue_depth_still_starts_every_job():
     assert result.cycles == 8
 
 
+def test_a_blocked_gang_does_not_hide_smaller_jobs_of_its_project_from_sjf():
+    # 16 GPUs, depth 1. a (x, 8 GPUs, 0-1000) holds one node. b (x, 16 GPUs, 100 s) is x's
+    # shortest job but cannot start before a ends; c (x, 1 GPU, 500 s) is longer than b.
+    # Pending jobs are listed per (VC, gang size), so c is shown beside b and starts at 2 on
+    # the free node (were x one list, depth 1 would show only b, and c would start at 1100).
+    # d (y, 1 GPU) starts at 3. b waits for a, c and d to be gone: 1000-1100.
+    jobs = trace((0, 1000, 8, "x"), (1, 100, 16, "x"), (2, 500, 1, "x"), (3, 800, 1, "y"))
+    t = times(replay(jobs, "sjf", ReplayConfig(16, depth=1)))
+    assert t == {"a": (0, 1000), "b": (1000, 1100), "c": (2, 502), "d": (3, 803)}
+
+
 def test_walltime_estimates_are_seeded_and_at_least_the_run_time():
     jobs = trace((0, 100, 8, "x"), (1, 100, 8, "x"))
     a = replay(jobs, "easy", ReplayConfig(8, walltime_noise=2, seed=7))

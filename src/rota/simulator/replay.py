@@ -8,11 +8,14 @@ Vocabulary:
   and ``release`` at every end or eviction), and its decisions are applied with
   ``apply_decisions`` (binds start jobs, victims of preemption go back to pending at once,
   with their remaining run time: checkpoint and restore).
-- *queue depth* ``K``: pending jobs wait in one sorted list per project, by the ordering
-  plugin's ``pending_key`` (a job's place in the order while it waits: submission time,
-  walltime, LAS level, priority); a cycle sees only the first ``K`` of each list (as Slurm's ``default_queue_depth``). When a
-  cycle used up every candidate of some project and that project has more, or evicted victims
-  (their preemptors start in the next cycle), another cycle runs at the same second.
+- *queue depth* ``K``: pending jobs wait in one sorted list per project and gang size, by
+  the ordering plugin's ``pending_key`` (a job's place in the order while it waits:
+  submission time, walltime, LAS level, priority); a cycle sees only the first ``K`` of each
+  list (as Slurm's ``default_queue_depth``). Lists per gang size, not per project alone, so
+  that ``K`` gangs that cannot fit never hide a smaller job of their project (under SJF they
+  would: the shortest jobs of a project are often big gangs). When a cycle used up every
+  candidate of some list and that list has more, or evicted victims (their preemptors start
+  in the next cycle), another cycle runs at the same second.
 - *skipped cycle*: one that cannot change anything, so it is not run: nothing pending; or
   the policy does not preempt and the free GPUs are fewer than the smallest pending gang; or
   the order is strict, there is one queue, nothing ended since the last cycle and that cycle
@@ -20,7 +23,7 @@ Vocabulary:
 
 Invariants: a job is pending, running, finished or rejected, once; GPUs allocated never
 exceed the cluster's; the scheduling decisions are ``run_cycle``'s alone (no policy logic
-here beyond which ``K`` jobs of each project it is shown).
+here beyond which ``K`` jobs of each list it is shown).
 """
 
 from __future__ import annotations
@@ -154,7 +157,8 @@ class Engine:
             noise = rng.uniform(1.0, config.walltime_noise)
             self.runs.append(Run(j, j.submit - t0, replicas, per, j.duration * noise, j.duration))
         self.by_id = {r.src.id: r for r in self.runs}
-        self.pending: dict[str, list[tuple]] = {vc: [] for vc in vcs}
+        # pending jobs, one sorted list per (project, gang size): see ``_cycle``
+        self.pending: dict[tuple[str, int], list[tuple]] = {}
         self.sizes: dict[int, int] = {}  # gang size -> pending jobs of that size
         self.running: dict[str, Run] = {}
         self.ends: list[tuple[float, int, str, int, int]] = []
@@ -208,7 +212,7 @@ class Engine:
     def _cycle(self, now: float) -> bool:
         """One cycle; True if another must run at once (victims were evicted, or a project's
         candidates ran out)."""
-        shown = {vc: lst[: self.cfg.depth] for vc, lst in self.pending.items() if lst}
+        shown = {key: lst[: self.cfg.depth] for key, lst in self.pending.items() if lst}
         jobs = [self._job(self.by_id[rid]) for lst in shown.values() for *_, rid in lst]
         usage = {vc: Usage(u, now) for vc, u in self.usage.items() if u}
         base = self.base
@@ -226,14 +230,14 @@ class Engine:
             self.result.rejected.append(run)
         for b in decisions.binds:
             self._start(self.by_id[b.job], after[b.job], now)
-        gone: dict[str, int] = {}
+        gone: dict[tuple[str, int], int] = {}
         for job_id in [b.job for b in decisions.binds] + [r.job for r in decisions.rejects]:
-            vc = self.by_id[job_id].src.vc
-            gone[vc] = gone.get(vc, 0) + 1
+            key = self._list_of(self.by_id[job_id])
+            gone[key] = gone.get(key, 0) + 1
         if decisions.preemptions:
             return True  # the victims are gone at once: their preemptors start in the next cycle
-        return any(gone.get(vc, 0) >= len(lst) == self.cfg.depth and self.pending[vc]
-                   for vc, lst in shown.items())
+        return any(gone.get(key, 0) >= len(lst) == self.cfg.depth and self.pending[key]
+                   for key, lst in shown.items())
 
     # -- jobs ---------------------------------------------------------------------------------
 
@@ -250,14 +254,18 @@ class Engine:
     def _queue(self, run: Run) -> str:
         return run.src.vc if self.cfg.quotas is not None else QUEUE
 
+    @staticmethod
+    def _list_of(run: Run) -> tuple[str, int]:
+        return (run.src.vc, run.src.num_gpus)
+
     def _enqueue(self, run: Run) -> None:
         run.key = (*self.policy.order.pending_key(self._job(run)), run.src.id)
-        bisect.insort(self.pending[run.src.vc], run.key)
+        bisect.insort(self.pending.setdefault(self._list_of(run), []), run.key)
         size = run.src.num_gpus
         self.sizes[size] = self.sizes.get(size, 0) + 1
 
     def _dequeue(self, run: Run) -> None:
-        lst = self.pending[run.src.vc]
+        lst = self.pending[self._list_of(run)]
         k = bisect.bisect_left(lst, run.key)
         assert lst[k] == run.key, f"{run.src.id} is not pending"
         del lst[k]
