@@ -3,21 +3,56 @@
 Every function takes an open connection; the caller (``Store``) owns the transaction. Names are
 checked with ``rota.store.jobs.check_name``; a duplicate is ``AlreadyExists``, a missing
 reference ``NotFound``. ``put_*`` functions create or replace (operators re-apply files).
+
+Vocabulary and rules the operator's deletes and node states keep:
+
+- A queue's *binding* (``queues.projects``) lists the projects whose new jobs it admits; NULL
+  admits every project, an empty list none. It is checked when a job is submitted; a job
+  accepted before a binding changed stays and runs.
+- *Live* jobs are pending or holding resources (scheduled, running, preempting). A queue or
+  project with live jobs is not deleted (``InUse``: ``queue_in_use``, ``project_in_use``). A
+  project with finished jobs is not deleted either (``project_has_jobs``): ``jobs.project``
+  references it and a job's history is never lost. A queue with only finished jobs is deleted;
+  those jobs keep its name. Deleting a project removes it from every binding (a binding it
+  was alone in then admits no project); cohorts are names shared by queues, so deleting a
+  queue leaves the others' cohort as it is, one lender fewer.
+- A node is *ok*, *cordoned* (``schedulable`` false) or *drained* (``drain`` true, and
+  ``schedulable`` false too, so the scheduler places nothing new there). ``reason`` says why
+  the operator took it out; resuming clears all three. Jobs running on a cordoned or drained
+  node go on, unless the operator evicts them (``evict``): each is moved to PREEMPTING with its
+  grace period, exactly as a preemption victim, and the control loop signals, stops and
+  requeues it. Non-preemptible jobs are not evicted.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 
-from rota.core import Flavor, InvalidSpec, Node, Project, Queue
+from rota.core import Flavor, InvalidSpec, JobState, Node, Project, Queue
 from rota.store import convert
-from rota.store.errors import AlreadyExists, NotFound, Unauthenticated
+from rota.store import jobs as job_rows
+from rota.store.errors import AlreadyExists, InUse, NotFound, Unauthenticated
 from rota.store.jobs import check_name
 from rota.store.schema import (
-    api_tokens, flavors, memberships, nodes, projects, queues, users,
+    api_tokens, flavors, jobs, memberships, nodes, projects, queues, usage, users,
 )
+
+LIVE = tuple(str(s) for s in JobState if s is JobState.PENDING or s.holds_resources)
+Binding = tuple[str, ...] | None  # the projects a queue admits; None: every project
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """A node as the operator sees it: inventory, who reported it, and how it was taken out."""
+
+    node: Node
+    backend: str
+    last_seen: float
+    drain: bool
+    reason: str
 from rota.store.tokens import (
     PREFIX, IssuedToken, Principal, Role, TokenInfo, display, new_token, token_hash,
 )
@@ -135,15 +170,22 @@ def list_flavors(conn: Connection) -> list[Flavor]:
             for r in conn.execute(select(flavors).order_by(flavors.c.name))]
 
 
-def put_queue(conn: Connection, queue: Queue) -> None:
+def put_queue(conn: Connection, queue: Queue, projects_: Binding = None) -> None:
+    """Create or replace ``queue`` with its binding ``projects_`` (each an existing project)."""
     check_name(queue.name, "name")
+    if projects_ is not None:
+        known = set(conn.execute(select(projects.c.name)).scalars())
+        for j, name in enumerate(projects_):
+            if name not in known:
+                raise InvalidSpec(f"projects[{j}]", f"no project named {name!r}")
     if queue.cohort is not None:
         check_name(queue.cohort, "cohort")
     known = {r for r in conn.execute(select(flavors.c.name)).scalars()} | {"any"}
     for flavor in queue.quotas:
         if flavor not in known:
             raise InvalidSpec(f"quotas.{flavor}", f"no flavour named {flavor!r}")
-    values = convert.queue_values(queue)
+    values = {**convert.queue_values(queue),
+              "projects": None if projects_ is None else list(dict.fromkeys(projects_))}
     if _exists(conn, queues, queue.name):
         conn.execute(update(queues).where(queues.c.name == queue.name).values(**values))
     else:
@@ -162,6 +204,68 @@ def list_queues(conn: Connection) -> list[Queue]:
             for r in conn.execute(select(queues).order_by(queues.c.name))]
 
 
+def bindings(conn: Connection) -> dict[str, Binding]:
+    """Each queue's binding, by queue name."""
+    return {r.name: None if r.projects is None else tuple(r.projects)
+            for r in conn.execute(select(queues.c.name, queues.c.projects))}
+
+
+def _live_counts(conn: Connection, column, name: str) -> dict[str, int]:
+    query = (select(jobs.c.state, func.count()).where(column == name, jobs.c.state.in_(LIVE))
+             .group_by(jobs.c.state))
+    return {state: n for state, n in conn.execute(query)}
+
+
+def _counted(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+
+
+def _lock(conn: Connection, table, kind: str, name: str) -> None:
+    """Lock the row named ``name`` against writers (and against a submit's reference to it)."""
+    if conn.execute(select(table.c.name).where(table.c.name == name)
+                    .with_for_update()).first() is None:
+        raise NotFound(kind, name)
+
+
+def delete_queue(conn: Connection, name: str) -> None:
+    """Delete a queue that holds no live job (see the module docstring)."""
+    _lock(conn, queues, "queue", name)
+    live = _live_counts(conn, jobs.c.queue, name)
+    if live:
+        raise InUse("queue_in_use", f"queue {name} still holds {sum(live.values())} job(s) "
+                    f"({_counted(live)}): cancel them (rota cancel ID) or wait until they "
+                    f"finish, then delete it; rota ps --queue {name} lists them", live)
+    conn.execute(delete(queues).where(queues.c.name == name))
+
+
+def delete_project(conn: Connection, name: str) -> list[str]:
+    """Delete a project without jobs, its memberships and usage, and remove it from every
+    binding; returns the queues whose binding changed."""
+    _lock(conn, projects, "project", name)
+    live = _live_counts(conn, jobs.c.project, name)
+    if live:
+        raise InUse("project_in_use", f"project {name} still has {sum(live.values())} job(s) "
+                    f"({_counted(live)}): cancel them (rota cancel ID) or wait until they "
+                    f"finish, then delete it; rota ps --project {name} lists them", live)
+    done = conn.execute(select(func.count()).select_from(jobs)
+                        .where(jobs.c.project == name)).scalar_one()
+    if done:
+        raise InUse("project_has_jobs", f"project {name} has {done} finished job(s) whose "
+                    "history is kept under it, so it cannot be deleted; remove it from the "
+                    "queues' projects (rota queue apply) to stop new work instead",
+                    {"finished": done})
+    changed = []
+    for queue, bound in bindings(conn).items():
+        if bound is not None and name in bound:
+            conn.execute(update(queues).where(queues.c.name == queue)
+                         .values(projects=[p for p in bound if p != name]))
+            changed.append(queue)
+    conn.execute(delete(memberships).where(memberships.c.project == name))
+    conn.execute(delete(usage).where(usage.c.project == name))
+    conn.execute(delete(projects).where(projects.c.name == name))
+    return sorted(changed)
+
+
 def upsert_nodes(conn: Connection, inventory: Iterable[Node], backend: str, now: float) -> None:
     """Record what a backend reports. An existing node keeps its ``schedulable`` (cordon is the
     operator's); a new one takes the reported value."""
@@ -175,12 +279,58 @@ def upsert_nodes(conn: Connection, inventory: Iterable[Node], backend: str, now:
 
 
 def set_schedulable(conn: Connection, name: str, schedulable: bool) -> None:
-    if conn.execute(update(nodes).where(nodes.c.name == name)
-                    .values(schedulable=schedulable)).rowcount != 1:
+    """Cordon (keeping any drain and reason), or resume (``set_node``)."""
+    if schedulable:
+        set_node(conn, name, True, False, "")
+    elif conn.execute(update(nodes).where(nodes.c.name == name)
+                      .values(schedulable=False)).rowcount != 1:
         raise NotFound("node", name)
+
+
+def set_node(conn: Connection, name: str, schedulable: bool, drain: bool, reason: str) -> None:
+    """Put a node in one state: ok (True, False, ""), cordoned (False, False, reason) or
+    drained (False, True, reason)."""
+    if drain and schedulable:
+        raise InvalidSpec("drain", "a drained node takes no new work: it is not schedulable")
+    if len(reason) > 1000:
+        raise InvalidSpec("reason", "must be at most 1000 characters")
+    if conn.execute(update(nodes).where(nodes.c.name == name).values(
+            schedulable=schedulable, drain=drain, reason=reason)).rowcount != 1:
+        raise NotFound("node", name)
+
+
+def evict(conn: Connection, name: str, by: str, now: float) -> tuple[list[str], list[str]]:
+    """Ask the jobs holding resources on node ``name`` to leave (see the module docstring):
+    (jobs moved to PREEMPTING, non-preemptible jobs left running), ids in order."""
+    _lock(conn, nodes, "node", name)
+    held = (str(JobState.SCHEDULED), str(JobState.RUNNING))
+    rows = conn.execute(select(jobs.c.id, jobs.c.placement).where(jobs.c.state.in_(held))
+                        .order_by(jobs.c.id)).all()
+    evicted, kept = [], []
+    for key, placement in rows:
+        if not any(r["node"] == name for r in placement or ()):
+            continue
+        row = job_rows.get(conn, key, lock=True)
+        if row.cancel_requested:
+            continue  # already stopping
+        if not row.spec["preemptible"]:
+            kept.append(str(key))
+            continue
+        grace = row.spec["grace_s"]
+        why = f"evicted: node {name} is drained"
+        job_rows.move(conn, row, JobState.PREEMPTING, now, f"{why} by {by}",
+                      {"by": by, "reason": "drain", "node": name, "grace_s": grace},
+                      preempt_deadline=now + grace, reason=why)
+        evicted.append(str(key))
+    return evicted, kept
 
 
 def list_nodes(conn: Connection) -> list[tuple[Node, str, float]]:
     """Every node with the backend that reported it and when it was last seen."""
     return [(convert.node_from_row(r), r.backend, r.last_seen)
+            for r in conn.execute(select(nodes).order_by(nodes.c.name))]
+
+
+def node_records(conn: Connection) -> list[NodeRecord]:
+    return [NodeRecord(convert.node_from_row(r), r.backend, r.last_seen, bool(r.drain), r.reason)
             for r in conn.execute(select(nodes).order_by(nodes.c.name))]

@@ -6,7 +6,7 @@ Bad input is ``rota.core.InvalidSpec`` (with the dotted field); an illegal job m
 
 from __future__ import annotations
 
-from rota.core import RotaError
+from rota.core import InvalidSpec, RotaError
 
 
 class NotFound(RotaError):
@@ -27,6 +27,34 @@ class AlreadyExists(RotaError):
         super().__init__(f"{kind} {key!r} already exists")
         self.kind = kind
         self.key = key
+
+
+class QueueNotAllowed(InvalidSpec):
+    """A job names a queue that is bound to other projects (``queues.projects``)."""
+
+    code = "queue_not_allowed"
+
+    def __init__(self, queue: str, project: str, allowed: tuple[str, ...]) -> None:
+        admits = (f"only project(s) {', '.join(allowed)} may use it" if allowed
+                  else "it is closed to new jobs")
+        super().__init__("queue", f"queue {queue} does not admit project {project}: {admits}; "
+                         "choose another queue (rota queues shows who may use each)")
+        self.queue = queue
+        self.project = project
+        self.allowed = allowed
+
+
+class InUse(RotaError):
+    """A queue or project that jobs still hold cannot be deleted. ``code`` says which:
+    ``queue_in_use``, ``project_in_use`` (pending or running jobs), ``project_has_jobs``
+    (finished jobs whose history is kept); ``counts`` is jobs per state."""
+
+    code = "in_use"
+
+    def __init__(self, code: str, message: str, counts: dict[str, int]) -> None:
+        super().__init__(message)
+        self.code = code
+        self.counts = counts
 
 
 class Conflict(RotaError):

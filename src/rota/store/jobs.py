@@ -24,7 +24,7 @@ from rota.core import (
     IllegalTransition, InvalidSpec, Job, JobId, JobState, RotaError, check_transition,
 )
 from rota.store import convert
-from rota.store.errors import Conflict, NotFound
+from rota.store.errors import Conflict, NotFound, QueueNotAllowed
 from rota.store.records import JobEvent, JobFilter, JobRecord, Page, Submission
 from rota.store.schema import job_events, jobs, memberships, projects, queues, users
 
@@ -114,9 +114,10 @@ def _validate(conn: Connection, sub: Submission, member: bool, memo: dict[Any, A
     check_name(sub.queue, "queue")
     check_name(sub.user, "user")
     check_name(sub.name, "name", required=False)
-    for field, value in (("project", sub.project), ("user", sub.user), ("queue", sub.queue)):
+    for field, value in (("project", sub.project), ("user", sub.user)):
         if not _found(conn, memo, field, {"name": value}):
             raise InvalidSpec(field, f"no {field} named {value!r}")
+    _check_queue(conn, memo, sub)
     if member and not _found(conn, memo, "member", {"user": sub.user, "project": sub.project}):
         raise InvalidSpec("project", f"{sub.user} is not a member of project {sub.project!r}")
     try:
@@ -131,10 +132,28 @@ def _validate(conn: Connection, sub: Submission, member: bool, memo: dict[Any, A
 _LOOKUPS = {
     "project": select(projects.c.name).where(projects.c.name == bindparam("name")),
     "user": select(users.c.name).where(users.c.name == bindparam("name")),
-    "queue": select(queues.c.name).where(queues.c.name == bindparam("name")),
     "member": select(memberships.c.user).where(memberships.c.user == bindparam("user"),
                                                memberships.c.project == bindparam("project")),
 }
+
+
+# FOR SHARE: a queue being deleted (``admin.delete_queue`` locks it) is not referenced meanwhile
+_QUEUE = (select(queues.c.projects).where(queues.c.name == bindparam("name"))
+          .with_for_update(read=True))
+
+
+def _check_queue(conn: Connection, memo: dict[Any, Any], sub: Submission) -> None:
+    """The queue exists and its binding (``queues.projects``, NULL: every project) admits
+    the job's project."""
+    key = ("queue", sub.queue)
+    if key not in memo:
+        row = conn.execute(_QUEUE, {"name": sub.queue}).first()
+        if row is None:
+            raise InvalidSpec("queue", f"no queue named {sub.queue!r}")
+        memo[key] = row.projects
+    allowed = memo[key]
+    if allowed is not None and sub.project not in allowed:
+        raise QueueNotAllowed(sub.queue, sub.project, tuple(allowed))
 
 
 def _found(conn: Connection, memo: dict[Any, Any], kind: str, params: dict[str, str]) -> bool:

@@ -179,9 +179,29 @@ class Store:
         with self._read() as conn:
             return admin.list_flavors(conn)
 
-    def put_queue(self, queue: Queue) -> None:
+    def put_queue(self, queue: Queue, projects: tuple[str, ...] | None = None) -> None:
+        """Create or replace ``queue``, admitting the jobs of ``projects`` (None: every one)."""
         with self._write() as conn:
-            admin.put_queue(conn, queue)
+            admin.put_queue(conn, queue, projects)
+
+    def bindings(self) -> dict[str, tuple[str, ...] | None]:
+        """The projects each queue admits (None: every project); see ``rota.store.admin``."""
+        with self._read() as conn:
+            return admin.bindings(conn)
+
+    def delete_queue(self, name: str) -> None:
+        """Refused with ``InUse`` while the queue holds live jobs (``rota.store.admin``)."""
+        with self._write() as conn:
+            admin.delete_queue(conn, name)
+
+    def delete_project(self, name: str) -> list[str]:
+        """Refused with ``InUse`` while the project has jobs; returns the queues it was
+        removed from."""
+        try:
+            with self._write() as conn:
+                return admin.delete_project(conn, name)
+        finally:
+            self._auth.invalidate()
 
     def get_queue(self, name: str) -> Queue:
         with self._read() as conn:
@@ -202,6 +222,21 @@ class Store:
     def list_nodes(self) -> list[tuple[Node, str, float]]:
         with self._read() as conn:
             return admin.list_nodes(conn)
+
+    def node_records(self) -> list[admin.NodeRecord]:
+        with self._read() as conn:
+            return admin.node_records(conn)
+
+    def set_node(self, node: str, schedulable: bool, drain: bool = False, reason: str = "",
+                 evict_by: str | None = None) -> tuple[list[str], list[str]]:
+        """Cordon, drain or resume a node (``rota.store.admin.set_node``); with ``evict_by``
+        the jobs holding resources there are evicted in the same transaction. Returns
+        (evicted, kept) job ids."""
+        with self._write() as conn:
+            admin.set_node(conn, node, schedulable, drain, reason)
+            if evict_by is None:
+                return [], []
+            return admin.evict(conn, node, evict_by, self.clock())
 
     # jobs
     def submit(self, submission: Submission, member: bool = False) -> JobId:
