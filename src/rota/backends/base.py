@@ -4,6 +4,10 @@ Vocabulary:
 - A **handle** names one launch of one job (an *attempt*): one ``ReplicaHandle`` per replica,
   in rank order. It is plain data that round-trips through JSON, so the control plane persists
   it before acting and hands it back after a restart (``adopt``).
+- An **attempt number** (the job's ``attempts`` in the store) makes a launch idempotent:
+  ``launch(..., attempt=n)`` never starts attempt ``n`` of a job twice, and ``recover`` finds
+  an attempt that was started but whose handle was never saved (the control plane died in
+  between). Only an attempt that provably never started is started again.
 - A replica is **running**, **exited** (with an exit code; a replica killed by signal ``s``
   exits with ``128 + s`` and ``signal == s``) or **lost** (nothing runs and nothing recorded
   how it ended: the control plane requeues it).
@@ -66,11 +70,12 @@ class Handle:
     attempt_dir: str
     boot_id: str
     replicas: tuple[ReplicaHandle, ...]
+    attempt: int | None = None  # the job's attempt number; None: launched without one
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "backend": self.backend, "job_id": self.job_id, "attempt_dir": self.attempt_dir,
-            "boot_id": self.boot_id,
+            "boot_id": self.boot_id, "attempt": self.attempt,
             "replicas": [_replica_dict(r) for r in self.replicas],
         }
 
@@ -83,10 +88,15 @@ class Handle:
         reps = d.get("replicas")
         if not isinstance(reps, list) or not reps:
             raise InvalidSpec(f"{field}.replicas", "must be a non-empty list")
+        attempt = d.get("attempt")
+        if attempt is not None and (not isinstance(attempt, int) or isinstance(attempt, bool)
+                                    or attempt < 0):
+            raise InvalidSpec(f"{field}.attempt", f"must be a non-negative integer, got {attempt!r}")
         return cls(
             backend=_get(d, "backend", str, field), job_id=_get(d, "job_id", str, field),
             attempt_dir=_get(d, "attempt_dir", str, field), boot_id=_get(d, "boot_id", str, field),
             replicas=tuple(_replica_from(r, f"{field}.replicas[{k}]") for k, r in enumerate(reps)),
+            attempt=attempt,
         )
 
     @classmethod
@@ -153,13 +163,15 @@ class ReplicaState(enum.StrEnum):
 @dataclass(frozen=True, slots=True)
 class ReplicaStatus:
     """``exit_code`` is ``None`` while running, when lost, and for a replica stopped before its
-    command started; ``reason`` says why it was stopped (cancelled, over its GPU memory, ...)."""
+    command started; ``reason`` says why it was stopped (cancelled, over its GPU memory, ...);
+    ``finished_at`` is when an exited replica ended (seconds since the epoch), when known."""
 
     rank: int
     state: ReplicaState
     exit_code: int | None = None
     signal: int | None = None
     reason: str = ""
+    finished_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +198,14 @@ class Status:
     def succeeded(self) -> bool:
         return self.state is ReplicaState.EXITED and all(c == 0 for c in self.exit_codes)
 
+    @property
+    def finished_at(self) -> float | None:
+        """When the last replica ended, if nothing runs and every end time is known."""
+        ends = [r.finished_at for r in self.replicas]
+        if self.state is ReplicaState.RUNNING or not ends or None in ends:
+            return None
+        return max(e for e in ends if e is not None)
+
 
 class Backend(Protocol):
     """Runs placed jobs. Every method is safe to call again with the same handle."""
@@ -198,7 +218,9 @@ class Backend(Protocol):
     def inventory(self) -> list[Node]: ...
 
     def launch(self, job: Job, placement: Placement, env: Mapping[str, str], workdir: str,
-               command: Sequence[str] | str) -> Handle: ...
+               command: Sequence[str] | str, attempt: int | None = None) -> Handle: ...
+
+    def recover(self, job: Job, placement: Placement, attempt: int) -> Handle | None: ...
 
     def signal(self, handle: Handle, sig: int) -> None: ...
 

@@ -3,8 +3,16 @@
 Layout under the data directory (one *attempt* per launch of a job)::
 
     jobs/<job id>/attempt-<n>/handle.json          the handle, as returned by launch
-    jobs/<job id>/attempt-<n>/replica-<rank>/      spec.json, child.json, stop.json,
-                                                   status.json, stdout.log, stderr.log
+    jobs/<job id>/attempt-<n>/replica-<rank>/      supervisor.json, spec.json, child.json,
+                                                   stop.json, status.json, stdout.log, stderr.log
+
+Launching attempt ``n`` is idempotent. The directory is named after the attempt, so a control
+plane that died before saving the handle can find the attempt again (``recover``): each
+replica's supervisor creates ``supervisor.json`` exclusively before it starts anything, and
+``recover`` creates it itself (*fences* the replica, recording it as never started) where no
+supervisor did. Exactly one of the two wins, so a replica either runs under a supervisor the
+handle names, or never runs. An attempt none of whose replicas started is started again in
+``attempt-<n>.<k>`` (k = 1, 2, ...): a fenced directory is never reused.
 
 Each replica runs under its own supervisor (``rota.backends.shim``), started in a new session
 so that it survives the control plane. The supervisor owns the replica's fate: it forwards
@@ -36,9 +44,10 @@ from rota.backends.env import ReplicaContext, check_job_env, replica_env
 from rota.backends.gpus import local_node
 from rota.backends.nvml import Nvml
 from rota.backends.procs import (
-    boot_id, is_running, read_json, signal_group, signal_pid, start_ticks, write_json_atomic,
+    boot_id, claim_json, is_running, read_json, signal_group, signal_pid, start_ticks,
+    write_json_atomic,
 )
-from rota.backends.shim import FORWARDED
+from rota.backends.shim import CLAIM, FORWARDED
 from rota.core import InvalidSpec, Job, Node, Placement, ReplicaPlacement
 
 
@@ -63,6 +72,10 @@ def _argv(command: Sequence[str] | str) -> list[str]:
     if not argv or not all(isinstance(a, str) for a in argv):
         raise InvalidSpec("command", "must be a non-empty list of strings")
     return argv
+
+
+def _try_name(attempt: int, k: int) -> str:
+    return f"attempt-{attempt}" if k == 0 else f"attempt-{attempt}.{k}"
 
 
 class LocalBackend:
@@ -102,7 +115,9 @@ class LocalBackend:
     # -- launch ------------------------------------------------------------------------------
 
     def launch(self, job: Job, placement: Placement, env: Mapping[str, str], workdir: str,
-               command: Sequence[str] | str) -> Handle:
+               command: Sequence[str] | str, attempt: int | None = None) -> Handle:
+        """Start every replica of ``job``. With ``attempt``, an attempt that was started
+        before (by this process or an earlier one) is returned as it is, not started again."""
         argv = _argv(command)
         job_env = check_job_env(env)
         if not Path(workdir).is_dir():
@@ -112,23 +127,105 @@ class LocalBackend:
                                                     f"job {job.id} has {job.replicas}")
         for rank, rep in enumerate(placement.replicas):
             self._check_replica(rep, f"placement.replicas[{rank}]")
-        attempt = self._new_attempt_dir(job.id)
+        if attempt is None:
+            adir = self._new_attempt_dir(job.id)
+        else:
+            found = self.recover(job, placement, attempt)
+            if found is not None:
+                return found
+            adir = self._fresh_try(job.id, attempt)
         port, world = free_port(self.master_addr), len(placement.replicas)
         replicas: list[ReplicaHandle] = []
         try:
             for rank, rep in enumerate(placement.replicas):
                 ctx = ReplicaContext(job.id, rank, world, self.master_addr, port, rep.devices,
                                      self._device_ids(rep))
-                replicas.append(self._start_replica(attempt, ctx, rep, job_env, workdir, argv))
+                self.before_start(adir, rank)
+                replicas.append(self._start_replica(adir, ctx, rep, job_env, workdir, argv))
         except OSError as exc:
             for started in replicas:
                 self._stop_replica(started, 0, "launch of the gang failed")
             raise BackendError("launch_failed", f"cannot start job {job.id}: {exc}") from exc
-        handle = Handle(self.name, job.id, str(attempt), boot_id(), tuple(replicas))
-        write_json_atomic(attempt / "handle.json", handle.to_dict())
+        return self._save(Handle(self.name, job.id, str(adir), boot_id(), tuple(replicas),
+                                 attempt))
+
+    def before_start(self, attempt_dir: Path, rank: int) -> None:
+        """Called before each replica's supervisor is started; does nothing. Tests override it
+        to stop a launch half-way, as a killed control plane would."""
+
+    def _save(self, handle: Handle) -> Handle:
+        write_json_atomic(Path(handle.attempt_dir) / "handle.json", handle.to_dict())
         with self._lock:
             self._tracked[handle.attempt_dir] = handle
         return handle
+
+    # -- recover -----------------------------------------------------------------------------
+
+    def recover(self, job: Job, placement: Placement, attempt: int) -> Handle | None:
+        """The handle of attempt ``attempt`` of ``job`` if any replica of it was started
+        (running or ended); None when it provably never started. Replicas that never started
+        are fenced (see the module docstring) and report an exit without a code."""
+        for adir in self._tries(job.id, attempt):
+            saved = read_json(adir / "handle.json")
+            if saved is not None:
+                return self._track(Handle.from_dict(saved, f"{adir}/handle.json"))
+            handle = self._recover_try(adir, job, placement, attempt)
+            if handle is not None:
+                return handle
+        return None
+
+    def _recover_try(self, adir: Path, job: Job, placement: Placement,
+                     attempt: int) -> Handle | None:
+        claims = [self._claim_or_fence(adir / f"replica-{rank}")
+                  for rank in range(len(placement.replicas))]
+        if not any(claims):
+            return None
+        boot = next(c["boot_id"] for c in claims if c)
+        replicas = tuple(
+            ReplicaHandle(rank, rep.node, c["pid"] if c else os.getpid(),
+                          (c["start_ticks"] or -1) if c else -1,
+                          str(adir / f"replica-{rank}"), str(adir / f"replica-{rank}/stdout.log"),
+                          str(adir / f"replica-{rank}/stderr.log"), rep.devices)
+            for rank, (rep, c) in enumerate(zip(placement.replicas, claims)))
+        return self._save(Handle(self.name, job.id, str(adir), boot, replicas, attempt))
+
+    def _claim_or_fence(self, rdir: Path) -> dict | None:
+        """The claim of the supervisor of ``rdir``; None after fencing a replica that none
+        claimed (its supervisor, should it start later, finds the claim taken and exits)."""
+        rdir.mkdir(parents=True, exist_ok=True)
+        fence = {"fenced": "never started: the control plane stopped during the launch",
+                 "pid": os.getpid()}
+        if claim_json(rdir / CLAIM, fence):
+            write_json_atomic(rdir / "status.json", {"exit_code": None, "signal": None,
+                                                     "reason": fence["fenced"]})
+            return None
+        claim = read_json(rdir / CLAIM)
+        return None if claim is None or "fenced" in claim else claim
+
+    def _track(self, handle: Handle) -> Handle:
+        with self._lock:
+            self._tracked[handle.attempt_dir] = handle
+        return handle
+
+    def _tries(self, job_id: str, attempt: int) -> list[Path]:
+        """The directories of attempt ``attempt`` that exist, oldest first."""
+        job_dir = self.data_dir / "jobs" / quote(job_id, safe="")
+        found, k = [], 0
+        while (path := job_dir / _try_name(attempt, k)).is_dir():
+            found.append(path)
+            k += 1
+        return found
+
+    def _fresh_try(self, job_id: str, attempt: int) -> Path:
+        job_dir = self.data_dir / "jobs" / quote(job_id, safe="")
+        job_dir.mkdir(parents=True, exist_ok=True)
+        k = 0
+        while True:
+            try:
+                (job_dir / _try_name(attempt, k)).mkdir()
+                return job_dir / _try_name(attempt, k)
+            except FileExistsError:
+                k += 1
 
     def _check_replica(self, rep: ReplicaPlacement, field: str) -> None:
         if rep.node != self.node.name:
@@ -205,7 +302,8 @@ class LocalBackend:
             done = read_json(Path(r.dir) / "status.json")
             if done is not None:
                 return ReplicaStatus(r.rank, ReplicaState.EXITED, done.get("exit_code"),
-                                     done.get("signal"), done.get("reason", ""))
+                                     done.get("signal"), done.get("reason", ""),
+                                     done.get("finished_at"))
             if attempt == 0 and handle.boot_id == boot_id() and is_running(r.pid, r.start_ticks):
                 return ReplicaStatus(r.rank, ReplicaState.RUNNING)
         if handle.boot_id != boot_id():

@@ -99,6 +99,31 @@ def write_json_atomic(path: Path, data: Any, mode: int = 0o644) -> None:
         os.close(dir_fd)
 
 
+def claim_json(path: Path, data: Any) -> bool:
+    """Create ``path`` holding ``data`` unless it exists (``O_EXCL``): True for the one caller
+    that created it, False for every other. The content is written under a temporary name
+    and linked into place, so a reader never sees the file half-written."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.claim")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)  # atomic, and fails when ``path`` exists
+        except FileExistsError:
+            return False
+    finally:
+        tmp.unlink(missing_ok=True)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return True
+
+
 def read_json(path: Path) -> Any | None:
     """The JSON content of ``path``; ``None`` if it does not exist (yet)."""
     try:

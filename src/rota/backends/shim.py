@@ -5,6 +5,11 @@ outlives the control plane (a ``kill -9`` of the control plane leaves it running
 supervisor starts the replica's command in a new session too (its process group id is its pid),
 waits for it, and records how it ended. Files in ``REPLICA_DIR``:
 
+- ``supervisor.json`` (created first, exclusively): the supervisor's ``pid``, ``start_ticks``
+  and ``boot_id``. Whoever creates it owns the replica: a supervisor that finds it already
+  there (the control plane *fenced* the replica, having decided it never started) exits at
+  once without starting anything. So a replica runs at most once, even when a control plane
+  was killed between starting its supervisor and recording the supervisor's pid.
 - ``spec.json`` (read): ``command`` (argv), ``workdir``, ``env`` (the complete environment).
 - ``child.json`` (written once the command started): ``pid`` and ``start_ticks`` of the command.
 - ``stop.json`` (read, optional): written by whoever asks the replica to stop, before sending
@@ -20,6 +25,7 @@ When the command exits, whatever it left behind in its process group is killed.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -28,12 +34,13 @@ from pathlib import Path
 from types import FrameType
 
 from rota.backends.procs import (
-    read_json, signal_group, signal_name, start_ticks, write_json_atomic,
+    boot_id, claim_json, read_json, signal_group, signal_name, start_ticks, write_json_atomic,
 )
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 STOPPING = (signal.SIGTERM, signal.SIGINT)
 EXIT_CANNOT_START = 127
+CLAIM = "supervisor.json"
 
 
 class Supervisor:
@@ -46,6 +53,8 @@ class Supervisor:
         self.escalated = False
 
     def run(self) -> int:
+        if not self._claim():
+            return 0  # fenced: someone decided this replica never started; keep it so
         for sig in FORWARDED:
             signal.signal(sig, self._on_signal)
         signal.signal(signal.SIGALRM, self._on_alarm)
@@ -75,6 +84,15 @@ class Supervisor:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal_group(self.child.pid, signal.SIGKILL)  # leftovers of the replica's group
         return self._finish(returncode, started_at)
+
+    def _claim(self) -> bool:
+        """Create ``supervisor.json``; False when it exists already (the replica is fenced)."""
+        me = os.getpid()
+        try:
+            return claim_json(self.dir / CLAIM, {"pid": me, "start_ticks": start_ticks(me),
+                                                 "boot_id": boot_id()})
+        except OSError:
+            return False  # the directory is gone or unwritable: nothing may run
 
     def _on_signal(self, sig: int, _frame: FrameType | None) -> None:
         if sig in STOPPING and not self.stopping:
