@@ -12,7 +12,8 @@ row raises ``TraceError`` naming the file, the line and the column.
 
 Quotas (``parse_quotas``): a mapping VC -> ``{gpus, cohort, borrowing_limit, lending_limit}``
 (GPU counts; ``gpus`` is the nominal quota), with an optional ``"*"`` entry for every VC not
-listed. Each VC becomes a queue of its own name.
+listed. Each VC becomes a queue of its own name; so does each listed VC without jobs (its
+quota still lends to its cohort).
 
 Gangs (``gang``): up to 8 GPUs run as one replica on one node; more run as replicas of 8 GPUs,
 or of the largest of 4, 2, 1 that divides the count (12 -> 3 x 4, 16 -> 2 x 8, 24 -> 3 x 8).
@@ -166,15 +167,18 @@ QUOTA_KEYS = ("gpus", "cohort", "borrowing_limit", "lending_limit")
 
 
 def parse_quotas(data: Any, vcs: list[str]) -> dict[str, Queue]:
-    """One queue per VC of ``vcs`` from a quotas mapping (see the module docstring)."""
+    """One queue per VC of ``vcs`` (the VCs with jobs) and per VC the mapping lists, from a
+    quotas mapping (see the module docstring). A listed VC without jobs keeps its queue: its
+    nominal quota is still its cohort's to borrow, whatever month is replayed."""
     if not isinstance(data, Mapping):
         raise InvalidSpec("", f"expected a mapping of VC -> quota, got {type(data).__name__}")
     entries = {str(k): v for k, v in data.items()}
     missing = [vc for vc in vcs if vc not in entries and "*" not in entries]
     if missing:
         raise InvalidSpec(missing[0], "this VC has jobs but no quota; add it or a \"*\" entry")
+    names = sorted(({k for k in entries if k != "*"} | set(vcs)))
     return {vc: _queue(vc, entries[vc] if vc in entries else entries["*"],
-                       vc if vc in entries else "*") for vc in vcs}
+                       vc if vc in entries else "*") for vc in names}
 
 
 def _queue(name: str, spec: Any, where: str) -> Queue:
