@@ -39,7 +39,9 @@ def test_an_operator_cordons_a_node_and_members_may_not(api):
     root, alice = api.auth["root"], api.auth["alice"]
     assert api.client.post("/v1/nodes/n1/cordon", headers=alice).status_code == 403
     done = api.client.post("/v1/nodes/n1/cordon", headers=root)
-    assert done.status_code == 200 and done.json() == {"name": "n1", "schedulable": False}
+    assert done.status_code == 200
+    assert done.json() == {"name": "n1", "schedulable": False, "drain": False, "reason": "",
+                           "evicted": [], "not_evicted": []}
     assert not api.store.snapshot(100.0).nodes[0].schedulable
     assert api.client.post("/v1/nodes/n1/uncordon", headers=root).json()["schedulable"]
     assert api.store.snapshot(100.0).nodes[0].schedulable

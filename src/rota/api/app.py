@@ -20,13 +20,12 @@ from pydantic import BaseModel, ConfigDict
 
 from rota.api import errors
 from rota.api.errors import Forbidden
+from rota.api.admin_routes import add_admin_routes
 from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.models import event_view, job_view
 from rota.api.submit import parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
-from rota.api.views import nodes_view, queues_view
 from rota.core import InvalidSpec, JobState
-from rota.spec import build_queues
 from rota.store import JobFilter, NotFound, Principal, Role, Store, Unauthenticated
 
 log = logging.getLogger(__name__)
@@ -131,43 +130,6 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         return {"token": issued.token, "name": issued.info.name, "user": issued.info.user,
                 "role": str(issued.info.role), "display": issued.info.display}
 
-    @app.get("/v1/queues")
-    def queues(_: Principal = Depends(principal)) -> list[dict[str, Any]]:
-        """Quotas with usage and borrowing (see ``rota.api.views``)."""
-        return queues_view(store.snapshot(clock()))
-
-    @app.put("/v1/queues")
-    def apply_queues(body: dict[str, Any] = Body(...), _: Principal = Depends(operator)
-                     ) -> dict[str, Any]:
-        """Create or replace flavours and queues, written as in a cluster file (``flavors:``,
-        ``queues:``); all are validated before any is written. Running jobs keep their
-        flavour; the next cycle applies the new quotas."""
-        groups = {node.resource_group for node, _, _ in store.list_nodes()}
-        known = {f.name: f for f in store.list_flavors()}
-        flavors, queues = build_queues(body, groups, known)
-        for flavor in flavors.values():
-            store.put_flavor(flavor)
-        for queue in queues.values():
-            store.put_queue(queue)
-        if on_change is not None:
-            on_change()
-        return {"flavors": sorted(flavors), "queues": sorted(queues)}
-
-    @app.post("/v1/nodes/{name}/{action}")
-    def cordon(name: str, action: str, _: Principal = Depends(operator)) -> dict[str, Any]:
-        """``cordon``: no new job is placed on the node (running ones stay); ``uncordon``."""
-        if action not in ("cordon", "uncordon"):
-            raise NotFound("action", action)
-        store.set_schedulable(name, action == "uncordon")
-        if on_change is not None:
-            on_change()
-        return {"name": name, "schedulable": action == "uncordon"}
-
-    @app.get("/v1/nodes")
-    def nodes(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
-        """Inventory, with each GPU's allocations (see ``rota.api.views``)."""
-        return nodes_view(store.list_nodes(), store.snapshot(clock()), who.may_see)
-
     @app.get("/v1/usage")
     def usage(who: Principal = Depends(principal)) -> dict[str, float]:
         return {p: v for p, v in store.usage(clock()).items() if who.may_see(p)}
@@ -208,7 +170,15 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
 
     @app.get("/v1/jobs/{job_id}")
     def show(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
-        return job_view(visible_job(job_id, who))
+        """The job, and whether its queue still admits its project: true, false (the binding
+        changed after it was accepted; it stays), or null (the queue was deleted)."""
+        rec = visible_job(job_id, who)
+        bindings = store.bindings()
+        admits = None
+        if rec.job.queue in bindings:
+            bound = bindings[rec.job.queue]
+            admits = bound is None or rec.job.project in bound
+        return {**job_view(rec), "queue_admits_project": admits}
 
     @app.post("/v1/jobs/{job_id}/cancel")
     def cancel(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
@@ -223,6 +193,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         visible_job(job_id, who)
         return [event_view(e) for e in store.events(job_id, after, limit)]
 
+    add_admin_routes(app, store, clock, principal, operator, changed)
     add_io_routes(app, store, principal, visible_job, uploads, log_poll_s)
     return app
 

@@ -15,9 +15,10 @@ from starlette.exceptions import HTTPException
 
 from rota.core import IllegalTransition, InvalidSpec, RotaError
 from rota.store import AlreadyExists, Conflict, NotFound, StoreClosed, Unauthenticated
+from rota.store.errors import InUse
 
 STATUS: dict[type[RotaError], int] = {
-    InvalidSpec: 422, NotFound: 404, AlreadyExists: 409, Conflict: 409,
+    InvalidSpec: 422, NotFound: 404, AlreadyExists: 409, Conflict: 409, InUse: 409,
     IllegalTransition: 409, Unauthenticated: 401, StoreClosed: 503,
 }
 

@@ -6,6 +6,10 @@ preempting) are charged, per flavour, with the same book the scheduler keeps
 (``rota.scheduler.quota.QuotaBook``); ``available`` is how much more it may take now, cohort
 borrowing included (null: not limited), and ``borrowing`` says it is above its nominal quota.
 
+A queue's ``projects`` lists the projects whose new jobs it admits (null: every project, an
+empty list: none). A node's ``state`` is ``ok``, ``cordoned``, ``draining`` (drained while jobs
+still hold resources there) or ``drained`` (drained and empty); ``reason`` is the operator's.
+
 A GPU's allocations name the job holding it only when the caller may see that job's project;
 others appear as ``{"job": null}``, with their share, so a member sees how full a GPU is
 without learning anything about other projects' jobs.
@@ -14,14 +18,15 @@ without learning anything about other projects' jobs.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from rota.core import JobState, Node
+from rota.core import JobState
 from rota.scheduler import Snapshot
 from rota.scheduler.quota import QuotaBook
+from rota.store.admin import Binding, NodeRecord
 
 
-def queues_view(snapshot: Snapshot) -> list[dict[str, Any]]:
+def queues_view(snapshot: Snapshot, bindings: Mapping[str, Binding]) -> list[dict[str, Any]]:
     active = [j for j in snapshot.jobs if j.state.holds_resources]
     book = QuotaBook(snapshot.queues, snapshot.flavors, active)
     pending = Counter(j.queue for j in snapshot.jobs if j.state is JobState.PENDING)
@@ -37,12 +42,20 @@ def queues_view(snapshot: Snapshot) -> list[dict[str, Any]]:
                 "available": {r: book.available(q.name, f, r) for r in quota.nominal},
                 "borrowing": any(used[r] > n for r, n in quota.nominal.items() if r in used),
             }
+        bound = bindings.get(q.name)
         out.append({"name": q.name, "cohort": q.cohort, "quotas": flavors,
+                    "projects": None if bound is None else list(bound),
                     "active_jobs": running[q.name], "pending_jobs": pending[q.name]})
     return out
 
 
-def nodes_view(nodes: list[tuple[Node, str, float]], snapshot: Snapshot,
+def node_state(rec: NodeRecord, busy: bool) -> str:
+    if rec.drain:
+        return "draining" if busy else "drained"
+    return "ok" if rec.node.schedulable else "cordoned"
+
+
+def nodes_view(records: list[NodeRecord], snapshot: Snapshot,
                may_see: Callable[[str], bool]) -> list[dict[str, Any]]:
     held: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for job in snapshot.jobs:
@@ -55,10 +68,13 @@ def nodes_view(nodes: list[tuple[Node, str, float]], snapshot: Snapshot,
                     "job": job.id if visible else None,
                     "project": job.project if visible else None,
                     "replica": rank, "share": d.milli / 1000, "memory_mib": d.memory_mib})
+    busy = {rep.node for job in snapshot.jobs if job.placement is not None
+            and job.state.holds_resources for rep in job.placement.replicas}
     return [{"name": n.name, "resource_group": n.resource_group, "schedulable": n.schedulable,
+             "state": node_state(r, n.name in busy), "drain": r.drain, "reason": r.reason,
              "cpu_milli": n.cpu_milli, "memory_mib": n.memory_mib,
              "gpus": [{"index": d.index, "model": d.model, "memory_mib": d.memory_mib,
                        "healthy": d.healthy, "allocations": held.get((n.name, d.index), [])}
                       for d in n.devices],
-             "backend": backend, "last_seen": seen}
-            for n, backend, seen in nodes]
+             "backend": r.backend, "last_seen": r.last_seen}
+            for r in records for n in [r.node]]

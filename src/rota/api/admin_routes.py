@@ -1,0 +1,96 @@
+"""Routes about the cluster's configuration: queues (and who may use them), projects, nodes.
+
+Registered by ``create_app`` with its ``principal`` and ``operator`` dependencies. Everyone
+reads queues and nodes; only an operator changes them (403 ``forbidden`` otherwise):
+
+- ``PUT /v1/queues``: create or replace flavours and queues written as in a cluster file, each
+  queue with its optional ``projects`` binding; all are validated before any is written.
+- ``DELETE /v1/queues/{name}``, ``DELETE /v1/projects/{name}``: refused with 409 while jobs
+  hold them (``queue_in_use``, ``project_in_use``, ``project_has_jobs``; see
+  ``rota.store.admin``), 404 ``not_found`` for an unknown name.
+- ``POST /v1/nodes/{name}/{action}``: ``cordon``, ``drain`` (body ``{"reason", "evict"}``,
+  both optional) and ``uncordon`` (or ``resume``), which clears cordon, drain and reason.
+
+The control loop is woken (``changed``) after every change the next cycle must see.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from fastapi import Body, Depends, FastAPI
+from pydantic import BaseModel, ConfigDict, Field
+
+from rota.api.views import nodes_view, queues_view
+from rota.core import InvalidSpec
+from rota.spec import build_queues
+from rota.store import NotFound, Principal, Store
+
+ACTIONS = ("cordon", "drain", "uncordon", "resume")
+
+
+class NodeAction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field("", max_length=1000)
+    evict: bool = False
+
+
+def add_admin_routes(app: FastAPI, store: Store, clock: Callable[[], float],
+                     principal: Callable[..., Principal], operator: Callable[..., Principal],
+                     changed: Callable[[], None]) -> None:
+    @app.get("/v1/queues")
+    def queues(_: Principal = Depends(principal)) -> list[dict[str, Any]]:
+        """Quotas with usage and borrowing, and who may use each (see ``rota.api.views``)."""
+        return queues_view(store.snapshot(clock()), store.bindings())
+
+    @app.put("/v1/queues")
+    def apply_queues(body: dict[str, Any] = Body(...), _: Principal = Depends(operator)
+                     ) -> dict[str, Any]:
+        """Running jobs keep their flavour, and jobs already accepted stay whatever a new
+        binding says; the next cycle applies the new quotas."""
+        groups = {node.resource_group for node, _, _ in store.list_nodes()}
+        known = {f.name: f for f in store.list_flavors()}
+        projects = [p.name for p in store.list_projects()]
+        applied = build_queues(body, groups, known, projects)
+        for flavor in applied.flavors.values():
+            store.put_flavor(flavor)
+        for name, queue in applied.queues.items():
+            store.put_queue(queue, applied.bindings[name])
+        changed()
+        return {"flavors": sorted(applied.flavors), "queues": sorted(applied.queues)}
+
+    @app.delete("/v1/queues/{name}")
+    def delete_queue(name: str, _: Principal = Depends(operator)) -> dict[str, Any]:
+        store.delete_queue(name)
+        changed()
+        return {"name": name, "deleted": True}
+
+    @app.delete("/v1/projects/{name}")
+    def delete_project(name: str, _: Principal = Depends(operator)) -> dict[str, Any]:
+        """``unbound``: the queues whose ``projects`` listed it (it is removed from them)."""
+        unbound = store.delete_project(name)
+        changed()
+        return {"name": name, "deleted": True, "unbound": unbound}
+
+    @app.post("/v1/nodes/{name}/{action}")
+    def node_action(name: str, action: str, body: NodeAction | None = Body(None),
+                    who: Principal = Depends(operator)) -> dict[str, Any]:
+        """Take a node out (``cordon``, ``drain``) or put it back (``uncordon``)."""
+        if action not in ACTIONS:
+            raise NotFound("action", action)
+        body = body or NodeAction()
+        back = action in ("uncordon", "resume")
+        if back and body.reason:
+            raise InvalidSpec("reason", f"{action} clears the reason; give none")
+        if body.evict and action != "drain":
+            raise InvalidSpec("evict", "only a drain evicts the jobs running on the node")
+        evicted, kept = store.set_node(name, back, drain=action == "drain", reason=body.reason,
+                                       evict_by=who.user if body.evict else None)
+        changed()
+        return {"name": name, "schedulable": back, "drain": action == "drain",
+                "reason": body.reason, "evicted": evicted, "not_evicted": kept}
+
+    @app.get("/v1/nodes")
+    def nodes(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
+        """Inventory, states and each GPU's allocations (see ``rota.api.views``)."""
+        return nodes_view(store.node_records(), store.snapshot(clock()), who.may_see)
