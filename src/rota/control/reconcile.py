@@ -9,9 +9,23 @@ Every decision about a job is ``rota.control.verdict.judge``'s; this module only
 A state move goes through ``Store.transition`` (one transaction, checked against the state
 table); a move that a concurrent change made illegal is skipped and looked at again next pass.
 
+Launch: attempt ``n`` of a job is its ``attempts`` column; ``backend.launch(..., attempt=n)``
+never starts an attempt twice, so a job found SCHEDULED after a restart (bound, maybe
+launched, handle never saved) is launched through the same call and adopted if it had
+started. A stored handle of an earlier attempt (a job requeued and bound again) is not the
+job's: it is ignored. A job being preempted or cancelled without a handle of its current
+attempt is looked for with ``backend.recover`` first, so that nothing it started runs on.
+
+Restart budget: ``attempts`` counts every requeue; those after a preemption
+(``Store.preemptions``) do not spend the budget, every other one (a failed run, a failed
+launch) does.
+
 Usage is billed per pass: GPU-seconds (devices x their share x seconds) of every job holding
-devices since it was last billed, added per project with ``Store.add_usage``. A crashed control
-plane does not bill the time it was down (it cannot tell what it billed before dying).
+devices since it was last billed, stored per project together with each job's
+``billed_until`` (``Store.bill``, one transaction). A job seen for the first time after a
+restart is billed from its ``billed_until`` (else its ``started_at``), so the time the control
+plane was down is billed; one that ended meanwhile is billed up to when it ended, as its
+backend reports it. A crash loses at most the usage of the pass it interrupted.
 """
 
 from __future__ import annotations
@@ -26,7 +40,7 @@ from rota.backends.base import (
     Backend, BackendError, Handle, ReplicaState, ReplicaStatus, Status,
 )
 from rota.control.runspec import RunSpec, parse_run, prepare_workdir
-from rota.control.verdict import RETRY_PREFIX, JobView, Verdict, judge
+from rota.control.verdict import JobView, Verdict, judge
 from rota.core import MILLI, IllegalTransition, InvalidSpec, JobState, RotaError
 from rota.store import Conflict, JobRecord, NotFound, Store
 
@@ -53,17 +67,18 @@ class Reconciler:
                  watch: Callable[[int], None] = lambda pid: None) -> None:
         self.store, self.backend, self.data_dir = store, backend, data_dir
         self.watch = watch
-        self.since = since  # when this process took over; nothing before it is billed
+        self.since = since  # when this process took over
         self.handles: dict[str, Handle] = {}
         self.signalled: set[str] = set()
         self.kill_at: dict[str, float] = {}
         self.billed_until: dict[str, float] = {}
         self.usage: dict[str, float] = {}  # project -> GPU-seconds not yet stored
+        self._flushed: dict[str, float] = {}  # job -> billed_until last stored
 
     # -- reconcile ---------------------------------------------------------------------------
 
     def reconcile(self, rec: JobRecord, now: float, report: PassReport) -> None:
-        if rec.backend_handle is None:
+        if current_handle(rec) is None:
             self._unlaunched(rec, now, report)
             return
         handle, status = self._observe(rec)
@@ -73,15 +88,26 @@ class Reconciler:
             self.backend.signal(handle, _spec(rec).checkpoint_signal)
         if verdict.stop_grace_s is not None:
             self._stop(rec.id, handle, verdict.stop_grace_s, now)
-        self._bill(rec, now)
+        ended = status.finished_at
+        self._bill(rec, now if ended is None else min(now, ended))
         if verdict.move is not None:
             if status.state is ReplicaState.LOST:
                 self.backend.cancel(handle, 0.0)  # no orphan of a lost replica outlives it
             self._move(rec, verdict, report)
 
     def _unlaunched(self, rec: JobRecord, now: float, report: PassReport) -> None:
-        """A job that holds resources but was never launched (a crash between the bind and the
-        launch, or a preemption that came first)."""
+        """A job that holds resources without a handle of its current attempt: never launched
+        (a crash between the bind and the launch, or a preemption that came first), or
+        launched by a control plane that died before saving the handle."""
+        if rec.state is JobState.SCHEDULED and not rec.cancel_requested:
+            self.launch(rec, now, report)  # adopts the attempt if it had started
+            return
+        found = self._recover(rec)
+        if found is not None:
+            log.info("job %s: attempt %d found running without a saved handle; adopted",
+                     rec.id, rec.attempts)
+            self.store.record_handle(rec.id, found.to_dict())
+            return  # the next pass judges it with its handle
         if rec.cancel_requested:
             self._move(rec, Verdict(JobState.CANCELLED, reason="cancelled on request"), report)
         elif rec.state is JobState.SCHEDULED:
@@ -92,6 +118,11 @@ class Reconciler:
         else:  # RUNNING without a handle: nothing can be observed, so it is lost
             lost = Status((ReplicaStatus(0, ReplicaState.LOST, reason="no backend handle"),))
             self._move(rec, judge(self._view(rec, lost), now), report)
+
+    def _recover(self, rec: JobRecord) -> Handle | None:
+        if rec.job.placement is None:
+            return None
+        return self.backend.recover(rec.job, rec.job.placement, rec.attempts)
 
     def _observe(self, rec: JobRecord) -> tuple[Handle, Status]:
         known = self.handles.get(rec.id)
@@ -105,7 +136,7 @@ class Reconciler:
             lost = ReplicaStatus(0, ReplicaState.LOST, reason=f"cannot adopt its handle: {exc}")
             return _placeholder(rec), Status((lost,))
         self.handles[rec.id] = handle
-        self.billed_until.setdefault(rec.id, max(self.since, rec.job.started_at or self.since))
+        self.billed_until.setdefault(rec.id, _billed_from(rec, self.since))
         for r in handle.replicas:
             self.watch(r.pid)
         return handle, status
@@ -114,7 +145,7 @@ class Reconciler:
         spec = _spec(rec)
         ended_badly = not status.succeeded and not any(
             r.state is ReplicaState.RUNNING for r in status.replicas)
-        failures = self._count_events(rec.id, RETRY_PREFIX) if ended_badly else 0
+        failures = self._failures(rec) if ended_badly else 0
         grace = spec.grace_s if spec.grace_s is not None else rec.job.grace_s
         return JobView(rec.state, status, rec.cancel_requested, rec.preempt_deadline,
                        rec.reason, failures, spec.max_retries, grace)
@@ -147,9 +178,11 @@ class Reconciler:
             table.pop(job_id, None)
         self.signalled.discard(job_id)
 
-    def _count_events(self, job_id: str, prefix: str) -> int:
-        return sum(1 for e in self.store.events(job_id)
-                   if e.kind == "state" and str(e.data.get("reason", "")).startswith(prefix))
+    def _failures(self, rec: JobRecord) -> int:
+        """Earlier attempts that spent the restart budget: every requeue but preemptions."""
+        if rec.attempts == 0:
+            return 0
+        return max(0, rec.attempts - self.store.preemptions(rec.id))
 
     # -- launch ------------------------------------------------------------------------------
 
@@ -163,7 +196,7 @@ class Reconciler:
             workdir = prepare_workdir(spec, self.data_dir, rec.id)
             assert rec.job.placement is not None
             handle = self.backend.launch(rec.job, rec.job.placement, _env(spec, rec),
-                                         str(workdir), list(spec.command))
+                                         str(workdir), list(spec.command), attempt=rec.attempts)
         except InvalidSpec as exc:
             where = exc.field if exc.field.startswith("run") else f"run.{exc.field}"
             self._move(rec, Verdict(JobState.FAILED, reason=(
@@ -182,7 +215,7 @@ class Reconciler:
             self.backend.cancel(handle, 0.0)  # it cannot be recorded, so it must not run
             raise
         self.handles[rec.id] = handle
-        self.billed_until[rec.id] = now
+        self.billed_until[rec.id] = _billed_from(rec, now)
         for r in handle.replicas:
             self.watch(r.pid)
         report.launched.append(rec.id)
@@ -191,7 +224,7 @@ class Reconciler:
                  "" if len(handle.replicas) == 1 else "s")
 
     def _launch_failed(self, rec: JobRecord, exc: Exception, report: PassReport) -> None:
-        count = self._count_events(rec.id, LAUNCH_FAILED) + 1
+        count = self._failures(rec) + 1
         if count >= MAX_LAUNCH_FAILURES:
             verdict = Verdict(JobState.FAILED, reason=f"{LAUNCH_FAILED} {count} times: {exc}")
         else:
@@ -212,9 +245,34 @@ class Reconciler:
             self.usage[rec.job.project] = self.usage.get(rec.job.project, 0.0) + gpus * (now - since)
 
     def flush_usage(self, now: float) -> None:
+        """Store the usage billed since the last flush and each job's ``billed_until``."""
         pending, self.usage = self.usage, {}
-        for project, seconds in sorted(pending.items()):
-            self.store.add_usage(project, seconds, now)
+        billed = {j: t for j, t in self.billed_until.items() if t > self._flushed.get(j, 0.0)}
+        if not pending and not billed:
+            return
+        self.store.bill(pending, billed, now)
+        self._flushed = dict(self.billed_until)
+
+
+def current_handle(rec: JobRecord) -> dict[str, Any] | None:
+    """The stored handle when it is of the job's current attempt. A handle without an attempt
+    number (saved before they existed) counts as current for a job that was running."""
+    stored = rec.backend_handle
+    if stored is None:
+        return None
+    attempt = stored.get("attempt")
+    if attempt is None:
+        return stored if rec.state is not JobState.SCHEDULED else None
+    return stored if attempt == rec.attempts else None
+
+
+def _billed_from(rec: JobRecord, fallback: float) -> float:
+    """Where billing of a job resumes: its ``billed_until`` when that is of this attempt
+    (not before it was bound), else when it was bound."""
+    started = rec.job.started_at if rec.job.started_at is not None else fallback
+    if rec.billed_until is not None and rec.billed_until > started:
+        return rec.billed_until
+    return started
 
 
 def _spec(rec: JobRecord) -> RunSpec:

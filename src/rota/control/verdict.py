@@ -23,8 +23,8 @@ before it is judged, so that no process outlives its job.
    that could not be started at all (exit 127 with "cannot start" from the supervisor) fails
    at once: retrying cannot help.
 
-Requeues that spend the restart budget carry a reason starting with ``RETRY_PREFIX``; the
-loop counts them in the job's history to know ``failures``.
+Requeues that spend the restart budget carry a reason starting with ``RETRY_PREFIX``, for
+people; ``failures`` comes from the job's ``attempts`` column (``rota.control.reconcile``).
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ def record_from_row(row: Any) -> JobRecord:
         finished_at=row.finished_at, exit_code=row.exit_code, attempts=row.attempts,
         cancel_requested=bool(row.cancel_requested), preempt_deadline=row.preempt_deadline,
         backend_handle=row.backend_handle, run=row.spec.get("run", {}), version=row.version,
-        updated_at=row.updated_at,
+        updated_at=row.updated_at, billed_until=row.billed_until,
     )
 
 

@@ -3,8 +3,9 @@
 Every function takes an open connection; the caller (``Store``) owns the transaction. Rules:
 
 - Every write to a job row bumps ``version`` by one and appends exactly one event, in the same
-  transaction, so a job's ``version`` equals the number of its events. The only exception is
-  the latest wait explanation (``note_wait``), a note beside the job that changes neither.
+  transaction, so a job's ``version`` equals the number of its events. The exceptions are
+  notes beside the job that change neither: the latest wait explanation, and
+  ``billed_until`` (``note_billed``, written with the usage it accounts for).
 - A write reads the row locked (``FOR UPDATE`` on PostgreSQL; the ``BEGIN IMMEDIATE`` write lock
   on SQLite) and updates it guarded by ``version = <read>``; a guard that matches nothing raises
   ``Conflict`` instead of losing another writer's change.
@@ -18,7 +19,7 @@ import re
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
 
 from rota.core import (
     IllegalTransition, InvalidSpec, Job, JobId, JobState, RotaError, check_transition,
@@ -280,3 +281,38 @@ def request_cancel(conn: Connection, job_id: object, by: str, now: float) -> boo
 
 def record(conn: Connection, job_id: object) -> JobRecord:
     return convert.record_from_row(get(conn, job_id))
+
+
+def record_handle(conn: Connection, job_id: object, handle: dict[str, Any], now: float) -> None:
+    """Save the backend handle of a job that holds resources without moving it (an attempt
+    found after a restart, for a job being preempted or cancelled)."""
+    row = get(conn, job_id, lock=True)
+    if not JobState(row.state).holds_resources:
+        raise IllegalTransition(f"job {row.id} is {row.state}: it holds no resources")
+    write(conn, row, now, "adopted", f"attempt {handle.get('attempt')} found running after a "
+          "restart", {"attempt": handle.get("attempt")}, backend_handle=handle)
+
+
+def preemptions(conn: Connection, job_id: object) -> int:
+    """How many times the job was requeued after a preemption (PREEMPTING -> PENDING): the
+    requeues that do not spend its restart budget."""
+    key = job_key(job_id)
+    data = job_events.c.data
+    return int(conn.execute(
+        select(func.count()).select_from(job_events)
+        .where(job_events.c.job == key, job_events.c.kind == "state",
+               data["from"].as_string() == str(JobState.PREEMPTING),
+               data["to"].as_string() == str(JobState.PENDING))).scalar_one())
+
+
+_NOTE_BILLED = (update(jobs).where(jobs.c.id == bindparam("key"),
+                                   or_(jobs.c.billed_until.is_(None),
+                                       jobs.c.billed_until < bindparam("until")))
+                .values(billed_until=bindparam("until")))
+
+
+def note_billed(conn: Connection, billed: dict[str, float]) -> None:
+    """Record up to when each job's GPU use is in ``usage``; never moves a time back."""
+    if billed:
+        conn.execute(_NOTE_BILLED, [{"key": job_key(j), "until": t}
+                                    for j, t in sorted(billed.items())])

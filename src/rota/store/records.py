@@ -6,7 +6,8 @@
   (``rota.spec``) or an API body builds one; ``Submission.from_job`` takes a core ``Job``.
 - ``JobRecord``: a stored job: the core ``Job`` the scheduler sees, and what only the store
   knows (state reason, latest wait reasons and estimated start, exit code, attempts, backend
-  handle, ``version``).
+  handle, up to when its GPU use is billed, ``version``). ``attempts`` is the number of the
+  job's current attempt, from 0: every requeue starts the next one.
 - ``JobFilter`` and ``Page``: listing with keyset pagination; ``after`` is an opaque cursor.
 - ``JobEvent``: one line of a job's history.
 """
@@ -64,6 +65,7 @@ class JobRecord:
     run: Mapping[str, Any]
     version: int
     updated_at: float
+    billed_until: float | None = None
 
     @property
     def id(self) -> str:

@@ -287,6 +287,18 @@ class Store:
                 return run(conn)
         return self._retry(run)
 
+    def record_handle(self, job_id: str, handle: dict[str, Any]) -> JobRecord:
+        """Save the handle of an attempt found after a restart, without a state move."""
+        def run(conn: Connection) -> JobRecord:
+            jobs.record_handle(conn, job_id, handle, self.clock())
+            return jobs.record(conn, job_id)
+        return self._retry(run)
+
+    def preemptions(self, job_id: str) -> int:
+        """Requeues after a preemption: ``attempts`` minus these spent the restart budget."""
+        with self._read() as conn:
+            return jobs.preemptions(conn, job_id)
+
     # the scheduling cycle
     def snapshot(self, now: float) -> Snapshot:
         """Everything ``run_cycle`` reads. ``now`` is the cycle's time; usage is handed over
@@ -298,6 +310,15 @@ class Store:
         """Persist one cycle's decisions in one transaction (see ``rota.store.cycle``)."""
         with self._write() as conn:
             return cycle.apply(conn, decisions, now)
+
+    def bill(self, gpu_seconds: dict[str, float], billed_until: dict[str, float],
+             now: float) -> None:
+        """Add GPU-seconds per project and record up to when each job is billed, in one
+        transaction: a restarted control plane bills from there, never twice."""
+        with self._write() as conn:
+            for project, seconds in sorted(gpu_seconds.items()):
+                cycle.add_usage(conn, project, seconds, now, self.usage_half_life_s)
+            jobs.note_billed(conn, billed_until)
 
     def add_usage(self, project: str, gpu_seconds: float, now: float) -> Usage:
         with self._write() as conn:
