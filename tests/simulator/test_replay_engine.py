@@ -44,6 +44,22 @@ def test_fifo_and_sjf_on_three_jobs(policy, expected, avg_jct):
     assert summary["utilisation_avg"] == pytest.approx(1.0)  # the node is never idle
 
 
+def test_sjf_est_orders_by_the_walltime_estimate_not_the_run_time():
+    # One node; a (0-100) holds it while b (100 s) and c (90 s) wait. Estimates are
+    # duration x U(1, 3): oracle SJF always takes c first at 100; sjf-est takes the one with
+    # the smaller estimate, which for some seeds is b.
+    jobs = trace((0, 100, 8, "x"), (1, 100, 8, "x"), (2, 90, 8, "y"))
+    flipped = 0
+    for seed in range(10):
+        cfg = ReplayConfig(8, walltime_noise=3, seed=seed)
+        est = replay(jobs, "sjf-est", cfg)
+        first = min(est.runs[1:], key=lambda r: r.estimate).src.id
+        assert times(est)[first][0] == 100
+        assert times(replay(jobs, "sjf", cfg))["c"][0] == 100
+        flipped += first == "b"
+    assert 0 < flipped < 10
+
+
 def test_las_preempts_a_job_past_its_threshold_and_resumes_it_with_what_is_left():
     # a: 8 GPUs for 1000 s from 0; it reaches the 3600 GPU-s threshold at 450 s (level 1).
     # b: 8 GPUs, 100 s, arrives at 600 at level 0, so it evicts a: a has run 600 s, 400 s left.

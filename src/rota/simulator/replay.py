@@ -51,6 +51,7 @@ POLICIES: dict[str, tuple[dict[str, Any], str]] = {
     "besteffort": ({"preset": "besteffort"}, "estimate"),
     "easy": ({"preset": "fifo", "backfill": "easy"}, "estimate"),
     "sjf": ({"preset": "besteffort", "order": "shortest-first"}, "oracle"),
+    "sjf-est": ({"preset": "besteffort", "order": "shortest-first"}, "estimate"),
     "las": ({"preset": "besteffort", "order": "las", "preemption": "minimal-victims"},
             "estimate"),
     "fair": ({"preset": "fair"}, "estimate"),
