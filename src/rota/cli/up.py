@@ -95,6 +95,7 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
         raise typer.Exit(1)
     try:
         store = Store.open(db or directory)
+        keeper = _take_lease(store, directory)
         operator = setup.first_start(store)
         cordoned = setup.register(store, inventory.node)
         sock = _bind(host, port)
@@ -102,11 +103,28 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
         token, issued = setup.operator_token(store, setup.credentials_path(), operator)
         setup.write_credentials(setup.credentials_path(), url, token)
         loop = ControlLoop(store, _backend(directory, inventory), policy, directory,
-                           interval_s=interval)
+                           interval_s=interval, lease=keeper)
         _announce(url, store, directory, inventory, policy, operator, token, issued, cordoned)
         _run(store, loop, directory, sock, inventory)
     finally:
         lock.release()
+
+
+def _take_lease(store, directory: Path):
+    """The database's control-loop lease, or exit 1 saying who holds it and what to do."""
+    import time
+
+    from rota.control.lease import LeaseKeeper, held_message
+    from rota.store.lease import LeaseHeld
+
+    keeper = LeaseKeeper(store, directory)
+    try:
+        keeper.acquire(time.time())
+    except LeaseHeld as exc:
+        print(f"error: {held_message(exc.name, exc.holder, exc.expires_at, time.time())}",
+              file=sys.stderr)
+        raise typer.Exit(1)
+    return keeper
 
 
 def _backend(directory: Path, inventory):
@@ -128,6 +146,12 @@ def _run(store, loop, directory: Path, sock: socket.socket, inventory) -> None:
     app = create_app(store, data_dir=directory, on_change=loop.wake)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                            lifespan="off"))
+    lost = []
+
+    def lease_lost() -> None:  # another control plane may act now: stop serving and exit 3
+        lost.append(True)
+        server.should_exit = True
+    loop.on_lease_lost = lease_lost
     # uvicorn restores and re-raises the handlers it found once it has shut down: make those
     # harmless ones, so that cleanup below runs and the exit status is 0
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -141,6 +165,10 @@ def _run(store, loop, directory: Path, sock: socket.socket, inventory) -> None:
             watcher.stop()
         loop.stop()
         store.close()
+    if lost:
+        print("error: the control-loop lease was taken over by another control plane; "
+              "stopped without acting further", file=sys.stderr)
+        raise typer.Exit(3)
 
 
 def _memory_watcher(backend, inventory):

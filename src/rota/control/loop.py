@@ -21,6 +21,12 @@ active job's handle (``backend.adopt``): a job still running is kept, one that f
 the control plane was down has its exit code recorded, one whose processes vanished is
 requeued (or failed) per its restart policy. No accepted job is lost: the store holds it.
 
+With a ``LeaseKeeper`` (``rota.control.lease``), every pass first makes sure this process
+still holds the database's ``control-loop`` lease, renewing it when due, and the loop wakes at
+least every third of its time to live to do so. A pass that may not act does nothing. A lease
+lost to another holder stops the loop for good and calls ``on_lease_lost`` (``rota up``
+exits non-zero); ``stop`` releases the lease.
+
 Time comes from the injected ``clock``; tests call ``step()`` directly with a hand-moved one.
 """
 
@@ -32,11 +38,12 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from rota.backends.base import Backend
 from rota.control.clock import Clock, SystemClock
 from rota.control.exits import ExitWatcher
+from rota.control.lease import LeaseKeeper
 from rota.control.reconcile import PassReport, Reconciler
 from rota.core import JobState
 from rota.scheduler import Decisions, Policy, run_cycle
@@ -50,10 +57,13 @@ MAX_REST_S = 1.0
 
 class ControlLoop:
     def __init__(self, store: Store, backend: Backend, policy: Policy, data_dir: str | Path,
-                 clock: Clock | None = None, interval_s: float = 2.0) -> None:
+                 clock: Clock | None = None, interval_s: float = 2.0,
+                 lease: LeaseKeeper | None = None,
+                 on_lease_lost: Callable[[], None] = lambda: None) -> None:
         self.store, self.backend, self.policy = store, backend, policy
         self.clock = clock or SystemClock()
         self.interval_s = interval_s
+        self.lease, self.on_lease_lost = lease, on_lease_lost
         self.exits = ExitWatcher(self.wake)
         self.reconciler = Reconciler(store, backend, Path(data_dir).resolve(), self.clock.now(),
                                      watch=self.exits.watch)
@@ -81,17 +91,24 @@ class ControlLoop:
         self._wakeup.set()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Finish the current pass and stop. Jobs keep running: the next start adopts them."""
+        """Finish the current pass and stop; release the lease. Jobs keep running: the next
+        start adopts them."""
         self._halt.set()
         self._wakeup.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
             self._thread = None
         self.exits.stop()
+        if self.lease is not None:
+            with self._step_lock:
+                self.lease.release()
 
     def _run(self) -> None:
+        period = self.interval_s
+        if self.lease is not None:
+            period = min(period, self.lease.ttl_s / 3)
         while not self._halt.is_set():
-            self._wakeup.wait(self.interval_s)
+            self._wakeup.wait(period)
             self._wakeup.clear()
             if self._halt.is_set():
                 break
@@ -113,6 +130,11 @@ class ControlLoop:
         with self._step_lock:
             now = self.clock.now()
             report = PassReport()
+            if self.lease is not None and not self.lease.ensure(now):
+                if self.lease.lost and not self._halt.is_set():
+                    self._halt.set()
+                    self.on_lease_lost()
+                return report
             for rec in self.active_jobs():                                          # 1
                 try:
                     self.reconciler.reconcile(rec, now, report)

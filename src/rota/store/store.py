@@ -33,7 +33,7 @@ from sqlalchemy import Connection
 
 from rota.core import Flavor, JobId, JobState, Node, Project, Queue
 from rota.scheduler import Decisions, Snapshot, Usage
-from rota.store import admin, cycle, jobs
+from rota.store import admin, cycle, jobs, lease
 from rota.store.engine import WRITE, make_engine, migrate, resolve_url
 from rota.store.authcache import DEFAULT_TTL_S, AuthCache
 from rota.store.errors import Conflict
@@ -298,6 +298,26 @@ class Store:
         """Requeues after a preemption: ``attempts`` minus these spent the restart budget."""
         with self._read() as conn:
             return jobs.preemptions(conn, job_id)
+
+    # leases (``rota.store.lease``)
+    def take_lease(self, name: str, holder: str, ttl_s: float, now: float,
+                   may_replace: Callable[[str], bool] = lambda _holder: False) -> lease.Lease:
+        """Take ``name`` for ``holder`` until ``now + ttl_s``; ``LeaseHeld`` while another
+        live holder (that ``may_replace`` does not accept) has it."""
+        return self._retry(lambda conn: lease.take(conn, name, holder, ttl_s, now, may_replace))
+
+    def renew_lease(self, name: str, holder: str, ttl_s: float, now: float) -> lease.Lease | None:
+        """Extend ``holder``'s lease; None when it is no longer ``holder``'s."""
+        with self._write() as conn:
+            return lease.renew(conn, name, holder, ttl_s, now)
+
+    def release_lease(self, name: str, holder: str) -> bool:
+        with self._write() as conn:
+            return lease.release(conn, name, holder)
+
+    def get_lease(self, name: str) -> lease.Lease | None:
+        with self._read() as conn:
+            return lease.current(conn, name)
 
     # the scheduling cycle
     def snapshot(self, now: float) -> Snapshot:
