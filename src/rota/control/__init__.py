@@ -10,7 +10,8 @@ Modules:
 - ``runspec``: the job's ``run`` mapping (command, workdir, env, upload, checkpoint, restart)
   and safe extraction of uploads;
 - ``exits``: pidfd watcher that wakes the loop when a supervised process exits;
-- ``lock``: one control loop per data directory; ``clock``: the injected ``Clock``;
+- ``lock``: one control loop per data directory; ``lease``: one per database (the
+  ``control-loop`` lease); ``clock``: the injected ``Clock``;
 - ``setup``: first start of a control plane (default project, queue, operator and token),
   the credentials file the CLI reads, this machine's inventory.
 """
