@@ -161,6 +161,7 @@ class Engine:
         # pending jobs, one sorted list per (project, gang size): see ``_cycle``
         self.pending: dict[tuple[str, int], list[tuple]] = {}
         self.sizes: dict[int, int] = {}  # gang size -> pending jobs of that size
+        self.requests: dict[int, ReplicaRequest] = {}  # GPUs per replica -> its request
         self.running: dict[str, Run] = {}
         self.ends: list[tuple[float, int, str, int, int]] = []
         self.seq = 0
@@ -246,11 +247,19 @@ class Engine:
         if run.job is None:
             remaining_estimate = max(run.remaining, run.estimate - (run.src.duration - run.remaining))
             walltime = run.remaining if self.walltime == "oracle" else remaining_estimate
-            run.job = Job(JobId(run.src.id), run.src.vc, self._queue(run), ReplicaRequest(
-                0, 0, GpuRequest(run.per_replica)), replicas=run.replicas,
-                walltime_s=walltime + run.overhead, submit_time=run.submit, grace_s=0.0,
-                attained_gpu_s=run.attained)
+            run.job = Job(JobId(run.src.id), run.src.vc, self._queue(run),
+                          self._request(run.per_replica), replicas=run.replicas,
+                          walltime_s=walltime + run.overhead, submit_time=run.submit,
+                          grace_s=0.0, attained_gpu_s=run.attained)
         return run.job
+
+    def _request(self, gpus: int) -> ReplicaRequest:
+        """One shared request per replica size: the scheduler's memo keys holding it then
+        compare by identity, not field by field."""
+        hit = self.requests.get(gpus)
+        if hit is None:
+            hit = self.requests[gpus] = ReplicaRequest(0, 0, GpuRequest(gpus))
+        return hit
 
     def _queue(self, run: Run) -> str:
         return run.src.vc if self.cfg.quotas is not None else QUEUE
