@@ -100,7 +100,7 @@ def token_revoke(
 
 
 def queues(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Queues: quota per flavour, what is in use, what is borrowed from the cohort."""
+    """Queues: who may use them, quota per flavour, what is in use and borrowed."""
     with talking() as client:
         data = client.queues()
     if as_json:
@@ -109,21 +109,29 @@ def queues(as_json: bool = typer.Option(False, "--json")) -> None:
     if not data:
         print("No queues yet: an operator defines them (cluster file or API).")
         return
-    table = _table("QUEUE", "COHORT", "FLAVOUR", "GPU QUOTA", "GPU IN USE", "AVAILABLE",
-                   "BORROWING", "RUNNING", "PENDING")
+    table = _table("QUEUE", "PROJECTS", "COHORT", "FLAVOUR", "GPU QUOTA", "GPU IN USE",
+                   "AVAILABLE", "BORROWING", "RUNNING", "PENDING")
     for q in data:
         rows = q["quotas"].items() or [("-", None)]
         for f, quota in rows:
+            head = (q["name"], who_may_use(q.get("projects")), q["cohort"] or "-")
             if quota is None:
-                table.add_row(q["name"], q["cohort"] or "-", "-", "unlimited", "-", "-", "-",
+                table.add_row(*head, "-", "unlimited", "-", "-", "-",
                               str(q["active_jobs"]), str(q["pending_jobs"]))
                 continue
-            table.add_row(q["name"], q["cohort"] or "-", f, _gpu(quota["nominal"].get("gpu")),
+            table.add_row(*head, f, _gpu(quota["nominal"].get("gpu")),
                           _gpu(quota["usage"].get("gpu", 0)),
                           _gpu(quota["available"].get("gpu")),
                           "yes" if quota["borrowing"] else "no",
                           str(q["active_jobs"]), str(q["pending_jobs"]))
     Console().print(table)
+
+
+def who_may_use(projects: list[str] | None) -> str:
+    """A queue's binding in words: ``all``, ``none`` (closed to new jobs), or the names."""
+    if projects is None:
+        return "all"
+    return ", ".join(projects) or "none"
 
 
 def _gpu(milli: Any) -> str:
@@ -140,20 +148,27 @@ def nodes(as_json: bool = typer.Option(False, "--json")) -> None:
     if not data:
         print("No nodes reported yet: rota up registers this machine's GPUs.")
         return
-    table = _table("NODE", "GPU", "MODEL", "MEMORY", "HEALTH", "ALLOCATED", "JOBS")
+    table = _table("NODE", "STATE", "GPU", "MODEL", "MEMORY", "HEALTH", "ALLOCATED", "JOBS")
     for n in data:
-        name = n["name"] + ("" if n["schedulable"] else " (cordoned)")
+        name, state = n["name"], _state(n)
         if not n["gpus"]:
-            table.add_row(name, "-", "no GPU", "-", "-", "-", "-")
+            table.add_row(name, state, "-", "no GPU", "-", "-", "-", "-")
         for g in n["gpus"]:
             allocs = g["allocations"]
             used = sum(a["share"] for a in allocs)
             jobs = ", ".join((f"{a['job']}" if a["job"] else "other") +
                              (f" ({a['share']:g})" if a["share"] < 1 else "") for a in allocs)
-            table.add_row(name, str(g["index"]), g["model"], amount("memory", g["memory_mib"]),
+            table.add_row(name, state, str(g["index"]), g["model"],
+                          amount("memory", g["memory_mib"]),
                           "ok" if g["healthy"] else "unhealthy", f"{used:g}", jobs or "-")
-            name = ""
+            name = state = ""
     Console().print(table)
+
+
+def _state(node: dict[str, Any]) -> str:
+    """``ok``, ``cordoned``, ``draining`` or ``drained``, with the operator's reason."""
+    state = node.get("state") or ("ok" if node["schedulable"] else "cordoned")
+    return f"{state} ({node['reason']})" if node.get("reason") else state
 
 
 def usage(as_json: bool = typer.Option(False, "--json")) -> None:

@@ -5,6 +5,8 @@
 - for a pending job, the latest scheduling cycle's wait reasons as sentences
   (``rota.cli.explain.sentence``), a hint, and the estimated start; a job no cycle has
   explained yet is shown as queued, with how long it has been;
+- a note when its queue no longer admits its project (the binding changed after the job was
+  accepted: it stays) or was deleted;
 - its history (events).
 """
 
@@ -74,12 +76,26 @@ def render_job(job: dict[str, Any], events: list[dict[str, Any]], console: Conso
                                                           if job.get("flavor") else ""))
         if job.get("started_at"):
             console.print(f"Started:   {when(job['started_at'])}")
+    note = queue_note(job)
+    if note:
+        console.print(f"Queue:     {note}")
     if state == "pending":
         _pending(job, console)
     elif state == "failed" and job.get("wait_reasons"):
         for line in why_lines(job):
             console.print(f"  - {line}")
     _events(events, console)
+
+
+def queue_note(job: dict[str, Any]) -> str | None:
+    """What changed about the job's queue since it was accepted; None: nothing to say."""
+    admits = job.get("queue_admits_project", True)
+    if admits is None:
+        return f"queue {job['queue']} has been deleted; the job keeps its name in its history."
+    if admits is False and job["state"] not in ("succeeded", "failed", "cancelled"):
+        return (f"queue {job['queue']} no longer admits project {job['project']}; this job was "
+                "accepted before that and stays (new jobs of the project need another queue).")
+    return None
 
 
 def _pending(job: dict[str, Any], console: Console) -> None:

@@ -159,12 +159,13 @@ def ps(
     state: Optional[List[str]] = typer.Option(None, "--state", help="Only jobs in this state "
                                               "(repeat, or comma-separate)."),
     project: Optional[List[str]] = typer.Option(None, "--project", help="Only this project."),
+    queue: Optional[str] = typer.Option(None, "--queue", help="Only this queue."),
     as_json: bool = typer.Option(False, "--json", help="Print the jobs as JSON."),
 ) -> None:
     """List jobs, newest first: active ones, or all with -A."""
     states = [s for v in state or [] for s in v.split(",") if s] or (None if all_ else list(ACTIVE))
     with talking() as client:
-        jobs = client.jobs(projects=project, states=states)
+        jobs = client.jobs(projects=project, states=states, queue=queue)
     if as_json:
         print_json(jobs)
         return

@@ -1,5 +1,6 @@
-"""Operators' commands: who may use rota (``rota project``, ``rota user``) and the queues they
-submit to (``rota queue apply FILE``), and where jobs may go (``rota node cordon NAME``).
+"""Operators' commands: who may use rota (``rota project``, ``rota user``), the queues they
+submit to (``rota queue apply FILE``, ``rota queue delete NAME``), and where jobs may go
+(``rota node cordon|drain|uncordon NAME``).
 
 A lab's first teammate, end to end::
 
@@ -9,7 +10,14 @@ A lab's first teammate, end to end::
     # alice: rota login --url http://gpu-box:8470 --token rota_...
 
 Queues and their quotas are written as in a cluster file (``flavors:`` and ``queues:``, see
-docs/files.md) and applied to the running control plane with ``rota queue apply FILE``.
+docs/files.md) and applied to the running control plane with ``rota queue apply FILE``; a
+queue's ``projects:`` says whose jobs it admits. A queue or project that jobs still hold is not
+deleted: the server says how many and what to do.
+
+A node is taken out with ``cordon`` (no new job goes there) or ``drain`` (the same, and
+``rota nodes`` shows it ``draining`` until its last job has left, then ``drained``; with
+``--evict`` its jobs are preempted with their grace period and requeued), each with an
+optional ``--reason``; ``uncordon`` (or ``resume``) puts it back.
 
 Members see and act only on their projects' jobs; these commands need an operator token.
 """
@@ -28,26 +36,63 @@ from rota.cli.remote import EXIT_BAD_INPUT, die, print_json, talking
 from rota.client import ApiError
 from rota.core import InvalidSpec
 
-project_app = typer.Typer(help="Projects (tenants): create and list.", no_args_is_help=True)
+project_app = typer.Typer(help="Projects (tenants): create, list and delete.",
+                          no_args_is_help=True)
 user_app = typer.Typer(help="Users and the projects they belong to.", no_args_is_help=True)
-queue_app = typer.Typer(help="Queues, flavours and quotas.", no_args_is_help=True)
-node_app = typer.Typer(help="Nodes: cordon and uncordon.", no_args_is_help=True)
+queue_app = typer.Typer(help="Queues, flavours and quotas: apply and delete.",
+                        no_args_is_help=True)
+node_app = typer.Typer(help="Nodes: cordon, drain and uncordon (resume).", no_args_is_help=True)
+
+REASON = typer.Option("", "--reason", help="Why, shown by rota nodes (e.g. 'bad fan').")
 
 
 @node_app.command("cordon")
-def node_cordon(name: str = typer.Argument(..., help="Node name (rota nodes lists them).")) -> None:
+def node_cordon(name: str = typer.Argument(..., help="Node name (rota nodes lists them)."),
+                reason: str = REASON) -> None:
     """Place no new job on a node; jobs running there keep running."""
     with talking() as client:
-        client.cordon(name, True)
+        client.node_action(name, "cordon", reason)
     print(f"Cordoned {name}: no new job goes there; rota node uncordon {name} undoes it.")
+
+
+@node_app.command("drain")
+def node_drain(name: str = typer.Argument(..., help="Node name (rota nodes lists them)."),
+               reason: str = REASON,
+               evict: bool = typer.Option(False, "--evict", help="Also preempt the jobs running "
+                                          "there: each gets its grace period, then is requeued.")
+               ) -> None:
+    """Take a node out for maintenance: no new job goes there; running jobs go on (or leave,
+    with --evict). rota nodes shows it draining, then drained once empty."""
+    with talking() as client:
+        done = client.node_action(name, "drain", reason, evict)
+    print(f"Draining {name}: no new job goes there; rota nodes shows 'drained' once its jobs "
+          f"have left; rota node uncordon {name} puts it back.")
+    if done["evicted"]:
+        print(f"Evicting job(s) {', '.join(done['evicted'])}: each gets its grace period, then "
+              "is requeued.")
+    if done["not_evicted"]:
+        print(f"Not evicted (not preemptible): job(s) {', '.join(done['not_evicted'])}; cancel "
+              "them (rota cancel ID) or wait for them to finish.")
 
 
 @node_app.command("uncordon")
 def node_uncordon(name: str = typer.Argument(..., help="Node name.")) -> None:
-    """Let the scheduler place jobs on a cordoned node again."""
+    """Put a cordoned or drained node back in service (clears its reason)."""
     with talking() as client:
-        client.cordon(name, False)
-    print(f"Uncordoned {name}.")
+        client.node_action(name, "uncordon")
+    print(f"Uncordoned {name}: new jobs may be placed there again.")
+
+
+node_app.command("resume", help="Same as uncordon: put a node back in service.")(node_uncordon)
+
+
+@queue_app.command("delete")
+def queue_delete(name: str = typer.Argument(..., help="Queue name (rota queues lists them).")
+                 ) -> None:
+    """Delete a queue that holds no pending or running job; finished jobs keep its name."""
+    with talking() as client:
+        client.delete_queue(name)
+    print(f"Deleted queue {name}.")
 
 
 @queue_app.command("apply")
@@ -64,7 +109,7 @@ def queue_apply(file: Path = typer.Argument(..., help="YAML with flavors: and qu
         try:
             done = client.apply_queues(data)
         except ApiError as exc:
-            if exc.code != "invalid_spec":
+            if exc.status != 422:
                 raise
             named = exc.message if not exc.field or exc.message.startswith(f"{exc.field}:") \
                 else f"{exc.field}: {exc.message}"
@@ -84,6 +129,16 @@ def project_create(
         made = client.create_project(name, weight)
     print(f"Created project {made['name']} (weight {made['weight']:g}). Next: "
           f"rota user add NAME --project {made['name']}")
+
+
+@project_app.command("delete")
+def project_delete(name: str = typer.Argument(..., help="Project name.")) -> None:
+    """Delete a project that has no jobs; its memberships and usage go with it."""
+    with talking() as client:
+        done = client.delete_project(name)
+    unbound = (f"; removed from the projects of queue(s) {', '.join(done['unbound'])}"
+               if done["unbound"] else "")
+    print(f"Deleted project {name}{unbound}.")
 
 
 @project_app.command("list")

@@ -1,8 +1,8 @@
 """What every command that talks to a server shares: connecting, errors, JSON, small formats.
 
-Errors: a server's validation error (``invalid_spec``) and a bad local input exit with status 2,
-any other failure (not found, forbidden, no server) with status 1; each prints one line
-``error: <field>: <message>`` on stderr and no traceback.
+Errors: a server's validation error (HTTP 422: ``invalid_spec``, ``queue_not_allowed``) and a
+bad local input exit with status 2, any other failure (not found, forbidden, in use, no server)
+with status 1; each prints one line ``error: <field>: <message>`` on stderr and no traceback.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def talking() -> Iterator[Client]:
     except ApiError as exc:
         text = f"{exc.field}: {exc.message}" if exc.field and not exc.message.startswith(
             f"{exc.field}:") else exc.message
-        die(text, EXIT_BAD_INPUT if exc.code == "invalid_spec" else EXIT_FAILED)
+        die(text, EXIT_BAD_INPUT if exc.status == 422 else EXIT_FAILED)
 
 
 def print_json(value: Any) -> None:

@@ -105,6 +105,18 @@ class Client:
     def cordon(self, node: str, cordoned: bool = True) -> dict[str, Any]:
         return self._json("POST", f"/v1/nodes/{node}/{'cordon' if cordoned else 'uncordon'}")
 
+    def node_action(self, node: str, action: str, reason: str = "",
+                    evict: bool = False) -> dict[str, Any]:
+        """``cordon``, ``drain`` or ``uncordon`` a node."""
+        body = {k: v for k, v in (("reason", reason), ("evict", evict)) if v}
+        return self._json("POST", f"/v1/nodes/{quote(node, safe='')}/{action}", json=body)
+
+    def delete_queue(self, name: str) -> dict[str, Any]:
+        return self._json("DELETE", f"/v1/queues/{quote(name, safe='')}")
+
+    def delete_project(self, name: str) -> dict[str, Any]:
+        return self._json("DELETE", f"/v1/projects/{quote(name, safe='')}")
+
     def queues(self) -> list[dict[str, Any]]:
         return self._json("GET", "/v1/queues")
 
@@ -119,13 +131,13 @@ class Client:
         return self._json("POST", "/v1/jobs", json=body)
 
     def jobs(self, projects: list[str] | None = None, states: list[str] | None = None,
-             limit: int = 1000) -> list[dict[str, Any]]:
+             limit: int = 1000, queue: str | None = None) -> list[dict[str, Any]]:
         """Jobs newest first, following pages up to ``limit`` jobs."""
         out: list[dict[str, Any]] = []
         after = None
         while len(out) < limit:
             page = self._json("GET", "/v1/jobs", params=_params(
-                project=projects or None, state=states or None, after=after,
+                project=projects or None, state=states or None, queue=queue, after=after,
                 limit=min(1000, limit - len(out))))
             out.extend(page["items"])
             after = page["next_after"]
