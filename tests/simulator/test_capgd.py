@@ -12,7 +12,9 @@ from builders import node, shape, state_with
 from rota.core import MILLI, InvalidSpec
 from rota.scheduler import build_policy
 from rota.scheduler.placement import find_replica, place_gang
-from rota.scheduler.plugins.capacity import ArrivalMix, class_of, scarcity, stranded
+from rota.scheduler.plugins.capacity import (
+    ArrivalMix, class_of, fits_kind, scarcity, shape_scarcity, stranded,
+)
 from rota.scheduler.plugins.fragment import TaskClass
 from rota.scheduler.plugins.registry import create
 from rota.simulator.alibaba import load_nodes, load_pods
@@ -114,6 +116,56 @@ CLUSTER = {"T4": 2, "G2": 8}  # 10 GPUs: T4 is 0.2 of them
 ], ids=["unconstrained", "half", "capped", "both-models", "cpu-only"])
 def test_scarcity(classes, expected):
     assert scarcity(classes, CLUSTER) == pytest.approx(expected)
+
+
+G3, G2 = (128_000, ("G3",) * 8), (96_000, ("G2",) * 8)  # node kinds: total CPU, device models
+BIG = TaskClass(120_000, MILLI, 8, (), 0.5)  # 8 GPUs, 120 cores: only G3 nodes hold one
+SMALL = TaskClass(4000, MILLI, 1, (), 0.5)
+
+
+@pytest.mark.parametrize("m, kind, fits", [
+    (BIG, G3, True), (BIG, G2, False),                   # 120 cores > 96
+    (SMALL, G2, True),
+    (TaskClass(4000, MILLI, 2, ("T4",)), G2, False),     # no T4 device on a G2 node
+    (TaskClass(4000, 500, 1, ("G*",)), G3, True),
+])
+def test_fits_kind(m, kind, fits):
+    assert fits_kind(m, kind) is fits
+
+
+@pytest.mark.parametrize("classes, kinds, expected", [
+    # everybody fits every kind: no reserve
+    ([SMALL], {G3: 1, G2: 3}, {G3: 0.0, G2: 0.0}),
+    # demand: BIG 0.5 * 8000 = 4000, SMALL 0.5 * 1000 = 500 -> d_BIG = 8/9; BIG accepts all
+    # 32 GPUs (M = 32) but only the 8 of the G3 node can hold it (S = 8):
+    # reserve(G3) = 8/9 * (32/8 - 1) = 8/3
+    ([BIG, SMALL], {G3: 1, G2: 3}, {G3: 8 / 3, G2: 0.0}),
+    # two G3 nodes of four: S = 16, M = 32 -> 8/9 * (2 - 1)
+    ([BIG, SMALL], {G3: 2, G2: 2}, {G3: 8 / 9, G2: 0.0}),
+    # a class no node holds puts pressure nowhere
+    ([TaskClass(200_000, MILLI, 1, (), 1.0)], {G3: 1}, {G3: 0.0}),
+])
+def test_shape_scarcity(classes, kinds, expected):
+    assert shape_scarcity(classes, kinds) == pytest.approx(expected)
+
+
+def test_a_small_task_pays_for_the_rare_home_of_a_large_class_it_takes():
+    # requests: BIG, then SMALL (equal weights): d_BIG = 8/9; g3a and g3b are the 16 homes of
+    # BIG's 24 GPUs: reserve(G3) = 8/9 * (24/16 - 1) = 4/9.
+    # SMALL on g3b (empty): F before 0 (both classes fit); after, 7 GPUs: BIG no longer fits,
+    #   0.5 * 7000 = 3500 -> dF = 3500; stranded 0 (124 of 128 cores cover 7.75 GPUs);
+    #   spent 1000 * 4/9 -> cost 3944.4
+    # SMALL on g2 (empty): BIG never fits (96 cores): F 0.5 * 8000 -> 0.5 * 7000: dF = -500;
+    #   no reserve -> cost -500
+    st = state_with(node("g3a").gpus(8, "G3").cpu(128), node("g3b").gpus(8, "G3").cpu(128),
+                    node("g2").gpus(8, "G2").cpu(96))
+    capgd = create("placement", "capgd", {"seed": 0, "half_life": 1e12})
+    assert find_replica(st, shape(120_000, 8), capgd, False) is not None
+    slot, _ = find_replica(st, shape(4000, 1), capgd, False)
+    assert slot.name == "g2"
+    assert capgd.reserve == pytest.approx([4 / 9, 4 / 9, 0.0])
+    assert capgd.cost(st.slots[1], shape(4000, 1), list(range(8))) == pytest.approx(3500 + 4000 / 9)
+    assert capgd.cost(st.slots[2], shape(4000, 1), list(range(8))) == pytest.approx(-500)
 
 
 # -- choices on hand-made nodes ---------------------------------------------------------------

@@ -18,14 +18,25 @@ Vocabulary:
   on some models: ``sum`` over such classes accepting ``X`` of (their share of the mix's GPU
   demand) / (the share of the cluster's GPUs they accept), capped at 1. Zero when no class is
   model-constrained;
+- a node's *kind* ``k``: its total CPU and its devices' models. ``reserve(k)`` >= 0: the
+  pressure on kind ``k`` of the classes that only some kinds can hold at all (a class of eight
+  GPUs and 120 cores fits only the 8-GPU nodes with 128 cores): ``sum`` over the classes ``m``
+  an empty node of kind ``k`` holds of ``d_m * (M_m / S_m - 1)``, where ``d_m`` is ``m``'s
+  share of the mix's GPU demand, ``M_m`` the GPUs of the models ``m`` accepts and ``S_m`` those
+  of them on nodes that can hold ``m``. Zero for a class every node of its models can hold;
+  it grows without bound as a class's homes become rare;
 - the *cost* of placing ``t`` on ``n``: ``dF + d stranded + sum over the devices taken of
-  share(t) * scarcity(model of the device)``, all in milli-GPU; the score is FGD's
-  ``floor(100 / (1 + exp(cost / 1000)))``, ties to the first node of the seeded order.
+  share(t) * min(1, scarcity(model of the device) + reserve(kind of n))``, all in milli-GPU;
+  the score is FGD's ``floor(100 / (1 + exp(cost / 1000)))``, ties to the first node of the
+  seeded order.
 
 Why: FGD measures whether *one* more task of each class fits, so CPU matters to it only once
 a node cannot take even one; nodes end with idle GPUs and no CPU. And a GPU of a model that
 constrained tasks need is, to FGD, as good as any other; flexible tasks use up the scarce
-models and the constrained ones fail (docs/simulator.md has the numbers).
+models and the constrained ones fail. The same holds for nodes that are the only homes of a
+large class: FGD weighs a class by how many tasks it has, not by how much GPU they need, so
+a few large tasks that only a few nodes can hold lose those nodes to small ones
+(docs/simulator.md has the numbers).
 
 Invariants: the mix is refreshed after 1, 2, 3, 4, 5, 6, 7, 8, 10, ... requests (a quarter
 more than at the last refresh, at most ``every``); score caches are dropped at each refresh,
@@ -113,6 +124,38 @@ def stranded(idle: int, cpu: int, node_cpu: int, gpus: int) -> float:
     return max(0.0, idle - cpu * gpus * MILLI / node_cpu)
 
 
+Kind = tuple[int, tuple[str, ...]]  # a node's total CPU (milli) and its devices' models
+
+
+def fits_kind(m: TaskClass, kind: Kind) -> bool:
+    """Whether an empty node of ``kind`` holds one task of class ``m``."""
+    cpu, models = kind
+    return cpu >= m.cpu and \
+        sum(1 for x in models if not m.models or accepts(m.models, x)) >= m.count
+
+
+def shape_scarcity(classes: list[TaskClass], kinds: dict[Kind, int]) -> dict[Kind, float]:
+    """``reserve(k)`` for every node kind, from the number of nodes of each kind (see the
+    module docstring)."""
+    demand = sum(m.weight * m.milli * m.count for m in classes if m.count)
+    out = {k: 0.0 for k in kinds}
+    if not demand:
+        return out
+    for m in classes:
+        if not m.count:
+            continue
+        modelled = sum(n * sum(1 for x in k[1] if not m.models or accepts(m.models, x))
+                       for k, n in kinds.items())
+        homes = [k for k in kinds if fits_kind(m, k)]
+        supply = sum(n * len(k[1]) for k, n in kinds.items() if k in homes)
+        if not supply or supply >= modelled:
+            continue
+        pressure = (m.weight * m.milli * m.count / demand) * (modelled / supply - 1)
+        for k in homes:
+            out[k] += pressure
+    return out
+
+
 def scarcity(classes: list[TaskClass], gpus_by_model: dict[str, int]) -> dict[str, float]:
     """``scarcity(X)`` for every model of the cluster (see the module docstring)."""
     total = sum(gpus_by_model.values())
@@ -146,6 +189,7 @@ class CapacityGradient(_Packing):
         self.mix = ArrivalMix(args.half_life, args.coverage)
         self.frag: Fragmenter | None = None
         self.scarce: dict[str, float] = {}
+        self.reserve: list[float] = []  # slot index -> reserve of its node kind
 
     def select(self, state: ClusterState, shape: Shape, capped: bool
                ) -> tuple[Slot, list[int]] | None:
@@ -159,6 +203,9 @@ class CapacityGradient(_Packing):
         self.frag = Fragmenter(classes)
         models = Counter(m for s in state.slots if s.pools for m in s.models)
         self.scarce = scarcity(classes, dict(models))
+        kinds = Counter((s.node.cpu_milli, s.models) for s in state.slots if s.pools)
+        reserve = shape_scarcity(classes, dict(kinds))
+        self.reserve = [reserve.get((s.node.cpu_milli, s.models), 0.0) for s in state.slots]
         for cache in getattr(self, "_scores", {}).values():
             cache.clear()
 
@@ -176,7 +223,9 @@ class CapacityGradient(_Packing):
         idle, total, gpus = sum(slot.milli), slot.node.cpu_milli, len(slot.milli)
         strand = stranded(idle - gpu, slot.cpu - shape.cpu, total, gpus) - \
             stranded(idle, slot.cpu, total, gpus)
-        spent = sum(shape.share * self.scarce.get(slot.models[p], 0.0) for p in used)
+        reserve = self.reserve[slot.i] if slot.i < len(self.reserve) else 0.0
+        spent = sum(shape.share * min(1.0, self.scarce.get(slot.models[p], 0.0) + reserve)
+                    for p in used)
         return delta + strand + spent
 
     def devices(self, slot: Slot, shape: Shape, fits: list[int]) -> list[int]:
@@ -191,4 +240,5 @@ class CapacityGradient(_Packing):
         return FragmentationGradient._best(self, slot, shape, fits)  # type: ignore[arg-type]
 
 
-__all__ = ["ArrivalMix", "CapacityGradient", "class_of", "scarcity", "stranded"]
+__all__ = ["ArrivalMix", "CapacityGradient", "class_of", "fits_kind", "scarcity", "shape_scarcity",
+           "stranded"]
