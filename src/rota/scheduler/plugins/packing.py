@@ -251,17 +251,32 @@ class RandomFit(_Packing):
                ) -> tuple[Slot, list[int]] | None:
         self._sync(state)
         request = (shape.cpu, shape.count, shape.share, shape.gpu_mem, shape.models, shape.pools)
-        feasible: list[int] = []
+        groups: list[list[int]] = []
         for gid, members in self._members.items():
             cache = self._scores[gid]
             value = cache.get(request, _MISS)
             if value is _MISS:
                 value = cache[request] = self._group_score(gid, shape)
             if value is not None:
-                feasible += [r for r in members if self._first_ok([r], shape, capped) is not None]
-        if not feasible:
+                groups.append(members)
+        # draw from the members of the groups that fit, and check only the one drawn; if it
+        # does not fit after all (a cap), draw among the checked ones: still uniform over
+        # the nodes that fit
+        k = self.rng.randrange(sum(map(len, groups))) if groups else -1
+        for members in groups:
+            if k < len(members):
+                rank = members[k]
+                break
+            k -= len(members)
+        else:
             return None
-        slot = state.slots[self._rank_slot[self.rng.choice(sorted(feasible))]]
+        if self._first_ok([rank], shape, capped) is None:
+            feasible = sorted(r for members in groups for r in members
+                              if self._first_ok([r], shape, capped) is not None)
+            if not feasible:
+                return None
+            rank = self.rng.choice(feasible)
+        slot = state.slots[self._rank_slot[rank]]
         return slot, self.devices(slot, shape, self._fits(slot, shape))
 
     def devices(self, slot: Slot, shape: Shape, fits: list[int]) -> list[int]:
