@@ -2,6 +2,8 @@
 
     python bench/cli.py                 # 7 runs of each command, median and fastest
     python bench/cli.py --runs 15 --json
+    git archive ecb6266 src | tar -x -C /tmp/before    # an earlier rota to compare with
+    python bench/cli.py --baseline /tmp/before/src
 
 A real ``rota up --port 0 --gpus 1xH100-80GB`` runs in a subprocess (temporary XDG and data
 directories, as in ``bench/control.py``); each command is the installed ``rota`` script in a
@@ -10,6 +12,10 @@ fresh process with that server's credentials, timed from spawn to exit with
 and ``rota nodes`` (one or two HTTP requests to the plane). ``import rota.cli.main`` is the
 import alone, timed inside a fresh interpreter; ``modules`` says whether the heavy ones
 (FastAPI, SQLAlchemy, the scheduler, numpy, matplotlib, pydantic) were loaded by it.
+
+``--baseline SRC`` also runs every command with ``PYTHONPATH=SRC`` (another checkout's
+``src``), alternating run by run with this tree's, so that both see the same load on a shared
+machine; the server is this tree's for both.
 """
 
 from __future__ import annotations
@@ -43,47 +49,62 @@ def rota_script() -> list[str]:
     return [found] if found else [sys.executable, "-m", "rota.cli.main"]
 
 
-def timed(argv: list[str], env: dict[str, str], runs: int) -> list[float]:
-    out = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        done = subprocess.run(argv, env=env, capture_output=True)
-        out.append(time.perf_counter() - start)
-        if done.returncode != 0:
-            raise SystemExit(f"{' '.join(argv)} failed: {done.stderr.decode()}")
-    return out
+def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
+    """Seconds from spawn to exit, and the last line the command printed."""
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed: {done.stderr}")
+    return took, (done.stdout.strip().splitlines() or [""])[-1]
+
+
+def measure(envs: dict[str, dict[str, str]], runs: int) -> list[dict]:
+    """Every command ``runs`` times in each environment, alternating between them."""
+    cases = [("import rota.cli.main", [sys.executable, "-c", PROBE])]
+    cases += [(name, rota_script() + argv) for name, argv in COMMANDS]
+    results = []
+    for name, argv in cases:
+        times: dict[str, list[float]] = {label: [] for label in envs}
+        heavy: dict[str, list[str]] = {}
+        for _ in range(runs):
+            for label, env in envs.items():
+                took, last = run_once(argv, env)
+                if argv[1] == "-c":
+                    probe = json.loads(last)
+                    took, heavy[label] = probe["s"], probe["heavy"]
+                times[label].append(took)
+        for label, values in times.items():
+            results.append({"tree": label, "command": name, "median_s": statistics.median(values),
+                            "min_s": min(values), "modules": heavy.get(label)})
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--baseline", metavar="SRC", help="another rota's src directory")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    results = []
     with server() as s:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROTA_")}
         env.update(ROTA_URL=str(s.client.base_url).rstrip("/"),
                    ROTA_TOKEN=s.client.headers["Authorization"].split()[1])
-        probes = [json.loads(subprocess.run([sys.executable, "-c", PROBE], env=env, check=True,
-                                            capture_output=True, text=True).stdout)
-                  for _ in range(args.runs)]
-        results.append({"command": "import rota.cli.main",
-                        "median_s": statistics.median(p["s"] for p in probes),
-                        "min_s": min(p["s"] for p in probes), "modules": probes[0]["heavy"]})
-        for name, argv in COMMANDS:
-            times = timed(rota_script() + argv, env, args.runs)
-            results.append({"command": name, "median_s": statistics.median(times),
-                            "min_s": min(times)})
+        envs = {"this": env}
+        if args.baseline:
+            envs["baseline"] = {**env, "PYTHONPATH": str(Path(args.baseline).resolve())}
+        results = measure(envs, args.runs)
     load = os.getloadavg()[0]
     if args.json:
         print(json.dumps({"results": results, "load": load}, indent=2))
         return
     print(f"{args.runs} runs each; 1-minute load average {load:.1f}")
-    print("| command | median | fastest | heavy modules imported |")
-    print("|---|---|---|---|")
+    print("| tree | command | median | fastest | heavy modules imported |")
+    print("|---|---|---|---|---|")
     for r in results:
-        heavy = ", ".join(r.get("modules", [])) or ("none" if "modules" in r else "")
-        print(f"| `{r['command']}` | {r['median_s']:.2f} s | {r['min_s']:.2f} s | {heavy} |")
+        heavy = "" if r["modules"] is None else ", ".join(r["modules"]) or "none"
+        print(f"| {r['tree']} | `{r['command']}` | {r['median_s']:.2f} s | {r['min_s']:.2f} s "
+              f"| {heavy} |")
 
 
 if __name__ == "__main__":

@@ -12,10 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rota.cli.explain import amount
 from rota.cli.remote import EXIT_BAD_INPUT, age, die, print_json, talking
-from rota.client import Client, Credentials, save
-from rota.client.credentials import check_url
+from rota.cli.units import amount
 from rota.core import InvalidSpec
 
 token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
@@ -26,6 +24,8 @@ def login(
     token: str = typer.Option(..., "--token", help="An API token (rota token create)."),
 ) -> None:
     """Check a server and token, then remember them for every later command."""
+    from rota.client import Client, Credentials, save
+    from rota.client.credentials import check_url
     try:
         url = check_url(url, "--url")
     except InvalidSpec as exc:

@@ -115,7 +115,7 @@ def _pending(job: dict[str, Any], console: Console) -> None:
 
 
 def _dur(seconds: float) -> str:
-    from rota.cli.render import duration
+    from rota.cli.units import duration
     return duration(seconds)
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rota.core import CPU, GPU, MEMORY, MILLI
+from rota.cli.units import amount
+from rota.core import CPU, GPU, MILLI
 from rota.scheduler import Reason, ReasonCode
 
 C = ReasonCode
@@ -46,17 +47,7 @@ def reason_json(reason: Reason) -> dict[str, Any]:
     return out
 
 
-def amount(resource: str | None, value: float | int | None) -> str:
-    """``(gpu, 2)`` -> ``2 GPUs``; ``(memory, 2048)`` -> ``2 GiB``; ``(cpu, 0.5)`` -> ``0.5 CPU``."""
-    if value is None:
-        return "?"
-    if resource in (GPU, CPU):
-        return f"{value:g} {resource.upper()}" + ("" if 0 < value <= 1 else "s")
-    if resource in (MEMORY, "gpu_memory"):
-        return f"{value / 1024:g} GiB" if value >= 1024 else f"{value:g} MiB"
-    if resource == "replicas":
-        return f"{value:g} replica" + ("" if value == 1 else "s")
-    return f"{value:g} {resource or ''}".strip()
+__all__ = ["amount", "hint", "normalised", "reason_json", "sentence"]
 
 
 def sentence(reason: Reason) -> str:

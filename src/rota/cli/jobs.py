@@ -23,7 +23,6 @@ from rich.table import Table
 from rota.cli import remote
 from rota.cli.remote import EXIT_BAD_INPUT, age, die, gpus, placement, print_json, talking
 from rota.core import InvalidSpec
-from rota.spec import parse_job, read_mapping
 
 ACTIVE = ("pending", "scheduled", "running", "preempting")
 
@@ -35,6 +34,7 @@ def submit(
     as_json: bool = typer.Option(False, "--json", help="Print the submitted job as JSON."),
 ) -> None:
     """Submit a job file; a local workdir is uploaded with a progress bar."""
+    from rota.spec import parse_job, read_mapping
     try:
         data = read_mapping(file, "name, project, queue, entrypoint, resources, ...")
         data.update({k: v for k, v in (("project", project), ("queue", queue)) if v})
@@ -101,6 +101,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print the submitted job as JSON."),
 ) -> None:
     """Run one command as a job: rota run --gpus 1 -- python train.py --lr 3e-4"""
+    from rota.spec import parse_job
     resources: dict[str, Any] = {"gpu": gpus_, "cpu": cpu, "memory": memory}
     if gpu_memory is not None:
         resources["gpu_memory"] = gpu_memory

@@ -2,6 +2,11 @@
 
 Error convention for every command: bad input (a file, a field, an option value) prints one
 line ``error: <file>: <field>: <reason>`` on stderr and exits with status 2; no traceback.
+
+Start-up time: a command that only talks to a server loads typer, rich and the HTTP client.
+The scheduler, the file parsers (pydantic), FastAPI, SQLAlchemy and the simulator are imported
+inside the commands that use them (``plan``, ``sim``, ``up``, ``submit``, ``show``), never at
+the top of a module this one imports; ``bench/cli.py`` measures it.
 """
 
 from __future__ import annotations
@@ -9,15 +14,20 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
 
 from rota import __version__
 from rota.core import InvalidSpec
-from rota.scheduler import PRESETS, Policy, build_policy
-from rota.spec import check_policy, load_cluster, load_jobs, read_yaml
+
+if TYPE_CHECKING:
+    from rota.scheduler import Policy
+
+# the names of ``rota.scheduler.PRESETS``, for help texts without importing the scheduler
+# (tests/cli/test_cli_startup.py checks that they agree)
+PRESET_NAMES = ("default", "fifo", "besteffort", "fair", "fairshare", "spread")
 
 app = typer.Typer(
     name="rota",
@@ -52,6 +62,9 @@ def root(
 
 def resolve_policy(option: Optional[str], cluster_policy: Any) -> Policy:
     """``--policy`` (a preset name or a YAML policy file) wins over the cluster file's."""
+    from rota.scheduler import PRESETS, build_policy
+    from rota.spec import check_policy, read_yaml
+
     if option is None:
         return build_policy(cluster_policy if cluster_policy is not None else "default")
     if option in PRESETS:
@@ -89,12 +102,13 @@ def plan(
                               help="Jobs file: the pending jobs to place (docs/files.md)."),
     policy: Optional[str] = typer.Option(
         None, "--policy", "-p", metavar="NAME|FILE",
-        help=f"Policy preset ({', '.join(PRESETS)}) or a YAML policy file; default: the "
+        help=f"Policy preset ({', '.join(PRESET_NAMES)}) or a YAML policy file; default: the "
              "cluster file's policy, else 'default'."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (docs/plan.md)."),
 ) -> None:
     from rota.cli.plan import plan_report, run_plan
     from rota.cli.render import render
+    from rota.spec import load_cluster, load_jobs
 
     try:
         loaded = load_cluster(cluster)

@@ -33,7 +33,6 @@ from rich.table import Table
 from pathlib import Path
 
 from rota.cli.remote import EXIT_BAD_INPUT, die, print_json, talking
-from rota.client import ApiError
 from rota.core import InvalidSpec
 
 project_app = typer.Typer(help="Projects (tenants): create, list and delete.",
@@ -99,6 +98,7 @@ def queue_delete(name: str = typer.Argument(..., help="Queue name (rota queues l
 def queue_apply(file: Path = typer.Argument(..., help="YAML with flavors: and queues:, as in a "
                                                       "cluster file.")) -> None:
     """Create or replace queues (quotas, cohort, preemption) and flavours from a file."""
+    from rota.client import ApiError
     from rota.spec import read_yaml
 
     try:

@@ -11,14 +11,15 @@ import json
 import sys
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator, NoReturn
+from typing import TYPE_CHECKING, Any, Iterator, NoReturn
 
 import typer
 
-from rota.cli.explain import amount
-from rota.cli.render import duration
-from rota.client import ApiError, Client, Unreachable
+from rota.cli.units import amount, duration
 from rota.core import InvalidSpec
+
+if TYPE_CHECKING:
+    from rota.client import Client
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -32,6 +33,7 @@ def die(message: str, status: int = EXIT_FAILED) -> NoReturn:
 @contextmanager
 def talking() -> Iterator[Client]:
     """A client for the configured server; its errors become one line and an exit status."""
+    from rota.client import ApiError, Client, Unreachable  # httpx: only for commands that talk
     try:
         with Client() as client:
             yield client

@@ -11,19 +11,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from rota.cli.explain import amount
+from rota.cli.units import amount, duration
 
-
-def duration(seconds: float) -> str:
-    """``5400`` -> ``1h30m``; ``45`` -> ``45s``; ``0`` -> ``now``."""
-    s = int(round(seconds))
-    if s <= 0:
-        return "now"
-    d, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    parts = [f"{v}{u}" for v, u in ((d, "d"), (h, "h"), (m, "m"), (s, "s")) if v]
-    return "".join(parts[:2])
+__all__ = ["duration", "render", "summary", "where"]
 
 
 def where(replicas: list[dict[str, Any]]) -> str:

@@ -1,0 +1,43 @@
+"""What a short command imports: the commands that only talk to a server must not load the
+scheduler, the file parsers, the server side or the simulator (their imports are what made a
+CLI call take most of a second). No timing is asserted: ``bench/cli.py`` measures it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rota.scheduler import PRESETS
+
+HEAVY = ("fastapi", "uvicorn", "sqlalchemy", "pydantic", "yaml", "numpy", "matplotlib",
+         "rota.scheduler", "rota.spec", "rota.store", "rota.api", "rota.control",
+         "rota.simulator", "rota.backends")
+
+
+def loaded_after(code: str) -> dict[str, bool]:
+    probe = (f"import sys, json\n{code}\n"
+             f"print(json.dumps({{m: m in sys.modules for m in {HEAVY!r} + ('httpx',)}}))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("code, httpx", [
+    ("import rota.cli.main", False),
+    ("from rota.cli.main import app\n"
+     "try:\n    app(['--help'])\nexcept SystemExit:\n    pass", False),
+    ("from rota.cli import admin, jobs, people, remote, units", False),
+    ("from rota.cli.remote import talking\nfrom rota.client import Client", True),
+], ids=["import", "help", "client-commands", "talking"])
+def test_client_commands_load_no_heavy_module(code, httpx):
+    loaded = loaded_after(code)
+    assert [m for m in HEAVY if loaded[m]] == []
+    assert loaded["httpx"] is httpx
+
+
+def test_the_help_lists_the_scheduler_presets():
+    from rota.cli.main import PRESET_NAMES
+    assert PRESET_NAMES == tuple(PRESETS)
