@@ -214,7 +214,7 @@ class Engine:
     def _cycle(self, now: float) -> bool:
         """One cycle; True if another must run at once (victims were evicted, or a project's
         candidates ran out)."""
-        shown = {key: lst[: self.cfg.depth] for key, lst in self.pending.items() if lst}
+        shown = {key: lst[: self._depth(key[1])] for key, lst in self.pending.items() if lst}
         jobs = [self._job(self.by_id[rid]) for lst in shown.values() for *_, rid in lst]
         usage = {vc: Usage(u, now) for vc, u in self.usage.items() if u}
         base = self.base
@@ -238,8 +238,20 @@ class Engine:
             gone[key] = gone.get(key, 0) + 1
         if decisions.preemptions:
             return True  # the victims are gone at once: their preemptors start in the next cycle
-        return any(gone.get(key, 0) >= len(lst) == self.cfg.depth and self.pending[key]
+        return any(gone.get(key, 0) >= len(lst) and self.pending[key]
                    for key, lst in shown.items())
+
+    def _depth(self, size: int) -> int:
+        """How many jobs of a list of ``size``-GPU gangs a cycle is shown: ``K``; and, without
+        backfill, never more than can start in it (the free GPUs' worth without preemption, the
+        cluster's worth with it) plus the first that cannot, which may block its queue. The
+        jobs after it, alike in queue and request and no more urgent, cannot start in this
+        cycle either. With backfill they can (a shorter walltime fits before a reservation
+        that an earlier job of the list does not), so it gets all ``K``."""
+        if self.policy.backfill is not None:
+            return self.cfg.depth
+        room = self.cfg.gpus if self.policy.preemption is not None else self.cfg.gpus - self.allocated
+        return min(self.cfg.depth, room // size + 1)
 
     # -- jobs ---------------------------------------------------------------------------------
 
