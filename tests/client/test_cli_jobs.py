@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
 
 from rota.backends.base import Handle, ReplicaHandle
 from rota.core import JobState
 from rota.scheduler import build_policy, run_cycle
 
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples" / "jobs").glob("*.yaml"))
 
 

@@ -12,7 +12,7 @@ Why these tables, and why these shapes:
   the projects whose jobs may use the queue; NULL means every project may.
 - ``nodes``: inventory reported by a backend (``devices`` JSON, ``last_seen``). ``schedulable``
   belongs to the operator (cordon): an inventory upsert keeps it, as it keeps ``drain`` (no new
-  work, running work is asked to leave) and ``reason`` (why the operator took the node out).
+  work; running work goes on unless the operator evicts it) and ``reason`` (why the operator took the node out).
 - ``jobs``: one row per job. The columns are what the store filters, orders or guards on
   (project, user, queue, state, times, ``version``); ``spec`` is the core-level request as JSON
   (see ``rota.store.convert``), ``placement`` the bind, ``wait_reasons`` and
