@@ -80,7 +80,7 @@ def pack(
     pods: Path = typer.Option(PODS, "--pods", metavar="PODS.csv", help="Pod list (CSV)."),
     policy: str = typer.Option("fgd", "--policy", metavar="NAME[,NAME...]",
                                help="random, dotprod, gpuclustering, gpupacking, bestfit, fgd, "
-                                    "several separated by commas, or all."),
+                                    "capgd (rota's own), several separated by commas, or all."),
     seeds: str = typer.Option("42-51", "--seeds", help="Seeds: 42-51, 42,43 or 42."),
     tune: float = typer.Option(1.3, "--tune", help="Workload as a multiple of cluster GPUs."),
     threshold: float = typer.Option(0.95, "--threshold",
