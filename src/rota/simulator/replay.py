@@ -243,15 +243,15 @@ class Engine:
 
     def _depth(self, size: int) -> int:
         """How many jobs of a list of ``size``-GPU gangs a cycle is shown: ``K``; and, without
-        backfill, never more than can start in it (the free GPUs' worth without preemption, the
-        cluster's worth with it) plus the first that cannot, which may block its queue. The
+        backfill, never more than can start in it (the free GPUs' worth, plus one per
+        preemptor the cycle allows) plus the first that cannot, which may block its queue. The
         jobs after it, alike in queue and request and no more urgent, cannot start in this
         cycle either. With backfill they can (a shorter walltime fits before a reservation
         that an earlier job of the list does not), so it gets all ``K``."""
         if self.policy.backfill is not None:
             return self.cfg.depth
-        room = self.cfg.gpus if self.policy.preemption is not None else self.cfg.gpus - self.allocated
-        return min(self.cfg.depth, room // size + 1)
+        preemptors = 0 if self.policy.preemption is None else self.policy.preemption.max_preemptors
+        return min(self.cfg.depth, (self.cfg.gpus - self.allocated) // size + preemptors + 1)
 
     # -- jobs ---------------------------------------------------------------------------------
 
