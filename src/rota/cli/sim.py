@@ -165,7 +165,7 @@ def replay_cmd(
     gpus: int = typer.Option(64, "--gpus", help="Cluster GPUs (a multiple of 8)."),
     policy: str = typer.Option("all", "--policy", metavar="NAME[,NAME...]",
                                help="fifo, besteffort, easy, sjf, sjf-est, las, fair, "
-                                    "fairshare, or all."),
+                                    "fairshare, fair-sjf, or all."),
     window: Optional[str] = typer.Option(None, "--window", metavar="START..END",
                                          help="Only jobs submitted in [START, END), e.g. "
                                               "2017-10-22..2017-10-29."),

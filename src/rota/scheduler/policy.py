@@ -32,6 +32,8 @@ PRESETS: dict[str, dict[str, Any]] = {
              "preemption": "minimal-victims", "backfill": "easy"},
     "fairshare": {"order": "fairshare", "admission": "quota", "placement": "binpack",
                   "preemption": "minimal-victims", "backfill": "easy"},
+    "fair-sjf": {"order": "fair-shortest-first", "admission": "quota", "placement": "binpack",
+                 "preemption": "none", "backfill": "none"},
     "spread": {"order": "priority", "admission": "quota", "placement": "spread",
                "preemption": "minimal-victims", "backfill": "easy"},
 }

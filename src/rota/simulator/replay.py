@@ -56,6 +56,7 @@ POLICIES: dict[str, tuple[dict[str, Any], str]] = {
             "estimate"),
     "fair": ({"preset": "fair"}, "estimate"),
     "fairshare": ({"preset": "fairshare"}, "estimate"),
+    "fair-sjf": ({"preset": "fair-sjf"}, "estimate"),
 }
 END, LEVEL = 0, 1  # kinds of timed events: a job ends; a running job crosses a LAS threshold
 

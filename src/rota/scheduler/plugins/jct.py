@@ -11,6 +11,19 @@
   evict a running job of its queue that has climbed to a higher level, with the minimal-victims
   preemption plugin and ``within_queue: lower-priority``. A waiting job keeps its level, so the
   order of waiting jobs only changes when they run.
+- ``fair-shortest-first``: fair share between projects, shortest walltime inside each. The
+  project with the least decayed GPU usage per unit of weight goes next (the ``fairshare``
+  key: past GPU-seconds decayed with ``half_life_s``, plus what it holds now, placements of
+  this cycle included, as if held for one half-life), and it offers its job with the
+  shortest walltime (``shortest-first``'s key). Not preemptive. Keys are recomputed after
+  every job, so a project that has just been given GPUs yields to the next one.
+
+Ordering contract (what a caller that keeps a long backlog relies on): every plugin here has
+a ``pending_key(job)`` that does not change while the job waits, and ``sequence`` yields the
+jobs of one project in ascending ``pending_key`` (for ``shortest-first`` and ``las`` all jobs
+are in that order). A caller may therefore keep each project's backlog sorted by
+``pending_key`` and show a cycle only the head of it: the jobs it leaves out come after the
+ones shown in the sequence, whatever the order between projects.
 """
 
 from __future__ import annotations
@@ -22,7 +35,7 @@ from typing import Iterator, Sequence
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rota.core import Job
-from rota.scheduler.plugins.order import BestEffortFifo, OrderView
+from rota.scheduler.plugins.order import BestEffortFifo, FairShare, OrderView
 from rota.scheduler.plugins.registry import register
 
 
@@ -38,6 +51,15 @@ class ShortestFirst(BestEffortFifo):
         """The job's place in the order; it does not change while the job waits."""
         walltime = math.inf if job.walltime_s is None else job.walltime_s
         return (walltime, job.submit_time, job.id)
+
+
+@register("order")
+class FairShortestFirst(FairShare):
+    """Fair share between projects (``FairShare.key``), shortest walltime first inside each
+    (``ShortestFirst.pending_key``: walltime, then submission; jobs without walltime last)."""
+
+    name = "fair-shortest-first"
+    pending_key = staticmethod(ShortestFirst.pending_key)
 
 
 class LasArgs(BaseModel):

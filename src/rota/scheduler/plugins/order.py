@@ -81,9 +81,10 @@ class Priority(BestEffortFifo):
 
 
 class ProjectRoundRobin(BestEffortFifo):
-    """Base of the fairness orderings: each project's jobs in priority order, and the project
-    with the lowest ``key`` goes next. Keys are recomputed after every job, so a placement
-    made in this cycle counts at once (progressive filling)."""
+    """Base of the fairness orderings: each project's jobs in ``pending_key`` order (priority,
+    then submission, unless a subclass says otherwise), and the project with the lowest
+    ``key`` goes next. Keys are recomputed after every job, so a placement made in this cycle
+    counts at once (progressive filling)."""
 
     pending_key = staticmethod(priority_key)
 
@@ -92,7 +93,7 @@ class ProjectRoundRobin(BestEffortFifo):
 
     def sequence(self, jobs: Sequence[Job], view: OrderView) -> Iterator[Job]:
         by_project: dict[str, list[Job]] = {}
-        for j in sorted(jobs, key=priority_key, reverse=True):
+        for j in sorted(jobs, key=self.pending_key, reverse=True):
             by_project.setdefault(j.project, []).append(j)  # popped from the end
         heap = [(self.key(p, view), p) for p in by_project]
         heapq.heapify(heap)
