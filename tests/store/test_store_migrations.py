@@ -6,14 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 
 from rota.core import InvalidSpec
 from rota.store import Store
-from rota.store.engine import resolve_url
-from rota.store.schema import metadata
+from rota.store.engine import MIGRATIONS, resolve_url
+from rota.store.schema import job_events, metadata
+from storekit import seed, submission
 
 TABLES = {"projects", "users", "memberships", "api_tokens", "flavors", "queues", "nodes", "jobs",
           "job_events", "usage", "leases", "alembic_version"}
@@ -21,12 +24,12 @@ TABLES = {"projects", "users", "memberships", "api_tokens", "flavors", "queues",
 
 def test_opening_an_empty_database_creates_every_table_at_the_head_revision(db_url):
     with Store.open(db_url) as store:
-        assert store.revision == "0002"
+        assert store.revision == "0003"
     engine = create_engine(db_url)
     try:
         assert set(inspect(engine).get_table_names()) == TABLES
         with engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0003"
     finally:
         engine.dispose()
 
@@ -73,3 +76,29 @@ def test_unsupported_urls_are_refused_naming_the_field(url):
     with pytest.raises(InvalidSpec) as err:
         resolve_url(url)
     assert err.value.field == "store.url"
+
+
+def test_revision_0003_counts_the_failures_of_jobs_stored_before_it(db_url):
+    """A job stored at 0002 with attempts 3, whose history has two requeues after a preemption
+    and one after a failed run: failures 3 - 2 = 1 once migrated."""
+    with Store.open(db_url) as store:
+        job = seed(store).submit(submission())
+    history = [("preempting", "pending"), ("running", "pending"), ("preempting", "pending"),
+               ("pending", "scheduled")]
+    engine = create_engine(db_url)
+    try:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0002")
+            conn.execute(text("UPDATE jobs SET attempts = 3"))
+            for old, new in history:
+                conn.execute(job_events.insert().values(
+                    job=int(job), time=0.0, kind="state", message=f"{old} -> {new}",
+                    data={"from": old, "to": new}))
+    finally:
+        engine.dispose()
+    with Store.open(db_url) as store:
+        assert store.revision == "0003"
+        assert (store.get_job(job).attempts, store.get_job(job).failures) == (3, 1)

@@ -16,8 +16,8 @@ started. A stored handle of an earlier attempt (a job requeued and bound again) 
 job's: it is ignored. A job being preempted or cancelled without a handle of its current
 attempt is looked for with ``backend.recover`` first, so that nothing it started runs on.
 
-Restart budget: ``attempts`` counts every requeue; those after a preemption
-(``Store.preemptions``) do not spend the budget, every other one (a failed run, a failed
+Restart budget: ``attempts`` counts every requeue, ``failures`` those that spend the budget;
+requeues after a preemption do not, every other one (a failed run, a failed
 launch) does.
 
 Usage is billed per pass: GPU-seconds (devices x their share x seconds) of every job holding
@@ -180,9 +180,7 @@ class Reconciler:
 
     def _failures(self, rec: JobRecord) -> int:
         """Earlier attempts that spent the restart budget: every requeue but preemptions."""
-        if rec.attempts == 0:
-            return 0
-        return max(0, rec.attempts - self.store.preemptions(rec.id))
+        return rec.failures
 
     # -- launch ------------------------------------------------------------------------------
 

@@ -100,7 +100,7 @@ def _row_values(sub: Submission, now: float) -> dict[str, Any]:
         name=sub.name, project=sub.project, user=sub.user, queue=sub.queue,
         priority=sub.priority, kind=str(sub.kind), replicas=sub.replicas,
         spec=convert.spec_json(sub), state=str(JobState.PENDING), submit_time=now, reason="",
-        cancel_requested=False, attempts=0, version=1, updated_at=now)
+        cancel_requested=False, attempts=0, failures=0, version=1, updated_at=now)
 
 
 _NULLS = {c.name: None for c in jobs.c}
@@ -233,7 +233,8 @@ def move(conn: Connection, row: Any, new: JobState, now: float, message: str = "
         values.setdefault("finished_at", now)
     if new is JobState.PENDING:
         values.update(placement=None, flavor=None, started_at=None, preempt_deadline=None,
-                      attempts=row.attempts + 1)
+                      attempts=row.attempts + 1,
+                      failures=row.failures + (old is not JobState.PREEMPTING))
     if new is JobState.SCHEDULED or new.terminal:
         values.setdefault("wait_reasons", None)
         values.setdefault("estimated_start", None)
@@ -291,18 +292,6 @@ def record_handle(conn: Connection, job_id: object, handle: dict[str, Any], now:
         raise IllegalTransition(f"job {row.id} is {row.state}: it holds no resources")
     write(conn, row, now, "adopted", f"attempt {handle.get('attempt')} found running after a "
           "restart", {"attempt": handle.get("attempt")}, backend_handle=handle)
-
-
-def preemptions(conn: Connection, job_id: object) -> int:
-    """How many times the job was requeued after a preemption (PREEMPTING -> PENDING): the
-    requeues that do not spend its restart budget."""
-    key = job_key(job_id)
-    data = job_events.c.data
-    return int(conn.execute(
-        select(func.count()).select_from(job_events)
-        .where(job_events.c.job == key, job_events.c.kind == "state",
-               data["from"].as_string() == str(JobState.PREEMPTING),
-               data["to"].as_string() == str(JobState.PENDING))).scalar_one())
 
 
 _NOTE_BILLED = (update(jobs).where(jobs.c.id == bindparam("key"),

@@ -7,7 +7,8 @@
 - ``JobRecord``: a stored job: the core ``Job`` the scheduler sees, and what only the store
   knows (state reason, latest wait reasons and estimated start, exit code, attempts, backend
   handle, up to when its GPU use is billed, ``version``). ``attempts`` is the number of the
-  job's current attempt, from 0: every requeue starts the next one.
+  job's current attempt, from 0: every requeue starts the next one; ``failures`` the requeues
+  that spent the restart budget (all but those after a preemption).
 - ``JobFilter`` and ``Page``: listing with keyset pagination; ``after`` is an opaque cursor.
 - ``JobEvent``: one line of a job's history.
 """
@@ -66,6 +67,7 @@ class JobRecord:
     version: int
     updated_at: float
     billed_until: float | None = None
+    failures: int = 0
 
     @property
     def id(self) -> str:

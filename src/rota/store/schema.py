@@ -20,7 +20,8 @@ Why these tables, and why these shapes:
   only grows (never reused, also on SQLite), so it doubles as the keyset pagination key; the
   core ``JobId`` is its decimal string. ``version`` grows by one on every write: updates are
   guarded with ``WHERE version = :read`` so that a concurrent writer's change is never lost.
-  ``billed_until`` is the time up to which a running job's GPU use is already in ``usage``, so
+  ``attempts`` counts every requeue, ``failures`` those that spend the restart budget (all
+  but the requeues after a preemption). ``billed_until`` is the time up to which a running job's GPU use is already in ``usage``, so
   that a restarted control plane bills the time it was down.
 - ``job_events``: an append-only history per job (time, kind, message, data JSON).
 - ``usage``: per project, GPU-seconds already decayed to ``as_of``.
@@ -135,6 +136,7 @@ jobs = Table(
     Column("preempt_deadline", Time),
     Column("cancel_requested", Boolean, nullable=False, default=False),
     Column("attempts", Integer, nullable=False, default=0),
+    Column("failures", Integer, nullable=False, server_default="0"),
     Column("backend_handle", JSON),
     Column("billed_until", Time),
     Column("version", Integer, nullable=False, default=1),

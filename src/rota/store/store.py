@@ -294,11 +294,6 @@ class Store:
             return jobs.record(conn, job_id)
         return self._retry(run)
 
-    def preemptions(self, job_id: str) -> int:
-        """Requeues after a preemption: ``attempts`` minus these spent the restart budget."""
-        with self._read() as conn:
-            return jobs.preemptions(conn, job_id)
-
     # leases (``rota.store.lease``)
     def take_lease(self, name: str, holder: str, ttl_s: float, now: float,
                    may_replace: Callable[[str], bool] = lambda _holder: False) -> lease.Lease:
