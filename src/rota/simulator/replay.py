@@ -52,6 +52,8 @@ POLICIES: dict[str, tuple[dict[str, Any], str]] = {
     "easy": ({"preset": "fifo", "backfill": "easy"}, "estimate"),
     "sjf": ({"preset": "besteffort", "order": "shortest-first"}, "oracle"),
     "sjf-est": ({"preset": "besteffort", "order": "shortest-first"}, "estimate"),
+    "sjf-easy": ({"preset": "besteffort", "order": "shortest-first", "backfill": "easy"},
+                 "estimate"),
     "las": ({"preset": "besteffort", "order": "las", "preemption": "minimal-victims"},
             "estimate"),
     "fair": ({"preset": "fair"}, "estimate"),
