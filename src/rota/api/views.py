@@ -21,7 +21,7 @@ from collections import Counter
 from typing import Any, Callable, Mapping
 
 from rota.core import JobState
-from rota.scheduler import Snapshot
+from rota.core import Snapshot
 from rota.scheduler.quota import QuotaBook
 from rota.store.admin import Binding, NodeRecord
 

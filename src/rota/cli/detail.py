@@ -19,7 +19,7 @@ from rich.table import Table
 
 from rota.cli.explain import amount, hint, sentence
 from rota.cli.remote import age, gpus, placement, when
-from rota.scheduler import Reason, ReasonCode
+from rota.core import Reason, ReasonCode
 
 
 def reason_of(data: dict[str, Any]) -> Reason | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from rota.cli.units import amount
 from rota.core import CPU, GPU, MILLI
-from rota.scheduler import Reason, ReasonCode
+from rota.core import Reason, ReasonCode
 
 C = ReasonCode
 

@@ -2,9 +2,14 @@
 
 Everything the scheduler reasons about is here: resource quantities and requests
 (``resources``), GPU devices and nodes (``nodes``), jobs with their placements and legal state
-transitions (``jobs``), and queues, flavours, quotas, cohorts and projects (``queues``).
+transitions (``jobs``), and queues, flavours, quotas, cohorts and projects (``queues``); what
+one scheduling cycle reads (``snapshot``) and decides, with structured reasons
+(``decisions``), so that the store and the API can hold both without the scheduler.
 """
 
+from rota.core.decisions import (
+    Bind, Decisions, Preempt, Reason, ReasonCode, Reject, Reserve, Wait,
+)
 from rota.core.errors import IllegalTransition, InvalidSpec, RotaError, UnknownPlugin
 from rota.core.jobs import (
     TRANSITIONS, DeviceShare, Job, JobId, JobKind, JobState, Placement, ReplicaPlacement,
@@ -19,7 +24,11 @@ from rota.core.resources import (
     parse_duration_s, parse_gpu, parse_gpus, parse_memory_mib,
 )
 
+from rota.core.snapshot import Snapshot, Usage
+
 __all__ = [
+    "Bind", "Decisions", "Preempt", "Reason", "ReasonCode", "Reject", "Reserve", "Snapshot",
+    "Usage", "Wait",
     "ANY_FLAVOR", "CPU", "DEFAULT_GROUP", "GPU", "MEMORY", "MILLI", "RESOURCE_NAMES",
     "TRANSITIONS", "DeviceShare", "Flavor", "FlavorQuota", "GpuDevice", "GpuRequest",
     "IllegalTransition", "InvalidSpec", "Job", "JobId", "JobKind", "JobState", "Node",

@@ -1,7 +1,7 @@
 """The one error hierarchy of rota, each error with a stable code.
 
 Errors are for bad input and infrastructure faults. Scheduling outcomes (a job that does not
-fit, a queue out of quota) are values, not exceptions: see ``rota.scheduler.decisions``.
+fit, a queue out of quota) are values, not exceptions: see ``rota.core.decisions``.
 """
 
 from __future__ import annotations

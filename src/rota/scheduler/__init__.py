@@ -3,8 +3,9 @@
 Pure and synchronous: no I/O, no clock, no unseeded randomness. The control plane and the
 simulator are thin callers of it. Modules:
 
-- ``snapshot``: the immutable input; ``decisions``: the output (bind, preempt, reserve, wait,
-  reject) with structured reasons;
+- its input and output live in ``rota.core`` (``snapshot``: the immutable input;
+  ``decisions``: bind, preempt, reserve, wait, reject, with structured reasons) and are
+  re-exported here;
 - ``state``: the indexed, undoable overlay of free capacity; ``placement``: gang and device
   placement; ``quota``: Kueue quota arithmetic;
 - ``plugins``: ordering, admission, placement scoring, preemption and backfill plugins, one
@@ -14,11 +15,11 @@ simulator are thin callers of it. Modules:
 
 from rota.scheduler.apply import apply_decisions
 from rota.scheduler.cycle import run_cycle
-from rota.scheduler.decisions import (
+from rota.core.decisions import (
     Bind, Decisions, Preempt, Reason, ReasonCode, Reject, Reserve, Wait,
 )
 from rota.scheduler.policy import PRESETS, Policy, build_policy
-from rota.scheduler.snapshot import Snapshot, Usage
+from rota.core.snapshot import Snapshot, Usage
 
 __all__ = [
     "PRESETS", "Bind", "Decisions", "Policy", "Preempt", "Reason", "ReasonCode", "Reject",

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rota.core import JobState
-from rota.scheduler.decisions import Decisions
-from rota.scheduler.snapshot import Snapshot
+from rota.core.decisions import Decisions
+from rota.core.snapshot import Snapshot
 
 
 def apply_decisions(snapshot: Snapshot, decisions: Decisions, now: float,

@@ -29,11 +29,11 @@ from typing import Iterable, Mapping
 from rota.core import (
     ANY_FLAVOR, CPU, GPU, MEMORY, MILLI, Flavor, InvalidSpec, Job, JobState, Node, Queue,
 )
-from rota.scheduler.decisions import Reason
+from rota.core.decisions import Reason
 from rota.scheduler.placement import Shape
 from rota.scheduler.quota import QuotaBook
 from rota.scheduler.screen import NodeSizes, screen
-from rota.scheduler.snapshot import Snapshot
+from rota.core.snapshot import Snapshot
 from rota.scheduler.state import ClusterState, Slot
 
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 
 from rota.core import CPU, GPU, MEMORY, MILLI, Job, JobState, Placement
 from rota.scheduler.base import Base, position
-from rota.scheduler.decisions import Bind, Reason, ReasonCode, Reserve
+from rota.core.decisions import Bind, Reason, ReasonCode, Reserve
 from rota.scheduler.placement import Shape, place_gang
-from rota.scheduler.snapshot import Snapshot
+from rota.core.snapshot import Snapshot
 from rota.scheduler.state import ALL_MODELS, Cap, Slot
 
 

@@ -26,11 +26,11 @@ from dataclasses import replace
 from rota.core import Job, JobState
 from rota.scheduler.base import Base
 from rota.scheduler.context import Cycle
-from rota.scheduler.decisions import (
+from rota.core.decisions import (
     Bind, Decisions, Preempt, Reason, ReasonCode, Reject, Wait,
 )
 from rota.scheduler.policy import Policy
-from rota.scheduler.snapshot import Snapshot
+from rota.core.snapshot import Snapshot
 
 
 def run_cycle(snapshot: Snapshot, policy: Policy, now: float, base: Base | None = None

@@ -22,7 +22,7 @@ from collections import defaultdict
 from typing import Iterable, Mapping
 
 from rota.core import ANY_FLAVOR, Flavor, Job, Queue, model_matches
-from rota.scheduler.decisions import Reason, ReasonCode
+from rota.core.decisions import Reason, ReasonCode
 
 Key = tuple[str, str, str]  # (queue or cohort, flavour, resource)
 

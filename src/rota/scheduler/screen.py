@@ -10,7 +10,7 @@ infeasible: those only make it wait.
 from __future__ import annotations
 
 from rota.core import CPU, GPU, MEMORY, MILLI, Job, Node, ReplicaRequest
-from rota.scheduler.decisions import Reason, ReasonCode
+from rota.core.decisions import Reason, ReasonCode
 from rota.scheduler.placement import accepts
 
 

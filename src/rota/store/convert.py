@@ -24,7 +24,7 @@ from rota.core import (
     DeviceShare, Flavor, FlavorQuota, GpuDevice, GpuRequest, Job, JobId, JobKind, JobState, Node,
     NodeName, Placement, Queue, ReclaimWithinCohort, ReplicaPlacement, ReplicaRequest, WithinQueue,
 )
-from rota.scheduler import Reason, ReasonCode
+from rota.core import Reason, ReasonCode
 from rota.store.records import JobRecord, Submission
 
 SPEC_VERSION = 1

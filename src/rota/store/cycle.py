@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, select, update
 
 from rota.core import ANY_FLAVOR, Flavor, IllegalTransition, Job, JobState, Project
-from rota.scheduler import Decisions, Reason, Snapshot, Usage
+from rota.core import Decisions, Reason, Snapshot, Usage
 from rota.store import convert
 from rota.store import jobs as job_rows
 from rota.store.errors import NotFound

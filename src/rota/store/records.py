@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from rota.core import Job, JobKind, JobState, ReplicaRequest
-from rota.scheduler import Reason
+from rota.core import Reason
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 from sqlalchemy import Connection
 
 from rota.core import Flavor, JobId, JobState, Node, Project, Queue
-from rota.scheduler import Decisions, Snapshot, Usage
+from rota.core import Decisions, Snapshot, Usage
 from rota.store import admin, cycle, jobs, lease
 from rota.store.engine import WRITE, make_engine, migrate, resolve_url
 from rota.store.authcache import DEFAULT_TTL_S, AuthCache

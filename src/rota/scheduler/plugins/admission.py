@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from rota.scheduler.decisions import Reason
+from rota.core.decisions import Reason
 from rota.scheduler.plugins.registry import NoArgs, register
 from rota.scheduler.quota import QuotaBook
 

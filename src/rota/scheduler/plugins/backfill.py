@@ -19,7 +19,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from rota.core import Job
-from rota.scheduler.decisions import Reserve
+from rota.core.decisions import Reserve
 from rota.scheduler.placement import place_gang
 from rota.scheduler.plugins.registry import register
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from rota.core import ANY_FLAVOR, Flavor, Job, JobState, Node, Project, Queue
+from rota.core.jobs import Job, JobState
+from rota.core.nodes import Node
+from rota.core.queues import ANY_FLAVOR, Flavor, Project, Queue
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from rota.core import Placement
+from rota.core.jobs import Placement
 
 
 class ReasonCode(enum.StrEnum):

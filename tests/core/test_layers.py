@@ -1,0 +1,53 @@
+"""The dependency direction of DESIGN.md holds in the sources: core <- scheduler <- control and
+simulator; store and backends depend on core only; the simulator never imports api or control.
+
+Sources are parsed (AST), not imported, so an import on a path no test runs fails here too;
+imports inside functions count as well."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import rota
+
+ROOT = Path(rota.__file__).parent
+# package -> the rota packages it may import (besides itself)
+ALLOWED = {
+    "core": set(),
+    "scheduler": {"core"},
+    "store": {"core"},
+    "backends": {"core"},
+    "simulator": {"core", "scheduler", "spec"},
+}
+
+
+def rota_imports(path: Path) -> set[str]:
+    """The rota packages (``rota.X``) a module imports."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        out |= {n.split(".")[1] for n in names if n.startswith("rota.") and n.count(".") >= 1}
+    return out
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_a_package_imports_only_the_layers_below_it(package):
+    wrong = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        extra = rota_imports(path) - ALLOWED[package] - {package}
+        if extra:
+            wrong[str(path.relative_to(ROOT))] = sorted(extra)
+    assert wrong == {}
+
+
+def test_the_scan_sees_imports_inside_functions(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from rota.control import loop\n    import rota.api.app\n")
+    assert rota_imports(module) == {"control", "api"}
