@@ -44,3 +44,27 @@ def test_a_short_job_backfills_when_it_ends_before_the_reservation():
     got = {r.src.id: (r.first_start, r.finish) for r in result.runs}
     assert got["d"] == (100, 250)
     assert got["c"] == (300, 350)
+
+
+def test_lists_sorted_by_walltime_are_cut_short_with_the_same_decisions(monkeypatch):
+    # With backfill, a cycle is shown every job of a list up to K, unless the lists are sorted
+    # by walltime first: then a job that cannot start hides only longer jobs of the same shape,
+    # which cannot start either. Cutting the lists must not change a single start.
+    import random
+
+    import rota.simulator.replay as engine
+
+    rng = random.Random(7)
+    jobs = trace(*[(rng.uniform(0, 3000), rng.choice([60, 300, 900, 4000]),
+                    rng.choice([1, 2, 4, 8, 16]), rng.choice("xyz")) for _ in range(120)])
+    jobs.sort(key=lambda j: j.submit)
+    cut = replay(jobs, "sjf-easy", ReplayConfig(16, walltime_noise=2, depth=4))
+    assert cut.runs and all(r.finish is not None for r in cut.runs)
+
+    class Unsorted:
+        pending_key = staticmethod(lambda job: ())
+
+    monkeypatch.setattr(engine, "ShortestFirst", Unsorted)  # every list shown up to K again
+    full = replay(jobs, "sjf-easy", ReplayConfig(16, walltime_noise=2, depth=4))
+    assert [(r.src.id, r.first_start, r.finish) for r in cut.runs] == \
+        [(r.src.id, r.first_start, r.finish) for r in full.runs]

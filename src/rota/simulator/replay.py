@@ -41,6 +41,7 @@ from rota.core import (
 )
 from rota.scheduler import Policy, Snapshot, Usage, apply_decisions, build_policy, run_cycle
 from rota.scheduler.base import Base
+from rota.scheduler.plugins.jct import ShortestFirst
 from rota.simulator.philly import NODE_GPUS, PhillyJob, gang
 
 QUEUE = "philly"
@@ -140,6 +141,9 @@ class Engine:
             raise InvalidSpec("trace", "no jobs to replay")
         self.name, self.cfg = policy, config
         self.policy = policy_for(policy)
+        # lists sorted by walltime first: along a list, a job never ends sooner than the one
+        # before it (``_depth``)
+        self.by_walltime = getattr(self.policy.order, "pending_key", None) is ShortestFirst.pending_key
         _, self.walltime = POLICIES[policy]
         self.nodes = nodes_for(config.gpus)
         vcs = sorted({j.vc for j in trace})
@@ -250,8 +254,10 @@ class Engine:
         preemptor the cycle allows) plus the first that cannot, which may block its queue. The
         jobs after it, alike in queue and request and no more urgent, cannot start in this
         cycle either. With backfill they can (a shorter walltime fits before a reservation
-        that an earlier job of the list does not), so it gets all ``K``."""
-        if self.policy.backfill is not None:
+        that an earlier job of the list does not), so it gets all ``K``; unless the lists are
+        sorted by walltime first (shortest-first), where a later job of a list never ends
+        sooner than an earlier one, and the bound holds again."""
+        if self.policy.backfill is not None and not self.by_walltime:
             return self.cfg.depth
         preemptors = 0 if self.policy.preemption is None else self.policy.preemption.max_preemptors
         return min(self.cfg.depth, (self.cfg.gpus - self.allocated) // size + preemptors + 1)
