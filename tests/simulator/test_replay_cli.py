@@ -39,3 +39,22 @@ def test_bad_options_are_named(tmp_path):
         res = CliRunner().invoke(app, ["sim", "replay", "--trace", str(path), *args])
         assert res.exit_code == 2, res.output
         assert message in res.output
+
+
+def test_the_table_has_a_policy_per_row_on_a_wide_terminal_and_per_column_on_a_narrow_one(
+        tmp_path, monkeypatch):
+    path = tmp_path / "t.csv"
+    path.write_text(TRACE)
+    args = ["sim", "replay", "--trace", str(path), "--gpus", "8", "--policy", "fifo,sjf"]
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = CliRunner().invoke(app, args).output.splitlines()
+    header = next(line for line in lines if "fifo" in line)
+    assert [c.strip() for c in header.split("┃")] == ["", "", "fifo", "sjf", ""]
+    # a metric per row: FIFO 310 s = 0.09 h on average, SJF 230 s = 0.06 h (the worked
+    # example of test_replay_engine)
+    jct = next(line for line in lines if "JCT avg h" in line)
+    assert [c.strip() for c in jct.split("│")] == ["", "JCT avg h", "0.09", "0.06", ""]
+    monkeypatch.setenv("COLUMNS", "200")
+    lines = CliRunner().invoke(app, args).output.splitlines()
+    assert any("JCT avg h" in line and "policy" in line for line in lines)  # one header row
+    assert any(line.strip("│ ").startswith("fifo") for line in lines)      # a row per policy

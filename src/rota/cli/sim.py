@@ -220,18 +220,30 @@ def replay_cmd(
     _print_replay(reports, plot_to)
 
 
+WIDE_REPLAY_TABLE = 150  # terminal columns from which the replay table has a row per policy
+
+
 def _print_replay(reports: list[dict], plot_to: Optional[Path]) -> None:
     from rich.console import Console
     from rich.table import Table
 
     from rota.simulator.replay_report import headers, row
 
-    table = Table(title=f"replay on {reports[0]['gpus']} GPUs, {reports[0]['jobs']:,} jobs")
-    for k, title in enumerate(headers()):
-        table.add_column(title, justify="left" if k == 0 else "right")
-    for rep in reports:
-        table.add_row(*row(rep))
     console = Console()
+    title = f"replay on {reports[0]['gpus']} GPUs, {reports[0]['jobs']:,} jobs"
+    table = Table(title=title)
+    rows = [row(rep) for rep in reports]
+    if console.width >= WIDE_REPLAY_TABLE:  # a policy per row, as in docs/replay.md
+        for k, name in enumerate(headers()):
+            table.add_column(name, justify="left" if k == 0 else "right")
+        for cells in rows:
+            table.add_row(*cells)
+    else:  # a policy per column: fourteen columns do not fit a narrow terminal
+        table.add_column("", justify="left")
+        for cells in rows:
+            table.add_column(cells[0], justify="right")
+        for k, name in enumerate(headers()[1:], start=1):
+            table.add_row(name, *(cells[k] for cells in rows))
     console.print(table)
     if plot_to is not None:
         console.print(f"plot written to {plot_to}")
