@@ -109,8 +109,9 @@ def queues(as_json: bool = typer.Option(False, "--json")) -> None:
     if not data:
         print("No queues yet: an operator defines them (cluster file or API).")
         return
-    table = _table("QUEUE", "PROJECTS", "COHORT", "FLAVOUR", "GPU QUOTA", "GPU IN USE",
-                   "AVAILABLE", "BORROWING", "RUNNING", "PENDING")
+    # GPU figures; headers short enough for ten columns in 80
+    table = _table("QUEUE", "PROJECTS", "COHORT", "FLAVOUR", "QUOTA", "USED", "FREE",
+                   "BORROW", "RUNNING", "PENDING")
     for q in data:
         rows = q["quotas"].items() or [("-", None)]
         for f, quota in rows:
