@@ -157,3 +157,8 @@ def test_string_command_runs_through_the_shell(store, loop, data_dir) -> None:
     drive(loop, state_is(store, job, S.SUCCEEDED), "the job to succeed")
     assert (workdir(data_dir, job) / "answer").read_text().strip() == "42"
     assert os.path.exists(store.get_job(job).backend_handle["replicas"][0]["stdout"])
+
+
+def test_stopping_a_stopped_loop_does_nothing(store, loop) -> None:
+    loop.stop()
+    loop.stop()  # the exit watcher's descriptors are closed once, not twice

@@ -52,6 +52,9 @@ class ExitWatcher:
             self._thread.start()
 
     def stop(self) -> None:
+        """Stop watching and close every descriptor; a second call does nothing."""
+        if self._halt.is_set():
+            return
         self._halt.set()
         os.write(self._wake_w, b"x")
         if self._thread is not None:
