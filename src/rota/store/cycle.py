@@ -184,16 +184,16 @@ def decayed(amount: float, as_of: float, now: float, half_life_s: float) -> floa
 
 def add_usage(conn: Connection, project: str, gpu_seconds: float, now: float,
               half_life_s: float) -> Usage:
+    """Add ``gpu_seconds`` to the project's usage, decayed to ``max(now, the stored as_of)``
+    (a clock that stepped back never un-decays what is stored); returns the new usage."""
     row = conn.execute(select(usage).where(usage.c.project == project).with_for_update()).first()
     if row is None:
         if conn.execute(select(projects.c.name).where(projects.c.name == project)).first() is None:
             raise NotFound("project", project)
-        total = gpu_seconds
-        conn.execute(usage.insert().values(project=project, gpu_seconds=total, as_of=now))
-    else:
-        as_of = max(now, row.as_of)
-        total = decayed(row.gpu_seconds, row.as_of, as_of, half_life_s) + gpu_seconds
-        conn.execute(update(usage).where(usage.c.project == project)
-                     .values(gpu_seconds=total, as_of=as_of))
-        now = as_of
-    return Usage(total, now)
+        conn.execute(usage.insert().values(project=project, gpu_seconds=gpu_seconds, as_of=now))
+        return Usage(gpu_seconds, now)
+    as_of = max(now, row.as_of)
+    total = decayed(row.gpu_seconds, row.as_of, as_of, half_life_s) + gpu_seconds
+    conn.execute(update(usage).where(usage.c.project == project)
+                 .values(gpu_seconds=total, as_of=as_of))
+    return Usage(total, as_of)
