@@ -163,7 +163,7 @@ def test_a_small_task_pays_for_the_rare_home_of_a_large_class_it_takes():
     assert find_replica(st, shape(120_000, 8), capgd, False) is not None
     slot, _ = find_replica(st, shape(4000, 1), capgd, False)
     assert slot.name == "g2"
-    assert capgd.reserve == pytest.approx([4 / 9, 4 / 9, 0.0])
+    assert capgd.reserve == pytest.approx({G3: 4 / 9, G2: 0.0})
     assert capgd.cost(st.slots[1], shape(4000, 1), list(range(8))) == pytest.approx(3500 + 4000 / 9)
     assert capgd.cost(st.slots[2], shape(4000, 1), list(range(8))) == pytest.approx(-500)
 

@@ -189,7 +189,7 @@ class CapacityGradient(_Packing):
         self.mix = ArrivalMix(args.half_life, args.coverage)
         self.frag: Fragmenter | None = None
         self.scarce: dict[str, float] = {}
-        self.reserve: list[float] = []  # slot index -> reserve of its node kind
+        self.reserve: dict[Kind, float] = {}  # node kind -> its reserve (0 when absent)
 
     def select(self, state: ClusterState, shape: Shape, capped: bool
                ) -> tuple[Slot, list[int]] | None:
@@ -204,8 +204,7 @@ class CapacityGradient(_Packing):
         models = Counter(m for s in state.slots if s.pools for m in s.models)
         self.scarce = scarcity(classes, dict(models))
         kinds = Counter((s.node.cpu_milli, s.models) for s in state.slots if s.pools)
-        reserve = shape_scarcity(classes, dict(kinds))
-        self.reserve = [reserve.get((s.node.cpu_milli, s.models), 0.0) for s in state.slots]
+        self.reserve = shape_scarcity(classes, dict(kinds))
         for cache in getattr(self, "_scores", {}).values():
             cache.clear()
 
@@ -223,7 +222,7 @@ class CapacityGradient(_Packing):
         idle, total, gpus = sum(slot.milli), slot.node.cpu_milli, len(slot.milli)
         strand = stranded(idle - gpu, slot.cpu - shape.cpu, total, gpus) - \
             stranded(idle, slot.cpu, total, gpus)
-        reserve = self.reserve[slot.i] if slot.i < len(self.reserve) else 0.0
+        reserve = self.reserve.get((slot.node.cpu_milli, slot.models), 0.0)
         spent = sum(shape.share * min(1.0, self.scarce.get(slot.models[p], 0.0) + reserve)
                     for p in used)
         return delta + strand + spent
