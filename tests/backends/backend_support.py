@@ -6,11 +6,11 @@ import json
 import os
 import signal
 import sys
-import time
+from functools import partial
 from pathlib import Path
-from typing import Callable
 
 from builders import job
+from waiting import poll
 from rota.backends.base import Handle, ReplicaState, Status
 from rota.backends.local import LocalBackend
 from rota.backends.procs import is_running, read_json
@@ -20,14 +20,7 @@ NODE = "n1"
 DEADLINE_S = 20.0  # generous: the machine may be loaded; tests never assert how long it took
 
 
-def wait_for(predicate: Callable[[], object], what: str, timeout: float = DEADLINE_S) -> object:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+wait_for = partial(poll, timeout=DEADLINE_S)
 
 
 def wait_ended(backend: LocalBackend, handle: Handle) -> Status:

@@ -5,11 +5,12 @@ sleep)."""
 from __future__ import annotations
 
 import sys
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
 from builders import job
+from waiting import poll
 from rota.backends.local import LocalBackend
 from rota.control import ControlLoop
 from rota.core import JobState, Queue
@@ -55,26 +56,17 @@ def submit(store: Store, command: list[str] | str | None, gpus: float = 1, repli
 def drive(loop: ControlLoop, until: Callable[[], Any], what: str,
           tick: Callable[[], None] = lambda: None, timeout: float = DEADLINE_S) -> Any:
     """Run passes until ``until()`` is truthy; ``tick`` runs between passes (move a clock)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    def passed() -> Any:
         loop.step()
         value = until()
-        if value:
-            return value
-        tick()
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+        if not value:
+            tick()
+        return value
+    return poll(passed, what, timeout)
 
 
-def wait_until(until: Callable[[], Any], what: str, timeout: float = DEADLINE_S) -> Any:
-    """Wait for ``until()`` without running passes (a background loop runs them)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = until()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+# wait for ``until()`` without running passes (a background loop runs them)
+wait_until = partial(poll, timeout=DEADLINE_S)
 
 
 def state_is(store: Store, job_id: str, *states: JobState) -> Callable[[], JobRecord | None]:

@@ -13,11 +13,12 @@ import json
 import os
 import signal
 import sys
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
 import httpx
+from waiting import poll
 
 DEADLINE_S = 60.0
 # waits for a file named by $GO, then exits with $CODE
@@ -27,14 +28,7 @@ WAITER = ("import os, sys, time\n"
           "sys.exit(int(os.environ['CODE']))\n")
 
 
-def wait_for(predicate: Callable[[], Any], what: str, timeout: float = DEADLINE_S) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+wait_for = partial(poll, timeout=DEADLINE_S, every=0.1)
 
 
 def submit(client: httpx.Client, go: Path, code: int = 0, gpu: int = 1,
