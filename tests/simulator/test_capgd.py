@@ -4,7 +4,6 @@ its choices on hand-made nodes, with the arithmetic worked out next to each case
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
@@ -17,10 +16,8 @@ from rota.scheduler.plugins.capacity import (
 )
 from rota.scheduler.plugins.fragment import TaskClass
 from rota.scheduler.plugins.registry import create
-from rota.simulator.alibaba import load_nodes, load_pods
 from rota.simulator.pack import run
 
-TRACE = Path(__file__).resolve().parents[3] / "shared/traces/alibaba-gpu-v2023/csv"
 
 
 
@@ -242,12 +239,6 @@ def test_capgd_is_a_placement_of_rota_policies():
 
 # -- the packing engine ------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def trace_slice():
-    if not TRACE.is_dir():
-        pytest.skip(f"the Alibaba trace is not at {TRACE}")
-    return load_nodes(TRACE / "openb_node_list_gpu_node.csv")[::20], \
-        load_pods(TRACE / "openb_pod_list_default.csv")[::20]
 
 
 def test_capgd_packs_a_slice_of_the_real_trace_at_least_as_well_as_random(trace_slice):

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from rota.cli.main import app
-from rota.simulator.alibaba import TraceNode, TracePod, load_nodes, load_pods
+from rota.simulator.alibaba import TraceNode, TracePod
 from rota.simulator.pack import Point, bins, run, target_workload, tune
 from rota.simulator.report import summarise
 
-TRACE = Path(__file__).resolve().parents[3] / "shared/traces/alibaba-gpu-v2023/csv"
 
 
 def pod(name, gpus=1, milli=1000, cpu=1000, mem=0, spec=()):
@@ -103,12 +101,6 @@ def test_summary_gives_mean_and_sample_sd_at_100():
 
 # -- the real trace (a slice) ----------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def trace_slice():
-    if not TRACE.is_dir():
-        pytest.skip(f"the Alibaba trace is not at {TRACE}")
-    return load_nodes(TRACE / "openb_node_list_gpu_node.csv")[::20], \
-        load_pods(TRACE / "openb_pod_list_default.csv")[::20]
 
 
 @pytest.mark.parametrize("policy", ["random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd"])
