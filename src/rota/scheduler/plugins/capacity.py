@@ -147,7 +147,7 @@ def shape_scarcity(classes: list[TaskClass], kinds: dict[Kind, int]) -> dict[Kin
         modelled = sum(n * sum(1 for x in k[1] if not m.models or accepts(m.models, x))
                        for k, n in kinds.items())
         homes = [k for k in kinds if fits_kind(m, k)]
-        supply = sum(n * len(k[1]) for k, n in kinds.items() if k in homes)
+        supply = sum(kinds[k] * len(k[1]) for k in homes)
         if not supply or supply >= modelled:
             continue
         pressure = (m.weight * m.milli * m.count / demand) * (modelled / supply - 1)
