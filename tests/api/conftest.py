@@ -10,6 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from rota.api import create_app
+from rota.backends.local import LocalBackend
+from rota.control.logs import log_reader
 from rota.core import GpuDevice, Node, Queue
 from rota.store import Store
 from apikit import job_file  # noqa: F401  (kept importable from here)
@@ -40,8 +42,9 @@ def make_api(tmp_path: Path):
     tokens = {u: store.issue_token(u, "t", role="operator" if u == "root" else "member").token
               for u in ("alice", "bob", "root")}
     wakes: list[int] = []
+    backend = LocalBackend(tmp_path / "data", node=store.list_nodes()[0][0])
     app = create_app(store, data_dir=tmp_path / "data", on_change=lambda: wakes.append(1),
-                     max_upload_bytes=64 * 1024, log_poll_s=0.01)
+                     max_upload_bytes=64 * 1024, log_poll_s=0.01, read_log=log_reader(backend))
     client = TestClient(app, raise_server_exceptions=False)
     return Api(store, client, {u: {"Authorization": f"Bearer {t}"} for u, t in tokens.items()},
                tmp_path / "data", wakes)

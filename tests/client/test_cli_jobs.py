@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rota.backends.base import Handle, ReplicaHandle
+from rota.backends.local import Proc
 from rota.core import JobState
 from rota.scheduler import build_policy, run_cycle
 
@@ -128,9 +129,9 @@ def test_logs_of_a_running_job(server, tmp_path):
     cycle(server)
     (tmp_path / "out").write_text("hello from rank 0\n")
     (tmp_path / "err").write_text("a warning\n")
-    handle = Handle("local", job["id"], str(tmp_path), "boot", (
-        ReplicaHandle(0, "gpu-0", 4242, 1, str(tmp_path), str(tmp_path / "out"),
-                      str(tmp_path / "err")),))
+    handle = Handle("local", job["id"], str(tmp_path), (
+        ReplicaHandle(0, "gpu-0", ref=Proc(4242, 1, str(tmp_path), str(tmp_path / "out"),
+                                           str(tmp_path / "err")).ref()),), ref={"boot_id": "boot"})
     server.store.transition(job["id"], JobState.RUNNING, backend_handle=handle.to_dict())
     assert ok(server.rota("logs", job["id"])) == "hello from rank 0\n"
     assert ok(server.rota("logs", job["id"], "--stderr")) == "a warning\n"

@@ -67,7 +67,7 @@ def test_cancel_stops_the_processes_then_cancels(store, loop, data_dir) -> None:
     job = submit(store, python(WAIT_FOR_GO), grace_s=5)
     loop.step()
     drive(loop, (workdir(data_dir, job) / "started").exists, "the command to start")
-    child = read_json(Path(store.get_job(job).backend_handle["replicas"][0]["dir"]) / "child.json")
+    child = read_json(Path(store.get_job(job).backend_handle["replicas"][0]["ref"]["dir"]) / "child.json")
     store.request_cancel(job, by="alice")
     rec = drive(loop, state_is(store, job, S.CANCELLED), "the job to be cancelled")
     assert rec.reason == "cancelled on request"
@@ -156,7 +156,7 @@ def test_string_command_runs_through_the_shell(store, loop, data_dir) -> None:
     job = submit(store, "echo $((6 * 7)) > answer")
     drive(loop, state_is(store, job, S.SUCCEEDED), "the job to succeed")
     assert (workdir(data_dir, job) / "answer").read_text().strip() == "42"
-    assert os.path.exists(store.get_job(job).backend_handle["replicas"][0]["stdout"])
+    assert os.path.exists(store.get_job(job).backend_handle["replicas"][0]["ref"]["stdout"])
 
 
 def test_stopping_a_stopped_loop_does_nothing(store, loop) -> None:

@@ -22,6 +22,7 @@ from rota.api import errors
 from rota.api.errors import Forbidden
 from rota.api.admin_routes import add_admin_routes
 from rota.api.io_routes import MAX_KEY, add_io_routes
+from rota.api.logs import LogReader, no_reader
 from rota.api.models import event_view, job_view
 from rota.api.submit import parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
@@ -57,9 +58,11 @@ class TokenBody(BaseModel):
 
 def create_app(store: Store, clock: Callable[[], float] | None = None,
                data_dir: str | Path | None = None, on_change: Callable[[], None] | None = None,
-               max_upload_bytes: int = DEFAULT_MAX_BYTES, log_poll_s: float = 0.25) -> FastAPI:
+               max_upload_bytes: int = DEFAULT_MAX_BYTES, log_poll_s: float = 0.25,
+               read_log: LogReader = no_reader) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
-    submitted or cancelled, to wake the control loop."""
+    submitted or cancelled, to wake the control loop; ``read_log`` reads jobs' logs from the
+    backend that runs them (``rota.api.logs``)."""
     clock = clock or store.clock
     app = FastAPI(title="rota", version="0.1.0")
     errors.install(app)
@@ -194,7 +197,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         return [event_view(e) for e in store.events(job_id, after, limit)]
 
     add_admin_routes(app, store, clock, principal, operator, changed)
-    add_io_routes(app, store, principal, visible_job, uploads, log_poll_s)
+    add_io_routes(app, store, principal, visible_job, uploads, read_log, log_poll_s)
     return app
 
 

@@ -80,6 +80,22 @@ def signal_pid(pid: int, sig: int) -> bool:
     return True
 
 
+def make_dirs(path: Path, mode: int) -> Path:
+    """Create ``path`` and its missing parents with exactly ``mode`` (not narrowed by the
+    umask); existing directories keep theirs."""
+    missing, parent = [], path
+    while not parent.is_dir():
+        missing.append(parent)
+        parent = parent.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=mode)
+        except FileExistsError:
+            continue
+        os.chmod(directory, mode)
+    return path
+
+
 def write_json_atomic(path: Path, data: Any, mode: int = 0o644) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)

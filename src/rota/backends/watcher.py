@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from rota.backends.local import LocalBackend
+from rota.backends.local import LocalBackend, proc
 from rota.backends.nvml import Nvml
 from rota.backends.procs import is_running, read_json
 
@@ -71,8 +71,8 @@ class MemoryWatcher:
         found = []
         for handle in self.backend.tracked():
             for r in handle.replicas:
-                key = (handle.attempt_dir, r.rank)
-                child = read_json(Path(r.dir) / "child.json")
+                key = (handle.launch_id, r.rank)
+                child = read_json(Path(proc(r).dir) / "child.json")
                 if key in self._stopped or child is None or not r.devices:
                     continue
                 if not is_running(child["pid"], child.get("start_ticks")):

@@ -137,13 +137,15 @@ def _run(store, loop, directory: Path, sock: socket.socket, inventory) -> None:
     import uvicorn
 
     from rota.api import create_app
+    from rota.control.logs import log_reader
 
     first = loop.start()
     for job, old, new, reason in first.moves:
         print(f"  job {job}: {old} -> {new}" + (f" ({reason})" if reason else ""),
               file=sys.stderr)
     watcher = _memory_watcher(loop.backend, inventory)
-    app = create_app(store, data_dir=directory, on_change=loop.wake)
+    app = create_app(store, data_dir=directory, on_change=loop.wake,
+                     read_log=log_reader(loop.backend))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                            lifespan="off"))
     lost = []

@@ -1,9 +1,11 @@
-"""The control loop's side effects on one job: reconcile it with its backend, launch it, bill it.
+"""The control loop's side effects on jobs: reconcile them with their backend, launch, bill.
 
 ``Reconciler`` keeps what this process knows beyond the store: the handle of every job it
 launched or adopted (a job seen for the first time, e.g. after a restart, is adopted through
-``backend.adopt``; later passes ``poll``), which jobs were already sent their checkpoint signal
-or asked to stop (each is done once), and up to when each running job was billed.
+``backend.adopt``; later passes ask ``backend.poll`` about all of them at once), which jobs
+were already sent their checkpoint signal or asked to stop (each is done once), and up to when
+each running job was billed. A poll that fails (the backend cannot answer) fails the pass
+before anything is judged: not knowing is never taken for a lost job.
 
 Every decision about a job is ``rota.control.verdict.judge``'s; this module only carries it out.
 A state move goes through ``Store.transition`` (one transaction, checked against the state
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rota.backends.base import (
-    Backend, BackendError, Handle, ReplicaState, ReplicaStatus, Status,
+    Backend, BackendError, Handle, LaunchSpec, ReplicaState, ReplicaStatus, RunAs, Status,
 )
 from rota.control.runspec import RunSpec, parse_run, prepare_workdir
 from rota.control.verdict import JobView, Verdict, judge
@@ -63,10 +65,13 @@ class PassReport:
 
 
 class Reconciler:
+    """``account`` names the OS account a job runs as (``rota.control.accounts``); without
+    one, jobs run as the control plane's own account."""
+
     def __init__(self, store: Store, backend: Backend, data_dir: Path, since: float,
-                 watch: Callable[[int], None] = lambda pid: None) -> None:
+                 account: Callable[[JobRecord], RunAs | None] = lambda rec: None) -> None:
         self.store, self.backend, self.data_dir = store, backend, data_dir
-        self.watch = watch
+        self.account = account
         self.since = since  # when this process took over
         self.handles: dict[str, Handle] = {}
         self.signalled: set[str] = set()
@@ -77,11 +82,22 @@ class Reconciler:
 
     # -- reconcile ---------------------------------------------------------------------------
 
-    def reconcile(self, rec: JobRecord, now: float, report: PassReport) -> None:
-        if current_handle(rec) is None:
-            self._unlaunched(rec, now, report)
-            return
-        handle, status = self._observe(rec)
+    def reconcile(self, recs: list[JobRecord], now: float, report: PassReport) -> None:
+        """Every active job: launched ones observed together (one ``poll``), then each judged
+        and its verdict carried out; one job's fault does not stop the others."""
+        observed = self._observe([r for r in recs if current_handle(r) is not None])
+        for rec in recs:
+            try:
+                if rec.id in observed:
+                    self._judge(rec, *observed[rec.id], now, report)
+                else:
+                    self._unlaunched(rec, now, report)
+            except Exception as exc:
+                report.errors.append(f"job {rec.id}: {exc!r}")
+                log.exception("job %s: reconcile failed", rec.id)
+
+    def _judge(self, rec: JobRecord, handle: Handle, status: Status, now: float,
+               report: PassReport) -> None:
         verdict = judge(self._view(rec, status), now)
         if verdict.checkpoint and rec.id not in self.signalled:
             self.signalled.add(rec.id)
@@ -124,22 +140,30 @@ class Reconciler:
             return None
         return self.backend.recover(rec.job, rec.job.placement, rec.attempts)
 
-    def _observe(self, rec: JobRecord) -> tuple[Handle, Status]:
-        known = self.handles.get(rec.id)
-        stored = rec.backend_handle or {}
-        if known is not None and known.attempt_dir == stored.get("attempt_dir"):
-            return known, self.backend.poll(known)
-        try:
-            handle = Handle.from_dict(stored)
-            status = self.backend.adopt(handle)
-        except (InvalidSpec, BackendError) as exc:
-            lost = ReplicaStatus(0, ReplicaState.LOST, reason=f"cannot adopt its handle: {exc}")
-            return _placeholder(rec), Status((lost,))
-        self.handles[rec.id] = handle
-        self.billed_until.setdefault(rec.id, _billed_from(rec, self.since))
-        for r in handle.replicas:
-            self.watch(r.pid)
-        return handle, status
+    def _observe(self, recs: list[JobRecord]) -> dict[str, tuple[Handle, Status]]:
+        """Each launched job's handle and status: handles seen for the first time (after a
+        restart) are adopted, the others polled in one call."""
+        out: dict[str, tuple[Handle, Status]] = {}
+        known: list[tuple[str, Handle]] = []
+        for rec in recs:
+            handle = self.handles.get(rec.id)
+            stored = rec.backend_handle or {}
+            if handle is not None and handle.launch_id == _launch_id(stored):
+                known.append((rec.id, handle))
+                continue
+            try:
+                handle = Handle.from_dict(stored)
+                out[rec.id] = handle, self.backend.adopt(handle)
+            except (InvalidSpec, BackendError) as exc:
+                lost = ReplicaStatus(0, ReplicaState.LOST, reason=f"cannot adopt its handle: {exc}")
+                out[rec.id] = _placeholder(rec), Status((lost,))
+                continue
+            self.handles[rec.id] = handle
+            self.billed_until.setdefault(rec.id, _billed_from(rec, self.since))
+        statuses = self.backend.poll([h for _, h in known]) if known else []
+        for (job_id, handle), status in zip(known, statuses, strict=True):
+            out[job_id] = handle, status
+        return out
 
     def _view(self, rec: JobRecord, status: Status) -> JobView:
         spec = _spec(rec)
@@ -191,10 +215,13 @@ class Reconciler:
             return
         try:
             spec = parse_run(rec.run)
-            workdir = prepare_workdir(spec, self.data_dir, rec.id)
+            run_as = self.account(rec)
+            workdir = prepare_workdir(spec, self.data_dir, rec.id, run_as)
             assert rec.job.placement is not None
-            handle = self.backend.launch(rec.job, rec.job.placement, _env(spec, rec),
-                                         str(workdir), list(spec.command), attempt=rec.attempts)
+            handle = self.backend.launch(
+                rec.job, rec.job.placement,
+                LaunchSpec(spec.command, str(workdir), _env(spec, rec), run_as),
+                attempt=rec.attempts)
         except InvalidSpec as exc:
             where = exc.field if exc.field.startswith("run") else f"run.{exc.field}"
             self._move(rec, Verdict(JobState.FAILED, reason=(
@@ -214,8 +241,6 @@ class Reconciler:
             raise
         self.handles[rec.id] = handle
         self.billed_until[rec.id] = _billed_from(rec, now)
-        for r in handle.replicas:
-            self.watch(r.pid)
         report.launched.append(rec.id)
         report.moved(rec.id, rec.state, JobState.RUNNING, "launched")
         log.info("job %s: launched (%d replica%s)", rec.id, len(handle.replicas),
@@ -290,6 +315,11 @@ def _env(spec: RunSpec, rec: JobRecord) -> dict[str, str]:
     return env
 
 
+def _launch_id(stored: dict[str, Any]) -> object:
+    """The launch a stored handle names (a handle saved before version 2: its directory)."""
+    return stored.get("launch_id", stored.get("attempt_dir"))
+
+
 def _placeholder(rec: JobRecord) -> Handle:
     """A handle that names nothing, for a job whose stored handle cannot be read."""
-    return Handle("none", rec.id, "", "", ())
+    return Handle("none", rec.id, "", ())

@@ -11,9 +11,12 @@
      "restart": {"max_retries": 0},
      "idle": {...} | null}                        # read by idle reclamation, not here
 
-Working directory: ``workdir`` when set; otherwise ``<data_dir>/jobs/<job id>/work``, where an
+Working directory: ``workdir`` when set (an existing directory the job's OS account may enter,
+``rota.control.accounts.access_denied``); otherwise ``<data_dir>/jobs/<job id>/work``, where an
 upload is extracted once, before the first launch (a later attempt reuses what the job left
-there, its checkpoints included). Extraction refuses absolute member names, ``..`` components,
+there, its checkpoints included). That directory is 0700 and, with everything extracted into
+it, owned by the job's account; ``jobs`` and ``jobs/<job id>`` are 0711, so that its owner can
+reach it and nobody can list what else is there. Extraction refuses absolute member names, ``..`` components,
 links that point outside the directory, and device files; it happens in a temporary directory
 renamed into place, so a crash half-way leaves no half-extracted tree.
 
@@ -32,6 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
+from rota.backends.base import RunAs
+from rota.backends.procs import make_dirs
+from rota.control.accounts import access_denied
 from rota.core import InvalidSpec
 
 UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
@@ -160,29 +166,44 @@ def upload_path(data_dir: Path, upload_id: str) -> Path:
     return data_dir / "uploads" / f"{upload_id}.tar.gz"
 
 
-def prepare_workdir(spec: RunSpec, data_dir: Path, job_id: str) -> Path:
-    """The directory the job runs in, with its upload extracted (once)."""
+def prepare_workdir(spec: RunSpec, data_dir: Path, job_id: str,
+                    run_as: RunAs | None = None) -> Path:
+    """The directory the job runs in, with its upload extracted (once), owned by ``run_as``
+    (None: the control plane's own account)."""
     if spec.workdir is not None:
         path = Path(spec.workdir)
         if not path.is_absolute():
             raise InvalidSpec("run.workdir", f"must be an absolute path, got {spec.workdir!r}")
         if not path.is_dir():
             raise InvalidSpec("run.workdir", f"is not an existing directory: {spec.workdir}")
+        if run_as is not None and (denied := access_denied(path, run_as)) is not None:
+            raise InvalidSpec("run.workdir", f"OS user {run_as.user} may not enter "
+                              f"{spec.workdir}: {denied}")
         return path
     work = job_dir(data_dir, job_id) / "work"
     if work.is_dir():
         return work  # extracted by an earlier attempt
-    work.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(work.parent, 0o711)
     staging = work.with_name(f".work-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
+    staging.mkdir(mode=0o700)
     try:
         if spec.upload is not None:
             extract_upload(upload_path(data_dir, spec.upload), staging)
+        if run_as is not None:
+            _give(staging, run_as)
         staging.rename(work)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return work
+
+
+def _give(tree: Path, run_as: RunAs) -> None:
+    """Make ``tree`` and everything in it ``run_as``'s (links themselves, not their targets)."""
+    os.lchown(tree, run_as.uid, run_as.gid)
+    for root, dirs, files in os.walk(tree):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(root, name), run_as.uid, run_as.gid)
 
 
 def extract_upload(archive: Path, dest: Path) -> None:

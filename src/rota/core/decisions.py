@@ -29,6 +29,7 @@ class ReasonCode(enum.StrEnum):
     NO_FLAVOR = "no-flavor"          # the queue has no flavour covering the job's GPU models
     NEVER_FITS = "never-fits"        # larger than any node that could take it
     UNKNOWN_QUEUE = "unknown-queue"
+    ACCOUNT = "account"              # its owner has no OS account this control plane may use
 
 
 @dataclass(frozen=True, slots=True)

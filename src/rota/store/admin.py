@@ -16,6 +16,9 @@ Vocabulary and rules the operator's deletes and node states keep:
   those jobs keep its name. Deleting a project removes it from every binding (a binding it
   was alone in then admits no project); cohorts are names shared by queues, so deleting a
   queue leaves the others' cohort as it is, one lender fewer.
+- A user's *OS account* (``users.unix_user``) is the account its jobs run as on machines the
+  control plane runs jobs on; NULL means the account of the same name. Several users may map
+  to one account (they then share its rights); ``unix_users`` gives the whole map.
 - A node is *ok*, *cordoned* (``schedulable`` false) or *drained* (``drain`` true, and
   ``schedulable`` false too, so the scheduler places nothing new there). ``reason`` says why
   the operator took it out; resuming clears all three. Jobs running on a cordoned or drained
@@ -26,6 +29,7 @@ Vocabulary and rules the operator's deletes and node states keep:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -40,8 +44,19 @@ from rota.store.schema import (
     api_tokens, flavors, jobs, memberships, nodes, projects, queues, usage, users,
 )
 
+# what useradd accepts (a portable name: letters, digits, '.', '_', '-', not first), at most 32
+UNIX_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
 LIVE = tuple(str(s) for s in JobState if s is JobState.PENDING or s.holds_resources)
 Binding = tuple[str, ...] | None  # the projects a queue admits; None: every project
+
+
+@dataclass(frozen=True, slots=True)
+class UserRecord:
+    """A user as the operator sees it: its OS account and its projects."""
+
+    name: str
+    unix_user: str
+    projects: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,15 +101,47 @@ def list_projects(conn: Connection) -> list[Project]:
             for r in conn.execute(select(projects).order_by(projects.c.name))]
 
 
-def create_user(conn: Connection, name: str, now: float) -> None:
+def create_user(conn: Connection, name: str, now: float, unix_user: str | None = None) -> None:
     check_name(name, "name")
+    if unix_user is not None:
+        check_unix_user(unix_user)
     if _exists(conn, users, name):
         raise AlreadyExists("user", name)
-    conn.execute(insert(users).values(name=name, created_at=now))
+    conn.execute(insert(users).values(name=name, created_at=now, unix_user=unix_user))
+
+
+def check_unix_user(value: object) -> str:
+    if not isinstance(value, str) or not UNIX_NAME.match(value):
+        raise InvalidSpec("unix_user", f"is not an OS user name: {value!r} (letters, digits, "
+                          "'.', '_' or '-', not first, at most 32)")
+    return value
+
+
+def set_unix_user(conn: Connection, name: str, unix_user: str | None) -> None:
+    """Map ``name``'s jobs to OS account ``unix_user`` (None: the account of the same name)."""
+    if unix_user is not None:
+        check_unix_user(unix_user)
+    _require(conn, users, "user", name)
+    conn.execute(update(users).where(users.c.name == name).values(unix_user=unix_user))
 
 
 def list_users(conn: Connection) -> list[str]:
     return list(conn.execute(select(users.c.name).order_by(users.c.name)).scalars())
+
+
+def unix_users(conn: Connection) -> dict[str, str]:
+    """Every user's OS account."""
+    return {r.name: r.unix_user or r.name
+            for r in conn.execute(select(users.c.name, users.c.unix_user))}
+
+
+def user_records(conn: Connection) -> list[UserRecord]:
+    member_of: dict[str, list[str]] = {}
+    for m in conn.execute(select(memberships).order_by(memberships.c.project)):
+        member_of.setdefault(m.user, []).append(m.project)
+    return [UserRecord(r.name, r.unix_user or r.name, tuple(member_of.get(r.name, ())))
+            for r in conn.execute(select(users.c.name, users.c.unix_user)
+                                  .order_by(users.c.name))]
 
 
 def add_member(conn: Connection, user: str, project: str) -> None:

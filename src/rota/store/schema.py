@@ -58,6 +58,7 @@ users = Table(
     "users", metadata,
     Column("name", String(NAME), primary_key=True),
     Column("created_at", Time, nullable=False),
+    Column("unix_user", String(32), nullable=True),  # the OS account of its jobs; NULL: name
 )
 
 memberships = Table(

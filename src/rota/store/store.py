@@ -119,16 +119,31 @@ class Store:
         with self._read() as conn:
             return admin.list_projects(conn)
 
-    def create_user(self, name: str, projects: Iterable[str] = ()) -> None:
+    def create_user(self, name: str, projects: Iterable[str] = (),
+                    unix_user: str | None = None) -> None:
+        """A user, its projects and its OS account (None: the account named ``name``)."""
         with self._write() as conn:
-            admin.create_user(conn, name, self.clock())
+            admin.create_user(conn, name, self.clock(), unix_user)
             for project in projects:
                 admin.add_member(conn, name, project)
         self._auth.invalidate()
 
+    def set_unix_user(self, name: str, unix_user: str | None) -> None:
+        with self._write() as conn:
+            admin.set_unix_user(conn, name, unix_user)
+
     def list_users(self) -> list[str]:
         with self._read() as conn:
             return admin.list_users(conn)
+
+    def unix_users(self) -> dict[str, str]:
+        """user -> the OS account its jobs run as."""
+        with self._read() as conn:
+            return admin.unix_users(conn)
+
+    def user_records(self) -> list[admin.UserRecord]:
+        with self._read() as conn:
+            return admin.user_records(conn)
 
     def add_member(self, user: str, project: str) -> None:
         with self._write() as conn:
