@@ -84,6 +84,35 @@ def test_a_bad_job_file_names_the_field_and_exits_2(server, tmp_path, content, f
     assert line.startswith("error: ") and f"{field}: " in line, line
 
 
+@pytest.mark.parametrize("workdir", ["../../..", "code/../..", "'~/code'", "out-link",
+                                     "out-link/x"],
+                         ids=["climbs", "climbs-after-a-detour", "home", "link-out",
+                              "through-a-link-out"])
+def test_a_job_files_workdir_may_not_lead_out_of_its_directory(server, tmp_path, workdir):
+    """A job file someone hands you cannot make you upload what lies outside its directory."""
+    here = tmp_path / "a" / "b"
+    (here / "code").mkdir(parents=True)
+    (here / "out-link").symlink_to(tmp_path)
+    (tmp_path / "x").mkdir()
+    (here / "job.yaml").write_text("name: x\nproject: vision\nqueue: default\nentrypoint: a\n"
+                                   f"workdir: {workdir}\n")
+    before = set((server.data_dir / "uploads").glob("*"))
+    result = server.rota("submit", here / "job.yaml")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"error: {here / 'job.yaml'}: workdir: "), result.stderr
+    assert "uploading" not in result.stderr
+    assert set((server.data_dir / "uploads").glob("*")) == before
+
+
+def test_an_absolute_workdir_is_a_directory_on_the_server_not_an_upload(server, tmp_path):
+    (tmp_path / "job.yaml").write_text("name: x\nproject: vision\nqueue: default\n"
+                                       f"entrypoint: a\nworkdir: {tmp_path}\n")
+    job = json.loads(ok(server.rota("submit", tmp_path / "job.yaml", "--json")))
+    run = server.store.get_job(job["id"]).run
+    assert run["workdir"] == str(tmp_path) and run["upload"] is None
+    ok(server.rota("cancel", job["id"]))
+
+
 def test_run_ps_show_and_cancel(server):
     job = json.loads(ok(server.rota("run", "--gpus", "0.5", "--gpu-memory", "10Gi", "--json",
                                     "--", "python", "-c", "print(1)")))

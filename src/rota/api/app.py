@@ -28,6 +28,7 @@ from rota.api.submit import parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
 from rota.core import InvalidSpec, JobState
 from rota.store import JobFilter, NotFound, Principal, Role, Store, Unauthenticated
+from rota.store.jobs import ascii_digits
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,12 @@ class UserBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     projects: list[str] = []
+    unix_user: str | None = None  # the OS account of its jobs; None: the account named ``name``
+
+
+class UserChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    unix_user: str | None  # None: back to the account named like the user
 
 
 class TokenBody(BaseModel):
@@ -59,10 +66,13 @@ class TokenBody(BaseModel):
 def create_app(store: Store, clock: Callable[[], float] | None = None,
                data_dir: str | Path | None = None, on_change: Callable[[], None] | None = None,
                max_upload_bytes: int = DEFAULT_MAX_BYTES, log_poll_s: float = 0.25,
-               read_log: LogReader = no_reader) -> FastAPI:
+               read_log: LogReader = no_reader,
+               workdir_refusal: Callable[[str, str], str | None] | None = None) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
     submitted or cancelled, to wake the control loop; ``read_log`` reads jobs' logs from the
-    backend that runs them (``rota.api.logs``)."""
+    backend that runs them (``rota.api.logs``); ``workdir_refusal(user, path)`` says why a job
+    of ``user`` may not run in directory ``path`` of the server (None: it may), so that a
+    submit naming a directory its owner cannot use is refused at once."""
     clock = clock or store.clock
     app = FastAPI(title="rota", version="0.1.0")
     errors.install(app)
@@ -110,14 +120,24 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         return {"name": project.name, "weight": project.weight}
 
     @app.get("/v1/users")
-    def users(_: Principal = Depends(operator)) -> list[str]:
-        return store.list_users()
+    def users(_: Principal = Depends(operator)) -> list[dict[str, Any]]:
+        """Every user: its OS account (what its jobs run as) and its projects."""
+        return [{"name": u.name, "unix_user": u.unix_user, "projects": list(u.projects)}
+                for u in store.user_records()]
 
     @app.post("/v1/users", status_code=201)
     def create_user(body: UserBody, _: Principal = Depends(operator)) -> dict[str, Any]:
-        """A user and the projects it is a member of, in one transaction."""
-        store.create_user(body.name, body.projects)
-        return {"name": body.name, "projects": sorted(set(body.projects))}
+        """A user, the projects it is a member of and its OS account, in one transaction."""
+        store.create_user(body.name, body.projects, unix_user=body.unix_user)
+        return {"name": body.name, "projects": sorted(set(body.projects)),
+                "unix_user": body.unix_user or body.name}
+
+    @app.patch("/v1/users/{name}")
+    def change_user(name: str, body: UserChange,
+                    _: Principal = Depends(operator)) -> dict[str, Any]:
+        """Map ``name``'s jobs to another OS account (null: the account named like it)."""
+        store.set_unix_user(name, body.unix_user)
+        return {"name": name, "unix_user": body.unix_user or name}
 
     @app.post("/v1/users/{name}/projects", status_code=201)
     def add_member(name: str, body: ProjectRef, _: Principal = Depends(operator)) -> dict[str, Any]:
@@ -151,6 +171,11 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         sub = parse_body(body, who.user, upload_usable(who))
         if not who.may_see(sub.project):
             raise InvalidSpec("project", f"{who.user} is not a member of project {sub.project!r}")
+        workdir = sub.run.get("workdir")
+        if workdir is not None and workdir_refusal is not None:
+            refusal = await run_in_threadpool(workdir_refusal, who.user, workdir)
+            if refusal is not None:
+                raise InvalidSpec("run.workdir" if "run" in body else "workdir", refusal)
         # membership is checked again in the insert's transaction: the principal may be cached
         rec = await asyncio.wrap_future(store.submit_future(sub, member=not who.operator))
         changed()
@@ -162,7 +187,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                   user: str | None = None, queue: str | None = None,
                   limit: int = Query(100, ge=1, le=1000), after: str | None = None,
                   who: Principal = Depends(principal)) -> dict[str, Any]:
-        if after is not None and (not after.isdigit() or len(after) > 18):
+        if after is not None and (not ascii_digits(after) or len(after) > 18):
             raise InvalidSpec("after", f"not a cursor from a previous page: {after!r}")
         projects = frozenset(project) if project else None
         if not who.operator:

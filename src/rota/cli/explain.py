@@ -88,6 +88,8 @@ def sentence(reason: Reason) -> str:
         return f"No quota flavour covers it: {reason.detail}."
     if code is C.UNKNOWN_QUEUE:
         return f"Unknown queue: {reason.detail}."
+    if code is C.ACCOUNT:
+        return f"Held, not scheduled: {reason.detail}."
     return reason.detail or str(code)
 
 

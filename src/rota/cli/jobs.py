@@ -3,9 +3,11 @@
 Each talks to the server through ``rota.client`` (``rota.cli.remote.talking``). ``submit``
 validates the job file locally with ``rota.spec`` first, with the same rules as the server, so
 a mistake is named (``error: job.yaml: resources.gpu: ...``, exit 2) before anything is sent.
-A ``workdir`` that is a directory here is packed and uploaded (``rota.cli.upload``) and the
-job runs in a copy of it; an absolute ``workdir`` that does not exist here is a path on the
-server.
+A job file's relative ``workdir`` is a directory beside the file: it is packed and uploaded
+(``rota.cli.upload``) and the job runs in a copy of it. It may not climb out of the file's
+directory (``..``, or a link that leads out): a job file someone gave you cannot make you
+upload your home or ``/etc``. An absolute ``workdir`` is a path on the server, used in place
+and never uploaded. ``rota run --workdir DIR`` uploads the directory you name.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def submit(
         if spec.entrypoint is None:
             raise InvalidSpec("entrypoint", "is required: the command to run, as a string "
                               "(run by /bin/sh -c) or a list of arguments")
-        local = _local_workdir(spec.workdir, file.parent)
+        local = _file_workdir(spec.workdir, file.parent)
     except InvalidSpec as exc:
         from rota.cli.main import fail
         fail(str(file), exc)
@@ -54,6 +56,26 @@ def submit(
             body["upload"] = upload_dir(client, local, quiet=as_json)["id"]
         job = client.submit(body)
     _submitted(job, as_json)
+
+
+def _file_workdir(workdir: str | None, base: Path) -> Path | None:
+    """The directory of a job file to upload, or None: no workdir, or an absolute path (a
+    directory on the server)."""
+    if workdir is None or Path(workdir).is_absolute():
+        return None
+    if workdir.startswith("~"):
+        raise InvalidSpec("workdir", f"{workdir!r}: give a directory relative to the job file "
+                          "(it is uploaded), or an absolute path on the server")
+    root = base.resolve()
+    path = (base / workdir).resolve()
+    if path != root and root not in path.parents:
+        raise InvalidSpec("workdir", f"{workdir!r} leads out of the job file's directory "
+                          f"{root} (to {path}); a job file may only upload what lies beside "
+                          "it: use rota run --workdir DIR to upload another directory")
+    if not path.is_dir():
+        raise InvalidSpec("workdir", f"no directory {str(path)!r} here to upload; give a "
+                          "directory beside the job file, or an absolute path on the server")
+    return path
 
 
 def _local_workdir(workdir: str | None, base: Path) -> Path | None:

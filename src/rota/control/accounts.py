@@ -13,25 +13,23 @@ run depends on the control plane's own account:
   user's jobs wait with a reason that says how to enable multi-user mode. No job ever runs
   with rights its owner does not have.
 
-``access_denied`` answers whether an account may enter a directory, from the permission bits
-of the directory and of every directory above it, as the kernel checks them (owner, then
-group, then others; POSIX ACLs are not consulted, so a path that only an ACL opens is
-refused). It is a courtesy, checked at submit and launch so that a bad ``workdir`` is named at
-once: the job's own account is what really protects the files.
+``may_enter`` answers whether an account may enter and list a directory, asked of the kernel
+under that account itself. It is checked at submit and at launch so that a ``workdir`` the
+owner could not use is refused at once, naming the field; what really protects other people's
+files is that the job runs as its owner.
 """
 
 from __future__ import annotations
 
-import grp
 import os
 import pwd
-import stat
-from pathlib import Path
+import shutil
+import subprocess
 from typing import Callable, Mapping
 
 from rota.backends.base import RunAs
 
-R, W, X = 4, 2, 1
+TEST = shutil.which("test") or "/usr/bin/test"
 
 
 class Accounts:
@@ -80,6 +78,19 @@ class Accounts:
                     f"rota user set {user} --unix-user ACCOUNT")
         return None
 
+    def workdir_refusal(self, user: str, path: str) -> str | None:
+        """Why ``user``'s job may not run in directory ``path`` of this machine (the user's
+        account read afresh, as at submit); None when it may."""
+        name = dict(self._read()).get(user, user)
+        if not self.multi_user:
+            account = None  # the control plane's own account is the one that would run it
+        elif (account := lookup(name)) is None:
+            return f"{user}'s jobs run as OS user {name}, which does not exist on this machine"
+        if not may_enter(path, account):
+            return (f"is not a directory OS user {name if self.multi_user else self.me} may "
+                    f"enter and list on the server: {path}")
+        return None
+
     def run_as(self, user: str) -> RunAs | None:
         """What a launch of ``user``'s job names: its account in multi-user mode; None (the
         control plane's own account) in single-user mode, where only its own jobs start."""
@@ -106,40 +117,19 @@ def _name_of(uid: int) -> str:
         return str(uid)
 
 
-def access_denied(path: Path, account: RunAs) -> str | None:
-    """The first directory on the way to ``path`` (symbolic links followed, as ``chdir`` does)
-    that ``account`` may not pass, with what it lacks; None when it may enter ``path`` and list
-    it. Root may enter anything."""
-    if account.uid == 0:
-        return None
-    target = path.resolve()
-    chain = [*reversed(target.parents), target]
-    for k, directory in enumerate(chain):
-        need = (R | X) if k == len(chain) - 1 else X
-        try:
-            st = directory.stat()
-        except OSError as exc:
-            return f"{directory} ({exc.strerror})"
-        if not _allowed(st, account, need):
-            lacking = "read and search" if need == R | X else "search"
-            return (f"{directory} (mode {stat.filemode(st.st_mode)}, owner "
-                    f"{_name_of(st.st_uid)}:{_group(st.st_gid)}: no {lacking} permission)")
-    return None
-
-
-def _allowed(st: os.stat_result, account: RunAs, need: int) -> bool:
-    mode = st.st_mode
-    if st.st_uid == account.uid:
-        bits = (mode >> 6) & 7
-    elif st.st_gid == account.gid or st.st_gid in account.groups:
-        bits = (mode >> 3) & 7
-    else:
-        bits = mode & 7
-    return bits & need == need
-
-
-def _group(gid: int) -> str:
+def may_enter(path: str, account: RunAs | None) -> bool:
+    """Whether ``account`` (None: this process's own) may enter directory ``path`` and list it,
+    as the kernel decides it for that account: symbolic links, ACLs and every directory on the
+    way included, and nothing revealed that the account could not see itself. Another
+    account's view needs root: it is asked of ``test`` run under that account."""
+    if account is None or account.uid == os.geteuid():
+        return os.path.isdir(path) and os.access(path, os.R_OK | os.X_OK)
     try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
+        done = subprocess.run(
+            [TEST, "-d", path, "-a", "-r", path, "-a", "-x", path], user=account.uid,
+            group=account.gid, extra_groups=list(account.groups), cwd="/",
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0

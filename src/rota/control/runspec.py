@@ -11,8 +11,8 @@
      "restart": {"max_retries": 0},
      "idle": {...} | null}                        # read by idle reclamation, not here
 
-Working directory: ``workdir`` when set (an existing directory the job's OS account may enter,
-``rota.control.accounts.access_denied``); otherwise ``<data_dir>/jobs/<job id>/work``, where an
+Working directory: ``workdir`` when set (an existing directory the job's OS account may enter
+and list, ``rota.control.accounts.may_enter``); otherwise ``<data_dir>/jobs/<job id>/work``, where an
 upload is extracted once, before the first launch (a later attempt reuses what the job left
 there, its checkpoints included). That directory is 0700 and, with everything extracted into
 it, owned by the job's account; ``jobs`` and ``jobs/<job id>`` are 0711, so that its owner can
@@ -37,7 +37,7 @@ from typing import Any, Mapping
 
 from rota.backends.base import RunAs
 from rota.backends.procs import make_dirs
-from rota.control.accounts import access_denied
+from rota.control.accounts import may_enter
 from rota.core import InvalidSpec
 
 UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
@@ -174,11 +174,12 @@ def prepare_workdir(spec: RunSpec, data_dir: Path, job_id: str,
         path = Path(spec.workdir)
         if not path.is_absolute():
             raise InvalidSpec("run.workdir", f"must be an absolute path, got {spec.workdir!r}")
-        if not path.is_dir():
+        if run_as is not None:  # asked as the job's account: nothing it may not see is told
+            if not may_enter(spec.workdir, run_as):
+                raise InvalidSpec("run.workdir", f"is not a directory OS user {run_as.user} "
+                                  f"may enter and list: {spec.workdir}")
+        elif not path.is_dir():
             raise InvalidSpec("run.workdir", f"is not an existing directory: {spec.workdir}")
-        if run_as is not None and (denied := access_denied(path, run_as)) is not None:
-            raise InvalidSpec("run.workdir", f"OS user {run_as.user} may not enter "
-                              f"{spec.workdir}: {denied}")
         return path
     work = job_dir(data_dir, job_id) / "work"
     if work.is_dir():

@@ -44,10 +44,16 @@ def check_name(value: object, field: str, required: bool = True) -> str:
     return value
 
 
+def ascii_digits(text: str) -> bool:
+    """True for ``0``-``9`` only: ``str.isdigit`` also takes ``¹`` (which ``int`` refuses) and
+    ``٢`` (which ``int`` reads as 2)."""
+    return text.isascii() and text.isdigit()
+
+
 def job_key(job_id: object) -> int:
     """The integer key of a job id (``"42"`` or 42); NotFound for anything else."""
     text = str(job_id)
-    if not text.isdigit() or len(text) > 18:
+    if not ascii_digits(text) or len(text) > 18:
         raise NotFound("job", job_id)
     return int(text)
 
@@ -191,7 +197,7 @@ def list_jobs(conn: Connection, where: JobFilter, limit: int, after: str | None,
     if where.queue is not None:
         query = query.where(jobs.c.queue == where.queue)
     if after is not None:
-        if not after.isdigit():
+        if not ascii_digits(after) or len(after) > 18:
             raise InvalidSpec("after", f"not a cursor from a previous page: {after!r}")
         query = query.where(jobs.c.id < int(after) if newest_first else jobs.c.id > int(after))
     query = query.order_by(jobs.c.id.desc() if newest_first else jobs.c.id).limit(limit + 1)

@@ -34,7 +34,7 @@ from sqlalchemy import Connection
 from rota.core import Flavor, JobId, JobState, Node, Project, Queue
 from rota.core import Decisions, Snapshot, Usage
 from rota.store import admin, cycle, jobs, lease
-from rota.store.engine import WRITE, make_engine, migrate, resolve_url
+from rota.store.engine import WRITE, display_url, make_engine, migrate, resolve_url
 from rota.store.authcache import DEFAULT_TTL_S, AuthCache
 from rota.store.errors import Conflict
 from rota.store.group import DEFAULT_MAX_BATCH, GroupCommit
@@ -52,7 +52,8 @@ class Store:
     def __init__(self, url: str, clock: Callable[[], float] = time.time,
                  usage_half_life_s: float = DEFAULT_HALF_LIFE_S, auth_ttl_s: float = DEFAULT_TTL_S,
                  max_batch: int = DEFAULT_MAX_BATCH) -> None:
-        self.url = url
+        self.url = url  # never print it: it may hold a password (``display_url``)
+        self.display_url = display_url(url)
         self.clock = clock
         self.usage_half_life_s = usage_half_life_s
         self._engine = make_engine(url)
