@@ -113,6 +113,14 @@ def test_an_absolute_workdir_is_a_directory_on_the_server_not_an_upload(server, 
     ok(server.rota("cancel", job["id"]))
 
 
+def test_run_with_a_workdir_that_is_not_here_names_a_directory_on_the_server(server):
+    job = json.loads(ok(server.rota("run", "--workdir", "/srv/not-on-this-client", "--json",
+                                    "--", "true")))
+    run = server.store.get_job(job["id"]).run
+    assert run["workdir"] == "/srv/not-on-this-client" and run["upload"] is None
+    ok(server.rota("cancel", job["id"]))
+
+
 def test_run_ps_show_and_cancel(server):
     job = json.loads(ok(server.rota("run", "--gpus", "0.5", "--gpu-memory", "10Gi", "--json",
                                     "--", "python", "-c", "print(1)")))

@@ -117,9 +117,10 @@ def run(
     name: Optional[str] = typer.Option(None, "--name", help="Default: the program's name."),
     walltime: Optional[str] = typer.Option(None, "--walltime", help="Run-time limit (4h)."),
     replicas: int = typer.Option(1, "--replicas", help="Gang size: replicas start together."),
-    workdir: Optional[Path] = typer.Option(None, "--workdir", help="A directory to upload and "
-                                           "run in. Default: with a server on this machine, "
-                                           "the current directory itself."),
+    workdir: Optional[Path] = typer.Option(None, "--workdir", help="A directory here to upload "
+                                           "and run in, or an absolute path on the server. "
+                                           "Default: with a server on this machine, the "
+                                           "current directory itself."),
     as_json: bool = typer.Option(False, "--json", help="Print the submitted job as JSON."),
 ) -> None:
     """Run one command as a job: rota run --gpus 1 -- python train.py --lr 3e-4"""
@@ -142,7 +143,9 @@ def run(
         if local is not None:
             from rota.cli.upload import upload_dir
             body["upload"] = upload_dir(client, local, quiet=as_json)["id"]
-        elif workdir is None and _on_this_machine(client.url):
+        elif workdir is not None:
+            body["workdir"] = str(workdir)  # absolute and not here: a directory on the server
+        elif _on_this_machine(client.url):
             body["workdir"] = str(Path.cwd())  # like srun: the job runs where you are
         job = client.submit(body)
     _submitted(job, as_json)
