@@ -12,7 +12,6 @@ import re
 import signal
 from pathlib import Path
 
-from conftest import wait
 from rota.backends.slurm.nodes import fractional_refusal
 from rota.backends.slurm.records import SINFO_NODES, parse_sacct, parse_sinfo, sacct_jobs
 from rota.backends.slurm.states import ExitCode, JobPhase, owner
@@ -20,6 +19,7 @@ from rota.backends.slurm.submit import SubmitSpec, batch_request
 from rota.core import (
     DeviceShare, GpuRequest, Job, JobId, Placement, ReplicaPlacement, ReplicaRequest,
 )
+from slurmkit import wait
 
 SHOW = ('echo "rank=$ROTA_REPLICA_RANK of=$ROTA_WORLD_SIZE host=$SLURMD_NODENAME '
         'cvd=$CUDA_VISIBLE_DEVICES master=$ROTA_MASTER_ADDR:$ROTA_MASTER_PORT '
@@ -56,8 +56,15 @@ def running_job(slurm, slurm_id: int):
                 f"Slurm job {slurm_id} to run")
 
 
-def outputs(request) -> list[dict[str, str]]:
-    return [dict(re.findall(r"(\w+)=(\S*)", Path(r.stdout).read_text())) for r in request.ranks]
+def outputs(request, key: str = "rank") -> list[dict[str, str]]:
+    """What each rank printed as ``name=value`` words, once every rank's output has ``key``:
+    the step's output file may be complete only a moment after squeue says the job ended."""
+    def read() -> list[dict[str, str]] | None:
+        texts = [Path(r.stdout).read_text() if Path(r.stdout).exists() else ""
+                 for r in request.ranks]
+        words = [dict(re.findall(r"(\w+)=(\S*)", text)) for text in texts]
+        return words if all(key in w for w in words) else None
+    return wait(read, f"every rank's output to show {key}=")
 
 
 def test_the_fixture_inventory(slurm):
@@ -140,6 +147,7 @@ def test_a_fraction_runs_on_shards_of_one_gpu(slurm, tmp_path, job_id):
 
 
 def test_exit_codes_of_every_rank_reach_squeue_and_sacct(slurm, tmp_path, job_id):
+    slurm.require_accounting()
     job = a_job(job_id, gpus=0, replicas=2)
     slurm_id, request = launch(slurm, tmp_path, job, placed(("node1", None), ("node2", None)),
                                "exit $((ROTA_REPLICA_RANK * 4))")
@@ -164,7 +172,7 @@ def test_the_checkpoint_signal_comes_before_the_walltime(slurm, tmp_path, job_id
     assert "--signal=USR1@110" in request.argv
     done = slurm.ended(slurm_id)
     assert done.state == "COMPLETED" and done.exit == ExitCode(0)
-    assert outputs(request)[0].get("checkpoint") == "yes"
+    assert outputs(request, "checkpoint")[0]["checkpoint"] == "yes"
 
 
 def test_a_job_given_a_partition_runs_in_it(slurm, tmp_path, job_id):

@@ -4,21 +4,14 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import GPU_TYPES, data
 from rota.backends.slurm.nodes import (
     ForeignAllocation, GpuType, allocated_devices, fractional_refusal, inventory, node_report,
     parse_gpu_types, shards_for,
 )
-from rota.backends.slurm.records import NodeAllocation, SlurmNode, parse_sinfo, parse_squeue
+from rota.backends.slurm.records import NodeAllocation, parse_sinfo, parse_squeue
 from rota.backends.slurm.text import Gres
 from rota.core import DeviceShare, InvalidSpec
-
-
-def slurm_node(name="n1", gres=(Gres("gpu", "h100", 4), Gres("shard", "h100", 16)),
-               state="idle", flags=(), reason="", partitions=("debug",), features=()):
-    return SlurmNode(name=name, address="10.0.0.1", partitions=partitions, cpus=32,
-                     memory_mib=256000, threads_per_core=2, gres=tuple(gres), gres_used=(),
-                     state=state, flags=frozenset(flags), reason=reason, features=features)
+from slurmkit import GPU_TYPES, data, slurm_node
 
 
 def captured():

@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from conftest import data
 from rota.backends.slurm.records import (
     NodeAllocation, SlurmPartition, parse_duration, parse_partitions, parse_sacct,
     parse_sacct_exit_codes, parse_sinfo, parse_squeue, with_exit_codes,
 )
 from rota.backends.slurm.states import ExitCode, JobPhase
 from rota.backends.slurm.text import Gres, SlurmOutputError
+from slurmkit import data
 
 
 def test_sinfo_nodes_with_gres_partitions_and_states():
@@ -62,8 +62,8 @@ def test_sacct_json_exit_codes_are_wrong_in_22_05_so_they_come_from_the_parseabl
     assert failed["exit_code"] == {"status": "SUCCESS", "return_code": 0}  # it exited 3
     jobs = {j.id: j for j in parse_sacct(data("sacct.json"))}
     assert all(j.exit is None for j in jobs.values())
-    merged = {j.id: j for j in with_exit_codes(tuple(jobs.values()),
-                                               parse_sacct_exit_codes(data("sacct-exit-codes.txt")))}
+    codes = parse_sacct_exit_codes(data("sacct-exit-codes.txt"))
+    merged = {j.id: j for j in with_exit_codes(tuple(jobs.values()), codes)}
     assert merged[11].exit == ExitCode(3) and merged[12].exit == ExitCode(0, 9)
     gang = merged[14]
     assert (gang.name, gang.comment, gang.exit) == ("rota-7-2", "rota:7", ExitCode(4))

@@ -4,7 +4,6 @@ what it produces)."""
 import re
 import shlex
 import subprocess
-
 from dataclasses import replace
 
 import pytest
@@ -16,8 +15,8 @@ from rota.core import (
     DeviceShare, GpuRequest, InvalidSpec, Job, JobId, Placement, ReplicaPlacement,
     ReplicaRequest,
 )
-from conftest import GPU_TYPES
-from test_slurm_nodes import slurm_node
+from slurmkit import GPU_TYPES, slurm_node
+
 
 NODES = {r.node.name: r for r in (
     node_report(slurm_node("h1"), GPU_TYPES), node_report(slurm_node("h2"), GPU_TYPES),
@@ -168,7 +167,8 @@ def test_the_script_is_valid_bash_and_keeps_inherited_cuda_and_rota_variables_ou
      "gpu", "would need 6 shards, one GPU has 4"),
     (lambda: (job(share=500, replicas=2), Placement((
         ReplicaPlacement("h1", (DeviceShare(0, 500, 1),)),
-        ReplicaPlacement("fine", (DeviceShare(0, 500, 1),))))), "gpu", "different numbers of shards"),
+        ReplicaPlacement("fine", (DeviceShare(0, 500, 1),))))),
+     "gpu", "different numbers of shards"),
     (lambda: (job(replicas=2), place(("h1", 0))), "placement", "has 1 replicas"),
     (lambda: (job(), place(("nowhere", 0))), r"placement\.replicas\[0\]\.node", "not a Slurm node"),
     (lambda: (job(gpus=2), place(("h1", 0))), r"placement\.replicas\[0\]\.devices", "needs 2"),

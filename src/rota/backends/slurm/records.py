@@ -37,7 +37,8 @@ SQUEUE_JOBS = ("squeue", "--all", "--json")
 SINFO_PARTITIONS = ("sinfo", "--noheader", "--format=%P|%a|%l|%p|%N")
 
 
-def sacct_jobs(since: str, job_ids: tuple[int, ...] = (), names: tuple[str, ...] = ()) -> tuple[str, ...]:
+def sacct_jobs(since: str, job_ids: tuple[int, ...] = (),
+               names: tuple[str, ...] = ()) -> tuple[str, ...]:
     """``sacct --json`` for the jobs that started since ``since`` (Slurm's time syntax:
     ``now-7days``, ``2024-01-31T00:00``), restricted to ``job_ids`` and ``names`` if given."""
     return ("sacct", "--json", f"--starttime={since}", *_sacct_filters(job_ids, names))
@@ -205,7 +206,7 @@ def _queued_job(d: Mapping[str, Any], where: str) -> SlurmJob:
     phase = job_phase(state, f"{where}.job_state")
     details = d.get("gres_detail") or []
     resources = d.get("job_resources") or {}
-    allocated = resources.get("allocated_nodes") or [] if phase.started else []
+    allocated = (resources.get("allocated_nodes") or []) if phase.started else []
     return SlurmJob(
         id=job_id, name=_get(d, "name", str, where), comment=_get(d, "comment", str, where),
         state=state, reason=_get(d, "state_reason", str, where),
@@ -297,7 +298,8 @@ def parse_sacct_exit_codes(text: str) -> dict[str, ExitCode]:
     return out
 
 
-def with_exit_codes(jobs: tuple[SlurmJob, ...], codes: Mapping[str, ExitCode]) -> tuple[SlurmJob, ...]:
+def with_exit_codes(jobs: tuple[SlurmJob, ...],
+                    codes: Mapping[str, ExitCode]) -> tuple[SlurmJob, ...]:
     """``jobs`` with the exit codes of ended jobs and steps filled in from ``codes``."""
     def steps(job: SlurmJob) -> tuple[SlurmStep, ...]:
         return tuple(replace(s, exit=codes.get(f"{job.id}.{s.id}")) if s.end_time else s
