@@ -10,7 +10,7 @@ import pytest
 
 from rota.backends.slurm.nodes import node_report
 from rota.backends.slurm.submit import SubmitSpec, batch_request, parse_job_id
-from rota.backends.slurm.text import Gres
+from rota.backends.slurm.text import Gres, SlurmOutputError
 from rota.core import (
     DeviceShare, GpuRequest, InvalidSpec, Job, JobId, Placement, ReplicaPlacement,
     ReplicaRequest,
@@ -196,5 +196,5 @@ def test_bad_run_pieces_are_refused_naming_the_field():
 
 def test_the_slurm_job_id_sbatch_printed():
     assert parse_job_id("123\n") == 123 and parse_job_id("124;rota\n") == 124
-    with pytest.raises(InvalidSpec, match="sbatch"):
+    with pytest.raises(SlurmOutputError, match="sbatch --parsable: expected a job id"):
         parse_job_id("sbatch: error: Batch job submission failed\n")

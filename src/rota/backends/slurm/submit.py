@@ -43,6 +43,7 @@ from typing import Mapping
 from rota.backends.env import ReplicaContext, check_job_env, rota_variables
 from rota.backends.slurm.nodes import NodeReport, shards_for
 from rota.backends.slurm.states import attempt_name, job_comment
+from rota.backends.slurm.text import SlurmOutputError
 from rota.core import MILLI, InvalidSpec, Job, Placement, ReplicaPlacement
 
 
@@ -113,7 +114,7 @@ def parse_job_id(stdout: str) -> int:
     """The Slurm job id ``sbatch --parsable`` printed (``123`` or ``123;cluster``)."""
     text = stdout.strip().split(";", 1)[0]
     if not text.isdigit():
-        raise InvalidSpec("sbatch", f"expected a job id from sbatch --parsable, got {stdout!r}")
+        raise SlurmOutputError("sbatch --parsable", f"expected a job id, got {stdout!r}")
     return int(text)
 
 
