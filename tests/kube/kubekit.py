@@ -8,6 +8,7 @@ from typing import Any
 from rota.backends.kube import hami
 from rota.backends.kube.hami import HamiDevice
 
+KWOK_NODE = {"kwok.x-k8s.io/node": "fake"}  # the annotation kwok's controller manages
 A100 = "NVIDIA-A100-SXM4-80GB"  # GFD writes the model with '-' for spaces
 A100_MIB = 81920
 
