@@ -17,6 +17,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from waiting import poll
+
 KUBE_ENV = "ROTA_TEST_KUBECONFIG"
 
 
@@ -43,13 +45,17 @@ def core(kube_api) -> Any:
 
 @pytest.fixture
 def namespace(core) -> Iterator[str]:
-    """A fresh namespace; its Pods are removed at the end (no controller finalizes a deleted
-    namespace in this fixture, so the namespace itself is left)."""
+    """A fresh namespace, ready for Pods (its ``default`` ServiceAccount, which the controller
+    manager creates, exists); deleted at the end with what is left in it."""
     from kubernetes import client
     name = f"t-{uuid.uuid4().hex[:10]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    poll(lambda: core.list_namespaced_service_account(
+        name, field_selector="metadata.name=default").items,
+        f"the default ServiceAccount of namespace {name}", timeout=60, every=0.1)
     yield name
     core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+    core.delete_namespace(name)
 
 
 @pytest.fixture
