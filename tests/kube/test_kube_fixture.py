@@ -1,7 +1,8 @@
 """The test fixture is a real Kubernetes: through the official client, a kwok node with eight
 GPUs (GPU Feature Discovery labels, HAMi's register annotation) becomes Ready; a Pod for the
 scheduler ``rota`` waits unbound until it is bound with the Binding subresource, kwok runs it,
-and a delete with a grace period reaches a watch as Kubernetes sends it."""
+and a delete with a grace period reaches a watch as Kubernetes sends it. Nodes read back
+from the server translate as rota reads them, cordoned and NotReady ones included."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import uuid
 
 from kubekit import A100, A100_MIB, KWOK_NODE, hami_devices
 from rota.backends.kube import hami
-from rota.backends.kube.nodes import Grain, node_from_kube
+from rota.backends.kube.nodes import Grain, NodeProblem, Problem, node_from_kube
 from waiting import poll
 
 wait = functools.partial(poll, timeout=60, every=0.1)
@@ -35,6 +36,11 @@ def node_ready(core, name: str) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
+def read_kube_node(core, name: str):
+    """The Node as the API server sends it, read by rota."""
+    return node_from_kube(json.loads(core.read_node(name, _preload_content=False).data))
+
+
 def bind(core, namespace: str, pod: str, node: str) -> None:
     """POST pods/<pod>/binding. The answer is a Status, which the client's generated method
     cannot read into the Binding it expects, so it is taken unread."""
@@ -55,8 +61,7 @@ def test_a_pod_of_scheduler_rota_is_bound_run_and_deleted_with_grace(
     wait(lambda: node_ready(core, node), f"kwok to make {node} Ready")
 
     # the Node as the API returns it reads as eight HAMi devices at device grain
-    raw = json.loads(core.read_node(node, _preload_content=False).data)
-    kube = node_from_kube(raw)
+    kube = read_kube_node(core, node)
     assert kube.grain is Grain.DEVICE and kube.node.schedulable and kube.gpu_allocatable == 8
     assert [d.uuid for d in kube.node.devices] == [f"GPU-a100-{i}" for i in range(8)]
     assert kube.node.labels["nvidia.com/gpu.product"] == A100
@@ -88,3 +93,28 @@ def test_a_pod_of_scheduler_rota_is_bound_run_and_deleted_with_grace(
     # the delete is first announced with its grace period, then kwok removes the pod
     assert seen[0] == ("MODIFIED", 30, True)
     assert seen[-1][0] == "DELETED"
+
+
+def test_cordoned_and_not_ready_nodes_read_as_unschedulable_from_the_server(core, kwok_nodes):
+    from datetime import datetime, timezone
+    node = f"kwok-gpu-{uuid.uuid4().hex[:8]}"
+    kwok_nodes.append(node)
+    make_gpu_node(core, node)
+    wait(lambda: node_ready(core, node), f"kwok to make {node} Ready")
+    assert read_kube_node(core, node).node.schedulable
+
+    core.patch_node(node, {"spec": {"unschedulable": True}})  # kubectl cordon
+    assert [p.code for p in read_kube_node(core, node).problems] == [Problem.CORDONED]
+
+    # kwok lets go of the node (or it would make it Ready again); then a kubelet's report
+    core.patch_node(node, {"metadata": {"annotations": {"kwok.x-k8s.io/node": None}},
+                           "spec": {"unschedulable": False}})
+    now = datetime.now(timezone.utc).isoformat()
+    core.patch_node_status(node, {"status": {"conditions": [{
+        "type": "Ready", "status": "False", "reason": "KubeletNotReady",
+        "message": "container runtime is down", "lastHeartbeatTime": now,
+        "lastTransitionTime": now}]}})
+    kube = read_kube_node(core, node)
+    assert not kube.node.schedulable
+    assert kube.problems == (NodeProblem(
+        Problem.NOT_READY, "Ready is False (KubeletNotReady: container runtime is down)"),)
