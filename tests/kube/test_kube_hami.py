@@ -9,6 +9,7 @@ import pytest
 
 from rota.backends.kube import hami
 from rota.backends.kube.hami import ContainerDevice, HamiDevice
+from kubekit import hami_devices
 from rota.core import InvalidSpec
 
 # pkg/device/nvidia/device_test.go, Test_GetNodeDevices
@@ -68,7 +69,7 @@ def test_a_repeated_key_keeps_the_last_value_but_a_later_null_leaves_the_earlier
     ("not-valid-json", "hami.io/node-nvidia-register"),     # TestGetNodeDevices_InvalidJSON
     ('{"id":"GPU-0"}', "hami.io/node-nvidia-register"),      # an object, not a list
     ('[1]', "hami.io/node-nvidia-register[0]"),
-    ('[null]', "hami.io/node-nvidia-register[0]"),
+    ('[null]', "hami.io/node-nvidia-register[0]"),  # Go reads a nil device; HAMi then fails
     ('[{"count":"5"}]', "hami.io/node-nvidia-register[0].count"),
     ('[{"count":1.0}]', "hami.io/node-nvidia-register[0].count"),
     ('[{"count":2147483648}]', "hami.io/node-nvidia-register[0].count"),  # beyond int32
@@ -98,6 +99,15 @@ def test_the_register_annotation_is_written_as_marshal_node_devices_writes_it():
                     '"devcore":20,"type":"type2","numa":1}]')
     assert hami.decode_node_devices(text) == tuple(devices)
     assert hami.encode_node_devices([]) == "[]"
+
+
+def test_the_register_annotation_of_the_test_nodes_is_what_hamis_plugin_writes():
+    # produced by running HAMi v2.10.0's MarshalNodeDevices on the same two devices
+    assert hami.encode_node_devices(hami_devices(2)) == (
+        '[{"id":"GPU-a100-0","count":10,"devmem":81920,"devcore":100,'
+        '"type":"NVIDIA A100-SXM4-80GB","mode":"hami-core","health":true},'
+        '{"id":"GPU-a100-1","index":1,"count":10,"devmem":81920,"devcore":100,'
+        '"type":"NVIDIA A100-SXM4-80GB","mode":"hami-core","health":true}]')
 
 
 def test_go_escapes_html_characters_in_strings():
@@ -149,6 +159,10 @@ def test_a_pod_entry_with_too_few_fields_is_refused():
 def test_pod_numbers_must_be_32_bit_integers(text):
     with pytest.raises(InvalidSpec, match="invalid"):
         hami.decode_pod_devices(text)
+
+
+def test_a_plus_sign_is_a_number_as_go_parse_int_reads_it():
+    assert hami.decode_pod_devices("u,NVIDIA,+5,1:;") == ((ContainerDevice("u", 5, 1),), ())
 
 
 def test_the_scheduler_annotations_and_label_of_a_half_gpu_pod():
