@@ -10,7 +10,9 @@ from kubekit import hami_devices, node_object
 from rota.backends.kube import hami
 from rota.backends.kube.nodes import node_from_kube
 from rota.backends.kube.pods import ReplicaPod, headless_service, replica_pod, service_name
-from rota.core import DeviceShare, GpuRequest, InvalidSpec, Job, JobId, ReplicaPlacement, ReplicaRequest
+from rota.core import (
+    DeviceShare, GpuRequest, InvalidSpec, Job, JobId, ReplicaPlacement, ReplicaRequest,
+)
 
 HAMI_NODE = node_from_kube(node_object(
     "gpu-h", gpus=80, hami_register=hami.encode_node_devices(hami_devices(8))))

@@ -204,7 +204,8 @@ def encode_pod_devices(containers: Sequence[Sequence[ContainerDevice]]) -> str:
         for devices in containers)
 
 
-def decode_pod_devices(text: str, field: str = TO_ALLOCATE) -> tuple[tuple[ContainerDevice, ...], ...]:
+def decode_pod_devices(text: str,
+                       field: str = TO_ALLOCATE) -> tuple[tuple[ContainerDevice, ...], ...]:
     """A Pod's device string -> per container its devices (``DecodePodDevices`` for one
     vendor). Like HAMi, the empty entry after the last ``;`` is kept as a container."""
     return tuple(_container_devices(part, field) for part in text.split(";"))
@@ -266,7 +267,8 @@ def _rfc3339(when: datetime) -> str:
     offset = when.utcoffset()
     assert offset is not None
     minutes = int(offset.total_seconds()) // 60
-    zone = "Z" if minutes == 0 else f"{'+' if minutes > 0 else '-'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+    sign, hours, rest = "+" if minutes > 0 else "-", abs(minutes) // 60, abs(minutes) % 60
+    zone = "Z" if minutes == 0 else f"{sign}{hours:02d}:{rest:02d}"
     return when.strftime("%Y-%m-%dT%H:%M:%S") + zone
 
 

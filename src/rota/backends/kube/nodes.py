@@ -152,8 +152,8 @@ def _problems(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[NodeP
         problems.append(NodeProblem(Problem.NOT_READY, "no Ready condition reported"))
     elif ready.get("status") != "True":
         words = ": ".join(str(ready.get(k)) for k in ("reason", "message") if ready.get(k))
-        problems.append(NodeProblem(Problem.NOT_READY,
-                                    f"Ready is {ready.get('status')}" + (f" ({words})" if words else "")))
+        detail = f"Ready is {ready.get('status')}" + (f" ({words})" if words else "")
+        problems.append(NodeProblem(Problem.NOT_READY, detail))
     return tuple(problems)
 
 

@@ -21,7 +21,8 @@ from fractions import Fraction
 
 from rota.core import InvalidSpec
 
-_FORMAT_WRONG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+_FORMAT_WRONG = ("quantities must match the regular expression "
+                 "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
 _SUFFIX_WRONG = "unable to parse quantity's suffix"
 _SUFFIX_CHARS = frozenset("eEinumkKMGTP")
 _DIGITS = frozenset("0123456789")
