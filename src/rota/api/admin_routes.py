@@ -93,4 +93,5 @@ def add_admin_routes(app: FastAPI, store: Store, clock: Callable[[], float],
     @app.get("/v1/nodes")
     def nodes(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
         """Inventory, states and each GPU's allocations (see ``rota.api.views``)."""
-        return nodes_view(store.node_records(), store.snapshot(clock()), who.may_see)
+        return nodes_view(store.node_records(), store.snapshot(clock()), who.may_see,
+                          who.operator)

@@ -50,13 +50,19 @@ def queues_view(snapshot: Snapshot, bindings: Mapping[str, Binding]) -> list[dic
 
 
 def node_state(rec: NodeRecord, busy: bool) -> str:
+    """The operator's state first (drained, draining, cordoned), then the backend's
+    (``unavailable``: its ``problem`` says why), else ok."""
     if rec.drain:
         return "draining" if busy else "drained"
-    return "ok" if rec.node.schedulable else "cordoned"
+    if rec.cordoned:
+        return "cordoned"
+    return "unavailable" if rec.node.problem else "ok"
 
 
-def nodes_view(records: list[NodeRecord], snapshot: Snapshot,
-               may_see: Callable[[str], bool]) -> list[dict[str, Any]]:
+def nodes_view(records: list[NodeRecord], snapshot: Snapshot, may_see: Callable[[str], bool],
+               operator: bool = False) -> list[dict[str, Any]]:
+    """Nodes with what holds each GPU: rota's jobs (ids and projects only where ``may_see``)
+    and work outside rota (who holds it: operators only)."""
     held: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for job in snapshot.jobs:
         if job.placement is None or not job.state.holds_resources:
@@ -68,11 +74,21 @@ def nodes_view(records: list[NodeRecord], snapshot: Snapshot,
                     "job": job.id if visible else None,
                     "project": job.project if visible else None,
                     "replica": rank, "share": d.milli / 1000, "memory_mib": d.memory_mib})
+    for r in records:
+        for f in r.node.foreign:
+            for d in f.devices:
+                held.setdefault((r.node.name, d.index), []).append({
+                    "job": None, "project": None, "replica": None, "share": d.milli / 1000,
+                    "memory_mib": d.memory_mib,
+                    "foreign": f.holder if operator else "work outside rota"})
     busy = {rep.node for job in snapshot.jobs if job.placement is not None
             and job.state.holds_resources for rep in job.placement.replicas}
     return [{"name": n.name, "resource_group": n.resource_group, "schedulable": n.schedulable,
              "state": node_state(r, n.name in busy), "drain": r.drain, "reason": r.reason,
-             "cpu_milli": n.cpu_milli, "memory_mib": n.memory_mib,
+             "problem": n.problem, "cpu_milli": n.cpu_milli, "memory_mib": n.memory_mib,
+             "foreign": [{"holder": f.holder if operator else "work outside rota",
+                          "cpu_milli": f.cpu_milli, "memory_mib": f.memory_mib,
+                          "gpus": len(f.devices)} for f in n.foreign],
              "gpus": [{"index": d.index, "model": d.model, "memory_mib": d.memory_mib,
                        "healthy": d.healthy, "allocations": held.get((n.name, d.index), [])}
                       for d in n.devices],

@@ -56,6 +56,8 @@ def up(
     interval: float = typer.Option(2.0, "--interval", min=0.05, metavar="SECONDS",
                                    help="Seconds between passes of the control loop when "
                                         "nothing wakes it."),
+    backend: str = typer.Option("local", "--backend", metavar="NAME",
+                                help="Where jobs run: local (processes on this machine)."),
     detach: bool = typer.Option(False, "--detach", "-d",
                                 help="Run in the background; return once it answers. "
                                      "Stop it with rota down."),
@@ -82,9 +84,10 @@ def up(
     except InvalidSpec as exc:
         fail("--node-file" if node_file else "--gpus", exc)
     try:
-        _serve(directory, db, host, port, inventory, chosen, interval)
+        _serve(directory, db, host, port, inventory, chosen, interval, backend)
     except InvalidSpec as exc:
-        fail("--db" if db else "--data-dir", exc)
+        fail(f"--{exc.field}" if exc.field == "backend" else "--db" if db else "--data-dir",
+             InvalidSpec("", exc.reason) if exc.field == "backend" else exc)
 
 
 def _database_url(db: Optional[str], db_file: Optional[Path]) -> Optional[str]:
@@ -120,14 +123,14 @@ def _has_password(url: str) -> bool:
 
 
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
-           interval: float) -> None:
+           interval: float, backend: str) -> None:
     from rota.control import DataDirBusy
     from rota.control.lease import held_message
     from rota.server import ServerConfig, open_control_plane
     from rota.server.compose import BindError
     from rota.store.lease import LeaseHeld
 
-    config = ServerConfig(directory, inventory, policy, db, host, port, interval)
+    config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend)
     try:
         plane = open_control_plane(config)
     except DataDirBusy as exc:

@@ -2,6 +2,9 @@
 
 One pass (``ControlLoop.step``), in order:
 
+0. Inventory: at most every ``inventory_s``, the backend's nodes as it reports them now (what
+   work outside rota holds, which nodes it cannot use) are written where they changed
+   (``rota.control.inventory``).
 1. Reconcile: every job the store says holds resources (SCHEDULED, RUNNING, PREEMPTING) is
    compared with what its backend reports (all of them in one ``poll``), and moved, signalled
    or stopped accordingly (``rota.control.verdict``); a SCHEDULED job that was never launched
@@ -47,6 +50,7 @@ from typing import Any, Callable, Iterator
 from rota.backends.base import Backend, BackendError, RunAs
 from rota.control.accounts import Accounts
 from rota.control.clock import Clock, SystemClock
+from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
 from rota.control.reconcile import PassReport, Reconciler
 from rota.core import JobState, Reason, ReasonCode
@@ -67,12 +71,13 @@ class ControlLoop:
                  clock: Clock | None = None, interval_s: float = 2.0,
                  lease: LeaseKeeper | None = None,
                  on_lease_lost: Callable[[], None] = lambda: None,
-                 accounts: Accounts | None = None) -> None:
+                 accounts: Accounts | None = None, inventory_s: float = 10.0) -> None:
         self.store, self.backend, self.policy = store, backend, policy
         self.clock = clock or SystemClock()
         self.interval_s = interval_s
         self.lease, self.on_lease_lost = lease, on_lease_lost
         self.accounts = accounts
+        self.inventory = InventorySync(store, backend, inventory_s)
         self.reconciler = Reconciler(store, backend, Path(data_dir).resolve(), self.clock.now(),
                                      account=self._run_as)
         self.passes = 0
@@ -143,6 +148,11 @@ class ControlLoop:
                     self._halt.set()
                     self.on_lease_lost()
                 return report
+            try:                                                                    # 0
+                self.inventory.sync(now)
+            except Exception as exc:  # schedule on the last known inventory meanwhile
+                report.errors.append(f"inventory: {exc!r}")
+                log.exception("inventory of %s failed", self.backend.name)
             self.reconciler.reconcile(self.active_jobs(), now, report)              # 1
             self.reconciler.flush_usage(now)                                        # 2
             bound = self._schedule(now)                                             # 3

@@ -23,13 +23,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rota.backends.local import LocalBackend
 from rota.control import ControlLoop, DataDirLock, setup
 from rota.control.accounts import Accounts
 from rota.control.lease import LeaseKeeper
 from rota.control.logs import log_reader
 from rota.control.reconcile import PassReport
 from rota.scheduler import Policy
+from rota.server.backends import build_backend
 from rota.server.secure import private_umask, secure_data_dir
 from rota.store import Store
 
@@ -43,12 +43,13 @@ class BindError(OSError):
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     data_dir: Path
-    inventory: setup.Inventory
+    inventory: setup.Inventory     # this machine (the local backend's node)
     policy: Policy
     db: str | None = None          # a database URL; None: SQLite in the data directory
     host: str = "127.0.0.1"
     port: int = setup.DEFAULT_PORT
     interval_s: float = 2.0
+    backend: str = "local"         # a name of ``rota.server.backends.BACKENDS``
 
 
 @dataclass(slots=True)
@@ -114,13 +115,14 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         keeper = LeaseKeeper(store, directory)
         keeper.acquire(time.time())
         operator = setup.first_start(store)
-        cordoned = setup.register(store, config.inventory.node)
+        backend = build_backend(config)
+        cordoned = setup.register(store, config.inventory.node) if config.backend == "local" \
+            else []
         sock = _bind(config.host, config.port)
         url = f"http://{_url_host(config.host)}:{sock.getsockname()[1]}"
         token, issued = setup.operator_token(store, setup.credentials_path(), operator)
         setup.write_credentials(setup.credentials_path(), url, token)
         accounts = Accounts(store.unix_users)
-        backend = LocalBackend(directory, node=config.inventory.node, nvml=config.inventory.nvml)
         loop = ControlLoop(store, backend, config.policy, directory,
                            interval_s=config.interval_s, lease=keeper, accounts=accounts)
         return ControlPlane(config, lock, store, loop, accounts, sock, url, token, issued,

@@ -68,6 +68,7 @@ class NodeRecord:
     last_seen: float
     drain: bool
     reason: str
+    cordoned: bool = False  # by the operator (``node.schedulable`` is also false on a problem)
 from rota.store.tokens import (
     PREFIX, IssuedToken, Principal, Role, TokenInfo, display, new_token, token_hash,
 )
@@ -379,5 +380,6 @@ def list_nodes(conn: Connection) -> list[tuple[Node, str, float]]:
 
 
 def node_records(conn: Connection) -> list[NodeRecord]:
-    return [NodeRecord(convert.node_from_row(r), r.backend, r.last_seen, bool(r.drain), r.reason)
+    return [NodeRecord(convert.node_from_row(r), r.backend, r.last_seen, bool(r.drain), r.reason,
+                       not r.schedulable)
             for r in conn.execute(select(nodes).order_by(nodes.c.name))]

@@ -109,6 +109,8 @@ nodes = Table(
     Column("schedulable", Boolean, nullable=False),
     Column("drain", Boolean, nullable=False, server_default=false()),
     Column("reason", Text, nullable=False, server_default=""),
+    Column("problem", Text, nullable=False, server_default=""),  # the backend's: drained, NotReady
+    Column("foreign", JSON, nullable=False, server_default="[]"),  # held by work outside rota
     Column("backend", String(NAME), nullable=False),
     Column("last_seen", Time, nullable=False),
 )
