@@ -19,7 +19,7 @@ given, must follow the same contract.
 
     {"command": [argv...], "workdir": str | null, "env": {str: str}, "upload": str | null,
      "checkpoint": {"dir": str | null, "signal": "SIGTERM", "grace_s": float},
-     "restart": {"max_retries": int},
+     "restart": {"max_retries": int, "backoff_s": float},
      "idle": {"gpu_util_below": float | null, "for_s": float | null,
               "max_lifetime_s": float | null} | null}
 
@@ -119,7 +119,8 @@ def run_of(spec: JobSpec, upload: str | None) -> dict[str, Any]:
         "command": command, "workdir": spec.workdir, "env": dict(spec.env), "upload": upload,
         "checkpoint": {"dir": spec.checkpoint.dir, "signal": spec.checkpoint.signal,
                        "grace_s": spec.checkpoint.grace},
-        "restart": {"max_retries": spec.restart.max_retries}, "idle": idle,
+        "restart": {"max_retries": spec.restart.max_retries,
+                    "backoff_s": spec.restart.backoff}, "idle": idle,
     }
 
 
@@ -133,6 +134,7 @@ class _Checkpoint(BaseModel):
 class _Restart(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     max_retries: int = Field(0, ge=0, le=1000)
+    backoff_s: float = Field(10.0, ge=0, le=600)
 
 
 class _Idle(BaseModel):

@@ -37,7 +37,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
-from rota.core import DeviceShare, InvalidSpec, Job, Node, Placement, RotaError
+from rota.core import DeviceShare, End, InvalidSpec, Job, Node, Placement, RotaError
 
 
 class BackendError(RotaError):
@@ -207,7 +207,9 @@ class ReplicaState(enum.StrEnum):
 class ReplicaStatus:
     """``exit_code`` is ``None`` while running, when lost, and for a replica stopped before its
     command started; ``reason`` says why it was stopped (cancelled, over its GPU memory, ...);
-    ``finished_at`` is when an exited replica ended (seconds since the epoch), when known."""
+    ``finished_at`` is when an exited replica ended (seconds since the epoch), when known.
+    ``cause`` says which fault of the infrastructure lost a replica, where the backend knows:
+    ``End.GPU_UNHEALTHY``; otherwise a lost replica counts as ``End.NODE_LOST``."""
 
     rank: int
     state: ReplicaState
@@ -215,6 +217,7 @@ class ReplicaStatus:
     signal: int | None = None
     reason: str = ""
     finished_at: float | None = None
+    cause: End | None = None
 
 
 @dataclass(frozen=True, slots=True)

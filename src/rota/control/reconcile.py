@@ -43,7 +43,7 @@ from rota.backends.base import (
 )
 from rota.control.runspec import RunSpec, parse_run, prepare_workdir
 from rota.control.verdict import JobView, Verdict, judge
-from rota.core import MILLI, IllegalTransition, InvalidSpec, JobState, RotaError
+from rota.core import MILLI, End, IllegalTransition, InvalidSpec, JobState, RotaError
 from rota.store import Conflict, JobRecord, NotFound, Store
 
 log = logging.getLogger("rota.control")
@@ -109,7 +109,7 @@ class Reconciler:
         if verdict.move is not None:
             if status.state is ReplicaState.LOST:
                 self.backend.cancel(handle, 0.0)  # no orphan of a lost replica outlives it
-            self._move(rec, verdict, report)
+            self._move(rec, verdict, report, now)
 
     def _unlaunched(self, rec: JobRecord, now: float, report: PassReport) -> None:
         """A job that holds resources without a handle of its current attempt: never launched
@@ -125,12 +125,14 @@ class Reconciler:
             self.store.record_handle(rec.id, found.to_dict())
             return  # the next pass judges it with its handle
         if rec.cancel_requested:
-            self._move(rec, Verdict(JobState.CANCELLED, reason="cancelled on request"), report)
+            self._move(rec, Verdict(JobState.CANCELLED, reason="cancelled on request",
+                                    end=End.CANCELLED), report)
         elif rec.state is JobState.SCHEDULED:
             self.launch(rec, now, report)
         elif rec.state is JobState.PREEMPTING:
             self._move(rec, Verdict(JobState.PENDING, reason="requeued: preempted before it "
-                                                             "was launched"), report)
+                                                             "was launched", end=End.PREEMPTED),
+                       report)
         else:  # RUNNING without a handle: nothing can be observed, so it is lost
             lost = Status((ReplicaStatus(0, ReplicaState.LOST, reason="no backend handle"),))
             self._move(rec, judge(self._view(rec, lost), now), report)
@@ -172,7 +174,8 @@ class Reconciler:
         failures = self._failures(rec) if ended_badly else 0
         grace = spec.grace_s if spec.grace_s is not None else rec.job.grace_s
         return JobView(rec.state, status, rec.cancel_requested, rec.preempt_deadline,
-                       rec.reason, failures, spec.max_retries, grace)
+                       rec.reason, failures, spec.max_retries, grace, rec.lost_streak,
+                       spec.backoff_s, rec.id)
 
     def _stop(self, job_id: str, handle: Handle, grace_s: float, now: float) -> None:
         if job_id not in self.kill_at:
@@ -183,11 +186,16 @@ class Reconciler:
         if grace_s == 0 or now >= self.kill_at[job_id]:
             self.backend.signal(handle, signals.SIGKILL)
 
-    def _move(self, rec: JobRecord, verdict: Verdict, report: PassReport) -> None:
+    def _move(self, rec: JobRecord, verdict: Verdict, report: PassReport,
+              now: float | None = None) -> None:
         assert verdict.move is not None
+        eligible_at = None
+        if verdict.retry_in_s:
+            eligible_at = (now if now is not None else self.store.clock()) + verdict.retry_in_s
         try:
             after = self.store.transition(rec.id, verdict.move, exit_code=verdict.exit_code,
-                                          reason=verdict.reason)
+                                          reason=verdict.reason, end=verdict.end,
+                                          hold=verdict.hold, eligible_at=eligible_at)
         except (IllegalTransition, Conflict, NotFound) as exc:
             log.info("job %s: skipped %s -> %s: %s", rec.id, rec.state, verdict.move, exc)
             return
@@ -211,7 +219,8 @@ class Reconciler:
     def launch(self, rec: JobRecord, now: float, report: PassReport) -> None:
         """Start a SCHEDULED job and persist its handle (moving it to RUNNING)."""
         if rec.cancel_requested:
-            self._move(rec, Verdict(JobState.CANCELLED, reason="cancelled on request"), report)
+            self._move(rec, Verdict(JobState.CANCELLED, reason="cancelled on request",
+                                    end=End.CANCELLED), report)
             return
         try:
             spec = parse_run(rec.run)
@@ -225,7 +234,7 @@ class Reconciler:
         except InvalidSpec as exc:
             where = exc.field if exc.field.startswith("run") else f"run.{exc.field}"
             self._move(rec, Verdict(JobState.FAILED, reason=(
-                f"cannot be started as written: {where}: {exc.reason}")), report)
+                f"cannot be started as written: {where}: {exc.reason}"), end=End.FAILED), report)
             return
         except (BackendError, OSError) as exc:
             self._launch_failed(rec, exc, report)
@@ -249,10 +258,12 @@ class Reconciler:
     def _launch_failed(self, rec: JobRecord, exc: Exception, report: PassReport) -> None:
         count = self._failures(rec) + 1
         if count >= MAX_LAUNCH_FAILURES:
-            verdict = Verdict(JobState.FAILED, reason=f"{LAUNCH_FAILED} {count} times: {exc}")
+            verdict = Verdict(JobState.FAILED, reason=f"{LAUNCH_FAILED} {count} times: {exc}",
+                              end=End.LAUNCH_FAILED)
         else:
             verdict = Verdict(JobState.PENDING, reason=(
-                f"{LAUNCH_FAILED} ({count} of {MAX_LAUNCH_FAILURES}), requeued: {exc}"))
+                f"{LAUNCH_FAILED} ({count} of {MAX_LAUNCH_FAILURES}), requeued: {exc}"),
+                end=End.LAUNCH_FAILED)
         self._move(rec, verdict, report)
 
     # -- usage -------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
      "env": {"NAME": "value"},
      "upload": "<upload id>" | null,              # <data_dir>/uploads/<id>.tar.gz
      "checkpoint": {"dir": str | null, "signal": "SIGTERM", "grace_s": 30.0},
-     "restart": {"max_retries": 0},
+     "restart": {"max_retries": 0, "backoff_s": 10.0},
      "idle": {...} | null}                        # read by idle reclamation, not here
 
 Working directory: ``workdir`` when set (an existing directory the job's OS account may enter
@@ -54,6 +54,7 @@ class RunSpec:
     checkpoint_signal: int = int(signals.SIGTERM)
     grace_s: float | None = None  # None: the job's own grace period
     max_retries: int = 0
+    backoff_s: float = 10.0       # before the first retry; doubled for each further one
 
 
 def parse_run(run: Mapping[str, Any]) -> RunSpec:
@@ -74,6 +75,7 @@ def parse_run(run: Mapping[str, Any]) -> RunSpec:
         checkpoint_signal=_signal(checkpoint.get("signal", "SIGTERM")),
         grace_s=_grace(checkpoint.get("grace_s")),
         max_retries=_retries(restart.get("max_retries", 0)),
+        backoff_s=_backoff(restart.get("backoff_s", 10.0)),
     )
 
 
@@ -146,6 +148,13 @@ def _grace(value: object) -> float | None:
         return None
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
         raise InvalidSpec("run.checkpoint.grace_s", f"must be a non-negative number, got {value!r}")
+    return float(value)
+
+
+def _backoff(value: object) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 600:
+        raise InvalidSpec("run.restart.backoff_s",
+                          f"must be a number of seconds from 0 to 600, got {value!r}")
     return float(value)
 
 

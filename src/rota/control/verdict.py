@@ -18,13 +18,18 @@ before it is judged, so that no process outlives its job.
    at once; nothing runs -> requeue (PENDING). A preemption does not use the restart budget.
 3. Running: a SCHEDULED job becomes RUNNING. A gang whose replica failed while others still
    run is stopped (its peers cannot go on without it), then judged when all have ended.
-4. All exited 0 -> SUCCEEDED. A non-zero exit or a lost replica -> requeue while the restart
-   budget lasts (``failures < max_retries``), otherwise FAILED with the exit code. A command
-   that could not be started at all (exit 127 with "cannot start" from the supervisor) fails
-   at once: retrying cannot help.
+4. All exited 0 -> SUCCEEDED. A lost replica (its node, supervisor or GPU failed: no exit
+   code) is a fault of the infrastructure, not the job's: requeue without spending the restart
+   budget, end ``node-lost`` (or ``gpu-unhealthy``); the ``MAX_LOST_IN_A_ROW``-th loss in a
+   row requeues it *held*, so that a job that kills its nodes does not loop. A non-zero exit
+   -> requeue while the restart budget lasts (``failures < max_retries``), after a backoff that
+   doubles with each failure (``backoff_s``, ``2 * backoff_s``, ... up to ``MAX_BACKOFF_S``),
+   otherwise FAILED with the exit code. A command that could not be started at all (exit 127
+   with "cannot start" from the supervisor) fails at once: retrying cannot help.
 
-Requeues that spend the restart budget carry a reason starting with ``RETRY_PREFIX``, for
-people; ``failures`` comes from the job's ``attempts`` column (``rota.control.reconcile``).
+Every move out of a holding state says how the attempt ended (``Verdict.end``, a
+``rota.core.End``): the job's history keeps it. Requeues that spend the restart budget carry
+a reason starting with ``RETRY_PREFIX``, for people.
 """
 
 from __future__ import annotations
@@ -32,10 +37,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rota.backends.base import ReplicaState, ReplicaStatus, Status
-from rota.core import JobState
+from rota.core import End, JobState
 
 RETRY_PREFIX = "retry "
 EXIT_CANNOT_START = 127
+MAX_LOST_IN_A_ROW = 3
+MAX_BACKOFF_S = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +57,9 @@ class JobView:
     failures: int = 0
     max_retries: int = 0
     grace_s: float = 30.0
+    lost_streak: int = 0       # attempts before this one lost in a row to faults
+    backoff_s: float = 10.0    # the first retry's wait; each further one doubles it
+    job_id: str = ""           # for the advice in a held job's reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +69,9 @@ class Verdict:
     reason: str | None = None
     checkpoint: bool = False         # send the job's checkpoint signal (once)
     stop_grace_s: float | None = None  # stop the processes, SIGKILL after this grace (once)
+    end: End | None = None           # how the attempt ended, with a move out of holding
+    hold: str | None = None          # a requeue that holds the job back: why
+    retry_in_s: float | None = None  # a requeue that may not start before this much time
 
 
 KEEP = Verdict()
@@ -70,7 +83,8 @@ def judge(view: JobView, now: float) -> Verdict:
     if view.cancel_requested:
         if running:
             return Verdict(stop_grace_s=view.grace_s)
-        return Verdict(JobState.CANCELLED, _exit_code(status), "cancelled on request")
+        return Verdict(JobState.CANCELLED, _exit_code(status), "cancelled on request",
+                       end=End.CANCELLED)
     if view.state is JobState.PREEMPTING:
         return _preempting(view, running, now)
     if running:
@@ -81,25 +95,29 @@ def judge(view: JobView, now: float) -> Verdict:
             return Verdict(JobState.RUNNING, reason="")
         return KEEP
     if status.succeeded:
-        return Verdict(JobState.SUCCEEDED, 0, "")
+        return Verdict(JobState.SUCCEEDED, 0, "", end=End.SUCCEEDED)
     return _failed(view)
 
 
 def _preempting(view: JobView, running: bool, now: float) -> Verdict:
     if view.status.succeeded:
-        return Verdict(JobState.SUCCEEDED, 0, "finished during its preemption grace period")
+        return Verdict(JobState.SUCCEEDED, 0, "finished during its preemption grace period",
+                       end=End.SUCCEEDED)
     if running:
         if view.preempt_deadline is not None and now >= view.preempt_deadline:
             return Verdict(stop_grace_s=0.0)
         return Verdict(checkpoint=True)
     why = view.preempt_reason or "preempted"
-    return Verdict(JobState.PENDING, reason=f"requeued: {why}")
+    return Verdict(JobState.PENDING, reason=f"requeued: {why}", end=End.PREEMPTED)
 
 
 def _failed(view: JobView) -> Verdict:
     status = view.status
+    lost = [r for r in status.replicas if r.state is ReplicaState.LOST]
+    if lost:
+        return _lost(view, lost[0])
     replica = _first_failure(status)
-    if replica is None:  # lost without an exit code
+    if replica is None:  # stopped without an exit code
         replica = next(r for r in status.replicas if r.state is not ReplicaState.EXITED)
     what = _describe(replica)
     code = replica.exit_code
@@ -107,11 +125,25 @@ def _failed(view: JobView) -> Verdict:
     if not hopeless and view.failures < view.max_retries:
         attempt = view.failures + 1
         return Verdict(JobState.PENDING, code,
-                       f"{RETRY_PREFIX}{attempt} of {view.max_retries}: {what}")
+                       f"{RETRY_PREFIX}{attempt} of {view.max_retries}: {what}", end=End.FAILED,
+                       retry_in_s=min(MAX_BACKOFF_S, view.backoff_s * 2 ** view.failures))
     if hopeless:
-        return Verdict(JobState.FAILED, code, f"the command could not be started: {what}")
+        return Verdict(JobState.FAILED, code, f"the command could not be started: {what}",
+                       end=End.FAILED)
     budget = f" (after {view.failures} retries)" if view.max_retries else ""
-    return Verdict(JobState.FAILED, code, f"{what}{budget}")
+    return Verdict(JobState.FAILED, code, f"{what}{budget}", end=End.FAILED)
+
+
+def _lost(view: JobView, replica: ReplicaStatus) -> Verdict:
+    """A fault of the infrastructure: requeued, not billed to the job's restart budget."""
+    end = replica.cause or End.NODE_LOST
+    what = _describe(replica)
+    streak = view.lost_streak + 1
+    if streak >= MAX_LOST_IN_A_ROW:
+        return Verdict(JobState.PENDING, reason=f"requeued and held: {what}", end=end, hold=(
+            f"lost {streak} times in a row ({end}, last: {what}); release it once the cause is "
+            f"found: rota release {view.job_id or 'ID'}"))
+    return Verdict(JobState.PENDING, reason=f"requeued ({end}): {what}", end=end)
 
 
 def _first_failure(status: Status) -> ReplicaStatus | None:

@@ -30,6 +30,8 @@ class ReasonCode(enum.StrEnum):
     NEVER_FITS = "never-fits"        # larger than any node that could take it
     UNKNOWN_QUEUE = "unknown-queue"
     ACCOUNT = "account"              # its owner has no OS account this control plane may use
+    HELD = "held"                    # held back until someone releases it
+    NOT_BEFORE = "not-before"        # its start_at, or a retry's backoff, is still ahead
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,7 +69,11 @@ class CheckpointSpec(Strict):
 
 
 class RestartSpec(Strict):
+    """Retries after a failed run: at most ``max_retries``, the first after ``backoff``, each
+    further one after twice the wait before it (at most 10 minutes)."""
+
     max_retries: int = Field(0, ge=0, le=1000)
+    backoff: Duration = Field(10.0, ge=0, le=600)
 
 
 class IdleSpec(Strict):

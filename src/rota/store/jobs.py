@@ -22,12 +22,12 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
 
 from rota.core import (
-    IllegalTransition, InvalidSpec, Job, JobId, JobState, RotaError, check_transition,
+    End, IllegalTransition, InvalidSpec, Job, JobId, JobState, RotaError, check_transition,
 )
 from rota.store import convert
 from rota.store.errors import Conflict, NotFound, QueueNotAllowed
-from rota.store.records import JobEvent, JobFilter, JobRecord, Page, Submission
-from rota.store.schema import job_events, jobs, memberships, projects, queues, users
+from rota.store.records import AttemptRecord, JobEvent, JobFilter, JobRecord, Page, Submission
+from rota.store.schema import attempts, job_events, jobs, memberships, projects, queues, users
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 MAX_PAGE = 1000
@@ -106,7 +106,8 @@ def _row_values(sub: Submission, now: float) -> dict[str, Any]:
         name=sub.name, project=sub.project, user=sub.user, queue=sub.queue,
         priority=sub.priority, kind=str(sub.kind), replicas=sub.replicas,
         spec=convert.spec_json(sub), state=str(JobState.PENDING), submit_time=now, reason="",
-        cancel_requested=False, attempts=0, failures=0, version=1, updated_at=now)
+        cancel_requested=False, attempts=0, failures=0, held="", lost_streak=0, version=1,
+        updated_at=now)
 
 
 _NULLS = {c.name: None for c in jobs.c}
@@ -231,33 +232,69 @@ def _event(conn: Connection, key: int, now: float, kind: str, message: str,
 
 
 def move(conn: Connection, row: Any, new: JobState, now: float, message: str = "",
-         data: dict[str, Any] | None = None, **values: Any) -> None:
-    """Move the job of ``row`` to ``new`` (checked against the state table) and record it."""
+         data: dict[str, Any] | None = None, end: End | None = None, **values: Any) -> None:
+    """Move the job of ``row`` to ``new`` (checked against the state table), record it, and
+    keep the history of its attempts. ``end`` says how an attempt that leaves its resources
+    ended: a fault of the infrastructure or a preemption does not spend the restart budget
+    (``failures``), and faults in a row are counted (``lost_streak``)."""
     old = JobState(row.state)
     check_transition(old, new)
     if new.terminal:
         values.setdefault("finished_at", now)
     if new is JobState.PENDING:
+        fault = end is not None and end.fault
+        preempted = end is End.PREEMPTED or (end is None and old is JobState.PREEMPTING)
         values.update(placement=None, flavor=None, started_at=None, preempt_deadline=None,
-                      attempts=row.attempts + 1,
-                      failures=row.failures + (old is not JobState.PREEMPTING))
+                      last_checkpoint_at=None, attempts=row.attempts + 1,
+                      failures=row.failures + (not fault and not preempted),
+                      lost_streak=row.lost_streak + 1 if fault else 0)
+    elif old.holds_resources and new.terminal:
+        values.setdefault("lost_streak", 0)  # an attempt that ended on its own ends a streak
     if new is JobState.SCHEDULED or new.terminal:
         values.setdefault("wait_reasons", None)
         values.setdefault("estimated_start", None)
+    extra = {"end": str(end)} if end is not None else {}
     write(conn, row, now, "state", message or f"{old} -> {new}",
-          {"from": str(old), "to": str(new), **(data or {})}, state=str(new), **values)
+          {"from": str(old), "to": str(new), **extra, **(data or {})}, state=str(new), **values)
+    _history(conn, row, old, new, now, end, values)
+
+
+def _history(conn: Connection, row: Any, old: JobState, new: JobState, now: float,
+             end: End | None, values: dict[str, Any]) -> None:
+    """The ``attempts`` row of the attempt that was bound, launched or ended by this move."""
+    this = (attempts.c.job == row.id) & (attempts.c.attempt == row.attempts)
+    if old is JobState.PENDING and new is JobState.SCHEDULED:
+        conn.execute(insert(attempts).values(job=row.id, attempt=row.attempts, bound_at=now,
+                                             placement=values.get("placement"), reason=""))
+    elif new is JobState.RUNNING and old is not JobState.RUNNING:
+        conn.execute(update(attempts).where(this).values(launched_at=now))
+    elif old.holds_resources and not new.holds_resources:
+        conn.execute(update(attempts).where(this).values(
+            ended_at=now, end=str(end or _end_of(old, new)), exit_code=values.get("exit_code"),
+            reason=values.get("reason") or ""))
+
+
+def _end_of(old: JobState, new: JobState) -> End:
+    """How an attempt ended when the mover did not say."""
+    if new is JobState.PENDING:
+        return End.PREEMPTED if old is JobState.PREEMPTING else End.FAILED
+    return {JobState.SUCCEEDED: End.SUCCEEDED, JobState.CANCELLED: End.CANCELLED}.get(
+        new, End.FAILED)
 
 
 def transition(conn: Connection, job_id: object, new: JobState, now: float,
                expected_version: int | None, exit_code: int | None, reason: str | None,
-               backend_handle: dict[str, Any] | None) -> None:
+               backend_handle: dict[str, Any] | None, end: End | None = None,
+               hold: str | None = None, eligible_at: float | None = None) -> None:
     """A move reported by a backend. A requeue (-> PENDING) of a job whose cancel was requested
-    ends it CANCELLED instead: the user asked for it to stop."""
+    ends it CANCELLED instead: the user asked for it to stop. A requeue may hold the job back
+    (``hold``: why) or make it wait until ``eligible_at`` (a retry's backoff)."""
     row = get(conn, job_id, lock=True)
     if expected_version is not None and row.version != expected_version:
         raise Conflict(f"job {row.id} is at version {row.version}, not {expected_version}")
     if new is JobState.PENDING and row.cancel_requested:
         new, reason = JobState.CANCELLED, reason or "cancelled while being requeued"
+        end = end or End.CANCELLED
     values: dict[str, Any] = {}
     if exit_code is not None:
         values["exit_code"] = exit_code
@@ -265,8 +302,13 @@ def transition(conn: Connection, job_id: object, new: JobState, now: float,
         values["reason"] = reason
     if backend_handle is not None:
         values["backend_handle"] = backend_handle
+    if new is JobState.PENDING:
+        if hold:
+            values["held"] = hold
+        if eligible_at is not None:
+            values["eligible_at"] = eligible_at
     move(conn, row, new, now, data={k: v for k, v in values.items() if k != "backend_handle"},
-         **values)
+         end=end, **values)
 
 
 def request_cancel(conn: Connection, job_id: object, by: str, now: float) -> bool:
@@ -288,6 +330,42 @@ def request_cancel(conn: Connection, job_id: object, by: str, now: float) -> boo
 
 def record(conn: Connection, job_id: object) -> JobRecord:
     return convert.record_from_row(get(conn, job_id))
+
+
+def pending_holds(conn: Connection, now: float) -> dict[str, tuple[str, float | None]]:
+    """Pending jobs held back (``held``) or not yet eligible (``eligible_at`` ahead): id ->
+    (held, eligible_at)."""
+    rows = conn.execute(select(jobs.c.id, jobs.c.held, jobs.c.eligible_at).where(
+        jobs.c.state == str(JobState.PENDING),
+        or_(jobs.c.held != "", jobs.c.eligible_at > now)))
+    return {str(r.id): (r.held, r.eligible_at) for r in rows}
+
+
+def attempt_history(conn: Connection, job_id: object) -> list[AttemptRecord]:
+    key = get(conn, job_id).id
+    return [AttemptRecord(str(r.job), r.attempt, r.bound_at, r.launched_at, r.ended_at,
+                          r.placement, r.end, r.exit_code, r.reason, r.last_checkpoint_at)
+            for r in conn.execute(select(attempts).where(attempts.c.job == key)
+                                  .order_by(attempts.c.attempt))]
+
+
+def hold(conn: Connection, job_id: object, reason: str, by: str, now: float) -> None:
+    """Hold a pending job back from scheduling (``reason`` says why) until it is released."""
+    row = get(conn, job_id, lock=True)
+    if JobState(row.state) is not JobState.PENDING:
+        raise IllegalTransition(f"job {row.id} is {row.state}: only a pending job can be held")
+    if len(reason) > 1000:
+        raise InvalidSpec("reason", "must be at most 1000 characters")
+    write(conn, row, now, "held", f"held by {by}: {reason}", {"by": by, "reason": reason},
+          held=reason or f"held by {by}")
+
+
+def release(conn: Connection, job_id: object, by: str, now: float) -> None:
+    """Let a held job be scheduled again; it starts a new streak of faults."""
+    row = get(conn, job_id, lock=True)
+    if not row.held:
+        raise IllegalTransition(f"job {row.id} is not held")
+    write(conn, row, now, "released", f"released by {by}", {"by": by}, held="", lost_streak=0)
 
 
 def record_handle(conn: Connection, job_id: object, handle: dict[str, Any], now: float) -> None:

@@ -10,7 +10,8 @@
   job's current attempt, from 0: every requeue starts the next one; ``failures`` the requeues
   that spent the restart budget (all but those after a preemption).
 - ``JobFilter`` and ``Page``: listing with keyset pagination; ``after`` is an opaque cursor.
-- ``JobEvent``: one line of a job's history.
+- ``JobEvent``: one line of a job's history; ``AttemptRecord``: one attempt of a job (when it
+  was bound, launched and ended, where, how it ended, its last checkpoint).
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ class JobRecord:
     updated_at: float
     billed_until: float | None = None
     failures: int = 0
+    held: str = ""                      # why it is held back (empty: it is not)
+    lost_streak: int = 0                # attempts in a row lost to faults of the infrastructure
+    eligible_at: float | None = None    # not before then: its start_at, or a retry's backoff
+    last_checkpoint_at: float | None = None
 
     @property
     def id(self) -> str:
@@ -114,3 +119,17 @@ class ApplyResult:
     rejected: tuple[str, ...] = ()
     waiting: tuple[str, ...] = ()
     stale: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    job: str
+    attempt: int
+    bound_at: float
+    launched_at: float | None
+    ended_at: float | None
+    placement: Any                      # as stored: [{"node", "devices": [...]}, ...]
+    end: str | None                     # a ``rota.core.End`` once it ended
+    exit_code: int | None
+    reason: str
+    last_checkpoint_at: float | None

@@ -21,8 +21,15 @@ Why these tables, and why these shapes:
   core ``JobId`` is its decimal string. ``version`` grows by one on every write: updates are
   guarded with ``WHERE version = :read`` so that a concurrent writer's change is never lost.
   ``attempts`` counts every requeue, ``failures`` those that spend the restart budget (all
-  but the requeues after a preemption). ``billed_until`` is the time up to which a running job's GPU use is already in ``usage``, so
-  that a restarted control plane bills the time it was down.
+  but the requeues after a preemption or a fault of the infrastructure), ``lost_streak`` the
+  attempts in a row lost to such faults. ``billed_until`` is the time up to which a running
+  job's GPU use is already in ``usage``, so that a restarted control plane bills the time it
+  was down. ``held`` is why a person or the control plane holds a pending job back (empty:
+  not held); ``eligible_at`` the time before which it may not start (its ``start_at``, or a
+  retry's backoff); ``last_checkpoint_at`` when its running attempt last checkpointed.
+- ``attempts``: one row per attempt of a job (its ``attempts`` number): when it was bound,
+  launched and ended, where it ran, how it ended (``rota.core.End``), its exit code and
+  reason, and its last checkpoint.
 - ``job_events``: an append-only history per job (time, kind, message, data JSON).
 - ``usage``: per project, GPU-seconds already decayed to ``as_of``.
 - ``leases``: named leases with a holder and an expiry; the control loop holds ``control-loop``
@@ -142,6 +149,10 @@ jobs = Table(
     Column("failures", Integer, nullable=False, server_default="0"),
     Column("backend_handle", JSON),
     Column("billed_until", Time),
+    Column("held", Text, nullable=False, server_default=""),
+    Column("lost_streak", Integer, nullable=False, server_default="0"),
+    Column("eligible_at", Time),
+    Column("last_checkpoint_at", Time),
     Column("version", Integer, nullable=False, default=1),
     Column("updated_at", Time, nullable=False),
     Index("ix_jobs_state", "state"),
@@ -149,6 +160,20 @@ jobs = Table(
     Index("ix_jobs_user", "user"),
     Index("ix_jobs_queue", "queue"),
     sqlite_autoincrement=True,
+)
+
+attempts = Table(
+    "attempts", metadata,
+    Column("job", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("bound_at", Time, nullable=False),
+    Column("launched_at", Time),
+    Column("ended_at", Time),
+    Column("placement", JSON),
+    Column("end", String(16)),
+    Column("exit_code", Integer),
+    Column("reason", Text, nullable=False, server_default=""),
+    Column("last_checkpoint_at", Time),
 )
 
 job_events = Table(

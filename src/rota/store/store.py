@@ -31,14 +31,16 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from sqlalchemy import Connection
 
-from rota.core import Flavor, JobId, JobState, Node, Project, Queue
+from rota.core import End, Flavor, JobId, JobState, Node, Project, Queue
 from rota.core import Decisions, Snapshot, Usage
 from rota.store import admin, cycle, jobs, lease
 from rota.store.engine import WRITE, display_url, make_engine, migrate, resolve_url
 from rota.store.authcache import DEFAULT_TTL_S, AuthCache
 from rota.store.errors import Conflict
 from rota.store.group import DEFAULT_MAX_BATCH, GroupCommit
-from rota.store.records import ApplyResult, JobEvent, JobFilter, JobRecord, Page, Submission
+from rota.store.records import (
+    ApplyResult, AttemptRecord, JobEvent, JobFilter, JobRecord, Page, Submission,
+)
 from rota.store.tokens import IssuedToken, Principal, Role, TokenInfo
 
 T = TypeVar("T")
@@ -291,16 +293,42 @@ class Store:
 
     def transition(self, job_id: str, new_state: JobState, *, exit_code: int | None = None,
                    reason: str | None = None, backend_handle: dict[str, Any] | None = None,
-                   expected_version: int | None = None) -> JobRecord:
+                   expected_version: int | None = None, end: End | None = None,
+                   hold: str | None = None, eligible_at: float | None = None) -> JobRecord:
         """A move reported by a backend (RUNNING, SUCCEEDED, FAILED, CANCELLED, or PENDING to
-        requeue with ``attempts + 1``). With ``expected_version`` it is not retried."""
+        requeue with ``attempts + 1``), with how the attempt ended (``end``) and, for a
+        requeue, a ``hold`` or the backoff's ``eligible_at``. With ``expected_version`` it is
+        not retried."""
         def run(conn: Connection) -> JobRecord:
             jobs.transition(conn, job_id, JobState(new_state), self.clock(), expected_version,
-                            exit_code, reason, backend_handle)
+                            exit_code, reason, backend_handle, end, hold, eligible_at)
             return jobs.record(conn, job_id)
         if expected_version is not None:
             with self._write() as conn:
                 return run(conn)
+        return self._retry(run)
+
+    def pending_holds(self, now: float) -> dict[str, tuple[str, float | None]]:
+        """Pending jobs held back or not eligible before a later time: id -> (held,
+        eligible_at)."""
+        with self._read() as conn:
+            return jobs.pending_holds(conn, now)
+
+    def attempts(self, job_id: str) -> list[AttemptRecord]:
+        """Every attempt of the job, first first."""
+        with self._read() as conn:
+            return jobs.attempt_history(conn, job_id)
+
+    def hold(self, job_id: str, reason: str, by: str) -> JobRecord:
+        def run(conn: Connection) -> JobRecord:
+            jobs.hold(conn, job_id, reason, by, self.clock())
+            return jobs.record(conn, job_id)
+        return self._retry(run)
+
+    def release(self, job_id: str, by: str) -> JobRecord:
+        def run(conn: Connection) -> JobRecord:
+            jobs.release(conn, job_id, by, self.clock())
+            return jobs.record(conn, job_id)
         return self._retry(run)
 
     def record_handle(self, job_id: str, handle: dict[str, Any]) -> JobRecord:

@@ -1,0 +1,88 @@
+"""A job's life across attempts, with real processes: every attempt's history (when, where, how
+it ended), faults of the infrastructure that requeue without spending the restart budget, a job
+lost too often in a row held until released, and the backoff between failed runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from controlkit import drive, python, state_is, submit, wait_until, workdir
+from rota.backends.procs import read_json
+from rota.core import End, JobState as S, ReasonCode
+
+# runs until a file named after its attempt appears: 'go-0', 'go-1', ...
+WAITER = ("import os, time\n"
+          "open('started-' + os.environ['ROTA_ATTEMPT'], 'w').close()\n"
+          "while not os.path.exists('go-' + os.environ['ROTA_ATTEMPT']): time.sleep(0.02)\n")
+
+
+def kill_supervisor(store, job: str, data_dir: Path) -> None:
+    """The replica's supervisor dies without a word (as when its node fails), and its command
+    with it: the backend reports the replica lost."""
+    rec = store.get_job(job)
+    ref = rec.backend_handle["replicas"][0]["ref"]
+    child = wait_until(lambda: read_json(Path(ref["dir"]) / "child.json"), "the command")
+    os.kill(ref["pid"], signal.SIGKILL)
+    os.killpg(child["pid"], signal.SIGKILL)
+
+
+def test_a_lost_replica_is_requeued_without_spending_the_budget(store, loop, data_dir):
+    """max_retries 0: a failure would end the job, a lost node does not."""
+    job = submit(store, python(WAITER))
+    drive(loop, lambda: (workdir(data_dir, job) / "started-0").exists(), "attempt 0 to run")
+    kill_supervisor(store, job, data_dir)
+    rec = drive(loop, lambda: store.get_job(job).attempts == 1 and store.get_job(job),
+                "the job to be requeued")
+    assert rec.failures == 0 and rec.lost_streak == 1
+    assert store.attempts(job)[0].reason.startswith("requeued (node-lost): replica 0 was lost")
+    (workdir(data_dir, job) / "go-1").write_text("")
+    done = drive(loop, state_is(store, job, S.SUCCEEDED), "attempt 1 to succeed")
+    assert done.lost_streak == 0  # a run that ended on its own ends the streak
+    history = store.attempts(job)
+    assert [(a.attempt, a.end) for a in history] == [(0, End.NODE_LOST), (1, End.SUCCEEDED)]
+    assert all(a.bound_at <= a.launched_at <= a.ended_at for a in history)
+    assert history[0].placement[0]["node"] == "n1"
+
+
+def test_a_job_lost_three_times_in_a_row_is_held_until_released(store, loop, data_dir):
+    job = submit(store, python(WAITER))
+    for attempt in range(3):
+        drive(loop, lambda: (workdir(data_dir, job) / f"started-{attempt}").exists(),
+              f"attempt {attempt} to run")
+        kill_supervisor(store, job, data_dir)
+        drive(loop, lambda: store.get_job(job).attempts == attempt + 1, "the requeue")
+    rec = store.get_job(job)
+    assert rec.state is S.PENDING and rec.held.startswith("lost 3 times in a row (node-lost")
+    assert f"rota release {job}" in rec.held
+    for _ in range(3):
+        loop.step()
+    rec = store.get_job(job)
+    assert rec.state is S.PENDING and rec.wait_reasons[0].code is ReasonCode.HELD
+    store.release(job, by="alice")
+    (workdir(data_dir, job) / "go-3").write_text("")
+    drive(loop, state_is(store, job, S.SUCCEEDED), "the released job to run and succeed")
+    assert [e.kind for e in store.events(job)].count("released") == 1
+
+
+def test_a_failed_run_is_retried_after_a_backoff_that_doubles(store, loop, data_dir, clock):
+    """backoff 10 s: the first retry waits 10 s, the second 20 s."""
+    job = submit(store, python("raise SystemExit(2)"), restart={"max_retries": 2,
+                                                                "backoff_s": 10.0})
+    requeued = drive(loop, lambda: (r := store.get_job(job)).attempts == 1 and r,
+                     "the first failure")
+    assert requeued.eligible_at == clock.now() + 10
+    for _ in range(3):
+        loop.step()
+    waiting = store.get_job(job)
+    assert waiting.state is S.PENDING and waiting.wait_reasons[0].code is ReasonCode.NOT_BEFORE
+    assert waiting.estimated_start == requeued.eligible_at
+    clock.advance(10)
+    second = drive(loop, lambda: (r := store.get_job(job)).attempts == 2 and r,
+                   "the second failure")
+    assert second.eligible_at == clock.now() + 20
+    clock.advance(20)
+    done = drive(loop, state_is(store, job, S.FAILED), "the last retry to fail")
+    assert [a.end for a in store.attempts(job)] == [End.FAILED] * 3
+    assert done.reason == "replica 0 exited with code 2 (after 2 retries)"
