@@ -23,7 +23,7 @@ from rota.api.errors import Forbidden
 from rota.api.admin_routes import add_admin_routes
 from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader
-from rota.api.models import event_view, job_view
+from rota.api.models import attempt_view, event_view, job_view
 from rota.api.submit import parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
 from rota.core import InvalidSpec, JobState
@@ -54,6 +54,11 @@ class UserBody(BaseModel):
 class UserChange(BaseModel):
     model_config = ConfigDict(extra="forbid")
     unix_user: str | None  # None: back to the account named like the user
+
+
+class HoldBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = ""
 
 
 class TokenBody(BaseModel):
@@ -198,15 +203,32 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
 
     @app.get("/v1/jobs/{job_id}")
     def show(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
-        """The job, and whether its queue still admits its project: true, false (the binding
-        changed after it was accepted; it stays), or null (the queue was deleted)."""
+        """The job, whether its queue still admits its project (true; false: the binding
+        changed after it was accepted, and it stays; null: the queue was deleted), and the
+        history of its attempts."""
         rec = visible_job(job_id, who)
         bindings = store.bindings()
         admits = None
         if rec.job.queue in bindings:
             bound = bindings[rec.job.queue]
             admits = bound is None or rec.job.project in bound
-        return {**job_view(rec), "queue_admits_project": admits}
+        return {**job_view(rec), "queue_admits_project": admits,
+                "history": [attempt_view(a) for a in store.attempts(job_id)]}
+
+    @app.post("/v1/jobs/{job_id}/hold")
+    def hold(job_id: str, body: HoldBody = Body(HoldBody()),
+             who: Principal = Depends(principal)) -> dict[str, Any]:
+        """Keep a pending job from being scheduled until it is released."""
+        visible_job(job_id, who)
+        return job_view(store.hold(job_id, body.reason, by=who.user))
+
+    @app.post("/v1/jobs/{job_id}/release")
+    def release(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
+        """Let a held job be scheduled again."""
+        visible_job(job_id, who)
+        rec = store.release(job_id, by=who.user)
+        changed()
+        return job_view(rec)
 
     @app.post("/v1/jobs/{job_id}/cancel")
     def cancel(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
