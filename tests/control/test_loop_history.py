@@ -86,3 +86,29 @@ def test_a_failed_run_is_retried_after_a_backoff_that_doubles(store, loop, data_
     done = drive(loop, state_is(store, job, S.FAILED), "the last retry to fail")
     assert [a.end for a in store.attempts(job)] == [End.FAILED] * 3
     assert done.reason == "replica 0 exited with code 2 (after 2 retries)"
+
+
+CHECKPOINTER = ("import os, signal, time\n"
+                "def saved(*_):\n"
+                "    open('checkpointed', 'w').close()\n"
+                "signal.signal(signal.SIGUSR1, saved)\n"
+                "open('started-0', 'w').close()\n"
+                "while True: time.sleep(0.02)\n")
+
+
+def test_walltime_sends_the_checkpoint_signal_before_the_limit_and_stops_at_it(
+        store, loop, data_dir, clock):
+    """walltime 60 s, grace 10 s, checkpoint on SIGUSR1: the signal at 50 s, the stop at 60 s."""
+    job = submit(store, python(CHECKPOINTER), grace_s=10, walltime_s=60,
+                 checkpoint={"signal": "SIGUSR1"})
+    drive(loop, lambda: (workdir(data_dir, job) / "started-0").exists(), "the job to run")
+    clock.advance(45)
+    loop.step()
+    assert not (workdir(data_dir, job) / "checkpointed").exists()
+    clock.advance(6)  # 51 s: within the last 10 s
+    drive(loop, lambda: (workdir(data_dir, job) / "checkpointed").exists(),
+          "the checkpoint signal")
+    clock.advance(10)  # 61 s: past the limit
+    rec = drive(loop, state_is(store, job, S.FAILED), "the job to be stopped")
+    assert rec.reason == "walltime: stopped at its limit of 60 s"
+    assert [a.end for a in store.attempts(job)] == [End.WALLTIME]

@@ -67,7 +67,7 @@ CASES = [
      Verdict(S.CANCELLED, 3, "cancelled on request", end=E.CANCELLED)),
     # deadline 100, now 50: within the grace period
     ("victim-gets-the-checkpoint-signal", view(S.PREEMPTING, RUN, preempt_deadline=100),
-     Verdict(checkpoint=True)),
+     Verdict(checkpoint="preemption")),
     # deadline 40, now 50: grace over
     ("victim-past-its-deadline-is-stopped", view(S.PREEMPTING, RUN, preempt_deadline=40),
      Verdict(stop_grace_s=0.0)),
@@ -75,6 +75,23 @@ CASES = [
      Verdict(S.PENDING, reason="requeued: preempted for 9", end=E.PREEMPTED)),
     ("victim-that-finished-succeeds", view(S.PREEMPTING, OK),
      Verdict(S.SUCCEEDED, 0, "finished during its preemption grace period", end=E.SUCCEEDED)),
+    # walltime 100 from 0, grace 30: now 50 is before 70, nothing to do
+    ("walltime-ahead", view(S.RUNNING, RUN, started_at=0, walltime_s=100, grace_s=30), Verdict()),
+    # from 20 (limit 120): the signal comes at 120 - 30 = 90; 50 is before it
+    ("walltime-not-yet-its-signal", view(S.RUNNING, RUN, started_at=20, walltime_s=100,
+                                         grace_s=30), Verdict()),
+    # from -30 (limit 70): 50 is within the last 30 s: the checkpoint signal
+    ("walltime-signal-before-the-limit", view(S.RUNNING, RUN, started_at=-30, walltime_s=100,
+                                              grace_s=30), Verdict(checkpoint="walltime")),
+    # from -60 (limit 40): past it, stopped
+    ("walltime-reached-stops", view(S.RUNNING, RUN, started_at=-60, walltime_s=100),
+     Verdict(stop_grace_s=5.0)),
+    ("walltime-stopped-fails-with-its-end", view(S.RUNNING, ReplicaStatus(0, R.EXITED, 143),
+                                                 started_at=-60, walltime_s=100),
+     Verdict(S.FAILED, 143, "walltime: stopped at its limit of 100 s", end=E.WALLTIME)),
+    ("walltime-success-at-the-limit-is-a-success",
+     view(S.RUNNING, OK, started_at=-60, walltime_s=100),
+     Verdict(S.SUCCEEDED, 0, "", end=E.SUCCEEDED)),
 ]
 
 

@@ -74,7 +74,7 @@ class Reconciler:
         self.account = account
         self.since = since  # when this process took over
         self.handles: dict[str, Handle] = {}
-        self.signalled: set[str] = set()
+        self.signalled: dict[str, set[str]] = {}  # job -> why it got the checkpoint signal
         self.kill_at: dict[str, float] = {}
         self.billed_until: dict[str, float] = {}
         self.usage: dict[str, float] = {}  # project -> GPU-seconds not yet stored
@@ -99,8 +99,9 @@ class Reconciler:
     def _judge(self, rec: JobRecord, handle: Handle, status: Status, now: float,
                report: PassReport) -> None:
         verdict = judge(self._view(rec, status), now)
-        if verdict.checkpoint and rec.id not in self.signalled:
-            self.signalled.add(rec.id)
+        sent = self.signalled.setdefault(rec.id, set())
+        if verdict.checkpoint and verdict.checkpoint not in sent:
+            sent.add(verdict.checkpoint)
             self.backend.signal(handle, _spec(rec).checkpoint_signal)
         if verdict.stop_grace_s is not None:
             self._stop(rec.id, handle, verdict.stop_grace_s, now)
@@ -175,7 +176,7 @@ class Reconciler:
         grace = spec.grace_s if spec.grace_s is not None else rec.job.grace_s
         return JobView(rec.state, status, rec.cancel_requested, rec.preempt_deadline,
                        rec.reason, failures, spec.max_retries, grace, rec.lost_streak,
-                       spec.backoff_s, rec.id)
+                       spec.backoff_s, rec.id, rec.job.started_at, rec.job.walltime_s)
 
     def _stop(self, job_id: str, handle: Handle, grace_s: float, now: float) -> None:
         if job_id not in self.kill_at:
@@ -206,9 +207,8 @@ class Reconciler:
             self.forget(rec.id)
 
     def forget(self, job_id: str) -> None:
-        for table in (self.handles, self.kill_at, self.billed_until):
+        for table in (self.handles, self.kill_at, self.billed_until, self.signalled):
             table.pop(job_id, None)
-        self.signalled.discard(job_id)
 
     def _failures(self, rec: JobRecord) -> int:
         """Earlier attempts that spent the restart budget: every requeue but preemptions."""

@@ -18,6 +18,10 @@ before it is judged, so that no process outlives its job.
    at once; nothing runs -> requeue (PENDING). A preemption does not use the restart budget.
 3. Running: a SCHEDULED job becomes RUNNING. A gang whose replica failed while others still
    run is stopped (its peers cannot go on without it), then judged when all have ended.
+   Walltime, as Slurm's ``--time`` with ``--signal``: ``grace_s`` before the limit
+   (``started_at + walltime_s``) the job gets its checkpoint signal; at the limit it is
+   stopped (SIGTERM, SIGKILL ``WALLTIME_KILL_WAIT_S`` later). A job that ends at or after its
+   limit without succeeding ends FAILED with the end ``walltime``; it is not retried.
 4. All exited 0 -> SUCCEEDED. A lost replica (its node, supervisor or GPU failed: no exit
    code) is a fault of the infrastructure, not the job's: requeue without spending the restart
    budget, end ``node-lost`` (or ``gpu-unhealthy``); the ``MAX_LOST_IN_A_ROW``-th loss in a
@@ -43,6 +47,7 @@ RETRY_PREFIX = "retry "
 EXIT_CANNOT_START = 127
 MAX_LOST_IN_A_ROW = 3
 MAX_BACKOFF_S = 600.0
+WALLTIME_KILL_WAIT_S = 5.0  # from SIGTERM at the limit to SIGKILL (Slurm's KillWait)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,15 @@ class JobView:
     lost_streak: int = 0       # attempts before this one lost in a row to faults
     backoff_s: float = 10.0    # the first retry's wait; each further one doubles it
     job_id: str = ""           # for the advice in a held job's reason
+    started_at: float | None = None
+    walltime_s: float | None = None
+
+    @property
+    def limit(self) -> float | None:
+        """When the walltime runs out; None without a walltime."""
+        if self.started_at is None or self.walltime_s is None:
+            return None
+        return self.started_at + self.walltime_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +81,7 @@ class Verdict:
     move: JobState | None = None
     exit_code: int | None = None
     reason: str | None = None
-    checkpoint: bool = False         # send the job's checkpoint signal (once)
+    checkpoint: str | None = None    # send the checkpoint signal (once per purpose: why)
     stop_grace_s: float | None = None  # stop the processes, SIGKILL after this grace (once)
     end: End | None = None           # how the attempt ended, with a move out of holding
     hold: str | None = None          # a requeue that holds the job back: why
@@ -93,10 +107,24 @@ def judge(view: JobView, now: float) -> Verdict:
             return Verdict(stop_grace_s=view.grace_s)
         if view.state is JobState.SCHEDULED:
             return Verdict(JobState.RUNNING, reason="")
-        return KEEP
+        return _walltime(view, now)
     if status.succeeded:
         return Verdict(JobState.SUCCEEDED, 0, "", end=End.SUCCEEDED)
+    limit = view.limit
+    if limit is not None and now >= limit:
+        return Verdict(JobState.FAILED, _exit_code(status),
+                       f"walltime: stopped at its limit of {view.walltime_s:g} s",
+                       end=End.WALLTIME)
     return _failed(view)
+
+
+def _walltime(view: JobView, now: float) -> Verdict:
+    limit = view.limit
+    if limit is None or now < limit - view.grace_s:
+        return KEEP
+    if now < limit:
+        return Verdict(checkpoint="walltime")
+    return Verdict(stop_grace_s=WALLTIME_KILL_WAIT_S)
 
 
 def _preempting(view: JobView, running: bool, now: float) -> Verdict:
@@ -106,7 +134,7 @@ def _preempting(view: JobView, running: bool, now: float) -> Verdict:
     if running:
         if view.preempt_deadline is not None and now >= view.preempt_deadline:
             return Verdict(stop_grace_s=0.0)
-        return Verdict(checkpoint=True)
+        return Verdict(checkpoint="preemption")
     why = view.preempt_reason or "preempted"
     return Verdict(JobState.PENDING, reason=f"requeued: {why}", end=End.PREEMPTED)
 
