@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from fastapi import Body, Depends, FastAPI, Header, Query, Response
+from fastapi import Body, Depends, FastAPI, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict
 
@@ -90,14 +90,32 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             except Exception:  # the change is durable; a failed wake-up only delays it
                 log.exception("on_change failed")
 
-    async def principal(authorization: str | None = Header(None)) -> Principal:
+    async def principal(request: Request,
+                        authorization: str | None = Header(None)) -> Principal:
         """Answered from the store's cache on the event loop when it can be; a lookup in the
-        database runs on a worker thread."""
+        database runs on a worker thread. A job's own token reaches only ``JOB_ROUTES`` of its
+        job."""
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise Unauthenticated("send Authorization: Bearer <token>")
         token = token.strip()
-        return store.cached_principal(token) or await run_in_threadpool(store.authenticate, token)
+        who = store.cached_principal(token) or await run_in_threadpool(store.authenticate, token)
+        if who.job is not None:
+            await run_in_threadpool(_job_token_alive, who)
+            if not _job_may(request, who.job):
+                raise Forbidden(f"the token of job {who.job} may only read that job and report "
+                                "its checkpoints")
+        return who
+
+    def _job_token_alive(who: Principal) -> None:
+        """A job token is good while its attempt runs (the cache may not have seen it end)."""
+        try:
+            rec = store.get_job(who.job or "")
+        except NotFound:
+            rec = None
+        if rec is None or rec.attempts != who.attempt or not rec.state.holds_resources:
+            raise Unauthenticated(f"attempt {who.attempt} of job {who.job} has ended, and its "
+                                  "token with it")
 
     def operator(who: Principal = Depends(principal)) -> Principal:
         if not who.operator:
@@ -152,6 +170,9 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     @app.post("/v1/tokens", status_code=201)
     def issue_token(body: TokenBody, who: Principal = Depends(principal)) -> dict[str, Any]:
         user = body.user or who.user
+        if body.role is Role.JOB:
+            raise InvalidSpec("role", "job tokens are issued by the control plane, one per "
+                              "attempt of a job; choose member or operator")
         if not who.operator and (user != who.user or body.role is Role.OPERATOR):
             raise Forbidden("a member may issue only member tokens for itself")
         issued = store.issue_token(user, body.name, body.role)
@@ -215,6 +236,14 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         return {**job_view(rec), "queue_admits_project": admits,
                 "history": [attempt_view(a) for a in store.attempts(job_id)]}
 
+    @app.post("/v1/jobs/{job_id}/checkpoint")
+    def checkpoint(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
+        """The job's running attempt has just saved a checkpoint: victim choice counts only
+        the work since then as lost. From inside the job: ``rota checkpoint``, or this route
+        with ``$ROTA_URL`` and ``$ROTA_TOKEN`` (the attempt's own token)."""
+        visible_job(job_id, who)
+        return job_view(store.record_checkpoint(job_id, who.attempt))
+
     @app.post("/v1/jobs/{job_id}/hold")
     def hold(job_id: str, body: HoldBody = Body(HoldBody()),
              who: Principal = Depends(principal)) -> dict[str, Any]:
@@ -246,6 +275,16 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     add_admin_routes(app, store, clock, principal, operator, changed)
     add_io_routes(app, store, principal, visible_job, uploads, read_log, log_poll_s)
     return app
+
+
+JOB_ROUTES = (("GET", "/v1/whoami"), ("GET", "/v1/jobs/{job}"),
+              ("GET", "/v1/jobs/{job}/events"), ("POST", "/v1/jobs/{job}/checkpoint"))
+
+
+def _job_may(request: Request, job: str) -> bool:
+    """Whether a job token of ``job`` may make ``request`` (``JOB_ROUTES``)."""
+    return any(request.method == method and request.url.path == path.format(job=job)
+               for method, path in JOB_ROUTES)
 
 
 def _states(values: list[str] | None) -> frozenset[JobState] | None:

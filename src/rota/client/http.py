@@ -161,6 +161,9 @@ class Client:
     def hold(self, job_id: str, reason: str = "") -> dict[str, Any]:
         return self._json("POST", f"/v1/jobs/{_segment(job_id)}/hold", json={"reason": reason})
 
+    def checkpoint(self, job_id: str) -> dict[str, Any]:
+        return self._json("POST", f"/v1/jobs/{_segment(job_id)}/checkpoint")
+
     def release(self, job_id: str) -> dict[str, Any]:
         return self._json("POST", f"/v1/jobs/{_segment(job_id)}/release")
 

@@ -72,7 +72,8 @@ class ControlLoop:
                  clock: Clock | None = None, interval_s: float = 2.0,
                  lease: LeaseKeeper | None = None,
                  on_lease_lost: Callable[[], None] = lambda: None,
-                 accounts: Accounts | None = None, inventory_s: float = 10.0) -> None:
+                 accounts: Accounts | None = None, inventory_s: float = 10.0,
+                 api_url: str | None = None) -> None:
         self.store, self.backend, self.policy = store, backend, policy
         self.clock = clock or SystemClock()
         self.interval_s = interval_s
@@ -80,7 +81,7 @@ class ControlLoop:
         self.accounts = accounts
         self.inventory = InventorySync(store, backend, inventory_s)
         self.reconciler = Reconciler(store, backend, Path(data_dir).resolve(), self.clock.now(),
-                                     account=self._run_as)
+                                     account=self._run_as, api_url=api_url)
         self.passes = 0
         self.last_error: str | None = None
         self._written_waits: dict[str, Any] = {}  # job -> (reasons, estimate) last applied

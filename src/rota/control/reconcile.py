@@ -41,7 +41,7 @@ from typing import Any, Callable
 from rota.backends.base import (
     Backend, BackendError, Handle, LaunchSpec, ReplicaState, ReplicaStatus, RunAs, Status,
 )
-from rota.control.runspec import RunSpec, parse_run, prepare_workdir
+from rota.control.runspec import RunSpec, parse_run, prepare_checkpoints, prepare_workdir
 from rota.control.verdict import JobView, Verdict, judge
 from rota.core import MILLI, End, IllegalTransition, InvalidSpec, JobState, RotaError
 from rota.store import Conflict, JobRecord, NotFound, Store
@@ -66,12 +66,15 @@ class PassReport:
 
 class Reconciler:
     """``account`` names the OS account a job runs as (``rota.control.accounts``); without
-    one, jobs run as the control plane's own account."""
+    one, jobs run as the control plane's own account. With ``api_url``, each attempt gets
+    ``ROTA_URL`` and a token of its own (``Store.issue_job_token``)."""
 
     def __init__(self, store: Store, backend: Backend, data_dir: Path, since: float,
-                 account: Callable[[JobRecord], RunAs | None] = lambda rec: None) -> None:
+                 account: Callable[[JobRecord], RunAs | None] = lambda rec: None,
+                 api_url: str | None = None) -> None:
         self.store, self.backend, self.data_dir = store, backend, data_dir
         self.account = account
+        self.api_url = api_url  # where jobs reach the API; None: they get no token
         self.since = since  # when this process took over
         self.handles: dict[str, Handle] = {}
         self.signalled: dict[str, set[str]] = {}  # job -> why it got the checkpoint signal
@@ -226,11 +229,16 @@ class Reconciler:
             spec = parse_run(rec.run)
             run_as = self.account(rec)
             workdir = prepare_workdir(spec, self.data_dir, rec.id, run_as)
+            checkpoints = prepare_checkpoints(spec, self.data_dir, rec.id, workdir, run_as)
             assert rec.job.placement is not None
-            handle = self.backend.launch(
-                rec.job, rec.job.placement,
-                LaunchSpec(spec.command, str(workdir), _env(spec, rec), run_as),
-                attempt=rec.attempts)
+            # an attempt that started before (a crash before its handle was saved) keeps its
+            # token; only a new one gets one, replacing a never-used one of the same name
+            handle = self.backend.recover(rec.job, rec.job.placement, rec.attempts)
+            if handle is None:
+                env = {**_env(spec, rec, checkpoints), **self._api_access(rec)}
+                handle = self.backend.launch(
+                    rec.job, rec.job.placement,
+                    LaunchSpec(spec.command, str(workdir), env, run_as), attempt=rec.attempts)
         except InvalidSpec as exc:
             where = exc.field if exc.field.startswith("run") else f"run.{exc.field}"
             self._move(rec, Verdict(JobState.FAILED, reason=(
@@ -240,6 +248,14 @@ class Reconciler:
             self._launch_failed(rec, exc, report)
             return
         self._launched(rec, handle, now, report)
+
+    def _api_access(self, rec: JobRecord) -> dict[str, str]:
+        """``ROTA_URL`` and ``ROTA_TOKEN``: the API and the attempt's own token, with which
+        the job reads itself and reports its checkpoints (``rota checkpoint``)."""
+        if self.api_url is None:
+            return {}
+        return {"ROTA_URL": self.api_url,
+                "ROTA_TOKEN": self.store.issue_job_token(rec.id, rec.attempts)}
 
     def _launched(self, rec: JobRecord, handle: Handle, now: float, report: PassReport) -> None:
         try:
@@ -318,11 +334,10 @@ def _spec(rec: JobRecord) -> RunSpec:
         return RunSpec(command=("true",))
 
 
-def _env(spec: RunSpec, rec: JobRecord) -> dict[str, str]:
+def _env(spec: RunSpec, rec: JobRecord, checkpoints: Path) -> dict[str, str]:
     env: dict[str, Any] = dict(spec.env)
     env["ROTA_ATTEMPT"] = str(rec.attempts)
-    if spec.checkpoint_dir is not None:
-        env["ROTA_CHECKPOINT_DIR"] = spec.checkpoint_dir
+    env["ROTA_CHECKPOINT_DIR"] = str(checkpoints)
     return env
 
 

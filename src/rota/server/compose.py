@@ -124,7 +124,8 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         setup.write_credentials(setup.credentials_path(), url, token)
         accounts = Accounts(store.unix_users)
         loop = ControlLoop(store, backend, config.policy, directory,
-                           interval_s=config.interval_s, lease=keeper, accounts=accounts)
+                           interval_s=config.interval_s, lease=keeper, accounts=accounts,
+                           api_url=url)
         return ControlPlane(config, lock, store, loop, accounts, sock, url, token, issued,
                             operator, cordoned)
     except BaseException:

@@ -70,7 +70,8 @@ class NodeRecord:
     reason: str
     cordoned: bool = False  # by the operator (``node.schedulable`` is also false on a problem)
 from rota.store.tokens import (
-    PREFIX, IssuedToken, Principal, Role, TokenInfo, display, new_token, token_hash,
+    JOB_TOKEN, PREFIX, IssuedToken, Principal, Role, TokenInfo, display, job_of, new_token,
+    token_hash,
 )
 
 
@@ -204,7 +205,23 @@ def authenticate(conn: Connection, token: object) -> Principal:
         api_tokens.c.token_hash == token_hash(token), api_tokens.c.revoked_at.is_(None))).first()
     if row is None:
         raise Unauthenticated("unknown or revoked token")
-    return Principal(row.user, Role(row.role), projects_of(conn, row.user), row.name)
+    role = Role(row.role)
+    if role is Role.JOB:
+        found = job_of(row.name)
+        if found is None:
+            raise Unauthenticated("malformed job token")
+        return Principal(row.user, role, projects_of(conn, row.user), row.name, *found)
+    return Principal(row.user, role, projects_of(conn, row.user), row.name)
+
+
+def issue_job_token(conn: Connection, user: str, job_id: str, attempt: int,
+                    now: float) -> IssuedToken:
+    """The token of one attempt of a job (a launch that never started may have left one of
+    the same name: it is replaced)."""
+    name = JOB_TOKEN.format(job=job_id, attempt=attempt)
+    conn.execute(delete(api_tokens).where(api_tokens.c.user == user, api_tokens.c.name == name))
+    return issue_token(conn, user, name, Role.JOB, now)
+
 
 
 def put_flavor(conn: Connection, flavor: Flavor) -> None:

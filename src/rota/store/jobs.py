@@ -27,7 +27,10 @@ from rota.core import (
 from rota.store import convert
 from rota.store.errors import Conflict, NotFound, QueueNotAllowed
 from rota.store.records import AttemptRecord, JobEvent, JobFilter, JobRecord, Page, Submission
-from rota.store.schema import attempts, job_events, jobs, memberships, projects, queues, users
+from rota.store.schema import (
+    api_tokens, attempts, job_events, jobs, memberships, projects, queues, users,
+)
+from rota.store.tokens import JOB_TOKEN
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 MAX_PAGE = 1000
@@ -272,6 +275,10 @@ def _history(conn: Connection, row: Any, old: JobState, new: JobState, now: floa
         conn.execute(update(attempts).where(this).values(
             ended_at=now, end=str(end or _end_of(old, new)), exit_code=values.get("exit_code"),
             reason=values.get("reason") or ""))
+        conn.execute(update(api_tokens).where(  # the attempt's own token dies with it
+            api_tokens.c.user == row.user,
+            api_tokens.c.name == JOB_TOKEN.format(job=row.id, attempt=row.attempts),
+            api_tokens.c.revoked_at.is_(None)).values(revoked_at=now))
 
 
 def _end_of(old: JobState, new: JobState) -> End:
@@ -347,6 +354,20 @@ def attempt_history(conn: Connection, job_id: object) -> list[AttemptRecord]:
                           r.placement, r.end, r.exit_code, r.reason, r.last_checkpoint_at)
             for r in conn.execute(select(attempts).where(attempts.c.job == key)
                                   .order_by(attempts.c.attempt))]
+
+
+def record_checkpoint(conn: Connection, job_id: object, attempt: int | None, now: float) -> None:
+    """The running attempt (``attempt``, when the caller names one) has just checkpointed."""
+    row = get(conn, job_id, lock=True)
+    if not JobState(row.state).holds_resources:
+        raise IllegalTransition(f"job {row.id} is {row.state}: only a running job checkpoints")
+    if attempt is not None and attempt != row.attempts:
+        raise IllegalTransition(f"attempt {attempt} of job {row.id} has ended")
+    write(conn, row, now, "checkpoint", f"attempt {row.attempts} checkpointed",
+          {"attempt": row.attempts}, last_checkpoint_at=now)
+    conn.execute(update(attempts).where((attempts.c.job == row.id)
+                                        & (attempts.c.attempt == row.attempts))
+                 .values(last_checkpoint_at=now))
 
 
 def hold(conn: Connection, job_id: object, reason: str, by: str, now: float) -> None:

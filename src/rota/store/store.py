@@ -163,6 +163,13 @@ class Store:
         with self._write() as conn:
             return admin.issue_token(conn, user, name, role, self.clock())
 
+    def issue_job_token(self, job_id: str, attempt: int) -> str:
+        """A token for attempt ``attempt`` of the job, acting for its owner on that job only
+        (it reads the job and reports its checkpoints); revoked when the attempt ends."""
+        with self._write() as conn:
+            user = jobs.get(conn, job_id).user
+            return admin.issue_job_token(conn, user, job_id, attempt, self.clock()).token
+
     def list_tokens(self, user: str | None = None) -> list[TokenInfo]:
         with self._read() as conn:
             return admin.list_tokens(conn, user)
@@ -318,6 +325,12 @@ class Store:
         """Every attempt of the job, first first."""
         with self._read() as conn:
             return jobs.attempt_history(conn, job_id)
+
+    def record_checkpoint(self, job_id: str, attempt: int | None = None) -> JobRecord:
+        def run(conn: Connection) -> JobRecord:
+            jobs.record_checkpoint(conn, job_id, attempt, self.clock())
+            return jobs.record(conn, job_id)
+        return self._retry(run)
 
     def hold(self, job_id: str, reason: str, by: str) -> JobRecord:
         def run(conn: Connection) -> JobRecord:
