@@ -9,8 +9,13 @@ import signal
 from pathlib import Path
 
 from controlkit import drive, python, state_is, submit, wait_until, workdir
+from fake_nvml import FakeGpu, initialised
+from rota.backends.local import LocalBackend
+from rota.backends.nvml import Nvml
 from rota.backends.procs import read_json
+from rota.control import ControlLoop
 from rota.core import End, JobState as S, ReasonCode
+from rota.scheduler import build_policy
 
 # runs until a file named after its attempt appears: 'go-0', 'go-1', ...
 WAITER = ("import os, time\n"
@@ -112,3 +117,35 @@ def test_walltime_sends_the_checkpoint_signal_before_the_limit_and_stops_at_it(
     rec = drive(loop, state_is(store, job, S.FAILED), "the job to be stopped")
     assert rec.reason == "walltime: stopped at its limit of 60 s"
     assert [a.end for a in store.attempts(job)] == [End.WALLTIME]
+
+
+def test_a_job_on_a_gpu_that_turns_unhealthy_is_requeued_elsewhere(store, data_dir, clock):
+    """XID 79 on its GPU: the job is stopped and requeued (its budget untouched), the GPU is
+    marked unhealthy with the reason, and the job runs again on another GPU."""
+    (n1, _, _), = store.list_nodes()
+    fake = initialised([FakeGpu(bus=0x17 + k) for k in range(len(n1.devices))])
+    backend = LocalBackend(data_dir, node=n1, nvml=Nvml(fake))
+    loop = ControlLoop(store, backend, build_policy("default"), data_dir, clock=clock,
+                       inventory_s=1.0)
+    backend.watch(loop.wake)
+    try:
+        job = submit(store, python(WAITER))
+        drive(loop, lambda: (workdir(data_dir, job) / "started-0").exists(), "attempt 0 to run")
+        (first,) = [d.index for d in store.get_job(job).job.placement.replicas[0].devices]
+        fake.inject_xid(first, 79)
+        rec = drive(loop, lambda: store.get_job(job).attempts == 1 and store.get_job(job),
+                    "the requeue", tick=lambda: clock.advance(1))
+        assert rec.failures == 0
+        assert store.attempts(job)[0].end == End.GPU_UNHEALTHY
+        (workdir(data_dir, job) / "go-1").write_text("")
+        done = drive(loop, state_is(store, job, S.SUCCEEDED), "attempt 1 to succeed",
+                     tick=lambda: clock.advance(1))
+        (second,) = [d.index for d in store.attempts(job)[1].placement[0]["devices"]]
+        assert second != first
+        (stored, _, _), = store.list_nodes()
+        sick = stored.devices[first]
+        assert (sick.healthy, sick.problem) == (False, "XID 79 reported by the driver")
+        assert done.state is S.SUCCEEDED
+    finally:
+        backend.unwatch()
+        loop.stop()

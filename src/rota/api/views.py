@@ -90,7 +90,8 @@ def nodes_view(records: list[NodeRecord], snapshot: Snapshot, may_see: Callable[
                           "cpu_milli": f.cpu_milli, "memory_mib": f.memory_mib,
                           "gpus": len(f.devices)} for f in n.foreign],
              "gpus": [{"index": d.index, "model": d.model, "memory_mib": d.memory_mib,
-                       "healthy": d.healthy, "allocations": held.get((n.name, d.index), [])}
+                       "healthy": d.healthy, "problem": d.problem,
+                       "allocations": held.get((n.name, d.index), [])}
                       for d in n.devices],
              "backend": r.backend, "last_seen": r.last_seen}
             for r in records for n in [r.node]]

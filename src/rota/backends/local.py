@@ -47,7 +47,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import quote
 
@@ -58,13 +58,14 @@ from rota.backends.base import (
 from rota.backends.exits import ExitWatcher
 from rota.backends.env import ReplicaContext, account_env, check_job_env, inherited, replica_env
 from rota.backends.gpus import local_node
+from rota.backends.health import GpuHealth
 from rota.backends.nvml import Nvml
 from rota.backends.procs import (
     boot_id, claim_json, is_running, make_dirs, read_json, signal_group, signal_pid,
     start_ticks, write_json_atomic,
 )
 from rota.backends.shim import CLAIM, FORWARDED
-from rota.core import InvalidSpec, Job, Node, Placement, ReplicaPlacement
+from rota.core import End, InvalidSpec, Job, Node, Placement, ReplicaPlacement
 
 JOB_UMASK = 0o022  # what a job's own files get, whatever the control plane's umask is
 LOG_CHUNK = 64 * 1024
@@ -141,7 +142,8 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, data_dir: str | Path, node: Node | None = None, nvml: Nvml | None = None,
-                 *, master_addr: str = "127.0.0.1", device_ids: str = "index") -> None:
+                 *, master_addr: str = "127.0.0.1", device_ids: str = "index",
+                 health: GpuHealth | None = None) -> None:
         if device_ids not in ("index", "uuid"):
             raise InvalidSpec("device_ids", f"must be index or uuid, got {device_ids!r}")
         self.data_dir = Path(data_dir).resolve()
@@ -154,6 +156,7 @@ class LocalBackend:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._tracked: dict[str, Handle] = {}
         self._exits: ExitWatcher | None = None
+        self.health = health if health is not None else (GpuHealth(nvml) if nvml else None)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -161,14 +164,26 @@ class LocalBackend:
                             compute_enforcement=mps_running(), gang=True, signals=True)
 
     def inventory(self) -> list[Node]:
-        return [self.node]
+        """This machine, its unhealthy GPUs marked so (``rota.backends.health``)."""
+        sick = self._sick()
+        if not sick:
+            return [self.node]
+        return [replace(self.node, devices=tuple(
+            replace(d, healthy=False, problem=sick[d.index]) if d.index in sick else d
+            for d in self.node.devices))]
+
+    def _sick(self) -> dict[int, str]:
+        return self.health.problems() if self.health is not None else {}
 
     def watch(self, wake: Callable[[], None]) -> None:
-        """Wake ``wake`` when a tracked replica's supervisor exits (a pidfd per supervisor)."""
+        """Wake ``wake`` when a tracked replica's supervisor exits (a pidfd per supervisor);
+        watch the GPUs' health."""
         if self._exits is not None:
             return
         self._exits = ExitWatcher(wake)
         self._exits.start()
+        if self.health is not None:
+            self.health.start()
         for handle in self.tracked():
             self._watch(handle)
 
@@ -176,6 +191,8 @@ class LocalBackend:
         if self._exits is not None:
             self._exits.stop()
             self._exits = None
+        if self.health is not None:
+            self.health.stop()
 
     def _watch(self, handle: Handle) -> None:
         exits = self._exits
@@ -364,10 +381,11 @@ class LocalBackend:
     def poll(self, handles: Sequence[Handle]) -> list[Status]:
         """The status of each handle: a few file reads and one look at ``/proc`` per
         replica, no process of its own."""
-        boot = boot_id()
+        boot, sick = boot_id(), self._sick()
         out = []
         for handle in handles:
-            status = Status(tuple(self._replica_status(handle, r, boot) for r in handle.replicas))
+            status = Status(tuple(self._on_sick_gpu(self._replica_status(handle, r, boot), r,
+                                                    sick) for r in handle.replicas))
             if status.state is not ReplicaState.RUNNING:
                 with self._lock:
                     self._tracked.pop(handle.launch_id, None)
@@ -399,6 +417,17 @@ class LocalBackend:
             return ReplicaStatus(r.rank, ReplicaState.LOST, reason="the machine restarted")
         return ReplicaStatus(r.rank, ReplicaState.LOST, reason=(
             f"supervisor (pid {p.pid}) is gone and recorded no exit status"))
+
+    @staticmethod
+    def _on_sick_gpu(status: ReplicaStatus, r: ReplicaHandle,
+                     sick: dict[int, str]) -> ReplicaStatus:
+        """A replica still running on an unhealthy GPU is lost to it: it is stopped and
+        requeued, as if its node had failed."""
+        bad = [s.index for s in r.devices if s.index in sick]
+        if not bad or status.state is not ReplicaState.RUNNING:
+            return status
+        return ReplicaStatus(r.rank, ReplicaState.LOST, cause=End.GPU_UNHEALTHY,
+                             reason=f"GPU {bad[0]} is unhealthy: {sick[bad[0]]}")
 
     def read_log(self, handle: Handle, rank: int, stream: str, offset: int) -> Iterator[bytes]:
         """The bytes of a replica's ``stdout.log`` or ``stderr.log`` from ``offset`` on."""

@@ -4,7 +4,8 @@ One pass (``ControlLoop.step``), in order:
 
 0. Inventory: at most every ``inventory_s``, the backend's nodes as it reports them now (what
    work outside rota holds, which nodes it cannot use) are written where they changed
-   (``rota.control.inventory``).
+   (``rota.control.inventory``); again right after step 1 when it requeued a job for a fault
+   of its node or GPU, so that step 3 does not place work there again.
 1. Reconcile: every job the store says holds resources (SCHEDULED, RUNNING, PREEMPTING) is
    compared with what its backend reports (all of them in one ``poll``), and moved, signalled
    or stopped accordingly (``rota.control.verdict``); a SCHEDULED job that was never launched
@@ -150,12 +151,10 @@ class ControlLoop:
                     self._halt.set()
                     self.on_lease_lost()
                 return report
-            try:                                                                    # 0
-                self.inventory.sync(now)
-            except Exception as exc:  # schedule on the last known inventory meanwhile
-                report.errors.append(f"inventory: {exc!r}")
-                log.exception("inventory of %s failed", self.backend.name)
+            self._sync_inventory(now, report)                                       # 0
             self.reconciler.reconcile(self.active_jobs(), now, report)              # 1
+            if report.faults:  # a node or GPU failed: the cycle must see it before placing
+                self._sync_inventory(now, report, force=True)
             self.reconciler.flush_usage(now)                                        # 2
             bound = self._schedule(now)                                             # 3
             for job_id in bound:                                                    # 4
@@ -166,6 +165,13 @@ class ControlLoop:
                     log.exception("job %s: launch failed", job_id)
             self.passes += 1
             return report
+
+    def _sync_inventory(self, now: float, report: PassReport, force: bool = False) -> None:
+        try:
+            self.inventory.sync(now, force)
+        except Exception as exc:  # schedule on the last known inventory meanwhile
+            report.errors.append(f"inventory: {exc!r}")
+            log.exception("inventory of %s failed", self.backend.name)
 
     def active_jobs(self) -> list[JobRecord]:
         where, found, after = JobFilter(states=ACTIVE), [], None

@@ -59,6 +59,7 @@ class PassReport:
     moves: list[tuple[str, str, str, str]] = field(default_factory=list)
     launched: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)  # jobs requeued for a node or GPU fault
 
     def moved(self, job: str, old: JobState, new: JobState, reason: str) -> None:
         self.moves.append((job, str(old), str(new), reason))
@@ -204,6 +205,8 @@ class Reconciler:
             log.info("job %s: skipped %s -> %s: %s", rec.id, rec.state, verdict.move, exc)
             return
         report.moved(rec.id, rec.state, after.state, verdict.reason or "")
+        if verdict.end is not None and verdict.end.fault:
+            report.faults.append(rec.id)
         log.info("job %s: %s -> %s%s", rec.id, rec.state, after.state,
                  f" ({verdict.reason})" if verdict.reason else "")
         if after.state is not JobState.RUNNING:
