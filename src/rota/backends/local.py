@@ -42,23 +42,26 @@ from __future__ import annotations
 
 import os
 import signal as signals
-import socket
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 from urllib.parse import quote
 
 from rota.backends.base import (
     BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, ReplicaState, ReplicaStatus,
-    RunAs, Status,
+    Status,
 )
-from rota.backends.exits import ExitWatcher
 from rota.backends.env import ReplicaContext, account_env, check_job_env, inherited, replica_env
+from rota.backends.exits import ExitWatcher
 from rota.backends.gpus import local_node
 from rota.backends.health import GpuHealth
+from rota.backends.localfiles import (  # noqa: F401 - Proc, proc and free_port are used from here
+    JOB_UMASK, LOG_CHUNK, STREAMS, Proc, account_json, argv_of, boot_of, free_port, log_file,
+    mps_running, proc, try_name,
+)
 from rota.backends.nvml import Nvml
 from rota.backends.procs import (
     boot_id, claim_json, is_running, make_dirs, read_json, signal_group, signal_pid,
@@ -66,72 +69,6 @@ from rota.backends.procs import (
 )
 from rota.backends.shim import CLAIM, FORWARDED
 from rota.core import End, InvalidSpec, Job, Node, Placement, ReplicaPlacement
-
-JOB_UMASK = 0o022  # what a job's own files get, whatever the control plane's umask is
-LOG_CHUNK = 64 * 1024
-STREAMS = ("stdout", "stderr")
-
-
-@dataclass(frozen=True, slots=True)
-class Proc:
-    """The local backend's part of a replica handle (its ``ref``), read and checked."""
-
-    pid: int
-    start_ticks: int
-    dir: str
-    stdout: str
-    stderr: str
-
-    def ref(self) -> dict[str, Any]:
-        return {"pid": self.pid, "start_ticks": self.start_ticks, "dir": self.dir,
-                "stdout": self.stdout, "stderr": self.stderr}
-
-
-def proc(replica: ReplicaHandle, field: str = "handle.replicas[0]") -> Proc:
-    """The supervisor and files of a local replica; ``InvalidSpec`` naming the damaged field."""
-    ref = replica.ref
-    values: dict[str, Any] = {}
-    for key, kind in (("pid", int), ("start_ticks", int), ("dir", str), ("stdout", str),
-                      ("stderr", str)):
-        value = ref.get(key)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise InvalidSpec(f"{field}.ref.{key}", f"must be {kind.__name__}, got {value!r}")
-        values[key] = value
-    if values["pid"] <= 0:
-        raise InvalidSpec(f"{field}.ref.pid", f"must be positive, got {values['pid']}")
-    return Proc(**values)
-
-
-def _boot(handle: Handle) -> str:
-    value = handle.ref.get("boot_id")
-    return value if isinstance(value, str) else ""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def mps_running() -> bool:
-    """True when an MPS control daemon listens in the pipe directory clients would use."""
-    pipe_dir = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")
-    return Path(pipe_dir, "control").exists()
-
-
-def _argv(command: Sequence[str] | str) -> list[str]:
-    if isinstance(command, str):
-        if not command.strip():
-            raise InvalidSpec("command", "must not be empty")
-        return ["/bin/sh", "-c", command]
-    argv = list(command)
-    if not argv or not all(isinstance(a, str) for a in argv):
-        raise InvalidSpec("command", "must be a non-empty list of strings")
-    return argv
-
-
-def _try_name(attempt: int, k: int) -> str:
-    return f"attempt-{attempt}" if k == 0 else f"attempt-{attempt}.{k}"
 
 
 class LocalBackend:
@@ -211,7 +148,7 @@ class LocalBackend:
                attempt: int | None = None) -> Handle:
         """Start every replica of ``job``. With ``attempt``, an attempt that was started
         before (by this process or an earlier one) is returned as it is, not started again."""
-        argv = _argv(spec.command)
+        argv = argv_of(spec.command)
         job_env = check_job_env(spec.env)
         if not Path(spec.workdir).is_dir():
             raise InvalidSpec("workdir", f"is not an existing directory: {spec.workdir}")
@@ -304,7 +241,7 @@ class LocalBackend:
         """The directories of attempt ``attempt`` that exist, oldest first."""
         job_dir = self.data_dir / "jobs" / quote(job_id, safe="")
         found, k = [], 0
-        while (path := job_dir / _try_name(attempt, k)).is_dir():
+        while (path := job_dir / try_name(attempt, k)).is_dir():
             found.append(path)
             k += 1
         return found
@@ -318,8 +255,8 @@ class LocalBackend:
         k = 0
         while True:
             try:
-                (job_dir / _try_name(attempt, k)).mkdir(mode=0o700)
-                return job_dir / _try_name(attempt, k)
+                (job_dir / try_name(attempt, k)).mkdir(mode=0o700)
+                return job_dir / try_name(attempt, k)
             except FileExistsError:
                 k += 1
 
@@ -358,13 +295,13 @@ class LocalBackend:
         write_json_atomic(rdir / "spec.json", {
             "command": argv, "workdir": str(Path(spec.workdir).resolve()),
             "env": replica_env(base, job_env, ctx), "umask": JOB_UMASK,
-            "run_as": _account(spec.run_as)}, mode=0o600)
+            "run_as": account_json(spec.run_as)}, mode=0o600)
         out, err = rdir / "stdout.log", rdir / "stderr.log"
         # Block the signals the supervisor handles: it inherits the mask and unblocks them once
         # its handlers are installed, so an early cancel is delayed instead of killing it.
         blocked = signals.pthread_sigmask(signals.SIG_BLOCK, FORWARDED)
         try:
-            with _log_file(out, spec.run_as) as fout, _log_file(err, spec.run_as) as ferr:
+            with log_file(out, spec.run_as) as fout, log_file(err, spec.run_as) as ferr:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "rota.backends.shim", str(rdir)],
                     stdin=subprocess.DEVNULL, stdout=fout, stderr=ferr, start_new_session=True,
@@ -411,9 +348,9 @@ class LocalBackend:
                 return ReplicaStatus(r.rank, ReplicaState.EXITED, done.get("exit_code"),
                                      done.get("signal"), done.get("reason", ""),
                                      done.get("finished_at"))
-            if attempt == 0 and _boot(handle) == boot and is_running(p.pid, p.start_ticks):
+            if attempt == 0 and boot_of(handle) == boot and is_running(p.pid, p.start_ticks):
                 return ReplicaStatus(r.rank, ReplicaState.RUNNING)
-        if _boot(handle) != boot:
+        if boot_of(handle) != boot:
             return ReplicaStatus(r.rank, ReplicaState.LOST, reason="the machine restarted")
         return ReplicaStatus(r.rank, ReplicaState.LOST, reason=(
             f"supervisor (pid {p.pid}) is gone and recorded no exit status"))
@@ -459,7 +396,7 @@ class LocalBackend:
         boot = boot_id()
         for r in handle.replicas:
             p = proc(r)
-            supervised = _boot(handle) == boot and is_running(p.pid, p.start_ticks)
+            supervised = boot_of(handle) == boot and is_running(p.pid, p.start_ticks)
             if supervised and sig in FORWARDED:
                 signal_pid(p.pid, sig)
             elif (child := self._live_child(p)) is not None:
@@ -496,16 +433,3 @@ class LocalBackend:
         return int(child["pid"])
 
 
-def _account(run_as: RunAs | None) -> dict[str, Any] | None:
-    if run_as is None:
-        return None
-    return {"user": run_as.user, "uid": run_as.uid, "gid": run_as.gid,
-            "groups": list(run_as.groups)}
-
-
-def _log_file(path: Path, run_as: RunAs | None):
-    """``path`` opened for appending, 0600 and owned by the account the job runs as."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    if run_as is not None:
-        os.fchown(fd, run_as.uid, run_as.gid)
-    return os.fdopen(fd, "ab")
