@@ -42,3 +42,42 @@ def test_show_lists_every_attempt(api):
     assert shown["history"][0]["reason"] == "requeued (node-lost): gone"
     assert shown["history"][0]["placement"][0]["node"] == "n1"
     assert (shown["failures"], shown["lost_streak"]) == (0, 1)
+
+
+def test_idle_defaults_come_from_the_queues_file_and_show_per_queue(api):
+    root = api.auth["root"]
+    body = {"idle": {"gpu_util_below": 5, "for": "30m"},
+            "queues": [{"name": "q", "idle": {"max_lifetime": "8h"}},
+                       {"name": "r"}]}
+    assert api.client.put("/v1/queues", headers=root, json=body).status_code == 200
+    shown = {q["name"]: q["idle"] for q in api.client.get("/v1/queues", headers=root).json()}
+    assert shown["q"] == {"gpu_util_below": 5.0, "for_s": 1800.0, "inactive_for_s": None,
+                          "max_lifetime_s": 28800.0, "warn_before_s": None}
+    assert shown["r"]["max_lifetime_s"] is None and shown["r"]["for_s"] == 1800.0
+    # a file without the top-level key keeps the global defaults
+    api.client.put("/v1/queues", headers=root, json={"queues": [{"name": "r"}]})
+    again = {q["name"]: q["idle"] for q in api.client.get("/v1/queues", headers=root).json()}
+    assert again["r"]["for_s"] == 1800.0
+    bad = api.client.put("/v1/queues", headers=root,
+                         json={"idle": {"gpu_util_below": 5}, "queues": [{"name": "q"}]})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "idle.for"
+
+
+def test_a_persons_request_about_a_job_counts_as_activity_and_its_own_token_does_not(tmp_path):
+    from fastapi.testclient import TestClient
+    from apikit import seed_tenants
+    from rota.api import create_app
+    from rota.store import Store
+    store = Store.open(tmp_path / "db", clock=lambda: 100.0)
+    tokens = seed_tenants(store)
+    touched: list[str] = []
+    client = TestClient(create_app(store, on_touch=touched.append))
+    alice = {"Authorization": f"Bearer {tokens['alice']}"}
+    job = client.post("/v1/jobs", headers=alice, json=job_file()).json()["id"]
+    store.apply(run_cycle(store.snapshot(100.0), build_policy("default"), 100.0), 100.0)
+    store.transition(job, JobState.RUNNING, backend_handle={"launch_id": "x"})
+    client.get(f"/v1/jobs/{job}", headers=alice)
+    own = {"Authorization": f"Bearer {store.issue_job_token(job, 0)}"}
+    assert client.get(f"/v1/jobs/{job}", headers=own).status_code == 200
+    assert touched == [job]
+    store.close()

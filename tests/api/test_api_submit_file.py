@@ -25,7 +25,8 @@ def test_a_job_file_becomes_a_pending_job_with_its_run(api):
         "env": {"LR": "0.001", "DEBUG": "true"}, "upload": None,
         "checkpoint": {"dir": "/ckpt", "signal": "SIGUSR1", "grace_s": 90.0},
         "restart": {"max_retries": 3, "backoff_s": 10.0},
-        "idle": {"gpu_util_below": 5.0, "for_s": 1800.0, "max_lifetime_s": 28800.0}}
+        "idle": {"gpu_util_below": 5.0, "for_s": 1800.0, "inactive_for_s": None,
+                 "max_lifetime_s": 28800.0, "warn_before_s": None}}
     assert api.wakes == [1]
 
 

@@ -75,6 +75,11 @@ CASES = [
      Verdict(S.PENDING, reason="requeued: preempted for 9", end=E.PREEMPTED)),
     ("victim-that-finished-succeeds", view(S.PREEMPTING, OK),
      Verdict(S.SUCCEEDED, 0, "finished during its preemption grace period", end=E.SUCCEEDED)),
+    ("reclaimed-idle-is-stopped-at-once", view(S.RUNNING, RUN, reclaim="idle for 30m"),
+     Verdict(stop_grace_s=5.0)),
+    ("reclaimed-idle-ends-cancelled", view(S.RUNNING, ReplicaStatus(0, R.EXITED, 143),
+                                           reclaim="idle for 30m"),
+     Verdict(S.CANCELLED, 143, "reclaimed as idle: idle for 30m", end=E.RECLAIMED_IDLE)),
     # walltime 100 from 0, grace 30: now 50 is before 70, nothing to do
     ("walltime-ahead", view(S.RUNNING, RUN, started_at=0, walltime_s=100, grace_s=30), Verdict()),
     # from 20 (limit 120): the signal comes at 120 - 30 = 90; 50 is before it

@@ -72,12 +72,15 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                data_dir: str | Path | None = None, on_change: Callable[[], None] | None = None,
                max_upload_bytes: int = DEFAULT_MAX_BYTES, log_poll_s: float = 0.25,
                read_log: LogReader = no_reader,
-               workdir_refusal: Callable[[str, str], str | None] | None = None) -> FastAPI:
+               workdir_refusal: Callable[[str, str], str | None] | None = None,
+               on_touch: Callable[[str], None] = lambda job_id: None) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
     submitted or cancelled, to wake the control loop; ``read_log`` reads jobs' logs from the
     backend that runs them (``rota.api.logs``); ``workdir_refusal(user, path)`` says why a job
     of ``user`` may not run in directory ``path`` of the server (None: it may), so that a
-    submit naming a directory its owner cannot use is refused at once."""
+    submit naming a directory its owner cannot use is refused at once; ``on_touch(job_id)``
+    is told of every request about a job by a person (not by the job's own token): idle
+    reclamation counts it as activity."""
     clock = clock or store.clock
     app = FastAPI(title="rota", version="0.1.0")
     errors.install(app)
@@ -126,6 +129,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         rec = store.get_job(job_id)
         if not who.may_see(rec.job.project):
             raise NotFound("job", job_id)
+        if who.job is None:
+            on_touch(rec.id)
         return rec
 
     @app.get("/v1/whoami")

@@ -21,7 +21,8 @@ given, must follow the same contract.
      "checkpoint": {"dir": str | null, "signal": "SIGTERM", "grace_s": float},
      "restart": {"max_retries": int, "backoff_s": float},
      "idle": {"gpu_util_below": float | null, "for_s": float | null,
-              "max_lifetime_s": float | null} | null}
+              "inactive_for_s": float | null, "max_lifetime_s": float | null,
+              "warn_before_s": float | null} | null}
 
 An ``entrypoint`` string becomes ``["/bin/sh", "-c", entrypoint]``; a list is the argv.
 """
@@ -111,10 +112,7 @@ def run_of(spec: JobSpec, upload: str | None) -> dict[str, Any]:
     """The ``run`` mapping of a validated job spec (see the module docstring)."""
     entry = spec.entrypoint
     command = ["/bin/sh", "-c", entry] if isinstance(entry, str) else list(entry or [])
-    idle = None
-    if spec.idle is not None:
-        idle = {"gpu_util_below": spec.idle.gpu_util_below, "for_s": spec.idle.for_,
-                "max_lifetime_s": spec.idle.max_lifetime}
+    idle = None if spec.idle is None else spec.idle.stored()
     return {
         "command": command, "workdir": spec.workdir, "env": dict(spec.env), "upload": upload,
         "checkpoint": {"dir": spec.checkpoint.dir, "signal": spec.checkpoint.signal,
@@ -141,7 +139,9 @@ class _Idle(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     gpu_util_below: float | None = Field(None, ge=0, le=100)
     for_s: float | None = Field(None, gt=0)
+    inactive_for_s: float | None = Field(None, gt=0)
     max_lifetime_s: float | None = Field(None, gt=0)
+    warn_before_s: float | None = Field(None, gt=0)
 
 
 class RunContract(BaseModel):

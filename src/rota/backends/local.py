@@ -45,14 +45,15 @@ import signal as signals
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 from urllib.parse import quote
 
 from rota.backends.base import (
-    BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, ReplicaState, ReplicaStatus,
-    Status,
+    Activity, BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, ReplicaState,
+    ReplicaStatus, Status,
 )
 from rota.backends.env import ReplicaContext, account_env, check_job_env, inherited, replica_env
 from rota.backends.exits import ExitWatcher
@@ -64,11 +65,13 @@ from rota.backends.localfiles import (  # noqa: F401 - Proc, proc and free_port 
 )
 from rota.backends.nvml import Nvml
 from rota.backends.procs import (
-    boot_id, claim_json, is_running, make_dirs, read_json, signal_group, signal_pid,
+    boot_id, claim_json, is_running, make_dirs, read_json, session_of, signal_group, signal_pid,
     start_ticks, write_json_atomic,
 )
 from rota.backends.shim import CLAIM, FORWARDED
-from rota.core import End, InvalidSpec, Job, Node, Placement, ReplicaPlacement
+from rota.core import MILLI, End, InvalidSpec, Job, Node, Placement, ReplicaPlacement
+
+UTIL_WINDOW_S = 10.0  # per-process GPU utilisation samples of the last this many seconds
 
 
 class LocalBackend:
@@ -365,6 +368,57 @@ class LocalBackend:
             return status
         return ReplicaStatus(r.rank, ReplicaState.LOST, cause=End.GPU_UNHEALTHY,
                              reason=f"GPU {bad[0]} is unhealthy: {sick[bad[0]]}")
+
+    def activity(self, handles: Sequence[Handle]) -> list[Activity]:
+        """Each launch's GPU utilisation (NVML: a whole device's own figure; on a shared
+        device, the SM utilisation of the replica's own processes, those of its session) and
+        when its log files last grew."""
+        util = sharing = None
+        if self.nvml is not None:
+            util = self.nvml.utilization()
+            since = int((time.time() - UTIL_WINDOW_S) * 1_000_000)
+            sharing = {}
+            for sample in self.nvml.process_utilization(since):
+                sid = session_of(sample.pid)
+                key = (sid, sample.index)
+                sharing[key] = sharing.get(key, 0) + sample.sm_percent
+        return [Activity(self._gpu_util(h, util, sharing), self._last_output(h)) for h in handles]
+
+    def _gpu_util(self, handle: Handle, util: dict[int, int] | None,
+                  sharing: dict[tuple[int | None, int], int] | None) -> float | None:
+        if util is None or sharing is None:
+            return None
+        figures = []
+        for r in handle.replicas:
+            child = read_json(Path(proc(r).dir) / "child.json") or {}
+            for share in r.devices:
+                if share.milli >= MILLI:
+                    figures.append(util.get(share.index))
+                else:
+                    figures.append(sharing.get((child.get("pid"), share.index), 0))
+        known = [f for f in figures if f is not None]
+        return sum(known) / len(known) if known else None
+
+    @staticmethod
+    def _last_output(handle: Handle) -> float | None:
+        times = []
+        for r in handle.replicas:
+            p = proc(r)
+            for path in (p.stdout, p.stderr):
+                try:
+                    times.append(os.stat(path).st_mtime)
+                except OSError:
+                    continue
+        return max(times) if times else None
+
+    def notify(self, handle: Handle, message: str) -> None:
+        """Append ``[rota] message`` to every replica's stderr log."""
+        for r in handle.replicas:
+            try:
+                with open(proc(r).stderr, "a") as f:
+                    f.write(f"[rota] {message}\n")
+            except OSError:
+                continue
 
     def read_log(self, handle: Handle, rank: int, stream: str, offset: int) -> Iterator[bytes]:
         """The bytes of a replica's ``stdout.log`` or ``stderr.log`` from ``offset`` on."""

@@ -63,6 +63,15 @@ def is_running(pid: int, ticks: int | None) -> bool:
     return ticks is None or int(fields[19]) == ticks
 
 
+def session_of(pid: int) -> int | None:
+    """The session id of ``pid`` (a replica's processes share their command's); None when
+    it is gone or not ours to ask about."""
+    try:
+        return os.getsid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
 def signal_group(pgid: int, sig: int) -> bool:
     """Send ``sig`` to process group ``pgid``; False when the group no longer exists."""
     try:

@@ -41,6 +41,7 @@ from typing import Any, Callable
 from rota.backends.base import (
     Backend, BackendError, Handle, LaunchSpec, ReplicaState, ReplicaStatus, RunAs, Status,
 )
+from rota.control.idle import IdleWatch
 from rota.control.runspec import RunSpec, parse_run, prepare_checkpoints, prepare_workdir
 from rota.control.verdict import JobView, Verdict, judge
 from rota.core import MILLI, End, IllegalTransition, InvalidSpec, JobState, RotaError
@@ -76,6 +77,8 @@ class Reconciler:
         self.store, self.backend, self.data_dir = store, backend, data_dir
         self.account = account
         self.api_url = api_url  # where jobs reach the API; None: they get no token
+        self.idle = IdleWatch(store, backend)
+        self.reclaiming: dict[str, str] = {}  # job -> why it is being reclaimed as idle
         self.since = since  # when this process took over
         self.handles: dict[str, Handle] = {}
         self.signalled: dict[str, set[str]] = {}  # job -> why it got the checkpoint signal
@@ -90,6 +93,13 @@ class Reconciler:
         """Every active job: launched ones observed together (one ``poll``), then each judged
         and its verdict carried out; one job's fault does not stop the others."""
         observed = self._observe([r for r in recs if current_handle(r) is not None])
+        running = [(rec, observed[rec.id][0]) for rec in recs if rec.state is JobState.RUNNING
+                   and rec.id in observed and observed[rec.id][1].state is ReplicaState.RUNNING]
+        try:
+            self.reclaiming.update(self.idle.review(running, now))
+        except Exception as exc:  # a failed look at activity must not stop the pass
+            report.errors.append(f"idle review: {exc!r}")
+            log.exception("idle review failed")
         for rec in recs:
             try:
                 if rec.id in observed:
@@ -180,7 +190,8 @@ class Reconciler:
         grace = spec.grace_s if spec.grace_s is not None else rec.job.grace_s
         return JobView(rec.state, status, rec.cancel_requested, rec.preempt_deadline,
                        rec.reason, failures, spec.max_retries, grace, rec.lost_streak,
-                       spec.backoff_s, rec.id, rec.job.started_at, rec.job.walltime_s)
+                       spec.backoff_s, rec.id, rec.job.started_at, rec.job.walltime_s,
+                       self.reclaiming.get(rec.id))
 
     def _stop(self, job_id: str, handle: Handle, grace_s: float, now: float) -> None:
         if job_id not in self.kill_at:
@@ -213,8 +224,10 @@ class Reconciler:
             self.forget(rec.id)
 
     def forget(self, job_id: str) -> None:
-        for table in (self.handles, self.kill_at, self.billed_until, self.signalled):
+        for table in (self.handles, self.kill_at, self.billed_until, self.signalled,
+                      self.reclaiming):
             table.pop(job_id, None)
+        self.idle.forget(job_id)
 
     def _failures(self, rec: JobRecord) -> int:
         """Earlier attempts that spent the restart budget: every requeue but preemptions."""

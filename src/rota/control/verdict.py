@@ -12,7 +12,8 @@ Rules, first match wins:
 before it is judged, so that no process outlives its job.
 
 1. Cancel requested: while anything runs, stop it with the job's grace period; once nothing
-   runs, CANCELLED.
+   runs, CANCELLED. Reclaimed as idle (``reclaim``: why): stopped at once (SIGTERM, SIGKILL
+   ``RECLAIM_KILL_WAIT_S`` later), then CANCELLED with the end ``reclaimed-idle``.
 2. PREEMPTING: all replicas exited 0 -> SUCCEEDED (it finished within its grace); something
    runs and the deadline is ahead -> send the checkpoint signal; the deadline passed -> stop
    at once; nothing runs -> requeue (PENDING). A preemption does not use the restart budget.
@@ -48,6 +49,7 @@ EXIT_CANNOT_START = 127
 MAX_LOST_IN_A_ROW = 3
 MAX_BACKOFF_S = 600.0
 WALLTIME_KILL_WAIT_S = 5.0  # from SIGTERM at the limit to SIGKILL (Slurm's KillWait)
+RECLAIM_KILL_WAIT_S = 5.0   # an idle job's GPUs are wanted now
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,7 @@ class JobView:
     job_id: str = ""           # for the advice in a held job's reason
     started_at: float | None = None
     walltime_s: float | None = None
+    reclaim: str | None = None  # reclaimed as idle: why
 
     @property
     def limit(self) -> float | None:
@@ -99,6 +102,11 @@ def judge(view: JobView, now: float) -> Verdict:
             return Verdict(stop_grace_s=view.grace_s)
         return Verdict(JobState.CANCELLED, _exit_code(status), "cancelled on request",
                        end=End.CANCELLED)
+    if view.reclaim is not None and view.state is not JobState.PREEMPTING:
+        if running:
+            return Verdict(stop_grace_s=RECLAIM_KILL_WAIT_S)
+        return Verdict(JobState.CANCELLED, _exit_code(status),
+                       f"reclaimed as idle: {view.reclaim}", end=End.RECLAIMED_IDLE)
     if view.state is JobState.PREEMPTING:
         return _preempting(view, running, now)
     if running:

@@ -77,11 +77,22 @@ class RestartSpec(Strict):
 
 
 class IdleSpec(Strict):
-    """Idle reclamation: GPU utilisation (percent) below ``gpu_util_below`` for ``for``."""
+    """Idle reclamation (``rota.scheduler.idle``): GPU utilisation (percent) below
+    ``gpu_util_below`` for ``for``; no output and no API call for ``inactive_for``; running for
+    ``max_lifetime``. ``warn_before``: the notice an interactive job gets (default 5m). In a job
+    file these may only make an operator's defaults stricter."""
 
     gpu_util_below: float | None = Field(None, ge=0, le=100)
     for_: PositiveDuration | None = Field(None, alias="for")
+    inactive_for: PositiveDuration | None = None
     max_lifetime: PositiveDuration | None = None
+    warn_before: PositiveDuration | None = None
+
+    def stored(self) -> dict[str, float | None]:
+        """The form the store keeps (``rota.scheduler.idle.IdlePolicy.of`` reads it)."""
+        return {"gpu_util_below": self.gpu_util_below, "for_s": self.for_,
+                "inactive_for_s": self.inactive_for, "max_lifetime_s": self.max_lifetime,
+                "warn_before_s": self.warn_before}
 
     @model_validator(mode="after")
     def _pair(self) -> IdleSpec:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
@@ -41,7 +41,7 @@ from rota.store import jobs as job_rows
 from rota.store.errors import AlreadyExists, InUse, NotFound, Unauthenticated
 from rota.store.jobs import check_name
 from rota.store.schema import (
-    api_tokens, flavors, jobs, memberships, nodes, projects, queues, usage, users,
+    api_tokens, flavors, idle_policies, jobs, memberships, nodes, projects, queues, usage, users,
 )
 
 # what useradd accepts (a portable name: letters, digits, '.', '_', '-', not first), at most 32
@@ -224,6 +224,17 @@ def issue_job_token(conn: Connection, user: str, job_id: str, attempt: int,
 
 
 
+def put_idle(conn: Connection, scope: str, policy: dict[str, Any] | None) -> None:
+    """Set (None: remove) the idle reclamation defaults of a queue, or of all (``*``)."""
+    conn.execute(delete(idle_policies).where(idle_policies.c.scope == scope))
+    if policy is not None:
+        conn.execute(insert(idle_policies).values(scope=scope, policy=policy))
+
+
+def idle_defaults(conn: Connection) -> dict[str, dict[str, Any]]:
+    return {r.scope: r.policy for r in conn.execute(select(idle_policies))}
+
+
 def put_flavor(conn: Connection, flavor: Flavor) -> None:
     check_name(flavor.name, "name")
     conn.execute(delete(flavors).where(flavors.c.name == flavor.name))
@@ -301,6 +312,7 @@ def delete_queue(conn: Connection, name: str) -> None:
                     f"({_counted(live)}): cancel them (rota cancel ID) or wait until they "
                     f"finish, then delete it; rota ps --queue {name} lists them", live)
     conn.execute(delete(queues).where(queues.c.name == name))
+    conn.execute(delete(idle_policies).where(idle_policies.c.scope == name))
 
 
 def delete_project(conn: Connection, name: str) -> list[str]:

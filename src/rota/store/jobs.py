@@ -356,6 +356,12 @@ def attempt_history(conn: Connection, job_id: object) -> list[AttemptRecord]:
                                   .order_by(attempts.c.attempt))]
 
 
+def note(conn: Connection, job_id: object, kind: str, message: str, now: float) -> None:
+    """An event in the job's history that changes nothing else (a warning, say)."""
+    row = get(conn, job_id, lock=True)
+    write(conn, row, now, kind, message, {})
+
+
 def record_checkpoint(conn: Connection, job_id: object, attempt: int | None, now: float) -> None:
     """The running attempt (``attempt``, when the caller names one) has just checkpointed."""
     row = get(conn, job_id, lock=True)

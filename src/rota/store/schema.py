@@ -30,6 +30,8 @@ Why these tables, and why these shapes:
 - ``attempts``: one row per attempt of a job (its ``attempts`` number): when it was bound,
   launched and ended, where it ran, how it ended (``rota.core.End``), its exit code and
   reason, and its last checkpoint.
+- ``idle_policies``: operators' idle reclamation defaults, per queue and for all (scope
+  ``*``), as ``rota.scheduler.idle.IdlePolicy`` reads them.
 - ``job_events``: an append-only history per job (time, kind, message, data JSON).
 - ``usage``: per project, GPU-seconds already decayed to ``as_of``.
 - ``leases``: named leases with a holder and an expiry; the control loop holds ``control-loop``
@@ -160,6 +162,12 @@ jobs = Table(
     Index("ix_jobs_user", "user"),
     Index("ix_jobs_queue", "queue"),
     sqlite_autoincrement=True,
+)
+
+idle_policies = Table(
+    "idle_policies", metadata,
+    Column("scope", String(NAME), primary_key=True),
+    Column("policy", JSON, nullable=False),
 )
 
 attempts = Table(

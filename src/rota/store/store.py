@@ -214,6 +214,16 @@ class Store:
         with self._read() as conn:
             return admin.bindings(conn)
 
+    def put_idle(self, scope: str, policy: dict[str, Any] | None) -> None:
+        """Idle reclamation defaults of queue ``scope``, or of every queue (``*``)."""
+        with self._write() as conn:
+            admin.put_idle(conn, scope, policy)
+
+    def idle_defaults(self) -> dict[str, dict[str, Any]]:
+        """scope (a queue, or ``*``) -> its idle reclamation defaults, as stored."""
+        with self._read() as conn:
+            return admin.idle_defaults(conn)
+
     def delete_queue(self, name: str) -> None:
         """Refused with ``InUse`` while the queue holds live jobs (``rota.store.admin``)."""
         with self._write() as conn:
@@ -325,6 +335,12 @@ class Store:
         """Every attempt of the job, first first."""
         with self._read() as conn:
             return jobs.attempt_history(conn, job_id)
+
+    def note(self, job_id: str, kind: str, message: str) -> None:
+        """An event in the job's history (``kind``: a word, e.g. ``idle-warning``)."""
+        def run(conn: Connection) -> None:
+            jobs.note(conn, job_id, kind, message, self.clock())
+        self._retry(run)
 
     def record_checkpoint(self, job_id: str, attempt: int | None = None) -> JobRecord:
         def run(conn: Connection) -> JobRecord:
