@@ -15,7 +15,7 @@ def test_a_member_holds_and_releases_its_own_pending_job(api):
     job = api.post_job(job_file()).json()["id"]
     held = api.client.post(f"/v1/jobs/{job}/hold", headers=api.auth["alice"],
                            json={"reason": "data not ready"})
-    assert held.status_code == 200 and held.json()["held"] == "data not ready"
+    assert held.status_code == 200 and held.json()["held"] == "data not ready (held by alice)"
     assert api.client.post(f"/v1/jobs/{job}/hold", headers=api.auth["bob"]).status_code == 404
     released = api.client.post(f"/v1/jobs/{job}/release", headers=api.auth["alice"])
     assert released.status_code == 200 and released.json()["held"] == ""
@@ -81,3 +81,29 @@ def test_a_persons_request_about_a_job_counts_as_activity_and_its_own_token_does
     assert client.get(f"/v1/jobs/{job}", headers=own).status_code == 200
     assert touched == [job]
     store.close()
+
+
+def test_dependencies_name_jobs_that_exist_and_the_owner_can_see(api):
+    mine = api.post_job(job_file()).json()["id"]
+    theirs = api.post_job(job_file(project="q"), user="bob").json()["id"]
+    ok = api.post_job(job_file(depends={"after_ok": [int(mine)], "after_any": [mine]}))
+    assert ok.status_code == 201 and ok.json()["depends"] == [["after_ok", mine],
+                                                             ["after_any", mine]]
+    for refs, field in (({"after_ok": [theirs]}, "depends.after_ok[0]"),
+                        ({"after_failed": [99999]}, "depends.after_failed[0]"),
+                        ({"after_ok": ["¹"]}, "depends.after_ok[0]"),
+                        ({"before": [mine]}, "depends.before")):
+        bad = api.post_job(job_file(depends=refs))
+        assert bad.status_code == 422 and bad.json()["error"]["field"] == field, bad.text
+
+
+def test_an_array_is_one_submission_of_many_tasks(api):
+    made = api.post_job(job_file(array="0-9%3"))
+    assert made.status_code == 201, made.text
+    array = made.json()["array"]
+    assert (array["tasks"], array["limit"]) == (10, 3) and array["id"] == made.json()["id"]
+    tasks = api.client.get("/v1/jobs?limit=100", headers=api.auth["alice"]).json()["items"]
+    assert sorted(t["array_index"] for t in tasks if t["array_id"] == array["id"]) == \
+        list(range(10))
+    bad = api.post_job(job_file(array="9-0"))
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "array"

@@ -24,7 +24,7 @@ from rota.api.admin_routes import add_admin_routes
 from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader
 from rota.api.models import attempt_view, event_view, job_view
-from rota.api.submit import parse_body
+from rota.api.submit import array_tasks, parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
 from rota.core import InvalidSpec, JobState
 from rota.store import JobFilter, NotFound, Principal, Role, Store, Unauthenticated
@@ -207,6 +207,13 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             refusal = await run_in_threadpool(workdir_refusal, who.user, workdir)
             if refusal is not None:
                 raise InvalidSpec("run.workdir" if "run" in body else "workdir", refusal)
+        tasks = array_tasks(body, sub)
+        if tasks:
+            recs = await run_in_threadpool(store.submit_array, tasks, not who.operator)
+            changed()
+            view = {**job_view(recs[0]), "array": {"id": recs[0].array_id, "tasks": len(recs),
+                                                   "limit": tasks[0].array_limit}}
+            return Response(json.dumps(view, allow_nan=False), 201, media_type="application/json")
         # membership is checked again in the insert's transaction: the principal may be cached
         rec = await asyncio.wrap_future(store.submit_future(sub, member=not who.operator))
         changed()

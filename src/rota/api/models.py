@@ -76,6 +76,8 @@ def job_view(rec: JobRecord) -> dict[str, Any]:
         "attempts": rec.attempts, "cancel_requested": rec.cancel_requested,
         "held": rec.held, "eligible_at": rec.eligible_at, "failures": rec.failures,
         "lost_streak": rec.lost_streak, "last_checkpoint_at": rec.last_checkpoint_at,
+        "depends": [list(d) for d in rec.depends], "array_id": rec.array_id,
+        "array_index": rec.array_index, "array_limit": rec.array_limit,
         "version": rec.version,
     }
 

@@ -9,6 +9,9 @@ keys, each error naming its dotted field such as ``resources.gpu``). Over HTTP:
 - ``entrypoint`` is required: something has to run;
 - ``workdir`` must be an absolute path on the server (``rota submit`` uploads a local one);
 - ``user`` is the token's user (another user is refused), ``submit_time`` is for plan files only;
+- ``start_at``, ``depends`` (``after_ok``, ``after_any``, ``after_failed``: job ids it waits
+  for) and ``array`` (``0-99%10``: one task per index, at most 10 at once) are kept for the
+  control plane (``rota.control.eligibility``);
 - amounts above ``LIMITS`` are refused, so no request is too large to store.
 
 A body carrying the core-level keys (``cpu``, ``memory``, ``gpu``, ... at the top level; see
@@ -39,7 +42,7 @@ from rota.api.models import JobBody
 from rota.core import MILLI, InvalidSpec, Job, ReplicaRequest
 from rota.spec import JobSpec, to_job
 from rota.spec.errors import from_validation
-from rota.spec.types import Name
+from rota.spec.types import Name, parse_array
 from rota.store import Submission
 
 CORE_KEYS = frozenset({"cpu", "memory", "gpu", "gpu_memory", "gpu_model", "grace", "labels",
@@ -82,7 +85,18 @@ def parse_body(data: Any, user: str, upload_exists: Callable[[str], bool]) -> Su
                                     else "")
         raise InvalidSpec(field, exc.reason) from None
     job = to_job(spec.model_copy(update={"name": spec.name or "job"}), 0.0)
-    return replace(Submission.from_job(job, name=spec.name or "", run=run), user=user)
+    return replace(Submission.from_job(job, name=spec.name or "", run=run), user=user,
+                   start_at=spec.start_at,
+                   depends=spec.depends.pairs() if spec.depends is not None else ())
+
+
+def array_tasks(data: Any, sub: Submission) -> list[Submission]:
+    """One submission per task of the body's ``array`` (``0-99%10``), or none without one."""
+    text = data.get("array") if isinstance(data, dict) else None
+    if text is None:
+        return []
+    indices, limit = parse_array(text)
+    return [replace(sub, array_index=i, array_limit=limit) for i in indices]
 
 
 def _check_request(spec: JobRequest, user: str) -> None:

@@ -56,7 +56,7 @@ from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
 from rota.control.reconcile import PassReport, Reconciler
 from rota.core import JobState
-from rota.scheduler import Decisions, Policy, Snapshot, Wait, run_cycle
+from rota.scheduler import Decisions, Policy, Snapshot, run_cycle
 from rota.store import JobFilter, JobRecord, Store
 
 log = logging.getLogger("rota.control")
@@ -191,21 +191,21 @@ class ControlLoop:
                                f" of {rec.job.user} is gone")
         return run_as
 
-    def _held(self, snapshot: Snapshot, now: float) -> tuple[Snapshot, list[Wait]]:
-        """The snapshot without the pending jobs that may not start now, and their waits
-        (``rota.control.eligibility``)."""
+    def _held(self, snapshot: Snapshot, now: float) -> tuple[Snapshot, eligibility.Outcome]:
+        """The snapshot without the pending jobs that may not start now, and what becomes of
+        them (``rota.control.eligibility``)."""
         pending = snapshot.pending
         if not pending:
-            return snapshot, []
+            return snapshot, eligibility.Outcome()
         account_hold = lambda user: None  # noqa: E731 - without accounts: every owner runs
         if self.accounts is not None:
             self.accounts.refresh()
             account_hold = self.accounts.hold
-        held = eligibility.waits(pending, eligibility.Facts(self.store.pending_holds(now),
-                                                            account_hold), now)
-        if not held:
-            return snapshot, []
-        out = {w.job for w in held}
+        held = eligibility.decide(pending, eligibility.Facts(self.store.eligibility_facts(now),
+                                                             account_hold), now)
+        out = held.kept
+        if not out:
+            return snapshot, held
         return replace(snapshot, jobs=tuple(j for j in snapshot.jobs if j.id not in out)), held
 
     def _schedule(self, now: float) -> tuple[str, ...]:
@@ -215,10 +215,10 @@ class ControlLoop:
         with _snapshot_out_of_collector():
             decisions = run_cycle(snapshot, self.policy, now)
         self._written_waits = {j: w for j, w in self._written_waits.items() if j in pending}
-        waits = [w for w in (*decisions.waits, *held)
+        waits = [w for w in (*decisions.waits, *held.waits)
                  if self._written_waits.get(w.job) != (w.reasons, w.estimated_start)]
         todo = Decisions(binds=decisions.binds, preemptions=decisions.preemptions,
-                         rejects=decisions.rejects, waits=waits)
+                         rejects=[*decisions.rejects, *held.rejects], waits=waits)
         if not (todo.changes_anything or todo.waits):
             return ()
         result = self.store.apply(todo, now)

@@ -354,6 +354,8 @@ def _env(spec: RunSpec, rec: JobRecord, checkpoints: Path) -> dict[str, str]:
     env: dict[str, Any] = dict(spec.env)
     env["ROTA_ATTEMPT"] = str(rec.attempts)
     env["ROTA_CHECKPOINT_DIR"] = str(checkpoints)
+    if rec.array_index is not None:
+        env["ROTA_ARRAY_ID"], env["ROTA_ARRAY_INDEX"] = str(rec.array_id), str(rec.array_index)
     return env
 
 

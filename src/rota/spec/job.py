@@ -22,8 +22,8 @@ from rota.core import (
 )
 from rota.spec.errors import from_validation, reason_error
 from rota.spec.types import (
-    CpuMilli, Duration, GpuAmount, MemoryMiB, Name, Patterns, PositiveDuration, Strict, Text,
-    Timestamp,
+    ArraySpec, CpuMilli, Duration, GpuAmount, JobRef, MemoryMiB, Name, Patterns,
+    PositiveDuration, Strict, Text, Timestamp,
 )
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -102,6 +102,19 @@ class IdleSpec(Strict):
         return self
 
 
+class DependsSpec(Strict):
+    """Jobs to wait for, by id: ``after_ok`` (succeeded), ``after_any`` (ended), ``after_failed``
+    (failed or cancelled)."""
+
+    after_ok: list[JobRef] = Field(default_factory=list, max_length=1000)
+    after_any: list[JobRef] = Field(default_factory=list, max_length=1000)
+    after_failed: list[JobRef] = Field(default_factory=list, max_length=1000)
+
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        return tuple((kind, str(job)) for kind in ("after_ok", "after_any", "after_failed")
+                     for job in getattr(self, kind))
+
+
 class JobSpec(Strict):
     name: Name
     project: Name
@@ -122,6 +135,9 @@ class JobSpec(Strict):
     resource_group: Name | None = None
     selector: dict[str, Text] = Field(default_factory=dict)
     submit_time: Timestamp | None = None
+    start_at: Timestamp | None = None          # control plane: not before then
+    depends: DependsSpec | None = None         # control plane: jobs to wait for
+    array: ArraySpec | None = None             # control plane: one task per index
 
     @field_validator("env")
     @classmethod

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -26,7 +27,10 @@ from rota.core import (
 )
 from rota.store import convert
 from rota.store.errors import Conflict, NotFound, QueueNotAllowed
-from rota.store.records import AttemptRecord, JobEvent, JobFilter, JobRecord, Page, Submission
+from rota.store.records import (
+    DEPENDENCY_KINDS, AttemptRecord, EligibilityFacts, JobEvent, JobFilter, JobRecord, Page,
+    PendingFacts, Submission,
+)
 from rota.store.schema import (
     api_tokens, attempts, job_events, jobs, memberships, projects, queues, users,
 )
@@ -110,7 +114,9 @@ def _row_values(sub: Submission, now: float) -> dict[str, Any]:
         priority=sub.priority, kind=str(sub.kind), replicas=sub.replicas,
         spec=convert.spec_json(sub), state=str(JobState.PENDING), submit_time=now, reason="",
         cancel_requested=False, attempts=0, failures=0, held="", lost_streak=0, version=1,
-        updated_at=now)
+        updated_at=now, eligible_at=sub.start_at,
+        depends=[[kind, int(job)] for kind, job in sub.depends] or None,
+        array_index=sub.array_index, array_limit=sub.array_limit)
 
 
 _NULLS = {c.name: None for c in jobs.c}
@@ -135,9 +141,34 @@ def _validate(conn: Connection, sub: Submission, member: bool, memo: dict[Any, A
         json.dumps(dict(sub.run), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidSpec("run", f"must be plain JSON: {exc}") from None
+    _check_depends(conn, sub, member, memo)
     # the core job validates replicas, walltime and grace with field names
     Job(id=JobId("0"), project=sub.project, queue=sub.queue, request=sub.request,
         replicas=sub.replicas, walltime_s=sub.walltime_s, grace_s=sub.grace_s)
+
+
+def _check_depends(conn: Connection, sub: Submission, member: bool,
+                   memo: dict[Any, Any]) -> None:
+    """Every job ``sub`` depends on exists and, for a member, is of one of its projects. A job
+    can only depend on jobs submitted before it, so dependencies never form a cycle."""
+    for k, (kind, job_id) in enumerate(sub.depends):
+        where = f"depends.{kind}[{k}]" if kind in DEPENDENCY_KINDS else "depends"
+        if kind not in DEPENDENCY_KINDS:
+            raise InvalidSpec("depends", f"unknown kind {kind!r}; known: "
+                              f"{', '.join(DEPENDENCY_KINDS)}")
+        key = ("job-project", job_id)
+        if key not in memo:
+            try:
+                row = conn.execute(select(jobs.c.project).where(jobs.c.id == job_key(job_id)))
+                memo[key] = row.scalar()
+            except NotFound:
+                memo[key] = None
+        project = memo[key]
+        seen = project is not None and (not member or _found(
+            conn, memo, "member", {"user": sub.user, "project": project}))
+        if not seen:
+            raise InvalidSpec(where, f"no job {job_id} (a job may depend only on jobs that "
+                              "exist and that its owner can see)")
 
 
 _LOOKUPS = {
@@ -339,13 +370,44 @@ def record(conn: Connection, job_id: object) -> JobRecord:
     return convert.record_from_row(get(conn, job_id))
 
 
-def pending_holds(conn: Connection, now: float) -> dict[str, tuple[str, float | None]]:
-    """Pending jobs held back (``held``) or not yet eligible (``eligible_at`` ahead): id ->
-    (held, eligible_at)."""
-    rows = conn.execute(select(jobs.c.id, jobs.c.held, jobs.c.eligible_at).where(
+def eligibility_facts(conn: Connection, now: float) -> EligibilityFacts:
+    """What may keep pending jobs from starting now: holds, times ahead, dependencies (with
+    the states of the jobs depended on), arrays (with their tasks holding resources)."""
+    rows = conn.execute(select(jobs.c.id, jobs.c.held, jobs.c.eligible_at, jobs.c.depends,
+                               jobs.c.array_id, jobs.c.array_index, jobs.c.array_limit).where(
         jobs.c.state == str(JobState.PENDING),
-        or_(jobs.c.held != "", jobs.c.eligible_at > now)))
-    return {str(r.id): (r.held, r.eligible_at) for r in rows}
+        or_(jobs.c.held != "", jobs.c.eligible_at > now, jobs.c.depends.is_not(None),
+            jobs.c.array_limit.is_not(None)))).all()
+    pending = {str(r.id): PendingFacts(
+        r.held, r.eligible_at, tuple((k, str(j)) for k, j in r.depends or ()),
+        None if r.array_id is None else (str(r.array_id), r.array_index, r.array_limit))
+        for r in rows}
+    wanted = sorted({int(j) for f in pending.values() for _, j in f.depends})
+    states = {str(r.id): JobState(r.state) for r in conn.execute(
+        select(jobs.c.id, jobs.c.state).where(jobs.c.id.in_(wanted)))} if wanted else {}
+    arrays = sorted({int(f.array[0]) for f in pending.values() if f.array is not None})
+    active = {str(r.array_id): r.n for r in conn.execute(
+        select(jobs.c.array_id, func.count().label("n"))
+        .where(jobs.c.array_id.in_(arrays), jobs.c.state.in_(HOLDING))
+        .group_by(jobs.c.array_id))} if arrays else {}
+    return EligibilityFacts(pending, states, active)
+
+
+HOLDING = tuple(str(s) for s in JobState if s.holds_resources)
+
+
+def submit_array(conn: Connection, subs: list[Submission], now: float,
+                 member: bool = False) -> list[JobRecord]:
+    """The tasks of one array (one submission each, ``array_index`` set), all or none; they
+    share ``array_id``, the first task's id."""
+    outcomes = submit_many(conn, [(s, member) for s in subs], now)
+    refused = next((o for o in outcomes if isinstance(o, RotaError)), None)
+    if refused is not None:
+        raise refused
+    first = int(outcomes[0].id)  # type: ignore[union-attr]
+    conn.execute(update(jobs).where(jobs.c.id.in_([int(o.id) for o in outcomes]))  # type: ignore[union-attr]
+                 .values(array_id=first))
+    return [replace(o, array_id=str(first)) for o in outcomes]  # type: ignore[type-var]
 
 
 def attempt_history(conn: Connection, job_id: object) -> list[AttemptRecord]:
@@ -384,7 +446,7 @@ def hold(conn: Connection, job_id: object, reason: str, by: str, now: float) -> 
     if len(reason) > 1000:
         raise InvalidSpec("reason", "must be at most 1000 characters")
     write(conn, row, now, "held", f"held by {by}: {reason}", {"by": by, "reason": reason},
-          held=reason or f"held by {by}")
+          held=f"{reason} (held by {by})" if reason else f"held by {by}")
 
 
 def release(conn: Connection, job_id: object, by: str, now: float) -> None:

@@ -40,6 +40,10 @@ class Submission:
     selector: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     run: Mapping[str, Any] = field(default_factory=dict)
+    start_at: float | None = None        # not before then
+    depends: tuple[tuple[str, str], ...] = ()  # (after_ok | after_any | after_failed, job id)
+    array_index: int | None = None       # a task of an array (``Store.submit_array``)
+    array_limit: int | None = None
 
     @classmethod
     def from_job(cls, job: Job, name: str = "", run: Mapping[str, Any] | None = None) -> Submission:
@@ -73,6 +77,10 @@ class JobRecord:
     lost_streak: int = 0                # attempts in a row lost to faults of the infrastructure
     eligible_at: float | None = None    # not before then: its start_at, or a retry's backoff
     last_checkpoint_at: float | None = None
+    depends: tuple[tuple[str, str], ...] = ()
+    array_id: str | None = None
+    array_index: int | None = None
+    array_limit: int | None = None
 
     @property
     def id(self) -> str:
@@ -133,3 +141,26 @@ class AttemptRecord:
     exit_code: int | None
     reason: str
     last_checkpoint_at: float | None
+
+
+DEPENDENCY_KINDS = ("after_ok", "after_any", "after_failed")
+
+
+@dataclass(frozen=True, slots=True)
+class PendingFacts:
+    """What may keep one pending job from starting, as the store knows it."""
+
+    held: str = ""
+    eligible_at: float | None = None
+    depends: tuple[tuple[str, str], ...] = ()
+    array: tuple[str, int, int | None] | None = None  # (array id, index, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class EligibilityFacts:
+    """``pending``: the pending jobs that something may keep back; ``states``: the states of
+    the jobs they depend on; ``array_active``: per array, its tasks holding resources."""
+
+    pending: Mapping[str, PendingFacts] = field(default_factory=dict)
+    states: Mapping[str, JobState] = field(default_factory=dict)
+    array_active: Mapping[str, int] = field(default_factory=dict)

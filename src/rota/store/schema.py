@@ -26,7 +26,9 @@ Why these tables, and why these shapes:
   job's GPU use is already in ``usage``, so that a restarted control plane bills the time it
   was down. ``held`` is why a person or the control plane holds a pending job back (empty:
   not held); ``eligible_at`` the time before which it may not start (its ``start_at``, or a
-  retry's backoff); ``last_checkpoint_at`` when its running attempt last checkpointed.
+  retry's backoff); ``last_checkpoint_at`` when its running attempt last checkpointed;
+  ``depends`` the jobs it waits for (``after_ok``, ``after_any``, ``after_failed``); the tasks of
+  an array share ``array_id`` (the first task's id) and ``array_limit``, each its ``array_index``.
 - ``attempts``: one row per attempt of a job (its ``attempts`` number): when it was bound,
   launched and ended, where it ran, how it ended (``rota.core.End``), its exit code and
   reason, and its last checkpoint.
@@ -155,12 +157,17 @@ jobs = Table(
     Column("lost_streak", Integer, nullable=False, server_default="0"),
     Column("eligible_at", Time),
     Column("last_checkpoint_at", Time),
+    Column("depends", JSON),            # [[kind, job id], ...]: after_ok, after_any, after_failed
+    Column("array_id", Integer),        # the id of the array's first task, for each of its tasks
+    Column("array_index", Integer),
+    Column("array_limit", Integer),     # at most this many tasks hold resources at once
     Column("version", Integer, nullable=False, default=1),
     Column("updated_at", Time, nullable=False),
     Index("ix_jobs_state", "state"),
     Index("ix_jobs_project_state", "project", "state"),
     Index("ix_jobs_user", "user"),
     Index("ix_jobs_queue", "queue"),
+    Index("ix_jobs_array_id", "array_id"),
     sqlite_autoincrement=True,
 )
 

@@ -39,7 +39,8 @@ from rota.store.authcache import DEFAULT_TTL_S, AuthCache
 from rota.store.errors import Conflict
 from rota.store.group import DEFAULT_MAX_BATCH, GroupCommit
 from rota.store.records import (
-    ApplyResult, AttemptRecord, JobEvent, JobFilter, JobRecord, Page, Submission,
+    ApplyResult, AttemptRecord, EligibilityFacts, JobEvent, JobFilter, JobRecord, Page,
+    Submission,
 )
 from rota.store.tokens import IssuedToken, Principal, Role, TokenInfo
 
@@ -325,11 +326,16 @@ class Store:
                 return run(conn)
         return self._retry(run)
 
-    def pending_holds(self, now: float) -> dict[str, tuple[str, float | None]]:
-        """Pending jobs held back or not eligible before a later time: id -> (held,
-        eligible_at)."""
+    def eligibility_facts(self, now: float) -> EligibilityFacts:
+        """What may keep pending jobs from starting now (``rota.control.eligibility``)."""
         with self._read() as conn:
-            return jobs.pending_holds(conn, now)
+            return jobs.eligibility_facts(conn, now)
+
+    def submit_array(self, submissions: list[Submission], member: bool = False) -> list[JobRecord]:
+        """The tasks of one array, all or none, sharing the first task's id as ``array_id``."""
+        def run(conn: Connection) -> list[JobRecord]:
+            return jobs.submit_array(conn, submissions, self.clock(), member)
+        return self._retry(run)
 
     def attempts(self, job_id: str) -> list[AttemptRecord]:
         """Every attempt of the job, first first."""
