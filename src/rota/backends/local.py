@@ -187,7 +187,8 @@ class LocalBackend:
         to stop a launch half-way, as a killed control plane would."""
 
     def _save(self, handle: Handle) -> Handle:
-        write_json_atomic(Path(handle.launch_id) / "handle.json", handle.to_dict(), mode=0o600)
+        write_json_atomic(Path(handle.launch_id) / "handle.json", handle.to_dict(), mode=0o600,
+                          durable=False)
         return self._track(handle)
 
     # -- recover -----------------------------------------------------------------------------
@@ -298,7 +299,7 @@ class LocalBackend:
         write_json_atomic(rdir / "spec.json", {
             "command": argv, "workdir": str(Path(spec.workdir).resolve()),
             "env": replica_env(base, job_env, ctx), "umask": JOB_UMASK,
-            "run_as": account_json(spec.run_as)}, mode=0o600)
+            "run_as": account_json(spec.run_as)}, mode=0o600, durable=False)
         out, err = rdir / "stdout.log", rdir / "stderr.log"
         with log_file(out, spec.run_as) as fout, log_file(err, spec.run_as) as ferr:
             pid = self.spawner.start(rdir, fout.fileno(), ferr.fileno())
@@ -456,7 +457,7 @@ class LocalBackend:
         if is_running(p.pid, p.start_ticks):
             if not (rdir / "stop.json").exists():
                 write_json_atomic(rdir / "stop.json", {"reason": reason, "grace_s": grace_s},
-                                  mode=0o600)
+                                  mode=0o600, durable=False)
             signal_pid(p.pid, signals.SIGTERM)
         elif (child := self._live_child(p)) is not None:
             signal_group(child, signals.SIGKILL)  # no supervisor left to count a grace period

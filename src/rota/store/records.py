@@ -164,3 +164,17 @@ class EligibilityFacts:
     pending: Mapping[str, PendingFacts] = field(default_factory=dict)
     states: Mapping[str, JobState] = field(default_factory=dict)
     array_active: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """A state move a backend reported, with what comes with it (``Store.transition``)."""
+
+    job: str
+    state: JobState
+    exit_code: int | None = None
+    reason: str | None = None
+    backend_handle: Mapping[str, Any] | None = None
+    end: Any = None                 # a rota.core.End
+    hold: str | None = None
+    eligible_at: float | None = None
