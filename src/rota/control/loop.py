@@ -86,7 +86,7 @@ class ControlLoop:
                                      account=self._run_as, api_url=api_url)
         self.passes = 0
         self.last_error: str | None = None
-        self._written_waits: dict[str, Any] = {}  # job -> (reasons, estimate) last applied
+        self._written_waits: dict[str, int] = {}  # job -> hash of (reasons, estimate) applied
         self._wakeup = threading.Event()
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
@@ -218,7 +218,7 @@ class ControlLoop:
             decisions = run_cycle(snapshot, self.policy, now)
         self._written_waits = {j: w for j, w in self._written_waits.items() if j in pending}
         waits = [w for w in (*decisions.waits, *held.waits)
-                 if self._written_waits.get(w.job) != (w.reasons, w.estimated_start)]
+                 if self._written_waits.get(w.job) != hash((w.reasons, w.estimated_start))]
         todo = Decisions(binds=decisions.binds, preemptions=decisions.preemptions,
                          rejects=[*decisions.rejects, *held.rejects], waits=waits)
         if not (todo.changes_anything or todo.waits):
@@ -226,7 +226,7 @@ class ControlLoop:
         result = self.store.apply(todo, now)
         for w in waits:
             if w.job in result.waiting:
-                self._written_waits[w.job] = (w.reasons, w.estimated_start)
+                self._written_waits[w.job] = hash((w.reasons, w.estimated_start))
         for job_id in (*result.bound, *result.rejected):
             self._written_waits.pop(job_id, None)
         if result.stale:
