@@ -119,6 +119,19 @@ def test_walltime_sends_the_checkpoint_signal_before_the_limit_and_stops_at_it(
     assert [a.end for a in store.attempts(job)] == [End.WALLTIME]
 
 
+def test_a_job_that_dies_of_its_walltime_signal_ends_walltime_and_is_not_retried(
+        store, loop, data_dir, clock):
+    """walltime 60 s, grace 10 s, the default checkpoint signal (SIGTERM) not caught: the job
+    dies of it at 50 s, which is its walltime's doing, not a failure to retry."""
+    job = submit(store, python(WAITER), grace_s=10, walltime_s=60, restart={"max_retries": 2})
+    drive(loop, lambda: (workdir(data_dir, job) / "started-0").exists(), "the job to run")
+    clock.advance(51)
+    rec = drive(loop, state_is(store, job, S.FAILED), "the job to end")
+    assert rec.reason == ("walltime: ended after its checkpoint signal, 10 s before its limit "
+                          "of 60 s")
+    assert (rec.failures, [a.end for a in store.attempts(job)]) == (0, [End.WALLTIME])
+
+
 def test_a_job_on_a_gpu_that_turns_unhealthy_is_requeued_elsewhere(store, data_dir, clock):
     """XID 79 on its GPU: the job is stopped and requeued (its budget untouched), the GPU is
     marked unhealthy with the reason, and the job runs again on another GPU."""

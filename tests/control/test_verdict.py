@@ -94,6 +94,18 @@ CASES = [
     ("walltime-stopped-fails-with-its-end", view(S.RUNNING, ReplicaStatus(0, R.EXITED, 143),
                                                  started_at=-60, walltime_s=100),
      Verdict(S.FAILED, 143, "walltime: stopped at its limit of 100 s", end=E.WALLTIME)),
+    # from -30 (limit 70, signal at 40): it died of the signal; not retried, its end walltime
+    ("walltime-death-by-its-signal-is-a-walltime-end",
+     view(S.RUNNING, ReplicaStatus(0, R.EXITED, 143), started_at=-30, walltime_s=100, grace_s=30,
+          max_retries=3),
+     Verdict(S.FAILED, 143, "walltime: ended after its checkpoint signal, 30 s before its "
+             "limit of 100 s", end=E.WALLTIME)),
+    # from 0 (limit 100, signal at 70): a failure at 50 is the job's own, retried
+    ("a-failure-before-the-walltime-signal-is-retried",
+     view(S.RUNNING, ReplicaStatus(0, R.EXITED, 1), started_at=0, walltime_s=100, grace_s=30,
+          max_retries=3),
+     Verdict(S.PENDING, 1, "retry 1 of 3: replica 0 exited with code 1", end=E.FAILED,
+             retry_in_s=10.0)),
     ("walltime-success-at-the-limit-is-a-success",
      view(S.RUNNING, OK, started_at=-60, walltime_s=100),
      Verdict(S.SUCCEEDED, 0, "", end=E.SUCCEEDED)),

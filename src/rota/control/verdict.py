@@ -21,8 +21,9 @@ before it is judged, so that no process outlives its job.
    run is stopped (its peers cannot go on without it), then judged when all have ended.
    Walltime, as Slurm's ``--time`` with ``--signal``: ``grace_s`` before the limit
    (``started_at + walltime_s``) the job gets its checkpoint signal; at the limit it is
-   stopped (SIGTERM, SIGKILL ``WALLTIME_KILL_WAIT_S`` later). A job that ends at or after its
-   limit without succeeding ends FAILED with the end ``walltime``; it is not retried.
+   stopped (SIGTERM, SIGKILL ``WALLTIME_KILL_WAIT_S`` later). A job that ends without
+   succeeding once its signal is due (its last ``grace_s`` included: a job that does not catch
+   the signal dies of it) ends FAILED with the end ``walltime``; it is not retried.
 4. All exited 0 -> SUCCEEDED. A lost replica (its node, supervisor or GPU failed: no exit
    code) is a fault of the infrastructure, not the job's: requeue without spending the restart
    budget, end ``node-lost`` (or ``gpu-unhealthy``); the ``MAX_LOST_IN_A_ROW``-th loss in a
@@ -123,6 +124,10 @@ def judge(view: JobView, now: float) -> Verdict:
         return Verdict(JobState.FAILED, _exit_code(status),
                        f"walltime: stopped at its limit of {view.walltime_s:g} s",
                        end=End.WALLTIME)
+    if limit is not None and now >= limit - view.grace_s:
+        return Verdict(JobState.FAILED, _exit_code(status),
+                       f"walltime: ended after its checkpoint signal, {view.grace_s:g} s before "
+                       f"its limit of {view.walltime_s:g} s", end=End.WALLTIME)
     return _failed(view)
 
 
