@@ -100,6 +100,31 @@ def test_an_interactive_job_is_warned_before_it_is_reclaimed(store, idle_loop, c
     drive(idle_loop, state_is(store, nb, S.CANCELLED), "the notebook to be reclaimed")
 
 
+def test_a_notebook_used_after_its_warning_is_warned_again_before_a_later_reclaim(
+        store, idle_loop, clock, gpus):
+    from builders import job
+    from rota.store import Submission
+    built = job("nb").gpus(1).user("alice").project("p").queue("q").kind("interactive").build()
+    nb = store.submit(Submission.from_job(built, run={
+        "command": ["python3", "-c", QUIET],
+        "idle": {"gpu_util_below": 5.0, "for_s": 600.0, "warn_before_s": 120.0}}))
+    drive(idle_loop, state_is(store, nb, S.RUNNING), "the notebook to run")
+    warnings = lambda: [e for e in store.events(nb) if e.kind == "idle-warning"]  # noqa: E731
+    idle_loop.step()
+    clock.advance(500)
+    idle_loop.step()
+    assert len(warnings()) == 1
+    gpus[gpu_of(store, nb)].utilization = 70    # its owner comes back
+    idle_loop.step()
+    gpus[gpu_of(store, nb)].utilization = 0     # and leaves again
+    idle_loop.step()
+    clock.advance(480)
+    idle_loop.step()
+    assert len(warnings()) == 2                 # the second idle period has its own notice
+    clock.advance(120)
+    drive(idle_loop, state_is(store, nb, S.CANCELLED), "the notebook to be reclaimed")
+
+
 def test_no_output_for_a_while_reclaims_and_output_keeps_a_job(store, idle_loop, clock):
     """Output times are the machine's own: this test runs on the real clock, with 2 s."""
     real = lambda: setattr(clock, "t", time.time())  # noqa: E731
@@ -111,6 +136,23 @@ def test_no_output_for_a_while_reclaims_and_output_keeps_a_job(store, idle_loop,
                 tick=real)
     assert rec.reason == "reclaimed as idle: no output and no API call for 2s"
     assert store.get_job(chatty).state is S.RUNNING  # its log grows
+
+
+def test_a_warning_written_into_a_silent_notebooks_output_is_not_its_activity(
+        store, idle_loop, clock):
+    """rota's own warning line must not count as the job's output: were it counted, each
+    warning would start a new quiet period with a warning of its own."""
+    from builders import job
+    from rota.store import Submission
+    real = lambda: setattr(clock, "t", time.time())  # noqa: E731
+    real()
+    built = job("nb").gpus(1).user("alice").project("p").queue("q").kind("interactive").build()
+    nb = store.submit(Submission.from_job(built, run={
+        "command": ["python3", "-c", QUIET],
+        "idle": {"inactive_for_s": 3.0, "warn_before_s": 2.0}}))
+    rec = drive(idle_loop, state_is(store, nb, S.CANCELLED), "the notebook's reclaim", tick=real)
+    assert rec.reason == "reclaimed as idle: no output and no API call for 3s"
+    assert len([e for e in store.events(nb) if e.kind == "idle-warning"]) == 1
 
 
 def test_a_maximum_lifetime_reclaims(store, idle_loop, clock):

@@ -401,11 +401,15 @@ class LocalBackend:
         return max(times) if times else None
 
     def notify(self, handle: Handle, message: str) -> None:
-        """Append ``[rota] message`` to every replica's stderr log."""
+        """Append ``[rota] message`` to every replica's stderr log. The log keeps its time of
+        change: rota's own line is not the job's output (``activity`` reads that time)."""
         for r in handle.replicas:
+            path = proc(r).stderr
             try:
-                with open(proc(r).stderr, "a") as f:
+                before = os.stat(path)
+                with open(path, "a") as f:
                     f.write(f"[rota] {message}\n")
+                os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
             except OSError:
                 continue
 

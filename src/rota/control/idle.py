@@ -9,8 +9,9 @@ call for all of them) and judges each (``rota.scheduler.idle.judge``):
   the job's threshold (a sample at or above it, or none, resets it);
 - the last activity is the latest of the job's output and of any API call about it by a person
   (``touch``, which the API calls; the job's own token does not count);
-- an interactive job inside its notice is warned once: an event in its history and a line in
-  its output;
+- an interactive job inside its notice is warned once for each time it would be reclaimed
+  (a new idle period, after it was used again, gets its own warning): an event in its history
+  and a line in its output, which does not count as the job's own output;
 - a job to reclaim is handed to the reconciler (``reclaim``), which stops it and ends it
   ``cancelled`` with the end ``reclaimed-idle``; its GPUs are free at once.
 
@@ -55,7 +56,7 @@ class IdleWatch:
         self.store, self.backend = store, backend
         self._clock = clock_touch or store.clock
         self.low_since: dict[str, float] = {}
-        self.warned: set[str] = set()
+        self.warned: dict[str, float] = {}  # job -> the reclaim time it was warned of
         self._touched: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -66,7 +67,7 @@ class IdleWatch:
 
     def forget(self, job_id: str) -> None:
         self.low_since.pop(job_id, None)
-        self.warned.discard(job_id)
+        self.warned.pop(job_id, None)
         with self._lock:
             self._touched.pop(job_id, None)
 
@@ -84,7 +85,7 @@ class IdleWatch:
                              rec.job.kind is JobKind.INTERACTIVE)
             if isinstance(decision, Reclaim):
                 out[rec.id] = describe(decision.check)
-            elif isinstance(decision, Warn) and rec.id not in self.warned:
+            elif isinstance(decision, Warn) and self.warned.get(rec.id) != decision.at:
                 self._warn(rec, handle, decision, now)
         return out
 
@@ -102,7 +103,7 @@ class IdleWatch:
         return Seen(started, self.low_since.get(rec.id), last)
 
     def _warn(self, rec: JobRecord, handle: Handle, warn: Warn, now: float) -> None:
-        self.warned.add(rec.id)
+        self.warned[rec.id] = warn.at
         message = (f"this job will be reclaimed in {_duration(round(warn.at - now))} "
                    f"({describe(warn.check)}); use it, or save your work")
         self.backend.notify(handle, message)
