@@ -48,3 +48,21 @@ def test_a_preempted_run_resumes_and_ends_with_the_uninterrupted_result(
     assert json.loads((workdir(data_dir, low) / "result.json").read_text()) == expected
     assert [a.end for a in store.attempts(low)] == [End.PREEMPTED, End.SUCCEEDED]
     assert done.attempts == 1 and done.failures == 0
+
+
+def test_a_victim_that_reports_its_checkpoint_is_stopped_without_waiting_out_its_grace(
+        store, loop, data_dir, clock):
+    """The preemptor waits for the victim's work to be saved, not for the whole grace period:
+    once the victim reports a checkpoint (``rota checkpoint``, here the store call the API
+    makes for it), it is stopped and requeued while its grace period still runs."""
+    low = submit(store, [sys.executable, str(EXAMPLE), "--steps", "100000", "--every", "100000",
+                         "--step-seconds", "0.01"], gpus=4, grace_s=600,
+                 checkpoint={"signal": "SIGUSR1"})
+    drive(loop, lambda: "starting from step 0" in log_of(data_dir, low, 0), "the job to start")
+    high = submit(store, ["true"], gpus=4, priority=10)
+    drive(loop, lambda: "(on signal SIGUSR1)" in log_of(data_dir, low, 0),
+          "the save the checkpoint signal asked for")
+    store.record_checkpoint(low, 0)
+    # the test's clock stands still: only the checkpoint, never the deadline, can end the wait
+    drive(loop, state_is(store, high, S.SUCCEEDED), "the high-priority job to run")
+    assert store.attempts(low)[0].end == End.PREEMPTED

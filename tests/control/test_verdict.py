@@ -68,6 +68,14 @@ CASES = [
     # deadline 100, now 50: within the grace period
     ("victim-gets-the-checkpoint-signal", view(S.PREEMPTING, RUN, preempt_deadline=100),
      Verdict(checkpoint="preemption")),
+    # preempted at 40 (deadline 70, grace 30): a checkpoint at 45 saved its work; stop it now
+    ("victim-that-checkpointed-since-is-stopped-without-waiting-out-its-grace",
+     view(S.PREEMPTING, RUN, preempt_deadline=70, grace_s=30, last_checkpoint_at=45),
+     Verdict(stop_grace_s=5.0)),
+    # the same, but its last checkpoint (at 35) is older than the preemption: signal it
+    ("victim-whose-checkpoint-is-older-than-its-preemption-gets-the-signal",
+     view(S.PREEMPTING, RUN, preempt_deadline=70, grace_s=30, last_checkpoint_at=35),
+     Verdict(checkpoint="preemption")),
     # deadline 40, now 50: grace over
     ("victim-past-its-deadline-is-stopped", view(S.PREEMPTING, RUN, preempt_deadline=40),
      Verdict(stop_grace_s=0.0)),

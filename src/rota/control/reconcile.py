@@ -195,7 +195,7 @@ class Reconciler:
         return JobView(rec.state, status, rec.cancel_requested, rec.preempt_deadline,
                        rec.reason, failures, spec.max_retries, grace, rec.lost_streak,
                        spec.backoff_s, rec.id, rec.job.started_at, rec.job.walltime_s,
-                       self.reclaiming.get(rec.id))
+                       self.reclaiming.get(rec.id), rec.last_checkpoint_at)
 
     def _stop(self, job_id: str, handle: Handle, grace_s: float, now: float) -> None:
         if job_id not in self.kill_at:

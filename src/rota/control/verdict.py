@@ -15,8 +15,11 @@ before it is judged, so that no process outlives its job.
    runs, CANCELLED. Reclaimed as idle (``reclaim``: why): stopped at once (SIGTERM, SIGKILL
    ``RECLAIM_KILL_WAIT_S`` later), then CANCELLED with the end ``reclaimed-idle``.
 2. PREEMPTING: all replicas exited 0 -> SUCCEEDED (it finished within its grace); something
-   runs and the deadline is ahead -> send the checkpoint signal; the deadline passed -> stop
-   at once; nothing runs -> requeue (PENDING). A preemption does not use the restart budget.
+   runs and the deadline is ahead -> send the checkpoint signal; the job reported a checkpoint
+   since its preemption began (``rota checkpoint``) -> stop it now (SIGTERM, SIGKILL
+   ``CHECKPOINTED_KILL_WAIT_S`` later): its work is saved, and the preemptor need not wait out
+   the grace period; the deadline passed -> stop at once; nothing runs -> requeue (PENDING).
+   A preemption does not use the restart budget.
 3. Running: a SCHEDULED job becomes RUNNING. A gang whose replica failed while others still
    run is stopped (its peers cannot go on without it), then judged when all have ended.
    Walltime, as Slurm's ``--time`` with ``--signal``: ``grace_s`` before the limit
@@ -51,6 +54,7 @@ MAX_LOST_IN_A_ROW = 3
 MAX_BACKOFF_S = 600.0
 WALLTIME_KILL_WAIT_S = 5.0  # from SIGTERM at the limit to SIGKILL (Slurm's KillWait)
 RECLAIM_KILL_WAIT_S = 5.0   # an idle job's GPUs are wanted now
+CHECKPOINTED_KILL_WAIT_S = 5.0  # a preempted job that has saved its work: from SIGTERM to SIGKILL
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +75,7 @@ class JobView:
     started_at: float | None = None
     walltime_s: float | None = None
     reclaim: str | None = None  # reclaimed as idle: why
+    last_checkpoint_at: float | None = None  # the attempt's last reported checkpoint
 
     @property
     def limit(self) -> float | None:
@@ -145,8 +150,12 @@ def _preempting(view: JobView, running: bool, now: float) -> Verdict:
         return Verdict(JobState.SUCCEEDED, 0, "finished during its preemption grace period",
                        end=End.SUCCEEDED)
     if running:
-        if view.preempt_deadline is not None and now >= view.preempt_deadline:
+        deadline = view.preempt_deadline
+        if deadline is not None and now >= deadline:
             return Verdict(stop_grace_s=0.0)
+        if deadline is not None and view.last_checkpoint_at is not None \
+                and view.last_checkpoint_at >= deadline - view.grace_s:
+            return Verdict(stop_grace_s=CHECKPOINTED_KILL_WAIT_S)
         return Verdict(checkpoint="preemption")
     why = view.preempt_reason or "preempted"
     return Verdict(JobState.PENDING, reason=f"requeued: {why}", end=End.PREEMPTED)
