@@ -16,7 +16,8 @@ rota submits with ``--no-requeue`` so that Slurm does not do this unasked.
 A node is unschedulable when its base state is ``down``, ``error``, ``future`` or ``unknown``,
 or when one of ``UNSCHEDULABLE_FLAGS`` is set (drained or draining, failing, not responding,
 in maintenance or in a reservation, rebooting, powered down); the reason is Slurm's own
-(``scontrol update ... reason=``) when it has one.
+(``scontrol update ... reason=``) when it has one. A rota job already running on a node
+*loses* it (``losing_reason``) only when the node is drained, failing, down or in error.
 
 Exit codes: Slurm writes ``code:signal`` (``3:0`` exited with 3; ``0:9`` killed by SIGKILL);
 ``squeue --json`` gives the raw wait status instead (``768`` is ``3:0``). rota's convention
@@ -114,6 +115,23 @@ UNSCHEDULABLE_FLAGS: dict[str, str] = {
     "POWERING_DOWN": "powering down", "POWERING_UP": "powering up",
     "INVALID_REG": "registered with a configuration Slurm rejected",
 }
+
+
+# What ends a rota job already running on a node: an operator draining or failing it, or the
+# node going down. A node that stops responding is Slurm's to judge (it fails the job with
+# NODE_FAIL once the node is declared down), and so is one in an unknown state (every node is,
+# for a moment, after slurmctld restarts); a reservation or a reboot request waits for the
+# node to be free.
+LOSING_STATES = frozenset({"down", "error"})
+LOSING_FLAGS = frozenset({"DRAIN", "FAIL"})
+
+
+def losing_reason(state: str, flags: frozenset[str], reason: str) -> str | None:
+    """Why rota's jobs running on a node in this ``state`` with these ``flags`` must leave it
+    (``None``: they may stay): Slurm's words for the node, as ``unschedulable_reason``."""
+    if state not in LOSING_STATES and not flags & LOSING_FLAGS:
+        return None
+    return unschedulable_reason(state, flags & LOSING_FLAGS, reason)
 
 
 def unschedulable_reason(state: str, flags: frozenset[str], reason: str) -> str | None:
