@@ -18,7 +18,9 @@ Vocabulary:
   exits with ``128 + s`` and ``signal == s``) or **lost** (nothing runs and nothing recorded
   how it ended: the control plane requeues it).
 - **Status comes in bulk**: ``poll(handles)`` answers for every handle at once, so that a pass
-  over thousands of running jobs costs the backend one round of questions, not one each.
+  over thousands of running jobs costs the backend one round of questions, not one each. A
+  backend that chooses devices or nodes itself reports where the replicas landed
+  (``Status.placement``); the control plane records it as the job's placement.
 - **Logs come from the backend** (``read_log``), so that the API never opens a file itself.
 - **Capabilities** are what a backend can enforce; the control plane and the CLI read them
   instead of guessing from the backend's name.
@@ -220,9 +222,12 @@ class ReplicaStatus:
 @dataclass(frozen=True, slots=True)
 class Status:
     """What a job's replicas are doing. ``state`` sums them up: lost when any replica is lost,
-    exited when all have exited, running otherwise."""
+    exited when all have exited, running otherwise. ``placement`` is where the replicas run
+    when the backend chose that itself (Slurm picks the devices on each node, or the nodes
+    too) and it differs from the placement the launch was given; None: as given."""
 
     replicas: tuple[ReplicaStatus, ...]
+    placement: Placement | None = None
 
     @property
     def state(self) -> ReplicaState:
@@ -265,9 +270,9 @@ class Backend(Protocol):
 
     def recover(self, job: Job, placement: Placement, attempt: int) -> Handle | None: ...
 
-    def adopt(self, handle: Handle) -> None:
-        """Take over a handle saved by an earlier control plane; ``BackendError`` or
-        ``InvalidSpec`` when it is not this backend's or cannot be read."""
+    def adopt(self, handle: Handle) -> Status:
+        """Take over a handle saved by an earlier control plane and say what it does now;
+        ``BackendError`` or ``InvalidSpec`` when it is not this backend's or cannot be read."""
 
     def poll(self, handles: Sequence[Handle]) -> list[Status]:
         """The status of every handle, in the same order, in one round of questions."""

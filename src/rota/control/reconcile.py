@@ -11,6 +11,10 @@ Every decision about a job is ``rota.control.verdict.judge``'s; this module only
 A state move goes through ``Store.transition`` (one transaction, checked against the state
 table); a move that a concurrent change made illegal is skipped and looked at again next pass.
 
+Placement: a backend that chose where a job runs (Slurm picks devices, or nodes) reports it
+in the job's status; it is recorded as the job's placement (``Store.record_placement``), so
+that the scheduler counts what is really taken and ``rota show`` says where the job runs.
+
 Launch: attempt ``n`` of a job is its ``attempts`` column; ``backend.launch(..., attempt=n)``
 never starts an attempt twice, so a job found SCHEDULED after a restart (bound, maybe
 launched, handle never saved) is launched through the same call and adopted if it had
@@ -98,6 +102,8 @@ class Reconciler:
 
     def _judge(self, rec: JobRecord, handle: Handle, status: Status, now: float,
                report: PassReport) -> None:
+        if status.placement is not None and status.placement != rec.job.placement:
+            self._placed(rec, status)
         verdict = judge(self._view(rec, status), now)
         if verdict.checkpoint and rec.id not in self.signalled:
             self.signalled.add(rec.id)
@@ -110,6 +116,16 @@ class Reconciler:
             if status.state is ReplicaState.LOST:
                 self.backend.cancel(handle, 0.0)  # no orphan of a lost replica outlives it
             self._move(rec, verdict, report)
+
+    def _placed(self, rec: JobRecord, status: Status) -> None:
+        """Record where the backend put the job, when that is not where it was placed."""
+        assert status.placement is not None
+        try:
+            self.store.record_placement(rec.id, status.placement)
+        except (IllegalTransition, Conflict, NotFound) as exc:
+            log.info("job %s: placement not recorded: %s", rec.id, exc)
+            return
+        log.info("job %s: runs on %s", rec.id, ", ".join(status.placement.nodes))
 
     def _unlaunched(self, rec: JobRecord, now: float, report: PassReport) -> None:
         """A job that holds resources without a handle of its current attempt: never launched
