@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import enum
 import json
+import signal as signals
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
@@ -78,12 +79,17 @@ class RunAs:
 @dataclass(frozen=True, slots=True)
 class LaunchSpec:
     """What one attempt runs: ``command`` (argv) in ``workdir`` with the job's own ``env`` on
-    top of what the backend sets, as ``run_as`` (None: the control plane's own account)."""
+    top of what the backend sets, as ``run_as`` (None: the control plane's own account).
+    ``checkpoint_signal`` and ``grace_s`` (None: the job's own grace period) are how the job
+    is warned before it is stopped, for a backend that stops a job at its walltime by itself
+    (Slurm's ``--signal``)."""
 
     command: tuple[str, ...]
     workdir: str
     env: Mapping[str, str] = field(default_factory=dict)
     run_as: RunAs | None = None
+    checkpoint_signal: int = int(signals.SIGTERM)
+    grace_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -236,7 +236,8 @@ class Reconciler:
             assert rec.job.placement is not None
             handle = self.backend.launch(
                 rec.job, rec.job.placement,
-                LaunchSpec(spec.command, str(workdir), _env(spec, rec), run_as),
+                LaunchSpec(spec.command, str(workdir), _env(spec, rec), run_as,
+                           spec.checkpoint_signal, spec.grace_s),
                 attempt=rec.attempts)
         except InvalidSpec as exc:
             where = exc.field if exc.field.startswith("run") else f"run.{exc.field}"

@@ -1,0 +1,380 @@
+"""The Slurm backend: each attempt of a rota job is one Slurm batch job, one ``srun`` step per
+replica, submitted where rota placed it (or where Slurm places it: ``placement: slurm``).
+
+Handles. ``launch_id`` is the Slurm job id; the handle's ``ref`` holds ``slurm_job`` (that id),
+``name`` (``rota-<job>-<attempt>``), ``log`` (the batch shell's output) and ``pinned``
+(whether rota chose the nodes); each replica's ``ref`` holds its ``stdout`` and ``stderr``
+files. Files on disk: ``attempts``.
+
+Launch, crash-safe (``attempts`` says what each file proves):
+
+1. ``submit.json`` is written: from now on a restart asks Slurm before launching again;
+2. ``sbatch --hold`` (as the job's OS account) prints the Slurm job id; the job is held, so
+   that nothing runs before step 4;
+3. ``handle.json`` is written;
+4. ``scontrol release``: Slurm may start it.
+
+``recover`` finds an attempt from its files, or by its name in ``squeue``/``sacct`` once no
+``sbatch`` of it is still running here; a held job it finds is released. Two Slurm jobs of one
+attempt can only come from an ``sbatch`` whose answer was lost in a crash: both are held until
+one is recorded, and the one not recorded is cancelled wherever it is seen (``recover``,
+``poll``), before it was ever released. So an attempt never runs twice.
+
+Status (``poll``): one ``squeue --all --json`` for all handles, the node states (``sinfo`` and
+the reservations, at most ``node_refresh_s`` old), and one ``sacct`` for the attempts that
+ended (a gang's per-replica exit codes) or that slurmctld forgot; ``observe`` reads them.
+Slurm has no push notification for rota to ``watch``: the control loop's periodic pass sees
+what changed.
+
+Signals and stops: ``signal`` is ``scancel --signal=SIG`` to the job's steps (the replicas;
+not the batch shell); SIGKILL is ``scancel`` of the whole job. ``cancel`` with a grace period
+sends SIGTERM to the steps and leaves the rest to the control loop (which sends SIGKILL, i.e.
+``scancel``, once the grace has passed); without one, or for a job still pending in Slurm, it
+is ``scancel`` at once. Cancelling an ended job does nothing.
+
+Inventory: ``sinfo --json``, ``squeue --all --json`` and the reservations, read into core
+nodes (``nodes``): Slurm's reason as each node's ``problem``, other people's jobs as
+``foreign``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal as signals
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from rota.backends.base import (
+    BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, Status,
+)
+from rota.backends.env import account_env, inherited
+from rota.backends.slurm import attempts
+from rota.backends.slurm.attempts import AttemptFiles
+from rota.backends.slurm.commands import SlurmCommands, SlurmCommandError
+from rota.backends.slurm.config import SlurmConfig
+from rota.backends.slurm.nodes import NodeReport, fractional_refusal, inventory, node_report
+from rota.backends.slurm.observe import Seen, attempt_status
+from rota.backends.slurm.records import (
+    SINFO_NODES, SQUEUE_JOBS, SlurmJob, SlurmNode, parse_sacct, parse_sacct_exit_codes,
+    parse_sinfo, parse_squeue, sacct_exit_codes, sacct_jobs, with_exit_codes,
+)
+from rota.backends.slurm.reservations import (
+    SHOW_RESERVATIONS, TIME_FORMAT, blocked_nodes, parse_reservations,
+)
+from rota.backends.slurm.states import attempt_name, losing_reason, owner
+from rota.backends.slurm.submit import SubmitSpec, batch_request, parse_job_id
+from rota.core import InvalidSpec, Job, Node, Placement
+
+log = logging.getLogger("rota.backends.slurm")
+LOG_CHUNK = 64 * 1024
+STREAMS = ("stdout", "stderr")
+SINCE = "now-30days"  # how far back sacct looks for an attempt by name
+
+
+class SlurmBackend:
+    name = "slurm"
+
+    def __init__(self, data_dir: str | Path, config: SlurmConfig,
+                 commands: SlurmCommands | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.config = config
+        self.commands = commands or SlurmCommands.from_environment()
+        self.clock = clock
+        self.accounting = True          # until sacct says the cluster keeps none
+        self._reports: dict[str, NodeReport] = {}
+        self._slurm_nodes: dict[str, SlurmNode] = {}
+        self._blocked: dict[str, str] = {}
+        self._nodes_at = float("-inf")
+
+    # -- nodes -------------------------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        shards = fractional_refusal(self.reports().values()) is None
+        return Capabilities(fractional_gpu=shards, memory_enforcement=False,
+                            compute_enforcement=False, gang=True, signals=True,
+                            run_as_owner=True)
+
+    def inventory(self) -> list[Node]:
+        self._read_nodes()
+        jobs = self._queue()
+        found = inventory(self._slurm_nodes.values(), jobs, self.config.gpu_types,
+                          self.config.resource_group, self._blocked)
+        return found.core_nodes()
+
+    def reports(self, max_age_s: float | None = None) -> dict[str, NodeReport]:
+        """The nodes as last read, read again when older than ``max_age_s`` (or never read)."""
+        age = self.clock() - self._nodes_at
+        if not self._reports or (max_age_s is not None and age > max_age_s):
+            self._read_nodes()
+        return self._reports
+
+    def describe(self) -> list[str]:
+        """What ``rota up`` says about the cluster when it starts."""
+        reports = self.reports()
+        where = self.commands.slurm_conf or "Slurm's default configuration"
+        models: dict[str, int] = {}
+        for r in reports.values():
+            for d in r.node.devices:
+                models[d.model] = models.get(d.model, 0) + 1
+        gpus = ", ".join(f"{n} x {m}" for m, n in models.items()) or "no GPUs"
+        mode = ("rota chooses the nodes" if self.config.pinned else
+                "rota admits and orders, Slurm chooses the nodes")
+        refusal = fractional_refusal(reports.values())
+        lines = [f"  Slurm: {len(reports)} nodes from {where}: {gpus}",
+                 f"  placement: {mode}" + (f"; partition {self.config.partition}"
+                                           if self.config.partition else ""),
+                 "  fractional GPUs: " + ("on Slurm shards" if refusal is None else "refused, "
+                                          "no node has shard GRES")]
+        untyped = sorted({g.type or "untyped" for n in self._slurm_nodes.values()
+                          for g in n.gres if g.name == "gpu"} -
+                         {t or "untyped" for t in self.config.gpu_types})
+        if untyped:
+            lines.append(f"  warning: Slurm GPU types without a model: {', '.join(untyped)}; "
+                         f"their nodes take no jobs until declared, e.g. --slurm-gpu-types "
+                         f"{untyped[0]}=MODEL-<memory>GB")
+        blocked = sorted(n for n, r in reports.items() if r.reason)
+        if blocked:
+            lines.append(f"  unavailable: {', '.join(blocked)} (rota nodes says why)")
+        return lines
+
+    def _read_nodes(self) -> None:
+        nodes = parse_sinfo(self.commands.run(SINFO_NODES))
+        reservations = parse_reservations(self.commands.run(SHOW_RESERVATIONS,
+                                                            extra_env=TIME_FORMAT))
+        now = self.clock()
+        self._blocked = blocked_nodes(reservations, now, self.config.reservation_lead_s)
+        self._slurm_nodes = {n.name: n for n in nodes}
+        self._reports = {n.name: node_report(n, self.config.gpu_types, self.config.resource_group,
+                                             self._blocked.get(n.name)) for n in nodes}
+        self._nodes_at = now
+
+    def _losing(self) -> dict[str, str]:
+        self.reports(self.config.node_refresh_s)
+        out = {}
+        for name, n in self._slurm_nodes.items():
+            why = losing_reason(n.state, n.flags, n.reason)
+            if why:
+                out[name] = why
+        return out
+
+    def _queue(self) -> tuple[SlurmJob, ...]:
+        return parse_squeue(self.commands.run(SQUEUE_JOBS))
+
+    # -- launch ------------------------------------------------------------------------------
+
+    def launch(self, job: Job, placement: Placement, spec: LaunchSpec,
+               attempt: int | None = None) -> Handle:
+        """Submit attempt ``attempt`` of ``job`` (module docstring); an attempt submitted
+        before is returned as it is, never submitted again."""
+        if attempt is None:
+            attempt = attempts.next_attempt(self.data_dir, job.id)
+        found = self.recover(job, placement, attempt)
+        if found is not None:
+            return found
+        reports = self.reports()
+        if job.request.gpu.fractional and (refusal := fractional_refusal(reports.values())):
+            raise InvalidSpec("gpu", refusal)
+        files = AttemptFiles.of(self.data_dir, job.id, attempt)
+        request = batch_request(job, placement, attempt, SubmitSpec(
+            command=tuple(spec.command), workdir=spec.workdir, log_dir=str(files.logs),
+            env=spec.env, checkpoint_signal=spec.checkpoint_signal, grace_s=spec.grace_s,
+            partition=self.config.partition, pinned=self.config.pinned, hold=True,
+            addresses={n: s.address for n, s in self._slurm_nodes.items()}), reports)
+        files.prepare(spec.run_as)
+        files.intend(request.name)                                                   # 1
+        base = {**inherited(os.environ), **account_env(spec.run_as)}
+        try:
+            out = self.commands.run(request.argv, request.script, base_env=base,
+                                    run_as=spec.run_as)                               # 2
+        except SlurmCommandError as exc:
+            raise BackendError("launch_failed", f"sbatch refused job {job.id}: "
+                                                f"{exc.stderr or exc}") from None
+        slurm_id = parse_job_id(out)
+        handle = self._handle(job.id, attempt, slurm_id, placement, files)
+        files.save(handle)                                                           # 3
+        self._release(handle)                                                        # 4
+        return handle
+
+    def _handle(self, job_id: str, attempt: int, slurm_id: int, placement: Placement,
+                files: AttemptFiles) -> Handle:
+        replicas = tuple(ReplicaHandle(k, r.node, r.devices, {
+            "stdout": str(files.logs / f"rank-{k}.out"),
+            "stderr": str(files.logs / f"rank-{k}.err")})
+            for k, r in enumerate(placement.replicas))
+        return Handle(self.name, job_id, str(slurm_id), replicas, attempt, {
+            "slurm_job": slurm_id, "name": attempt_name(job_id, attempt),
+            "log": str(files.logs / "batch.log"), "pinned": self.config.pinned})
+
+    def _release(self, handle: Handle) -> None:
+        try:
+            self.commands.run(("scontrol", "release", handle.launch_id))
+        except SlurmCommandError as exc:
+            if "already finished" in exc.stderr or "Invalid job id" in exc.stderr:
+                return  # it ran and ended, or was cancelled: nothing is held
+            raise BackendError("launch_failed", f"Slurm job {handle.launch_id} of job "
+                                                f"{handle.job_id} was not released: {exc}") from None
+
+    # -- recover -----------------------------------------------------------------------------
+
+    def recover(self, job: Job, placement: Placement, attempt: int) -> Handle | None:
+        """The handle of attempt ``attempt`` if it was submitted; None when it provably
+        never was (module docstring)."""
+        files = AttemptFiles.of(self.data_dir, job.id, attempt)
+        if not files.submitted:
+            return None
+        saved = files.saved()
+        if saved is not None:
+            handle = Handle.from_dict(saved, f"{files.private}/handle.json")
+            self._release_if_held(handle)
+            return handle
+        name = attempt_name(job.id, attempt)
+        attempts.wait_inflight(name)
+        ids = sorted(self._ids_named(name))
+        if not ids:
+            return None
+        for extra in ids[1:]:
+            self._scancel(extra, f"a second Slurm job of attempt {name}")
+        handle = self._handle(job.id, attempt, ids[0], placement, files)
+        files.save(handle)
+        self._release_if_held(handle)
+        return handle
+
+    def _ids_named(self, name: str) -> set[int]:
+        ids = {j.id for j in self._queue() if j.name == name and owner(j.name, j.comment)}
+        if self.accounting:
+            try:
+                text = self.commands.run(sacct_jobs(SINCE, names=(name,)))
+                ids |= {j.id for j in parse_sacct(text) if j.name == name}
+            except SlurmCommandError as exc:
+                self._no_accounting(exc)
+        return ids
+
+    def _release_if_held(self, handle: Handle) -> None:
+        job = next((j for j in self._queue() if j.id == _slurm_id(handle)), None)
+        if job is not None and job.state == "PENDING" and job.reason == "JobHeldUser":
+            self._release(handle)
+
+    def _no_accounting(self, exc: SlurmCommandError) -> None:
+        if "disabled" not in exc.stderr:
+            raise exc
+        if self.accounting:
+            log.warning("Slurm keeps no accounting: attempts that ended more than MinJobAge "
+                        "ago are lost, and gangs report the job's exit code for every replica")
+        self.accounting = False
+
+    # -- observe -----------------------------------------------------------------------------
+
+    def adopt(self, handle: Handle) -> Status:
+        if handle.backend != self.name:
+            raise BackendError("foreign_handle", f"handle of backend {handle.backend!r}, "
+                                                 f"not {self.name!r}")
+        _slurm_id(handle)
+        return self.poll([handle])[0]
+
+    def poll(self, handles: Sequence[Handle]) -> list[Status]:
+        """The status of every handle from one ``squeue``, the node states and at most one
+        ``sacct`` (module docstring)."""
+        if not handles:
+            return []
+        queue = self._queue()
+        by_id = {j.id: j for j in queue}
+        self._cancel_duplicates(handles, queue)
+        losing = self._losing()
+        accounted = self._accounted([h for h in handles if _needs_accounting(
+            h, by_id.get(_slurm_id(h)))])
+        now = self.clock()
+        return [attempt_status(h, Seen(by_id.get(_slurm_id(h)), accounted.get(_slurm_id(h)),
+                                       losing, self._reports, self.accounting, now))
+                for h in handles]
+
+    def _accounted(self, handles: list[Handle]) -> dict[int, SlurmJob]:
+        if not handles or not self.accounting:
+            return {}
+        ids = tuple(sorted({_slurm_id(h) for h in handles}))
+        try:
+            jobs = parse_sacct(self.commands.run(sacct_jobs(SINCE, job_ids=ids)))
+            codes = parse_sacct_exit_codes(self.commands.run(sacct_exit_codes(SINCE, job_ids=ids)))
+        except SlurmCommandError as exc:
+            self._no_accounting(exc)
+            return {}
+        return {j.id: j for j in with_exit_codes(jobs, codes)}
+
+    def _cancel_duplicates(self, handles: Sequence[Handle], queue: tuple[SlurmJob, ...]) -> None:
+        """Cancel every live Slurm job named like a polled attempt but not its own."""
+        own = {h.ref.get("name"): _slurm_id(h) for h in handles}
+        for j in queue:
+            if j.name in own and j.id != own[j.name] and not j.phase.ended:
+                self._scancel(j.id, f"a second Slurm job of attempt {j.name}")
+
+    def read_log(self, handle: Handle, rank: int, stream: str, offset: int) -> Iterator[bytes]:
+        """The bytes replica ``rank``'s step wrote to ``stream`` from ``offset`` on."""
+        if stream not in STREAMS:
+            raise InvalidSpec("stream", f"must be stdout or stderr, got {stream!r}")
+        if not 0 <= rank < len(handle.replicas):
+            return
+        path = handle.replicas[rank].ref.get(stream)
+        if not isinstance(path, str):
+            return
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                while chunk := f.read(LOG_CHUNK):
+                    yield chunk
+        except FileNotFoundError:
+            return
+
+    def watch(self, wake: Callable[[], None]) -> None:
+        """Slurm tells nobody when a job ends: the control loop's periodic pass sees it."""
+
+    def unwatch(self) -> None:
+        """Nothing to release (see ``watch``)."""
+
+    # -- act ---------------------------------------------------------------------------------
+
+    def signal(self, handle: Handle, sig: int) -> None:
+        """``sig`` to the replicas (the job's steps); SIGKILL cancels the whole job."""
+        if sig == signals.SIGKILL:
+            self._scancel(_slurm_id(handle), "stopped")
+            return
+        name = signals.Signals(sig).name.removeprefix("SIG")
+        self._try(("scancel", f"--signal={name}", handle.launch_id))
+
+    def cancel(self, handle: Handle, grace_s: float) -> None:
+        """SIGTERM to the replicas, the rest after ``grace_s`` (module docstring)."""
+        if grace_s < 0:
+            raise InvalidSpec("grace", f"must not be negative, got {grace_s}")
+        if grace_s == 0 or not self._try(("scancel", "--signal=TERM", handle.launch_id)):
+            self._scancel(_slurm_id(handle), "cancelled")
+
+    def _scancel(self, slurm_id: int, why: str) -> None:
+        log.info("scancel %d: %s", slurm_id, why)
+        self._try(("scancel", str(slurm_id)))
+
+    def _try(self, argv: tuple[str, ...]) -> bool:
+        """Run a ``scancel``; False when Slurm refused it because of the job's state (pending,
+        already ended or forgotten): nothing runs there to act on."""
+        try:
+            self.commands.run(argv)
+            return True
+        except SlurmCommandError as exc:
+            if exc.code != "slurm_command":
+                raise
+            log.info("%s: %s", " ".join(argv), exc.stderr)
+            return False
+
+
+def _slurm_id(handle: Handle) -> int:
+    value = handle.ref.get("slurm_job")
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise InvalidSpec("handle.ref.slurm_job", f"must be a Slurm job id, got {value!r}")
+    return value
+
+
+def _needs_accounting(handle: Handle, queued: SlurmJob | None) -> bool:
+    """Whether ``sacct`` must be asked: slurmctld forgot the job, or a gang ended (its
+    per-replica exit codes are the steps')."""
+    return queued is None or (queued.phase.ended and len(handle.replicas) > 1)
