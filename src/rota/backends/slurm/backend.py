@@ -186,6 +186,7 @@ class SlurmBackend:
             addresses={n: s.address for n, s in self._slurm_nodes.items()}), reports)
         files.prepare(spec.run_as)
         files.intend(request.name)                                                   # 1
+        self.before("sbatch", files)
         base = {**inherited(os.environ), **account_env(spec.run_as)}
         try:
             out = self.commands.run(request.argv, request.script, base_env=base,
@@ -195,9 +196,17 @@ class SlurmBackend:
                                                 f"{exc.stderr or exc}") from None
         slurm_id = parse_job_id(out)
         handle = self._handle(job.id, attempt, slurm_id, placement, files)
+        self.before("save", files)
         files.save(handle)                                                           # 3
+        self.before("release", files)
         self._release(handle)                                                        # 4
+        self.before("return", files)
         return handle
+
+    def before(self, step: str, files: AttemptFiles) -> None:
+        """Called before each step of a launch after the first (``sbatch``, ``save``,
+        ``release``, ``return``); does nothing. Tests override it to stop a launch there, as
+        a killed control plane would."""
 
     def _handle(self, job_id: str, attempt: int, slurm_id: int, placement: Placement,
                 files: AttemptFiles) -> Handle:

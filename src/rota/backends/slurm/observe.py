@@ -132,11 +132,13 @@ def landed(handle: Handle, job: SlurmJob, reports: Mapping[str, NodeReport]) -> 
     does not say (no per-node allocation yet) or it is where they were placed."""
     allocs = {a.node: a for a in job.allocations}
     count = len(handle.replicas)
-    if not allocs or not job.nodes or count % len(job.nodes):
+    if pinned(handle):
+        nodes = [r.node for r in handle.replicas]
+    elif job.nodes and count % len(job.nodes) == 0:
+        per_node = count // len(job.nodes)
+        nodes = [job.nodes[k // per_node] for k in range(count)]
+    else:
         return None
-    per_node = count // len(job.nodes)
-    nodes = [r.node if pinned(handle) else job.nodes[k // per_node]
-             for k, r in enumerate(handle.replicas)]
     if any(n not in allocs for n in nodes):
         return None
     taken: dict[str, int] = {}
