@@ -107,6 +107,9 @@ def test_a_job_cancelled_before_it_started_ran_nothing():
     status = attempt_status(handle(("n1", 0)), Seen(sjob("CANCELLED", exit=ExitCode(0),
                                                          start=None, end=150.0)))
     assert states(status) == [(R.EXITED, None, "cancelled in Slurm before it started")]
+    # as squeue shows it: a start time (that of the cancel) but no node
+    listed = sjob("CANCELLED", nodes=(), exit=ExitCode(0), start=150.0, end=150.0)
+    assert states(attempt_status(handle(("n1", 0)), Seen(listed))) == states(status)
 
 
 def test_a_job_slurm_does_not_know_is_lost():

@@ -88,6 +88,8 @@ class SlurmBackend:
         self._slurm_nodes: dict[str, SlurmNode] = {}
         self._blocked: dict[str, str] = {}
         self._nodes_at = float("-inf")
+        self._states: dict[int, str] = {}   # Slurm job -> state, as squeue last said
+        self._states_at = float("-inf")
 
     # -- nodes -------------------------------------------------------------------------------
 
@@ -162,7 +164,16 @@ class SlurmBackend:
         return out
 
     def _queue(self) -> tuple[SlurmJob, ...]:
-        return parse_squeue(self.commands.run(SQUEUE_JOBS))
+        jobs = parse_squeue(self.commands.run(SQUEUE_JOBS))
+        self._states = {j.id: j.state for j in jobs}
+        self._states_at = self.clock()
+        return jobs
+
+    def _state(self, slurm_id: int) -> str | None:
+        """The job's state as squeue said at most ``node_refresh_s`` ago (None: not listed)."""
+        if self.clock() - self._states_at > self.config.node_refresh_s:
+            self._queue()
+        return self._states.get(slurm_id)
 
     # -- launch ------------------------------------------------------------------------------
 
@@ -345,18 +356,22 @@ class SlurmBackend:
     # -- act ---------------------------------------------------------------------------------
 
     def signal(self, handle: Handle, sig: int) -> None:
-        """``sig`` to the replicas (the job's steps); SIGKILL cancels the whole job."""
+        """``sig`` to the replicas (the job's steps) of a running job; SIGKILL cancels the
+        whole job. A job not running in Slurm has no replica to signal (and ``scancel
+        --signal`` would wait for a pending one to start)."""
         if sig == signals.SIGKILL:
             self._scancel(_slurm_id(handle), "stopped")
             return
-        name = signals.Signals(sig).name.removeprefix("SIG")
-        self._try(("scancel", f"--signal={name}", handle.launch_id))
+        if self._state(_slurm_id(handle)) == "RUNNING":
+            name = signals.Signals(sig).name.removeprefix("SIG")
+            self._try(("scancel", f"--signal={name}", handle.launch_id))
 
     def cancel(self, handle: Handle, grace_s: float) -> None:
         """SIGTERM to the replicas, the rest after ``grace_s`` (module docstring)."""
         if grace_s < 0:
             raise InvalidSpec("grace", f"must not be negative, got {grace_s}")
-        if grace_s == 0 or not self._try(("scancel", "--signal=TERM", handle.launch_id)):
+        running = grace_s > 0 and self._state(_slurm_id(handle)) == "RUNNING"
+        if not running or not self._try(("scancel", "--signal=TERM", handle.launch_id)):
             self._scancel(_slurm_id(handle), "cancelled")
 
     def _scancel(self, slurm_id: int, why: str) -> None:

@@ -93,7 +93,7 @@ def _ended(handle: Handle, rank: int, seen: Seen) -> ReplicaStatus:
         return _from_step(rank, step)
     if job.phase is JobPhase.LOST:
         return ReplicaStatus(rank, LOST, reason=end_reason(job.state))
-    if job.start_time is None:
+    if job.start_time is None or not job.nodes:  # a job cancelled while pending has no nodes
         why = end_reason(job.state) or job.state.lower()
         return ReplicaStatus(rank, EXITED, reason=f"{why} before it started",
                              finished_at=job.end_time)
