@@ -35,6 +35,7 @@ from rota.backends.slurm.text import (
 SINFO_NODES = ("sinfo", "--json")
 SQUEUE_JOBS = ("squeue", "--all", "--json")
 SINFO_PARTITIONS = ("sinfo", "--noheader", "--format=%P|%a|%l|%p|%N")
+NOTHING_FOUND = 9003  # sacct --json's error number when no job matched the query
 
 
 def sacct_jobs(since: str, job_ids: tuple[int, ...] = (),
@@ -142,9 +143,15 @@ def _document(text: str, key: str, source: str) -> list[Mapping[str, Any]]:
         raise SlurmOutputError(source, f"is not JSON: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get(key), list):
         raise SlurmOutputError(source, f"has no {key!r} list")
-    if data.get("errors"):
-        raise SlurmOutputError(source, f"reports errors: {data['errors']}")
+    errors = [e for e in data.get("errors") or () if not _nothing_found(e)]
+    if errors:
+        raise SlurmOutputError(source, f"reports errors: {errors}")
     return data[key]
+
+
+def _nothing_found(error: object) -> bool:
+    """sacct's way of saying that no job matched: an error (9003) beside an empty list."""
+    return isinstance(error, Mapping) and error.get("error_number") == NOTHING_FOUND
 
 
 def _get(d: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
