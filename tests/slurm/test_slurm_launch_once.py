@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from rota.backends.base import ReplicaState as R
-from rota.backends.slurm.attempts import AttemptFiles
+from rota.backends.slurm.attempts import AttemptFiles, instance
 from rota.backends.slurm.records import SQUEUE_JOBS, parse_squeue
 from slurmkit import on, rota_job, run_spec, slurm_backend, status_of, wait
 
@@ -132,7 +132,7 @@ def test_a_second_slurm_job_of_an_attempt_is_cancelled_before_it_ever_runs(
     die_launching(data_dir, tmp_path, "save", job_id, slurm_env)
     [first] = slurm_jobs_named(slurm, f"rota-{job_id}-0")
     late = slurm.sbatch(["sbatch", "--parsable", "--hold", f"--job-name=rota-{job_id}-0",
-                         f"--comment=rota:{job_id}", "--output=/dev/null",
+                         f"--comment=rota:{job_id}@{instance(data_dir)}", "--output=/dev/null",
                          f"--chdir={tmp_path}", "--wrap", RUNNER])
     backend = slurm_backend(data_dir)
     handle = backend.launch(rota_job(job_id, replicas=2), PLACEMENT, run_spec(RUNNER, tmp_path),
@@ -148,8 +148,14 @@ def test_a_late_duplicate_seen_while_polling_is_cancelled(slurm, data_dir, tmp_p
     handle = backend.launch(rota_job(job_id, replicas=2), PLACEMENT, run_spec(RUNNER, tmp_path),
                             attempt=0)
     late = slurm.sbatch(["sbatch", "--parsable", "--hold", f"--job-name=rota-{job_id}-0",
-                         f"--comment=rota:{job_id}", "--output=/dev/null",
+                         f"--comment=rota:{job_id}@{backend.instance}", "--output=/dev/null",
                          f"--chdir={tmp_path}", "--wrap", RUNNER])
+    other = slurm.sbatch(["sbatch", "--parsable", "--hold", f"--job-name=rota-{job_id}-0",
+                          f"--comment=rota:{job_id}@another", "--output=/dev/null",
+                          f"--chdir={tmp_path}", "--wrap", RUNNER])
     backend.poll([handle])
     wait(lambda: (j := slurm.job(late)) is not None and j.phase.ended, "the duplicate's cancel")
+    # the same name from another rota on the cluster is not this one's to cancel
+    assert slurm.job(other).state == "PENDING"
+    slurm.run(["scancel", str(other)])
     finish_and_count(slurm, backend, handle, tmp_path, job_id)

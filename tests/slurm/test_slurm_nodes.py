@@ -133,3 +133,12 @@ def test_a_node_a_reservation_closes_is_unschedulable_with_both_reasons():
     assert inv.reasons["node4"] == ("drained in Slurm: disk full; in Slurm reservation n "
                                     "until 2026-01-01 11:00 UTC")
     assert inv.report("node1").node.problem == inv.reasons["node1"]
+
+
+def test_the_attempts_of_another_rota_on_the_cluster_are_foreign():
+    # job 10 is rota-7-1 with the comment rota:7: another control plane's, seen from "abc"
+    nodes, jobs = parse_sinfo(data("sinfo.json")), parse_squeue(data("squeue.json"))
+    ours = inventory(nodes, jobs, GPU_TYPES, instance="")
+    theirs = inventory(nodes, jobs, GPU_TYPES, instance="abc")
+    assert 10 not in {f.slurm_job for f in ours.foreign}
+    assert 10 in {f.slurm_job for f in theirs.foreign}

@@ -126,3 +126,11 @@ def test_job_ids_unfit_for_slurm_names_are_refused(job_id):
 def test_a_running_job_leaves_a_node_only_when_it_is_drained_failing_or_down(state, flags,
                                                                             expected):
     assert losing_reason(state, frozenset(flags), "fan") == expected
+
+
+def test_an_attempt_is_the_instances_whose_comment_it_carries():
+    assert job_comment("17", "abc") == "rota:17@abc"
+    assert owner("rota-17-2", "rota:17@abc", "abc") == ("17", 2)
+    assert owner("rota-17-2", "rota:17@xyz", "abc") is None     # another rota's job 17
+    assert owner("rota-17-2", "rota:17", "abc") is None
+    assert owner("rota-17-2", "", "abc") == ("17", 2)           # sacct without job_comment

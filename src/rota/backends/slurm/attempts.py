@@ -1,6 +1,7 @@
 """Where the Slurm backend keeps each attempt, and how it knows whether one was submitted.
 
-Layout under the data directory, for attempt ``n`` of job ``J``::
+Layout under the data directory: ``slurm-instance`` (this control plane's instance id, see
+``rota.backends.slurm.backend``), and for attempt ``n`` of job ``J``::
 
     jobs/J/attempt-n/          0700, the control plane's: submit.json, handle.json
     jobs/J/attempt-n-logs/     0700, owned by the account the job runs as: batch.log,
@@ -24,6 +25,7 @@ the Slurm job id. So:
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +33,9 @@ from typing import Any
 from urllib.parse import quote
 
 from rota.backends.base import Handle, RunAs
-from rota.backends.procs import make_dirs, read_json, signal_pid, write_json_atomic
+from rota.backends.procs import (
+    claim_json, make_dirs, read_json, signal_pid, write_json_atomic,
+)
 
 INFLIGHT_WAIT_S = 30.0
 
@@ -68,6 +72,18 @@ class AttemptFiles:
 
     def saved(self) -> dict[str, Any] | None:
         return read_json(self.private / "handle.json")
+
+
+def instance(data_dir: Path) -> str:
+    """This control plane's instance id (``slurm-instance`` in the data directory), made
+    once: 12 random hex digits."""
+    path = data_dir / "slurm-instance"
+    current = read_json(path)
+    if isinstance(current, str) and current:
+        return current
+    make_dirs(data_dir, 0o711)
+    claim_json(path, secrets.token_hex(6))  # two first starts at once agree on one
+    return str(read_json(path))
 
 
 def next_attempt(data_dir: Path, job_id: str) -> int:

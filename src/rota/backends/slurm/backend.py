@@ -1,6 +1,10 @@
 """The Slurm backend: each attempt of a rota job is one Slurm batch job, one ``srun`` step per
 replica, submitted where rota placed it (or where Slurm places it: ``placement: slurm``).
 
+Instance. Each control plane (its data directory) has an instance id, written once
+(``attempts.instance``), that its jobs carry in their comment: two rota installations on one
+cluster, whose job numbers may be the same, each see the other's jobs as foreign.
+
 Handles. ``launch_id`` is the Slurm job id; the handle's ``ref`` holds ``slurm_job`` (that id),
 ``name`` (``rota-<job>-<attempt>``), ``log`` (the batch shell's output) and ``pinned``
 (whether rota chose the nodes); each replica's ``ref`` holds its ``stdout`` and ``stderr``
@@ -90,6 +94,7 @@ class SlurmBackend:
         self._nodes_at = float("-inf")
         self._states: dict[int, str] = {}   # Slurm job -> state, as squeue last said
         self._states_at = float("-inf")
+        self.instance = attempts.instance(self.data_dir)
 
     # -- nodes -------------------------------------------------------------------------------
 
@@ -104,7 +109,7 @@ class SlurmBackend:
         self._read_nodes()
         jobs = self._queue()
         found = inventory(self._slurm_nodes.values(), jobs, self.config.gpu_types,
-                          self.config.resource_group, self._blocked)
+                          self.config.resource_group, self._blocked, self.instance)
         return found.core_nodes()
 
     def reports(self, max_age_s: float | None = None) -> dict[str, NodeReport]:
@@ -194,6 +199,7 @@ class SlurmBackend:
             command=tuple(spec.command), workdir=spec.workdir, log_dir=str(files.logs),
             env=spec.env, checkpoint_signal=spec.checkpoint_signal, grace_s=spec.grace_s,
             partition=self.config.partition, pinned=self.config.pinned, hold=True,
+            instance=self.instance,
             addresses={n: s.address for n, s in self._slurm_nodes.items()}), reports)
         files.prepare(spec.run_as)
         files.intend(request.name)                                                   # 1
@@ -264,11 +270,13 @@ class SlurmBackend:
         return handle
 
     def _ids_named(self, name: str) -> set[int]:
-        ids = {j.id for j in self._queue() if j.name == name and owner(j.name, j.comment)}
+        ids = {j.id for j in self._queue()
+               if j.name == name and owner(j.name, j.comment, self.instance)}
         if self.accounting:
             try:
                 text = self.commands.run(sacct_jobs(SINCE, names=(name,)))
-                ids |= {j.id for j in parse_sacct(text) if j.name == name}
+                ids |= {j.id for j in parse_sacct(text)
+                        if j.name == name and owner(j.name, j.comment, self.instance)}
             except SlurmCommandError as exc:
                 self._no_accounting(exc)
         return ids
@@ -324,10 +332,12 @@ class SlurmBackend:
         return {j.id: j for j in with_exit_codes(jobs, codes)}
 
     def _cancel_duplicates(self, handles: Sequence[Handle], queue: tuple[SlurmJob, ...]) -> None:
-        """Cancel every live Slurm job named like a polled attempt but not its own."""
+        """Cancel every live Slurm job of a polled attempt (its name, this control plane's
+        comment) but the handle's own."""
         own = {h.ref.get("name"): _slurm_id(h) for h in handles}
         for j in queue:
-            if j.name in own and j.id != own[j.name] and not j.phase.ended:
+            if j.name in own and j.id != own[j.name] and not j.phase.ended \
+                    and owner(j.name, j.comment, self.instance) and j.comment:
                 self._scancel(j.id, f"a second Slurm job of attempt {j.name}")
 
     def read_log(self, handle: Handle, rank: int, stream: str, offset: int) -> Iterator[bytes]:

@@ -121,9 +121,10 @@ class Inventory:
 
 def inventory(nodes: Iterable[SlurmNode], jobs: Iterable[SlurmJob],
               gpu_types: Mapping[str, GpuType], resource_group: str = DEFAULT_GROUP,
-              blocked: Mapping[str, str] | None = None) -> Inventory:
-    """Nodes from ``sinfo``, foreign allocations from ``squeue``'s jobs; ``blocked`` names
-    the nodes a reservation closes, with why."""
+              blocked: Mapping[str, str] | None = None, instance: str = "") -> Inventory:
+    """Nodes from ``sinfo``, foreign allocations from ``squeue``'s jobs (every job but the
+    attempts of control plane ``instance``); ``blocked`` names the nodes a reservation closes,
+    with why."""
     nodes = tuple(nodes)
     blocked = blocked or {}
     reports = tuple(node_report(n, gpu_types, resource_group, blocked.get(n.name))
@@ -131,7 +132,7 @@ def inventory(nodes: Iterable[SlurmNode], jobs: Iterable[SlurmJob],
     by_name = {n.name: (r, n) for r, n in zip(reports, nodes)}
     foreign = []
     for job in jobs:
-        if job.phase is not JobPhase.RUNNING or owner(job.name, job.comment) is not None:
+        if job.phase is not JobPhase.RUNNING or owner(job.name, job.comment, instance):
             continue
         for alloc in job.allocations:
             if alloc.node in by_name:

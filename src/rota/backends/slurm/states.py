@@ -24,7 +24,9 @@ Exit codes: Slurm writes ``code:signal`` (``3:0`` exited with 3; ``0:9`` killed 
 (``rota.backends.base``) is ``128 + signal`` for a process killed by a signal.
 
 Job names: attempt ``n`` of rota job ``J`` is the Slurm job ``rota-J-n``, with the comment
-``rota:J``, so that ``squeue``/``sacct`` find an attempt again by name.
+``rota:J@I`` (``I``: the control plane's instance, so that two rota installations on one
+cluster, whose job numbers may be the same, never take each other's jobs for their own), so
+that ``squeue``/``sacct`` find an attempt again by name.
 """
 
 from __future__ import annotations
@@ -196,18 +198,21 @@ def attempt_name(job_id: str, attempt: int) -> str:
     return f"{NAME_PREFIX}{job_id}-{attempt}"
 
 
-def job_comment(job_id: str) -> str:
-    return f"{COMMENT_PREFIX}{job_id}"
+def job_comment(job_id: str, instance: str = "") -> str:
+    """``rota:<job>``, or ``rota:<job>@<instance>`` for the control plane ``instance``."""
+    return f"{COMMENT_PREFIX}{job_id}" + (f"@{instance}" if instance else "")
 
 
-def owner(name: str, comment: str) -> tuple[str, int] | None:
-    """``(rota job id, attempt)`` when a Slurm job with this name and comment is one of rota's
-    attempts, else ``None``. The comment must be rota's or empty (``sacct`` shows none where
-    the site does not set ``AccountingStoreFlags=job_comment``)."""
+def owner(name: str, comment: str, instance: str = "") -> tuple[str, int] | None:
+    """``(rota job id, attempt)`` when a Slurm job with this name and comment is one of the
+    attempts of control plane ``instance``, else ``None``. The comment must be that control
+    plane's or empty (``sacct`` shows none where the site does not set
+    ``AccountingStoreFlags=job_comment``): another rota's jobs on the same cluster, whose
+    numbers may be the same, are not this one's."""
     match = _ATTEMPT_NAME.match(name)
     if not match:
         return None
     job = match.group("job")
-    if comment and comment != job_comment(job):
+    if comment and comment != job_comment(job, instance):
         return None
     return job, int(match.group("attempt"))

@@ -3,8 +3,9 @@
 ``batch_request(job, placement, attempt, spec, nodes)`` returns the argv (the script goes to
 ``sbatch``'s standard input) and what the attempt will be known by. The Slurm job:
 
-1. is named ``rota-<job>-<attempt>`` with the comment ``rota:<job>`` (``states``), so that
-   ``squeue``/``sacct`` find the attempt again; ``--parsable`` prints its Slurm job id, and
+1. is named ``rota-<job>-<attempt>`` with the comment ``rota:<job>[@<instance>]``
+   (``states``), so that ``squeue``/``sacct`` find the attempt again; ``--parsable`` prints
+   its Slurm job id, and
    with ``SubmitSpec.hold`` it is submitted held (``--hold``: it starts only once released);
 2. holds one task per replica (``--ntasks-per-node``: every node must hold the same number of
    replicas, since Slurm asks the same of every node of a job) on ``--nodes`` nodes,
@@ -77,6 +78,7 @@ class SubmitSpec:
     addresses: Mapping[str, str] = field(default_factory=dict)  # node -> address for rank 0
     pinned: bool = True           # rota's nodes (--nodelist); False: Slurm chooses them
     hold: bool = False            # submit held (--hold), to be released
+    instance: str = ""            # the control plane's, in the comment (states.job_comment)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +108,7 @@ def batch_request(job: Job, placement: Placement, attempt: int, spec: SubmitSpec
         raise InvalidSpec("placement", f"a Slurm job holds as many replicas on every node, "
                                        f"this placement does not ({layout})")
     ranks_per_node = next(iter(per_node.values()))
-    name, comment = attempt_name(job.id, attempt), job_comment(job.id)
+    name, comment = attempt_name(job.id, attempt), job_comment(job.id, spec.instance)
     log = f"{spec.log_dir}/batch.log"
     steps = [_gres(job, r, nodes[r.node]) for r in placement.replicas]
     argv = ["sbatch", "--parsable", f"--job-name={name}", f"--comment={comment}",
