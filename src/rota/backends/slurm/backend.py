@@ -263,7 +263,7 @@ class SlurmBackend:
         if not ids:
             return None
         for extra in ids[1:]:
-            self._scancel(extra, f"a second Slurm job of attempt {name}")
+            self._duplicate(extra, name)
         handle = self._handle(job.id, attempt, ids[0], placement, files)
         files.save(handle)
         self._release_if_held(handle)
@@ -338,7 +338,7 @@ class SlurmBackend:
         for j in queue:
             if j.name in own and j.id != own[j.name] and not j.phase.ended \
                     and owner(j.name, j.comment, self.instance) and j.comment:
-                self._scancel(j.id, f"a second Slurm job of attempt {j.name}")
+                self._duplicate(j.id, j.name)
 
     def read_log(self, handle: Handle, rank: int, stream: str, offset: int) -> Iterator[bytes]:
         """The bytes replica ``rank``'s step wrote to ``stream`` from ``offset`` on."""
@@ -384,8 +384,13 @@ class SlurmBackend:
         if not running or not self._try(("scancel", "--signal=TERM", handle.launch_id)):
             self._scancel(_slurm_id(handle), "cancelled")
 
+    def _duplicate(self, slurm_id: int, name: str) -> None:
+        log.warning("cancelling Slurm job %d: a second Slurm job of attempt %s, never released",
+                    slurm_id, name)
+        self._scancel(slurm_id, "duplicate")
+
     def _scancel(self, slurm_id: int, why: str) -> None:
-        log.info("scancel %d: %s", slurm_id, why)
+        log.debug("scancel %d: %s", slurm_id, why)
         self._try(("scancel", str(slurm_id)))
 
     def _try(self, argv: tuple[str, ...]) -> bool:
