@@ -16,7 +16,8 @@ Launch, crash-safe (``attempts`` says what each file proves):
 2. ``sbatch --hold`` (as the job's OS account) prints the Slurm job id; the job is held, so
    that nothing runs before step 4;
 3. ``handle.json`` is written;
-4. ``scontrol release``: Slurm may start it.
+4. ``scontrol release``: Slurm may start it (while the backend is watched, the launches of a
+   pass are released together, right after, by ``release.Releaser``).
 
 ``recover`` finds an attempt from its files, or by its name in ``squeue``/``sacct`` once no
 ``sbatch`` of it is still running here; a held job it finds is released. Two Slurm jobs of one
@@ -27,8 +28,8 @@ one is recorded, and the one not recorded is cancelled wherever it is seen (``re
 Status (``poll``): one ``squeue --all --json`` for all handles, the node states (``sinfo`` and
 the reservations, at most ``node_refresh_s`` old), and one ``sacct`` for the attempts that
 ended (a gang's per-replica exit codes) or that slurmctld forgot; ``observe`` reads them.
-Slurm has no push notification for rota to ``watch``: the control loop's periodic pass sees
-what changed.
+Slurm has no push notification: ``watch`` asks ``squeue`` about the tracked launches twice a
+second (``watch.SlurmWatcher``) and wakes the control loop when one changed state.
 
 Signals and stops: ``signal`` is ``scancel --signal=SIG`` to the job's steps (the replicas;
 not the batch shell); SIGKILL is ``scancel`` of the whole job. ``cancel`` with a grace period
@@ -46,35 +47,39 @@ from __future__ import annotations
 import logging
 import os
 import signal as signals
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from rota.backends.base import (
-    BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, Status,
+    BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, ReplicaState, Status,
 )
 from rota.backends.env import account_env, inherited
 from rota.backends.slurm import attempts
+from rota.backends.slurm.accounting import Accounting
 from rota.backends.slurm.attempts import AttemptFiles
 from rota.backends.slurm.commands import SlurmCommands, SlurmCommandError
 from rota.backends.slurm.config import SlurmConfig
 from rota.backends.slurm.nodes import NodeReport, fractional_refusal, inventory, node_report
 from rota.backends.slurm.observe import Seen, attempt_status
 from rota.backends.slurm.records import (
-    SINFO_NODES, SQUEUE_JOBS, SlurmJob, SlurmNode, parse_sacct, parse_sacct_exit_codes,
-    parse_sinfo, parse_squeue, sacct_exit_codes, sacct_jobs, with_exit_codes,
+    SINFO_NODES, SQUEUE_JOBS, SlurmJob, SlurmNode, parse_sinfo, parse_squeue, parse_squeue_named,
+    squeue_named,
 )
 from rota.backends.slurm.reservations import (
     SHOW_RESERVATIONS, TIME_FORMAT, blocked_nodes, parse_reservations,
 )
 from rota.backends.slurm.states import attempt_name, losing_reason, owner
+from rota.backends.slurm.release import Releaser, release
 from rota.backends.slurm.submit import SubmitSpec, batch_request, parse_job_id
+from rota.backends.slurm.summary import describe
+from rota.backends.slurm.watch import SlurmWatcher
 from rota.core import InvalidSpec, Job, Node, Placement
 
 log = logging.getLogger("rota.backends.slurm")
 LOG_CHUNK = 64 * 1024
 STREAMS = ("stdout", "stderr")
-SINCE = "now-30days"  # how far back sacct looks for an attempt by name
 
 
 class SlurmBackend:
@@ -87,14 +92,17 @@ class SlurmBackend:
         self.config = config
         self.commands = commands or SlurmCommands.from_environment()
         self.clock = clock
-        self.accounting = True          # until sacct says the cluster keeps none
+        self.accounting = Accounting(self.commands)
         self._reports: dict[str, NodeReport] = {}
         self._slurm_nodes: dict[str, SlurmNode] = {}
         self._blocked: dict[str, str] = {}
         self._nodes_at = float("-inf")
-        self._states: dict[int, str] = {}   # Slurm job -> state, as squeue last said
-        self._states_at = float("-inf")
+        self._landed: dict[int, Placement | None] = {}  # where running launches landed
         self.instance = attempts.instance(self.data_dir)
+        self._lock = threading.Lock()
+        self._tracked: dict[int, Handle] = {}  # launches not known to have ended
+        self._watcher: SlurmWatcher | None = None
+        self._releaser: Releaser | None = None
 
     # -- nodes -------------------------------------------------------------------------------
 
@@ -122,31 +130,8 @@ class SlurmBackend:
     def describe(self) -> list[str]:
         """What ``rota up`` says about the cluster when it starts."""
         reports = self.reports()
-        where = self.commands.slurm_conf or "Slurm's default configuration"
-        models: dict[str, int] = {}
-        for r in reports.values():
-            for d in r.node.devices:
-                models[d.model] = models.get(d.model, 0) + 1
-        gpus = ", ".join(f"{n} x {m}" for m, n in models.items()) or "no GPUs"
-        mode = ("rota chooses the nodes" if self.config.pinned else
-                "rota admits and orders, Slurm chooses the nodes")
-        refusal = fractional_refusal(reports.values())
-        lines = [f"  Slurm: {len(reports)} nodes from {where}: {gpus}",
-                 f"  placement: {mode}" + (f"; partition {self.config.partition}"
-                                           if self.config.partition else ""),
-                 "  fractional GPUs: " + ("on Slurm shards" if refusal is None else "refused, "
-                                          "no node has shard GRES")]
-        untyped = sorted({g.type or "untyped" for n in self._slurm_nodes.values()
-                          for g in n.gres if g.name == "gpu"} -
-                         {t or "untyped" for t in self.config.gpu_types})
-        if untyped:
-            lines.append(f"  warning: Slurm GPU types without a model: {', '.join(untyped)}; "
-                         f"their nodes take no jobs until declared, e.g. --slurm-gpu-types "
-                         f"{untyped[0]}=MODEL-<memory>GB")
-        blocked = sorted(n for n, r in reports.items() if r.reason)
-        if blocked:
-            lines.append(f"  unavailable: {', '.join(blocked)} (rota nodes says why)")
-        return lines
+        return describe(reports, self._slurm_nodes.values(), self.config,
+                        self.commands.slurm_conf or "Slurm's default configuration")
 
     def _read_nodes(self) -> None:
         nodes = parse_sinfo(self.commands.run(SINFO_NODES))
@@ -169,16 +154,19 @@ class SlurmBackend:
         return out
 
     def _queue(self) -> tuple[SlurmJob, ...]:
-        jobs = parse_squeue(self.commands.run(SQUEUE_JOBS))
-        self._states = {j.id: j.state for j in jobs}
-        self._states_at = self.clock()
-        return jobs
+        """Every job slurmctld knows, in full (``squeue --json``: the whole cluster)."""
+        return parse_squeue(self.commands.run(SQUEUE_JOBS))
 
-    def _state(self, slurm_id: int) -> str | None:
-        """The job's state as squeue said at most ``node_refresh_s`` ago (None: not listed)."""
-        if self.clock() - self._states_at > self.config.node_refresh_s:
-            self._queue()
-        return self._states.get(slurm_id)
+    def _named(self, names: Sequence[str]) -> tuple[SlurmJob, ...]:
+        """The jobs of these names, in brief (``records.squeue_named``: only those)."""
+        return parse_squeue_named(self.commands.run(squeue_named(tuple(sorted(set(names)))),
+                                                    extra_env=TIME_FORMAT))
+
+    def _state(self, handle: Handle) -> str | None:
+        """The state of the handle's Slurm job now (None: squeue no longer lists it)."""
+        slurm_id = _slurm_id(handle)
+        return next((j.state for j in self._named([str(handle.ref.get("name"))])
+                     if j.id == slurm_id), None)
 
     # -- launch ------------------------------------------------------------------------------
 
@@ -215,8 +203,12 @@ class SlurmBackend:
         handle = self._handle(job.id, attempt, slurm_id, placement, files)
         self.before("save", files)
         files.save(handle)                                                           # 3
-        self.before("release", files)
-        self._release(handle)                                                        # 4
+        self._track(handle)
+        if self._releaser is not None:                                               # 4
+            self._releaser.put(slurm_id)  # with the other launches of this pass
+        else:
+            self.before("release", files)
+            release(self.commands, [slurm_id])  # a failure is retried by poll
         self.before("return", files)
         return handle
 
@@ -235,15 +227,6 @@ class SlurmBackend:
             "slurm_job": slurm_id, "name": attempt_name(job_id, attempt),
             "log": str(files.logs / "batch.log"), "pinned": self.config.pinned})
 
-    def _release(self, handle: Handle) -> None:
-        try:
-            self.commands.run(("scontrol", "release", handle.launch_id))
-        except SlurmCommandError as exc:
-            if "already finished" in exc.stderr or "Invalid job id" in exc.stderr:
-                return  # it ran and ended, or was cancelled: nothing is held
-            raise BackendError("launch_failed", f"Slurm job {handle.launch_id} of job "
-                                                f"{handle.job_id} was not released: {exc}") from None
-
     # -- recover -----------------------------------------------------------------------------
 
     def recover(self, job: Job, placement: Placement, attempt: int) -> Handle | None:
@@ -256,7 +239,7 @@ class SlurmBackend:
         if saved is not None:
             handle = Handle.from_dict(saved, f"{files.private}/handle.json")
             self._release_if_held(handle)
-            return handle
+            return self._track(handle)
         name = attempt_name(job.id, attempt)
         attempts.wait_inflight(name)
         ids = sorted(self._ids_named(name))
@@ -267,32 +250,24 @@ class SlurmBackend:
         handle = self._handle(job.id, attempt, ids[0], placement, files)
         files.save(handle)
         self._release_if_held(handle)
-        return handle
+        return self._track(handle)
 
     def _ids_named(self, name: str) -> set[int]:
-        ids = {j.id for j in self._queue()
-               if j.name == name and owner(j.name, j.comment, self.instance)}
-        if self.accounting:
-            try:
-                text = self.commands.run(sacct_jobs(SINCE, names=(name,)))
-                ids |= {j.id for j in parse_sacct(text)
-                        if j.name == name and owner(j.name, j.comment, self.instance)}
-            except SlurmCommandError as exc:
-                self._no_accounting(exc)
-        return ids
+        return {j.id for j in (*self._named([name]), *self.accounting.named(name))
+                if j.name == name and owner(j.name, j.comment, self.instance)}
 
     def _release_if_held(self, handle: Handle) -> None:
-        job = next((j for j in self._queue() if j.id == _slurm_id(handle)), None)
-        if job is not None and job.state == "PENDING" and job.reason == "JobHeldUser":
-            self._release(handle)
+        self._release_held([j for j in self._named([str(handle.ref.get("name"))])
+                            if j.id == _slurm_id(handle)])
 
-    def _no_accounting(self, exc: SlurmCommandError) -> None:
-        if "disabled" not in exc.stderr:
-            raise exc
-        if self.accounting:
-            log.warning("Slurm keeps no accounting: attempts that ended more than MinJobAge "
-                        "ago are lost, and gangs report the job's exit code for every replica")
-        self.accounting = False
+    def _release_held(self, jobs: list[SlurmJob]) -> None:
+        """Release the recorded attempts among ``jobs`` that are still held (a release lost
+        in a crash, or one that failed), except those the releaser is about to release."""
+        queued = self._releaser.queued() if self._releaser is not None else set()
+        held = [j.id for j in jobs if j.state == "PENDING" and j.reason == "JobHeldUser"
+                and j.id not in queued]
+        if held:
+            release(self.commands, held)
 
     # -- observe -----------------------------------------------------------------------------
 
@@ -301,35 +276,54 @@ class SlurmBackend:
             raise BackendError("foreign_handle", f"handle of backend {handle.backend!r}, "
                                                  f"not {self.name!r}")
         _slurm_id(handle)
+        self._track(handle)
         return self.poll([handle])[0]
 
     def poll(self, handles: Sequence[Handle]) -> list[Status]:
-        """The status of every handle from one ``squeue``, the node states and at most one
-        ``sacct`` (module docstring)."""
+        """The status of every handle (module docstring): ``squeue`` of their names, the node
+        states, ``sacct`` for the attempts that ended, and the whole queue (``--json``) only
+        when a job started (where did it land?) or ended beyond what ``sacct`` knows yet."""
         if not handles:
             return []
-        queue = self._queue()
-        by_id = {j.id: j for j in queue}
-        self._cancel_duplicates(handles, queue)
+        ids = [_slurm_id(h) for h in handles]
+        named = self._named([str(h.ref.get("name")) for h in handles])
+        self._cancel_duplicates(handles, named)
+        brief = {j.id: j for j in named if j.id in set(ids)}
+        self._release_held(list(brief.values()))
         losing = self._losing()
-        accounted = self._accounted([h for h in handles if _needs_accounting(
-            h, by_id.get(_slurm_id(h)))])
-        now = self.clock()
-        return [attempt_status(h, Seen(by_id.get(_slurm_id(h)), accounted.get(_slurm_id(h)),
-                                       losing, self._reports, self.accounting, now))
-                for h in handles]
+        accounted = self.accounting.jobs(tuple(sorted(
+            i for i in ids if i not in brief or brief[i].phase.ended)))
+        full = self._in_full(ids, brief, accounted)
+        now, out = self.clock(), []
+        for handle, slurm_id in zip(handles, ids):
+            queued = full.get(slurm_id) or brief.get(slurm_id)
+            status = attempt_status(handle, Seen(
+                queued, accounted.get(slurm_id), losing, self._reports, self.accounting.enabled,
+                now, self._landed.get(slurm_id)))
+            if queued is not None and queued.allocations:
+                self._landed[slurm_id] = status.placement
+            if status.state is not ReplicaState.RUNNING:
+                with self._lock:
+                    self._tracked.pop(slurm_id, None)
+                self._landed.pop(slurm_id, None)
+            out.append(status)
+        return out
 
-    def _accounted(self, handles: list[Handle]) -> dict[int, SlurmJob]:
-        if not handles or not self.accounting:
+    def _in_full(self, ids: list[int], brief: dict[int, SlurmJob],
+                 accounted: dict[int, SlurmJob]) -> dict[int, SlurmJob]:
+        """The full records, when a job began running and where it landed is not known yet,
+        or ended and ``sacct`` has no exit code for it (yet, or at all)."""
+        def needs(i: int) -> bool:
+            job = brief.get(i)
+            if job is None or not job.phase.started:
+                return False
+            if not job.phase.ended:
+                return i not in self._landed
+            done = accounted.get(i)
+            return done is None or not done.phase.ended or done.exit is None
+        if not any(needs(i) for i in ids):
             return {}
-        ids = tuple(sorted({_slurm_id(h) for h in handles}))
-        try:
-            jobs = parse_sacct(self.commands.run(sacct_jobs(SINCE, job_ids=ids)))
-            codes = parse_sacct_exit_codes(self.commands.run(sacct_exit_codes(SINCE, job_ids=ids)))
-        except SlurmCommandError as exc:
-            self._no_accounting(exc)
-            return {}
-        return {j.id: j for j in with_exit_codes(jobs, codes)}
+        return {j.id: j for j in self._queue() if j.id in set(ids)}
 
     def _cancel_duplicates(self, handles: Sequence[Handle], queue: tuple[SlurmJob, ...]) -> None:
         """Cancel every live Slurm job of a polled attempt (its name, this control plane's
@@ -358,10 +352,30 @@ class SlurmBackend:
             return
 
     def watch(self, wake: Callable[[], None]) -> None:
-        """Slurm tells nobody when a job ends: the control loop's periodic pass sees it."""
+        """Call ``wake`` soon after a tracked launch starts or ends (``watch.SlurmWatcher``)."""
+        if self._watcher is None:
+            self._watcher = SlurmWatcher(self.commands, self.tracked, wake)
+            self._watcher.start()
+            self._releaser = Releaser(self.commands)
+            self._releaser.start()
 
     def unwatch(self) -> None:
-        """Nothing to release (see ``watch``)."""
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        if self._releaser is not None:
+            self._releaser.stop()
+            self._releaser = None
+
+    def tracked(self) -> list[int]:
+        """The Slurm jobs of launches made or adopted here that have not ended."""
+        with self._lock:
+            return list(self._tracked)
+
+    def _track(self, handle: Handle) -> Handle:
+        with self._lock:
+            self._tracked[_slurm_id(handle)] = handle
+        return handle
 
     # -- act ---------------------------------------------------------------------------------
 
@@ -372,7 +386,7 @@ class SlurmBackend:
         if sig == signals.SIGKILL:
             self._scancel(_slurm_id(handle), "stopped")
             return
-        if self._state(_slurm_id(handle)) == "RUNNING":
+        if self._state(handle) == "RUNNING":
             name = signals.Signals(sig).name.removeprefix("SIG")
             self._try(("scancel", f"--signal={name}", handle.launch_id))
 
@@ -380,7 +394,7 @@ class SlurmBackend:
         """SIGTERM to the replicas, the rest after ``grace_s`` (module docstring)."""
         if grace_s < 0:
             raise InvalidSpec("grace", f"must not be negative, got {grace_s}")
-        running = grace_s > 0 and self._state(_slurm_id(handle)) == "RUNNING"
+        running = grace_s > 0 and self._state(handle) == "RUNNING"
         if not running or not self._try(("scancel", "--signal=TERM", handle.launch_id)):
             self._scancel(_slurm_id(handle), "cancelled")
 
@@ -411,9 +425,3 @@ def _slurm_id(handle: Handle) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise InvalidSpec("handle.ref.slurm_job", f"must be a Slurm job id, got {value!r}")
     return value
-
-
-def _needs_accounting(handle: Handle, queued: SlurmJob | None) -> bool:
-    """Whether ``sacct`` must be asked: slurmctld forgot the job, or a gang ended (its
-    per-replica exit codes are the steps')."""
-    return queued is None or (queued.phase.ended and len(handle.replicas) > 1)

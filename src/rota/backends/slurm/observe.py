@@ -51,6 +51,7 @@ class Seen:
     reports: Mapping[str, NodeReport] = field(default_factory=dict)
     accounting: bool = True
     now: float = 0.0
+    landed: Placement | None = None          # where it landed, when known from an earlier look
 
 
 def pinned(handle: Handle) -> bool:
@@ -73,7 +74,9 @@ def attempt_status(handle: Handle, seen: Seen) -> Status:
 
 
 def _live(handle: Handle, job: SlurmJob, seen: Seen) -> Status:
-    placement = landed(handle, job, seen.reports) if job.phase.started else None
+    placement = None
+    if job.phase.started:  # squeue in brief has no allocations: then what was seen before
+        placement = landed(handle, job, seen.reports) if job.allocations else seen.landed
     nodes = [r.node for r in (placement or _given(handle)).replicas]
     watch = job.phase.started or pinned(handle)
     out = []
