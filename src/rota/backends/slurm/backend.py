@@ -25,9 +25,12 @@ attempt can only come from an ``sbatch`` whose answer was lost in a crash: both 
 one is recorded, and the one not recorded is cancelled wherever it is seen (``recover``,
 ``poll``), before it was ever released. So an attempt never runs twice.
 
-Status (``poll``): one ``squeue --all --json`` for all handles, the node states (``sinfo`` and
-the reservations, at most ``node_refresh_s`` old), and one ``sacct`` for the attempts that
-ended (a gang's per-replica exit codes) or that slurmctld forgot; ``observe`` reads them.
+Status (``poll``): one ``squeue`` of the handles' names in brief (``records.squeue_named``),
+the node states (``sinfo`` and the reservations, at most ``node_refresh_s`` old), one
+``sacct`` for the attempts that ended (exit codes, a gang's per replica) or that slurmctld
+forgot, and the whole queue (``squeue --all --json``) only when a job started and where it
+landed is not known yet, or ended and ``sacct`` has no exit code for it; ``observe`` reads
+them.
 Slurm has no push notification: ``watch`` asks ``squeue`` about the tracked launches twice a
 second (``watch.SlurmWatcher``) and wakes the control loop when one changed state.
 

@@ -25,7 +25,7 @@ def describe(reports: Mapping[str, NodeReport], nodes: Iterable[SlurmNode], conf
              f"  placement: {mode}" + (f"; partition {config.partition}"
                                        if config.partition else ""),
              "  fractional GPUs: " + ("on Slurm shards" if refusal is None else
-                                      "refused, no node has shard GRES")]
+                                      "refused, no schedulable node has shard GRES")]
     undeclared = sorted({g.type or "untyped" for n in nodes for g in n.gres if g.name == GPU} -
                         {t or "untyped" for t in config.gpu_types})
     if undeclared:
