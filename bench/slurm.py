@@ -56,6 +56,14 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
+def fresh(work: Path) -> Path:
+    """A directory of its own for one run's start and end times: the job names of two runs
+    may be the same (every control plane numbers its jobs from 1)."""
+    where = Path(tempfile.mkdtemp(prefix="run-", dir=work))
+    where.chmod(0o755)
+    return where
+
+
 def read_times(starts: Path) -> tuple[dict[str, float], dict[str, float]]:
     begun, ended = {}, {}
     for line in starts.read_text().splitlines() if starts.exists() else ():
@@ -86,7 +94,7 @@ def summary(submitted: dict[str, float], starts: Path, submit_s: float) -> dict[
 
 def plain(groups: list[tuple[str, int]], seconds: float, work: Path) -> dict[str, dict]:
     """sbatch every job of every (name, count) group in turn; per group, the summary."""
-    starts = work / "plain-starts"
+    starts = fresh(work) / "plain-starts"
     submitted: dict[str, dict[str, float]] = {}
     began = time.monotonic()
     for group, count in groups:
@@ -152,7 +160,7 @@ class Plane:
 
 def through_rota(groups: list[tuple[str, int]], seconds: float, work: Path, interval: float,
                  policy: str) -> dict[str, dict]:
-    starts = work / "rota-starts"
+    starts = fresh(work) / "rota-starts"
     root = Path(tempfile.mkdtemp(prefix="rota-bench-slurm-", dir=work))
     plane = Plane(root, interval, policy)
     try:
