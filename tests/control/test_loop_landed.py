@@ -4,11 +4,12 @@ the next cycle counts the GPUs really taken and the job shows where it runs."""
 
 from __future__ import annotations
 
+import signal
 from dataclasses import replace
 from typing import Sequence
 
 from controlkit import drive, state_is, submit
-from rota.backends.base import Handle, Status
+from rota.backends.base import Handle, LaunchSpec, Status
 from rota.backends.local import LocalBackend
 from rota.control import ControlLoop
 from rota.core import DeviceShare, JobState as S, Placement, ReplicaPlacement
@@ -53,5 +54,32 @@ def test_the_placement_the_backend_reports_is_recorded_and_counted(store, data_d
         versions = store.get_job(first).version
         loop.step()
         assert store.get_job(first).version == versions  # recorded once, not every pass
+    finally:
+        loop.stop()
+
+
+class Recording(LocalBackend):
+    """The local backend, keeping every launch request it is given."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.specs: list[LaunchSpec] = []
+
+    def launch(self, job, placement, spec: LaunchSpec, attempt: int) -> Handle:
+        self.specs.append(spec)
+        return super().launch(job, placement, spec, attempt)
+
+
+def test_a_launch_carries_the_checkpoint_signal_and_grace_for_a_backend_that_enforces_walltime(
+        store, data_dir, clock):
+    # Slurm stops a job at its --time and warns it first with --signal=SIG@grace
+    backend = Recording(data_dir, node=store.node_records()[0].node)
+    loop = ControlLoop(store, backend, build_policy("default"), data_dir, clock=clock)
+    try:
+        job = submit(store, ["sleep", "30"], gpus=1,
+                     checkpoint={"signal": "SIGUSR1", "grace_s": 45})
+        drive(loop, state_is(store, job, S.RUNNING), "the job to run")
+        [spec] = backend.specs
+        assert (spec.checkpoint_signal, spec.grace_s) == (int(signal.SIGUSR1), 45.0)
     finally:
         loop.stop()

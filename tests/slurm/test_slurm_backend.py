@@ -219,3 +219,20 @@ def test_a_job_runs_as_its_owners_account_and_writes_its_logs_as_them(
         assert next(j for j in jobs if j.id == int(handle.launch_id)).user == user
     finally:
         subprocess.run(["userdel", user], capture_output=True)
+
+
+def test_activity_is_when_the_output_last_grew_and_a_notice_reaches_the_jobs_stderr(
+        slurm, data_dir, tmp_path, job_id):
+    backend = slurm_backend(data_dir)
+    handle = backend.launch(rota_job(job_id), on(("node1", 0)),
+                            run_spec("echo one; sleep 60", tmp_path), attempt=0)
+    [before] = backend.activity([handle])
+    assert before.gpu_util is None  # Slurm reports no GPU utilisation rota could read
+    wait(lambda: "one" in log_of(backend, handle), "the job's first line")
+    [seen] = backend.activity([handle])
+    out = handle.replicas[0].ref["stdout"]
+    assert seen.last_output_at is not None and seen.last_output_at >= os.stat(out).st_mtime
+    backend.notify(handle, "idle for 2 h: stopped in 10 min")
+    assert log_of(backend, handle, stream="stderr").endswith(
+        "[rota] idle for 2 h: stopped in 10 min\n")
+    backend.cancel(handle, 0)

@@ -56,10 +56,11 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from rota.backends.base import (
-    BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, ReplicaState, Status,
+    Activity, BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, ReplicaState,
+    Status,
 )
 from rota.backends.env import account_env, inherited
-from rota.backends.slurm import attempts
+from rota.backends.slurm import attempts, logs
 from rota.backends.slurm.accounting import Accounting
 from rota.backends.slurm.attempts import AttemptFiles
 from rota.backends.slurm.commands import SlurmCommands, SlurmCommandError
@@ -81,8 +82,6 @@ from rota.backends.slurm.watch import SlurmWatcher
 from rota.core import InvalidSpec, Job, Node, Placement
 
 log = logging.getLogger("rota.backends.slurm")
-LOG_CHUNK = 64 * 1024
-STREAMS = ("stdout", "stderr")
 
 
 class SlurmBackend:
@@ -339,20 +338,18 @@ class SlurmBackend:
 
     def read_log(self, handle: Handle, rank: int, stream: str, offset: int) -> Iterator[bytes]:
         """The bytes replica ``rank``'s step wrote to ``stream`` from ``offset`` on."""
-        if stream not in STREAMS:
+        if stream not in logs.STREAMS:
             raise InvalidSpec("stream", f"must be stdout or stderr, got {stream!r}")
-        if not 0 <= rank < len(handle.replicas):
-            return
-        path = handle.replicas[rank].ref.get(stream)
-        if not isinstance(path, str):
-            return
-        try:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                while chunk := f.read(LOG_CHUNK):
-                    yield chunk
-        except FileNotFoundError:
-            return
+        if 0 <= rank < len(handle.replicas):
+            yield from logs.read_from(handle.replicas[rank].ref.get(stream), offset)
+
+    def activity(self, handles: Sequence[Handle]) -> list[Activity]:
+        """When each launch last wrote output; its GPUs' utilisation is not seen (``logs``)."""
+        return [Activity(None, logs.last_output(h)) for h in handles]
+
+    def notify(self, handle: Handle, message: str) -> None:
+        """``[rota] message`` at the end of each replica's stderr file."""
+        logs.notify(handle, message)
 
     def watch(self, wake: Callable[[], None]) -> None:
         """Call ``wake`` soon after a tracked launch starts or ends (``watch.SlurmWatcher``)."""
