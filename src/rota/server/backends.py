@@ -25,7 +25,7 @@ def _local(config: ServerConfig) -> Backend:
 
 def _slurm(config: ServerConfig) -> Backend:
     from rota.backends.slurm.config import build
-    return build(config)
+    return build(config.data_dir, config.backend_options)
 
 
 BACKENDS: dict[str, Callable[[ServerConfig], Backend]] = {

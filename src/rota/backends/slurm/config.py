@@ -10,7 +10,7 @@ name:
   there; the default) or ``slurm`` (rota admits and orders, Slurm chooses the nodes);
 - ``partition`` (``--slurm-partition``): the partition rota's jobs go to (default: Slurm's).
 
-``build(config)`` (the ``slurm`` entry of ``rota.server.backends.BACKENDS``) checks that Slurm
+``build(data_dir, options)`` (the ``slurm`` entry of ``rota.server.backends.BACKENDS``) checks that Slurm
 answers before the control plane starts.
 """
 
@@ -25,7 +25,6 @@ from rota.core import DEFAULT_GROUP, InvalidSpec
 
 if TYPE_CHECKING:
     from rota.backends.slurm.backend import SlurmBackend
-    from rota.server.compose import ServerConfig
 
 PLACEMENTS = ("rota", "slurm")
 UNTYPED = "untyped"
@@ -74,8 +73,9 @@ def parse_gpu_type_list(text: str) -> dict[str, GpuType]:
     return parse_gpu_types(table, OPTIONS["gpu_types"])
 
 
-def build(config: ServerConfig) -> SlurmBackend:
-    """The Slurm backend of a control plane, once Slurm answers."""
+def build(data_dir: Path, options: Mapping[str, str]) -> SlurmBackend:
+    """The Slurm backend of a control plane with this data directory and these options, once
+    Slurm answers."""
     from rota.backends.slurm.backend import SlurmBackend
     from rota.backends.slurm.commands import SlurmCommands, SlurmCommandError
 
@@ -89,4 +89,4 @@ def build(config: ServerConfig) -> SlurmBackend:
     except SlurmCommandError as exc:
         raise InvalidSpec("backend", f"slurm: Slurm does not answer through {where}: "
                                      f"{exc}") from None
-    return SlurmBackend(config.data_dir, parse_options(config.backend_options), commands)
+    return SlurmBackend(data_dir, parse_options(options), commands)
