@@ -88,3 +88,49 @@ def slurm_node(name="n1", gres=(Gres("gpu", "h100", 4), Gres("shard", "h100", 16
     return SlurmNode(name=name, address="10.0.0.1", partitions=partitions, cpus=32,
                      memory_mib=256000, threads_per_core=2, gres=tuple(gres), gres_used=(),
                      state=state, flags=frozenset(flags), reason=reason, features=features)
+
+
+# -- the backend on the fixture -----------------------------------------------------------------
+
+GPU_TYPE_OPTION = "h100=H100-80GB,a100=A100-40GB"
+
+
+def slurm_backend(data_dir, placement: str = "rota"):
+    """The Slurm backend on the fixture, with its data directory at ``data_dir``."""
+    from rota.backends.slurm.backend import SlurmBackend
+    from rota.backends.slurm.config import parse_options
+    return SlurmBackend(data_dir, parse_options({"gpu_types": GPU_TYPE_OPTION,
+                                                 "placement": placement}))
+
+
+def rota_job(job_id: str, gpus: int = 1, share: int = 1000, replicas: int = 1,
+             walltime: float | None = None, grace: float = 30.0):
+    from rota.core import GpuRequest, Job, JobId, ReplicaRequest
+    return Job(id=JobId(job_id), project="p", queue="q", replicas=replicas, walltime_s=walltime,
+               grace_s=grace, request=ReplicaRequest(1000, 500, GpuRequest(gpus, share)))
+
+
+def on(*replicas):
+    """on(("node1", 0), ("node2", 1)): a placement, one whole 40 GiB GPU per replica (None: no
+    GPU); on(("node4", 2, 500)): half of GPU 2."""
+    from rota.core import DeviceShare, Placement, ReplicaPlacement
+    out = []
+    for node, index, *share in replicas:
+        devices = () if index is None else (DeviceShare(index, share[0] if share else 1000,
+                                                        40960),)
+        out.append(ReplicaPlacement(node, devices))
+    return Placement(tuple(out))
+
+
+def run_spec(command: str, workdir, **kwargs):
+    from rota.backends.base import LaunchSpec
+    return LaunchSpec(("/bin/sh", "-c", command), str(workdir), **kwargs)
+
+
+def status_of(backend, handle, predicate, what: str):
+    """The handle's status once ``predicate(status)`` holds, asked every 0.3 s."""
+    return wait(lambda: (s := backend.poll([handle])[0]) and predicate(s) and s, what)
+
+
+def log_of(backend, handle, rank: int = 0, stream: str = "stdout") -> str:
+    return b"".join(backend.read_log(handle, rank, stream, 0)).decode()

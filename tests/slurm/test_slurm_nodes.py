@@ -111,3 +111,34 @@ def test_fractional_jobs_are_refused_with_what_to_configure_where_no_node_has_sh
     assert "shard" in refusal and "GresTypes" in refusal and "gres.conf" in refusal
     drained = [node_report(replace(slurm_node(), flags=frozenset({"DRAIN"})), GPU_TYPES)]
     assert fractional_refusal(drained) is not None
+
+
+def test_as_core_nodes_slurms_reason_is_the_problem_and_foreign_jobs_hold_their_gpus():
+    nodes = {n.name: n for n in captured().core_nodes()}
+    # schedulable stays the operator's (True): Slurm's state is the node's problem
+    assert all(n.schedulable for n in nodes.values())
+    assert (nodes["node3"].problem, nodes["node1"].problem) == ("down in Slurm: bad gpu", "")
+    [held] = nodes["node1"].foreign
+    assert held.holder == "slurm job 8 (root)"
+    assert [(d.index, d.milli) for d in held.devices] == [(0, 1000), (1, 1000)]
+    assert (held.cpu_milli, held.memory_mib) == (4000, 4000)
+    assert nodes["node2"].foreign[0].devices == (DeviceShare(0, 250, 20480),)
+
+
+def test_a_node_a_reservation_closes_is_unschedulable_with_both_reasons():
+    inv = inventory(parse_sinfo(data("sinfo.json")), (), GPU_TYPES,
+                    blocked={"node1": "in Slurm reservation m until 2026-01-01 10:00 UTC",
+                             "node4": "in Slurm reservation n until 2026-01-01 11:00 UTC"})
+    assert inv.reasons["node1"] == "in Slurm reservation m until 2026-01-01 10:00 UTC"
+    assert inv.reasons["node4"] == ("drained in Slurm: disk full; in Slurm reservation n "
+                                    "until 2026-01-01 11:00 UTC")
+    assert inv.report("node1").node.problem == inv.reasons["node1"]
+
+
+def test_the_attempts_of_another_rota_on_the_cluster_are_foreign():
+    # job 10 is rota-7-1 with the comment rota:7: another control plane's, seen from "abc"
+    nodes, jobs = parse_sinfo(data("sinfo.json")), parse_squeue(data("squeue.json"))
+    ours = inventory(nodes, jobs, GPU_TYPES, instance="")
+    theirs = inventory(nodes, jobs, GPU_TYPES, instance="abc")
+    assert 10 not in {f.slurm_job for f in ours.foreign}
+    assert 10 in {f.slurm_job for f in theirs.foreign}

@@ -112,3 +112,13 @@ def test_a_wrongly_typed_field_names_the_job_and_field():
     doc["jobs"][0]["job_state"] = "FAILED"
     with pytest.raises(SlurmOutputError, match=r"squeue job \d+\.exit_code: unexpected"):
         parse_squeue(json.dumps(doc))
+
+
+def test_sacct_finding_nothing_is_an_empty_answer_and_other_errors_are_errors():
+    # sacct --json for a name no job has (Slurm 22.05)
+    nothing = ('{"meta": {}, "errors": [{"description": "Nothing found", "error_number": 9003,'
+               ' "error": "Nothing found with query", "source": "slurmdb_jobs_get"}], "jobs": []}')
+    assert parse_sacct(nothing) == ()
+    broken = nothing.replace("9003", "1")
+    with pytest.raises(SlurmOutputError, match="reports errors"):
+        parse_sacct(broken)

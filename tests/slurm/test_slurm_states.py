@@ -5,7 +5,7 @@ import pytest
 from rota.backends.base import ReplicaState
 from rota.backends.slurm.states import (
     JOB_STATES, REPLICA_STATES, ExitCode, JobPhase, attempt_name, end_reason, job_comment,
-    job_phase, owner, unschedulable_reason,
+    job_phase, losing_reason, owner, unschedulable_reason,
 )
 from rota.backends.slurm.text import SlurmOutputError
 from rota.core import InvalidSpec
@@ -112,3 +112,25 @@ def test_jobs_with_other_names_or_comments_are_not_rotas(name, comment):
 def test_job_ids_unfit_for_slurm_names_are_refused(job_id):
     with pytest.raises(InvalidSpec, match="id"):
         attempt_name(job_id, 1)
+
+
+@pytest.mark.parametrize("state, flags, expected", [
+    ("mixed", {"DRAIN"}, "drained in Slurm: fan"),            # draining: jobs must leave
+    ("allocated", {"FAIL"}, "failing in Slurm: fan"),
+    ("down", set(), "down in Slurm: fan"),
+    ("allocated", {"NOT_RESPONDING"}, None),                  # Slurm fails the job if it must
+    ("unknown", set(), None),                                 # every node, as slurmctld starts
+    ("allocated", {"RESERVED"}, None),                        # a reservation waits for the job
+    ("mixed", {"REBOOT_REQUESTED"}, None),
+])
+def test_a_running_job_leaves_a_node_only_when_it_is_drained_failing_or_down(state, flags,
+                                                                            expected):
+    assert losing_reason(state, frozenset(flags), "fan") == expected
+
+
+def test_an_attempt_is_the_instances_whose_comment_it_carries():
+    assert job_comment("17", "abc") == "rota:17@abc"
+    assert owner("rota-17-2", "rota:17@abc", "abc") == ("17", 2)
+    assert owner("rota-17-2", "rota:17@xyz", "abc") is None     # another rota's job 17
+    assert owner("rota-17-2", "rota:17", "abc") is None
+    assert owner("rota-17-2", "", "abc") == ("17", 2)           # sacct without job_comment

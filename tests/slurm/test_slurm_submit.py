@@ -198,3 +198,49 @@ def test_the_slurm_job_id_sbatch_printed():
     assert parse_job_id("123\n") == 123 and parse_job_id("124;rota\n") == 124
     with pytest.raises(SlurmOutputError, match="sbatch --parsable: expected a job id"):
         parse_job_id("sbatch: error: Batch job submission failed\n")
+
+
+def test_left_to_slurm_a_job_names_no_nodes_and_runs_ranks_on_the_nodes_slurm_chose():
+    unpinned = replace(SPEC, pinned=False, master_port=None)
+    req = batch_request(job(replicas=4), place(("h1", 0), ("h1", 1), ("h2", 0), ("h2", 1)), 1,
+                        unpinned, NODES)
+    f = flags(req.argv)
+    assert "--nodelist" not in f and (f["--nodes"], f["--ntasks-per-node"]) == ("2", "2")
+    assert f["--gres"] == "gpu:h100:2"           # the GPU type rota admitted the job for
+    assert 'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))' in req.script
+    steps = sruns(req.script)
+    # rank r on node r // 2 of Slurm's list; master and port known only at run time
+    assert [next(a for a in s if a.startswith("--nodelist=")) for s in steps] == [
+        "--nodelist=${nodes[0]}", "--nodelist=${nodes[0]}", "--nodelist=${nodes[1]}",
+        "--nodelist=${nodes[1]}"]
+    assert all("ROTA_MASTER_ADDR=$master" in s and "ROTA_MASTER_PORT=$port" in s for s in steps)
+    assert "port=$((20000 + SLURM_JOB_ID % 20000))" in req.script
+    fraction = batch_request(job(share=250), Placement((ReplicaPlacement(
+        "a1", (DeviceShare(1, 250, 10240),)),)), 1, unpinned, NODES)
+    assert flags(fraction.argv)["--gres"] == "shard:a100:1"  # typed: the admitted model
+
+
+def test_a_held_submission_says_so():
+    assert "--hold" in batch_request(job(), place(("h1", 0)), 1, replace(SPEC, hold=True),
+                                     NODES).argv
+    assert "--hold" not in batch_request(job(), place(("h1", 0)), 1, SPEC, NODES).argv
+
+
+def test_the_run_time_parts_of_the_script_run_in_bash(tmp_path):
+    unpinned = replace(SPEC, pinned=False, master_port=None)
+    req = batch_request(job(replicas=2), place(("h1", 0), ("h2", 0)), 1, unpinned, NODES)
+    script = tmp_path / "job.sh"
+    script.write_text(req.script)
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    port = next(line for line in req.script.splitlines() if line.startswith("port="))
+    out = subprocess.run(["bash", "-c", f"SLURM_JOB_ID=20007; {port}; echo $port"],
+                         capture_output=True, text=True)
+    assert out.stdout == "20007\n"               # 20000 + 20007 mod 20000
+
+
+@pytest.mark.parametrize("name", ["SLURM_CPUS_PER_TASK", "SBATCH_PARTITION", "SRUN_CPUS_PER_TASK",
+                                  "SALLOC_PARTITION"])
+def test_a_jobs_own_slurm_variables_are_refused_naming_them(name):
+    with pytest.raises(InvalidSpec, match="reads .* as options") as caught:
+        batch_request(job(), place(("h1", 0)), 1, replace(SPEC, env={name: "8"}), NODES)
+    assert caught.value.field == f"env.{name}"

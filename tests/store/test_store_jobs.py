@@ -172,6 +172,34 @@ def test_backend_transitions_record_exit_codes_handles_and_requeues(store, clock
     assert rec.version == len(kinds)
 
 
+def test_where_the_backend_put_a_job_replaces_its_placement_and_is_counted(store, clock):
+    seed(store, gpus=4)
+    job_id = running(store)                      # placed on GPU 0 of n1
+    landed = Placement((ReplicaPlacement("n1", (DeviceShare(2, 1000, 80 * 1024),)),))
+    clock.advance(3)
+    rec = store.record_placement(job_id, landed)
+    assert rec.job.placement == landed and rec.state is S.RUNNING
+    [event] = store.events(job_id)[-1:]
+    assert (event.kind, event.message) == ("placed", "runs on n1 GPU 2")
+    assert rec.version == len(store.events(job_id))
+    [held] = [j for j in store.snapshot(clock.t).jobs if j.id == job_id]
+    assert held.placement == landed              # the scheduler counts GPU 2, not GPU 0
+
+
+def test_a_placement_is_recorded_only_for_a_job_holding_resources_and_whole(store):
+    seed(store)
+    job_id = running(store)
+    two = Placement(tuple(ReplicaPlacement("n1", (DeviceShare(i, 1000, 1),)) for i in (1, 2)))
+    with pytest.raises(InvalidSpec, match="has 2 replicas"):
+        store.record_placement(job_id, two)
+    store.transition(job_id, S.SUCCEEDED)
+    one = Placement((ReplicaPlacement("n1", (DeviceShare(1, 1000, 1),)),))
+    with pytest.raises(IllegalTransition, match="holds no resources"):
+        store.record_placement(job_id, one)
+    with pytest.raises(NotFound):
+        store.record_placement("999", one)
+
+
 @pytest.mark.parametrize("path, illegal", [
     ([], S.RUNNING),                          # pending cannot run before it is bound
     ([], S.SUCCEEDED),

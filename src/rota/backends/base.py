@@ -18,7 +18,9 @@ Vocabulary:
   exits with ``128 + s`` and ``signal == s``) or **lost** (nothing runs and nothing recorded
   how it ended: the control plane requeues it).
 - **Status comes in bulk**: ``poll(handles)`` answers for every handle at once, so that a pass
-  over thousands of running jobs costs the backend one round of questions, not one each.
+  over thousands of running jobs costs the backend one round of questions, not one each. A
+  backend that chooses devices or nodes itself reports where the replicas landed
+  (``Status.placement``); the control plane records it as the job's placement.
 - **Logs come from the backend** (``read_log``), so that the API never opens a file itself.
 - **Activity** (``activity``): what the backend can see of a launch for idle reclamation: its
   GPUs' utilisation and when it last wrote output (None where it cannot see either);
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import enum
 import json
+import signal as signals
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
@@ -79,12 +82,17 @@ class RunAs:
 @dataclass(frozen=True, slots=True)
 class LaunchSpec:
     """What one attempt runs: ``command`` (argv) in ``workdir`` with the job's own ``env`` on
-    top of what the backend sets, as ``run_as`` (None: the control plane's own account)."""
+    top of what the backend sets, as ``run_as`` (None: the control plane's own account).
+    ``checkpoint_signal`` and ``grace_s`` (None: the job's own grace period) are how the job
+    is warned before it is stopped, for a backend that stops a job at its walltime by itself
+    (Slurm's ``--signal``)."""
 
     command: tuple[str, ...]
     workdir: str
     env: Mapping[str, str] = field(default_factory=dict)
     run_as: RunAs | None = None
+    checkpoint_signal: int = int(signals.SIGTERM)
+    grace_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,9 +244,12 @@ class ReplicaStatus:
 @dataclass(frozen=True, slots=True)
 class Status:
     """What a job's replicas are doing. ``state`` sums them up: lost when any replica is lost,
-    exited when all have exited, running otherwise."""
+    exited when all have exited, running otherwise. ``placement`` is where the replicas run
+    when the backend chose that itself (Slurm picks the devices on each node, or the nodes
+    too) and it differs from the placement the launch was given; None: as given."""
 
     replicas: tuple[ReplicaStatus, ...]
+    placement: Placement | None = None
 
     @property
     def state(self) -> ReplicaState:
@@ -281,9 +292,9 @@ class Backend(Protocol):
 
     def recover(self, job: Job, placement: Placement, attempt: int) -> Handle | None: ...
 
-    def adopt(self, handle: Handle) -> None:
-        """Take over a handle saved by an earlier control plane; ``BackendError`` or
-        ``InvalidSpec`` when it is not this backend's or cannot be read."""
+    def adopt(self, handle: Handle) -> Status:
+        """Take over a handle saved by an earlier control plane and say what it does now;
+        ``BackendError`` or ``InvalidSpec`` when it is not this backend's or cannot be read."""
 
     def poll(self, handles: Sequence[Handle]) -> list[Status]:
         """The status of every handle, in the same order, in one round of questions."""

@@ -22,12 +22,15 @@ import typer
 from rota.core import InvalidSpec
 
 UP_HELP = (
-    "Start the control plane here: the HTTP API and the control loop with the local backend.\n\n"
+    "Start the control plane here: the HTTP API and the control loop, running jobs on this "
+    "machine (--backend local, the default) or on a Slurm cluster (--backend slurm).\n\n"
     "Stores everything in the data directory (SQLite) unless --db names a PostgreSQL "
     "database, writes the server URL and an operator token to "
     "$XDG_CONFIG_HOME/rota/credentials.json for the CLI, and runs until Ctrl-C. Jobs keep "
     "running when it stops and are adopted when it starts again.\n\n"
-    "Example: rota up --gpus 4xH100-80GB"
+    "Example: rota up --gpus 4xH100-80GB\n\n"
+    "Slurm: rota up --backend slurm --slurm-gpu-types h100=H100-80GB,a100=A100-40GB (the "
+    "cluster SLURM_CONF names; its nodes, GPUs and other users' jobs are read from Slurm)"
 )
 
 
@@ -57,11 +60,24 @@ def up(
                                    help="Seconds between passes of the control loop when "
                                         "nothing wakes it."),
     backend: str = typer.Option("local", "--backend", metavar="NAME",
-                                help="Where jobs run: local (processes on this machine)."),
+                                help="Where jobs run: local (processes on this machine) or "
+                                     "slurm (the Slurm cluster SLURM_CONF names)."),
+    slurm_gpu_types: Optional[str] = typer.Option(
+        None, "--slurm-gpu-types", metavar="TYPE=MODEL,...",
+        help="Slurm: the model and memory of each GPU GRES type, e.g. "
+             "h100=H100-80GB,a100=A100:40Gi (untyped=MODEL for plain gpu:N)."),
+    slurm_placement: str = typer.Option(
+        "rota", "--slurm-placement", metavar="rota|slurm",
+        help="Slurm: rota chooses the nodes and pins each job there (rota), or rota admits "
+             "and orders jobs and Slurm chooses the nodes (slurm)."),
+    slurm_partition: Optional[str] = typer.Option(
+        None, "--slurm-partition", metavar="NAME",
+        help="Slurm: the partition rota's jobs are submitted to [default: Slurm's]."),
     detach: bool = typer.Option(False, "--detach", "-d",
                                 help="Run in the background; return once it answers. "
                                      "Stop it with rota down."),
 ) -> None:
+    from rota.backends.gpus import local_node
     from rota.cli.main import fail, resolve_policy
     from rota.control import setup
 
@@ -79,15 +95,41 @@ def up(
         argv = [a for a in sys.argv[2:] if a not in ("-d", "--detach")]
         start_detached(argv, directory, setup.credentials_path())
         return
+    options = _backend_options(backend, gpus, node_file, slurm_gpu_types, slurm_placement,
+                               slurm_partition)
     try:
-        inventory = setup.this_machine(gpus, node_file)
+        inventory = (setup.this_machine(gpus, node_file) if backend != "slurm" else
+                     setup.Inventory(local_node(), "not used: jobs run on the Slurm cluster",
+                                     None))
     except InvalidSpec as exc:
         fail("--node-file" if node_file else "--gpus", exc)
     try:
-        _serve(directory, db, host, port, inventory, chosen, interval, backend)
+        _serve(directory, db, host, port, inventory, chosen, interval, backend, options)
     except InvalidSpec as exc:
-        fail(f"--{exc.field}" if exc.field == "backend" else "--db" if db else "--data-dir",
-             InvalidSpec("", exc.reason) if exc.field == "backend" else exc)
+        option = exc.field == "backend" or exc.field.startswith("slurm-")
+        fail(f"--{exc.field.split('.')[0]}" if option else "--db" if db else "--data-dir",
+             InvalidSpec("", exc.reason) if option else exc)
+
+
+def _backend_options(backend: str, gpus: Optional[str], node_file: Optional[Path],
+                     gpu_types: Optional[str], placement: str,
+                     partition: Optional[str]) -> dict[str, str]:
+    """The Slurm options as ``ServerConfig.backend_options``; each refused with another
+    backend, and this machine's inventory refused with Slurm."""
+    from rota.cli.main import fail
+    given = {"--slurm-gpu-types": gpu_types, "--slurm-partition": partition,
+             "--slurm-placement": None if placement == "rota" else placement}
+    if backend != "slurm":
+        for option, value in given.items():
+            if value is not None:
+                fail(option, InvalidSpec("", "applies only with --backend slurm"))
+        return {}
+    for option, value in (("--gpus", gpus), ("--node-file", node_file)):
+        if value is not None:
+            fail(option, InvalidSpec("", "describes this machine for --backend local; with "
+                                         "--backend slurm the nodes come from Slurm (name "
+                                         "their GPU models with --slurm-gpu-types)"))
+    return {"gpu_types": gpu_types or "", "placement": placement, "partition": partition or ""}
 
 
 def _database_url(db: Optional[str], db_file: Optional[Path]) -> Optional[str]:
@@ -123,14 +165,15 @@ def _has_password(url: str) -> bool:
 
 
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
-           interval: float, backend: str) -> None:
+           interval: float, backend: str, options: dict[str, str]) -> None:
     from rota.control import DataDirBusy
     from rota.control.lease import held_message
     from rota.server import ServerConfig, open_control_plane
     from rota.server.compose import BindError
     from rota.store.lease import LeaseHeld
 
-    config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend)
+    config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend,
+                          options)
     try:
         plane = open_control_plane(config)
     except DataDirBusy as exc:
@@ -173,9 +216,11 @@ def _announce(plane) -> None:
     accounts = plane.accounts
     mode = ("multi-user: each job runs as its owner's OS account" if accounts.multi_user else
             f"single-user: jobs run as OS user {accounts.me}; only its rota users' jobs start")
-    lines = [f"rota control plane at {plane.url}",
-             f"  store: {where}", f"  this machine: {inventory.node.name}, {inventory.source}",
-             f"  policy: {config.policy.name}", f"  jobs: {mode}"]
+    lines = [f"rota control plane at {plane.url}", f"  store: {where}"]
+    describe = getattr(plane.loop.backend, "describe", None)
+    lines += (describe() if describe is not None else
+              [f"  this machine: {inventory.node.name}, {inventory.source}"])
+    lines += [f"  policy: {config.policy.name}", f"  jobs: {mode}"]
     closed = setup.closed_parents(config.data_dir) if accounts.multi_user else []
     if closed:
         lines.append(f"  warning: {closed[0]} is closed to other accounts (mode "

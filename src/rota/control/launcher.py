@@ -118,7 +118,8 @@ class Launcher:
         assert rec.job.placement is not None
         try:
             handle = self.backend.launch(rec.job, rec.job.placement,
-                                         LaunchSpec(r.spec.command, str(r.workdir), env, r.run_as),
+                                         LaunchSpec(r.spec.command, str(r.workdir), env, r.run_as,
+                                                    r.spec.checkpoint_signal, r.spec.grace_s),
                                          attempt=rec.attempts)
         except InvalidSpec as exc:
             return Launched(rec, verdict=_unstartable(exc))

@@ -12,6 +12,10 @@ The state moves of a pass are written together (``Store.transition_many``: one t
 each move checked against the state table on its own); a move that a concurrent change made
 illegal is skipped and looked at again next pass.
 
+Placement: a backend that chose where a job runs (Slurm picks devices, or nodes) reports it
+in the job's status; it is recorded as the job's placement (``Store.record_placement``), so
+that the scheduler counts what is really taken and ``rota show`` says where the job runs.
+
 Launch (``rota.control.launcher``, all bound jobs of a pass at once): attempt ``n`` of a job is
 its ``attempts`` column; ``backend.launch(..., attempt=n)`` never starts an attempt twice, so a
 job found SCHEDULED after a restart (bound, maybe launched, handle never saved) is launched
@@ -117,6 +121,8 @@ class Reconciler:
 
     def _judge(self, rec: JobRecord, handle: Handle, status: Status, now: float,
                report: PassReport) -> None:
+        if status.placement is not None and status.placement != rec.job.placement:
+            self._placed(rec, status)
         verdict = judge(self._view(rec, status), now)
         sent = self.signalled.setdefault(rec.id, set())
         if verdict.checkpoint and verdict.checkpoint not in sent:
@@ -130,6 +136,16 @@ class Reconciler:
             if status.state is ReplicaState.LOST:
                 self.backend.cancel(handle, 0.0)  # no orphan of a lost replica outlives it
             self._move(rec, verdict, report, now)
+
+    def _placed(self, rec: JobRecord, status: Status) -> None:
+        """Record where the backend put the job, when that is not where it was placed."""
+        assert status.placement is not None
+        try:
+            self.store.record_placement(rec.id, status.placement)
+        except (IllegalTransition, Conflict, NotFound) as exc:
+            log.info("job %s: placement not recorded: %s", rec.id, exc)
+            return
+        log.info("job %s: runs on %s", rec.id, ", ".join(status.placement.nodes))
 
     def _unlaunched(self, rec: JobRecord, now: float, report: PassReport) -> bool:
         """A job that holds resources without a handle of its current attempt: never launched

@@ -3,7 +3,8 @@
 ``BACKENDS`` maps the name ``rota up --backend`` takes to a factory ``(config) -> Backend``;
 each backend's factory lives with the backend and is imported only when chosen, so that the
 SDK of a backend nobody uses is never loaded. The local backend runs jobs on this machine;
-``ServerConfig.inventory`` describes it.
+``ServerConfig.inventory`` describes it. The Slurm backend drives the cluster ``SLURM_CONF``
+names, with ``ServerConfig.backend_options`` (``rota.backends.slurm.config``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,14 @@ def _local(config: ServerConfig) -> Backend:
     return LocalBackend(config.data_dir, node=config.inventory.node, nvml=config.inventory.nvml)
 
 
+def _slurm(config: ServerConfig) -> Backend:
+    from rota.backends.slurm.config import build
+    return build(config.data_dir, config.backend_options)
+
+
 BACKENDS: dict[str, Callable[[ServerConfig], Backend]] = {
     "local": _local,
+    "slurm": _slurm,
 }
 
 

@@ -22,6 +22,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from rota.control import ControlLoop, DataDirLock, setup
 from rota.control.accounts import Accounts
@@ -50,6 +51,7 @@ class ServerConfig:
     port: int = setup.DEFAULT_PORT
     interval_s: float = 2.0
     backend: str = "local"         # a name of ``rota.server.backends.BACKENDS``
+    backend_options: Mapping[str, str] = field(default_factory=dict)  # the backend's own
 
 
 @dataclass(slots=True)

@@ -23,7 +23,8 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
 
 from rota.core import (
-    End, IllegalTransition, InvalidSpec, Job, JobId, JobState, RotaError, check_transition,
+    End, IllegalTransition, InvalidSpec, Job, JobId, JobState, Placement, RotaError,
+    check_transition,
 )
 from rota.store import convert
 from rota.store.errors import Conflict, NotFound, QueueNotAllowed
@@ -489,6 +490,23 @@ def record_handle(conn: Connection, job_id: object, handle: dict[str, Any], now:
         raise IllegalTransition(f"job {row.id} is {row.state}: it holds no resources")
     write(conn, row, now, "adopted", f"attempt {handle.get('attempt')} found running after a "
           "restart", {"attempt": handle.get("attempt")}, backend_handle=handle)
+
+
+def record_placement(conn: Connection, job_id: object, placement: Placement,
+                     now: float) -> None:
+    """Replace the placement of a job that holds resources with where its backend put it
+    (Slurm chooses the devices on each node, or the nodes too), so that what the scheduler
+    counts as taken is what is taken."""
+    row = get(conn, job_id, lock=True)
+    if not JobState(row.state).holds_resources:
+        raise IllegalTransition(f"job {row.id} is {row.state}: it holds no resources")
+    if len(placement.replicas) != row.replicas:
+        raise InvalidSpec("placement", f"has {len(placement.replicas)} replicas, job {row.id} "
+                                       f"has {row.replicas}")
+    where = "; ".join(f"{r.node}" + (f" GPU {','.join(str(d.index) for d in r.devices)}"
+                                     if r.devices else "") for r in placement.replicas)
+    stored = convert.placement_json(placement)
+    write(conn, row, now, "placed", f"runs on {where}", {"placement": stored}, placement=stored)
 
 
 _NOTE_BILLED = (update(jobs).where(jobs.c.id == bindparam("key"),

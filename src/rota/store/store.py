@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from sqlalchemy import Connection
 
-from rota.core import End, Flavor, JobId, JobState, Node, Project, Queue, RotaError
+from rota.core import End, Flavor, JobId, JobState, Node, Placement, Project, Queue, RotaError
 from rota.core import Decisions, Snapshot, Usage
 from rota.store import admin, cycle, jobs, lease
 from rota.store.engine import WRITE, display_url, make_engine, migrate, resolve_url
@@ -397,6 +397,13 @@ class Store:
         """Save the handle of an attempt found after a restart, without a state move."""
         def run(conn: Connection) -> JobRecord:
             jobs.record_handle(conn, job_id, handle, self.clock())
+            return jobs.record(conn, job_id)
+        return self._retry(run)
+
+    def record_placement(self, job_id: str, placement: Placement) -> JobRecord:
+        """Record where the backend put a job that holds resources (``jobs.record_placement``)."""
+        def run(conn: Connection) -> JobRecord:
+            jobs.record_placement(conn, job_id, placement, self.clock())
             return jobs.record(conn, job_id)
         return self._retry(run)
 

@@ -13,13 +13,15 @@ Vocabulary:
   up; Slurm 22.05 takes a job's shards on one node from a single GPU. A node without shards
   takes no fractional job; ``fractional_refusal`` says what the site must configure.
 - **Schedulable.** ``states.unschedulable_reason``: drained, down, failing, reserved, ...
-  nodes are unschedulable, and ``NodeReport.reason`` carries Slurm's reason.
+  nodes are unschedulable, and ``NodeReport.reason`` carries Slurm's reason; so are nodes a
+  Slurm reservation blocks (``reservations.blocked_nodes``, given as ``blocked``). The core
+  node carries the reason as its ``problem``.
 - **Foreign allocation.** What one Slurm job that rota did not submit (its name and comment
   are not an attempt's, ``states.owner``) holds on one node while it runs: CPUs, memory, and
   device shares (a whole GPU as 1000 milli-GPU; ``k`` shards of a GPU as ``k/shards_per_gpu``
   of it, rounded up, with that part of its memory). The backend adds these to the snapshot
   as capacity in use, so that rota never places work on a GPU that a plain ``sbatch`` job
-  holds.
+  holds: ``core_nodes`` gives the nodes with these as ``Node.foreign``.
 
 Labels: every node carries ``slurm.partition.<name>=true`` for each partition it is in and
 ``slurm.feature.<name>=true`` for each of its features, for job selectors.
@@ -28,14 +30,16 @@ Labels: every node carries ``slurm.partition.<name>=true`` for each partition it
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from rota.backends.gpus import parse_virtual_gpus
 from rota.backends.slurm.records import NodeAllocation, SlurmJob, SlurmNode
 from rota.backends.slurm.states import JobPhase, owner, unschedulable_reason
 from rota.backends.slurm.text import Gres, gres_count
-from rota.core import MILLI, DEFAULT_GROUP, DeviceShare, GpuDevice, InvalidSpec, Node, NodeName
+from rota.core import (
+    MILLI, DEFAULT_GROUP, DeviceShare, Foreign, GpuDevice, InvalidSpec, Node, NodeName,
+)
 
 GPU, SHARD = "gpu", "shard"
 
@@ -102,16 +106,33 @@ class Inventory:
                 return r
         raise KeyError(name)
 
+    def core_nodes(self) -> list[Node]:
+        """The nodes as a backend reports them to the control plane: what jobs outside rota
+        hold as ``foreign``, why nothing may start as ``problem``, and ``schedulable`` left
+        True (that flag is the operator's cordon, which Slurm's state must never set)."""
+        held: dict[str, list[Foreign]] = {}
+        for f in self.foreign:
+            held.setdefault(f.node, []).append(Foreign(
+                f.cpu_milli, f.memory_mib, f.devices,
+                f"slurm job {f.slurm_job}" + (f" ({f.user})" if f.user else "")))
+        return [replace(r.node, schedulable=True, foreign=tuple(held.get(r.node.name, ())))
+                for r in self.reports]
+
 
 def inventory(nodes: Iterable[SlurmNode], jobs: Iterable[SlurmJob],
-              gpu_types: Mapping[str, GpuType], resource_group: str = DEFAULT_GROUP) -> Inventory:
-    """Nodes from ``sinfo``, foreign allocations from ``squeue``'s jobs."""
+              gpu_types: Mapping[str, GpuType], resource_group: str = DEFAULT_GROUP,
+              blocked: Mapping[str, str] | None = None, instance: str = "") -> Inventory:
+    """Nodes from ``sinfo``, foreign allocations from ``squeue``'s jobs (every job but the
+    attempts of control plane ``instance``); ``blocked`` names the nodes a reservation closes,
+    with why."""
     nodes = tuple(nodes)
-    reports = tuple(node_report(n, gpu_types, resource_group) for n in nodes)
+    blocked = blocked or {}
+    reports = tuple(node_report(n, gpu_types, resource_group, blocked.get(n.name))
+                    for n in nodes)
     by_name = {n.name: (r, n) for r, n in zip(reports, nodes)}
     foreign = []
     for job in jobs:
-        if job.phase is not JobPhase.RUNNING or owner(job.name, job.comment) is not None:
+        if job.phase is not JobPhase.RUNNING or owner(job.name, job.comment, instance):
             continue
         for alloc in job.allocations:
             if alloc.node in by_name:
@@ -124,10 +145,12 @@ def inventory(nodes: Iterable[SlurmNode], jobs: Iterable[SlurmJob],
 
 
 def node_report(slurm: SlurmNode, gpu_types: Mapping[str, GpuType],
-                resource_group: str = DEFAULT_GROUP) -> NodeReport:
+                resource_group: str = DEFAULT_GROUP, blocked: str | None = None) -> NodeReport:
     gpus = [g for g in slurm.gres if g.name == GPU]
     unknown = sorted({g.type or "" for g in gpus} - set(gpu_types))
     reason = unschedulable_reason(slurm.state, slurm.flags, slurm.reason)
+    if blocked:
+        reason = f"{reason}; {blocked}" if reason else blocked
     devices: list[GpuDevice] = []
     types: list[str | None] = []
     if unknown:
@@ -145,7 +168,8 @@ def node_report(slurm: SlurmNode, gpu_types: Mapping[str, GpuType],
     labels.update({f"slurm.feature.{f}": "true" for f in slurm.features})
     node = Node(name=NodeName(slurm.name), cpu_milli=slurm.cpus * MILLI,
                 memory_mib=slurm.memory_mib, devices=tuple(devices),
-                resource_group=resource_group, labels=labels, schedulable=reason is None)
+                resource_group=resource_group, labels=labels, schedulable=reason is None,
+                problem=reason or "")
     shards, count = gres_count(slurm.gres, SHARD), gres_count(slurm.gres, GPU)
     return NodeReport(node, reason, shards // count if count and devices else 0, tuple(types))
 

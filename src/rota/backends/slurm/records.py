@@ -14,6 +14,9 @@ Sources (the argv that produces each text is beside its parser, so the two stay 
   ``SUCCESS``, ``return_code`` 0), so they come from the parseable
   ``sacct --parsable2 --format=JobIDRaw,ExitCode`` instead (``parse_sacct_exit_codes``,
   merged by ``with_exit_codes``): the one place where ``--json`` lacks something.
+- ``squeue --name=... --format=...`` (``squeue_named``) -> ``SlurmJob`` in brief (state,
+  reason, nodes, times; no exit code, no allocation) for the jobs of the names given: cheap
+  where ``--json`` lists the whole cluster.
 - ``sinfo --format=%P|%a|%l|%p|%N`` -> ``SlurmPartition`` (22.05 has no partition JSON outside
   slurmrestd; ``scontrol`` has no ``--json`` before 23.02).
 
@@ -35,6 +38,15 @@ from rota.backends.slurm.text import (
 SINFO_NODES = ("sinfo", "--json")
 SQUEUE_JOBS = ("squeue", "--all", "--json")
 SINFO_PARTITIONS = ("sinfo", "--noheader", "--format=%P|%a|%l|%p|%N")
+NOTHING_FOUND = 9003  # sacct --json's error number when no job matched the query
+
+
+def squeue_named(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``squeue`` for the jobs named ``names`` in any state it still lists, one line each, for
+    ``parse_squeue_named``; run it with ``SLURM_TIME_FORMAT=%s``. Text, not ``--json``: the
+    JSON lists every job of the cluster whatever the filters, this only the jobs named."""
+    return ("squeue", "--noheader", "--states=all", "--name=" + ",".join(names),
+            "--format=%i|%T|%r|%S|%e|%N|%j|%k")
 
 
 def sacct_jobs(since: str, job_ids: tuple[int, ...] = (),
@@ -142,9 +154,15 @@ def _document(text: str, key: str, source: str) -> list[Mapping[str, Any]]:
         raise SlurmOutputError(source, f"is not JSON: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get(key), list):
         raise SlurmOutputError(source, f"has no {key!r} list")
-    if data.get("errors"):
-        raise SlurmOutputError(source, f"reports errors: {data['errors']}")
+    errors = [e for e in data.get("errors") or () if not _nothing_found(e)]
+    if errors:
+        raise SlurmOutputError(source, f"reports errors: {errors}")
     return data[key]
+
+
+def _nothing_found(error: object) -> bool:
+    """sacct's way of saying that no job matched: an error (9003) beside an empty list."""
+    return isinstance(error, Mapping) and error.get("error_number") == NOTHING_FOUND
 
 
 def _get(d: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -239,6 +257,36 @@ def _tres_gres(text: object) -> tuple[Gres, ...]:
     tres = parse_tres(text if isinstance(text, str) else None)
     return tuple(Gres(k[len("gres/"):], None, v) for k, v in tres.items()
                  if k.startswith("gres/") and ":" not in k)
+
+
+# -- squeue, named jobs in brief ----------------------------------------------------------------
+
+def parse_squeue_named(text: str) -> tuple[SlurmJob, ...]:
+    """``squeue_named`` output: ``id|state|reason|start|end|nodes|name|comment`` (the comment
+    last, since it may hold ``|``). No exit code, GRES nor per-node allocation: a job from
+    here has ``exit`` None and no ``allocations``."""
+    out = []
+    for k, line in enumerate(text.splitlines()):
+        if not line.strip():
+            continue
+        where = f"squeue line {k + 1}"
+        fields = line.split("|", 7)
+        if len(fields) != 8 or not fields[0].isdigit():
+            raise SlurmOutputError(where, f"expected id|state|reason|start|end|nodes|name|"
+                                          f"comment, got {line!r}")
+        ident, state, reason, start, end, nodes, name, comment = fields
+        phase = job_phase(state, f"{where} state")
+        out.append(SlurmJob(
+            id=int(ident), name=name, comment="" if comment == "(null)" else comment,
+            state=state, reason=reason, partition="",
+            nodes=expand_hostlist(nodes, f"{where} nodes"), exit=None,
+            start_time=_epoch_text(start) if phase.started else None,
+            end_time=_epoch_text(end) if phase.ended else None, time_limit_s=None))
+    return tuple(out)
+
+
+def _epoch_text(value: str) -> float | None:
+    return float(value) if value.isdigit() and int(value) > 0 else None
 
 
 # -- sacct --json -------------------------------------------------------------------------------

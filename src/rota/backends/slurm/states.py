@@ -16,14 +16,17 @@ rota submits with ``--no-requeue`` so that Slurm does not do this unasked.
 A node is unschedulable when its base state is ``down``, ``error``, ``future`` or ``unknown``,
 or when one of ``UNSCHEDULABLE_FLAGS`` is set (drained or draining, failing, not responding,
 in maintenance or in a reservation, rebooting, powered down); the reason is Slurm's own
-(``scontrol update ... reason=``) when it has one.
+(``scontrol update ... reason=``) when it has one. A rota job already running on a node
+*loses* it (``losing_reason``) only when the node is drained, failing, down or in error.
 
 Exit codes: Slurm writes ``code:signal`` (``3:0`` exited with 3; ``0:9`` killed by SIGKILL);
 ``squeue --json`` gives the raw wait status instead (``768`` is ``3:0``). rota's convention
 (``rota.backends.base``) is ``128 + signal`` for a process killed by a signal.
 
 Job names: attempt ``n`` of rota job ``J`` is the Slurm job ``rota-J-n``, with the comment
-``rota:J``, so that ``squeue``/``sacct`` find an attempt again by name.
+``rota:J@I`` (``I``: the control plane's instance, so that two rota installations on one
+cluster, whose job numbers may be the same, never take each other's jobs for their own), so
+that ``squeue``/``sacct`` find an attempt again by name.
 """
 
 from __future__ import annotations
@@ -116,6 +119,23 @@ UNSCHEDULABLE_FLAGS: dict[str, str] = {
 }
 
 
+# What ends a rota job already running on a node: an operator draining or failing it, or the
+# node going down. A node that stops responding is Slurm's to judge (it fails the job with
+# NODE_FAIL once the node is declared down), and so is one in an unknown state (every node is,
+# for a moment, after slurmctld restarts); a reservation or a reboot request waits for the
+# node to be free.
+LOSING_STATES = frozenset({"down", "error"})
+LOSING_FLAGS = frozenset({"DRAIN", "FAIL"})
+
+
+def losing_reason(state: str, flags: frozenset[str], reason: str) -> str | None:
+    """Why rota's jobs running on a node in this ``state`` with these ``flags`` must leave it
+    (``None``: they may stay): Slurm's words for the node, as ``unschedulable_reason``."""
+    if state not in LOSING_STATES and not flags & LOSING_FLAGS:
+        return None
+    return unschedulable_reason(state, flags & LOSING_FLAGS, reason)
+
+
 def unschedulable_reason(state: str, flags: frozenset[str], reason: str) -> str | None:
     """Why a node with this base ``state`` and ``flags`` takes no new work, ``None`` if it
     does: Slurm's ``reason`` when it gave one, else what the state says."""
@@ -178,18 +198,21 @@ def attempt_name(job_id: str, attempt: int) -> str:
     return f"{NAME_PREFIX}{job_id}-{attempt}"
 
 
-def job_comment(job_id: str) -> str:
-    return f"{COMMENT_PREFIX}{job_id}"
+def job_comment(job_id: str, instance: str = "") -> str:
+    """``rota:<job>``, or ``rota:<job>@<instance>`` for the control plane ``instance``."""
+    return f"{COMMENT_PREFIX}{job_id}" + (f"@{instance}" if instance else "")
 
 
-def owner(name: str, comment: str) -> tuple[str, int] | None:
-    """``(rota job id, attempt)`` when a Slurm job with this name and comment is one of rota's
-    attempts, else ``None``. The comment must be rota's or empty (``sacct`` shows none where
-    the site does not set ``AccountingStoreFlags=job_comment``)."""
+def owner(name: str, comment: str, instance: str = "") -> tuple[str, int] | None:
+    """``(rota job id, attempt)`` when a Slurm job with this name and comment is one of the
+    attempts of control plane ``instance``, else ``None``. The comment must be that control
+    plane's or empty (``sacct`` shows none where the site does not set
+    ``AccountingStoreFlags=job_comment``): another rota's jobs on the same cluster, whose
+    numbers may be the same, are not this one's."""
     match = _ATTEMPT_NAME.match(name)
     if not match:
         return None
     job = match.group("job")
-    if comment and comment != job_comment(job):
+    if comment and comment != job_comment(job, instance):
         return None
     return job, int(match.group("attempt"))

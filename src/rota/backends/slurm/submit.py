@@ -3,32 +3,45 @@
 ``batch_request(job, placement, attempt, spec, nodes)`` returns the argv (the script goes to
 ``sbatch``'s standard input) and what the attempt will be known by. The Slurm job:
 
-1. is named ``rota-<job>-<attempt>`` with the comment ``rota:<job>`` (``states``), so that
-   ``squeue``/``sacct`` find the attempt again; ``--parsable`` prints its Slurm job id;
-2. is pinned to the placement's nodes (``--nodelist``, ``--nodes``) with one task per
-   replica (``--ntasks-per-node``: every node must hold the same number of replicas, since
-   Slurm asks the same of every node of a job), ``--cpus-per-task`` (whole CPUs, rounded
-   up), ``--mem`` (per node; left out for a job that asks for no memory, so that the site's
-   default applies), and per node ``--gres=gpu[:TYPE]:N`` for whole GPUs or ``--gres=shard:N``
-   for a fraction (``nodes.shards_for``; Slurm 22.05 takes a job's shards on a node from one
-   GPU, so the replicas of a node must fit in one GPU's shards);
+1. is named ``rota-<job>-<attempt>`` with the comment ``rota:<job>[@<instance>]``
+   (``states``), so that ``squeue``/``sacct`` find the attempt again; ``--parsable`` prints
+   its Slurm job id, and
+   with ``SubmitSpec.hold`` it is submitted held (``--hold``: it starts only once released);
+2. holds one task per replica (``--ntasks-per-node``: every node must hold the same number of
+   replicas, since Slurm asks the same of every node of a job) on ``--nodes`` nodes,
+   ``--cpus-per-task`` (whole CPUs, rounded up), ``--mem`` (per node; left out for a job that
+   asks for no memory, so that the site's default applies), and per node
+   ``--gres=gpu[:TYPE]:N`` for whole GPUs or ``--gres=shard[:TYPE]:N`` for a fraction
+   (``nodes.shards_for``; Slurm 22.05 takes a job's shards on a node from one GPU, so the
+   replicas of a node must fit in one GPU's shards). **Pinned** (``SubmitSpec.pinned``, rota
+   places): ``--nodelist`` names the placement's nodes. **Not pinned** (Slurm places): no node
+   list, and the GRES is typed with the GPU type rota's plan chose (the queue's flavour), so
+   that Slurm places the job among the GPUs it was admitted for;
 3. gets ``--time`` from the walltime (whole minutes, rounded up) and then ``--signal`` to send
    the checkpoint signal ``grace`` seconds before it (Slurm may send it up to 60 s early);
    without ``B:`` the signal goes to the replicas, not to the batch shell;
 4. runs in the workdir (``--chdir``) with ``--no-requeue`` (Slurm never reruns an attempt by
    itself) and writes the batch shell's output to ``<log_dir>/batch.log``;
-5. starts each replica as its own ``srun`` step named ``rank-<r>`` on its node, with its own
-   CPUs, memory and GRES from the job's (``--exact``), its output in ``<log_dir>/rank-<r>.out``
-   and ``.err`` (appended), and the variables of ``rota.backends.env``: the job's ``env``, then
-   ``ROTA_JOB_ID``, ``ROTA_REPLICA_RANK``, ``ROTA_WORLD_SIZE``, ``ROTA_MASTER_ADDR`` (rank 0's
-   node address), ``ROTA_MASTER_PORT`` and, for a fraction, ``ROTA_GPU_SHARE`` and
-   ``ROTA_GPU_MEMORY_MIB``. ``CUDA_VISIBLE_DEVICES`` is Slurm's: the devices of the step's GRES
-   (empty for a replica without GPUs). Inherited ``CUDA_*`` and ``ROTA_*`` variables are
-   dropped first.
+5. starts each replica as its own ``srun`` step named ``rank-<r>`` on its node (pinned: the
+   placement's; not pinned: node ``r // ranks_per_node`` of the job's nodes in Slurm's order,
+   ``scontrol show hostnames $SLURM_JOB_NODELIST``), with its own CPUs, memory and GRES from
+   the job's (``--exact``), its output in ``<log_dir>/rank-<r>.out`` and ``.err`` (appended),
+   and the variables of ``rota.backends.env``: the job's ``env``, then ``ROTA_JOB_ID``,
+   ``ROTA_REPLICA_RANK``, ``ROTA_WORLD_SIZE``, ``ROTA_MASTER_ADDR`` (rank 0's node address:
+   pinned, from ``SubmitSpec.addresses``; otherwise ``sinfo``'s ``NodeAddr`` of the first
+   node, at run time), ``ROTA_MASTER_PORT`` (``SubmitSpec.master_port``, or when that is None
+   ``20000 + SLURM_JOB_ID mod 20000``, which no two of the last 20,000 jobs share) and, for a
+   fraction, ``ROTA_GPU_SHARE`` and ``ROTA_GPU_MEMORY_MIB``. ``CUDA_VISIBLE_DEVICES`` is
+   Slurm's: the devices of the step's GRES (empty for a replica without GPUs). Inherited
+   ``CUDA_*`` and ``ROTA_*`` variables are dropped first. The job's own variables may not be
+   Slurm's (``SLURM_*``, ``SBATCH_*``, ``SRUN_*``, ``SALLOC_*``): Slurm's commands read those
+   as options, and would run the replicas otherwise than rota placed them.
 
 Slurm chooses which devices of a node a job gets: rota pins nodes, and learns the devices from
-``squeue`` (``records.NodeAllocation``). The batch script exits with the first non-zero exit
-status of its replicas, in rank order; each step's own status is in ``sacct``.
+``squeue`` (``records.NodeAllocation``). The batch script waits for its replicas; when one
+fails (a non-zero exit), it stops the others (``srun`` ends its step when signalled), since a
+gang cannot go on without a member, and exits with that first failure's status (0 when all
+succeeded). Each step's own status is in ``sacct``.
 """
 
 from __future__ import annotations
@@ -46,6 +59,9 @@ from rota.backends.slurm.states import attempt_name, job_comment
 from rota.backends.slurm.text import SlurmOutputError
 from rota.core import MILLI, InvalidSpec, Job, Placement, ReplicaPlacement
 
+SLURM_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")
+PORT_BASE = 20000  # ROTA_MASTER_PORT at run time: PORT_BASE + SLURM_JOB_ID mod PORT_BASE
+
 
 @dataclass(frozen=True, slots=True)
 class SubmitSpec:
@@ -54,12 +70,15 @@ class SubmitSpec:
     command: tuple[str, ...]
     workdir: str
     log_dir: str
-    master_port: int
+    master_port: int | None = None  # None: derived from the Slurm job id at run time
     env: Mapping[str, str] = field(default_factory=dict)
     checkpoint_signal: int = int(signals.SIGTERM)
     grace_s: float | None = None  # None: the job's own
     partition: str | None = None  # None: Slurm's default partition
     addresses: Mapping[str, str] = field(default_factory=dict)  # node -> address for rank 0
+    pinned: bool = True           # rota's nodes (--nodelist); False: Slurm chooses them
+    hold: bool = False            # submit held (--hold), to be released
+    instance: str = ""            # the control plane's, in the comment (states.job_comment)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,24 +108,28 @@ def batch_request(job: Job, placement: Placement, attempt: int, spec: SubmitSpec
         raise InvalidSpec("placement", f"a Slurm job holds as many replicas on every node, "
                                        f"this placement does not ({layout})")
     ranks_per_node = next(iter(per_node.values()))
-    name, comment = attempt_name(job.id, attempt), job_comment(job.id)
+    name, comment = attempt_name(job.id, attempt), job_comment(job.id, spec.instance)
     log = f"{spec.log_dir}/batch.log"
     steps = [_gres(job, r, nodes[r.node]) for r in placement.replicas]
     argv = ["sbatch", "--parsable", f"--job-name={name}", f"--comment={comment}",
-            f"--nodes={len(per_node)}", f"--nodelist={','.join(per_node)}",
-            f"--ntasks-per-node={ranks_per_node}", f"--cpus-per-task={_cpus(job)}",
-            f"--chdir={spec.workdir}", f"--output={log}", "--open-mode=append", "--no-requeue"]
+            f"--nodes={len(per_node)}", f"--ntasks-per-node={ranks_per_node}",
+            f"--cpus-per-task={_cpus(job)}", f"--chdir={spec.workdir}", f"--output={log}",
+            "--open-mode=append", "--no-requeue"]
+    if spec.pinned:
+        argv.insert(5, f"--nodelist={','.join(per_node)}")
+    if spec.hold:
+        argv.append("--hold")
     if spec.partition:
         argv.append(f"--partition={spec.partition}")
     if job.request.memory_mib:
         argv.append(f"--mem={job.request.memory_mib * ranks_per_node}M")
     if job.request.gpu.count:
-        argv.append(f"--gres={_job_gres(job, placement, nodes, ranks_per_node)}")
+        argv.append(f"--gres={_job_gres(job, placement, nodes, ranks_per_node, spec.pinned)}")
     argv.extend(_time_and_signal(job, spec))
     ranks = tuple(RankFiles(k, r.node, f"{spec.log_dir}/rank-{k}.out",
                             f"{spec.log_dir}/rank-{k}.err")
                   for k, r in enumerate(placement.replicas))
-    script = _script(job, placement, attempt, spec, ranks, steps)
+    script = _script(job, placement, attempt, spec, ranks, steps, ranks_per_node)
     return BatchRequest(tuple(argv), script, name, comment, log, ranks)
 
 
@@ -134,7 +157,10 @@ def _check(job: Job, placement: Placement, spec: SubmitSpec,
             raise InvalidSpec(f"placement.replicas[{k}].devices",
                               f"needs {wanted} of node {r.node}'s GPUs "
                               f"{sorted(known)}, got {[d.index for d in r.devices]}")
-    check_job_env(spec.env)
+    for key in check_job_env(spec.env):
+        if key.startswith(SLURM_PREFIXES):
+            raise InvalidSpec(f"env.{key}", f"Slurm reads {key.split('_')[0]}_* variables as "
+                                            f"options, and rota sets them for its jobs")
 
 
 def _cpus(job: Job) -> int:
@@ -155,9 +181,12 @@ def _gres(job: Job, replica: ReplicaPlacement, report: NodeReport) -> str | None
 
 
 def _job_gres(job: Job, placement: Placement, nodes: Mapping[str, NodeReport],
-              ranks_per_node: int) -> str:
-    """The per-node ``--gres``: typed where every node's share of the job is the same."""
-    specs = {_node_gres(job, placement, n, nodes[n], ranks_per_node) for n in placement.nodes}
+              ranks_per_node: int, pinned: bool) -> str:
+    """The per-node ``--gres``: typed where every node's share of the job is the same (and
+    for shards where rota does not pin the nodes: Slurm must place them on the GPU type the
+    plan chose)."""
+    specs = {_node_gres(job, placement, n, nodes[n], ranks_per_node, not pinned)
+             for n in placement.nodes}
     if len(specs) == 1:
         return specs.pop()
     if job.request.gpu.fractional:
@@ -168,13 +197,17 @@ def _job_gres(job: Job, placement: Placement, nodes: Mapping[str, NodeReport],
 
 
 def _node_gres(job: Job, placement: Placement, node: str, report: NodeReport,
-               ranks_per_node: int) -> str:
+               ranks_per_node: int, typed_shards: bool) -> str:
     if job.request.gpu.fractional:
         need = ranks_per_node * shards_for(job.request.gpu.share, report.shards_per_gpu)
         if need > report.shards_per_gpu:
             raise InvalidSpec("gpu", f"Slurm 22.05 takes a job's shards on a node from one GPU: "
                                      f"node {node} would need {need} shards, one GPU has "
                                      f"{report.shards_per_gpu}")
+        kind = {report.gpu_types[d.index] for r in placement.replicas if r.node == node
+                for d in r.devices}
+        if typed_shards and len(kind) == 1 and None not in kind:
+            return f"shard:{kind.pop()}:{need}"
         return f"shard:{need}"
     types = Counter(report.gpu_types[d.index] for r in placement.replicas if r.node == node
                     for d in r.devices)
@@ -193,24 +226,52 @@ def _time_and_signal(job: Job, spec: SubmitSpec) -> list[str]:
     return out
 
 
+
+
+class Shell(str):
+    """A word of the batch script that the shell expands at run time (``"$port"``), written as
+    it is instead of quoted."""
+
+
+def _line(words: list[str]) -> str:
+    return " ".join(w if isinstance(w, Shell) else shlex.quote(w) for w in words)
+
+
 def _script(job: Job, placement: Placement, attempt: int, spec: SubmitSpec,
-            ranks: tuple[RankFiles, ...], steps: list[str | None]) -> str:
+            ranks: tuple[RankFiles, ...], steps: list[str | None], ranks_per_node: int) -> str:
     lines = [
         "#!/bin/bash",
         f"# rota job {job.id}, attempt {attempt}: {job.replicas} replica(s)",
         "for v in $(compgen -e); do case $v in CUDA_*|ROTA_*) unset \"$v\";; esac; done",
     ]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(spec.env.items())]
+    port: str = str(spec.master_port)
+    if spec.master_port is None:
+        lines.append(f"port=$(({PORT_BASE} + SLURM_JOB_ID % {PORT_BASE}))")
+        port = Shell('"$port"')
+    if spec.pinned:
+        first = ranks[0].node
+        master: str = spec.addresses.get(first, first)
+    else:  # Slurm chose the nodes: rank r runs on node r // ranks_per_node, in Slurm's order
+        lines += ['nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
+                  'master=$(sinfo --noheader --Node --nodes="${nodes[0]}" --format=%o | '
+                  'head -n 1)',
+                  'master=${master:-${nodes[0]}}']
+        master = Shell('"$master"')
     lines.append("pids=()")
-    first = placement.replicas[0].node
-    master = spec.addresses.get(first, first)
     for files, replica, gres in zip(ranks, placement.replicas, steps):
-        lines.append(_srun(job, spec, files, replica, gres, master) + " &")
+        node = (files.node if spec.pinned
+                else Shell(f'"${{nodes[{files.rank // ranks_per_node}]}}"'))
+        lines.append(_srun(job, spec, files, replica, gres, node, master, port) + " &")
         lines.append("pids+=($!)")
     lines += [
         "status=0",
-        "for pid in \"${pids[@]}\"; do",
-        "    wait \"$pid\" || { code=$?; [ \"$status\" = 0 ] && status=$code; }",
+        "for _ in \"${pids[@]}\"; do",
+        "    wait -n; code=$?",
+        "    if [ \"$code\" != 0 ] && [ \"$status\" = 0 ]; then",
+        "        status=$code",
+        "        kill -TERM \"${pids[@]}\" 2>/dev/null  # a gang cannot go on without a member",
+        "    fi",
         "done",
         "exit \"$status\"",
     ]
@@ -218,21 +279,26 @@ def _script(job: Job, placement: Placement, attempt: int, spec: SubmitSpec,
 
 
 def _srun(job: Job, spec: SubmitSpec, files: RankFiles, replica: ReplicaPlacement,
-          gres: str | None, master: str) -> str:
-    args = ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={files.node}", "--exact",
-            f"--job-name=rank-{files.rank}", f"--cpus-per-task={_cpus(job)}",
-            f"--output={files.stdout}", f"--error={files.stderr}", "--open-mode=append"]
+          gres: str | None, node: str, master: str, port: str) -> str:
+    args: list[str] = ["srun", "--nodes=1", "--ntasks=1", _word("--nodelist=", node),
+                       "--exact", f"--job-name=rank-{files.rank}", f"--cpus-per-task={_cpus(job)}",
+                       f"--output={files.stdout}", f"--error={files.stderr}", "--open-mode=append"]
     if job.request.memory_mib:
         args.append(f"--mem={job.request.memory_mib}M")
     if gres:
         args.append(f"--gres={gres}")
     ctx = ReplicaContext(job_id=job.id, rank=files.rank, world_size=job.replicas,
-                         master_addr=master, master_port=spec.master_port,
-                         devices=replica.devices, device_ids=())
-    env = rota_variables(ctx)
+                         master_addr="", master_port=0, devices=replica.devices, device_ids=())
+    env: dict[str, str] = rota_variables(ctx)
     if gres:  # Slurm sets CUDA_VISIBLE_DEVICES to the step's devices
         del env["CUDA_VISIBLE_DEVICES"]
     for mps in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"):
         env.pop(mps, None)  # no MPS daemon behind shards: these would promise a limit
-    assignments = [f"{k}={v}" for k, v in sorted(env.items())]
-    return shlex.join([*args, "env", *assignments, *spec.command])
+    env["ROTA_MASTER_ADDR"], env["ROTA_MASTER_PORT"] = master, port
+    assignments = [_word(f"{k}=", v) for k, v in sorted(env.items())]
+    return _line([*args, "env", *assignments, *spec.command])
+
+
+def _word(prefix: str, value: str) -> str:
+    """``prefix`` and ``value`` as one word, expanded at run time when ``value`` is."""
+    return Shell(shlex.quote(prefix) + value) if isinstance(value, Shell) else prefix + value

@@ -1,0 +1,427 @@
+"""The Slurm backend: each attempt of a rota job is one Slurm batch job, one ``srun`` step per
+replica, submitted where rota placed it (or where Slurm places it: ``placement: slurm``).
+
+Instance. Each control plane (its data directory) has an instance id, written once
+(``attempts.instance``), that its jobs carry in their comment: two rota installations on one
+cluster, whose job numbers may be the same, each see the other's jobs as foreign.
+
+Handles. ``launch_id`` is the Slurm job id; the handle's ``ref`` holds ``slurm_job`` (that id),
+``name`` (``rota-<job>-<attempt>``), ``log`` (the batch shell's output) and ``pinned``
+(whether rota chose the nodes); each replica's ``ref`` holds its ``stdout`` and ``stderr``
+files. Files on disk: ``attempts``.
+
+Launch, crash-safe (``attempts`` says what each file proves):
+
+1. ``submit.json`` is written: from now on a restart asks Slurm before launching again;
+2. ``sbatch --hold`` (as the job's OS account) prints the Slurm job id; the job is held, so
+   that nothing runs before step 4;
+3. ``handle.json`` is written;
+4. ``scontrol release``: Slurm may start it (while the backend is watched, the launches of a
+   pass are released together, right after, by ``release.Releaser``).
+
+``recover`` finds an attempt from its files, or by its name in ``squeue``/``sacct`` once no
+``sbatch`` of it is still running here; a held job it finds is released. Two Slurm jobs of one
+attempt can only come from an ``sbatch`` whose answer was lost in a crash: both are held until
+one is recorded, and the one not recorded is cancelled wherever it is seen (``recover``,
+``poll``), before it was ever released. So an attempt never runs twice.
+
+Status (``poll``): one ``squeue`` of the handles' names in brief (``records.squeue_named``),
+the node states (``sinfo`` and the reservations, at most ``node_refresh_s`` old), one
+``sacct`` for the attempts that ended (exit codes, a gang's per replica) or that slurmctld
+forgot, and the whole queue (``squeue --all --json``) only when a job started and where it
+landed is not known yet, or ended and ``sacct`` has no exit code for it; ``observe`` reads
+them.
+Slurm has no push notification: ``watch`` asks ``squeue`` about the tracked launches twice a
+second (``watch.SlurmWatcher``) and wakes the control loop when one changed state.
+
+Signals and stops: ``signal`` is ``scancel --signal=SIG`` to the job's steps (the replicas;
+not the batch shell); SIGKILL is ``scancel`` of the whole job. ``cancel`` with a grace period
+sends SIGTERM to the steps and leaves the rest to the control loop (which sends SIGKILL, i.e.
+``scancel``, once the grace has passed); without one, or for a job still pending in Slurm, it
+is ``scancel`` at once. Cancelling an ended job does nothing.
+
+Inventory: ``sinfo --json``, ``squeue --all --json`` and the reservations, read into core
+nodes (``nodes``): Slurm's reason as each node's ``problem``, other people's jobs as
+``foreign``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal as signals
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from rota.backends.base import (
+    Activity, BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, ReplicaState,
+    Status,
+)
+from rota.backends.env import account_env, inherited
+from rota.backends.slurm import attempts, logs
+from rota.backends.slurm.accounting import Accounting
+from rota.backends.slurm.attempts import AttemptFiles
+from rota.backends.slurm.commands import SlurmCommands, SlurmCommandError
+from rota.backends.slurm.config import SlurmConfig
+from rota.backends.slurm.nodes import NodeReport, fractional_refusal, inventory, node_report
+from rota.backends.slurm.observe import Seen, attempt_status
+from rota.backends.slurm.records import (
+    SINFO_NODES, SQUEUE_JOBS, SlurmJob, SlurmNode, parse_sinfo, parse_squeue, parse_squeue_named,
+    squeue_named,
+)
+from rota.backends.slurm.reservations import (
+    SHOW_RESERVATIONS, TIME_FORMAT, blocked_nodes, parse_reservations,
+)
+from rota.backends.slurm.states import attempt_name, losing_reason, owner
+from rota.backends.slurm.release import Releaser, release
+from rota.backends.slurm.submit import SubmitSpec, batch_request, parse_job_id
+from rota.backends.slurm.summary import describe
+from rota.backends.slurm.watch import SlurmWatcher
+from rota.core import InvalidSpec, Job, Node, Placement
+
+log = logging.getLogger("rota.backends.slurm")
+
+
+class SlurmBackend:
+    name = "slurm"
+
+    def __init__(self, data_dir: str | Path, config: SlurmConfig,
+                 commands: SlurmCommands | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.config = config
+        self.commands = commands or SlurmCommands.from_environment()
+        self.clock = clock
+        self.accounting = Accounting(self.commands)
+        self._reports: dict[str, NodeReport] = {}
+        self._slurm_nodes: dict[str, SlurmNode] = {}
+        self._blocked: dict[str, str] = {}
+        self._nodes_at = float("-inf")
+        self._landed: dict[int, Placement | None] = {}  # where running launches landed
+        self.instance = attempts.instance(self.data_dir)
+        self._lock = threading.Lock()
+        self._tracked: dict[int, Handle] = {}  # launches not known to have ended
+        self._watcher: SlurmWatcher | None = None
+        self._releaser: Releaser | None = None
+
+    # -- nodes -------------------------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        shards = fractional_refusal(self.reports().values()) is None
+        return Capabilities(fractional_gpu=shards, memory_enforcement=False,
+                            compute_enforcement=False, gang=True, signals=True,
+                            run_as_owner=True)
+
+    def inventory(self) -> list[Node]:
+        self._read_nodes()
+        jobs = self._queue()
+        found = inventory(self._slurm_nodes.values(), jobs, self.config.gpu_types,
+                          self.config.resource_group, self._blocked, self.instance)
+        return found.core_nodes()
+
+    def reports(self, max_age_s: float | None = None) -> dict[str, NodeReport]:
+        """The nodes as last read, read again when older than ``max_age_s`` (or never read)."""
+        age = self.clock() - self._nodes_at
+        if not self._reports or (max_age_s is not None and age > max_age_s):
+            self._read_nodes()
+        return self._reports
+
+    def describe(self) -> list[str]:
+        """What ``rota up`` says about the cluster when it starts."""
+        reports = self.reports()
+        return describe(reports, self._slurm_nodes.values(), self.config,
+                        self.commands.slurm_conf or "Slurm's default configuration")
+
+    def _read_nodes(self) -> None:
+        nodes = parse_sinfo(self.commands.run(SINFO_NODES))
+        reservations = parse_reservations(self.commands.run(SHOW_RESERVATIONS,
+                                                            extra_env=TIME_FORMAT))
+        now = self.clock()
+        self._blocked = blocked_nodes(reservations, now, self.config.reservation_lead_s)
+        self._slurm_nodes = {n.name: n for n in nodes}
+        self._reports = {n.name: node_report(n, self.config.gpu_types, self.config.resource_group,
+                                             self._blocked.get(n.name)) for n in nodes}
+        self._nodes_at = now
+
+    def _losing(self) -> dict[str, str]:
+        self.reports(self.config.node_refresh_s)
+        out = {}
+        for name, n in self._slurm_nodes.items():
+            why = losing_reason(n.state, n.flags, n.reason)
+            if why:
+                out[name] = why
+        return out
+
+    def _queue(self) -> tuple[SlurmJob, ...]:
+        """Every job slurmctld knows, in full (``squeue --json``: the whole cluster)."""
+        return parse_squeue(self.commands.run(SQUEUE_JOBS))
+
+    def _named(self, names: Sequence[str]) -> tuple[SlurmJob, ...]:
+        """The jobs of these names, in brief (``records.squeue_named``: only those)."""
+        return parse_squeue_named(self.commands.run(squeue_named(tuple(sorted(set(names)))),
+                                                    extra_env=TIME_FORMAT))
+
+    def _state(self, handle: Handle) -> str | None:
+        """The state of the handle's Slurm job now (None: squeue no longer lists it)."""
+        slurm_id = _slurm_id(handle)
+        return next((j.state for j in self._named([str(handle.ref.get("name"))])
+                     if j.id == slurm_id), None)
+
+    # -- launch ------------------------------------------------------------------------------
+
+    def launch(self, job: Job, placement: Placement, spec: LaunchSpec,
+               attempt: int | None = None) -> Handle:
+        """Submit attempt ``attempt`` of ``job`` (module docstring); an attempt submitted
+        before is returned as it is, never submitted again."""
+        if attempt is None:
+            attempt = attempts.next_attempt(self.data_dir, job.id)
+        found = self.recover(job, placement, attempt)
+        if found is not None:
+            return found
+        reports = self.reports()
+        if job.request.gpu.fractional and (refusal := fractional_refusal(reports.values())):
+            raise InvalidSpec("gpu", refusal)
+        files = AttemptFiles.of(self.data_dir, job.id, attempt)
+        request = batch_request(job, placement, attempt, SubmitSpec(
+            command=tuple(spec.command), workdir=spec.workdir, log_dir=str(files.logs),
+            env=spec.env, checkpoint_signal=spec.checkpoint_signal, grace_s=spec.grace_s,
+            partition=self.config.partition, pinned=self.config.pinned, hold=True,
+            instance=self.instance,
+            addresses={n: s.address for n, s in self._slurm_nodes.items()}), reports)
+        files.prepare(spec.run_as)
+        files.intend(request.name)                                                   # 1
+        self.before("sbatch", files)
+        base = {**inherited(os.environ), **account_env(spec.run_as)}
+        try:
+            out = self.commands.run(request.argv, request.script, base_env=base,
+                                    run_as=spec.run_as)                               # 2
+        except SlurmCommandError as exc:
+            raise BackendError("launch_failed", f"sbatch refused job {job.id}: "
+                                                f"{exc.stderr or exc}") from None
+        slurm_id = parse_job_id(out)
+        handle = self._handle(job.id, attempt, slurm_id, placement, files)
+        self.before("save", files)
+        files.save(handle)                                                           # 3
+        self._track(handle)
+        if self._releaser is not None:                                               # 4
+            self._releaser.put(slurm_id)  # with the other launches of this pass
+        else:
+            self.before("release", files)
+            release(self.commands, [slurm_id])  # a failure is retried by poll
+        self.before("return", files)
+        return handle
+
+    def before(self, step: str, files: AttemptFiles) -> None:
+        """Called before each step of a launch after the first (``sbatch``, ``save``,
+        ``release``, ``return``); does nothing. Tests override it to stop a launch there, as
+        a killed control plane would."""
+
+    def _handle(self, job_id: str, attempt: int, slurm_id: int, placement: Placement,
+                files: AttemptFiles) -> Handle:
+        replicas = tuple(ReplicaHandle(k, r.node, r.devices, {
+            "stdout": str(files.logs / f"rank-{k}.out"),
+            "stderr": str(files.logs / f"rank-{k}.err")})
+            for k, r in enumerate(placement.replicas))
+        return Handle(self.name, job_id, str(slurm_id), replicas, attempt, {
+            "slurm_job": slurm_id, "name": attempt_name(job_id, attempt),
+            "log": str(files.logs / "batch.log"), "pinned": self.config.pinned})
+
+    # -- recover -----------------------------------------------------------------------------
+
+    def recover(self, job: Job, placement: Placement, attempt: int) -> Handle | None:
+        """The handle of attempt ``attempt`` if it was submitted; None when it provably
+        never was (module docstring)."""
+        files = AttemptFiles.of(self.data_dir, job.id, attempt)
+        if not files.submitted:
+            return None
+        saved = files.saved()
+        if saved is not None:
+            handle = Handle.from_dict(saved, f"{files.private}/handle.json")
+            self._release_if_held(handle)
+            return self._track(handle)
+        name = attempt_name(job.id, attempt)
+        attempts.wait_inflight(name)
+        ids = sorted(self._ids_named(name))
+        if not ids:
+            return None
+        for extra in ids[1:]:
+            self._duplicate(extra, name)
+        handle = self._handle(job.id, attempt, ids[0], placement, files)
+        files.save(handle)
+        self._release_if_held(handle)
+        return self._track(handle)
+
+    def _ids_named(self, name: str) -> set[int]:
+        return {j.id for j in (*self._named([name]), *self.accounting.named(name))
+                if j.name == name and owner(j.name, j.comment, self.instance)}
+
+    def _release_if_held(self, handle: Handle) -> None:
+        self._release_held([j for j in self._named([str(handle.ref.get("name"))])
+                            if j.id == _slurm_id(handle)])
+
+    def _release_held(self, jobs: list[SlurmJob]) -> None:
+        """Release the recorded attempts among ``jobs`` that are still held (a release lost
+        in a crash, or one that failed), except those the releaser is about to release."""
+        queued = self._releaser.queued() if self._releaser is not None else set()
+        held = [j.id for j in jobs if j.state == "PENDING" and j.reason == "JobHeldUser"
+                and j.id not in queued]
+        if held:
+            release(self.commands, held)
+
+    # -- observe -----------------------------------------------------------------------------
+
+    def adopt(self, handle: Handle) -> Status:
+        if handle.backend != self.name:
+            raise BackendError("foreign_handle", f"handle of backend {handle.backend!r}, "
+                                                 f"not {self.name!r}")
+        _slurm_id(handle)
+        self._track(handle)
+        return self.poll([handle])[0]
+
+    def poll(self, handles: Sequence[Handle]) -> list[Status]:
+        """The status of every handle (module docstring): ``squeue`` of their names, the node
+        states, ``sacct`` for the attempts that ended, and the whole queue (``--json``) only
+        when a job started (where did it land?) or ended beyond what ``sacct`` knows yet."""
+        if not handles:
+            return []
+        ids = [_slurm_id(h) for h in handles]
+        named = self._named([str(h.ref.get("name")) for h in handles])
+        self._cancel_duplicates(handles, named)
+        brief = {j.id: j for j in named if j.id in set(ids)}
+        self._release_held(list(brief.values()))
+        losing = self._losing()
+        accounted = self.accounting.jobs(tuple(sorted(
+            i for i in ids if i not in brief or brief[i].phase.ended)))
+        full = self._in_full(ids, brief, accounted)
+        now, out = self.clock(), []
+        for handle, slurm_id in zip(handles, ids):
+            queued = full.get(slurm_id) or brief.get(slurm_id)
+            status = attempt_status(handle, Seen(
+                queued, accounted.get(slurm_id), losing, self._reports, self.accounting.enabled,
+                now, self._landed.get(slurm_id)))
+            if queued is not None and queued.allocations:
+                self._landed[slurm_id] = status.placement
+            if status.state is not ReplicaState.RUNNING:
+                with self._lock:
+                    self._tracked.pop(slurm_id, None)
+                self._landed.pop(slurm_id, None)
+            out.append(status)
+        return out
+
+    def _in_full(self, ids: list[int], brief: dict[int, SlurmJob],
+                 accounted: dict[int, SlurmJob]) -> dict[int, SlurmJob]:
+        """The full records, when a job began running and where it landed is not known yet,
+        or ended and ``sacct`` has no exit code for it (yet, or at all)."""
+        def needs(i: int) -> bool:
+            job = brief.get(i)
+            if job is None or not job.phase.started:
+                return False
+            if not job.phase.ended:
+                return i not in self._landed
+            done = accounted.get(i)
+            return done is None or not done.phase.ended or done.exit is None
+        if not any(needs(i) for i in ids):
+            return {}
+        return {j.id: j for j in self._queue() if j.id in set(ids)}
+
+    def _cancel_duplicates(self, handles: Sequence[Handle], queue: tuple[SlurmJob, ...]) -> None:
+        """Cancel every live Slurm job of a polled attempt (its name, this control plane's
+        comment) but the handle's own."""
+        own = {h.ref.get("name"): _slurm_id(h) for h in handles}
+        for j in queue:
+            if j.name in own and j.id != own[j.name] and not j.phase.ended \
+                    and owner(j.name, j.comment, self.instance) and j.comment:
+                self._duplicate(j.id, j.name)
+
+    def read_log(self, handle: Handle, rank: int, stream: str, offset: int) -> Iterator[bytes]:
+        """The bytes replica ``rank``'s step wrote to ``stream`` from ``offset`` on."""
+        if stream not in logs.STREAMS:
+            raise InvalidSpec("stream", f"must be stdout or stderr, got {stream!r}")
+        if 0 <= rank < len(handle.replicas):
+            yield from logs.read_from(handle.replicas[rank].ref.get(stream), offset)
+
+    def activity(self, handles: Sequence[Handle]) -> list[Activity]:
+        """When each launch last wrote output; its GPUs' utilisation is not seen (``logs``)."""
+        return [Activity(None, logs.last_output(h)) for h in handles]
+
+    def notify(self, handle: Handle, message: str) -> None:
+        """``[rota] message`` at the end of each replica's stderr file."""
+        logs.notify(handle, message)
+
+    def watch(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` soon after a tracked launch starts or ends (``watch.SlurmWatcher``)."""
+        if self._watcher is None:
+            self._watcher = SlurmWatcher(self.commands, self.tracked, wake)
+            self._watcher.start()
+            self._releaser = Releaser(self.commands)
+            self._releaser.start()
+
+    def unwatch(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        if self._releaser is not None:
+            self._releaser.stop()
+            self._releaser = None
+
+    def tracked(self) -> list[int]:
+        """The Slurm jobs of launches made or adopted here that have not ended."""
+        with self._lock:
+            return list(self._tracked)
+
+    def _track(self, handle: Handle) -> Handle:
+        with self._lock:
+            self._tracked[_slurm_id(handle)] = handle
+        return handle
+
+    # -- act ---------------------------------------------------------------------------------
+
+    def signal(self, handle: Handle, sig: int) -> None:
+        """``sig`` to the replicas (the job's steps) of a running job; SIGKILL cancels the
+        whole job. A job not running in Slurm has no replica to signal (and ``scancel
+        --signal`` would wait for a pending one to start)."""
+        if sig == signals.SIGKILL:
+            self._scancel(_slurm_id(handle), "stopped")
+            return
+        if self._state(handle) == "RUNNING":
+            name = signals.Signals(sig).name.removeprefix("SIG")
+            self._try(("scancel", f"--signal={name}", handle.launch_id))
+
+    def cancel(self, handle: Handle, grace_s: float) -> None:
+        """SIGTERM to the replicas, the rest after ``grace_s`` (module docstring)."""
+        if grace_s < 0:
+            raise InvalidSpec("grace", f"must not be negative, got {grace_s}")
+        running = grace_s > 0 and self._state(handle) == "RUNNING"
+        if not running or not self._try(("scancel", "--signal=TERM", handle.launch_id)):
+            self._scancel(_slurm_id(handle), "cancelled")
+
+    def _duplicate(self, slurm_id: int, name: str) -> None:
+        log.warning("cancelling Slurm job %d: a second Slurm job of attempt %s, never released",
+                    slurm_id, name)
+        self._scancel(slurm_id, "duplicate")
+
+    def _scancel(self, slurm_id: int, why: str) -> None:
+        log.debug("scancel %d: %s", slurm_id, why)
+        self._try(("scancel", str(slurm_id)))
+
+    def _try(self, argv: tuple[str, ...]) -> bool:
+        """Run a ``scancel``; False when Slurm refused it because of the job's state (pending,
+        already ended or forgotten): nothing runs there to act on."""
+        try:
+            self.commands.run(argv)
+            return True
+        except SlurmCommandError as exc:
+            if exc.code != "slurm_command":
+                raise
+            log.info("%s: %s", " ".join(argv), exc.stderr)
+            return False
+
+
+def _slurm_id(handle: Handle) -> int:
+    value = handle.ref.get("slurm_job")
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise InvalidSpec("handle.ref.slurm_job", f"must be a Slurm job id, got {value!r}")
+    return value

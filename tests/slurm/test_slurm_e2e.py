@@ -1,0 +1,167 @@
+"""``rota up --backend slurm`` on the fixture, tried from the CLI as a new user would: the Slurm
+nodes and their GPUs; a one-GPU job, a two-node gang and a fraction on shards run where rota's
+plan put them and their logs stream; a plain ``sbatch`` job holds GPUs and rota places around
+it; cancel and preemption reach Slurm with the checkpoint signal first; a node drained in
+Slurm mid-run has its job requeued; a control plane killed with ``kill -9`` while jobs run
+restarts and adopts them, with nothing launched twice.
+
+The cluster: node1-2 with 4 H100s, node3-4 with 4 A100s, every GPU cut in 4 shards. The
+control plane runs as root (multi-user mode); its operator's jobs run as root.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from slurmserver import SlurmServer
+from waiting import poll
+
+wait = functools.partial(poll, timeout=120.0, every=0.5)
+WHERE = 'echo "host=$SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES rank=$ROTA_REPLICA_RANK"'
+
+
+@pytest.fixture
+def server(slurm_env, tmp_path_factory) -> Iterator[SlurmServer]:
+    import tempfile
+    root = Path(tempfile.mkdtemp(prefix="rota-slurm-e2e-"))
+    plane = SlurmServer(root, slurm_env)
+    try:
+        plane.start()
+        yield plane
+    finally:
+        plane.close()
+        import shutil
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def state_of(server: SlurmServer, job: str, *states: str) -> dict:
+    return wait(lambda: (j := server.job(job))["state"] in states and j,
+                f"job {job} to be {' or '.join(states)}")
+
+
+def nodes_of(record: dict) -> list[str]:
+    return [r["node"] for r in record["placement"]]
+
+
+def words(text: str) -> list[dict[str, str]]:
+    return [dict(re.findall(r"(\w+)=(\S*)", line)) for line in text.splitlines() if "=" in line]
+
+
+def test_a_new_user_sees_the_slurm_nodes_and_jobs_run_where_rotas_plan_put_them(server):
+    table = server.cli("nodes")
+    for node, model in (("node1", "H100-80GB"), ("node3", "A100-40GB")):
+        assert re.search(rf"{node}\s+ok\s+0\s+{model}", table), table
+    assert len([g for n in server.json("nodes") for g in n["gpus"]]) == 16
+    one = server.submit("--gpus", "1", "--", "sh", "-c", WHERE + "; sleep 2")
+    gang = server.submit("--gpus", "3", "--replicas", "2", "--", "sh", "-c", WHERE)  # 6 > 4
+    part = server.submit("--gpus", "0.5", "--", "sh", "-c",
+                         WHERE + ' shards=$SLURM_SHARDS_ON_NODE share=$ROTA_GPU_SHARE')
+    # rota logs -f streams each log until its job ends
+    [seen] = words(server.cli("logs", one, "-f"))
+    record = state_of(server, one, "succeeded")
+    assert [seen["host"]] == nodes_of(record)
+    assert seen["gpus"] == str(record["placement"][0]["devices"][0]["index"])
+    ranks = [words(server.cli("logs", gang, "-f", "--replica", str(r)))[0] for r in (0, 1)]
+    gang_record = state_of(server, gang, "succeeded")
+    assert [r["host"] for r in ranks] == nodes_of(gang_record)
+    assert len(set(nodes_of(gang_record))) == 2                   # a gang over two nodes
+    [fraction] = words(server.cli("logs", part, "-f"))
+    part_record = state_of(server, part, "succeeded")
+    assert [fraction["host"]] == nodes_of(part_record)
+    assert (fraction["shards"], fraction["share"]) == ("2", "0.5")  # half a GPU: 2 of 4 shards
+    assert part_record["placement"][0]["devices"][0]["milli"] == 500
+
+
+def test_a_plain_sbatch_job_holds_gpus_and_rota_places_around_it(server, slurm):
+    plain = slurm.sbatch(["sbatch", "--parsable", "--nodelist=node1", "--gres=gpu:h100:4",
+                          "--job-name=plain-e2e", "--output=/dev/null", "--wrap", "sleep 300"])
+    node1 = wait(lambda: (n := next(n for n in server.json("nodes") if n["name"] == "node1"))
+                 ["foreign"] and n, "rota to see the plain job on node1")
+    assert node1["foreign"][0]["holder"] == f"slurm job {plain} (root)"
+    assert f"slurm job {plain} (root)" in server.cli("nodes")
+    job = server.submit("--gpus", "4", "--", "sh", "-c", WHERE)   # a whole H100 node
+    record = state_of(server, job, "succeeded", "failed")
+    assert record["state"] == "succeeded" and nodes_of(record) in (["node2"], ["node3"],
+                                                                   ["node4"])
+    assert nodes_of(record) != ["node1"]
+
+
+STUBBORN = ('trap "echo got=USR1" USR1; trap "echo got=TERM" TERM; echo started=yes; '
+            'while true; do sleep 0.2; done')
+
+
+def job_file(server: SlurmServer, name: str, **fields: str) -> str:
+    lines = [f"name: {name}", "project: default", "queue: default"]
+    lines += [f"{k}: {v}" for k, v in fields.items()]
+    path = server.work / f"{name}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return str(server.json("submit", str(path))["id"])
+
+
+def test_cancel_and_preemption_reach_slurm_with_the_checkpoint_signal_first(server):
+    checkpoint = "{signal: SIGUSR1, grace: 5s}"
+    low = job_file(server, "low", priority="0", replicas="2", entrypoint=repr(STUBBORN),
+                   checkpoint=checkpoint, resources='{gpu: 4, gpu_model: "*A100*"}')
+    wait(lambda: "started=yes" in server.cli("logs", low), "the low job to start")
+    high = job_file(server, "high", priority="10", entrypoint=repr(WHERE),
+                    resources='{gpu: 4, gpu_model: "*A100*"}')
+    done = state_of(server, high, "succeeded")
+    assert nodes_of(done)[0] in ("node3", "node4")
+    requeued = wait(lambda: (j := server.job(low))["attempts"] >= 1 and j, "low's requeue")
+    assert any("preempted" in e["message"] for e in requeued["events"])
+    first = (server.data_dir / "jobs" / low / "attempt-0-logs" / "rank-0.out").read_text()
+    assert first.index("got=USR1") < first.index("got=TERM")    # checkpoint, then scancel
+    # a cancel: SIGTERM within the grace, then Slurm's scancel ends it
+    state_of(server, low, "running")
+    wait(lambda: "started=yes" in server.cli("logs", low), "low's second attempt to start")
+    server.cli("cancel", low)
+    state_of(server, low, "cancelled")
+    assert "got=TERM" in server.cli("logs", low)
+    assert not [j for j in server.slurm_jobs() if not j.phase.ended]
+
+
+def test_a_node_drained_in_slurm_mid_run_has_its_job_requeued_elsewhere(server, slurm):
+    # no restart budget: losing its node is not the job's failure, so it is requeued anyway
+    job = job_file(server, "drained", entrypoint=repr(WHERE + "; sleep 300"),
+                   resources="{gpu: 1}")
+    first = state_of(server, job, "running")
+    node = nodes_of(first)[0]
+    wait(lambda: "host=" in server.cli("logs", job), "the job to start")
+    slurm.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=e2e fan"])
+    try:
+        again = wait(lambda: (j := server.job(job))["attempts"] == 1 and j["state"] == "running"
+                     and j, "the job to be requeued and run again")
+        assert nodes_of(again) != [node]
+        assert any(f"{node} is drained in Slurm: e2e fan" in str(e["data"].get("reason"))
+                   for e in again["events"])
+        listed = next(n for n in server.json("nodes") if n["name"] == node)
+        assert (listed["state"], listed["problem"]) == ("unavailable",
+                                                       "drained in Slurm: e2e fan")
+    finally:
+        slurm.run(["scontrol", "update", f"nodename={node}", "state=resume"])
+    server.cli("cancel", job)
+
+
+RUNS_ONCE = 'echo "$ROTA_JOB_ID-$ROTA_REPLICA_RANK" >> runs; while [ ! -e go ]; do sleep 0.2; done'
+
+
+def test_a_control_plane_killed_while_jobs_run_adopts_them_and_launches_nothing_twice(server):
+    one = server.submit("--gpus", "1", "--", "sh", "-c", RUNS_ONCE)
+    gang = server.submit("--gpus", "3", "--replicas", "2", "--", "sh", "-c", RUNS_ONCE)
+    runs = server.work / "runs"
+    wait(lambda: runs.exists() and len(runs.read_text().split()) == 3, "all three replicas")
+    server.kill9()
+    assert len([j for j in server.slurm_jobs() if j.state == "RUNNING"]) == 2
+    server.start()
+    assert all(server.job(j)["state"] == "running" for j in (one, gang))
+    (server.work / "go").write_text("")
+    for job in (one, gang):
+        assert state_of(server, job, "succeeded", "failed")["state"] == "succeeded"
+    assert sorted(runs.read_text().split()) == sorted([f"{one}-0", f"{gang}-0", f"{gang}-1"])
+    names = [j.name for j in server.slurm_jobs()]
+    assert sorted(names) == sorted([f"rota-{one}-0", f"rota-{gang}-0"])
