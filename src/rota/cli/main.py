@@ -2,6 +2,12 @@
 
 Error convention for every command: bad input (a file, a field, an option value) prints one
 line ``error: <file>: <field>: <reason>`` on stderr and exits with status 2; no traceback.
+A mistake on the command line itself (an unknown option, a missing argument, a value of the
+wrong type) is no different: ``main`` turns click's usage errors into the same one line
+(``rota.cli.usage``) instead of a box.
+
+Shell completion is Typer's: ``rota --install-completion`` (bash, zsh, fish) or
+``rota --show-completion SHELL`` to print the script.
 
 Start-up time: a command that only talks to a server loads typer, rich and the HTTP client.
 The scheduler, the file parsers (pydantic), FastAPI, SQLAlchemy and the simulator are imported
@@ -34,7 +40,7 @@ app = typer.Typer(
     help="rota: a GPU cluster scheduler and workload manager for AI teams.\n\n"
          "Queues, quotas, fair share, gang and fractional GPU placement, preemption and "
          "backfill. Start with: rota plan --cluster CLUSTER.yaml --jobs JOBS.yaml",
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
 )
 
 EXIT_BAD_INPUT = 2
@@ -166,7 +172,8 @@ people.register(app)
 
 
 def main() -> None:
-    app()
+    from rota.cli.usage import run
+    run(app)
 
 
 if __name__ == "__main__":

@@ -158,8 +158,8 @@ def project_list(as_json: bool = typer.Option(False, "--json")) -> None:
 
 
 UNIX_USER = typer.Option(None, "--unix-user", metavar="ACCOUNT",
-                         help="The OS account the user's jobs run as [default: the account "
-                              "with the user's name].")
+                         help="The OS account the user's jobs run as (default: the account "
+                              "with the user's name).")
 
 
 @user_app.command("add")
