@@ -26,7 +26,7 @@ def rota(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("args, line", [
-    (["ps", "--bogus"], "error: --bogus: no such option (rota ps --help)"),
+    (["ps", "--xyz"], "error: --xyz: no such option (rota ps --help)"),
     (["ps", "--al"], "error: --al: no such option; did you mean --all or --help? (rota ps --help)"),
     (["logs"], "error: ID: is required (rota logs --help)"),
     (["plan", "--jobs", "x.yaml"], "error: --cluster: is required (rota plan --help)"),

@@ -47,8 +47,10 @@ EXIT_BAD_INPUT = 2
 
 
 def fail(source: str, exc: InvalidSpec) -> NoReturn:
-    parts = ["error", source] + ([exc.field] if exc.field else []) + [exc.reason]
-    print(": ".join(parts), file=sys.stderr)
+    """One line per mistake (``rota.spec.errors.SpecErrors`` carries several), then exit 2."""
+    for one in getattr(exc, "errors", None) or [exc]:
+        parts = ["error", source] + ([one.field] if one.field else []) + [one.reason]
+        print(": ".join(parts), file=sys.stderr)
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -137,8 +139,8 @@ def plan(
 
 
 def _width() -> int:
-    import shutil
-    return max(100, shutil.get_terminal_size((120, 40)).columns)
+    from rota.cli.tables import width
+    return width()
 
 
 def _hints(run) -> list[str]:

@@ -5,9 +5,9 @@ cluster (queue, project, GPU models) are checked by ``rota.spec.plan`` against a
 ``to_job`` turns a spec into a pending ``rota.core.Job``; the same spec is what a single-job
 file holds at its top level (``parse_job``).
 
-Defaults: priority 0, kind batch, 1 replica, 1 CPU, 1Gi of memory (``DEFAULT_MEMORY``, which
-``rota run`` and the API's compact form share), no GPU, no walltime, checkpoint grace 30s with
-SIGTERM, no restarts, preemptible.
+Defaults: priority 0, kind batch, 1 replica, 1 CPU, 1Gi of memory (``DEFAULT_MEMORY``, also
+``rota run --memory``'s default, which ``tests/client`` holds equal), no GPU, no walltime,
+checkpoint grace 30s with SIGTERM, no restarts, preemptible.
 
 ``JobFileSpec`` is a single-job file as ``rota submit`` reads it: ``project`` and ``queue`` may
 be left out there, and the command fills them in as ``rota run`` does.
