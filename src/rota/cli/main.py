@@ -6,8 +6,8 @@ A mistake on the command line itself (an unknown option, a missing argument, a v
 wrong type) is no different: ``main`` turns click's usage errors into the same one line
 (``rota.cli.usage``) instead of a box.
 
-Shell completion is Typer's: ``rota --install-completion`` (bash, zsh, fish) or
-``rota --show-completion SHELL`` to print the script.
+Shell completion is Typer's: ``rota --install-completion SHELL`` (bash, zsh, fish) or
+``rota --show-completion SHELL`` to print the script (``rota.cli.usage``).
 
 Start-up time: a command that only talks to a server loads typer, rich and the HTTP client.
 The scheduler, the file parsers (pydantic), FastAPI, SQLAlchemy and the simulator are imported
@@ -27,6 +27,7 @@ from rich.console import Console
 
 from rota import __version__
 from rota.core import InvalidSpec
+from rota.cli.usage import install_completion, show_completion
 
 if TYPE_CHECKING:
     from rota.scheduler import Policy
@@ -40,7 +41,7 @@ app = typer.Typer(
     help="rota: a GPU cluster scheduler and workload manager for AI teams.\n\n"
          "Queues, quotas, fair share, gang and fractional GPU placement, preemption and "
          "backfill. Start with: rota plan --cluster CLUSTER.yaml --jobs JOBS.yaml",
-    no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
 )
 
 EXIT_BAD_INPUT = 2
@@ -64,6 +65,14 @@ def _version(value: bool) -> None:
 def root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Show rota's version and exit."),
+    install: Optional[str] = typer.Option(None, "--install-completion", metavar="SHELL",
+                                          callback=install_completion, is_eager=True,
+                                          expose_value=False, help="Install completion for "
+                                          "SHELL: bash, zsh or fish."),
+    show: Optional[str] = typer.Option(None, "--show-completion", metavar="SHELL",
+                                       callback=show_completion, is_eager=True,
+                                       expose_value=False, help="Print the completion script "
+                                       "for SHELL: bash, zsh or fish."),
 ) -> None:
     """rota: a GPU cluster scheduler and workload manager for AI teams."""
 

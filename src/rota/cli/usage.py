@@ -8,7 +8,9 @@
   where Typer would print a Python type (``<bool>``, ``<str>``, ``<list[str]>``).
 
 Shell completion runs through the same entry point (``_ROTA_COMPLETE`` in the environment),
-so the program name is always ``rota``, however it was started.
+so the program name is always ``rota``, however it was started. ``--show-completion SHELL``
+and ``--install-completion SHELL`` name their shell (bash, zsh or fish): Typer's own options
+guess it from the parent process and, where that fails (a script, a CI job), print nothing.
 """
 
 from __future__ import annotations
@@ -77,7 +79,35 @@ def _name(param: Any) -> str:
     return param.metavar or (param.name or "argument").upper()
 
 
+SHELLS = ("bash", "zsh", "fish")
+COMPLETE_VAR = "_ROTA_COMPLETE"
+
+
+def _shell(value: str) -> str:
+    if value not in SHELLS:
+        raise typer.BadParameter(f"expected one of {', '.join(SHELLS)}, got {value!r}")
+    return value
+
+
+def show_completion(value: str | None) -> None:
+    if value:
+        from typer._completion_shared import get_completion_script
+        print(get_completion_script(prog_name="rota", complete_var=COMPLETE_VAR,
+                                    shell=_shell(value)))
+        raise typer.Exit()
+
+
+def install_completion(value: str | None) -> None:
+    if value:
+        from typer._completion_shared import install
+        shell, path = install(shell=_shell(value), prog_name="rota", complete_var=COMPLETE_VAR)
+        print(f"{shell} completion installed in {path}; it takes effect in a new shell.")
+        raise typer.Exit()
+
+
 def run(app: typer.Typer) -> NoReturn:
+    from typer.completion import completion_init
+    completion_init()  # Typer's answers for zsh and fish (_TYPER_COMPLETE_ARGS)
     command = typer.main.get_command(app)
     readable(command)
     try:
