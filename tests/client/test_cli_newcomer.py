@@ -17,22 +17,11 @@ import time
 
 import pytest
 
+from cli_support import cycle, ok
 from commands import rota_command
 from rota.backends.base import Handle, ReplicaHandle
 from rota.backends.local import Proc
 from rota.core import FlavorQuota, JobState, Queue
-from rota.scheduler import build_policy, run_cycle
-
-
-def ok(result) -> str:
-    assert result.returncode == 0, (result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    return result.stdout
-
-
-def cycle(server) -> None:
-    now = server.store.clock()
-    server.store.apply(run_cycle(server.store.snapshot(now), build_policy("default"), now), now)
 
 
 def run_json(server, *args: str, **kw) -> dict:
