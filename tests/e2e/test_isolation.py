@@ -27,7 +27,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from conftest import RotaServer
+from serverkit import RotaServer
 from rota.backends.env import INHERITED
 from waiting import poll
 

@@ -146,7 +146,7 @@ def _gpu(milli: Any) -> str:
 NODE_COLUMNS = (Column("NODE"), Column("STATE", wrap=True), Column("CPU", drop=3),
                 Column("MEMORY", drop=3), Column("GROUP", drop=9), Column("GPU"),
                 Column("MODEL"), Column("PRODUCT", wrap=True, drop=8), Column("GPU MEM", drop=2),
-                Column("HEALTH", drop=4), Column("ALLOCATED", drop=1),
+                Column("HEALTH", wrap=True, drop=4), Column("ALLOCATED", drop=1),
                 Column("JOBS", wrap=True))
 PRODUCT = "nvidia.com/gpu.product"  # the label NVML inventory sets: the devices' full names
 
@@ -189,7 +189,9 @@ def _node_rows(n: dict[str, Any]) -> list[list[str]]:
         product = (n.get("labels") or {}).get(PRODUCT, "-") if not rows else ""
         rows.append(node + [str(g["index"]), g["model"], product,
                             amount("memory", g["memory_mib"]),
-                            "ok" if g["healthy"] else "unhealthy", f"{used:g}", jobs or "-"])
+                            "ok" if g["healthy"] else "unhealthy" + (
+                                f" ({g['problem']})" if g.get("problem") else ""),
+                            f"{used:g}", jobs or "-"])
         node = [""] * len(node)
     return rows
 

@@ -10,10 +10,11 @@
   or a Python traceback shows;
 - a note when its queue no longer admits its project (the binding changed after the job was
   accepted: it stays) or was deleted;
-- its history (events).
+- who holds it back and why, and the time before which it may not start;
+- its attempts (when, where, how each ended) and its history (events).
 
 Every line fits the terminal: sentences wrap at spaces under their label and keep commands
-whole, the events table drops nothing but wraps its messages (``rota.cli.tables``).
+whole, the attempts and events tables wrap their reasons and messages (``rota.cli.tables``).
 """
 
 from __future__ import annotations
@@ -93,12 +94,15 @@ def render_job(job: dict[str, Any], events: list[dict[str, Any]], console: Conso
     note = queue_note(job)
     if note:
         line("Queue:", note)
+    if job.get("held"):
+        line("Held:", f"{job['held']} (rota release {job['id']} lets it go)")
     if job["state"] == "pending":
         _pending(job, list(nodes), console)
     elif job["state"] == "failed":
         for text in why_lines(job):
             _say(console, wrapped(text, console.width, "  - ", "    "))
         _stderr_tail(stderr, console)
+    _attempts(job.get("history") or [], console)
     _events(events, console)
 
 
@@ -114,6 +118,27 @@ def _state(job: dict[str, Any]) -> str:
     if job.get("cancel_requested") and state not in ("cancelled", "succeeded", "failed"):
         detail += ", cancel requested"
     return state + detail
+
+
+def _attempts(history: list[dict[str, Any]], console: Console) -> None:
+    """One line per attempt: when it ran, where, how it ended, its last checkpoint."""
+    if not history:
+        return
+    rows = []
+    for a in history:
+        where = ", ".join(dict.fromkeys(r["node"] for r in a.get("placement") or [])) or "-"
+        started = a["launched_at"] or a["bound_at"]
+        rows.append([str(a["attempt"]), f"{age(started)} ago",
+                     f"{age(a['ended_at'])} ago" if a["ended_at"] else "-", where,
+                     (a["end"] or "running") + (f" ({a['exit_code']})"
+                                                if a["exit_code"] not in (None, 0) else ""),
+                     f"{age(a['last_checkpoint_at'])} ago" if a["last_checkpoint_at"] else "-",
+                     a["reason"] or ""])
+    console.print("[bold]Attempts[/]")
+    columns = [Column("#"), Column("STARTED"), Column("ENDED", drop=2),
+               Column("WHERE", wrap=True), Column("END"), Column("CHECKPOINT", drop=1),
+               Column("REASON", wrap=True)]
+    console.print(fit(columns, rows, console.width))
 
 
 def queue_note(job: dict[str, Any]) -> str | None:

@@ -43,12 +43,21 @@ def submit(
     project: Optional[str] = typer.Option(None, "--project", help="Override the file's project."),
     queue: Optional[str] = typer.Option(None, "--queue", help="Override the file's queue."),
     wait: bool = WAIT,
+    array: Optional[str] = typer.Option(None, "--array", metavar="INDICES",
+                                        help="Submit one task per index: 0-99, 1,3,5-7, 0-20:5; "
+                                             "%N runs at most N at once (0-99%10). Each task "
+                                             "finds its index in $ROTA_ARRAY_INDEX."),
     as_json: bool = typer.Option(False, "--json", help="Print the submitted job as JSON."),
 ) -> None:
     """Submit a job file; a local workdir is uploaded with a progress bar."""
     from rota.spec import read_mapping
+    if wait and array:
+        die("--wait, --array: an array has many tasks; follow one with rota logs ID -f",
+            EXIT_BAD_INPUT)
     try:
         data = read_mapping(file, "name, entrypoint, resources, ...")
+        if array:
+            data["array"] = array
         local = _check_file(data, file.parent)
     except InvalidSpec as exc:
         from rota.cli.main import fail
@@ -142,6 +151,13 @@ def _submitted(job: dict[str, Any], as_json: bool, wait: bool = False) -> None:
         return
     out = sys.stderr if wait else sys.stdout  # attached: stdout is the job's
     name = f" ({job['name']})" if job["name"] else ""
+    if job.get("array"):
+        array = job["array"]
+        limit = f", at most {array['limit']} at once" if array["limit"] else ""
+        print(f"Submitted array {array['id']}{name}: {array['tasks']} tasks (jobs "
+              f"{array['id']} on){limit}, to queue {job['queue']} of project {job['project']}.")
+        print("Next: rota ps shows them on one line; rota show ID for one task.")
+        return
     print(f"Submitted job {job['id']}{name} to queue {job['queue']} of project "
           f"{job['project']}: {job['state']}.", file=out)
     if not wait:

@@ -1,6 +1,6 @@
 """The scientist's commands that look at jobs: ``ps``, ``show``, ``logs`` and ``cancel``.
 
-``rota ps`` columns are data (``COLUMNS``): a name, how to read it from a job, and a drop rank
+``rota ps`` folds an array's tasks into one line (``fold_arrays``). Its columns are data (``COLUMNS``): a name, how to read it from a job, and a drop rank
 (``rota.cli.tables``: on a narrow terminal the highest rank goes first, and no word is ever
 split). ``-o wide`` adds the queue, user, priority, CPU, memory and reason; ``-o id,state,...``
 picks columns by name, as ``kubectl -o custom-columns`` or ``squeue --format`` do; ``-o json``
@@ -81,7 +81,33 @@ def chosen_columns(output: str | None) -> tuple[str, ...] | None:
 
 def jobs_table(jobs: list[dict[str, Any]], names: tuple[str, ...], width: int | None = None):
     fields = [COLUMNS[n] for n in names]
-    return fit([f.column for f in fields], [[f.value(j) for f in fields] for j in jobs], width)
+    return fit([f.column for f in fields], [[f.value(j) for f in fields]
+                                            for j in fold_arrays(jobs)], width)
+
+
+def fold_arrays(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The jobs, each array's tasks folded into one line (``12[0-9]``, state ``3 running, 7
+    pending``) where its first task would be."""
+    from collections import Counter
+    tasks: dict[str, list[dict[str, Any]]] = {}
+    for j in jobs:
+        if j.get("array_id") is not None:
+            tasks.setdefault(j["array_id"], []).append(j)
+    out, done = [], set()
+    for j in jobs:
+        array = j.get("array_id")
+        if array is None:
+            out.append(j)
+        elif array not in done:
+            done.add(array)
+            mine = tasks[array]
+            indices = sorted(t["array_index"] for t in mine)
+            counts = Counter(t["state"] for t in mine)
+            limit = f"%{j['array_limit']}" if j.get("array_limit") else ""
+            out.append({**j, "id": f"{array}[{indices[0]}-{indices[-1]}{limit}]",
+                        "state": ", ".join(f"{n} {s}" for s, n in counts.most_common()),
+                        "placement": None})
+    return out
 
 
 def complete_job_ids(incomplete: str) -> list[str]:
