@@ -58,13 +58,40 @@ def test_inventory_from_nvml() -> None:
     node = local_node("gpu-box", nvml=Nvml(four_gpu_box()))
     devices = node.devices
     assert [d.index for d in devices] == [0, 1, 2, 3]
-    assert {d.model for d in devices} == {"NVIDIA H100 80GB HBM3"}
+    assert {d.model for d in devices} == {"H100-80GB"}  # the name the docs and --gpus use
+    assert node.labels == {"nvidia.com/gpu.product": "NVIDIA H100 80GB HBM3"}  # NVML's own
     assert {d.memory_mib for d in devices} == {81559}
     assert [d.uuid for d in devices] == [f"GPU-fake-000{i}" for i in range(4)]
     assert [d.nvlink for d in devices] == ["nvl0", "nvl0", "nvl2", "nvl2"]
     assert [d.numa for d in devices] == [0, 0, 1, 1]
     assert [d.healthy for d in devices] == [True, True, True, False]
     assert node.name == "gpu-box" and node.cpu_milli > 0
+
+
+@pytest.mark.parametrize("nvml_name, model", [
+    ("NVIDIA H100 80GB HBM3", "H100-80GB"), ("NVIDIA A100-SXM4-40GB", "A100-40GB"),
+    ("NVIDIA A100 80GB PCIe", "A100-80GB"), ("Tesla T4", "T4"), ("NVIDIA L4", "L4"),
+    ("NVIDIA GeForce RTX 4090", "RTX-4090"), ("NVIDIA H100 PCIe", "H100"),
+])
+def test_nvml_names_become_the_models_the_docs_use(nvml_name: str, model: str) -> None:
+    node = local_node("n", nvml=Nvml(initialised([FakeGpu(name=nvml_name)])))
+    assert node.devices[0].model == model
+    assert node.labels["nvidia.com/gpu.product"] == nvml_name
+
+
+def test_a_docs_pattern_matches_a_real_h100() -> None:
+    """``gpu_model: H100-80GB`` from the docs, and the docs' flavour ``*H100*``, match what NVML
+    reports on a real H100; NVML's 81559 MiB prints as 79.6 GiB."""
+    from fnmatch import fnmatchcase
+
+    from rota.cli.units import amount
+    from rota.spec import parse_job
+    model = local_node("n", nvml=Nvml(four_gpu_box())).devices[0].model
+    spec = parse_job({"name": "x", "project": "p", "queue": "q", "entrypoint": "true",
+                      "resources": {"gpu": 1, "gpu_model": "H100-80GB"}})
+    assert any(fnmatchcase(model, p) for p in spec.resources.gpu_model)
+    assert fnmatchcase(model, "*H100*")
+    assert amount("memory", 81559) == "79.6 GiB"
 
 
 def test_gpus_without_nvlink_or_ecc_have_no_domain_and_are_healthy() -> None:

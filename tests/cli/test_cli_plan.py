@@ -112,6 +112,11 @@ def test_lab_other_policy_changes_the_plan():
 # -- human output ----------------------------------------------------------------------------
 
 
+def test_plan_takes_a_single_job_file_as_rota_submit_does():
+    report = plan_json(MINIMAL / "cluster.yaml", ROOT / "examples" / "jobs" / "one-gpu.yaml")
+    assert [p["job"] for p in report["placements"]] == ["train-resnet"]
+
+
 def test_minimal_human_output():
     out = rota("plan", "--cluster", MINIMAL / "cluster.yaml", "--jobs", MINIMAL / "jobs.yaml")
     assert out.returncode == 0, out.stderr

@@ -10,24 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from cli_support import cycle, ok
 from rota.backends.base import Handle, ReplicaHandle
 from rota.backends.local import Proc
 from rota.core import JobState
-from rota.scheduler import build_policy, run_cycle
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples" / "jobs").glob("*.yaml"))
-
-
-def ok(result) -> str:
-    assert result.returncode == 0, (result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    return result.stdout
-
-
-def cycle(server) -> None:
-    now = server.store.clock()
-    server.store.apply(run_cycle(server.store.snapshot(now), build_policy("default"), now), now)
 
 
 @pytest.fixture(scope="module")

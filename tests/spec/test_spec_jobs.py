@@ -192,3 +192,35 @@ def test_missing_file(tmp_path):
     with pytest.raises(InvalidSpec) as err:
         load_cluster(tmp_path / "nope.yaml")
     assert err.value.reason == "no such file"
+
+
+def test_a_single_job_file_is_a_jobs_file_of_one_job():
+    """``rota plan --jobs job.yaml`` takes the file ``rota submit`` takes; its errors name the
+    job's own keys."""
+    cluster = build_cluster(base_cluster())
+    (job,) = build_jobs(cluster, base_job("solo"))
+    assert job.id == "solo" and job.queue == "research"
+    with pytest.raises(InvalidSpec) as err:
+        build_jobs(cluster, base_job("solo", resources={"gpu": 1.5}))
+    assert err.value.field == "resources.gpu"
+
+
+def test_project_and_queue_are_chosen_when_a_job_leaves_them_out():
+    """As ``rota run`` chooses: the only project, the only queue that admits it."""
+    cluster = {**base_cluster(), "projects": [{"name": "vision"}]}
+    cluster["queues"] = [q for q in cluster["queues"] if q["name"] == "research"]
+    cluster.pop("bindings", None)
+    (job,) = jobs_of({"name": "bare", "resources": {"gpu": 1}}, cluster=cluster)
+    assert (job.project, job.queue) == ("vision", "research")
+    with pytest.raises(InvalidSpec) as err:  # two queues: no choice, the key is required
+        jobs_of({"name": "bare", "project": "vision"})
+    assert err.value.field == "jobs[0].queue"
+
+
+def test_every_mistake_of_a_job_is_reported_at_once():
+    with pytest.raises(InvalidSpec) as err:
+        parse_job({"name": "x", "project": "p", "queue": "q", "colour": "red",
+                   "resources": {"gpu": 1.5, "cpu": -1}, "walltime": "-1h"})
+    fields = [e.field for e in err.value.errors]
+    assert fields[0] == "colour"
+    assert {"resources.gpu", "resources.cpu", "walltime"} <= set(fields)

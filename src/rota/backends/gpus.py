@@ -12,7 +12,14 @@ Sources, first match wins (``local_node``):
    a domain named ``nvl<lowest index>``);
 4. otherwise a node without GPUs.
 
-CPU and memory default to what the operating system reports.
+A device's model is the short name the virtual spec and the docs use, so that a job's
+``gpu_model: H100-80GB`` or a flavour's ``*H100*`` means the same on real hardware
+(``model_name``): NVML's ``NVIDIA H100 80GB HBM3`` is ``H100-80GB``, ``NVIDIA A100-SXM4-40GB``
+is ``A100-40GB``, ``Tesla T4`` is ``T4``, ``NVIDIA GeForce RTX 4090`` is ``RTX-4090``. NVML's
+full names stay visible as the node label ``nvidia.com/gpu.product`` (``PRODUCT``, the label
+NVIDIA's GPU feature discovery sets; distinct names joined by ``, ``).
+
+CPU and memory are what the operating system reports, unless a node file names them.
 """
 
 from __future__ import annotations
@@ -31,6 +38,23 @@ from rota.core import (
 GiB = 1024
 _GROUP = re.compile(r"^\s*(\d+)\s*[xX]\s*(\S.*?)\s*$")
 _MODEL_MEMORY = re.compile(r"-(\d+)\s*(GB|G|GiB|Gi)$", re.IGNORECASE)
+PRODUCT = "nvidia.com/gpu.product"
+_BRANDS = frozenset({"nvidia", "tesla", "geforce", "quadro"})
+_SERIES = frozenset({"rtx", "gtx", "titan"})  # a word that needs the next one: RTX 4090
+_NAME_MEMORY = re.compile(r"(?:^|[\s-])(\d+)\s*GB(?:$|[\s-])", re.IGNORECASE)
+
+
+def model_name(full: str) -> str:
+    """NVML's device name as the short model name (module docstring); a name it cannot read
+    is kept as it is."""
+    words = [w for w in full.split() if w.lower() not in _BRANDS]
+    if not words:
+        return full.strip()
+    family = words[0].split("-")[0]
+    if family.lower() in _SERIES and len(words) > 1:
+        family = f"{family}-{words[1].split('-')[0]}"
+    memory = _NAME_MEMORY.search(full)
+    return f"{family}-{memory.group(1)}GB" if memory else family
 
 
 def parse_virtual_gpus(spec: str, field: str = "gpus") -> tuple[GpuDevice, ...]:
@@ -83,11 +107,10 @@ def nvlink_domains(devices: list[NvmlDevice]) -> dict[int, str | None]:
             for d in devices}
 
 
-def devices_from_nvml(nvml: Nvml) -> tuple[GpuDevice, ...]:
-    found = nvml.devices()
+def devices_from_nvml(found: list[NvmlDevice]) -> tuple[GpuDevice, ...]:
     domains = nvlink_domains(found)
     return tuple(
-        GpuDevice(index=d.index, model=d.name, memory_mib=d.memory_mib, uuid=d.uuid,
+        GpuDevice(index=d.index, model=model_name(d.name), memory_mib=d.memory_mib, uuid=d.uuid,
                   numa=d.numa or 0, nvlink=domains[d.index], healthy=d.healthy)
         for d in found)
 
@@ -178,11 +201,15 @@ def local_node(name: str | None = None, gpus: str | None = None,
         node = load_node_file(node_file)
         return node if name is None else Node(NodeName(name), node.cpu_milli, node.memory_mib,
                                               node.devices, node.resource_group, node.labels)
+    labels: dict[str, str] = {}
     if gpus:
         devices = parse_virtual_gpus(gpus)
     elif nvml is not None:
-        devices = devices_from_nvml(nvml)
+        found = nvml.devices()
+        devices = devices_from_nvml(found)
+        if found:
+            labels[PRODUCT] = ", ".join(dict.fromkeys(d.name for d in found))
     else:
         devices = ()
     return Node(NodeName(name or socket.gethostname()), host_cpu_milli(), host_memory_mib(),
-                devices)
+                devices, labels=labels)

@@ -6,13 +6,14 @@ Units shown: GPUs (quota and usage arrive in milli-GPU), CPUs, memory in GiB, us
 
 from __future__ import annotations
 
+import sys
+
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from rota.cli.remote import EXIT_BAD_INPUT, age, die, print_json, talking
+from rota.cli.remote import EXIT_BAD_INPUT, age, die, node_state, print_json, talking
+from rota.cli.tables import Column, console, fit
 from rota.cli.units import amount
 from rota.core import InvalidSpec
 
@@ -64,9 +65,10 @@ def token_create(
     if as_json:
         print_json(issued)
         return
-    print(issued["token"])
+    print(issued["token"], flush=True)  # alone on stdout: TOKEN=$(rota token create ci)
     print(f"Token {issued['name']} for {issued['user']} ({issued['role']}). It is shown only "
-          "now: keep it. Use it with rota login --url URL --token TOKEN.", flush=True)
+          "now: keep it. Use it with rota login --url URL --token TOKEN.", file=sys.stderr,
+          flush=True)
 
 
 @token_app.command("list")
@@ -80,12 +82,11 @@ def token_list(
     if as_json:
         print_json(tokens)
         return
-    table = _table("NAME", "USER", "ROLE", "PREFIX", "CREATED", "REVOKED")
-    for t in tokens:
-        table.add_row(t["name"], t["user"], t["role"], t["display"] + "...",
-                      f"{age(t['created_at'])} ago",
-                      "-" if t["revoked_at"] is None else f"{age(t['revoked_at'])} ago")
-    Console().print(table)
+    columns = (Column("NAME"), Column("USER", drop=2), Column("ROLE"), Column("PREFIX", drop=1),
+               Column("CREATED", drop=3), Column("REVOKED"))
+    console().print(fit(columns, [
+        [t["name"], t["user"], t["role"], t["display"] + "...", f"{age(t['created_at'])} ago",
+         "-" if t["revoked_at"] is None else f"{age(t['revoked_at'])} ago"] for t in tokens]))
 
 
 @token_app.command("revoke")
@@ -109,23 +110,26 @@ def queues(as_json: bool = typer.Option(False, "--json")) -> None:
     if not data:
         print("No queues yet: an operator defines them (cluster file or API).")
         return
-    # GPU figures; headers short enough for ten columns in 80
-    table = _table("QUEUE", "PROJECTS", "COHORT", "FLAVOUR", "QUOTA", "USED", "FREE",
-                   "BORROW", "RUNNING", "PENDING")
+    rows = []
     for q in data:
-        rows = q["quotas"].items() or [("-", None)]
-        for f, quota in rows:
-            head = (q["name"], who_may_use(q.get("projects")), q["cohort"] or "-")
+        for f, quota in q["quotas"].items() or [("-", None)]:
+            head = [q["name"], who_may_use(q.get("projects")), q["cohort"] or "-"]
+            jobs = [str(q["active_jobs"]), str(q["pending_jobs"])]
             if quota is None:
-                table.add_row(*head, "-", "unlimited", "-", "-", "-",
-                              str(q["active_jobs"]), str(q["pending_jobs"]))
+                rows.append(head + ["-", "unlimited", "-", "-", "-"] + jobs)
                 continue
-            table.add_row(*head, f, _gpu(quota["nominal"].get("gpu")),
-                          _gpu(quota["usage"].get("gpu", 0)),
-                          _gpu(quota["available"].get("gpu")),
-                          "yes" if quota["borrowing"] else "no",
-                          str(q["active_jobs"]), str(q["pending_jobs"]))
-    Console().print(table)
+            rows.append(head + [f, _gpu(quota["nominal"].get("gpu")),
+                                _gpu(quota["usage"].get("gpu", 0)),
+                                _gpu(quota["available"].get("gpu")),
+                                "yes" if quota["borrowing"] else "no"] + jobs)
+    console().print(fit(QUEUE_COLUMNS, rows))
+
+
+# GPU figures; on a narrow terminal COHORT, BORROW and the job counts go first
+QUEUE_COLUMNS = (Column("QUEUE"), Column("PROJECTS", wrap=True), Column("COHORT", drop=3),
+                 Column("FLAVOUR"), Column("QUOTA", drop=2), Column("USED", drop=1),
+                 Column("FREE"), Column("BORROW", drop=4), Column("RUNNING", drop=5),
+                 Column("PENDING", drop=5))
 
 
 def who_may_use(projects: list[str] | None) -> str:
@@ -139,41 +143,57 @@ def _gpu(milli: Any) -> str:
     return "unlimited" if milli is None else f"{milli / 1000:g}"
 
 
-def nodes(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Nodes and their GPUs, with what each GPU is running."""
+NODE_COLUMNS = (Column("NODE"), Column("STATE", wrap=True), Column("CPU", drop=3),
+                Column("MEMORY", drop=3), Column("GROUP", drop=9), Column("GPU"),
+                Column("MODEL"), Column("PRODUCT", wrap=True, drop=8), Column("GPU MEM", drop=2),
+                Column("HEALTH", wrap=True, drop=4), Column("ALLOCATED", drop=1),
+                Column("JOBS", wrap=True))
+PRODUCT = "nvidia.com/gpu.product"  # the label NVML inventory sets: the devices' full names
+
+
+def nodes(
+    output: Optional[str] = typer.Option(None, "--output", "-o", metavar="wide|json",
+                                         help="wide: also each node's resource group and its "
+                                              "GPUs' full names, as NVML reports them."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Nodes, their CPUs and memory, and their GPUs with what each is running."""
+    if output not in (None, "wide", "json"):
+        die(f"-o: expected wide or json, got {output!r}", EXIT_BAD_INPUT)
+    wide = output == "wide"
     with talking() as client:
         data = client.nodes()
-    if as_json:
+    if as_json or output == "json":
         print_json(data)
         return
     if not data:
         print("No nodes reported yet: rota up registers this machine's GPUs.")
         return
-    table = _table("NODE", "STATE", "GPU", "MODEL", "MEMORY", "HEALTH", "ALLOCATED", "JOBS")
-    for n in data:
-        name, state = n["name"], _state(n)
-        if not n["gpus"]:
-            table.add_row(name, state, "-", "no GPU", "-", "-", "-", "-")
-        for g in n["gpus"]:
-            allocs = g["allocations"]
-            used = sum(a["share"] for a in allocs)
-            jobs = ", ".join((f"{a['job']}" if a["job"] else a.get("foreign") or "other") +
-                             (f" ({a['share']:g})" if a["share"] < 1 else "") for a in allocs)
-            table.add_row(name, state, str(g["index"]), g["model"],
-                          amount("memory", g["memory_mib"]),
-                          "ok" if g["healthy"] else "unhealthy" + (
-                              f" ({g['problem']})" if g.get("problem") else ""),
-                          f"{used:g}", jobs or "-")
-            name = state = ""
-    Console().print(table)
+    rows = [row for n in data for row in _node_rows(n)]
+    keep = [k for k, c in enumerate(NODE_COLUMNS) if wide or c.header not in ("GROUP", "PRODUCT")]
+    console().print(fit([NODE_COLUMNS[k] for k in keep], [[r[k] for k in keep] for r in rows]))
 
 
-def _state(node: dict[str, Any]) -> str:
-    """``ok``, ``cordoned``, ``draining``, ``drained`` (with the operator's reason) or
-    ``unavailable`` (with the backend's)."""
-    state = node.get("state") or ("ok" if node["schedulable"] else "cordoned")
-    why = node.get("reason") or (node.get("problem") if state == "unavailable" else "")
-    return f"{state} ({why})" if why else state
+def _node_rows(n: dict[str, Any]) -> list[list[str]]:
+    """One row per GPU; the node's own columns on its first row only."""
+    node = [n["name"], node_state(n), f"{n['cpu_milli'] / 1000:g}",
+            amount("memory", n["memory_mib"]), n.get("resource_group") or "-"]
+    if not n["gpus"]:
+        return [node + ["-", "no GPU", "-", "-", "-", "-", "-"]]
+    rows = []
+    for g in n["gpus"]:
+        allocs = g["allocations"]
+        used = sum(a["share"] for a in allocs)
+        jobs = ", ".join((f"{a['job']}" if a["job"] else a.get("foreign") or "other") +
+                         (f" ({a['share']:g})" if a["share"] < 1 else "") for a in allocs)
+        product = (n.get("labels") or {}).get(PRODUCT, "-") if not rows else ""
+        rows.append(node + [str(g["index"]), g["model"], product,
+                            amount("memory", g["memory_mib"]),
+                            "ok" if g["healthy"] else "unhealthy" + (
+                                f" ({g['problem']})" if g.get("problem") else ""),
+                            f"{used:g}", jobs or "-"])
+        node = [""] * len(node)
+    return rows
 
 
 def usage(as_json: bool = typer.Option(False, "--json")) -> None:
@@ -186,17 +206,8 @@ def usage(as_json: bool = typer.Option(False, "--json")) -> None:
     if not data:
         print("No usage recorded yet.")
         return
-    table = _table("PROJECT", "GPU-HOURS")
-    for project, seconds in sorted(data.items()):
-        table.add_row(project, f"{seconds / 3600:.2f}")
-    Console().print(table)
-
-
-def _table(*columns: str) -> Table:
-    table = Table(box=None, header_style="bold")
-    for c in columns:
-        table.add_column(c, overflow="fold")
-    return table
+    console().print(fit((Column("PROJECT"), Column("GPU-HOURS", justify="right")),
+                        [[p, f"{seconds / 3600:.2f}"] for p, seconds in sorted(data.items())]))
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,9 @@
   largest node's (``never-fits``, ``resources``) or the queue's nominal quota (``quota``).
 
 ``sentence`` is the one place a reason becomes words; ``hint`` suggests what to do next.
+``sentence_among`` tells a capacity reason (``resources``, ``gang``) together with the nodes
+that take no new job (cordoned, draining, drained, unavailable), which a count of free CPUs or
+GPUs alone hides: on a cluster whose every node is drained, the drain is the reason.
 """
 
 from __future__ import annotations
@@ -47,7 +50,10 @@ def reason_json(reason: Reason) -> dict[str, Any]:
     return out
 
 
-__all__ = ["amount", "hint", "normalised", "reason_json", "sentence"]
+__all__ = ["amount", "closed_nodes", "hint", "normalised", "reason_json", "sentence",
+           "sentence_among"]
+
+CAPACITY = (C.RESOURCES, C.GANG)
 
 
 def sentence(reason: Reason) -> str:
@@ -99,6 +105,24 @@ def sentence(reason: Reason) -> str:
     if code is C.ARRAY_LIMIT:
         return f"Array limit: {reason.detail}; the next task starts when one ends."
     return reason.detail or str(code)
+
+
+def closed_nodes(nodes: list[dict[str, Any]]) -> list[str]:
+    """``gpu-0 is drained (bad fan)`` for each node (as ``GET /v1/nodes`` gives them) that
+    takes no new job."""
+    from rota.cli.remote import node_state
+    return [f"{n['name']} is {node_state(n)}" for n in nodes
+            if node_state(n) != "ok"]
+
+
+def sentence_among(reason: Reason, nodes: list[dict[str, Any]]) -> str:
+    """``sentence(reason)``, told with the nodes that take no new job (module docstring)."""
+    closed = closed_nodes(nodes)
+    if reason.code not in CAPACITY or not closed:
+        return sentence(reason)
+    if len(closed) == len(nodes):
+        return f"No node takes new jobs: {'; '.join(closed)}."
+    return f"{sentence(reason)} Not counted, as they take no new job: {'; '.join(closed)}."
 
 
 def hint(reason: Reason) -> str | None:

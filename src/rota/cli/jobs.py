@@ -1,13 +1,19 @@
-"""The scientist's commands: ``submit``, ``run``, ``ps``, ``show``, ``logs``, ``cancel``.
+"""The scientist's commands that make jobs: ``submit`` and ``run``. Listing, showing, logs and
+cancelling are in ``rota.cli.listing``.
 
 Each talks to the server through ``rota.client`` (``rota.cli.remote.talking``). ``submit``
 validates the job file locally with ``rota.spec`` first, with the same rules as the server, so
-a mistake is named (``error: job.yaml: resources.gpu: ...``, exit 2) before anything is sent.
+that every mistake of the file is named at once (``error: job.yaml: resources.gpu: ...``, one
+line each, exit 2) before anything is sent. A job file may leave out ``project`` and
+``queue``: they are chosen as for ``rota run`` (``rota.client.config`` gives the order).
 A job file's relative ``workdir`` is a directory beside the file: it is packed and uploaded
 (``rota.cli.upload``) and the job runs in a copy of it. It may not climb out of the file's
 directory (``..``, or a link that leads out): a job file someone gave you cannot make you
 upload your home or ``/etc``. An absolute ``workdir`` is a path on the server, used in place
 and never uploaded. ``rota run --workdir DIR`` uploads the directory you name.
+
+``--wait`` (both commands) stays attached like ``srun``: it prints the job's output and errors
+as they come (``rota.cli.logs``) and exits with the job's exit status; Ctrl-C cancels the job.
 """
 
 from __future__ import annotations
@@ -16,23 +22,27 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from rota.cli import remote
-from rota.cli.remote import EXIT_BAD_INPUT, age, die, gpus, placement, print_json, talking
+from rota.cli import choose
+from rota.cli.remote import EXIT_BAD_INPUT, die, print_json, talking
 from rota.core import InvalidSpec
 
-ACTIVE = ("pending", "scheduled", "running", "preempting")
+if TYPE_CHECKING:
+    from rota.client import Client
+
+EXIT_INTERRUPTED = 130
+WAIT = typer.Option(False, "--wait", "-w", help="Stay attached: print the job's output and "
+                    "errors as they come, exit with its exit status; Ctrl-C cancels it.")
 
 
 def submit(
     file: Path = typer.Argument(..., metavar="JOB.yaml", help="Job file (docs/files.md)."),
     project: Optional[str] = typer.Option(None, "--project", help="Override the file's project."),
     queue: Optional[str] = typer.Option(None, "--queue", help="Override the file's queue."),
+    wait: bool = WAIT,
     array: Optional[str] = typer.Option(None, "--array", metavar="INDICES",
                                         help="Submit one task per index: 0-99, 1,3,5-7, 0-20:5; "
                                              "%N runs at most N at once (0-99%10). Each task "
@@ -40,27 +50,64 @@ def submit(
     as_json: bool = typer.Option(False, "--json", help="Print the submitted job as JSON."),
 ) -> None:
     """Submit a job file; a local workdir is uploaded with a progress bar."""
-    from rota.spec import parse_job, read_mapping
+    from rota.spec import read_mapping
+    if wait and array:
+        die("--wait, --array: an array has many tasks; follow one with rota logs ID -f",
+            EXIT_BAD_INPUT)
     try:
-        data = read_mapping(file, "name, project, queue, entrypoint, resources, ...")
-        data.update({k: v for k, v in (("project", project), ("queue", queue), ("array", array))
-                     if v})
-        spec = parse_job(data)
-        if spec.entrypoint is None:
-            raise InvalidSpec("entrypoint", "is required: the command to run, as a string "
-                              "(run by /bin/sh -c) or a list of arguments")
-        local = _file_workdir(spec.workdir, file.parent)
+        data = read_mapping(file, "name, entrypoint, resources, ...")
+        if array:
+            data["array"] = array
+        local = _check_file(data, file.parent)
     except InvalidSpec as exc:
         from rota.cli.main import fail
         fail(str(file), exc)
+    mine = _defaults()
     body = json.loads(json.dumps(data, default=str))
     with talking() as client:
+        body["project"] = choose.project_of(client, project or data.get("project")
+                                            or mine.project)
+        body["queue"] = choose.queue_of(client, body["project"], queue or data.get("queue")
+                                        or mine.queue)
         if local is not None:
             from rota.cli.upload import upload_dir
             body.pop("workdir", None)
             body["upload"] = upload_dir(client, local, quiet=as_json)["id"]
         job = client.submit(body)
-    _submitted(job, as_json)
+        _submitted(job, as_json, wait)
+        if wait:
+            _attach(client, job)
+
+
+def _check_file(data: dict[str, Any], base: Path) -> Path | None:
+    """Every mistake of a job file at once; the directory to upload, if any."""
+    from rota.spec import JobFileSpec, parse_job
+    from rota.spec.errors import combined
+    errors: list[InvalidSpec] = []
+    try:
+        parse_job(data, model=JobFileSpec)
+    except InvalidSpec as exc:
+        errors.append(exc)
+    if data.get("entrypoint") is None:
+        errors.append(InvalidSpec("entrypoint", "is required: the command to run, as a string "
+                                  "(run by /bin/sh -c) or a list of arguments"))
+    local = None
+    if isinstance(data.get("workdir"), str):
+        try:
+            local = _file_workdir(data["workdir"], base)
+        except InvalidSpec as exc:
+            errors.append(exc)
+    if errors:
+        raise combined(errors)
+    return local
+
+
+def _defaults():
+    from rota.client.config import defaults
+    try:
+        return defaults()
+    except InvalidSpec as exc:
+        die(str(exc), EXIT_BAD_INPUT)
 
 
 def _file_workdir(workdir: str | None, base: Path) -> Path | None:
@@ -97,22 +144,41 @@ def _local_workdir(workdir: str | None, base: Path) -> Path | None:
                       "existing directory, or an absolute path on the server")
 
 
-def _submitted(job: dict[str, Any], as_json: bool) -> None:
+def _submitted(job: dict[str, Any], as_json: bool, wait: bool = False) -> None:
     if as_json:
         print_json(job)
+        sys.stdout.flush()
         return
+    out = sys.stderr if wait else sys.stdout  # attached: stdout is the job's
     name = f" ({job['name']})" if job["name"] else ""
     if job.get("array"):
         array = job["array"]
         limit = f", at most {array['limit']} at once" if array["limit"] else ""
         print(f"Submitted array {array['id']}{name}: {array['tasks']} tasks (jobs "
               f"{array['id']} on){limit}, to queue {job['queue']} of project {job['project']}.")
-        print(f"Next: rota ps shows them on one line; rota show ID for one task.")
+        print("Next: rota ps shows them on one line; rota show ID for one task.")
         return
     print(f"Submitted job {job['id']}{name} to queue {job['queue']} of project "
-          f"{job['project']}: {job['state']}.")
-    print(f"Next: rota show {job['id']} to see where it runs or why it waits; "
-          f"rota logs {job['id']} -f to follow its output.")
+          f"{job['project']}: {job['state']}.", file=out)
+    if not wait:
+        print(f"Next: rota show {job['id']} to see where it runs or why it waits; "
+              f"rota logs {job['id']} -f to follow its output.", file=out)
+    out.flush()
+
+
+def _attach(client: Client, job: dict[str, Any]) -> None:
+    """Follow the job's first replica until it ends; exit with its status (``--wait``)."""
+    from rota.cli.logs import ended_line, follow, outcome
+    try:
+        follow(client, job["id"])
+    except KeyboardInterrupt:
+        client.cancel(job["id"])
+        print(f"rota: cancelled job {job['id']} (Ctrl-C)", file=sys.stderr)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    final = client.job(job["id"])
+    if final["state"] != "succeeded":
+        print(ended_line(final), file=sys.stderr)
+    raise typer.Exit(outcome(final))
 
 
 def run(
@@ -121,11 +187,15 @@ def run(
     gpus_: str = typer.Option("0", "--gpus", help="GPUs per replica: a count (2) or a "
                               "fraction of one (0.5)."),
     cpu: str = typer.Option("1", "--cpu", help="CPUs per replica (4, or 500m)."),
-    memory: str = typer.Option("4Gi", "--memory", help="Memory per replica (16Gi)."),
+    memory: str = typer.Option("1Gi", "--memory", help="Memory per replica (16Gi), as "
+                               "resources.memory of a job file."),
     gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory",
                                              help="GPU memory for a fraction (20Gi)."),
-    project: Optional[str] = typer.Option(None, "--project", help="Default: your only project."),
-    queue: Optional[str] = typer.Option(None, "--queue", help="Default: the only queue."),
+    project: Optional[str] = typer.Option(None, "--project", help="Default: ROTA_PROJECT, the "
+                                          "config file's, else your only project."),
+    queue: Optional[str] = typer.Option(None, "--queue", help="Default: ROTA_QUEUE, the config "
+                                        "file's, else default or the only queue your project "
+                                        "may use."),
     name: Optional[str] = typer.Option(None, "--name", help="Default: the program's name."),
     walltime: Optional[str] = typer.Option(None, "--walltime", help="Run-time limit (4h)."),
     replicas: int = typer.Option(1, "--replicas", help="Gang size: replicas start together."),
@@ -133,6 +203,7 @@ def run(
                                            "and run in, or an absolute path on the server. "
                                            "Default: with a server on this machine, the "
                                            "current directory itself."),
+    wait: bool = WAIT,
     as_json: bool = typer.Option(False, "--json", help="Print the submitted job as JSON."),
 ) -> None:
     """Run one command as a job: rota run --gpus 1 -- python train.py --lr 3e-4"""
@@ -144,29 +215,33 @@ def run(
                             "resources": resources, "replicas": replicas}
     if walltime is not None:
         body["walltime"] = walltime
+    mine = _defaults()
     with talking() as client:
-        body["project"] = project or _only(client.whoami()["projects"], "project", "--project")
-        body["queue"] = queue or _only([q["name"] for q in client.queues()], "queue", "--queue")
+        body["project"] = choose.project_of(client, project or mine.project)
+        body["queue"] = choose.queue_of(client, body["project"], queue or mine.queue)
         try:
             parse_job(body)
             local = None if workdir is None else _local_workdir(str(workdir), Path.cwd())
         except InvalidSpec as exc:
-            die(_option_field(exc), EXIT_BAD_INPUT)
+            from rota.spec.errors import every
+            die("; ".join(_option_field(e) for e in every(exc)), EXIT_BAD_INPUT)
         if local is not None:
             from rota.cli.upload import upload_dir
-            body["upload"] = upload_dir(client, local, quiet=as_json)["id"]
+            body["upload"] = upload_dir(client, local, quiet=as_json or wait)["id"]
         elif workdir is not None:
             body["workdir"] = str(workdir)  # absolute and not here: a directory on the server
         elif _on_this_machine(client.url):
             body["workdir"] = str(Path.cwd())  # like srun: the job runs where you are
         job = client.submit(body)
-    _submitted(job, as_json)
+        _submitted(job, as_json, wait)
+        if wait:
+            _attach(client, job)
 
 
 _OPTIONS = {"resources.gpu": "--gpus", "resources.cpu": "--cpu", "resources.memory": "--memory",
-            "resources.gpu_memory": "--gpu-memory", "walltime": "--walltime",
-            "replicas": "--replicas", "name": "--name", "project": "--project",
-            "queue": "--queue", "workdir": "--workdir"}
+           "resources.gpu_memory": "--gpu-memory", "walltime": "--walltime",
+           "replicas": "--replicas", "name": "--name", "project": "--project",
+           "queue": "--queue", "workdir": "--workdir"}
 
 
 def _option_field(exc: InvalidSpec) -> str:
@@ -183,127 +258,9 @@ def _name_of(program: str) -> str:
     return stem or "job"
 
 
-def _only(names: list[str], what: str, option: str) -> str:
-    if len(names) == 1:
-        return names[0]
-    if not names:
-        die(f"{option}: you have no {what} to run in; ask an operator to add you to one",
-            EXIT_BAD_INPUT)
-    die(f"{option}: choose one {what} of {', '.join(names)}", EXIT_BAD_INPUT)
-
-
-def ps(
-    all_: bool = typer.Option(False, "--all", "-A", help="Also finished jobs."),
-    state: Optional[List[str]] = typer.Option(None, "--state", help="Only jobs in this state "
-                                              "(repeat, or comma-separate)."),
-    project: Optional[List[str]] = typer.Option(None, "--project", help="Only this project."),
-    queue: Optional[str] = typer.Option(None, "--queue", help="Only this queue."),
-    as_json: bool = typer.Option(False, "--json", help="Print the jobs as JSON."),
-) -> None:
-    """List jobs, newest first: active ones, or all with -A."""
-    states = [s for v in state or [] for s in v.split(",") if s] or (None if all_ else list(ACTIVE))
-    with talking() as client:
-        jobs = client.jobs(projects=project, states=states, queue=queue)
-    if as_json:
-        print_json(jobs)
-        return
-    if not jobs:
-        print("No jobs" + ("" if all_ or state else " active (rota ps -A shows finished ones)")
-              + ". Submit one with rota submit JOB.yaml or rota run -- CMD.")
-        return
-    table = Table(box=None, header_style="bold")
-    for column in ("ID", "NAME", "PROJECT", "STATE", "GPUS", "WHERE", "AGE"):
-        table.add_column(column, overflow="fold")
-    for j in fold_arrays(jobs):
-        table.add_row(j["id"], j["name"] or "-", j["project"], j["state"], gpus(j),
-                      placement(j), age(j["submit_time"]))
-    Console(width=_width()).print(table)
-
-
-def fold_arrays(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The jobs, each array's tasks folded into one line (``12[0-9]``, state ``3 running, 7
-    pending``) where its first task would be."""
-    from collections import Counter
-    tasks: dict[str, list[dict[str, Any]]] = {}
-    for j in jobs:
-        if j.get("array_id") is not None:
-            tasks.setdefault(j["array_id"], []).append(j)
-    out, done = [], set()
-    for j in jobs:
-        array = j.get("array_id")
-        if array is None:
-            out.append(j)
-        elif array not in done:
-            done.add(array)
-            mine = tasks[array]
-            indices = sorted(t["array_index"] for t in mine)
-            counts = Counter(t["state"] for t in mine)
-            limit = f"%{j['array_limit']}" if j.get("array_limit") else ""
-            out.append({**j, "id": f"{array}[{indices[0]}-{indices[-1]}{limit}]",
-                        "state": ", ".join(f"{n} {s}" for s, n in counts.most_common()),
-                        "placement": None})
-    return out
-
-
-def _width() -> int:
-    import shutil
-    return max(100, shutil.get_terminal_size((120, 40)).columns)
-
-
-def show(
-    job: str = typer.Argument(..., metavar="ID"),
-    as_json: bool = typer.Option(False, "--json", help="The job and its events as JSON."),
-) -> None:
-    """A job's state, placement, why it waits, estimated start, and history."""
-    from rota.cli.detail import render_job
-    remote.job_id(job)
-    with talking() as client:
-        record, events = client.job(job), client.events(job)
-    if as_json:
-        print_json({**record, "events": events})
-        return
-    render_job(record, events, Console(width=_width()))
-
-
-def logs(
-    job: str = typer.Argument(..., metavar="ID"),
-    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the job ends."),
-    replica: int = typer.Option(0, "--replica", help="Which replica of a gang (0 is the first)."),
-    stderr: bool = typer.Option(False, "--stderr", help="Standard error instead of output."),
-) -> None:
-    """Print a job's output (one replica's stdout, or stderr)."""
-    remote.job_id(job)
-    out = sys.stdout.buffer
-    wrote = False
-    with talking() as client:
-        try:
-            for chunk in client.logs(job, replica, "stderr" if stderr else "stdout", follow):
-                out.write(chunk)
-                out.flush()
-                wrote = wrote or bool(chunk)
-        except KeyboardInterrupt:
-            pass
-    if not wrote and not stderr:
-        print(f"(nothing on standard output; rota logs {job} --stderr shows its errors)",
-              file=sys.stderr)
-
-
-def cancel(job: str = typer.Argument(..., metavar="ID")) -> None:
-    """Cancel a job: a pending one at once, a running one after its grace period."""
-    remote.job_id(job)
-    with talking() as client:
-        rec = client.cancel(job)
-    if rec["state"] == "cancelled":
-        print(f"Cancelled job {rec['id']}.")
-    else:
-        print(f"Cancel requested for job {rec['id']} ({rec['state']}): it gets its grace "
-              f"period to stop. rota show {rec['id']} shows when it has.")
-
-
 def register(app: typer.Typer) -> None:
+    from rota.cli import listing
+
     app.command("submit")(submit)
     app.command("run", context_settings={"allow_interspersed_args": False})(run)
-    app.command("ps")(ps)
-    app.command("show")(show)
-    app.command("logs")(logs)
-    app.command("cancel")(cancel)
+    listing.register(app)

@@ -2,6 +2,12 @@
 
 Error convention for every command: bad input (a file, a field, an option value) prints one
 line ``error: <file>: <field>: <reason>`` on stderr and exits with status 2; no traceback.
+A mistake on the command line itself (an unknown option, a missing argument, a value of the
+wrong type) is no different: ``main`` turns click's usage errors into the same one line
+(``rota.cli.usage``) instead of a box.
+
+Shell completion is Typer's: ``rota --install-completion SHELL`` (bash, zsh, fish) or
+``rota --show-completion SHELL`` to print the script (``rota.cli.usage``).
 
 Start-up time: a command that only talks to a server loads typer, rich and the HTTP client.
 The scheduler, the file parsers (pydantic), FastAPI, SQLAlchemy and the simulator are imported
@@ -21,6 +27,7 @@ from rich.console import Console
 
 from rota import __version__
 from rota.core import InvalidSpec
+from rota.cli.usage import install_completion, show_completion
 
 if TYPE_CHECKING:
     from rota.scheduler import Policy
@@ -41,8 +48,10 @@ EXIT_BAD_INPUT = 2
 
 
 def fail(source: str, exc: InvalidSpec) -> NoReturn:
-    parts = ["error", source] + ([exc.field] if exc.field else []) + [exc.reason]
-    print(": ".join(parts), file=sys.stderr)
+    """One line per mistake (``rota.spec.errors.SpecErrors`` carries several), then exit 2."""
+    for one in getattr(exc, "errors", None) or [exc]:
+        parts = ["error", source] + ([one.field] if one.field else []) + [one.reason]
+        print(": ".join(parts), file=sys.stderr)
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -56,6 +65,14 @@ def _version(value: bool) -> None:
 def root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Show rota's version and exit."),
+    install: Optional[str] = typer.Option(None, "--install-completion", metavar="SHELL",
+                                          callback=install_completion, is_eager=True,
+                                          expose_value=False, help="Install completion for "
+                                          "SHELL: bash, zsh or fish."),
+    show: Optional[str] = typer.Option(None, "--show-completion", metavar="SHELL",
+                                       callback=show_completion, is_eager=True,
+                                       expose_value=False, help="Print the completion script "
+                                       "for SHELL: bash, zsh or fish."),
 ) -> None:
     """rota: a GPU cluster scheduler and workload manager for AI teams."""
 
@@ -131,8 +148,8 @@ def plan(
 
 
 def _width() -> int:
-    import shutil
-    return max(100, shutil.get_terminal_size((120, 40)).columns)
+    from rota.cli.tables import width
+    return width()
 
 
 def _hints(run) -> list[str]:
@@ -167,7 +184,8 @@ people.register(app)
 
 
 def main() -> None:
-    app()
+    from rota.cli.usage import run
+    run(app)
 
 
 if __name__ == "__main__":

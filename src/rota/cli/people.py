@@ -26,13 +26,12 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-import typer
-from rich.console import Console
-from rich.table import Table
-
 from pathlib import Path
 
+import typer
+
 from rota.cli.remote import EXIT_BAD_INPUT, die, print_json, talking
+from rota.cli.tables import Column, console, fit
 from rota.core import InvalidSpec
 
 project_app = typer.Typer(help="Projects (tenants): create, list and delete.",
@@ -149,17 +148,13 @@ def project_list(as_json: bool = typer.Option(False, "--json")) -> None:
     if as_json:
         print_json(found)
         return
-    table = Table(box=None)
-    table.add_column("PROJECT")
-    table.add_column("WEIGHT", justify="right")
-    for p in found:
-        table.add_row(p["name"], f"{p['weight']:g}")
-    Console().print(table)
+    console().print(fit((Column("PROJECT"), Column("WEIGHT", justify="right")),
+                        [[p["name"], f"{p['weight']:g}"] for p in found]))
 
 
 UNIX_USER = typer.Option(None, "--unix-user", metavar="ACCOUNT",
-                         help="The OS account the user's jobs run as [default: the account "
-                              "with the user's name].")
+                         help="The OS account the user's jobs run as (default: the account "
+                              "with the user's name).")
 
 
 @user_app.command("add")
@@ -205,12 +200,9 @@ def user_list(as_json: bool = typer.Option(False, "--json")) -> None:
     if as_json:
         print_json(users)
         return
-    table = Table(box=None)
-    for column in ("USER", "OS ACCOUNT", "PROJECTS"):
-        table.add_column(column, overflow="fold")
-    for u in users:
-        table.add_row(u["name"], u["unix_user"], ", ".join(u["projects"]) or "-")
-    Console().print(table)
+    columns = (Column("USER"), Column("OS ACCOUNT"), Column("PROJECTS", wrap=True))
+    console().print(fit(columns, [[u["name"], u["unix_user"], ", ".join(u["projects"]) or "-"]
+                                  for u in users]))
 
 
 def register(app: typer.Typer) -> None:

@@ -91,6 +91,14 @@ def placement(job: dict[str, Any]) -> str:
     return "; ".join(out)
 
 
+def node_state(node: dict[str, Any]) -> str:
+    """``ok``, ``cordoned``, ``draining``, ``drained`` (with the operator's reason) or
+    ``unavailable`` (with the backend's)."""
+    state = node.get("state") or ("ok" if node["schedulable"] else "cordoned")
+    why = node.get("reason") or (node.get("problem") if state == "unavailable" else "")
+    return f"{state} ({why})" if why else state
+
+
 def when(t: float | None, now: float | None = None) -> str:
     """A time relative to now: ``in 5m``, ``3m ago``, ``now``."""
     if t is None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
+from rota.cli.tables import Column, fit
 from rota.cli.units import amount, duration
 
 __all__ = ["duration", "render", "summary", "where"]
@@ -32,11 +32,8 @@ def where(replicas: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def _table(title: str, *columns: str) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", show_lines=False)
-    for c in columns:
-        table.add_column(c, overflow="fold")
-    return table
+def _table(console: Console, title: str, columns: list[Column], rows: list[list[str]]) -> None:
+    console.print(fit(columns, rows, console.width, title=title, boxed=True))
 
 
 def render(report: dict[str, Any], console: Console, hints: list[str] = ()) -> None:
@@ -44,34 +41,30 @@ def render(report: dict[str, Any], console: Console, hints: list[str] = ()) -> N
     console.print(f"Plan at t={report['now']:g} with policy [bold]{p['name']}[/] "
                   f"(order {p['order']}, placement {p['placement']}, preemption "
                   f"{p['preemption']}, backfill {p['backfill']}), {report['cycles']} cycles.")
+    job, queue, why = Column("Job"), Column("Queue", drop=1), Column("Why", wrap=True)
     if report["placements"]:
-        t = _table("Placed", "Job", "Queue", "Flavour", "Where", "Notes")
-        for x in report["placements"]:
-            notes = [n for n, on in (("borrowing", x["borrowing"]), ("backfilled", x["backfilled"])) if on]
-            t.add_row(x["job"], x["queue"], x["flavor"], where(x["replicas"]), ", ".join(notes))
-        console.print(t)
+        _table(console, "Placed", [job, queue, Column("Flavour", drop=2),
+                                   Column("Where", wrap=True), Column("Notes", wrap=True)],
+               [[x["job"], x["queue"], x["flavor"], where(x["replicas"]), ", ".join(
+                   n for n, on in (("borrowing", x["borrowing"]), ("backfilled", x["backfilled"]))
+                   if on)] for x in report["placements"]])
     if report["preemptions"]:
-        t = _table("Preempted", "Job", "By", "Why", "Grace", "Then")
-        for x in report["preemptions"]:
-            t.add_row(x["job"], x["by"], x["reason"], duration(x["grace_s"]), x["then"])
-        console.print(t)
+        _table(console, "Preempted", [job, Column("By"), why, Column("Grace", drop=1),
+                                      Column("Then", wrap=True)],
+               [[x["job"], x["by"], x["reason"], duration(x["grace_s"]), x["then"]]
+                for x in report["preemptions"]])
     if report["reservations"]:
-        t = _table("Reserved", "Job", "Starts", "Where")
-        for x in report["reservations"]:
-            t.add_row(x["job"], f"in {duration(x['start_in_s'])}", where(x["replicas"]))
-        console.print(t)
+        _table(console, "Reserved", [job, Column("Starts"), Column("Where", wrap=True)],
+               [[x["job"], f"in {duration(x['start_in_s'])}", where(x["replicas"])]
+                for x in report["reservations"]])
     if report["pending"]:
-        t = _table("Pending", "Job", "Queue", "Why", "Estimated start")
-        for x in report["pending"]:
-            start = x["estimated_start_in_s"]
-            t.add_row(x["job"], x["queue"], x["message"],
-                      "unknown" if start is None else f"in {duration(start)}")
-        console.print(t)
+        _table(console, "Pending", [job, queue, why, Column("Estimated start", wrap=True)],
+               [[x["job"], x["queue"], x["message"], "unknown" if x["estimated_start_in_s"]
+                 is None else f"in {duration(x['estimated_start_in_s'])}"]
+                for x in report["pending"]])
     if report["rejected"]:
-        t = _table("Rejected", "Job", "Why")
-        for x in report["rejected"]:
-            t.add_row(x["job"], x["message"])
-        console.print(t)
+        _table(console, "Rejected", [job, why], [[x["job"], x["message"]]
+                                                 for x in report["rejected"]])
     console.print(summary(report))
     if not report["converged"]:
         console.print(f"[yellow]note:[/] stopped after {report['cycles']} cycles without settling; "

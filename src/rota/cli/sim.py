@@ -11,7 +11,7 @@ import os
 import re
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -20,9 +20,9 @@ from rota.core import InvalidSpec
 sim_app = typer.Typer(help="Simulate policies on real cluster traces (docs/simulator.md).",
                       no_args_is_help=True)
 
-TRACE = Path("../shared/traces/alibaba-gpu-v2023/csv")
-NODES = TRACE / "openb_node_list_gpu_node.csv"
-PODS = TRACE / "openb_pod_list_default.csv"
+ALIBABA = "alibaba-gpu-v2023"  # rota.simulator.fetch.TRACES
+NODES = "openb_node_list_gpu_node.csv"
+PODS = "openb_pod_list_default.csv"
 
 PACK_HELP = (
     "Replay a pod list onto an empty cluster, one pod at a time and never leaving, with one "
@@ -74,10 +74,57 @@ def _run_all(nodes, pods, policies: list[str], seeds: list[int], tune: float, th
     return out
 
 
+@sim_app.command("fetch")
+def fetch_cmd(
+    names: Optional[List[str]] = typer.Argument(None, metavar="[TRACE]...",
+                                                help="Traces to download (default: all)."),
+    mirror: Optional[str] = typer.Option(None, "--mirror", metavar="URL",
+                                         help="Read file NAME of trace T from URL/T/NAME "
+                                              "instead of its public source."),
+) -> None:
+    """Download the public traces rota sim reads, with their licences, into a cache directory
+    ($ROTA_TRACES, else ~/.cache/rota/traces); each file's SHA-256 is checked and listed in
+    SHA256SUMS."""
+    from rota.cli.main import fail
+    from rota.simulator.fetch import TRACES, fetch, trace_dir
+    unknown = [n for n in names or [] if n not in TRACES]
+    if unknown:
+        fail("TRACE", InvalidSpec("", f"unknown trace {unknown[0]!r}; known: "
+                                      f"{', '.join(TRACES)}"))
+    for name in names or list(TRACES):
+        trace, into = TRACES[name], trace_dir(name)
+        print(f"{name}: {trace.about}", flush=True)
+        try:
+            fetch(trace, into, mirror, say=lambda text: print(f"  {text}", flush=True))
+        except InvalidSpec as exc:
+            fail(name, exc)
+        print(f"  in {into}", flush=True)
+
+
+def _trace_file(given: Optional[Path], base: Path, default: str, trace: str) -> Path:
+    """``given`` as it is, or as a name in ``base``; else ``base/default``. Missing: the error
+    says what to run."""
+    from rota.cli.main import fail
+    from rota.simulator.fetch import missing
+    path = base / default if given is None else given
+    if given is not None and not given.exists() and (base / given).exists():
+        path = base / given
+    if not path.exists():
+        exc = missing(trace, path)
+        fail(exc.field, InvalidSpec("", exc.reason))
+    return path
+
+
 @sim_app.command("pack", help=PACK_HELP)
 def pack(
-    nodes: Path = typer.Option(NODES, "--nodes", metavar="NODES.csv", help="Node list (CSV)."),
-    pods: Path = typer.Option(PODS, "--pods", metavar="PODS.csv", help="Pod list (CSV)."),
+    trace: Optional[Path] = typer.Option(None, "--trace", metavar="DIR",
+                                         help="Directory of the Alibaba trace's CSV files "
+                                              "(default: where rota sim fetch puts them)."),
+    nodes: Optional[Path] = typer.Option(None, "--nodes", metavar="NODES.csv",
+                                         help=f"Node list (CSV; default {NODES})."),
+    pods: Optional[Path] = typer.Option(None, "--pods", metavar="PODS.csv",
+                                        help=f"Pod list (CSV; default {PODS}); a name alone "
+                                             "is looked for in --trace."),
     policy: str = typer.Option("fgd", "--policy", metavar="NAME[,NAME...]",
                                help="random, dotprod, gpuclustering, gpupacking, bestfit, fgd, "
                                     "capgd (rota's own), several separated by commas, or all."),
@@ -93,10 +140,14 @@ def pack(
 ) -> None:
     from rota.cli.main import fail
     from rota.simulator.alibaba import load_nodes, load_pods
+    from rota.simulator.fetch import trace_dir
     from rota.simulator.pack import POLICIES
     from rota.simulator.report import plot, summarise
 
     names = _policy_names(policy, POLICIES)
+    base = trace if trace is not None else trace_dir(ALIBABA)
+    nodes = _trace_file(nodes, base, NODES, ALIBABA)
+    pods = _trace_file(pods, base, PODS, ALIBABA)
     if tune <= 0:
         fail("--tune", InvalidSpec("", f"must be positive, got {tune}"))
     if not 0 < threshold <= 1:
@@ -150,7 +201,7 @@ def _print(reports: list[dict], plot_to: Optional[Path]) -> None:
         console.print(f"plot written to {plot_to}")
 
 
-PHILLY = Path("../shared/traces/philly-pollux/philly.csv")
+PHILLY = "philly.csv"  # in rota sim fetch's directory of the trace philly
 REPLAY_HELP = (
     "Replay the Philly trace on a cluster of --gpus GPUs (nodes of 8) on a virtual clock, "
     "with rota's scheduler deciding at every arrival and completion, and compare policies: "
@@ -161,7 +212,9 @@ REPLAY_HELP = (
 
 @sim_app.command("replay", help=REPLAY_HELP)
 def replay_cmd(
-    trace: Path = typer.Option(PHILLY, "--trace", metavar="PHILLY.csv", help="Philly job list."),
+    trace: Optional[Path] = typer.Option(None, "--trace", metavar="PHILLY.csv",
+                                         help="Philly job list (default: where rota sim "
+                                              "fetch puts it)."),
     gpus: int = typer.Option(64, "--gpus", help="Cluster GPUs (a multiple of 8)."),
     policy: str = typer.Option("all", "--policy", metavar="NAME[,NAME...]",
                                help="fifo, besteffort, easy, sjf, sjf-est, sjf-easy, las, fair, "
@@ -188,7 +241,9 @@ def replay_cmd(
     from rota.simulator.replay_report import plot
     from rota.spec import read_yaml
 
+    from rota.simulator.fetch import trace_dir
     names = _policy_names(policy, POLICIES)
+    trace = _trace_file(trace, trace_dir("philly"), PHILLY, "philly")
     try:
         jobs = philly.load(trace)
     except InvalidSpec as exc:

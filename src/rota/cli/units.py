@@ -10,13 +10,18 @@ from rota.core import CPU, GPU, MEMORY
 
 
 def amount(resource: str | None, value: float | int | None) -> str:
-    """``(gpu, 2)`` -> ``2 GPUs``; ``(memory, 2048)`` -> ``2 GiB``; ``(cpu, 0.5)`` -> ``0.5 CPU``."""
+    """``(gpu, 2)`` -> ``2 GPUs``; ``(memory, 2048)`` -> ``2 GiB``; ``(cpu, 0.5)`` -> ``0.5 CPU``;
+    memory that is not a whole number of GiB has one decimal: NVML's 81559 MiB of an H100 is
+    ``79.6 GiB``."""
     if value is None:
         return "?"
     if resource in (GPU, CPU):
         return f"{value:g} {resource.upper()}" + ("" if 0 < value <= 1 else "s")
     if resource in (MEMORY, "gpu_memory"):
-        return f"{value / 1024:g} GiB" if value >= 1024 else f"{value:g} MiB"
+        if value < 1024:
+            return f"{value:g} MiB"
+        gib = value / 1024
+        return f"{gib:g} GiB" if gib == int(gib) else f"{gib:.1f} GiB"
     if resource == "replicas":
         return f"{value:g} replica" + ("" if value == 1 else "s")
     return f"{value:g} {resource or ''}".strip()

@@ -37,10 +37,10 @@ UP_HELP = (
 def up(
     data_dir: Optional[Path] = typer.Option(
         None, "--data-dir", metavar="DIR",
-        help="Where the store, job directories and uploads live [default: $XDG_DATA_HOME/rota]."),
+        help="Where the store, job directories and uploads live (default: $XDG_DATA_HOME/rota)."),
     db: Optional[str] = typer.Option(
         None, "--db", metavar="URL", envvar="ROTA_DB_URL", show_envvar=True,
-        help="Database URL, e.g. postgresql+psycopg://user@host/rota [default: SQLite in DIR]. "
+        help="Database URL, e.g. postgresql+psycopg://user@host/rota (default: SQLite in DIR). "
              "A password here shows in ps: use ROTA_DB_URL, --db-file or ~/.pgpass instead."),
     db_file: Optional[Path] = typer.Option(
         None, "--db-file", metavar="FILE",
@@ -55,7 +55,7 @@ def up(
         None, "--node-file", metavar="FILE", help="This machine's inventory as a YAML node file."),
     policy: Optional[str] = typer.Option(
         None, "--policy", "-p", metavar="NAME|FILE",
-        help="Scheduling policy preset or YAML policy file [default: default]."),
+        help="Scheduling policy preset or YAML policy file (default: default)."),
     interval: float = typer.Option(2.0, "--interval", min=0.05, metavar="SECONDS",
                                    help="Seconds between passes of the control loop when "
                                         "nothing wakes it."),
@@ -245,7 +245,7 @@ def _announce(plane) -> None:
 def down(
     data_dir: Optional[Path] = typer.Option(
         None, "--data-dir", metavar="DIR",
-        help="The data directory of the control plane to stop [default: $XDG_DATA_HOME/rota]."),
+        help="The data directory of the control plane to stop (default: $XDG_DATA_HOME/rota)."),
 ) -> None:
     """Stop a control plane started with rota up (running jobs keep running)."""
     from rota.cli.daemon import down as stop

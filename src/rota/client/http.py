@@ -138,14 +138,15 @@ class Client:
         return self._json("POST", "/v1/jobs", json=body)
 
     def jobs(self, projects: list[str] | None = None, states: list[str] | None = None,
-             limit: int = 1000, queue: str | None = None) -> list[dict[str, Any]]:
+             limit: int = 1000, queue: str | None = None,
+             user: str | None = None) -> list[dict[str, Any]]:
         """Jobs newest first, following pages up to ``limit`` jobs."""
         out: list[dict[str, Any]] = []
         after = None
         while len(out) < limit:
             page = self._json("GET", "/v1/jobs", params=_params(
-                project=projects or None, state=states or None, queue=queue, after=after,
-                limit=min(1000, limit - len(out))))
+                project=projects or None, state=states or None, queue=queue, user=user,
+                after=after, limit=min(1000, limit - len(out))))
             out.extend(page["items"])
             after = page["next_after"]
             if after is None:

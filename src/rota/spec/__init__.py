@@ -16,7 +16,7 @@ from pathlib import Path
 from rota.spec.build import (
     Binding, Cluster, QueueSet, build_cluster, build_jobs, build_queues, check_policy,
 )
-from rota.spec.job import JobSpec, parse_job, to_job
+from rota.spec.job import DEFAULT_MEMORY, JobFileSpec, JobSpec, parse_job, to_job
 from rota.spec.load import parse_yaml, read_mapping, read_yaml
 
 
@@ -34,7 +34,7 @@ def load_job(path: str | Path) -> JobSpec:
 
 
 __all__ = [
-    "Binding", "Cluster", "JobSpec", "QueueSet", "build_cluster", "build_jobs", "build_queues", "check_policy",
+    "Binding", "Cluster", "DEFAULT_MEMORY", "JobFileSpec", "JobSpec", "QueueSet", "build_cluster", "build_jobs", "build_queues", "check_policy",
     "load_cluster",
     "load_job", "load_jobs", "parse_job", "parse_yaml", "read_yaml", "to_job",
 ]

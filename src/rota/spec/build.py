@@ -10,6 +10,9 @@ Checked here, each with the field path of the entry at fault:
 - a running job's placement has one entry per replica, names existing nodes and devices,
   matches the job's GPU request and models, and no node or device is booked beyond capacity.
 
+A job may leave out its project and queue; they are chosen as ``rota run`` chooses them
+(``_filled``). Every mistake of a jobs file's entries is reported at once.
+
 What is not a file error: a job larger than every node, a selector no node has. The
 scheduler rejects those with a reason (``never-fits``), and ``rota plan`` shows it.
 
@@ -32,7 +35,7 @@ from rota.core import (
 )
 from rota.scheduler import Snapshot, Usage, build_policy
 from rota.spec.cluster import ClusterFile, JobsFile, QueuesFile, RunningSpec
-from rota.spec.errors import at, from_validation
+from rota.spec.errors import at, combined, every, from_validation, validate_all
 from rota.spec.job import JobSpec, to_job
 
 
@@ -108,11 +111,31 @@ def build_queues(data: Any, groups: Iterable[str], known_flavors: Mapping[str, F
 
 
 def build_jobs(cluster: Cluster, data: Any) -> tuple[Job, ...]:
-    """Pending jobs of a jobs file, checked against ``cluster``."""
+    """Pending jobs of a jobs file, checked against ``cluster``. A file with one job at its top
+    level (a single-job file, as ``rota submit`` takes: no ``jobs`` key, and keys of a job) is
+    read as a list of that one job, and its errors name its keys without ``jobs[0]``."""
+    single = isinstance(data, dict) and "jobs" not in data and \
+        bool(set(map(str, data)) & set(JobSpec.model_fields))
     try:
-        spec = JobsFile.model_validate(data)
-    except ValidationError as exc:
-        raise from_validation(exc) from None
+        return _jobs(cluster, {"jobs": [data]} if single else data)
+    except InvalidSpec as exc:
+        if not single:
+            raise
+        raise combined([InvalidSpec(_unlisted(e.field), e.reason) for e in every(exc)]) \
+            from None
+
+
+def _unlisted(field: str) -> str:
+    for lead in ("jobs[0].", "jobs[0]"):
+        if field.startswith(lead):
+            return field[len(lead):]
+    return field
+
+
+def _jobs(cluster: Cluster, data: Any) -> tuple[Job, ...]:
+    if isinstance(data, dict) and isinstance(data.get("jobs"), list):
+        data = {**data, "jobs": [_filled(j, cluster) for j in data["jobs"]]}
+    spec = validate_all(JobsFile, data)
     taken = {j.id: "the cluster file's running jobs" for j in cluster.snapshot.jobs}
     out = []
     n = len(spec.jobs)
@@ -126,6 +149,25 @@ def build_jobs(cluster: Cluster, data: Any) -> tuple[Job, ...]:
         with at(where):
             out.append(to_job(job, cluster.now - (n - i) / 1000))
     return tuple(out)
+
+
+def _filled(entry: Any, cluster: Cluster) -> Any:
+    """A job entry with the project and queue it leaves out chosen as ``rota run`` chooses
+    them: the cluster's only project (else ``default``), then the queue named ``default`` if
+    it admits that project, else the only queue that does. Left out when there is no choice:
+    validation then says the key is required."""
+    if not isinstance(entry, dict) or ("project" in entry and "queue" in entry):
+        return entry
+    entry = dict(entry)
+    projects = list(cluster.snapshot.projects)
+    if "project" not in entry and (len(projects) <= 1 or "default" in projects):
+        entry["project"] = projects[0] if len(projects) == 1 else "default"
+    project = entry.get("project")
+    usable = [q for q in cluster.snapshot.queues
+              if (b := cluster.bindings.get(q)) is None or project in b]
+    if "queue" not in entry and ("default" in usable or len(usable) == 1):
+        entry["queue"] = "default" if "default" in usable else usable[0]
+    return entry
 
 
 def check_policy(spec: str | Mapping[str, Any]) -> None:

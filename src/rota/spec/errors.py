@@ -6,11 +6,14 @@ Vocabulary:
 - A *reason* says what was wrong and what is expected, in one sentence fragment.
 
 Invariant: nothing here lets a raw pydantic or YAML error text reach the user; every
-``ValidationError`` becomes one ``InvalidSpec`` for its first error.
+``ValidationError`` becomes one ``InvalidSpec`` naming its first error, which is a
+``SpecErrors`` carrying every error (one per field; unknown keys first) when there are
+several, so that a user fixes a file in one go rather than one mistake per run.
 """
 
 from __future__ import annotations
 
+import copy
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
@@ -53,9 +56,80 @@ def reason_error(reason: str, field: str | None = None) -> PydanticCustomError:
     return PydanticCustomError(REASON, "{reason}", ctx)
 
 
+class SpecErrors(InvalidSpec):
+    """Several mistakes at once: ``errors`` (each an ``InvalidSpec``); the field and reason of
+    this error are the first one's, so that a caller that shows one error shows that one."""
+
+    def __init__(self, errors: Sequence[InvalidSpec]) -> None:
+        super().__init__(errors[0].field, errors[0].reason)
+        self.errors = list(errors)
+
+
+def every(exc: InvalidSpec) -> list[InvalidSpec]:
+    """The errors ``exc`` stands for: its own list, or itself."""
+    return list(getattr(exc, "errors", None) or [exc])
+
+
+def combined(errors: Sequence[InvalidSpec]) -> InvalidSpec:
+    """One error for ``errors`` (at least one): itself when alone, else a ``SpecErrors``;
+    a field named twice keeps its first reason."""
+    flat: dict[str, InvalidSpec] = {}
+    for exc in errors:
+        for one in every(exc):
+            flat.setdefault(one.field, one)
+    found = list(flat.values())
+    return found[0] if len(found) == 1 else SpecErrors(found)
+
+
 def from_validation(exc: ValidationError, prefix: str = "") -> InvalidSpec:
-    """The first error of ``exc`` as an ``InvalidSpec`` with a dotted field path."""
-    err = exc.errors(include_url=False)[0]
+    """The errors of ``exc`` with dotted field paths (see the module docstring)."""
+    return combined([_one(err, prefix) for err in exc.errors(include_url=False)])
+
+
+def validate_all(model: Any, data: Any, prefix: str = "") -> Any:
+    """``model.model_validate(data)``, reporting every mistake at once: an unknown key stops
+    pydantic at its mapping (``types.Strict`` refuses it before the fields are read), so each
+    one found is noted and left out of a copy of ``data``, and the rest is validated again."""
+    found: list[InvalidSpec] = []
+    data = copy.deepcopy(data)
+    for _ in range(MAX_UNKNOWN_ROUNDS):
+        try:
+            value = model.model_validate(data)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            unknown = [e for e in errors if e["type"] == UNKNOWN_KEY]
+            found += [_one(e, prefix) for e in (unknown or errors)]
+            if unknown and all(_drop(data, e) for e in unknown):
+                continue
+            break
+        if not found:
+            return value
+        break
+    raise combined(found)
+
+
+MAX_UNKNOWN_ROUNDS = 20
+
+
+def _drop(data: Any, err: Any) -> bool:
+    """Remove the unknown key ``err`` names from ``data``; whether it could be found."""
+    where = data
+    for part in err["loc"]:
+        if isinstance(part, str) and part.startswith("<"):
+            continue
+        try:
+            where = where[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    key = (err.get("ctx") or {}).get("key")
+    for candidate in list(where) if isinstance(where, dict) else []:
+        if str(candidate) == key:
+            del where[candidate]
+            return True
+    return False
+
+
+def _one(err: Any, prefix: str) -> InvalidSpec:
     loc, kind, ctx = list(err["loc"]), err["type"], err.get("ctx") or {}
     if kind == UNKNOWN_KEY:
         loc.append(ctx["key"])
@@ -106,4 +180,5 @@ def at(prefix: str) -> Iterator[None]:
     except ValidationError as exc:
         raise from_validation(exc, prefix) from None
     except InvalidSpec as exc:
-        raise InvalidSpec(join(prefix, exc.field), exc.reason) from None
+        raise combined([InvalidSpec(join(prefix, e.field), e.reason) for e in every(exc)]) \
+            from None

@@ -5,8 +5,12 @@ cluster (queue, project, GPU models) are checked by ``rota.spec.plan`` against a
 ``to_job`` turns a spec into a pending ``rota.core.Job``; the same spec is what a single-job
 file holds at its top level (``parse_job``).
 
-Defaults: priority 0, kind batch, 1 replica, 1 CPU, 1Gi of memory, no GPU, no walltime,
+Defaults: priority 0, kind batch, 1 replica, 1 CPU, 1Gi of memory (``DEFAULT_MEMORY``, also
+``rota run --memory``'s default, which ``tests/client`` holds equal), no GPU, no walltime,
 checkpoint grace 30s with SIGTERM, no restarts, preemptible.
+
+``JobFileSpec`` is a single-job file as ``rota submit`` reads it: ``project`` and ``queue`` may
+be left out there, and the command fills them in as ``rota run`` does.
 """
 
 from __future__ import annotations
@@ -15,12 +19,12 @@ import re
 import signal as signals
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from rota.core import (
     MILLI, GpuRequest, InvalidSpec, Job, JobId, JobKind, ReplicaRequest,
 )
-from rota.spec.errors import from_validation, reason_error
+from rota.spec.errors import reason_error, validate_all
 from rota.spec.types import (
     ArraySpec, CpuMilli, Duration, GpuAmount, JobRef, MemoryMiB, Name, Patterns,
     PositiveDuration, Strict, Text, Timestamp,
@@ -29,11 +33,15 @@ from rota.spec.types import (
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+DEFAULT_MEMORY = "1Gi"
+DEFAULT_MEMORY_MIB = 1024
+
+
 class ResourcesSpec(Strict):
     """Per-replica resources. ``gpu`` is ``(count, share)``: 2 -> (2, 1000), 0.5 -> (1, 500)."""
 
     cpu: CpuMilli = MILLI
-    memory: MemoryMiB = 1024
+    memory: MemoryMiB = DEFAULT_MEMORY_MIB
     gpu: GpuAmount = (0, MILLI)
     gpu_memory: MemoryMiB | None = None
     gpu_model: Patterns = ()
@@ -169,6 +177,13 @@ class JobSpec(Strict):
         return value
 
 
+class JobFileSpec(JobSpec):
+    """A single-job file for ``rota submit``: project and queue may be left to the command."""
+
+    project: Name | None = None  # type: ignore[assignment]
+    queue: Name | None = None  # type: ignore[assignment]
+
+
 def to_job(spec: JobSpec, submit_time: float) -> Job:
     """A pending ``Job`` from ``spec``; ``spec.submit_time`` wins over ``submit_time``."""
     return Job(
@@ -181,12 +196,10 @@ def to_job(spec: JobSpec, submit_time: float) -> Job:
     )
 
 
-def parse_job(data: Any, prefix: str = "") -> JobSpec:
-    """One job spec from parsed YAML (a single-job file holds one at its top level)."""
+def parse_job(data: Any, prefix: str = "", model: type[JobSpec] = JobSpec) -> JobSpec:
+    """One job spec from parsed YAML (a single-job file holds one at its top level); every
+    mistake of it at once (``rota.spec.errors.SpecErrors``)."""
     if not isinstance(data, dict):
         raise InvalidSpec(prefix, "expected a job: a mapping with name, project, queue, ...")
-    try:
-        return JobSpec.model_validate(data)
-    except ValidationError as exc:
-        raise from_validation(exc, prefix) from None
+    return validate_all(model, data, prefix)
 
