@@ -23,7 +23,7 @@ from rota.api.errors import Forbidden
 from rota.api.admin_routes import add_admin_routes
 from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader
-from rota.api.feasible import refuse_if_never_runs
+from rota.api.feasible import Screen
 from rota.api.models import attempt_view, event_view, job_view
 from rota.api.submit import array_tasks, parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
@@ -189,6 +189,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     def usage(who: Principal = Depends(principal)) -> dict[str, float]:
         return {p: v for p, v in store.usage(clock()).items() if who.may_see(p)}
 
+    screen = Screen(store)  # refuses at submit what can never run
+
     def upload_usable(who: Principal) -> Callable[[str], bool]:
         def usable(upload_id: str) -> bool:
             found = uploads.get(upload_id)
@@ -203,7 +205,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         sub = parse_body(body, who.user, upload_usable(who))
         if not who.may_see(sub.project):
             raise InvalidSpec("project", f"{who.user} is not a member of project {sub.project!r}")
-        await run_in_threadpool(refuse_if_never_runs, store, sub)  # rota.api.feasible
+        await run_in_threadpool(screen.refuse_if_never_runs, sub)  # rota.api.feasible
         workdir = sub.run.get("workdir")
         if workdir is not None and workdir_refusal is not None:
             refusal = await run_in_threadpool(workdir_refusal, who.user, workdir)
