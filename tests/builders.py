@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from rota.core import (
-    ANY_FLAVOR, DeviceShare, Flavor, FlavorQuota, GpuDevice, GpuRequest, Job, JobState, Node,
+    ANY_FLAVOR, BorrowWithinCohort, DeviceShare, Flavor, FlavorQuota, GpuDevice, GpuRequest, Job, JobState, Node,
     Placement, Project, Queue, ReclaimWithinCohort, ReplicaPlacement, ReplicaRequest, WithinQueue,
 )
 from rota.scheduler import (
@@ -129,6 +129,7 @@ class QueueBuilder:
         self._quotas: dict[str, FlavorQuota] = {}
         self._within, self._reclaim = WithinQueue.LOWER_PRIORITY, ReclaimWithinCohort.ANY
         self._groups: tuple[str, ...] = ()
+        self._extra: dict[str, Any] = {}
 
     def quota(self, flavor: str = ANY_FLAVOR, gpu: float | None = None, borrow: float | None = None,
               lend: float | None = None, cpu: float | None = None) -> QueueBuilder:
@@ -161,9 +162,17 @@ class QueueBuilder:
         self._within, self._reclaim = WithinQueue(within), ReclaimWithinCohort(reclaim)
         return self
 
+    def borrow_within_cohort(self, policy: str = "lower-priority") -> QueueBuilder:
+        self._extra["borrow_within_cohort"] = BorrowWithinCohort(policy)
+        return self
+
+    def strict_priority(self, on: bool = True) -> QueueBuilder:
+        self._extra["strict_priority"] = on
+        return self
+
     def build(self) -> Queue:
         return Queue(self._name, dict(self._quotas), self._cohort, self._within, self._reclaim,
-                     self._groups)
+                     self._groups, **self._extra)
 
 
 class ClusterBuilder:

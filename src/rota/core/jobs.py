@@ -97,7 +97,9 @@ class Job:
     """A unit of work: ``replicas`` copies of ``request``, placed all together or not at all.
 
     ``flavor`` names the queue flavour the job is charged to once admitted; ``started_at`` is
-    the time it was bound. Both are ``None`` while it is pending.
+    the time it was bound. Both are ``None`` while it is pending. ``last_checkpoint_at`` is
+    when the running attempt last saved a checkpoint (``None``: never, so an eviction loses
+    everything since ``started_at``).
     """
 
     id: JobId
@@ -120,6 +122,7 @@ class Job:
     started_at: float | None = None
     labels: tuple[tuple[str, str], ...] = field(default=())
     attained_gpu_s: float = 0.0  # GPU-seconds run in earlier attempts (preempted, requeued)
+    last_checkpoint_at: float | None = None  # the latest checkpoint of this run; None: none yet
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -152,6 +155,12 @@ class Job:
     def gpus(self) -> float:
         """GPUs the whole gang holds while it runs (fractions count as such)."""
         return self.replicas * self.request.gpu.milli / 1000
+
+    def work_at_risk(self, now: float) -> float:
+        """GPU-seconds an eviction at ``now`` would lose: what ran since the last checkpoint,
+        or since the start when there is none."""
+        since = self.last_checkpoint_at if self.last_checkpoint_at is not None else self.started_at
+        return 0.0 if since is None else self.gpus * max(0.0, now - since)
 
     def attained(self, now: float) -> float:
         """GPU-seconds of service received by ``now``: earlier attempts plus the current one."""

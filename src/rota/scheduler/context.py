@@ -21,6 +21,7 @@ from rota.core.decisions import Bind, Reason, ReasonCode, Reserve
 from rota.scheduler.placement import Shape, place_gang
 from rota.core.snapshot import Snapshot
 from rota.scheduler.state import ALL_MODELS, Cap, Slot
+from rota.scheduler.victims import within_nominal
 
 
 @dataclass(slots=True)
@@ -68,6 +69,9 @@ class Cycle:
         self.bound: list[Job] = []
         self.gone: set[str] = set()
         self.evictable = [j for j in self.active if j.queue in snapshot.queues]
+        # victims (and jobs already preempting) of other queues than their preemptor's, chosen
+        # in this cycle: still charged to their queues, but gone for later victim searches
+        self.handover: list[Job] = []
         self.reservation: Reserve | None = None
 
     def close(self) -> None:
@@ -188,6 +192,18 @@ class Cycle:
             reasons.extend(attempt.reasons)
         return Attempt(reasons, quota_ok)
 
+    def could_start(self, job: Job) -> bool:
+        """Whether ``job`` would pass admission and placement now, in some flavour (a what-if:
+        nothing is taken or charged)."""
+        for flavor, models in self.flavors(job):
+            if self.policy.admission.check(self.book, job.queue, flavor, job.total()) is None:
+                mark = self.state.mark()
+                placement, _ = self.place(job, self.shape(job, models), False)
+                self.state.undo(mark)
+                if placement is not None:
+                    return True
+        return False
+
     def place(self, job: Job, shape: Shape, capped: bool) -> tuple[Placement | None, Attempt]:
         key = (shape, job.replicas, capped)
         hit = self._failed.get(key)
@@ -278,6 +294,24 @@ class Cycle:
                 continue
             deltas = tuple((position(slot, d.index), d.milli, d.memory_mib) for d in rep.devices)
             self.state.give(slot, req.cpu_milli, req.memory_mib, deltas)
+
+    def hold_owed(self, job: Job) -> None:
+        """``job`` waits on quota although its queue's nominal quota covers it: the cohort has
+        lent that quota out. Charge it to the queue for the rest of the cycle, so that no later
+        job borrows what is owed to it (Kueue reserves it so)."""
+        queue = self.snapshot.queues[job.queue]
+        if queue.cohort is None:
+            return
+        for flavor, _ in self.flavors(job):
+            quota = queue.quotas.get(flavor)
+            if quota is None:
+                return
+            if within_nominal(self.book, job, flavor):
+                demand = job.total()
+                held = {r: demand[r] for r in quota.nominal if demand.get(r, 0) > 0}
+                if held:
+                    self.book.charge(job.queue, flavor, held, 1)
+                return
 
     def cap_reserved_nodes(self, placement: Placement) -> None:
         """After a reservation's shadow state is built: cap its nodes at what is free there."""

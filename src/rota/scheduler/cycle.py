@@ -8,13 +8,19 @@ The steps:
    was when the cycle ends (see ``rota.scheduler.base``).
 2. Screen pending jobs: reject the ones that can never run here (unknown queue, no GPU model
    matching their patterns, no flavour of their queue covering them, larger than any node).
-3. Walk the pending jobs in the ordering plugin's sequence. For each:
+3. Walk the pending jobs in the ordering plugin's sequence, jobs within their queue's nominal
+   quota before jobs that must borrow, and potential preemptors before their victims
+   (``rota.scheduler.turns``). For each:
    a. strict ordering: a queue whose earlier job is blocked stays blocked;
    b. admit (quota) and place (gang, devices); if a backfill reservation exists and the job
       would still run at its start, it must fit around it;
-   c. otherwise try preemption (within the preemptor budget);
+   c. otherwise try preemption (within the preemptor budget), unless the job would still run
+      at a backfill reservation's start: such a job waits its turn after the reserved one, and
+      what it could evict for (room around the reservation) would not stay its own;
    d. otherwise, if backfill is on and nothing is reserved yet, reserve for this job;
-   e. otherwise it waits, with the reasons collected on the way.
+   e. otherwise it waits, with the reasons collected on the way; if its queue's nominal quota
+      covers it and only the cohort's lending stands in its way, that quota is held for it for
+      the rest of the cycle (no later job borrows what is owed to it).
 4. Return the decisions. Nothing is applied: the caller does that (and, with a base, tells it
    the deltas: ``Base.hold`` for bound jobs, ``Base.release`` for jobs that gave back).
 """
@@ -31,6 +37,7 @@ from rota.core.decisions import (
 )
 from rota.scheduler.policy import Policy
 from rota.core.snapshot import Snapshot
+from rota.scheduler.turns import Turns
 
 
 def run_cycle(snapshot: Snapshot, policy: Policy, now: float, base: Base | None = None
@@ -58,7 +65,8 @@ def _run(cycle: Cycle, snapshot: Snapshot, policy: Policy, now: float) -> Decisi
     hopeless: set[tuple] = set()  # preemption searches that found no victim set this cycle
     blocked: dict[str, tuple[Reason, ...]] = {}  # queue -> why its later jobs wait (strict)
     shared = SharedReasons()
-    for job in policy.order.sequence(pending, cycle):                       # 3
+    turns = Turns(cycle, pending)
+    for job in turns:                                                       # 3
         if job.queue in blocked:                                            # a
             out.waits.append(Wait(job.id, blocked[job.queue]))
             continue
@@ -70,7 +78,8 @@ def _run(cycle: Cycle, snapshot: Snapshot, policy: Policy, now: float) -> Decisi
                 result = Bind(result.job, result.placement, result.flavor, result.borrowing, True)
             out.binds.append(result)
             continue
-        if (policy.preemption is not None and preemptors < policy.preemption.max_preemptors
+        if (policy.preemption is not None and not capped and turns.may_preempt(job)
+                and preemptors < policy.preemption.max_preemptors
                 and (search := _search_key(cycle, job, capped)) not in hopeless):
             plan = policy.preemption.find(cycle, job, capped)               # c
             if plan is None:
@@ -88,6 +97,8 @@ def _run(cycle: Cycle, snapshot: Snapshot, policy: Policy, now: float) -> Decisi
                 cycle.reservation = reservation
                 out.reservations.append(reservation)
                 estimate = reservation.start_at
+        if estimate is None and not result.quota_ok:
+            cycle.hold_owed(job)
         out.waits.append(Wait(job.id, shared.of(result.reasons), estimate))  # e
         if policy.order.blocking and estimate is None:
             blocked[job.queue] = (Reason(ReasonCode.BLOCKED, detail=(
@@ -108,7 +119,10 @@ def _evict(cycle: Cycle, job: Job, plan) -> list[Preempt]:
     exited (a grace period may run for a while), and the preemptor's placement is held on top
     of them: nothing else in this cycle may be placed there. Its queue is charged only what the
     preemptor needs beyond what victims of the same queue and flavour give back, so the queue's
-    usage stays at its peak over the handover, ``max(now, after the victims left)``."""
+    usage stays at its peak over the handover, ``max(now, after the victims left)``. Victims of
+    other queues stay charged to theirs as well, which over-counts the cohort for the jobs
+    that start now (safe: both states hold); later victim searches of this cycle look past
+    them (``Cycle.handover``), since their preemptors start only once they have left."""
     chosen = {v.id for v in plan.victims} | {v.id for v in plan.free}
     cycle.evictable = [v for v in cycle.evictable if v.id not in chosen]
     cycle.gone |= chosen
@@ -118,6 +132,8 @@ def _evict(cycle: Cycle, job: Job, plan) -> list[Preempt]:
         if v.queue == job.queue and v.flavor == plan.flavor:
             for r, amount in v.total().items():
                 returned[r] = returned.get(r, 0) + amount
+        elif v.queue != job.queue and v.queue in cycle.snapshot.queues:
+            cycle.handover.append(v)
     extra = {r: max(0, amount - returned.get(r, 0)) for r, amount in job.total().items()}
     cycle.book.charge(job.queue, plan.flavor, extra, 1)
     cycle.bound.append(replace(job, state=JobState.SCHEDULED, placement=plan.placement,

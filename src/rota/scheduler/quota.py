@@ -113,6 +113,26 @@ class QuotaBook:
                                         f"queue {queue}, flavour {f}")
         return hit  # type: ignore[return-value]
 
+    def admissible_ever(self, queue: str, demand: Mapping[str, int], flavors: Iterable[str]) -> bool:
+        """Whether ``demand`` could be admitted to the queue in one of ``flavors`` if every
+        other job of the cohort were gone: its guaranteed part plus the whole pool, within
+        its borrowing limit."""
+        q = self.queues[queue]
+        for f in flavors:
+            quota = q.quotas.get(f)
+            if quota is None:
+                return True
+            ok = True
+            for r, nominal in quota.nominal.items():
+                most = nominal if q.cohort is None else \
+                    self.guaranteed(q, f, r) + self.pool[(q.cohort, f, r)]
+                if r in quota.borrowing_limit:
+                    most = min(most, nominal + quota.borrowing_limit[r])
+                ok = ok and demand.get(r, 0) <= most
+            if ok:
+                return True
+        return False
+
     def charge(self, queue: str, f: str, demand: Mapping[str, int], sign: int) -> None:
         """Add (``sign=1``) or remove (``-1``) ``demand`` from the queue's usage in ``f``."""
         self._group_answers(queue, f).clear()
@@ -126,11 +146,14 @@ class QuotaBook:
                 g = self.guaranteed(q, f, r)
                 self.pool_used[(q.cohort, f, r)] += max(0, before + sign * amount - g) - max(0, before - g)
 
-    def borrowing(self, queue: str, f: str) -> bool:
+    def borrowing(self, queue: str, f: str, resources: Iterable[str] | None = None) -> bool:
+        """Whether the queue uses more than its nominal quota in ``f`` of some resource (of
+        ``resources`` only, when given)."""
         quota = self.queues[queue].quotas.get(f)
         if quota is None:
             return False
-        return any(self.usage[(queue, f, r)] > n for r, n in quota.nominal.items())
+        names = quota.nominal if resources is None else [r for r in resources if r in quota.nominal]
+        return any(self.usage[(queue, f, r)] > quota.nominal[r] for r in names)
 
     def flavors_for(self, queue: Queue, job_models: tuple[str, ...], gpu_job: bool,
                     cluster_models: Iterable[str]) -> list[tuple[str, tuple[str, ...]]]:

@@ -1,0 +1,132 @@
+"""The order in which a cycle tries its pending jobs: the ordering plugin's sequence, with the
+rules that keep a cohort from churning (Kueue orders its queue heads much the same way).
+
+1. *Nominal first.* A job that fits within its queue's nominal quota (in some flavour of its
+   queue) goes before every job that would have to borrow from the cohort. The jobs that
+   must borrow are tried after the whole sequence: where the policy preempts, highest
+   (effective) priority first, then in sequence order (a job that borrows may evict only
+   lower priorities, so none of them could evict one tried before it); otherwise in sequence
+   order. Under a blocking (strict FIFO) ordering, the jobs of a queue behind one that must
+   borrow wait with it, so the queue keeps its order.
+2. *Rivals first.* Where the policy preempts, a preemptible job is not tried before a pending
+   job of its queue with a higher priority that fits within nominal quota (a *rival*: it
+   could evict the job next cycle, and the room would change hands twice); the rival is
+   tried first, at once.
+3. *Behind a borrowing head.* In a queue that may evict while borrowing
+   (``borrow_within_cohort``), a job with a pending rival that must borrow, and could ever
+   be admitted, is tried with the jobs that must borrow, after that rival, and does not
+   preempt in this cycle: the queue keeps priority order while its head borrows (Kueue keeps
+   a queue's jobs behind its head), so the room its head evicts for is not taken back.
+
+Each pending job is yielded once. Whether a job must borrow is asked when its turn comes, on
+the quota book as the cycle has changed it so far (in the first pass that book only grows,
+so a job that must borrow at one turn must borrow at every later one).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from rota.core import BorrowWithinCohort, Job, WithinQueue
+from rota.scheduler.victims import within_nominal
+
+
+class Turns:
+    def __init__(self, cycle, pending: list[Job]) -> None:
+        self.cycle = cycle
+        order = cycle.policy.order
+        self.sequence = order.sequence(pending, cycle)
+        self.blocking = order.blocking
+        self.preempts = cycle.policy.preemption is not None
+        self.done: set[str] = set()
+        self.behind: set[str] = set()  # jobs waiting behind a borrowing head: no preemption
+        self.rivals: dict[str, list[tuple]] = {}  # queue -> its pending jobs, by priority
+        self.next: dict[str, int] = {}  # queue -> first rival not looked at yet
+        self.heads: dict[str, Job] = {}  # queue -> its borrowing head (rule 3)
+        if self.preempts:
+            self._index(pending)
+
+    def may_preempt(self, job: Job) -> bool:
+        return job.id not in self.behind
+
+    def __iter__(self) -> Iterator[Job]:
+        deferred: list[Job] = []
+        held_back: set[str] = set()  # blocking order: queues whose later jobs wait behind
+        for job in self.sequence:                                               # 1
+            if job.id in self.done:
+                continue
+            yield from self._nominal_rivals(job)
+            if self._behind_head(job):
+                self.behind.add(job.id)
+                deferred.append(job)
+                continue
+            if job.queue in held_back or self.borrows(job):
+                deferred.append(job)
+                if self.blocking:
+                    held_back.add(job.queue)
+                continue
+            self.done.add(job.id)
+            yield job
+        if self.preempts and not self.blocking:
+            prio = self.cycle.priority_of
+            deferred = [j for _, j in sorted(enumerate(deferred),
+                                             key=lambda e: (-prio(e[1]), e[0]))]
+        for job in deferred:
+            if job.id not in self.done:
+                self.done.add(job.id)
+                yield job
+
+    def borrows(self, job: Job) -> bool:
+        """True if the job's queue, in a cohort, would be above its nominal quota with the job
+        in every flavour that could take it."""
+        queue = self.cycle.snapshot.queues.get(job.queue)
+        if queue is None or queue.cohort is None:
+            return False
+        book = self.cycle.book
+        for flavor, _ in self.cycle.flavors(job):
+            if flavor not in queue.quotas or within_nominal(book, job, flavor):
+                return False
+        return True
+
+    def _index(self, pending: list[Job]) -> None:
+        queues, prio = self.cycle.snapshot.queues, self.cycle.priority_of
+        for job in pending:
+            queue = queues.get(job.queue)
+            if queue is not None and queue.within_queue is WithinQueue.LOWER_PRIORITY:
+                self.rivals.setdefault(job.queue, []).append(
+                    (-prio(job), job.submit_time, job.id, job))
+        for entries in self.rivals.values():
+            entries.sort(key=lambda e: e[:3])
+
+    def _nominal_rivals(self, job: Job) -> Iterator[Job]:                        # 2
+        """Rivals of ``job`` within nominal quota, tried now, highest priority first; each
+        pending job is looked at once. A rival that must borrow is left to the second pass
+        (it must borrow for the rest of this one), and may become its queue's head."""
+        entries = self.rivals.get(job.queue)
+        if not entries or not job.preemptible:
+            return
+        mine = self.cycle.priority_of(job)
+        i = self.next.get(job.queue, 0)
+        while i < len(entries) and -entries[i][0] > mine:
+            rival = entries[i][3]
+            i += 1
+            self.next[job.queue] = i
+            if rival.id in self.done:
+                continue
+            if self.borrows(rival):
+                if job.queue not in self.heads and self._may_lead(rival):
+                    self.heads[job.queue] = rival
+            elif not self._behind_head(rival):  # else it waits behind the head, as ``job``
+                self.done.add(rival.id)
+                yield rival
+
+    def _may_lead(self, rival: Job) -> bool:
+        queue = self.cycle.snapshot.queues[rival.queue]
+        return queue.borrow_within_cohort is BorrowWithinCohort.LOWER_PRIORITY \
+            and self.cycle.book.admissible_ever(rival.queue, rival.total(),
+                                                [f for f, _ in self.cycle.flavors(rival)])
+
+    def _behind_head(self, job: Job) -> bool:                                  # 3
+        head = self.heads.get(job.queue)
+        return (head is not None and head.id != job.id and job.preemptible
+                and self.cycle.priority_of(head) > self.cycle.priority_of(job))
