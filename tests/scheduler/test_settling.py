@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from rota.cli.plan import run_plan
@@ -121,6 +121,7 @@ def settle(snap: Snapshot, policy, now: float):
           suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_plans_settle_without_needless_or_repeated_evictions(name, seed):
+    note(f"policy {name}, seed {seed}")
     rng = random.Random(seed)
     policy = checked(build_policy(POLICIES[name]))
     queues = random_queues(rng)

@@ -25,7 +25,8 @@ from rota.core import Reason, ReasonCode
 def reason_of(data: dict[str, Any]) -> Reason | None:
     try:
         return Reason(ReasonCode(data["code"]), data.get("resource"), data.get("requested"),
-                      data.get("free"), data.get("capacity"), data.get("detail") or "")
+                      data.get("free"), data.get("capacity"), data.get("detail") or "",
+                      data.get("limit"))
     except (KeyError, ValueError, TypeError):
         return None
 

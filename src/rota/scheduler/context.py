@@ -15,10 +15,11 @@ import math
 import random
 from dataclasses import dataclass, replace
 
-from rota.core import CPU, GPU, MEMORY, MILLI, Job, JobState, Placement
+from rota.core import Job, JobState, Placement
 from rota.scheduler.base import Base, position
 from rota.core.decisions import Bind, Reason, ReasonCode, Reserve
 from rota.scheduler.placement import Shape, place_gang
+from rota.scheduler.reasons import resource_reason
 from rota.core.snapshot import Snapshot
 from rota.scheduler.state import ALL_MODELS, Cap, Slot
 from rota.scheduler.victims import within_nominal
@@ -108,6 +109,15 @@ class Cycle:
     def holding(self) -> list[Job]:
         """Every job that holds resources in the overlay now."""
         return [j for j in self.active if j.id not in self.gone] + self.bound
+
+    def protected(self) -> list[Job]:
+        """The jobs holding resources now that may not be preempted (remembered while the
+        holding jobs stay the same)."""
+        key = (len(self.bound), len(self.gone))
+        hit = self.__dict__.get("_protected")
+        if hit is None or hit[0] != key:
+            hit = self._protected = (key, [j for j in self.holding() if not j.preemptible])
+        return hit[1]
 
     def priority_of(self, job: Job) -> float:
         """The priority preemption compares: the ordering plugin's effective priority of the
@@ -237,34 +247,9 @@ class Cycle:
         return self.resource_reason(shape)
 
     def resource_reason(self, shape: Shape) -> Reason:
-        """Which resource no node has enough of, with the most any eligible node has free.
+        return resource_reason(self, shape)
 
-        GPU figures come from the bucket indexes: the most wholly free GPUs any node has is the
-        highest non-empty whole bucket, the largest free share sits on a node of the highest
-        non-empty fraction bucket. Only cpu and memory look at every eligible node."""
-        pools = [self.state.pools[k] for k in shape.pools if k in self.state.pools]
-        slots, most_gpus = self._members(shape.pools, pools)
-        if shape.count:
-            if shape.fractional:
-                top = max((lv for p in pools for lv, b in enumerate(p.frac) if b), default=None)
-                best = 0 if top is None else max(
-                    m for p in pools for i in p.frac[top] for m in self.state.slots[i].milli)
-                if best < shape.share:
-                    return Reason(ReasonCode.RESOURCES, GPU, shape.share / MILLI, best / MILLI, 1.0)
-            else:
-                best = max((w for p in pools for w, b in enumerate(p.whole) if b), default=0)
-                if best < shape.count:
-                    return Reason(ReasonCode.RESOURCES, GPU, shape.count, best, most_gpus)
-        for resource, need, attr in ((CPU, shape.cpu, "cpu"), (MEMORY, shape.mem, "mem")):
-            if any(getattr(s, attr) >= need for s in slots):
-                continue  # enough somewhere: the usual case, found without a full scan
-            best = max((getattr(s, attr) for s in slots), default=0)
-            if best < need:
-                return Reason(ReasonCode.RESOURCES, resource, need, best)
-        return Reason(ReasonCode.RESOURCES, GPU if shape.count else CPU, detail=(
-            "no single node has every resource of a replica free at once"))
-
-    def _members(self, keys: tuple, pools: list) -> tuple[list, int]:
+    def members(self, keys: tuple, pools: list) -> tuple[list, int]:
         """The nodes of some pools and the most GPUs one of them has (membership does not
         change during a cycle)."""
         hit = self._pool_members.get(keys)

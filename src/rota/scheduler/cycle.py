@@ -37,6 +37,7 @@ from rota.core.decisions import (
 )
 from rota.scheduler.policy import Policy
 from rota.core.snapshot import Snapshot
+from rota.scheduler.reasons import protected_reason
 from rota.scheduler.turns import Turns
 
 
@@ -97,9 +98,12 @@ def _run(cycle: Cycle, snapshot: Snapshot, policy: Policy, now: float) -> Decisi
                 cycle.reservation = reservation
                 out.reservations.append(reservation)
                 estimate = reservation.start_at
+        reasons = result.reasons
         if estimate is None and not result.quota_ok:
             cycle.hold_owed(job)
-        out.waits.append(Wait(job.id, shared.of(result.reasons), estimate))  # e
+        elif estimate is None and policy.preemption is not None and not capped:
+            reasons = protected_reason(cycle, job, reasons)
+        out.waits.append(Wait(job.id, shared.of(reasons), estimate))        # e
         if policy.order.blocking and estimate is None:
             blocked[job.queue] = (Reason(ReasonCode.BLOCKED, detail=(
                 f"{job.id} is ahead of it in queue {job.queue}")),)

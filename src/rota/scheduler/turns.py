@@ -2,7 +2,7 @@
 rules that keep a cohort from churning (Kueue orders its queue heads much the same way).
 
 1. *Nominal first.* A job that fits within its queue's nominal quota (in some flavour of its
-   queue) goes before every job that would have to borrow from the cohort. The jobs that
+   queue; see ``borrows``) goes before every job that would have to borrow from the cohort. The jobs that
    must borrow are tried after the whole sequence: where the policy preempts, highest
    (effective) priority first, then in sequence order (a job that borrows may evict only
    lower priorities, so none of them could evict one tried before it); otherwise in sequence
@@ -19,8 +19,7 @@ rules that keep a cohort from churning (Kueue orders its queue heads much the sa
    a queue's jobs behind its head), so the room its head evicts for is not taken back.
 
 Each pending job is yielded once. Whether a job must borrow is asked when its turn comes, on
-the quota book as the cycle has changed it so far (in the first pass that book only grows,
-so a job that must borrow at one turn must borrow at every later one).
+the quota book as the cycle has changed it so far.
 """
 
 from __future__ import annotations
@@ -77,14 +76,23 @@ class Turns:
                 yield job
 
     def borrows(self, job: Job) -> bool:
-        """True if the job's queue, in a cohort, would be above its nominal quota with the job
-        in every flavour that could take it."""
+        """True if the job would make its queue, in a cohort, borrow in every flavour that
+        could take it: where quota admits it now, its queue would be above nominal with it;
+        where quota does not, the job alone is above nominal (otherwise evicting could make
+        room for it within nominal: Kueue's preempt mode without borrowing)."""
         queue = self.cycle.snapshot.queues.get(job.queue)
         if queue is None or queue.cohort is None:
             return False
-        book = self.cycle.book
+        book, admission = self.cycle.book, self.cycle.policy.admission
+        demand = job.total()
         for flavor, _ in self.cycle.flavors(job):
-            if flavor not in queue.quotas or within_nominal(book, job, flavor):
+            quota = queue.quotas.get(flavor)
+            if quota is None:
+                return False
+            if admission.check(book, job.queue, flavor, demand) is None:
+                if within_nominal(book, job, flavor):
+                    return False
+            elif all(demand.get(r, 0) <= n for r, n in quota.nominal.items()):
                 return False
         return True
 

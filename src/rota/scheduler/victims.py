@@ -7,9 +7,11 @@ Vocabulary:
 - *fits*: with the released jobs gone, the job passes admission (quota) in the flavour, its
   queue stays within its nominal quota unless the search allows borrowing, and the whole
   gang is placed.
-- a *valid* set: released in candidate order, every victim of another queue still finds its
-  queue borrowing, in a resource that victim uses and the job needs, when its turn comes
-  (Kueue reclaims only what is borrowed, from jobs that use it).
+- a *valid* set: released in candidate order, every victim of another queue finds its queue
+  borrowing, in a resource that victim uses and the job needs, when its turn comes, and
+  leaves it at or above its nominal quota of each resource it borrows that the job needs
+  (reclaim takes back what is borrowed, from jobs that use it; Kueue lets the last victim
+  take its queue below nominal, which would leave that victim owed the room back at once).
 - the *rank* of a set: fewest victims; then the lowest priorities (the set whose most
   important victim is the least important, and so on down); then the least work lost
   (GPU-seconds since each victim's last checkpoint, ``Job.work_at_risk``); then the most
@@ -104,11 +106,26 @@ class Search:
         self.state.undo(mark)
 
     def reclaimable(self, v: Job) -> bool:
-        """False for a job of another queue whose queue no longer borrows any resource that
-        both the job uses and this job needs."""
+        """For a job of another queue: whether its queue borrows a resource that both it uses
+        and this job needs, and would still use at least its nominal quota of every resource
+        it borrows that this job needs once it is gone. Reclaim takes back what is borrowed,
+        never more: a victim that took its queue below nominal would be owed the room back
+        at once."""
         if v.queue == self.job.queue or v.state is JobState.PREEMPTING:
             return True
-        return self.book.borrowing(v.queue, self.flavor, self.needs & needs(v))
+        quota = self.book.queues[v.queue].quotas.get(self.flavor)
+        if quota is None:
+            return False
+        usage, demand, borrowed = self.book.usage, v.total(), False
+        for r in self.needs:
+            nominal = quota.nominal.get(r)
+            used = usage[(v.queue, self.flavor, r)]
+            if nominal is None or used <= nominal:
+                continue
+            if used - demand.get(r, 0) < nominal:
+                return False
+            borrowed = borrowed or demand.get(r, 0) > 0
+        return borrowed
 
     def fits(self) -> bool:
         self.checks += 1

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from typing import Any, Mapping
 
 from rota.core import (
-    DeviceShare, Flavor, FlavorQuota, GpuDevice, GpuRequest, Job, JobId, JobKind, JobState, Node,
+    BorrowWithinCohort, DeviceShare, Flavor, FlavorQuota, GpuDevice, GpuRequest, Job, JobId, JobKind, JobState, Node,
     NodeName, Placement, Queue, ReclaimWithinCohort, ReplicaPlacement, ReplicaRequest, WithinQueue,
 )
 from rota.core import Reason, ReasonCode
@@ -118,8 +118,11 @@ def queue_values(queue: Queue) -> dict[str, Any]:
         "quotas": [[flavor, {"nominal": dict(q.nominal), "borrowing_limit": dict(q.borrowing_limit),
                              "lending_limit": dict(q.lending_limit)}]
                    for flavor, q in queue.quotas.items()],
+        # the scheduling settings, read whole: strict_priority rides with the preemption ones
         "preemption": {"within_queue": str(queue.within_queue),
-                       "reclaim_within_cohort": str(queue.reclaim_within_cohort)},
+                       "reclaim_within_cohort": str(queue.reclaim_within_cohort),
+                       "borrow_within_cohort": str(queue.borrow_within_cohort),
+                       "strict_priority": queue.strict_priority},
         "resource_groups": list(queue.resource_groups),
     }
 
@@ -133,6 +136,8 @@ def queue_from_row(row: Any) -> Queue:
         within_queue=WithinQueue(row.preemption["within_queue"]),
         reclaim_within_cohort=ReclaimWithinCohort(row.preemption["reclaim_within_cohort"]),
         resource_groups=tuple(row.resource_groups),
+        borrow_within_cohort=BorrowWithinCohort(row.preemption.get("borrow_within_cohort", "never")),
+        strict_priority=bool(row.preemption.get("strict_priority", False)),
     )
 
 
