@@ -291,11 +291,13 @@ def shape(cpu=1000, gpus=0, share=1000, models=(), mem=0):
 
 
 def state_with(*nodes, used=()):
-    """A state of ``nodes`` where ``used`` lists (node index, cpu, {device: milli}) taken."""
+    """A state of ``nodes`` where ``used`` lists (node index, cpu, {device: milli}) taken; the
+    index is the node's place in ``nodes`` (the state orders its slots by name)."""
     from rota.scheduler.state import ClusterState
-    st = ClusterState(tuple(n.build() for n in nodes))
+    built = tuple(n.build() for n in nodes)
+    st = ClusterState(built)
     for i, cpu, devs in used:
-        slot = st.slots[i]
+        slot = st.by_name[built[i].name]
         shares = [DeviceShare(p, m, m * slot.dev_mem[p] // 1000) for p, m in devs.items()]
         st.take(slot, cpu, 0, shares, list(devs))
     return st

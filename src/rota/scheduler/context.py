@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from rota.core import Job, JobState, Placement
 from rota.scheduler.base import Base, position
 from rota.core.decisions import Bind, Reason, ReasonCode, Reserve
-from rota.scheduler.placement import Shape, place_gang
+from rota.scheduler.placement import Shape, holds, place_gang
 from rota.scheduler.reasons import resource_reason
 from rota.core.snapshot import Snapshot
 from rota.scheduler.state import ALL_MODELS, Cap, Slot
@@ -60,6 +60,7 @@ class Cycle:
         self._pool_members = base.pool_members
         self.sizes = base.sizes
         self._failed: dict[tuple, tuple[int, Attempt]] = {}
+        self._nodes_of: dict[tuple, frozenset[int]] = {}
         self._tried: dict[tuple, tuple[int, int, Attempt]] = {}
         self._past: dict[tuple[str, float], float] = {}
         # effective priorities (they depend on the job and ``now`` only), per job object
@@ -202,6 +203,20 @@ class Cycle:
             reasons.extend(attempt.reasons)
         return Attempt(reasons, quota_ok)
 
+    def nodes_of(self, job: Job) -> frozenset[int]:
+        """The nodes (slot indexes) that could hold a replica of ``job`` when empty, over its
+        flavours."""
+        key = (job.queue, job.request, job.resource_group, job.selector)
+        hit = self._nodes_of.get(key)
+        if hit is None:
+            ids: set[int] = set()
+            for _, models in self.flavors(job):
+                shape = self.shape(job, models)
+                pools = [self.state.pools[k] for k in shape.pools if k in self.state.pools]
+                ids.update(s.i for s in self.members(shape.pools, pools)[0] if holds(s, shape))
+            hit = self._nodes_of[key] = frozenset(ids)
+        return hit
+
     def could_start(self, job: Job) -> bool:
         """Whether ``job`` would pass admission and placement now, in some flavour (a what-if:
         nothing is taken or charged)."""
@@ -227,6 +242,9 @@ class Cycle:
         return None, attempt
 
     def bind(self, job: Job, flavor: str, placement: Placement) -> Bind:
+        bound = getattr(self.policy.placement, "bound", None)
+        if bound is not None:
+            bound(placement)  # a plugin that follows its own binds (round-robin)
         self.book.charge(job.queue, flavor, job.total(), 1)
         self._count(job, 1)
         self._counted.append(job)

@@ -11,7 +11,8 @@ rules that keep a cohort from churning (Kueue orders its queue heads much the sa
 2. *Rivals first.* Where the policy preempts, a preemptible job is not tried before a pending
    job of its queue with a higher priority that fits within nominal quota (a *rival*: it
    could evict the job next cycle, and the room would change hands twice); the rival is
-   tried first, at once.
+   tried first, at once. In a ``strict_priority`` queue every job is tried after the
+   higher-priority jobs of its queue, whatever the policy.
 3. *Behind a borrowing head.* In a queue that may evict while borrowing
    (``borrow_within_cohort``), a job with a pending rival that must borrow, and could ever
    be admitted, is tried with the jobs that must borrow, after that rival, and does not
@@ -42,8 +43,7 @@ class Turns:
         self.rivals: dict[str, list[tuple]] = {}  # queue -> its pending jobs, by priority
         self.next: dict[str, int] = {}  # queue -> first rival not looked at yet
         self.heads: dict[str, Job] = {}  # queue -> its borrowing head (rule 3)
-        if self.preempts:
-            self._index(pending)
+        self._index(pending)
 
     def may_preempt(self, job: Job) -> bool:
         return job.id not in self.behind
@@ -100,7 +100,8 @@ class Turns:
         queues, prio = self.cycle.snapshot.queues, self.cycle.priority_of
         for job in pending:
             queue = queues.get(job.queue)
-            if queue is not None and queue.within_queue is WithinQueue.LOWER_PRIORITY:
+            if queue is not None and (queue.strict_priority or (
+                    self.preempts and queue.within_queue is WithinQueue.LOWER_PRIORITY)):
                 self.rivals.setdefault(job.queue, []).append(
                     (-prio(job), job.submit_time, job.id, job))
         for entries in self.rivals.values():
@@ -111,7 +112,7 @@ class Turns:
         pending job is looked at once. A rival that must borrow is left to the second pass
         (it must borrow for the rest of this one), and may become its queue's head."""
         entries = self.rivals.get(job.queue)
-        if not entries or not job.preemptible:
+        if not entries or not (job.preemptible or self.cycle.snapshot.queues[job.queue].strict_priority):
             return
         mine = self.cycle.priority_of(job)
         i = self.next.get(job.queue, 0)
