@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import NewType
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Mapping, NewType
 
 from rota.core.errors import IllegalTransition, InvalidSpec
 from rota.core.resources import ReplicaRequest
@@ -167,6 +169,12 @@ class Job:
         running = 0.0 if self.started_at is None else max(0.0, now - self.started_at)
         return self.attained_gpu_s + self.gpus * running
 
-    def total(self) -> dict[str, int]:
-        """The quota vector of the whole gang."""
-        return {k: v * self.replicas for k, v in self.request.vector().items()}
+    def total(self) -> Mapping[str, int]:
+        """The quota vector of the whole gang (read-only: one shared value per request and
+        gang size, since schedulers ask for it again and again)."""
+        return _total(self.request, self.replicas)
+
+
+@lru_cache(maxsize=4096)
+def _total(request: ReplicaRequest, replicas: int) -> Mapping[str, int]:
+    return MappingProxyType({k: v * replicas for k, v in request.vector().items()})

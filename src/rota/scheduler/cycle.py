@@ -18,7 +18,8 @@ The steps:
    c. otherwise try preemption (within the preemptor budget), unless the job would still run
       at a backfill reservation's start: such a job waits its turn after the reserved one, and
       what it could evict for (room around the reservation) would not stay its own;
-   d. otherwise, if backfill is on and nothing is reserved yet, reserve for this job;
+   d. otherwise, if backfill is on and nothing is reserved yet, reserve for this job (room and
+      quota, from when running jobs end at their walltimes);
    e. otherwise it waits, with the reasons collected on the way; if its queue's nominal quota
       covers it and only the cohort's lending stands in its way, that quota is held for it for
       the rest of the cycle (no later job borrows what is owed to it).
@@ -104,7 +105,7 @@ class Walk:
         if not capped and self._preempt(job):                               # c
             return
         estimate = None
-        if policy.backfill is not None and cycle.reservation is None and result.quota_ok:
+        if policy.backfill is not None and cycle.reservation is None:
             reservation = policy.backfill.reserve(cycle, job)               # d
             if reservation is not None:
                 cycle.reservation = reservation

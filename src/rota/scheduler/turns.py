@@ -43,6 +43,7 @@ class Turns:
         self.rivals: dict[str, list[tuple]] = {}  # queue -> its pending jobs, by priority
         self.next: dict[str, int] = {}  # queue -> first rival not looked at yet
         self.heads: dict[str, Job] = {}  # queue -> its borrowing head (rule 3)
+        self._borrows: dict[tuple, tuple[int, bool]] = {}  # answers at a book version
         self._index(pending)
 
     def may_preempt(self, job: Job) -> bool:
@@ -83,6 +84,15 @@ class Turns:
         queue = self.cycle.snapshot.queues.get(job.queue)
         if queue is None or queue.cohort is None:
             return False
+        key = (job.queue, job.request, job.replicas)
+        hit = self._borrows.get(key)
+        if hit is not None and hit[0] == self.cycle.book.version:
+            return hit[1]
+        answer = self._borrows_now(job, queue)
+        self._borrows[key] = (self.cycle.book.version, answer)
+        return answer
+
+    def _borrows_now(self, job: Job, queue) -> bool:
         book, admission = self.cycle.book, self.cycle.policy.admission
         demand = job.total()
         for flavor, _ in self.cycle.flavors(job):

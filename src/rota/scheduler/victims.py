@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Iterable
 
 from rota.core import Job, JobState, Placement
@@ -64,7 +65,12 @@ def rank(victims: Iterable[Job], priority_of: Callable[[Job], float], now: float
 
 def needs(job: Job) -> frozenset[str]:
     """The resources a job asks for (a quota vector's non-zero entries)."""
-    return frozenset(r for r, v in job.total().items() if v > 0)
+    return _needs(job.request)
+
+
+@lru_cache(maxsize=4096)
+def _needs(request) -> frozenset[str]:
+    return frozenset(r for r, v in request.vector().items() if v > 0)
 
 
 def within_nominal(book, job: Job, flavor: str) -> bool:
@@ -199,6 +205,8 @@ class Search:
 
     def _victims(self, real: list[Job], matters: dict[str, bool]) -> list[Job] | None:
         """With every free job released: the best set of real victims, or None."""
+        if not self._quota_allows(real):
+            return None  # not even every candidate's quota would make room: no set does
         found = self._greedy(real, matters)
         relevant = [v for v in real if matters[v.id]]
         if found is not None and len(relevant) <= self.exact_limit \
@@ -215,6 +223,27 @@ class Search:
             if other is not None and (found is None or self._rank(other) < self._rank(found)):
                 found = other
         return found
+
+    def _quota_allows(self, real: list[Job]) -> bool:
+        """Whether the job would pass the quota part of ``fits`` with every candidate's quota
+        given back (a necessary condition, cheap next to a placement: quota only grows as
+        victims are uncharged)."""
+        book, job = self.book, self.job
+        back: dict[tuple[str, str], dict[str, int]] = {}  # all of a queue's in one charge
+        for v in real:
+            total = back.setdefault((v.queue, v.flavor), {})
+            for r, amount in v.total().items():
+                total[r] = total.get(r, 0) + amount
+        for (queue, flavor), total in back.items():
+            book.charge(queue, flavor, total, -1)
+        try:
+            if self.cycle.policy.admission.check(book, job.queue, self.flavor, job.total()) \
+                    is not None:
+                return False
+            return self.borrow or within_nominal(book, job, self.flavor)
+        finally:
+            for (queue, flavor), total in back.items():
+                book.charge(queue, flavor, total, 1)
 
     def _rank(self, victims: Iterable[Job]) -> tuple:
         return rank(victims, self.cycle.priority_of, self.cycle.now)

@@ -61,39 +61,44 @@ class MinimalVictims:
     def candidates(self, cycle, job: Job, flavor: str, borrow: bool = False) -> list[Job]:
         """Jobs ``job`` may evict in ``flavor``, in candidate order (``borrow``: the search
         that lets its queue borrow, which takes only lower priorities from other queues).
-        The answer depends on the job only through its queue and priority, so it is
-        remembered for those until the cycle's evictable jobs change."""
-        memo = cycle.__dict__.get("_victim_candidates")
-        if memo is None or memo[0] is not cycle.evictable:
-            memo = cycle.__dict__["_victim_candidates"] = (cycle.evictable, {})
-        key = (job.queue, cycle.priority_of(job), flavor, borrow)
-        hit = memo[1].get(key)
+        The answer depends on the job only through its queue, priority and the resources it
+        needs, and on which queues of its cohort borrow them, so it is remembered for those
+        until the cycle's evictable jobs change."""
+        index = _index(cycle)
+        wanted = needs(job)
+        own = cycle.snapshot.queues[job.queue]
+        lenders = tuple(q for q in index.cohorts.get(own.cohort, ()) if q != job.queue
+                        and cycle.book.borrowing(q, flavor, wanted))
+        key = (job.queue, cycle.priority_of(job), flavor, borrow, wanted, lenders)
+        hit = index.memo.get(key)
         if hit is None:
-            hit = memo[1][key] = self._candidates(cycle, job, flavor, borrow)
+            hit = index.memo[key] = self._candidates(cycle, index, job, flavor, borrow,
+                                                     wanted, lenders)
         return hit
 
     @staticmethod
-    def _candidates(cycle, job: Job, flavor: str, borrow: bool) -> list[Job]:
+    def _candidates(cycle, index, job: Job, flavor: str, borrow: bool, wanted: frozenset,
+                    lenders: tuple[str, ...]) -> list[Job]:
         queues = cycle.snapshot.queues
         own = queues[job.queue]
-        out = []
-        prio, mine = cycle.priority_of, cycle.priority_of(job)
-        wanted = needs(job)
-        for v in cycle.evictable:
-            if v.state is JobState.PREEMPTING:
-                out.append(v)
-            elif not v.preemptible:
-                continue
-            elif v.queue == job.queue:
-                if own.within_queue is WithinQueue.LOWER_PRIORITY and prio(v) < mine:
-                    out.append(v)
-            elif own.cohort is not None and queues[v.queue].cohort == own.cohort \
-                    and v.flavor == flavor and _limited(queues[v.queue], flavor, wanted & needs(v)):
-                policy = own.reclaim_within_cohort
-                lower = prio(v) < mine
-                if (policy is ReclaimWithinCohort.ANY and (lower or not borrow)) or (
-                        policy is ReclaimWithinCohort.LOWER_PRIORITY and lower):
-                    out.append(v)
+        known, mine = index.prio, cycle.priority_of(job)
+
+        def prio(v: Job) -> float:
+            return known[id(v)]
+        out = list(index.preempting)
+        if own.within_queue is WithinQueue.LOWER_PRIORITY:
+            out += [v for v in index.by_queue.get(job.queue, ()) if prio(v) < mine]
+        policy = own.reclaim_within_cohort
+        if policy is not ReclaimWithinCohort.NEVER:
+            for q in lenders:  # queues of the cohort that borrow what the job needs
+                if not _limited(queues[q], flavor, wanted):
+                    continue
+                for v in index.by_queue.get(q, ()):
+                    if v.flavor != flavor or not wanted & needs(v):
+                        continue
+                    lower = prio(v) < mine
+                    if lower or (policy is ReclaimWithinCohort.ANY and not borrow):
+                        out.append(v)
         out.sort(key=lambda v: (v.state is not JobState.PREEMPTING, v.queue == job.queue,
                                 prio(v), -(v.started_at or 0.0), v.id))
         return out
@@ -104,8 +109,13 @@ class MinimalVictims:
         passes = [False]
         if queue.borrow_within_cohort is BorrowWithinCohort.LOWER_PRIORITY:
             passes = [True, False]
+        demand = job.total()
         for flavor, models in cycle.flavors(job):
+            quota = queue.quotas.get(flavor)
             for borrow in passes:
+                if not borrow and quota is not None and any(
+                        demand.get(r, 0) > n for r, n in quota.nominal.items()):
+                    continue  # above nominal by itself: evicting cannot bring it within
                 cands = self.candidates(cycle, job, flavor, borrow)
                 if not cands:
                     continue
@@ -118,6 +128,32 @@ class MinimalVictims:
                 if plan is not None:
                     return plan
         return None
+
+
+class _Index:
+    """The cycle's evictable jobs, grouped once per change of them: those already being
+    preempted, the preemptible others by queue, and the queues of each cohort."""
+
+    def __init__(self, cycle) -> None:
+        self.evictable = cycle.evictable
+        self.preempting = [v for v in cycle.evictable if v.state is JobState.PREEMPTING]
+        self.by_queue: dict[str, list[Job]] = {}
+        for v in cycle.evictable:
+            if v.state is not JobState.PREEMPTING and v.preemptible:
+                self.by_queue.setdefault(v.queue, []).append(v)
+        self.prio = {id(v): cycle.priority_of(v) for v in cycle.evictable}  # kept alive above
+        self.cohorts: dict[str, list[str]] = {}
+        for q in cycle.snapshot.queues.values():
+            if q.cohort is not None:
+                self.cohorts.setdefault(q.cohort, []).append(q.name)
+        self.memo: dict[tuple, list[Job]] = {}
+
+
+def _index(cycle) -> _Index:
+    index = cycle.__dict__.get("_victim_index")
+    if index is None or index.evictable is not cycle.evictable:
+        index = cycle.__dict__["_victim_index"] = _Index(cycle)
+    return index
 
 
 def _limited(queue, flavor: str, resources: frozenset[str]) -> bool:
