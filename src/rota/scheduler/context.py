@@ -74,7 +74,11 @@ class Cycle:
         # victims (and jobs already preempting) of other queues than their preemptor's, chosen
         # in this cycle: still charged to their queues, but gone for later victim searches
         self.handover: list[Job] = []
+        # quota charged for jobs that do not run yet (a reservation, quota owed to a waiting
+        # job), per (queue, flavour, resource): not usage a reclaim could take back
+        self.held: dict[tuple[str, str, str], int] = {}
         self.reservation: Reserve | None = None
+        self.reserved_quota: tuple | None = None  # (queue, flavour, demand) of the reserved job
 
     def close(self) -> None:
         """Undo everything this cycle changed on its base: overlay (journal), caps, quota
@@ -192,7 +196,7 @@ class Cycle:
         quota_ok = False
         demand = job.total()
         for flavor, models in self.flavors(job):
-            refusal = self.policy.admission.check(self.book, job.queue, flavor, demand)
+            refusal = self.admit(job, flavor, demand, capped)
             if refusal is not None:
                 reasons.append(refusal)
                 continue
@@ -216,6 +220,21 @@ class Cycle:
                 ids.update(s.i for s in self.members(shape.pools, pools)[0] if holds(s, shape))
             hit = self._nodes_of[key] = frozenset(ids)
         return hit
+
+    def admit(self, job: Job, flavor: str, demand, capped: bool) -> Reason | None:
+        """Admission of ``job`` in ``flavor``; a job the reservation caps (it would still run
+        when the reserved job starts) is checked with the reserved job's quota held, as its
+        nodes are capped: jobs that end before may use that quota meanwhile."""
+        check, book, hold = self.policy.admission.check, self.book, self.reserved_quota
+        if not capped or hold is None:
+            return check(book, job.queue, flavor, demand)
+        version = book.version
+        book.charge(*hold, 1)
+        try:
+            return check(book, job.queue, flavor, demand)
+        finally:
+            book.charge(*hold, -1)
+            book.version = version  # the book is as it was: answers remembered still hold
 
     def could_start(self, job: Job) -> bool:
         """Whether ``job`` would pass admission and placement now, in some flavour (a what-if:
@@ -313,8 +332,16 @@ class Cycle:
                 demand = job.total()
                 held = {r: demand[r] for r in quota.nominal if demand.get(r, 0) > 0}
                 if held:
-                    self.book.charge(job.queue, flavor, held, 1)
+                    self.hold_quota(job.queue, flavor, held)
                 return
+
+    def hold_quota(self, queue: str, flavor: str, amounts) -> None:
+        """Charge ``amounts`` to the queue for a job that does not run yet, for the rest of
+        the cycle, and note it as held (``held``)."""
+        self.book.charge(queue, flavor, amounts, 1)
+        for r, v in amounts.items():
+            key = (queue, flavor, r)
+            self.held[key] = self.held.get(key, 0) + v
 
     def cap_reserved_nodes(self, placement: Placement) -> None:
         """After a reservation's shadow state is built: cap its nodes at what is free there."""

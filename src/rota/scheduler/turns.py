@@ -2,12 +2,15 @@
 rules that keep a cohort from churning (Kueue orders its queue heads much the same way).
 
 1. *Nominal first.* A job that fits within its queue's nominal quota (in some flavour of its
-   queue; see ``borrows``) goes before every job that would have to borrow from the cohort. The jobs that
-   must borrow are tried after the whole sequence: where the policy preempts, highest
-   (effective) priority first, then in sequence order (a job that borrows may evict only
-   lower priorities, so none of them could evict one tried before it); otherwise in sequence
-   order. Under a blocking (strict FIFO) ordering, the jobs of a queue behind one that must
-   borrow wait with it, so the queue keeps its order.
+   queue; see ``borrows``) goes before every job that would start by borrowing from the
+   cohort. The jobs that could start now only by borrowing (and, in a queue that may evict
+   while borrowing, every job that must borrow) are tried after the whole sequence: where
+   the policy preempts, highest (effective) priority first, then in sequence order (a job
+   that borrows may evict only lower priorities, so none of them could evict one tried
+   before it); otherwise in sequence order. A job that must borrow but cannot start now keeps
+   its turn: it takes nothing, and EASY backfill reserves for the highest-ranked job that
+   cannot start. Under a blocking (strict FIFO) ordering, the jobs of a queue behind a
+   deferred job wait with it, so the queue keeps its order.
 2. *Rivals first.* Where the policy preempts, a preemptible job is not tried before a pending
    job of its queue with a higher priority that fits within nominal quota (a *rival*: it
    could evict the job next cycle, and the room would change hands twice); the rival is
@@ -60,7 +63,7 @@ class Turns:
                 self.behind.add(job.id)
                 deferred.append(job)
                 continue
-            if job.queue in held_back or self.borrows(job):
+            if job.queue in held_back or (self.borrows(job) and self._would_borrow_now(job)):
                 deferred.append(job)
                 if self.blocking:
                     held_back.add(job.queue)
@@ -105,6 +108,17 @@ class Turns:
             elif all(demand.get(r, 0) <= n for r, n in quota.nominal.items()):
                 return False
         return True
+
+    def _would_borrow_now(self, job: Job) -> bool:
+        """A job that must borrow goes after the jobs within nominal quota only if it could
+        start now (in a queue that may evict while borrowing, always: it could evict): one
+        that cannot start takes its turn in the sequence, where it waits, evicts within its
+        queue to fit within nominal, or is reserved for (EASY reserves for the highest-ranked
+        job that cannot start)."""
+        queue = self.cycle.snapshot.queues[job.queue]
+        if queue.borrow_within_cohort is BorrowWithinCohort.LOWER_PRIORITY:
+            return True
+        return self.cycle.could_start(job)
 
     def _index(self, pending: list[Job]) -> None:
         queues, prio = self.cycle.snapshot.queues, self.cycle.priority_of

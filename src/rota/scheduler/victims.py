@@ -122,10 +122,11 @@ class Search:
         quota = self.book.queues[v.queue].quotas.get(self.flavor)
         if quota is None:
             return False
-        usage, demand, borrowed = self.book.usage, v.total(), False
+        usage, held, demand, borrowed = self.book.usage, self.cycle.held, v.total(), False
         for r in self.needs:
             nominal = quota.nominal.get(r)
-            used = usage[(v.queue, self.flavor, r)]
+            key = (v.queue, self.flavor, r)
+            used = usage[key] - held.get(key, 0)  # what runs (or is nominated), not holds
             if nominal is None or used <= nominal:
                 continue
             if used - demand.get(r, 0) < nominal:
@@ -205,8 +206,6 @@ class Search:
 
     def _victims(self, real: list[Job], matters: dict[str, bool]) -> list[Job] | None:
         """With every free job released: the best set of real victims, or None."""
-        if not self._quota_allows(real):
-            return None  # not even every candidate's quota would make room: no set does
         found = self._greedy(real, matters)
         relevant = [v for v in real if matters[v.id]]
         if found is not None and len(relevant) <= self.exact_limit \
@@ -224,13 +223,13 @@ class Search:
                 found = other
         return found
 
-    def _quota_allows(self, real: list[Job]) -> bool:
+    def quota_allows(self, real: list[Job]) -> bool:
         """Whether the job would pass the quota part of ``fits`` with every candidate's quota
-        given back (a necessary condition, cheap next to a placement: quota only grows as
-        victims are uncharged)."""
+        given back, and the handover's (a necessary condition, cheap next to a placement:
+        quota only grows as victims are uncharged)."""
         book, job = self.book, self.job
         back: dict[tuple[str, str], dict[str, int]] = {}  # all of a queue's in one charge
-        for v in real:
+        for v in (*real, *self.cycle.handover):
             total = back.setdefault((v.queue, v.flavor), {})
             for r, amount in v.total().items():
                 total[r] = total.get(r, 0) + amount

@@ -51,6 +51,7 @@ POLICIES: dict[str, tuple[dict[str, Any], str]] = {
     "fifo": ({"preset": "fifo"}, "estimate"),
     "besteffort": ({"preset": "besteffort"}, "estimate"),
     "easy": ({"preset": "fifo", "backfill": "easy"}, "estimate"),
+    "besteffort-easy": ({"preset": "besteffort", "backfill": "easy"}, "estimate"),
     "sjf": ({"preset": "besteffort", "order": "shortest-first"}, "oracle"),
     "sjf-est": ({"preset": "besteffort", "order": "shortest-first"}, "estimate"),
     "sjf-easy": ({"preset": "besteffort", "order": "shortest-first", "backfill": "easy"},
@@ -60,6 +61,7 @@ POLICIES: dict[str, tuple[dict[str, Any], str]] = {
     "fair": ({"preset": "fair"}, "estimate"),
     "fairshare": ({"preset": "fairshare"}, "estimate"),
     "fair-sjf": ({"preset": "fair-sjf"}, "estimate"),
+    "fair-sjf-easy": ({"preset": "fair-sjf", "backfill": "easy"}, "estimate"),
 }
 END, LEVEL = 0, 1  # kinds of timed events: a job ends; a running job crosses a LAS threshold
 

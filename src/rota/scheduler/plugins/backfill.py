@@ -9,9 +9,9 @@ it:
 
 - a job whose walltime ends before the reservation's start uses anything free now;
 - any other job must also fit in what the reservation leaves on its nodes at that start (the
-  reserved nodes are capped at "free at the shadow time minus the reservation"), and the
-  reserved job's quota is held from now on (charged to its queue now, even where borrowers
-  still hold it: nobody borrows it again before the reservation starts).
+  reserved nodes are capped at "free at the shadow time minus the reservation"), and in the
+  quota left with the reserved job's quota held (charged to its queue, even where borrowers
+  still hold it: no such job borrows it again before the reservation starts).
 
 A running job without walltime is assumed to run forever; if the top job cannot fit even after
 every job with a walltime has ended, it gets no reservation (its start time is unknown).
@@ -71,7 +71,7 @@ class EasyBackfill:
             for ended in released:
                 book.charge(ended.queue, ended.flavor, ended.total(), 1)
             state.undo(mark)
-        book.charge(job.queue, flavor, job.total(), 1)
+        cycle.reserved_quota = (job.queue, flavor, job.total())
         return reservation
 
     @staticmethod

@@ -113,21 +113,42 @@ class MinimalVictims:
         for flavor, models in cycle.flavors(job):
             quota = queue.quotas.get(flavor)
             for borrow in passes:
-                if not borrow and quota is not None and any(
-                        demand.get(r, 0) > n for r, n in quota.nominal.items()):
-                    continue  # above nominal by itself: evicting cannot bring it within
+                if not borrow and quota is not None and not _nominal_reachable(
+                        cycle, job, flavor, quota, demand):
+                    continue  # no eviction brings its queue within nominal with it
                 cands = self.candidates(cycle, job, flavor, borrow)
                 if not cands:
                     continue
                 shape = cycle.shape(job, models)
-                if not may_fit(cycle, job, shape, cands):
-                    continue  # even with every candidate gone, too few GPUs for the gang
                 search = Search(cycle, job, flavor, shape, capped, borrow, self.exact_limit,
                                 self.budget, self.node_trials)
+                real = [v for v in cands if v.state is not JobState.PREEMPTING]
+                if not search.quota_allows(real) or not may_fit(cycle, job, shape, cands):
+                    continue  # even with every candidate gone: no quota, or too few GPUs
                 plan = search.best(cands, relevance(cycle, job, flavor, shape, cands))
                 if plan is not None:
                     return plan
         return None
+
+
+def _nominal_reachable(cycle, job: Job, flavor: str, quota, demand) -> bool:
+    """Whether the job's queue could be within its nominal quota with the job once every job
+    of the queue it may evict (and every one already leaving) were gone: a necessary
+    condition of the search without borrowing, from the queue's own jobs alone."""
+    index = _index(cycle)
+    own = cycle.snapshot.queues[job.queue]
+    mine = cycle.priority_of(job)
+    back: dict[str, int] = {}
+    leaving = [v for v in index.preempting if v.queue == job.queue and v.flavor == flavor]
+    if own.within_queue is WithinQueue.LOWER_PRIORITY:
+        leaving += [v for v in index.by_queue.get(job.queue, ())
+                    if v.flavor == flavor and index.prio[id(v)] < mine]
+    for v in leaving:
+        for r, amount in v.total().items():
+            back[r] = back.get(r, 0) + amount
+    usage = cycle.book.usage
+    return all(usage[(job.queue, flavor, r)] - back.get(r, 0) + demand.get(r, 0) <= n
+               for r, n in quota.nominal.items())
 
 
 class _Index:
