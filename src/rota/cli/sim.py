@@ -164,8 +164,9 @@ def replay_cmd(
     trace: Path = typer.Option(PHILLY, "--trace", metavar="PHILLY.csv", help="Philly job list."),
     gpus: int = typer.Option(64, "--gpus", help="Cluster GPUs (a multiple of 8)."),
     policy: str = typer.Option("all", "--policy", metavar="NAME[,NAME...]",
-                               help="fifo, besteffort, easy, sjf, sjf-est, sjf-easy, las, fair, "
-                                    "fairshare, fair-sjf, or all."),
+                               help="fifo, besteffort, easy, besteffort-easy, sjf, sjf-est, "
+                                    "sjf-easy, las, fair, fairshare, fair-sjf, fair-sjf-easy, "
+                                    "or all."),
     window: Optional[str] = typer.Option(None, "--window", metavar="START..END",
                                          help="Only jobs submitted in [START, END), e.g. "
                                               "2017-10-22..2017-10-29."),
