@@ -170,6 +170,10 @@ class QueueBuilder:
         self._extra["strict_priority"] = on
         return self
 
+    def min_runtime(self, seconds: float) -> QueueBuilder:
+        self._extra["min_runtime_s"] = seconds
+        return self
+
     def build(self) -> Queue:
         return Queue(self._name, dict(self._quotas), self._cohort, self._within, self._reclaim,
                      self._groups, **self._extra)

@@ -78,6 +78,12 @@ def test_borrow_within_cohort_and_strict_priority():
     assert (str(other.borrow_within_cohort), other.strict_priority) == ("never", False)
 
 
+def test_preemption_min_runtime():
+    data = setin(base_cluster(), "queues.0.preemption", {"min_runtime": "10m"})
+    assert build_cluster(data).snapshot.queues["research"].min_runtime_s == 600
+    assert build_cluster(base_cluster()).snapshot.queues["research"].min_runtime_s == 0
+
+
 def test_iso_times():
     data = parse_yaml("now: 2026-03-01T10:00:00Z\n")
     data = {**base_cluster(), **data}
@@ -152,6 +158,8 @@ CASES = [
      "queues[0].preemption.within_queue", "'never' or 'lower-priority'"),
     ("borrow_within_cohort", "queues.0.preemption", {"borrow_within_cohort": "any"},
      "queues[0].preemption.borrow_within_cohort", "'never' or 'lower-priority'"),
+    ("min_runtime", "queues.0.preemption", {"min_runtime": "-5m"},
+     "queues[0].preemption.min_runtime", "must not be negative"),
     ("strict_priority", "queues.0.strict_priority", "sometimes",
      "queues[0].strict_priority", "boolean"),
     ("resource group", "queues.0.resource_groups", ["gpu-pool"],

@@ -4,12 +4,13 @@
 
 - ``gpu``: GPUs (a quota reason's milli-GPU are converted), ``cpu``: cores (from milli-cores),
   ``memory`` and ``gpu_memory``: MiB, ``replicas``: replicas of a gang;
-- ``requested``: what the job needs (per replica for ``resources``, ``not-preemptible`` and
-  ``never-fits``, for the whole gang for ``quota``); ``free``: the most that is available
-  now; ``capacity``: the largest node's or GPU's (``never-fits``, ``resources``), or for
-  ``quota`` the figure of the ``limit`` that holds the job: the queue's nominal quota
-  (``nominal``, ``cohort``), nominal plus borrowing limit (``borrowing_limit``), the lender's
-  lending limit (``lending_limit``).
+- ``requested``: what the job needs (per replica for ``resources``, ``not-preemptible``,
+  ``min-runtime`` and ``never-fits``, for the whole gang for ``quota``); ``free``: the most
+  that is available now; ``capacity``: the largest node's or GPU's (``never-fits``,
+  ``resources``), or for ``quota`` (and ``min-runtime`` with a ``limit``: held by quota its
+  queue could reclaim only from jobs too young to evict) the figure of the ``limit`` that
+  holds the job: the queue's nominal quota (``nominal``, ``cohort``), nominal plus borrowing
+  limit (``borrowing_limit``), the lender's lending limit (``lending_limit``).
 
 ``sentence`` is the one place a reason becomes words; ``hint`` suggests what to do next.
 """
@@ -30,7 +31,7 @@ def normalised(reason: Reason) -> dict[str, Any]:
     scale = 1.0
     if reason.resource == CPU:
         scale = 1 / MILLI
-    elif reason.resource == GPU and reason.code is C.QUOTA:
+    elif reason.resource == GPU and (reason.code is C.QUOTA or reason.limit is not None):
         scale = 1 / MILLI
 
     def conv(v: float | None) -> float | int | None:
@@ -83,6 +84,14 @@ def sentence(reason: Reason) -> str:
     if code is C.NOT_PREEMPTIBLE:
         return (f"No eligible node has {req} free for one replica, and the room it needs is "
                 f"held by jobs that may not be preempted: {reason.detail}.")
+    if code is C.MIN_RUNTIME and reason.limit is not None:
+        return (f"Over quota: the job needs {req} and its queue can take {free} more now; the "
+                f"quota it could reclaim in its cohort is held by jobs that have not yet run "
+                f"their queue's minimum runtime (preemption.min_runtime): {reason.detail}.")
+    if code is C.MIN_RUNTIME:
+        return (f"No eligible node has {req} free for one replica, and the room it needs is "
+                f"held by jobs that have not yet run their queue's minimum runtime "
+                f"(preemption.min_runtime): {reason.detail}.")
     if code is C.PREEMPTING:
         return f"Making room: {reason.detail}; it starts once they have exited."
     if code is C.NEVER_FITS:

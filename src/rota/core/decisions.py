@@ -28,6 +28,7 @@ class ReasonCode(enum.StrEnum):
     RESERVED = "reserved"            # starting it now would delay the reserved job
     PREEMPTING = "preempting"        # victims are being evicted for it
     NOT_PREEMPTIBLE = "not-preemptible"  # it fits only where jobs that may not be evicted run
+    MIN_RUNTIME = "min-runtime"      # ... where jobs run that have not run their minimum runtime
     NO_MATCHING_GPU = "no-matching-gpu"
     NO_FLAVOR = "no-flavor"          # the queue has no flavour covering the job's GPU models
     NEVER_FITS = "never-fits"        # larger than any node that could take it

@@ -116,13 +116,21 @@ class Cycle:
         return [j for j in self.active if j.id not in self.gone] + self.bound
 
     def protected(self) -> list[Job]:
-        """The jobs holding resources now that may not be preempted (remembered while the
-        holding jobs stay the same)."""
+        """The jobs holding resources now that may not be preempted: not preemptible, or
+        within their queue's minimum runtime (remembered while the holding jobs stay the
+        same)."""
         key = (len(self.bound), len(self.gone))
         hit = self.__dict__.get("_protected")
         if hit is None or hit[0] != key:
-            hit = self._protected = (key, [j for j in self.holding() if not j.preemptible])
+            hit = self._protected = (key, [j for j in self.holding() if self.young(j)
+                                           or not j.preemptible])
         return hit[1]
+
+    def young(self, job: Job) -> bool:
+        """Whether a running ``job`` has run less than its queue's minimum runtime."""
+        queue = self.snapshot.queues.get(job.queue)
+        return (job.state is not JobState.PREEMPTING and queue is not None
+                and queue.protects(job, self.now))
 
     def priority_of(self, job: Job) -> float:
         """The priority preemption compares: the ordering plugin's effective priority of the

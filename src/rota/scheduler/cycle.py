@@ -39,7 +39,7 @@ from rota.core.decisions import (
 )
 from rota.scheduler.policy import Policy
 from rota.core.snapshot import Snapshot
-from rota.scheduler.reasons import protected_reason
+from rota.scheduler.reasons import protected_reason, young_reason
 from rota.scheduler.turns import Turns
 
 
@@ -114,6 +114,8 @@ class Walk:
         reasons = result.reasons
         if estimate is None and not result.quota_ok:
             cycle.hold_owed(job)
+            if policy.preemption is not None and not capped:
+                reasons = young_reason(cycle, job, reasons)
         elif estimate is None and policy.preemption is not None and not capped:
             reasons = protected_reason(cycle, job, reasons)
         out.waits.append(Wait(job.id, self.shared.of(reasons), estimate))   # e
@@ -150,6 +152,7 @@ class Walk:
         queue = self.cycle.snapshot.queues[job.queue]
         codes = {r.code for r in reasons}
         room = bool(codes & {ReasonCode.RESOURCES, ReasonCode.GANG, ReasonCode.NOT_PREEMPTIBLE,
+                             ReasonCode.MIN_RUNTIME,
                              ReasonCode.RESERVED})
         strict = queue.strict_priority and estimate is None and room
         capped = self.policy.preemption is not None and ReasonCode.RESERVED in codes

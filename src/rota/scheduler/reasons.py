@@ -5,14 +5,19 @@
   milli-cores, ``memory`` in MiB), or, when each resource is free somewhere but never all on
   one node, a reason that says so;
 - ``protected_reason``: the job would fit if jobs that may not be preempted were gone, and
-  only then (``not-preemptible``, naming them): evicting anything else would not help.
+  only then (``not-preemptible``, naming them; ``min-runtime`` when every one of them is
+  preemptible but has not yet run its queue's minimum runtime, naming them with the seconds
+  each has left): evicting anything else would not help;
+- ``young_reason``: a job its quota refuses whose queue could reclaim the cohort's quota
+  from borrowers of other queues, but only from some that have not yet run their queue's
+  minimum runtime (``min-runtime``, with the quota reason's figures and limit).
 
 Reasons are data; ``rota.cli.explain`` turns them into sentences.
 """
 
 from __future__ import annotations
 
-from rota.core import CPU, GPU, MEMORY, MILLI, Job
+from rota.core import CPU, GPU, MEMORY, MILLI, Job, ReclaimWithinCohort
 from rota.core.decisions import Reason, ReasonCode
 from rota.scheduler.placement import Shape, accepts, place_gang
 from rota.scheduler.state import Slot
@@ -84,28 +89,89 @@ def protected_reason(cycle, job: Job, reasons: list[Reason]) -> list[Reason]:
         if cycle.policy.admission.check(cycle.book, job.queue, flavor, job.total()) is not None:
             continue
         shape = cycle.shape(job, models)
-        names = _needed(cycle, job, shape)
-        if names:
-            detail = ", ".join(names[:NAMED]) + (f" and {len(names) - NAMED} more"
-                                                 if len(names) > NAMED else "")
-            return [Reason(ReasonCode.NOT_PREEMPTIBLE, room.resource, room.requested,
-                           room.free, room.capacity, detail)]
+        needed = _needed(cycle, job, shape)
+        if needed:
+            return [_protected(cycle, room, needed)]
     return reasons
 
 
-def _needed(cycle, job: Job, shape: Shape) -> list[str]:
-    """The non-preemptible jobs on the shape's nodes whose room the job needs (none of them
-    can be spared), or [] if it does not fit even with all of them gone."""
+def _protected(cycle, room: Reason, needed: list[Job]) -> Reason:
+    """The reason naming the protected jobs a job needs gone: ``min-runtime`` if all of them
+    are only too young to evict (each named with the seconds it has left), else
+    ``not-preemptible``."""
+    if all(j.preemptible for j in needed):
+        return Reason(ReasonCode.MIN_RUNTIME, room.resource, room.requested, room.free,
+                      room.capacity, _young_names(cycle, needed))
+    names = [j.id for j in needed]
+    detail = ", ".join(names[:NAMED]) + (f" and {len(names) - NAMED} more"
+                                         if len(names) > NAMED else "")
+    return Reason(ReasonCode.NOT_PREEMPTIBLE, room.resource, room.requested, room.free,
+                  room.capacity, detail)
+
+
+def young_reason(cycle, job: Job, reasons: list[Reason]) -> list[Reason]:
+    """``reasons`` of a job its quota refuses, or a ``min-runtime`` reason if the quota its
+    queue may reclaim from the other queues of its cohort would admit it once their jobs
+    were gone, young ones included, and not without the young ones."""
+    quota = next((r for r in reasons if r.code is ReasonCode.QUOTA), None)
+    queues = cycle.snapshot.queues
+    own = queues[job.queue]
+    if quota is None or own.cohort is None or \
+            own.reclaim_within_cohort is ReclaimWithinCohort.NEVER:
+        return reasons
+    others = [j for j in cycle.holding() if j.queue != job.queue and j.preemptible
+              and queues[j.queue].cohort == own.cohort]
+    if not any(cycle.young(j) for j in others):
+        return reasons
+    for flavor, _ in cycle.flavors(job):
+        mine = [j for j in others if j.flavor == flavor]
+        old = [j for j in mine if not cycle.young(j)]
+        if _admits_without(cycle, job, flavor, mine) and \
+                not _admits_without(cycle, job, flavor, old):
+            young = sorted((j for j in mine if cycle.young(j)), key=lambda j: j.id)
+            return [Reason(ReasonCode.MIN_RUNTIME, quota.resource, quota.requested, quota.free,
+                           quota.capacity, _young_names(cycle, young), quota.limit)]
+    return reasons
+
+
+def _admits_without(cycle, job: Job, flavor: str, gone: list[Job]) -> bool:
+    book = cycle.book
+    for j in gone:
+        book.charge(j.queue, flavor, j.total(), -1)
+    try:
+        return cycle.policy.admission.check(book, job.queue, flavor, job.total()) is None
+    finally:
+        for j in gone:
+            book.charge(j.queue, flavor, j.total(), 1)
+
+
+def _young_names(cycle, young: list[Job]) -> str:
+    queues, now = cycle.snapshot.queues, cycle.now
+    names = [f"{j.id} ({queues[j.queue].min_runtime_s - (now - j.started_at):.0f}s left)"
+             for j in young]
+    return ", ".join(names[:NAMED]) + (f" and {len(names) - NAMED} more"
+                                       if len(names) > NAMED else "")
+
+
+def _needed(cycle, job: Job, shape: Shape) -> list[Job]:
+    """The protected jobs on the shape's nodes whose room the job needs (none of them can be
+    spared), with the jobs it could evict there gone too (of lower priority, or of another
+    queue); [] if it does not fit even with all of them gone."""
     state = cycle.state
     pools = set(shape.pools)
-    keep = [j for j in cycle.protected() if any(
+    on_nodes = [j for j in cycle.holding() if any(
         slot is not None and any(p.key in pools for p in slot.pools)
         for slot in (state.by_name.get(r.node) for r in j.placement.replicas))]
+    protected = {id(j) for j in cycle.protected()}
+    keep = [j for j in on_nodes if id(j) in protected]
     if not keep:
         return []
+    mine = cycle.priority_of(job)
+    evictable = [j for j in on_nodes if id(j) not in protected and (
+        j.queue != job.queue or cycle.priority_of(j) < mine)]
     mark = state.mark()
     try:
-        for j in keep:
+        for j in evictable + keep:
             cycle.release(j)
         if not _fits(cycle, job, shape):
             return []
@@ -116,7 +182,7 @@ def _needed(cycle, job: Job, shape: Shape) -> list[str]:
                 needed.remove(j)
             else:
                 cycle.release(j)
-        return sorted(j.id for j in needed)
+        return sorted(needed, key=lambda j: j.id)
     finally:
         state.undo(mark)
 

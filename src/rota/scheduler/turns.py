@@ -3,14 +3,17 @@ rules that keep a cohort from churning (Kueue orders its queue heads much the sa
 
 1. *Nominal first.* A job that fits within its queue's nominal quota (in some flavour of its
    queue; see ``borrows``) goes before every job that would start by borrowing from the
-   cohort. The jobs that could start now only by borrowing (and, in a queue that may evict
-   while borrowing, every job that must borrow) are tried after the whole sequence: where
-   the policy preempts, highest (effective) priority first, then in sequence order (a job
-   that borrows may evict only lower priorities, so none of them could evict one tried
-   before it); otherwise in sequence order. A job that must borrow but cannot start now keeps
-   its turn: it takes nothing, and EASY backfill reserves for the highest-ranked job that
-   cannot start. Under a blocking (strict FIFO) ordering, the jobs of a queue behind a
-   deferred job wait with it, so the queue keeps its order.
+   cohort. One that quota refuses now counts as within nominal if evicting could make it so:
+   where the policy preempts, if its queue would be within nominal with it once the jobs of
+   the queue it may evict were gone (as the victim search asks); otherwise if the job alone
+   is within nominal. The jobs that could start now only by borrowing (and, in a queue that
+   may evict while borrowing, every job that must borrow) are tried after the whole
+   sequence: where the policy preempts, highest (effective) priority first, then in sequence
+   order (a job that borrows may evict only lower priorities, so none of them could evict
+   one tried before it); otherwise in sequence order. A job that must borrow but cannot
+   start now keeps its turn: it takes nothing, and EASY backfill reserves for the
+   highest-ranked job that cannot start. Under a blocking (strict FIFO) ordering, the jobs of
+   a queue behind a deferred job wait with it, so the queue keeps its order.
 2. *Rivals first.* Where the policy preempts, a preemptible job is not tried before a pending
    job of its queue with a higher priority that fits within nominal quota (a *rival*: it
    could evict the job next cycle, and the room would change hands twice); the rival is
@@ -31,6 +34,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from rota.core import BorrowWithinCohort, Job, WithinQueue
+from rota.scheduler.plugins.preempt import nominal_reachable
 from rota.scheduler.victims import within_nominal
 
 
@@ -105,9 +109,17 @@ class Turns:
             if admission.check(book, job.queue, flavor, demand) is None:
                 if within_nominal(book, job, flavor):
                     return False
-            elif all(demand.get(r, 0) <= n for r, n in quota.nominal.items()):
+            elif self._nominal_by_evicting(job, flavor, quota, demand):
                 return False
         return True
+
+    def _nominal_by_evicting(self, job: Job, flavor: str, quota, demand) -> bool:
+        """Whether evicting could bring the job's queue within nominal with it: where the
+        policy preempts, once the jobs of its queue it may evict were gone (the victim search
+        asks the same); otherwise, whether the job alone is within nominal."""
+        if self.preempts:
+            return nominal_reachable(self.cycle, job, flavor, quota, demand)
+        return all(demand.get(r, 0) <= n for r, n in quota.nominal.items())
 
     def _would_borrow_now(self, job: Job) -> bool:
         """A job that must borrow goes after the jobs within nominal quota only if it could

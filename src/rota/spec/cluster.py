@@ -23,7 +23,7 @@ from rota.core import (
 from rota.spec.errors import reason_error
 from rota.spec.job import JobSpec
 from rota.spec.types import (
-    CpuMilli, MemoryMiB, Name, Patterns, QuotaGpu, Share, Strict, Text, Timestamp,
+    CpuMilli, Duration, MemoryMiB, Name, Patterns, QuotaGpu, Share, Strict, Text, Timestamp,
 )
 
 
@@ -168,6 +168,7 @@ class PreemptionSpec(Strict):
     within_queue: WithinQueue = WithinQueue.LOWER_PRIORITY
     reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.ANY
     borrow_within_cohort: BorrowWithinCohort = BorrowWithinCohort.NEVER
+    min_runtime: Duration = 0.0
 
 
 class QueueSpec(Strict):

@@ -122,7 +122,8 @@ def queue_values(queue: Queue) -> dict[str, Any]:
         "preemption": {"within_queue": str(queue.within_queue),
                        "reclaim_within_cohort": str(queue.reclaim_within_cohort),
                        "borrow_within_cohort": str(queue.borrow_within_cohort),
-                       "strict_priority": queue.strict_priority},
+                       "strict_priority": queue.strict_priority,
+                       "min_runtime_s": queue.min_runtime_s},
         "resource_groups": list(queue.resource_groups),
     }
 
@@ -138,6 +139,7 @@ def queue_from_row(row: Any) -> Queue:
         resource_groups=tuple(row.resource_groups),
         borrow_within_cohort=BorrowWithinCohort(row.preemption.get("borrow_within_cohort", "never")),
         strict_priority=bool(row.preemption.get("strict_priority", False)),
+        min_runtime_s=float(row.preemption.get("min_runtime_s", 0.0)),
     )
 
 

@@ -7,9 +7,10 @@ Who may be evicted (Kueue's rules), in *candidate order*:
    (``any``, or ``lower-priority``: only lower priority);
 3. preemptible jobs of the job's own queue with lower priority (``within_queue:
    lower-priority``);
-lower priority first, then the most recently started. The priority compared is the ordering
-plugin's effective priority where it defines one (e.g. least attained service), else the
-job's own. Non-preemptible jobs are never candidates.
+lower priority first, then the most recent checkpoint (or start, where there is none): the
+least work lost first. The priority compared is the ordering plugin's effective priority
+where it defines one (e.g. least attained service), else the job's own. Non-preemptible jobs
+are never candidates, nor jobs that have run less than their queue's ``min_runtime_s``.
 
 When a set *fits*: with its victims gone (own-queue ones included), the job passes admission
 and its queue stays within its nominal quota: reclaiming is for taking back what was lent,
@@ -35,7 +36,7 @@ from rota.core import (
 from rota.scheduler.plugins.registry import register
 from rota.scheduler.victims import Plan, Search, needs
 
-__all__ = ["MinimalVictims", "Plan", "VictimArgs", "may_fit", "relevance"]
+__all__ = ["MinimalVictims", "Plan", "VictimArgs", "may_fit", "nominal_reachable", "relevance"]
 
 
 class VictimArgs(BaseModel):
@@ -100,7 +101,7 @@ class MinimalVictims:
                     if lower or (policy is ReclaimWithinCohort.ANY and not borrow):
                         out.append(v)
         out.sort(key=lambda v: (v.state is not JobState.PREEMPTING, v.queue == job.queue,
-                                prio(v), -(v.started_at or 0.0), v.id))
+                                prio(v), -_saved_at(v), v.id))
         return out
 
     def find(self, cycle, job: Job, capped: bool = False) -> Plan | None:
@@ -113,7 +114,7 @@ class MinimalVictims:
         for flavor, models in cycle.flavors(job):
             quota = queue.quotas.get(flavor)
             for borrow in passes:
-                if not borrow and quota is not None and not _nominal_reachable(
+                if not borrow and quota is not None and not nominal_reachable(
                         cycle, job, flavor, quota, demand):
                     continue  # no eviction brings its queue within nominal with it
                 cands = self.candidates(cycle, job, flavor, borrow)
@@ -131,7 +132,14 @@ class MinimalVictims:
         return None
 
 
-def _nominal_reachable(cycle, job: Job, flavor: str, quota, demand) -> bool:
+def _saved_at(v: Job) -> float:
+    """When the victim's work was last saved: its last checkpoint, else its start."""
+    if v.last_checkpoint_at is not None:
+        return v.last_checkpoint_at
+    return v.started_at or 0.0
+
+
+def nominal_reachable(cycle, job: Job, flavor: str, quota, demand) -> bool:
     """Whether the job's queue could be within its nominal quota with the job once every job
     of the queue it may evict (and every one already leaving) were gone: a necessary
     condition of the search without borrowing, from the queue's own jobs alone."""
@@ -159,8 +167,10 @@ class _Index:
         self.evictable = cycle.evictable
         self.preempting = [v for v in cycle.evictable if v.state is JobState.PREEMPTING]
         self.by_queue: dict[str, list[Job]] = {}
+        queues, now = cycle.snapshot.queues, cycle.now
         for v in cycle.evictable:
-            if v.state is not JobState.PREEMPTING and v.preemptible:
+            if v.state is not JobState.PREEMPTING and v.preemptible and not (
+                    v.queue in queues and queues[v.queue].protects(v, now)):
                 self.by_queue.setdefault(v.queue, []).append(v)
         self.prio = {id(v): cycle.priority_of(v) for v in cycle.evictable}  # kept alive above
         self.cohorts: dict[str, list[str]] = {}
