@@ -11,8 +11,9 @@ from dataclasses import replace
 from typing import Any
 
 from rota.core import (
-    ANY_FLAVOR, BorrowWithinCohort, DeviceShare, Flavor, FlavorQuota, GpuDevice, GpuRequest, Job, JobState, Node,
-    Placement, Project, Queue, ReclaimWithinCohort, ReplicaPlacement, ReplicaRequest, WithinQueue,
+    ANY_FLAVOR, BorrowWithinCohort, DeviceShare, Flavor, FlavorQuota, Foreign, GpuDevice,
+    GpuRequest, Job, JobState, Node, Placement, Project, Queue, ReclaimWithinCohort,
+    ReplicaPlacement, ReplicaRequest, WithinQueue,
 )
 from rota.scheduler import (
     Bind, Decisions, Policy, Reject, Snapshot, Usage, Wait, apply_decisions, build_policy,
@@ -27,6 +28,8 @@ class NodeBuilder:
         self._name, self._cpu, self._mem = name, 64_000, 512 * GiB
         self._devices: list[GpuDevice] = []
         self._group, self._labels, self._schedulable = "default", {}, True
+        self._foreign: list[Foreign] = []
+        self._problem = ""
 
     def gpus(self, count: int, model: str = "H100-80GB", memory_gib: int = 80,
              nvlink: list[str | None] | None = None, numa: list[int] | None = None) -> NodeBuilder:
@@ -62,9 +65,24 @@ class NodeBuilder:
         self._schedulable = False
         return self
 
+    def held_by(self, holder: str, gpus: list[int] = (), cpu: float = 0, memory_gib: float = 0,
+                share: tuple[int, int, int] | None = None) -> NodeBuilder:
+        """Work outside rota holds whole ``gpus``, a ``share`` (index, milli, MiB), CPU, memory."""
+        shares = [DeviceShare(i, 1000, self._devices[i].memory_mib) for i in gpus]
+        if share is not None:
+            shares.append(DeviceShare(*share))
+        self._foreign.append(Foreign(int(cpu * 1000), int(memory_gib * GiB), tuple(shares),
+                                     holder))
+        return self
+
+    def problem(self, reason: str) -> NodeBuilder:
+        """The backend says nothing may start here (drained in Slurm, NotReady, ...)."""
+        self._problem, self._schedulable = reason, False
+        return self
+
     def build(self) -> Node:
         return Node(self._name, self._cpu, self._mem, tuple(self._devices), self._group,
-                    dict(self._labels), self._schedulable)
+                    dict(self._labels), self._schedulable, tuple(self._foreign), self._problem)
 
 
 class JobBuilder:

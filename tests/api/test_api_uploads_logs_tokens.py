@@ -12,6 +12,7 @@ import pytest
 from apikit import job_file
 
 from rota.backends.base import Handle, ReplicaHandle
+from rota.backends.local import Proc
 from rota.core import JobState
 from rota.scheduler import build_policy, run_cycle
 
@@ -89,8 +90,9 @@ def start(api, tmp_path, user="alice"):
     out, err = tmp_path / "stdout.log", tmp_path / "stderr.log"
     out.write_text("step 1\n")
     err.write_text("warning: slow\n")
-    handle = Handle("local", job["id"], str(tmp_path), "boot", (
-        ReplicaHandle(0, "n1", 4242, 1, str(tmp_path), str(out), str(err)),))
+    handle = Handle("local", job["id"], str(tmp_path), (
+        ReplicaHandle(0, "n1", ref=Proc(4242, 1, str(tmp_path), str(out), str(err)).ref()),),
+        ref={"boot_id": "boot"})
     api.store.transition(job["id"], JobState.RUNNING, backend_handle=handle.to_dict())
     return job["id"], out, err
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 def test_an_operator_adds_a_user_who_then_sees_only_their_project(api):
     root = api.auth["root"]
     made = api.client.post("/v1/users", headers=root, json={"name": "carol", "projects": ["q"]})
-    assert made.status_code == 201 and made.json() == {"name": "carol", "projects": ["q"]}
+    assert made.status_code == 201
+    assert made.json() == {"name": "carol", "projects": ["q"], "unix_user": "carol"}
     token = api.client.post("/v1/tokens", headers=root,
                             json={"name": "laptop", "user": "carol"}).json()["token"]
     carol = {"Authorization": f"Bearer {token}"}
@@ -18,7 +19,8 @@ def test_an_operator_adds_a_user_who_then_sees_only_their_project(api):
     assert api.client.post("/v1/users/carol/projects", headers=root,
                            json={"project": "p"}).status_code == 201
     assert sorted(api.client.get("/v1/whoami", headers=carol).json()["projects"]) == ["p", "q"]
-    assert "carol" in api.client.get("/v1/users", headers=root).json()
+    assert {"name": "carol", "unix_user": "carol", "projects": ["p", "q"]} in \
+        api.client.get("/v1/users", headers=root).json()
 
 
 def test_members_may_not_manage_users(api):
@@ -40,3 +42,28 @@ def test_duplicates_and_unknown_projects_are_refused_whole(api):
     assert "dave" not in api.store.list_users()  # one transaction: no user without its projects
     bad = api.client.post("/v1/users", headers=root, json={"name": "x", "colour": "red"})
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "colour"
+
+
+def test_an_operator_chooses_the_os_account_a_users_jobs_run_as(api):
+    root = api.auth["root"]
+    made = api.client.post("/v1/users", headers=root,
+                           json={"name": "dave", "unix_user": "dwilson", "projects": ["p"]})
+    assert made.status_code == 201 and made.json()["unix_user"] == "dwilson"
+    assert api.store.unix_users()["dave"] == "dwilson"
+    moved = api.client.patch("/v1/users/dave", headers=root, json={"unix_user": "dave2"})
+    assert moved.status_code == 200 and api.store.unix_users()["dave"] == "dave2"
+    reset = api.client.patch("/v1/users/dave", headers=root, json={"unix_user": None})
+    assert reset.json() == {"name": "dave", "unix_user": "dave"}
+    assert api.client.patch("/v1/users/dave", headers=api.auth["alice"],
+                            json={"unix_user": "root"}).status_code == 403
+
+
+def test_an_os_account_name_is_checked(api):
+    root = api.auth["root"]
+    for bad in ("-rf", "a b", "x" * 33, "../etc", ""):
+        answer = api.client.post("/v1/users", headers=root, json={"name": "eve", "unix_user": bad})
+        assert answer.status_code == 422, bad
+        assert answer.json()["error"]["field"] == "unix_user"
+    assert "eve" not in api.store.list_users()
+    missing = api.client.patch("/v1/users/nobody-here", headers=root, json={"unix_user": "x"})
+    assert missing.status_code == 404

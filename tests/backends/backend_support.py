@@ -11,8 +11,8 @@ from pathlib import Path
 
 from builders import job
 from waiting import poll
-from rota.backends.base import Handle, ReplicaState, Status
-from rota.backends.local import LocalBackend
+from rota.backends.base import Handle, LaunchSpec, ReplicaState, Status
+from rota.backends.local import LocalBackend, proc
 from rota.backends.procs import is_running, read_json
 from rota.core import DeviceShare, Job, Placement, ReplicaPlacement
 
@@ -25,7 +25,7 @@ wait_for = partial(poll, timeout=DEADLINE_S)
 
 def wait_ended(backend: LocalBackend, handle: Handle) -> Status:
     def ended() -> Status | None:
-        status = backend.poll(handle)
+        (status,) = backend.poll([handle])
         return status if status.state is not ReplicaState.RUNNING else None
     return wait_for(ended, f"job {handle.job_id} to end")  # type: ignore[return-value]
 
@@ -45,6 +45,17 @@ def a_job(id: str = "j1", replicas: int = 1) -> Job:
     return job(id).replicas(replicas).build()
 
 
+def run(command: list[str] | str, workdir: str, env: dict[str, str] | None = None) -> LaunchSpec:
+    """What to launch: ``command`` (argv, or a string for ``/bin/sh -c``) in ``workdir``."""
+    return LaunchSpec(command if isinstance(command, str) else tuple(command),  # type: ignore[arg-type]
+                      workdir, env or {})
+
+
+def poll_one(backend: LocalBackend, handle: Handle) -> Status:
+    (status,) = backend.poll([handle])
+    return status
+
+
 def python(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 
@@ -52,8 +63,9 @@ def python(code: str) -> list[str]:
 def kill_everything_under(data_dir: Path) -> None:
     for handle_file in data_dir.glob("jobs/*/attempt-*/handle.json"):
         for rep in json.loads(handle_file.read_text())["replicas"]:
-            if is_running(rep["pid"], rep["start_ticks"]):
-                os.kill(rep["pid"], signal.SIGKILL)
+            ref = rep["ref"]
+            if is_running(ref["pid"], ref["start_ticks"]):
+                os.kill(ref["pid"], signal.SIGKILL)
     for child_file in data_dir.glob("jobs/*/attempt-*/replica-*/child.json"):
         child = json.loads(child_file.read_text())
         if is_running(child["pid"], child["start_ticks"]):
@@ -66,6 +78,6 @@ def kill_everything_under(data_dir: Path) -> None:
 def wait_started(handle: Handle) -> list[int]:
     """Wait until every replica's command runs; its pids (each leads its own session)."""
     def pids() -> list[int] | None:
-        found = [read_json(Path(r.dir) / "child.json") for r in handle.replicas]
+        found = [read_json(Path(proc(r).dir) / "child.json") for r in handle.replicas]
         return None if None in found else [c["pid"] for c in found]  # type: ignore[index]
     return wait_for(pids, f"job {handle.job_id} to start")  # type: ignore[return-value]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rota.backends.env import ReplicaContext, replica_env, rota_variables
+from rota.backends.base import RunAs
+from rota.backends.env import (
+    ReplicaContext, account_env, inherited, replica_env, rota_variables,
+)
 from rota.core import DeviceShare, InvalidSpec
 
 
@@ -47,7 +50,28 @@ def test_job_env_is_kept_but_cannot_unpin_devices() -> None:
                       ctx(DeviceShare(2, 1000, 81920)))
     assert env["PATH"] == "/bin" and env["FOO"] == "bar" and env["CUDA_LAUNCH_BLOCKING"] == "1"
     assert env["CUDA_VISIBLE_DEVICES"] == "2"
-    assert "ROTA_TOKEN" not in env and "CUDA_MPS_PIPE_DIRECTORY" not in env
+    assert "ROTA_TOKEN" not in env
+    # the MPS daemon's pipes: a job that does not reach them runs without its limits
+    assert env["CUDA_MPS_PIPE_DIRECTORY"] == "/x"
+
+
+def test_a_job_inherits_only_the_documented_part_of_the_control_planes_environment() -> None:
+    plane = {"PATH": "/opt/bin:/usr/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+             "https_proxy": "http://proxy:3128", "CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps-pipe",
+             "CUDA_MPS_LOG_DIRECTORY": "/tmp/mps-log", "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+             "ROTA_DATABASE_URL": "postgresql://rota:pw@db/rota", "HOME": "/root",
+             "SSH_AUTH_SOCK": "/tmp/agent", "PYTHONPATH": "/srv/rota", "CUDA_VISIBLE_DEVICES": "0"}
+    assert inherited(plane) == {
+        "PATH": "/opt/bin:/usr/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+        "https_proxy": "http://proxy:3128", "CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps-pipe",
+        "CUDA_MPS_LOG_DIRECTORY": "/tmp/mps-log"}
+    assert inherited({})["PATH"]  # a job always finds the usual programs
+
+
+def test_the_account_sets_home_user_and_shell() -> None:
+    alice = RunAs("alice", 1001, 1001, (1001, 27), "/home/alice", "/bin/bash")
+    assert account_env(alice) == {"HOME": "/home/alice", "USER": "alice", "LOGNAME": "alice",
+                                  "SHELL": "/bin/bash"}
 
 
 @pytest.mark.parametrize("job_env,field", [

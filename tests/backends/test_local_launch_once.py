@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from backend_support import a_job, placement, python, wait_ended, wait_for
+from backend_support import a_job, placement, poll_one, python, run, wait_ended, wait_for
 from rota.backends.base import ReplicaState
-from rota.backends.local import LocalBackend
+from rota.backends.local import LocalBackend, proc
 from rota.backends.procs import is_running
 from rota.core import Node
 
@@ -32,7 +32,8 @@ DYING_PLANE = """
 import os, signal, sys, time
 from pathlib import Path
 from rota.backends.gpus import local_node
-from rota.backends.local import LocalBackend
+from rota.backends.base import LaunchSpec
+from rota.backends.local import LocalBackend, proc
 from rota.core import DeviceShare, Job, Placement, ReplicaPlacement, ReplicaRequest
 
 where = sys.argv[3]
@@ -47,7 +48,7 @@ class Dying(LocalBackend):
 
     def _save(self, handle):
         if where == "before-save":  # once every supervisor owns its replica
-            while not all(Path(r.dir, "supervisor.json").exists() for r in handle.replicas):
+            while not all(Path(proc(r).dir, "supervisor.json").exists() for r in handle.replicas):
                 time.sleep(0.01)
             os.kill(os.getpid(), signal.SIGKILL)
         return super()._save(handle)
@@ -55,7 +56,7 @@ class Dying(LocalBackend):
 backend = Dying(sys.argv[1], node=local_node("n1", gpus="4xH100-80GB"))
 job = Job("j1", "p", "q", ReplicaRequest(), replicas=2)
 placement = Placement(tuple(ReplicaPlacement("n1", (DeviceShare(i, 1000, 81920),)) for i in (0, 1)))
-backend.launch(job, placement, {}, sys.argv[2], [sys.executable, "-c", sys.argv[4]], attempt=0)
+backend.launch(job, placement, LaunchSpec((sys.executable, "-c", sys.argv[4]), sys.argv[2]), attempt=0)
 """
 
 
@@ -75,11 +76,9 @@ GANG_PLACEMENT = placement([0], [1])
 
 
 def test_an_attempt_launched_twice_runs_once(data_dir: Path, n1: Node, workdir: Path) -> None:
-    first = LocalBackend(data_dir, node=n1).launch(GANG, GANG_PLACEMENT, {}, str(workdir),
-                                                   python(RUNNER), attempt=0)
+    first = LocalBackend(data_dir, node=n1).launch(GANG, GANG_PLACEMENT, run(python(RUNNER), str(workdir)), attempt=0)
     wait_for(lambda: len(runs(workdir)) == 2, "both replicas to run")
-    again = LocalBackend(data_dir, node=n1).launch(GANG, GANG_PLACEMENT, {}, str(workdir),
-                                                   python(RUNNER), attempt=0)
+    again = LocalBackend(data_dir, node=n1).launch(GANG, GANG_PLACEMENT, run(python(RUNNER), str(workdir)), attempt=0)
     assert again == first
     (workdir / "go").write_text("")
     assert wait_ended(LocalBackend(data_dir, node=n1), again).succeeded
@@ -93,9 +92,8 @@ def test_plane_killed_before_saving_the_handle_is_recovered_not_relaunched(
     backend = LocalBackend(data_dir, node=n1)
     handle = backend.recover(GANG, GANG_PLACEMENT, attempt=0)
     assert handle is not None and handle.attempt == 0
-    assert backend.poll(handle).state is ReplicaState.RUNNING
-    assert backend.launch(GANG, GANG_PLACEMENT, {}, str(workdir), python(RUNNER),
-                          attempt=0) == handle
+    assert poll_one(backend, handle).state is ReplicaState.RUNNING
+    assert backend.launch(GANG, GANG_PLACEMENT, run(python(RUNNER), str(workdir)), attempt=0) == handle
     wait_for(lambda: len(runs(workdir)) == 2, "both replicas to run")
     (workdir / "go").write_text("")
     assert wait_ended(backend, handle).succeeded
@@ -109,7 +107,7 @@ def test_half_launched_gang_is_recovered_with_the_rest_fenced(
     backend = LocalBackend(data_dir, node=n1)
     handle = backend.recover(GANG, GANG_PLACEMENT, attempt=0)
     assert handle is not None
-    status = backend.poll(handle)
+    status = poll_one(backend, handle)
     assert status.replicas[0].state is ReplicaState.RUNNING
     assert (status.replicas[1].state, status.replicas[1].exit_code) == (ReplicaState.EXITED, None)
     assert "never started" in status.replicas[1].reason
@@ -124,8 +122,8 @@ def test_attempt_that_never_started_is_launched_once_in_a_fresh_directory(
     die_launching(data_dir, workdir, "before-0")
     backend = LocalBackend(data_dir, node=n1)
     assert backend.recover(GANG, GANG_PLACEMENT, attempt=0) is None
-    handle = backend.launch(GANG, GANG_PLACEMENT, {}, str(workdir), python(RUNNER), attempt=0)
-    assert handle.attempt_dir.endswith("attempt-0.1")
+    handle = backend.launch(GANG, GANG_PLACEMENT, run(python(RUNNER), str(workdir)), attempt=0)
+    assert handle.launch_id.endswith("attempt-0.1")
     wait_for(lambda: len(runs(workdir)) == 2, "both replicas to run")
     (workdir / "go").write_text("")
     assert wait_ended(backend, handle).succeeded
@@ -159,8 +157,8 @@ def test_exactly_one_of_supervisor_and_fence_owns_a_replica(
         shim = subprocess.Popen([sys.executable, "-m", "rota.backends.shim", str(rdir)])
         wait_for(lambda: runs(workdir), "the supervisor to run its command")
         handle = backend.recover(a_job("j1"), placement([0]), 0)
-        assert handle is not None and handle.replicas[0].pid == shim.pid
-        assert is_running(shim.pid, handle.replicas[0].start_ticks)
+        assert handle is not None and proc(handle.replicas[0]).pid == shim.pid
+        assert is_running(shim.pid, proc(handle.replicas[0]).start_ticks)
         (workdir / "go").write_text("")
         shim.wait(timeout=60)
         assert wait_ended(backend, handle).succeeded

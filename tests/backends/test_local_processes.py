@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from backend_support import a_job, placement, python, wait_ended, wait_for, wait_started
+from backend_support import (
+    a_job, placement, poll_one, python, run, wait_ended, wait_for, wait_started,
+)
 from rota.backends.base import BackendError, ReplicaState
-from rota.backends.local import LocalBackend
+from rota.backends.local import LocalBackend, proc
 from rota.backends.procs import is_running
 from rota.core import DeviceShare, InvalidSpec, Placement, ReplicaPlacement
 
@@ -26,8 +28,7 @@ def dumped(path: Path) -> dict:
 
 
 def test_child_sees_its_devices_env_and_workdir(backend: LocalBackend, workdir: Path) -> None:
-    handle = backend.launch(a_job("train"), placement([1, 2]), {"FOO": "bar"}, str(workdir),
-                            python(DUMP_ENV) + ["seen.json"])
+    handle = backend.launch(a_job("train"), placement([1, 2]), run(python(DUMP_ENV) + ["seen.json"], str(workdir), {"FOO": "bar"}))
     assert wait_ended(backend, handle).succeeded
     seen = dumped(workdir / "seen.json")
     env = seen["env"]
@@ -39,8 +40,7 @@ def test_child_sees_its_devices_env_and_workdir(backend: LocalBackend, workdir: 
 
 
 def test_fraction_gets_mps_limits(backend: LocalBackend, workdir: Path) -> None:
-    handle = backend.launch(a_job(), placement((3, 500, 40960)), {}, str(workdir),
-                            python(DUMP_ENV) + ["seen.json"])
+    handle = backend.launch(a_job(), placement((3, 500, 40960)), run(python(DUMP_ENV) + ["seen.json"], str(workdir)))
     wait_ended(backend, handle)
     env = dumped(workdir / "seen.json")["env"]
     assert env["CUDA_VISIBLE_DEVICES"] == "3"
@@ -52,8 +52,7 @@ def test_fraction_gets_mps_limits(backend: LocalBackend, workdir: Path) -> None:
 def test_gang_replicas_get_rank_world_size_and_master(backend: LocalBackend, workdir: Path) -> None:
     code = ("import json, os; json.dump({k: v for k, v in os.environ.items() if k.startswith(('ROTA_', "
             "'CUDA_VISIBLE'))}, open('rank-' + os.environ['ROTA_REPLICA_RANK'] + '.json', 'w'))")
-    handle = backend.launch(a_job("gang", replicas=2), placement([0, 1], [2, 3]), {},
-                            str(workdir), python(code))
+    handle = backend.launch(a_job("gang", replicas=2), placement([0, 1], [2, 3]), run(python(code), str(workdir)))
     status = wait_ended(backend, handle)
     assert status.exit_codes == (0, 0)
     r0, r1 = dumped(workdir / "rank-0.json"), dumped(workdir / "rank-1.json")
@@ -62,16 +61,15 @@ def test_gang_replicas_get_rank_world_size_and_master(backend: LocalBackend, wor
     assert r0["ROTA_MASTER_ADDR"] == r1["ROTA_MASTER_ADDR"] == "127.0.0.1"
     assert r0["ROTA_MASTER_PORT"] == r1["ROTA_MASTER_PORT"] and int(r0["ROTA_MASTER_PORT"]) > 0
     assert (r0["CUDA_VISIBLE_DEVICES"], r1["CUDA_VISIBLE_DEVICES"]) == ("0,1", "2,3")
-    assert handle.replicas[0].stdout != handle.replicas[1].stdout
+    assert proc(handle.replicas[0]).stdout != proc(handle.replicas[1]).stdout
 
 
 def test_logs_are_captured_per_stream(backend: LocalBackend, workdir: Path) -> None:
-    handle = backend.launch(a_job(), placement([]), {}, str(workdir),
-                            "echo to-out; echo to-err >&2")
+    handle = backend.launch(a_job(), placement([]), run("echo to-out; echo to-err >&2", str(workdir)))
     wait_ended(backend, handle)
     rep = handle.replicas[0]
-    assert Path(rep.stdout).read_text() == "to-out\n"
-    assert Path(rep.stderr).read_text() == "to-err\n"
+    assert Path(proc(rep).stdout).read_text() == "to-out\n"
+    assert Path(proc(rep).stderr).read_text() == "to-err\n"
 
 
 @pytest.mark.parametrize("command,exit_code,sig", [
@@ -81,13 +79,13 @@ def test_logs_are_captured_per_stream(backend: LocalBackend, workdir: Path) -> N
 ], ids=["zero", "three", "killed"])
 def test_exit_codes_are_recorded(backend: LocalBackend, workdir: Path, command: str,
                                  exit_code: int, sig: int | None) -> None:
-    handle = backend.launch(a_job(), placement([0]), {}, str(workdir), command)
+    handle = backend.launch(a_job(), placement([0]), run(command, str(workdir)))
     (replica,) = wait_ended(backend, handle).replicas
     assert (replica.state, replica.exit_code, replica.signal) == (ReplicaState.EXITED, exit_code, sig)
 
 
 def test_command_that_cannot_start(backend: LocalBackend, workdir: Path) -> None:
-    handle = backend.launch(a_job(), placement([0]), {}, str(workdir), ["/no/such/program"])
+    handle = backend.launch(a_job(), placement([0]), run(["/no/such/program"], str(workdir)))
     (replica,) = wait_ended(backend, handle).replicas
     assert replica.exit_code == 127
     assert "cannot start '/no/such/program'" in replica.reason
@@ -103,8 +101,7 @@ TRAP_TERM = ("import os, signal, sys, time\n"
 
 
 def test_cancel_sends_sigterm_then_sigkill_after_grace(backend: LocalBackend, workdir: Path) -> None:
-    handle = backend.launch(a_job(), placement([0]), {}, str(workdir),
-                            python(TRAP_TERM.format(after="pass")))  # ignores SIGTERM
+    handle = backend.launch(a_job(), placement([0]), run(python(TRAP_TERM.format(after="pass")), str(workdir)))  # ignores SIGTERM
     wait_for((workdir / "ready").exists, "the job to start")
     backend.cancel(handle, grace_s=0.3)
     (replica,) = wait_ended(backend, handle).replicas
@@ -114,8 +111,7 @@ def test_cancel_sends_sigterm_then_sigkill_after_grace(backend: LocalBackend, wo
 
 
 def test_cancel_lets_a_job_that_exits_on_sigterm_finish(backend: LocalBackend, workdir: Path) -> None:
-    handle = backend.launch(a_job(), placement([0]), {}, str(workdir),
-                            python(TRAP_TERM.format(after="sys.exit(42)")))
+    handle = backend.launch(a_job(), placement([0]), run(python(TRAP_TERM.format(after="sys.exit(42)")), str(workdir)))
     wait_for((workdir / "ready").exists, "the job to start")
     backend.cancel(handle, grace_s=30)
     (replica,) = wait_ended(backend, handle).replicas
@@ -123,7 +119,7 @@ def test_cancel_lets_a_job_that_exits_on_sigterm_finish(backend: LocalBackend, w
 
 
 def test_cancel_right_after_launch_is_not_lost(backend: LocalBackend, workdir: Path) -> None:
-    handle = backend.launch(a_job(), placement([0]), {}, str(workdir), ["sleep", "30"])
+    handle = backend.launch(a_job(), placement([0]), run(["sleep", "30"], str(workdir)))
     backend.cancel(handle, grace_s=0.2)
     (replica,) = wait_ended(backend, handle).replicas
     assert replica.state is ReplicaState.EXITED and replica.reason.startswith("cancelled")
@@ -134,34 +130,33 @@ def test_signal_reaches_the_job(backend: LocalBackend, workdir: Path) -> None:
             "signal.signal(signal.SIGUSR1, lambda *_: sys.exit(7))\n"
             "open('ready', 'w').write('x')\n"
             "while True: time.sleep(0.05)\n")
-    handle = backend.launch(a_job(), placement([0]), {}, str(workdir), python(code))
+    handle = backend.launch(a_job(), placement([0]), run(python(code), str(workdir)))
     wait_for((workdir / "ready").exists, "the job to start")
-    assert backend.poll(handle).state is ReplicaState.RUNNING
+    assert poll_one(backend, handle).state is ReplicaState.RUNNING
     backend.signal(handle, signal.SIGUSR1)
     assert wait_ended(backend, handle).exit_codes == (7,)
 
 
 def test_leftovers_of_a_replica_are_killed(backend: LocalBackend, workdir: Path) -> None:
-    handle = backend.launch(a_job(), placement([0]), {}, str(workdir),
-                            "sleep 30 & echo $! > bg.pid; exit 0")
+    handle = backend.launch(a_job(), placement([0]), run("sleep 30 & echo $! > bg.pid; exit 0", str(workdir)))
     wait_ended(backend, handle)
     pid = int(wait_for(lambda: (workdir / "bg.pid").read_text().strip(), "bg.pid"))
     wait_for(lambda: not is_running(pid, None), "the background process to be killed")
 
 
 def test_each_launch_is_a_new_attempt(backend: LocalBackend, workdir: Path) -> None:
-    first = backend.launch(a_job(), placement([0]), {}, str(workdir), "exit 1")
-    second = backend.launch(a_job(), placement([0]), {}, str(workdir), "exit 0")
-    assert first.attempt_dir != second.attempt_dir
+    first = backend.launch(a_job(), placement([0]), run("exit 1", str(workdir)))
+    second = backend.launch(a_job(), placement([0]), run("exit 0", str(workdir)))
+    assert first.launch_id != second.launch_id
     assert wait_ended(backend, first).exit_codes == (1,)
     assert wait_ended(backend, second).exit_codes == (0,)
 
 
 def test_cancel_of_an_ended_job_does_nothing(backend: LocalBackend, workdir: Path) -> None:
-    handle = backend.launch(a_job(), placement([0]), {}, str(workdir), "exit 5")
+    handle = backend.launch(a_job(), placement([0]), run("exit 5", str(workdir)))
     wait_ended(backend, handle)
     backend.cancel(handle, grace_s=0)
-    assert backend.poll(handle).exit_codes == (5,)
+    assert poll_one(backend, handle).exit_codes == (5,)
 
 
 @pytest.mark.parametrize("replica,code", [
@@ -171,7 +166,7 @@ def test_cancel_of_an_ended_job_does_nothing(backend: LocalBackend, workdir: Pat
 def test_placements_this_machine_cannot_run(backend: LocalBackend, workdir: Path, replica,
                                            code: str) -> None:
     with pytest.raises(BackendError) as err:
-        backend.launch(a_job(), Placement((replica,)), {}, str(workdir), "true")
+        backend.launch(a_job(), Placement((replica,)), run("true", str(workdir)))
     assert err.value.code == code
     assert "placement.replicas[0]" in err.value.message
 
@@ -185,14 +180,14 @@ def test_placements_this_machine_cannot_run(backend: LocalBackend, workdir: Path
 def test_bad_launch_input_names_the_field(backend: LocalBackend, tmp_path: Path, workdir: Path,
                                           env, workdir_name, command, field) -> None:
     with pytest.raises(InvalidSpec) as err:
-        backend.launch(a_job(), placement([0]), env, str(tmp_path / workdir_name), command)
+        backend.launch(a_job(), placement([0]), run(command, str(tmp_path / workdir_name), env))
     assert err.value.field == field
     assert not list(backend.data_dir.glob("jobs/*/attempt-*/replica-*"))
 
 
 def test_signals_the_supervisor_does_not_forward_go_to_the_group(
         backend: LocalBackend, workdir: Path) -> None:
-    handle = backend.launch(a_job(), placement([0]), {}, str(workdir), ["sleep", "30"])
+    handle = backend.launch(a_job(), placement([0]), run(["sleep", "30"], str(workdir)))
     wait_started(handle)
     backend.signal(handle, signal.SIGKILL)
     (replica,) = wait_ended(backend, handle).replicas
@@ -211,5 +206,5 @@ def test_supervisor_without_a_readable_spec_reports_it(backend: LocalBackend, wo
 
 def test_placement_must_match_the_gang_size(backend: LocalBackend, workdir: Path) -> None:
     with pytest.raises(InvalidSpec) as err:
-        backend.launch(a_job(replicas=2), placement([0]), {}, str(workdir), "true")
+        backend.launch(a_job(replicas=2), placement([0]), run("true", str(workdir)))
     assert err.value.field == "placement.replicas"

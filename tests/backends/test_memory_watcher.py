@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backend_support import a_job, placement, wait_ended, wait_for, wait_started
+from backend_support import a_job, placement, poll_one, run, wait_ended, wait_for, wait_started
 from fake_nvml import FakeGpu, initialised
 from rota.backends.base import Handle, ReplicaState
 from rota.backends.local import LocalBackend
@@ -34,7 +34,7 @@ def watched(data_dir: Path, n1: Node, gpus: list[FakeGpu]) -> tuple[LocalBackend
 
 def start_quarter_gpu(backend: LocalBackend, workdir: Path) -> tuple[Handle, int, int]:
     """A job with 0.25 of GPU 0 and 20480 MiB of its memory; returns its two pids."""
-    handle = backend.launch(a_job("small"), placement((0, 250, 20480)), {}, str(workdir), SLEEPER)
+    handle = backend.launch(a_job("small"), placement((0, 250, 20480)), run(SLEEPER, str(workdir)))
     (main,) = wait_started(handle)
     helper = wait_for(lambda: (workdir / "helper.pid").exists() and
                       (workdir / "helper.pid").read_text().strip(), "the helper to start")
@@ -61,7 +61,7 @@ def test_over_limit_replica_is_stopped(watched, gpus: list[FakeGpu], workdir: Pa
 
     if stopped is None:
         assert found == []
-        assert backend.poll(handle).state is ReplicaState.RUNNING
+        assert poll_one(backend, handle).state is ReplicaState.RUNNING
         backend.cancel(handle, grace_s=0)
         return
     assert [v.reason for v in found] == [f"gpu-memory-exceeded: {stopped}"]
@@ -74,7 +74,7 @@ def test_over_limit_replica_is_stopped(watched, gpus: list[FakeGpu], workdir: Pa
 def test_watcher_escalates_to_sigkill(watched, gpus: list[FakeGpu], workdir: Path) -> None:
     backend, watcher = watched
     code = "trap '' TERM; while :; do sleep 0.05; done"
-    handle = backend.launch(a_job(), placement((1, 500, 40960)), {}, str(workdir), code)
+    handle = backend.launch(a_job(), placement((1, 500, 40960)), run(code, str(workdir)))
     (main,) = wait_started(handle)
     gpus[1].processes[main] = 50000
     assert len(watcher.check_once()) == 1

@@ -19,6 +19,8 @@ import uvicorn
 
 from commands import rota_command
 from rota.api import create_app
+from rota.backends.local import LocalBackend
+from rota.control.logs import log_reader
 from rota.core import Flavor, FlavorQuota, GpuDevice, Node, Queue
 from rota.store import Store
 
@@ -71,7 +73,8 @@ def server(tmp_path_factory):
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = create_app(store, data_dir=base / "data", log_poll_s=0.05)
+    backend = LocalBackend(base / "data", node=store.list_nodes()[0][0])
+    app = create_app(store, data_dir=base / "data", log_poll_s=0.05, read_log=log_reader(backend))
     uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rota.backends.base import Handle, ReplicaHandle
+from rota.backends.local import Proc
 from rota.core import JobState
 from rota.scheduler import build_policy, run_cycle
 
@@ -83,6 +84,43 @@ def test_a_bad_job_file_names_the_field_and_exits_2(server, tmp_path, content, f
     assert line.startswith("error: ") and f"{field}: " in line, line
 
 
+@pytest.mark.parametrize("workdir", ["../../..", "code/../..", "'~/code'", "out-link",
+                                     "out-link/x"],
+                         ids=["climbs", "climbs-after-a-detour", "home", "link-out",
+                              "through-a-link-out"])
+def test_a_job_files_workdir_may_not_lead_out_of_its_directory(server, tmp_path, workdir):
+    """A job file someone hands you cannot make you upload what lies outside its directory."""
+    here = tmp_path / "a" / "b"
+    (here / "code").mkdir(parents=True)
+    (here / "out-link").symlink_to(tmp_path)
+    (tmp_path / "x").mkdir()
+    (here / "job.yaml").write_text("name: x\nproject: vision\nqueue: default\nentrypoint: a\n"
+                                   f"workdir: {workdir}\n")
+    before = set((server.data_dir / "uploads").glob("*"))
+    result = server.rota("submit", here / "job.yaml")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"error: {here / 'job.yaml'}: workdir: "), result.stderr
+    assert "uploading" not in result.stderr
+    assert set((server.data_dir / "uploads").glob("*")) == before
+
+
+def test_an_absolute_workdir_is_a_directory_on_the_server_not_an_upload(server, tmp_path):
+    (tmp_path / "job.yaml").write_text("name: x\nproject: vision\nqueue: default\n"
+                                       f"entrypoint: a\nworkdir: {tmp_path}\n")
+    job = json.loads(ok(server.rota("submit", tmp_path / "job.yaml", "--json")))
+    run = server.store.get_job(job["id"]).run
+    assert run["workdir"] == str(tmp_path) and run["upload"] is None
+    ok(server.rota("cancel", job["id"]))
+
+
+def test_run_with_a_workdir_that_is_not_here_names_a_directory_on_the_server(server):
+    job = json.loads(ok(server.rota("run", "--workdir", "/srv/not-on-this-client", "--json",
+                                    "--", "true")))
+    run = server.store.get_job(job["id"]).run
+    assert run["workdir"] == "/srv/not-on-this-client" and run["upload"] is None
+    ok(server.rota("cancel", job["id"]))
+
+
 def test_run_ps_show_and_cancel(server):
     job = json.loads(ok(server.rota("run", "--gpus", "0.5", "--gpu-memory", "10Gi", "--json",
                                     "--", "python", "-c", "print(1)")))
@@ -128,9 +166,9 @@ def test_logs_of_a_running_job(server, tmp_path):
     cycle(server)
     (tmp_path / "out").write_text("hello from rank 0\n")
     (tmp_path / "err").write_text("a warning\n")
-    handle = Handle("local", job["id"], str(tmp_path), "boot", (
-        ReplicaHandle(0, "gpu-0", 4242, 1, str(tmp_path), str(tmp_path / "out"),
-                      str(tmp_path / "err")),))
+    handle = Handle("local", job["id"], str(tmp_path), (
+        ReplicaHandle(0, "gpu-0", ref=Proc(4242, 1, str(tmp_path), str(tmp_path / "out"),
+                                           str(tmp_path / "err")).ref()),), ref={"boot_id": "boot"})
     server.store.transition(job["id"], JobState.RUNNING, backend_handle=handle.to_dict())
     assert ok(server.rota("logs", job["id"])) == "hello from rank 0\n"
     assert ok(server.rota("logs", job["id"], "--stderr")) == "a warning\n"
@@ -165,3 +203,19 @@ def test_run_against_a_server_on_this_machine_runs_in_the_current_directory(serv
     job = json.loads(ok(server.rota("run", "--json", "--workdir", up, "--", "true", cwd=tmp_path)))
     run = server.store.get_job(job["id"]).run
     assert run["workdir"] is None and run["upload"]
+
+
+def test_submit_an_array_and_ps_folds_it_into_one_line(server, tmp_path):
+    (tmp_path / "job.yaml").write_text("name: sweep\nproject: vision\nqueue: default\n"
+                                       "entrypoint: python sweep.py\n")
+    result = server.rota("submit", tmp_path / "job.yaml", "--array", "0-9%3")
+    out = ok(result)
+    assert out.startswith("Submitted array ") and "10 tasks" in out and "at most 3" in out
+    first = out.split()[2].rstrip(":")
+    table = ok(server.rota("ps"))
+    (line,) = [row for row in table.splitlines() if row.strip().startswith(f"{first}[")]
+    assert f"{first}[0-9%3]" in line and "10 pending" in line
+    listed = json.loads(ok(server.rota("ps", "--json")))
+    assert len([j for j in listed if j["array_id"] == first]) == 10
+    bad = server.rota("submit", tmp_path / "job.yaml", "--array", "5-1")
+    assert bad.returncode == 2 and "array: " in bad.stderr

@@ -9,7 +9,7 @@ def test_operator_creates_a_project_and_a_user_who_then_gets_a_token(server):
     made = server.rota("project", "create", "robotics", "--weight", "2", user="root")
     assert made.returncode == 0 and "Created project robotics (weight 2)" in made.stdout
     added = server.rota("user", "add", "dana", "--project", "robotics", user="root")
-    assert added.returncode == 0 and "Created user dana (robotics)" in added.stdout
+    assert added.returncode == 0 and "Created user dana (robotics; jobs run as OS user dana)" in added.stdout
     joined = server.rota("user", "join", "dana", "vision", user="root")
     assert joined.returncode == 0
     token = server.rota("token", "create", "laptop", "--user", "dana", user="root")

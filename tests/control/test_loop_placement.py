@@ -48,7 +48,7 @@ def test_preempted_job_is_signalled_given_its_grace_then_stopped_and_requeued(
     assert rec.attempts == 1
     drive(loop, state_is(store, high, S.SUCCEEDED), "the preemptor to run and finish")
     rec = drive(loop, state_is(store, low, S.RUNNING), "the victim to run again")
-    assert rec.attempts == 1 and rec.backend_handle["attempt_dir"].endswith("attempt-1")
+    assert rec.attempts == 1 and rec.backend_handle["launch_id"].endswith("attempt-1")
 
 
 def test_two_fractional_jobs_share_one_gpu(store, loop, data_dir) -> None:

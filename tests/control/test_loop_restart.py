@@ -63,7 +63,7 @@ def test_launch_whose_handle_was_never_saved_is_adopted_not_run_twice(
     report = again.step()
     rec = store.get_job(job)
     assert rec.state is S.RUNNING and rec.backend_handle["attempt"] == 0
-    assert rec.backend_handle["attempt_dir"].endswith("attempt-0")
+    assert rec.backend_handle["launch_id"].endswith("attempt-0")
     assert report.launched == [job]
     (workdir(data_dir, job) / "go").write_text("")
     drive(again, state_is(store, job, S.SUCCEEDED), "the adopted job to succeed")
@@ -80,7 +80,7 @@ def test_cancelled_job_whose_handle_was_never_saved_is_found_and_stopped(
 
     again = restarted(store, backend, data_dir, clock)
     rec = drive(again, state_is(store, job, S.CANCELLED), "the job to be cancelled")
-    replica = Path(rec.backend_handle["replicas"][0]["dir"])
+    replica = Path(rec.backend_handle["replicas"][0]["ref"]["dir"])
     child = read_json(replica / "child.json")
     assert not is_running(child["pid"], child["start_ticks"])
     assert any(e.kind == "adopted" for e in store.events(job))
@@ -110,7 +110,7 @@ def test_job_that_ended_while_the_plane_was_down_is_billed_up_to_its_end(
     loop.step()
     began = clock.now()
     (workdir(data_dir, job) / "go").write_text("")  # it ends while nobody watches
-    replica = Path(store.get_job(job).backend_handle["replicas"][0]["dir"])
+    replica = Path(store.get_job(job).backend_handle["replicas"][0]["ref"]["dir"])
     status = wait_until(lambda: read_json(replica / "status.json"), "the job to end")
     clock.t = status["finished_at"] + 1000  # the plane comes back much later
 

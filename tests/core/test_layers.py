@@ -1,5 +1,6 @@
 """The dependency direction of DESIGN.md holds in the sources: core <- scheduler <- control and
-simulator; store and backends depend on core only; the simulator never imports api or control.
+simulator; store and backends depend on core only; the simulator never imports api or control;
+the HTTP client knows nothing of the server; composition (``server``) never imports the CLI.
 
 Sources are parsed (AST), not imported, so an import on a path no test runs fails here too;
 imports inside functions count as well."""
@@ -21,6 +22,9 @@ ALLOWED = {
     "store": {"core"},
     "backends": {"core"},
     "simulator": {"core", "scheduler", "spec"},
+    "client": {"core"},
+    # composition: the one package that knows every part of a control plane (not the CLI)
+    "server": {"core", "scheduler", "spec", "store", "backends", "control", "api"},
 }
 
 

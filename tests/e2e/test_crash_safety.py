@@ -76,7 +76,7 @@ def test_kill9_of_the_control_plane_loses_no_job(rota_server, tmp_path: Path) ->
     wait_for((replica_dir(data, short) / "status.json").exists, "the short job to end")
     supervisor = json.loads((data / "jobs" / doomed / "attempt-0" / "handle.json").read_text())
     child = json.loads((replica_dir(data, doomed) / "child.json").read_text())
-    os.kill(supervisor["replicas"][0]["pid"], signal.SIGKILL)  # its processes vanish
+    os.kill(supervisor["replicas"][0]["ref"]["pid"], signal.SIGKILL)  # its processes vanish
     os.killpg(child["pid"], signal.SIGKILL)
 
     rota_server.start()
@@ -106,7 +106,7 @@ def test_clean_stop_leaves_jobs_running_and_a_restart_adopts_them(rota_server,
         wait_for(in_state(client, j, "running"), "the job to run")
     assert rota_server.stop() == 0
     handle = json.loads((rota_server.data_dir / "jobs" / j / "attempt-0" / "handle.json").read_text())
-    assert os.path.exists(f"/proc/{handle['replicas'][0]['pid']}")  # still supervised
+    assert os.path.exists(f"/proc/{handle['replicas'][0]['ref']['pid']}")  # still supervised
     token = rota_server.token
     rota_server.start()
     assert rota_server.token == token  # the credentials file's token is kept

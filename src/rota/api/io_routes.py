@@ -13,7 +13,7 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import StreamingResponse
 
 from rota.api.errors import Forbidden
-from rota.api.logs import check_request, log_chunks
+from rota.api.logs import LogReader, check_request, log_chunks
 from rota.api.uploads import TooLarge, Uploads
 from rota.store import JobRecord, NotFound, Principal, Store, TokenInfo
 
@@ -22,7 +22,7 @@ MAX_KEY = 2 ** 62
 
 def add_io_routes(app: FastAPI, store: Store, principal: Callable[..., Principal],
                   visible_job: Callable[[str, Principal], JobRecord], uploads: Uploads,
-                  log_poll_s: float) -> None:
+                  read_log: LogReader, log_poll_s: float) -> None:
     @app.get("/v1/jobs/{job_id}/logs")
     def logs(job_id: str, replica: int = Query(0, ge=0, le=MAX_KEY),
              stream: str = Query("stdout"), follow: bool = False,
@@ -30,7 +30,8 @@ def add_io_routes(app: FastAPI, store: Store, principal: Callable[..., Principal
         """One replica's stdout or stderr; ``follow`` streams until the job ends."""
         rec = visible_job(job_id, who)
         check_request(rec, replica, stream, follow)
-        chunks = log_chunks(lambda: store.get_job(job_id), replica, stream, follow, log_poll_s)
+        chunks = log_chunks(lambda: store.get_job(job_id), read_log, replica, stream, follow,
+                            log_poll_s)
         return StreamingResponse(chunks, media_type="text/plain; charset=utf-8")
 
     @app.post("/v1/uploads", status_code=201)

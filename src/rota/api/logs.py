@@ -1,39 +1,37 @@
-"""Reading a job's logs: the stdout or stderr file of one replica, named by its backend handle.
+"""Reading a job's logs: one replica's stdout or stderr, as its backend keeps them.
 
-The control loop persists each launch's handle with the job (``JobRecord.backend_handle``, the
-JSON of ``rota.backends.base.Handle``); every replica of it names its ``stdout`` and ``stderr``
-files. ``log_chunks`` yields the file in chunks of bytes:
+The control loop persists each launch's handle with the job (``JobRecord.backend_handle``);
+the backend that launched it reads the logs (``Backend.read_log``). The API only sees a
+``LogReader``: ``(stored handle, rank, stream, offset) -> chunks of bytes`` from ``offset`` on,
+as far as written, given to ``create_app`` by whoever composes the control plane (so that the
+API never opens a file nor knows a backend). ``log_chunks`` yields:
 
-- not following: what the file holds now; a job that has no handle yet has no logs (``NoLogs``);
-- following: what the file holds, then what is appended to it, until the job is in a terminal
+- not following: what the log holds now; a job that has no handle yet has no logs (``NoLogs``);
+- following: what the log holds, then what is appended to it, until the job is in a terminal
   state and everything written has been sent. A pending job is waited for. A new launch of the
-  job (a requeue gives a new handle) starts again from the top of its new file.
+  job (a requeue gives a new handle) starts again from the top of its new log.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
-from rota.backends.base import Handle
 from rota.core import InvalidSpec, RotaError
 from rota.store import JobRecord
 
-CHUNK = 64 * 1024
 STREAMS = ("stdout", "stderr")
+LogReader = Callable[[Mapping[str, Any], int, str, int], Iterator[bytes]]
 
 
 class NoLogs(RotaError):
     code = "no_logs"
 
 
-def handle_of(rec: JobRecord) -> Handle | None:
-    if not rec.backend_handle:
-        return None
-    try:
-        return Handle.from_dict(rec.backend_handle)
-    except InvalidSpec:
-        return None
+def no_reader(_handle: Mapping[str, Any], _rank: int, _stream: str,
+              _offset: int) -> Iterator[bytes]:
+    """The reader of a server without a backend: no log has any content."""
+    return iter(())
 
 
 def check_request(rec: JobRecord, replica: int, stream: str, follow: bool) -> None:
@@ -43,37 +41,33 @@ def check_request(rec: JobRecord, replica: int, stream: str, follow: bool) -> No
     if not 0 <= replica < rec.job.replicas:
         raise InvalidSpec("replica", f"job {rec.id} has replicas 0 to {rec.job.replicas - 1}, "
                           f"not {replica}")
-    if handle_of(rec) is None and rec.state.terminal:
+    if not rec.backend_handle and rec.state.terminal:
         raise NoLogs(f"job {rec.id} ended ({rec.state}) without starting, so it has no logs")
-    if not follow and log_path(rec, replica, stream) is None:
+    if not follow and not rec.backend_handle:
         raise NoLogs(f"job {rec.id} has not started yet ({rec.state}), so it has no logs; "
                      "follow them (rota logs -f) to wait for them")
 
 
-def log_path(rec: JobRecord, replica: int, stream: str) -> str | None:
-    handle = handle_of(rec)
-    if handle is None or replica >= len(handle.replicas):
-        return None
-    return getattr(handle.replicas[replica], stream)
+def _launch(rec: JobRecord) -> object:
+    handle = rec.backend_handle
+    return None if not handle else handle.get("launch_id", handle.get("attempt_dir"))
 
 
-def log_chunks(get: Callable[[], JobRecord], replica: int, stream: str, follow: bool,
-               poll_s: float = 0.25) -> Iterator[bytes]:
+def log_chunks(get: Callable[[], JobRecord], read: LogReader, replica: int, stream: str,
+               follow: bool, poll_s: float = 0.25) -> Iterator[bytes]:
     """The bytes of the log; ``get`` re-reads the job (its state and handle)."""
     rec = get()
     if not follow:
-        path = log_path(rec, replica, stream)
-        if path is not None:
-            yield from _read_from(path, 0)
+        if rec.backend_handle:
+            yield from read(rec.backend_handle, replica, stream, 0)
         return
-    path, offset = None, 0
+    launch, offset = None, 0
     while True:
-        current = log_path(rec, replica, stream)
-        if current != path:
-            path, offset = current, 0
+        if _launch(rec) != launch:
+            launch, offset = _launch(rec), 0
         sent = False
-        if path is not None:
-            for chunk in _read_from(path, offset):
+        if rec.backend_handle:
+            for chunk in read(rec.backend_handle, replica, stream, offset):
                 offset += len(chunk)
                 sent = True
                 yield chunk
@@ -82,13 +76,3 @@ def log_chunks(get: Callable[[], JobRecord], replica: int, stream: str, follow: 
                 return
             time.sleep(poll_s)
         rec = get()
-
-
-def _read_from(path: str, offset: int) -> Iterator[bytes]:
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            while chunk := f.read(CHUNK):
-                yield chunk
-    except FileNotFoundError:
-        return

@@ -1,7 +1,8 @@
 """Uploaded working directories: a gzip-compressed tar archive per upload, under the data dir.
 
 Layout: ``<data_dir>/uploads/<id>.tar.gz`` and beside it ``<id>.json`` (who uploaded it, its
-size and SHA-256, when). ``id`` is 32 lowercase hex characters, random, so it names nothing
+size and SHA-256, when); the directory is 0700 and every file 0600, the control plane's alone
+(a job gets its upload unpacked into its own working directory). ``id`` is 32 lowercase hex characters, random, so it names nothing
 and cannot be guessed; only its uploader (or an operator) may submit a job that uses it.
 
 An archive is accepted only when it can be extracted safely, which is checked here before it
@@ -60,7 +61,9 @@ class Uploads:
         if self.root is None:
             raise NoDataDir("this server has no data directory, so it keeps no uploads; "
                             "start it with rota up --data-dir DIR")
-        self.root.mkdir(parents=True, exist_ok=True)
+        if not self.root.is_dir():
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(self.root, 0o700)
         return self.root
 
     def path(self, upload_id: str) -> Path:
@@ -73,7 +76,8 @@ class Uploads:
         partial = root / f".{upload_id}.partial"
         digest, size = hashlib.sha256(), 0
         try:
-            with open(partial, "wb") as out:
+            with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600),
+                           "wb") as out:
                 async for chunk in chunks:
                     size += len(chunk)
                     if size > self.max_bytes:
@@ -90,7 +94,8 @@ class Uploads:
             partial.unlink(missing_ok=True)
         record = Upload(upload_id, user, size, digest.hexdigest(), time.time(), members)
         meta = root / f"{upload_id}.json"
-        meta.write_text(json.dumps(asdict(record)))
+        with os.fdopen(os.open(meta, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            f.write(json.dumps(asdict(record)))
         return record
 
     def get(self, upload_id: str) -> Upload | None:

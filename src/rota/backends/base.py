@@ -2,17 +2,32 @@
 
 Vocabulary:
 - A **handle** names one launch of one job (an *attempt*): one ``ReplicaHandle`` per replica,
-  in rank order. It is plain data that round-trips through JSON, so the control plane persists
-  it before acting and hands it back after a restart (``adopt``).
+  in rank order, each with its node, its device shares and an opaque ``ref`` that only its
+  backend reads (local: supervisor pid, start ticks, directory and log files; Slurm: the Slurm
+  job and step; Kubernetes: the pod's namespace, name and uid). ``launch_id`` names the launch
+  within its backend (local: the attempt directory; Slurm: the Slurm job id; Kubernetes: the
+  pods' common name). A handle is plain data that round-trips through JSON, so the control
+  plane persists it before acting and hands it back after a restart (``adopt``), without
+  looking inside ``ref``.
 - An **attempt number** (the job's ``attempts`` in the store) makes a launch idempotent:
   ``launch(..., attempt=n)`` never starts attempt ``n`` of a job twice, and ``recover`` finds
   an attempt that was started but whose handle was never saved (the control plane died in
-  between). Only an attempt that provably never started is started again.
+  between). Only an attempt that provably never started is started again. Backends derive the
+  names of what they create from (job id, attempt), so that ``recover`` can find it.
 - A replica is **running**, **exited** (with an exit code; a replica killed by signal ``s``
   exits with ``128 + s`` and ``signal == s``) or **lost** (nothing runs and nothing recorded
   how it ended: the control plane requeues it).
+- **Status comes in bulk**: ``poll(handles)`` answers for every handle at once, so that a pass
+  over thousands of running jobs costs the backend one round of questions, not one each.
+- **Logs come from the backend** (``read_log``), so that the API never opens a file itself.
+- **Activity** (``activity``): what the backend can see of a launch for idle reclamation: its
+  GPUs' utilisation and when it last wrote output (None where it cannot see either);
+  ``notify`` puts a line from rota where the job's owner reads its output.
 - **Capabilities** are what a backend can enforce; the control plane and the CLI read them
   instead of guessing from the backend's name.
+- A **launch request** (``LaunchSpec``) is what to run: the command, its working directory, the
+  job's own environment and the OS account it runs as (``RunAs``; None: the account of the
+  control plane itself, which only a single-user control plane uses).
 
 Backends report outcomes as ``Status`` values; ``BackendError`` is for faults (a handle from
 another backend, a process that cannot be started) and carries a stable ``code``.
@@ -22,10 +37,10 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
-from rota.core import DeviceShare, InvalidSpec, Job, Node, Placement, RotaError
+from rota.core import DeviceShare, End, InvalidSpec, Job, Node, Placement, RotaError
 
 
 class BackendError(RotaError):
@@ -45,37 +60,56 @@ class Capabilities:
     compute_enforcement: bool  # a job's compute share is capped (MPS daemon running)
     gang: bool                 # all replicas of a job start together
     signals: bool              # arbitrary signals reach the job (checkpoint on SIGUSR1, ...)
+    run_as_owner: bool = False  # jobs run under their owner's OS account, not the control plane's
+
+
+@dataclass(frozen=True, slots=True)
+class RunAs:
+    """The OS account a job runs as: its user and primary group ids and its supplementary
+    groups, its home directory and login shell (the job's HOME and SHELL)."""
+
+    user: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...] = ()
+    home: str = "/"
+    shell: str = "/bin/sh"
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    """What one attempt runs: ``command`` (argv) in ``workdir`` with the job's own ``env`` on
+    top of what the backend sets, as ``run_as`` (None: the control plane's own account)."""
+
+    command: tuple[str, ...]
+    workdir: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    run_as: RunAs | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ReplicaHandle:
-    """One replica: its supervisor ``pid`` and that process's start time in clock ticks since
-    boot (``start_ticks``, which tells a reused pid apart), its directory and log files, and
-    the device shares it was given."""
+    """One replica: where it runs, the device shares it was given, and its backend's ``ref``."""
 
     rank: int
     node: str
-    pid: int
-    start_ticks: int
-    dir: str
-    stdout: str
-    stderr: str
     devices: tuple[DeviceShare, ...] = ()
+    ref: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Handle:
     backend: str
     job_id: str
-    attempt_dir: str
-    boot_id: str
+    launch_id: str
     replicas: tuple[ReplicaHandle, ...]
     attempt: int | None = None  # the job's attempt number; None: launched without one
+    ref: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "backend": self.backend, "job_id": self.job_id, "attempt_dir": self.attempt_dir,
-            "boot_id": self.boot_id, "attempt": self.attempt,
+            "version": 2, "backend": self.backend, "job_id": self.job_id,
+            "launch_id": self.launch_id, "attempt": self.attempt, "ref": dict(self.ref),
             "replicas": [_replica_dict(r) for r in self.replicas],
         }
 
@@ -85,6 +119,8 @@ class Handle:
     @classmethod
     def from_dict(cls, data: object, field: str = "handle") -> Handle:
         d = _mapping(data, field)
+        if "version" not in d and "attempt_dir" in d:
+            d = _from_version_1(d)
         reps = d.get("replicas")
         if not isinstance(reps, list) or not reps:
             raise InvalidSpec(f"{field}.replicas", "must be a non-empty list")
@@ -94,9 +130,9 @@ class Handle:
             raise InvalidSpec(f"{field}.attempt", f"must be a non-negative integer, got {attempt!r}")
         return cls(
             backend=_get(d, "backend", str, field), job_id=_get(d, "job_id", str, field),
-            attempt_dir=_get(d, "attempt_dir", str, field), boot_id=_get(d, "boot_id", str, field),
+            launch_id=_get(d, "launch_id", str, field),
             replicas=tuple(_replica_from(r, f"{field}.replicas[{k}]") for k, r in enumerate(reps)),
-            attempt=attempt,
+            attempt=attempt, ref=dict(_mapping(d.get("ref", {}), f"{field}.ref")),
         )
 
     @classmethod
@@ -110,8 +146,7 @@ class Handle:
 
 def _replica_dict(r: ReplicaHandle) -> dict[str, Any]:
     return {
-        "rank": r.rank, "node": r.node, "pid": r.pid, "start_ticks": r.start_ticks, "dir": r.dir,
-        "stdout": r.stdout, "stderr": r.stderr,
+        "rank": r.rank, "node": r.node, "ref": dict(r.ref),
         "devices": [{"index": s.index, "milli": s.milli, "memory_mib": s.memory_mib}
                     for s in r.devices],
     }
@@ -128,15 +163,26 @@ def _replica_from(data: object, field: str) -> ReplicaHandle:
         shares.append(DeviceShare(_get(df, "index", int, f"{field}.devices[{k}]"),
                                   _get(df, "milli", int, f"{field}.devices[{k}]"),
                                   _get(df, "memory_mib", int, f"{field}.devices[{k}]")))
-    pid = _get(d, "pid", int, field)
-    if pid <= 0:
-        raise InvalidSpec(f"{field}.pid", f"must be positive, got {pid}")
-    return ReplicaHandle(
-        rank=_get(d, "rank", int, field), node=_get(d, "node", str, field), pid=pid,
-        start_ticks=_get(d, "start_ticks", int, field), dir=_get(d, "dir", str, field),
-        stdout=_get(d, "stdout", str, field), stderr=_get(d, "stderr", str, field),
-        devices=tuple(shares),
-    )
+    return ReplicaHandle(rank=_get(d, "rank", int, field), node=_get(d, "node", str, field),
+                         devices=tuple(shares),
+                         ref=dict(_mapping(d.get("ref", {}), f"{field}.ref")))
+
+
+_LOCAL_REPLICA_KEYS = ("pid", "start_ticks", "dir", "stdout", "stderr")
+
+
+def _from_version_1(d: Mapping[str, Any]) -> dict[str, Any]:
+    """A handle saved before version 2, when every handle was the local backend's and its
+    process fields sat beside the rank: the same handle in today's shape."""
+    replicas = d.get("replicas")
+    if isinstance(replicas, list):
+        replicas = [
+            {"rank": r.get("rank"), "node": r.get("node"), "devices": r.get("devices", []),
+             "ref": {k: r[k] for k in _LOCAL_REPLICA_KEYS if k in r}}
+            if isinstance(r, Mapping) else r for r in replicas]
+    return {"backend": d.get("backend"), "job_id": d.get("job_id"),
+            "launch_id": d.get("attempt_dir"), "attempt": d.get("attempt"),
+            "ref": {"boot_id": d.get("boot_id")}, "replicas": replicas}
 
 
 def _mapping(data: object, field: str) -> Mapping[str, Any]:
@@ -154,6 +200,16 @@ def _get(d: Mapping[str, Any], key: str, kind: type, field: str) -> Any:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What a launch was seen doing: the utilisation of its GPUs now (percent, averaged over
+    its devices; its own processes' share on a shared device), and when it last wrote output
+    (seconds since the epoch). None: the backend cannot see it."""
+
+    gpu_util: float | None = None
+    last_output_at: float | None = None
+
+
 class ReplicaState(enum.StrEnum):
     RUNNING = "running"
     EXITED = "exited"
@@ -164,7 +220,9 @@ class ReplicaState(enum.StrEnum):
 class ReplicaStatus:
     """``exit_code`` is ``None`` while running, when lost, and for a replica stopped before its
     command started; ``reason`` says why it was stopped (cancelled, over its GPU memory, ...);
-    ``finished_at`` is when an exited replica ended (seconds since the epoch), when known."""
+    ``finished_at`` is when an exited replica ended (seconds since the epoch), when known.
+    ``cause`` says which fault of the infrastructure lost a replica, where the backend knows:
+    ``End.GPU_UNHEALTHY``; otherwise a lost replica counts as ``End.NODE_LOST``."""
 
     rank: int
     state: ReplicaState
@@ -172,6 +230,7 @@ class ReplicaStatus:
     signal: int | None = None
     reason: str = ""
     finished_at: float | None = None
+    cause: End | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,15 +276,37 @@ class Backend(Protocol):
 
     def inventory(self) -> list[Node]: ...
 
-    def launch(self, job: Job, placement: Placement, env: Mapping[str, str], workdir: str,
-               command: Sequence[str] | str, attempt: int | None = None) -> Handle: ...
+    def launch(self, job: Job, placement: Placement, spec: LaunchSpec,
+               attempt: int | None = None) -> Handle: ...
 
     def recover(self, job: Job, placement: Placement, attempt: int) -> Handle | None: ...
+
+    def adopt(self, handle: Handle) -> None:
+        """Take over a handle saved by an earlier control plane; ``BackendError`` or
+        ``InvalidSpec`` when it is not this backend's or cannot be read."""
+
+    def poll(self, handles: Sequence[Handle]) -> list[Status]:
+        """The status of every handle, in the same order, in one round of questions."""
 
     def signal(self, handle: Handle, sig: int) -> None: ...
 
     def cancel(self, handle: Handle, grace_s: float) -> None: ...
 
-    def poll(self, handle: Handle) -> Status: ...
+    def activity(self, handles: Sequence[Handle]) -> list[Activity]:
+        """What each launch is seen doing, in the same order, in one round of questions."""
 
-    def adopt(self, handle: Handle) -> Status: ...
+    def notify(self, handle: Handle, message: str) -> None:
+        """Put ``message`` where the job's owner reads its output (a warning before idle
+        reclamation); a backend without such a place does nothing."""
+
+    def watch(self, wake: Callable[[], None]) -> None:
+        """From now on, call ``wake`` soon after a launch this backend tracks changes state
+        (a replica exits), so that the control loop need not wait for its period. A backend
+        without such news does nothing here: the loop's periodic pass covers it."""
+
+    def unwatch(self) -> None:
+        """Stop calling ``wake`` and release what ``watch`` holds."""
+
+    def read_log(self, handle: Handle, rank: int, stream: str, offset: int) -> Iterator[bytes]:
+        """What replica ``rank`` wrote to ``stream`` (stdout or stderr) from byte ``offset``
+        on, as far as it has been written; nothing when there is nothing (yet)."""

@@ -1,7 +1,9 @@
 """The environment one replica sees: what rota sets, on top of the job's own variables.
 
-Precedence, lowest first: the control plane's environment without its ``CUDA_*`` and
-``ROTA_*`` variables; the job's ``env``; the variables below, which a job cannot override
+Precedence, lowest first: what a job inherits from the control plane (``inherited``: only
+``INHERITED`` and the locale's ``LC_*``, never the rest of the control plane's environment,
+which may hold its secrets); the account it runs as (``account_env``: ``HOME``, ``USER``,
+``LOGNAME``, ``SHELL``); the job's ``env``; the variables below, which a job cannot override
 (device pinning would be meaningless otherwise).
 
 - ``CUDA_VISIBLE_DEVICES``: the replica's devices on this node (indices, or UUIDs), empty for a
@@ -17,14 +19,26 @@ Precedence, lowest first: the control plane's environment without its ``CUDA_*``
 from __future__ import annotations
 
 import math
+import os
+import pwd
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from rota.core import MILLI, DeviceShare, InvalidSpec
 
+if TYPE_CHECKING:
+    from rota.backends.base import RunAs
+
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DROPPED_PREFIXES = ("CUDA_", "ROTA_")
+# What a job inherits from the control plane: where programs are, the locale and time zone,
+# the site's proxies, and where the MPS daemon's pipes and logs are (a job outside them would
+# not reach the daemon, so its compute and memory limits would not hold).
+INHERITED = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM",
+             "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+             "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +87,34 @@ def rota_variables(ctx: ReplicaContext) -> dict[str, str]:
     return out
 
 
+def inherited(environ: Mapping[str, str]) -> dict[str, str]:
+    """The part of the control plane's environment a job inherits (``INHERITED``, ``LC_*``)."""
+    out = {k: environ[k] for k in INHERITED if k in environ}
+    out.update((k, v) for k, v in environ.items() if k.startswith("LC_"))
+    out.setdefault("PATH", DEFAULT_PATH)
+    return out
+
+
+def account_env(run_as: RunAs | None) -> dict[str, str]:
+    """``HOME``, ``USER``, ``LOGNAME`` and ``SHELL`` of the account a job runs as (None: the
+    control plane's own, as the password database names it)."""
+    if run_as is not None:
+        user, home, shell = run_as.user, run_as.home, run_as.shell
+    else:
+        try:
+            entry = pwd.getpwuid(os.geteuid())
+        except KeyError:
+            return {}
+        user, home, shell = entry.pw_name, entry.pw_dir, entry.pw_shell or "/bin/sh"
+    return {"HOME": home, "USER": user, "LOGNAME": user, "SHELL": shell}
+
+
 def replica_env(base: Mapping[str, str], job_env: Mapping[str, object],
                 ctx: ReplicaContext) -> dict[str, str]:
-    env = {k: v for k, v in base.items() if not k.startswith(_DROPPED_PREFIXES)}
+    """``base`` (what the job inherits; rota's own ``CUDA_*`` and ``ROTA_*`` variables are
+    left out of it, except the MPS directories), then the job's ``env``, then rota's."""
+    env = {k: v for k, v in base.items()
+           if not k.startswith(_DROPPED_PREFIXES) or k in INHERITED}
     env.update(check_job_env(job_env))
     env.update(rota_variables(ctx))
     return env

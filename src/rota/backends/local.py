@@ -14,8 +14,9 @@ supervisor did. Exactly one of the two wins, so a replica either runs under a su
 handle names, or never runs. An attempt none of whose replicas started is started again in
 ``attempt-<n>.<k>`` (k = 1, 2, ...): a fenced directory is never reused.
 
-Each replica runs under its own supervisor (``rota.backends.shim``), started in a new session
-so that it survives the control plane. The supervisor owns the replica's fate: it forwards
+Each replica runs under its own supervisor (``rota.backends.shim``, forked by the spawner the
+backend keeps: ``rota.backends.spawner``), in a session of its own so that it survives the
+control plane. The supervisor owns the replica's fate: it forwards
 signals, escalates a stop to SIGKILL after the grace period, and writes ``status.json`` when the
 command ends. This backend only writes requests (``stop.json``) and reads results, so a new
 instance over the same data directory (``adopt``) knows everything the old one knew:
@@ -23,59 +24,54 @@ instance over the same data directory (``adopt``) knows everything the old one k
 - ``status.json`` present: the replica exited, with that exit code;
 - the supervisor still runs (same pid, same start time, same boot): running;
 - neither: lost (the supervisor was killed, or the machine rebooted).
+
+A replica's ``ref`` in its handle holds ``pid`` and ``start_ticks`` of its supervisor, its
+directory ``dir`` and its log files ``stdout`` and ``stderr``; the handle's ``ref`` holds the
+``boot_id`` of the machine it was launched on, and its ``launch_id`` is the attempt directory.
+
+Isolation. Attempt and replica directories are 0700 and the control plane's alone: a job
+cannot read its supervisor's files, nor forge how it ended. A job's log files are its own
+(0600, owned by the account it runs as), and ``jobs/<job id>`` is 0711 so that its owner can
+reach the working directory inside it (``rota.control.runspec``) without listing anything.
+When the launch names an OS account (``LaunchSpec.run_as``), the supervisor, which runs as the
+control plane's own user (root), starts the command with that account's uid, gid and
+supplementary groups, so that a job has its owner's rights and never the control plane's. The
+environment a job inherits from the control plane is the short list of ``rota.backends.env``.
 """
 
 from __future__ import annotations
 
 import os
 import signal as signals
-import socket
-import subprocess
-import sys
 import threading
+import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 from urllib.parse import quote
 
 from rota.backends.base import (
-    BackendError, Capabilities, Handle, ReplicaHandle, ReplicaState, ReplicaStatus, Status,
+    Activity, BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, ReplicaState,
+    ReplicaStatus, Status,
 )
-from rota.backends.env import ReplicaContext, check_job_env, replica_env
+from rota.backends.env import ReplicaContext, account_env, check_job_env, inherited, replica_env
+from rota.backends.exits import ExitWatcher
 from rota.backends.gpus import local_node
+from rota.backends.health import GpuHealth
+from rota.backends.localfiles import (  # noqa: F401 - Proc, proc and free_port are used from here
+    JOB_UMASK, LOG_CHUNK, STREAMS, Proc, account_json, argv_of, boot_of, free_port, log_file,
+    mps_running, proc, try_name,
+)
 from rota.backends.nvml import Nvml
 from rota.backends.procs import (
-    boot_id, claim_json, is_running, read_json, signal_group, signal_pid, start_ticks,
-    write_json_atomic,
+    boot_id, claim_json, is_running, make_dirs, read_json, session_of, signal_group, signal_pid,
+    start_ticks, write_json_atomic,
 )
 from rota.backends.shim import CLAIM, FORWARDED
-from rota.core import InvalidSpec, Job, Node, Placement, ReplicaPlacement
+from rota.backends.spawner import Spawner
+from rota.core import MILLI, End, InvalidSpec, Job, Node, Placement, ReplicaPlacement
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def mps_running() -> bool:
-    """True when an MPS control daemon listens in the pipe directory clients would use."""
-    pipe_dir = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")
-    return Path(pipe_dir, "control").exists()
-
-
-def _argv(command: Sequence[str] | str) -> list[str]:
-    if isinstance(command, str):
-        if not command.strip():
-            raise InvalidSpec("command", "must not be empty")
-        return ["/bin/sh", "-c", command]
-    argv = list(command)
-    if not argv or not all(isinstance(a, str) for a in argv):
-        raise InvalidSpec("command", "must be a non-empty list of strings")
-    return argv
-
-
-def _try_name(attempt: int, k: int) -> str:
-    return f"attempt-{attempt}" if k == 0 else f"attempt-{attempt}.{k}"
+UTIL_WINDOW_S = 10.0  # per-process GPU utilisation samples of the last this many seconds
 
 
 class LocalBackend:
@@ -86,7 +82,8 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, data_dir: str | Path, node: Node | None = None, nvml: Nvml | None = None,
-                 *, master_addr: str = "127.0.0.1", device_ids: str = "index") -> None:
+                 *, master_addr: str = "127.0.0.1", device_ids: str = "index",
+                 health: GpuHealth | None = None) -> None:
         if device_ids not in ("index", "uuid"):
             raise InvalidSpec("device_ids", f"must be index or uuid, got {device_ids!r}")
         self.data_dir = Path(data_dir).resolve()
@@ -96,8 +93,10 @@ class LocalBackend:
         self.master_addr = master_addr
         self.device_ids = device_ids
         self._lock = threading.Lock()
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self.spawner = Spawner()  # forks each replica's supervisor (rota.backends.spawner)
         self._tracked: dict[str, Handle] = {}
+        self._exits: ExitWatcher | None = None
+        self.health = health if health is not None else (GpuHealth(nvml) if nvml else None)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -105,7 +104,41 @@ class LocalBackend:
                             compute_enforcement=mps_running(), gang=True, signals=True)
 
     def inventory(self) -> list[Node]:
-        return [self.node]
+        """This machine, its unhealthy GPUs marked so (``rota.backends.health``)."""
+        sick = self._sick()
+        if not sick:
+            return [self.node]
+        return [replace(self.node, devices=tuple(
+            replace(d, healthy=False, problem=sick[d.index]) if d.index in sick else d
+            for d in self.node.devices))]
+
+    def _sick(self) -> dict[int, str]:
+        return self.health.problems() if self.health is not None else {}
+
+    def watch(self, wake: Callable[[], None]) -> None:
+        """Wake ``wake`` when a tracked replica's supervisor exits (a pidfd per supervisor);
+        watch the GPUs' health."""
+        if self._exits is not None:
+            return
+        self._exits = ExitWatcher(wake)
+        self._exits.start()
+        if self.health is not None:
+            self.health.start()
+        for handle in self.tracked():
+            self._watch(handle)
+
+    def unwatch(self) -> None:
+        if self._exits is not None:
+            self._exits.stop()
+            self._exits = None
+        if self.health is not None:
+            self.health.stop()
+
+    def _watch(self, handle: Handle) -> None:
+        exits = self._exits
+        if exits is not None:
+            for r in handle.replicas:
+                exits.watch(proc(r).pid)
 
     def tracked(self) -> list[Handle]:
         """Handles launched or adopted by this instance whose replicas have not all ended."""
@@ -114,14 +147,14 @@ class LocalBackend:
 
     # -- launch ------------------------------------------------------------------------------
 
-    def launch(self, job: Job, placement: Placement, env: Mapping[str, str], workdir: str,
-               command: Sequence[str] | str, attempt: int | None = None) -> Handle:
+    def launch(self, job: Job, placement: Placement, spec: LaunchSpec,
+               attempt: int | None = None) -> Handle:
         """Start every replica of ``job``. With ``attempt``, an attempt that was started
         before (by this process or an earlier one) is returned as it is, not started again."""
-        argv = _argv(command)
-        job_env = check_job_env(env)
-        if not Path(workdir).is_dir():
-            raise InvalidSpec("workdir", f"is not an existing directory: {workdir}")
+        argv = argv_of(spec.command)
+        job_env = check_job_env(spec.env)
+        if not Path(spec.workdir).is_dir():
+            raise InvalidSpec("workdir", f"is not an existing directory: {spec.workdir}")
         if len(placement.replicas) != job.replicas:
             raise InvalidSpec("placement.replicas", f"has {len(placement.replicas)} replicas, "
                                                     f"job {job.id} has {job.replicas}")
@@ -141,23 +174,22 @@ class LocalBackend:
                 ctx = ReplicaContext(job.id, rank, world, self.master_addr, port, rep.devices,
                                      self._device_ids(rep))
                 self.before_start(adir, rank)
-                replicas.append(self._start_replica(adir, ctx, rep, job_env, workdir, argv))
+                replicas.append(self._start_replica(adir, ctx, rep, job_env, spec, argv))
         except OSError as exc:
             for started in replicas:
-                self._stop_replica(started, 0, "launch of the gang failed")
+                self._stop_replica(proc(started), 0, "launch of the gang failed")
             raise BackendError("launch_failed", f"cannot start job {job.id}: {exc}") from exc
-        return self._save(Handle(self.name, job.id, str(adir), boot_id(), tuple(replicas),
-                                 attempt))
+        return self._save(Handle(self.name, job.id, str(adir), tuple(replicas), attempt,
+                                 {"boot_id": boot_id()}))
 
     def before_start(self, attempt_dir: Path, rank: int) -> None:
         """Called before each replica's supervisor is started; does nothing. Tests override it
         to stop a launch half-way, as a killed control plane would."""
 
     def _save(self, handle: Handle) -> Handle:
-        write_json_atomic(Path(handle.attempt_dir) / "handle.json", handle.to_dict())
-        with self._lock:
-            self._tracked[handle.attempt_dir] = handle
-        return handle
+        write_json_atomic(Path(handle.launch_id) / "handle.json", handle.to_dict(), mode=0o600,
+                          durable=False)
+        return self._track(handle)
 
     # -- recover -----------------------------------------------------------------------------
 
@@ -182,17 +214,18 @@ class LocalBackend:
             return None
         boot = next(c["boot_id"] for c in claims if c)
         replicas = tuple(
-            ReplicaHandle(rank, rep.node, c["pid"] if c else os.getpid(),
-                          (c["start_ticks"] or -1) if c else -1,
-                          str(adir / f"replica-{rank}"), str(adir / f"replica-{rank}/stdout.log"),
-                          str(adir / f"replica-{rank}/stderr.log"), rep.devices)
+            ReplicaHandle(rank, rep.node, rep.devices, Proc(
+                c["pid"] if c else os.getpid(), (c["start_ticks"] or -1) if c else -1,
+                str(adir / f"replica-{rank}"), str(adir / f"replica-{rank}/stdout.log"),
+                str(adir / f"replica-{rank}/stderr.log")).ref())
             for rank, (rep, c) in enumerate(zip(placement.replicas, claims)))
-        return self._save(Handle(self.name, job.id, str(adir), boot, replicas, attempt))
+        return self._save(Handle(self.name, job.id, str(adir), replicas, attempt,
+                                 {"boot_id": boot}))
 
     def _claim_or_fence(self, rdir: Path) -> dict | None:
         """The claim of the supervisor of ``rdir``; None after fencing a replica that none
         claimed (its supervisor, should it start later, finds the claim taken and exits)."""
-        rdir.mkdir(parents=True, exist_ok=True)
+        rdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         fence = {"fenced": "never started: the control plane stopped during the launch",
                  "pid": os.getpid()}
         if claim_json(rdir / CLAIM, fence):
@@ -204,26 +237,30 @@ class LocalBackend:
 
     def _track(self, handle: Handle) -> Handle:
         with self._lock:
-            self._tracked[handle.attempt_dir] = handle
+            self._tracked[handle.launch_id] = handle
+        self._watch(handle)
         return handle
 
     def _tries(self, job_id: str, attempt: int) -> list[Path]:
         """The directories of attempt ``attempt`` that exist, oldest first."""
         job_dir = self.data_dir / "jobs" / quote(job_id, safe="")
         found, k = [], 0
-        while (path := job_dir / _try_name(attempt, k)).is_dir():
+        while (path := job_dir / try_name(attempt, k)).is_dir():
             found.append(path)
             k += 1
         return found
 
+    def _job_dir(self, job_id: str) -> Path:
+        """``jobs/<job id>``, 0711: its owner may reach the working directory inside it."""
+        return make_dirs(self.data_dir / "jobs" / quote(job_id, safe=""), 0o711)
+
     def _fresh_try(self, job_id: str, attempt: int) -> Path:
-        job_dir = self.data_dir / "jobs" / quote(job_id, safe="")
-        job_dir.mkdir(parents=True, exist_ok=True)
+        job_dir = self._job_dir(job_id)
         k = 0
         while True:
             try:
-                (job_dir / _try_name(attempt, k)).mkdir()
-                return job_dir / _try_name(attempt, k)
+                (job_dir / try_name(attempt, k)).mkdir(mode=0o700)
+                return job_dir / try_name(attempt, k)
             except FileExistsError:
                 k += 1
 
@@ -244,90 +281,161 @@ class LocalBackend:
         return tuple(uuids[s.index] or str(s.index) for s in rep.devices)
 
     def _new_attempt_dir(self, job_id: str) -> Path:
-        job_dir = self.data_dir / "jobs" / quote(job_id, safe="")
-        job_dir.mkdir(parents=True, exist_ok=True)
+        job_dir = self._job_dir(job_id)
         n = len(list(job_dir.glob("attempt-*")))
         while True:
             try:
-                (job_dir / f"attempt-{n}").mkdir()
+                (job_dir / f"attempt-{n}").mkdir(mode=0o700)
                 return job_dir / f"attempt-{n}"
             except FileExistsError:
                 n += 1
 
     def _start_replica(self, attempt: Path, ctx: ReplicaContext, rep: ReplicaPlacement,
-                       job_env: Mapping[str, str], workdir: str, argv: list[str]) -> ReplicaHandle:
+                       job_env: Mapping[str, str], spec: LaunchSpec,
+                       argv: list[str]) -> ReplicaHandle:
         rdir = attempt / f"replica-{ctx.rank}"
-        rdir.mkdir()
+        rdir.mkdir(mode=0o700)
+        base = {**inherited(os.environ), **account_env(spec.run_as)}
         write_json_atomic(rdir / "spec.json", {
-            "command": argv, "workdir": str(Path(workdir).resolve()),
-            "env": replica_env(os.environ, job_env, ctx)}, mode=0o600)
+            "command": argv, "workdir": str(Path(spec.workdir).resolve()),
+            "env": replica_env(base, job_env, ctx), "umask": JOB_UMASK,
+            "run_as": account_json(spec.run_as)}, mode=0o600, durable=False)
         out, err = rdir / "stdout.log", rdir / "stderr.log"
-        # Block the signals the supervisor handles: it inherits the mask and unblocks them once
-        # its handlers are installed, so an early cancel is delayed instead of killing it.
-        blocked = signals.pthread_sigmask(signals.SIG_BLOCK, FORWARDED)
-        try:
-            with open(out, "ab") as fout, open(err, "ab") as ferr:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "rota.backends.shim", str(rdir)],
-                    stdin=subprocess.DEVNULL, stdout=fout, stderr=ferr, start_new_session=True,
-                    close_fds=True)
-        finally:
-            signals.pthread_sigmask(signals.SIG_SETMASK, blocked)
-        with self._lock:
-            self._children[proc.pid] = proc
-        return ReplicaHandle(ctx.rank, rep.node, proc.pid, start_ticks(proc.pid) or -1, str(rdir),
-                             str(out), str(err), rep.devices)
+        with log_file(out, spec.run_as) as fout, log_file(err, spec.run_as) as ferr:
+            pid = self.spawner.start(rdir, fout.fileno(), ferr.fileno())
+        ref = Proc(pid, start_ticks(pid) or -1, str(rdir), str(out), str(err)).ref()
+        return ReplicaHandle(ctx.rank, rep.node, rep.devices, ref)
 
     # -- observe -----------------------------------------------------------------------------
 
-    def poll(self, handle: Handle) -> Status:
-        status = Status(tuple(self._replica_status(handle, r) for r in handle.replicas))
-        if status.state is not ReplicaState.RUNNING:
-            with self._lock:
-                self._tracked.pop(handle.attempt_dir, None)
-        return status
+    def poll(self, handles: Sequence[Handle]) -> list[Status]:
+        """The status of each handle: a few file reads and one look at ``/proc`` per
+        replica, no process of its own."""
+        boot, sick = boot_id(), self._sick()
+        out = []
+        for handle in handles:
+            status = Status(tuple(self._on_sick_gpu(self._replica_status(handle, r, boot), r,
+                                                    sick) for r in handle.replicas))
+            if status.state is not ReplicaState.RUNNING:
+                with self._lock:
+                    self._tracked.pop(handle.launch_id, None)
+            out.append(status)
+        return out
 
     def adopt(self, handle: Handle) -> Status:
         """Take over a handle persisted by an earlier instance (or process) of this backend."""
         if handle.backend != self.name:
             raise BackendError("foreign_handle", f"handle of backend {handle.backend!r}, "
                                                  f"not {self.name!r}")
-        with self._lock:
-            self._tracked[handle.attempt_dir] = handle
-        return self.poll(handle)
+        for k, r in enumerate(handle.replicas):
+            proc(r, f"handle.replicas[{k}]")
+        self._track(handle)
+        return self.poll([handle])[0]
 
-    def _replica_status(self, handle: Handle, r: ReplicaHandle) -> ReplicaStatus:
-        self._reap(r.pid)
+    def _replica_status(self, handle: Handle, r: ReplicaHandle, boot: str) -> ReplicaStatus:
+        p = proc(r)
         for attempt in range(2):  # re-read: the supervisor may finish between the two checks
-            done = read_json(Path(r.dir) / "status.json")
+            done = read_json(Path(p.dir) / "status.json")
             if done is not None:
                 return ReplicaStatus(r.rank, ReplicaState.EXITED, done.get("exit_code"),
                                      done.get("signal"), done.get("reason", ""),
                                      done.get("finished_at"))
-            if attempt == 0 and handle.boot_id == boot_id() and is_running(r.pid, r.start_ticks):
+            if attempt == 0 and boot_of(handle) == boot and is_running(p.pid, p.start_ticks):
                 return ReplicaStatus(r.rank, ReplicaState.RUNNING)
-        if handle.boot_id != boot_id():
+        if boot_of(handle) != boot:
             return ReplicaStatus(r.rank, ReplicaState.LOST, reason="the machine restarted")
         return ReplicaStatus(r.rank, ReplicaState.LOST, reason=(
-            f"supervisor (pid {r.pid}) is gone and recorded no exit status"))
+            f"supervisor (pid {p.pid}) is gone and recorded no exit status"))
 
-    def _reap(self, pid: int) -> None:
-        with self._lock:
-            proc = self._children.get(pid)
-        if proc is not None and proc.poll() is not None:
-            with self._lock:
-                self._children.pop(pid, None)
+    @staticmethod
+    def _on_sick_gpu(status: ReplicaStatus, r: ReplicaHandle,
+                     sick: dict[int, str]) -> ReplicaStatus:
+        """A replica still running on an unhealthy GPU is lost to it: it is stopped and
+        requeued, as if its node had failed."""
+        bad = [s.index for s in r.devices if s.index in sick]
+        if not bad or status.state is not ReplicaState.RUNNING:
+            return status
+        return ReplicaStatus(r.rank, ReplicaState.LOST, cause=End.GPU_UNHEALTHY,
+                             reason=f"GPU {bad[0]} is unhealthy: {sick[bad[0]]}")
+
+    def activity(self, handles: Sequence[Handle]) -> list[Activity]:
+        """Each launch's GPU utilisation (NVML: a whole device's own figure; on a shared
+        device, the SM utilisation of the replica's own processes, those of its session) and
+        when its log files last grew."""
+        util = sharing = None
+        if self.nvml is not None:
+            util = self.nvml.utilization()
+            since = int((time.time() - UTIL_WINDOW_S) * 1_000_000)
+            sharing = {}
+            for sample in self.nvml.process_utilization(since):
+                sid = session_of(sample.pid)
+                key = (sid, sample.index)
+                sharing[key] = sharing.get(key, 0) + sample.sm_percent
+        return [Activity(self._gpu_util(h, util, sharing), self._last_output(h)) for h in handles]
+
+    def _gpu_util(self, handle: Handle, util: dict[int, int] | None,
+                  sharing: dict[tuple[int | None, int], int] | None) -> float | None:
+        if util is None or sharing is None:
+            return None
+        figures = []
+        for r in handle.replicas:
+            child = read_json(Path(proc(r).dir) / "child.json") or {}
+            for share in r.devices:
+                if share.milli >= MILLI:
+                    figures.append(util.get(share.index))
+                else:
+                    figures.append(sharing.get((child.get("pid"), share.index), 0))
+        known = [f for f in figures if f is not None]
+        return sum(known) / len(known) if known else None
+
+    @staticmethod
+    def _last_output(handle: Handle) -> float | None:
+        times = []
+        for r in handle.replicas:
+            p = proc(r)
+            for path in (p.stdout, p.stderr):
+                try:
+                    times.append(os.stat(path).st_mtime)
+                except OSError:
+                    continue
+        return max(times) if times else None
+
+    def notify(self, handle: Handle, message: str) -> None:
+        """Append ``[rota] message`` to every replica's stderr log."""
+        for r in handle.replicas:
+            try:
+                with open(proc(r).stderr, "a") as f:
+                    f.write(f"[rota] {message}\n")
+            except OSError:
+                continue
+
+    def read_log(self, handle: Handle, rank: int, stream: str, offset: int) -> Iterator[bytes]:
+        """The bytes of a replica's ``stdout.log`` or ``stderr.log`` from ``offset`` on."""
+        if stream not in STREAMS:
+            raise InvalidSpec("stream", f"must be stdout or stderr, got {stream!r}")
+        if not 0 <= rank < len(handle.replicas):
+            return
+        path = getattr(proc(handle.replicas[rank]), stream)
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                while chunk := f.read(LOG_CHUNK):
+                    yield chunk
+        except FileNotFoundError:
+            return
 
     # -- act ---------------------------------------------------------------------------------
 
     def signal(self, handle: Handle, sig: int) -> None:
         """Deliver ``sig`` to every replica's process group. SIGTERM here asks the job to stop
         without a SIGKILL deadline; use ``cancel`` for that."""
+        boot = boot_id()
         for r in handle.replicas:
-            supervised = handle.boot_id == boot_id() and is_running(r.pid, r.start_ticks)
+            p = proc(r)
+            supervised = boot_of(handle) == boot and is_running(p.pid, p.start_ticks)
             if supervised and sig in FORWARDED:
-                signal_pid(r.pid, sig)
-            elif (child := self._live_child(r)) is not None:
+                signal_pid(p.pid, sig)
+            elif (child := self._live_child(p)) is not None:
                 signal_group(child, sig)
 
     def cancel(self, handle: Handle, grace_s: float) -> None:
@@ -336,25 +444,28 @@ class LocalBackend:
         if grace_s < 0:
             raise InvalidSpec("grace", f"must not be negative, got {grace_s}")
         for r in handle.replicas:
-            self._stop_replica(r, grace_s, "cancelled")
+            self._stop_replica(proc(r), grace_s, "cancelled")
 
     def stop_replica(self, replica: ReplicaHandle, grace_s: float, reason: str) -> None:
         """Stop one replica, recording ``reason`` as why it ended (the memory watcher uses it)."""
-        self._stop_replica(replica, grace_s, reason)
+        self._stop_replica(proc(replica), grace_s, reason)
 
-    def _stop_replica(self, r: ReplicaHandle, grace_s: float, reason: str) -> None:
-        rdir = Path(r.dir)
+    def _stop_replica(self, p: Proc, grace_s: float, reason: str) -> None:
+        rdir = Path(p.dir)
         if (rdir / "status.json").exists():
             return
-        if is_running(r.pid, r.start_ticks):
+        if is_running(p.pid, p.start_ticks):
             if not (rdir / "stop.json").exists():
-                write_json_atomic(rdir / "stop.json", {"reason": reason, "grace_s": grace_s})
-            signal_pid(r.pid, signals.SIGTERM)
-        elif (child := self._live_child(r)) is not None:
+                write_json_atomic(rdir / "stop.json", {"reason": reason, "grace_s": grace_s},
+                                  mode=0o600, durable=False)
+            signal_pid(p.pid, signals.SIGTERM)
+        elif (child := self._live_child(p)) is not None:
             signal_group(child, signals.SIGKILL)  # no supervisor left to count a grace period
 
-    def _live_child(self, r: ReplicaHandle) -> int | None:
-        child = read_json(Path(r.dir) / "child.json")
+    def _live_child(self, p: Proc) -> int | None:
+        child = read_json(Path(p.dir) / "child.json")
         if child is None or not is_running(child["pid"], child.get("start_ticks")):
             return None
         return int(child["pid"])
+
+

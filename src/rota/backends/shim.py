@@ -10,7 +10,10 @@ waits for it, and records how it ended. Files in ``REPLICA_DIR``:
   there (the control plane *fenced* the replica, having decided it never started) exits at
   once without starting anything. So a replica runs at most once, even when a control plane
   was killed between starting its supervisor and recording the supervisor's pid.
-- ``spec.json`` (read): ``command`` (argv), ``workdir``, ``env`` (the complete environment).
+- ``spec.json`` (read): ``command`` (argv), ``workdir``, ``env`` (the complete environment),
+  ``umask``, and ``run_as`` (``uid``, ``gid``, ``groups``; null: the supervisor's own account).
+  The supervisor itself keeps the account it was started with (the control plane's), so that
+  a command started under another account can neither signal it nor write its files.
 - ``child.json`` (written once the command started): ``pid`` and ``start_ticks`` of the command.
 - ``stop.json`` (read, optional): written by whoever asks the replica to stop, before sending
   SIGTERM: ``reason`` and ``grace_s``. With it, SIGTERM is followed by SIGKILL after the grace
@@ -64,6 +67,7 @@ class Supervisor:
         try:
             spec = read_json(self.dir / "spec.json")
             command, workdir, env = spec["command"], spec["workdir"], spec["env"]
+            account = _account(spec.get("run_as"), spec.get("umask"))
         except (OSError, ValueError, TypeError, KeyError) as exc:
             self.reason = f"cannot read {self.dir / 'spec.json'}: {exc!r}"
             return self._finish(EXIT_CANNOT_START, started_at)
@@ -71,12 +75,14 @@ class Supervisor:
             return self._finish(None, started_at)
         try:
             self.child = subprocess.Popen(command, cwd=workdir, env=env,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
+                                          stdin=subprocess.DEVNULL, start_new_session=True,
+                                          **account)
         except OSError as exc:
             self.reason = f"cannot start {command[0]!r}: {exc.strerror or exc}"
             return self._finish(EXIT_CANNOT_START, started_at)
         write_json_atomic(self.dir / "child.json",
-                          {"pid": self.child.pid, "start_ticks": start_ticks(self.child.pid)})
+                          {"pid": self.child.pid, "start_ticks": start_ticks(self.child.pid)},
+                          durable=False)
         if self.stopping:  # a stop arrived while the command was being started
             signal_group(self.child.pid, signal.SIGTERM)
             self._arm_escalation()
@@ -134,6 +140,19 @@ class Supervisor:
             "started_at": started_at, "finished_at": time.time(),
         })
         return 0
+
+
+def _account(run_as: object, umask: object) -> dict[str, object]:
+    """``Popen`` arguments that start the command under ``run_as`` with ``umask``."""
+    out: dict[str, object] = {}
+    if isinstance(umask, int):
+        out["umask"] = umask
+    if run_as is None:
+        return out
+    if not isinstance(run_as, dict):
+        raise TypeError(f"run_as must be a mapping, got {run_as!r}")
+    uid, gid, groups = int(run_as["uid"]), int(run_as["gid"]), [int(g) for g in run_as["groups"]]
+    return {**out, "user": uid, "group": gid, "extra_groups": groups}
 
 
 def main(argv: list[str]) -> int:

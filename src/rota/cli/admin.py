@@ -157,19 +157,23 @@ def nodes(as_json: bool = typer.Option(False, "--json")) -> None:
         for g in n["gpus"]:
             allocs = g["allocations"]
             used = sum(a["share"] for a in allocs)
-            jobs = ", ".join((f"{a['job']}" if a["job"] else "other") +
+            jobs = ", ".join((f"{a['job']}" if a["job"] else a.get("foreign") or "other") +
                              (f" ({a['share']:g})" if a["share"] < 1 else "") for a in allocs)
             table.add_row(name, state, str(g["index"]), g["model"],
                           amount("memory", g["memory_mib"]),
-                          "ok" if g["healthy"] else "unhealthy", f"{used:g}", jobs or "-")
+                          "ok" if g["healthy"] else "unhealthy" + (
+                              f" ({g['problem']})" if g.get("problem") else ""),
+                          f"{used:g}", jobs or "-")
             name = state = ""
     Console().print(table)
 
 
 def _state(node: dict[str, Any]) -> str:
-    """``ok``, ``cordoned``, ``draining`` or ``drained``, with the operator's reason."""
+    """``ok``, ``cordoned``, ``draining``, ``drained`` (with the operator's reason) or
+    ``unavailable`` (with the backend's)."""
     state = node.get("state") or ("ok" if node["schedulable"] else "cordoned")
-    return f"{state} ({node['reason']})" if node.get("reason") else state
+    why = node.get("reason") or (node.get("problem") if state == "unavailable" else "")
+    return f"{state} ({why})" if why else state
 
 
 def usage(as_json: bool = typer.Option(False, "--json")) -> None:

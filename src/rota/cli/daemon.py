@@ -24,11 +24,14 @@ READY_TIMEOUT_S = 90.0
 
 def detach(argv: list[str], directory: Path, credentials: Path) -> None:
     """Start ``rota up`` with ``argv`` (without --detach) in the background; wait until ready."""
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o711)
     log = directory / LOG_NAME
     before = credentials.stat().st_mtime_ns if credentials.exists() else None
     offset = log.stat().st_size if log.exists() else 0  # what this start writes comes after
-    with open(log, "ab") as out:
+    # 0600: what rota up prints names no secret, but its jobs' owners have no business here
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "ab") as out:
         child = subprocess.Popen([sys.executable, "-m", "rota.cli.main", "up", *argv],
                                  stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                  start_new_session=True)

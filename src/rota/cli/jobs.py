@@ -3,9 +3,11 @@
 Each talks to the server through ``rota.client`` (``rota.cli.remote.talking``). ``submit``
 validates the job file locally with ``rota.spec`` first, with the same rules as the server, so
 a mistake is named (``error: job.yaml: resources.gpu: ...``, exit 2) before anything is sent.
-A ``workdir`` that is a directory here is packed and uploaded (``rota.cli.upload``) and the
-job runs in a copy of it; an absolute ``workdir`` that does not exist here is a path on the
-server.
+A job file's relative ``workdir`` is a directory beside the file: it is packed and uploaded
+(``rota.cli.upload``) and the job runs in a copy of it. It may not climb out of the file's
+directory (``..``, or a link that leads out): a job file someone gave you cannot make you
+upload your home or ``/etc``. An absolute ``workdir`` is a path on the server, used in place
+and never uploaded. ``rota run --workdir DIR`` uploads the directory you name.
 """
 
 from __future__ import annotations
@@ -31,18 +33,23 @@ def submit(
     file: Path = typer.Argument(..., metavar="JOB.yaml", help="Job file (docs/files.md)."),
     project: Optional[str] = typer.Option(None, "--project", help="Override the file's project."),
     queue: Optional[str] = typer.Option(None, "--queue", help="Override the file's queue."),
+    array: Optional[str] = typer.Option(None, "--array", metavar="INDICES",
+                                        help="Submit one task per index: 0-99, 1,3,5-7, 0-20:5; "
+                                             "%N runs at most N at once (0-99%10). Each task "
+                                             "finds its index in $ROTA_ARRAY_INDEX."),
     as_json: bool = typer.Option(False, "--json", help="Print the submitted job as JSON."),
 ) -> None:
     """Submit a job file; a local workdir is uploaded with a progress bar."""
     from rota.spec import parse_job, read_mapping
     try:
         data = read_mapping(file, "name, project, queue, entrypoint, resources, ...")
-        data.update({k: v for k, v in (("project", project), ("queue", queue)) if v})
+        data.update({k: v for k, v in (("project", project), ("queue", queue), ("array", array))
+                     if v})
         spec = parse_job(data)
         if spec.entrypoint is None:
             raise InvalidSpec("entrypoint", "is required: the command to run, as a string "
                               "(run by /bin/sh -c) or a list of arguments")
-        local = _local_workdir(spec.workdir, file.parent)
+        local = _file_workdir(spec.workdir, file.parent)
     except InvalidSpec as exc:
         from rota.cli.main import fail
         fail(str(file), exc)
@@ -54,6 +61,26 @@ def submit(
             body["upload"] = upload_dir(client, local, quiet=as_json)["id"]
         job = client.submit(body)
     _submitted(job, as_json)
+
+
+def _file_workdir(workdir: str | None, base: Path) -> Path | None:
+    """The directory of a job file to upload, or None: no workdir, or an absolute path (a
+    directory on the server)."""
+    if workdir is None or Path(workdir).is_absolute():
+        return None
+    if workdir.startswith("~"):
+        raise InvalidSpec("workdir", f"{workdir!r}: give a directory relative to the job file "
+                          "(it is uploaded), or an absolute path on the server")
+    root = base.resolve()
+    path = (base / workdir).resolve()
+    if path != root and root not in path.parents:
+        raise InvalidSpec("workdir", f"{workdir!r} leads out of the job file's directory "
+                          f"{root} (to {path}); a job file may only upload what lies beside "
+                          "it: use rota run --workdir DIR to upload another directory")
+    if not path.is_dir():
+        raise InvalidSpec("workdir", f"no directory {str(path)!r} here to upload; give a "
+                          "directory beside the job file, or an absolute path on the server")
+    return path
 
 
 def _local_workdir(workdir: str | None, base: Path) -> Path | None:
@@ -75,6 +102,13 @@ def _submitted(job: dict[str, Any], as_json: bool) -> None:
         print_json(job)
         return
     name = f" ({job['name']})" if job["name"] else ""
+    if job.get("array"):
+        array = job["array"]
+        limit = f", at most {array['limit']} at once" if array["limit"] else ""
+        print(f"Submitted array {array['id']}{name}: {array['tasks']} tasks (jobs "
+              f"{array['id']} on){limit}, to queue {job['queue']} of project {job['project']}.")
+        print(f"Next: rota ps shows them on one line; rota show ID for one task.")
+        return
     print(f"Submitted job {job['id']}{name} to queue {job['queue']} of project "
           f"{job['project']}: {job['state']}.")
     print(f"Next: rota show {job['id']} to see where it runs or why it waits; "
@@ -95,9 +129,10 @@ def run(
     name: Optional[str] = typer.Option(None, "--name", help="Default: the program's name."),
     walltime: Optional[str] = typer.Option(None, "--walltime", help="Run-time limit (4h)."),
     replicas: int = typer.Option(1, "--replicas", help="Gang size: replicas start together."),
-    workdir: Optional[Path] = typer.Option(None, "--workdir", help="A directory to upload and "
-                                           "run in. Default: with a server on this machine, "
-                                           "the current directory itself."),
+    workdir: Optional[Path] = typer.Option(None, "--workdir", help="A directory here to upload "
+                                           "and run in, or an absolute path on the server. "
+                                           "Default: with a server on this machine, the "
+                                           "current directory itself."),
     as_json: bool = typer.Option(False, "--json", help="Print the submitted job as JSON."),
 ) -> None:
     """Run one command as a job: rota run --gpus 1 -- python train.py --lr 3e-4"""
@@ -120,7 +155,9 @@ def run(
         if local is not None:
             from rota.cli.upload import upload_dir
             body["upload"] = upload_dir(client, local, quiet=as_json)["id"]
-        elif workdir is None and _on_this_machine(client.url):
+        elif workdir is not None:
+            body["workdir"] = str(workdir)  # absolute and not here: a directory on the server
+        elif _on_this_machine(client.url):
             body["workdir"] = str(Path.cwd())  # like srun: the job runs where you are
         job = client.submit(body)
     _submitted(job, as_json)
@@ -177,10 +214,35 @@ def ps(
     table = Table(box=None, header_style="bold")
     for column in ("ID", "NAME", "PROJECT", "STATE", "GPUS", "WHERE", "AGE"):
         table.add_column(column, overflow="fold")
-    for j in jobs:
+    for j in fold_arrays(jobs):
         table.add_row(j["id"], j["name"] or "-", j["project"], j["state"], gpus(j),
                       placement(j), age(j["submit_time"]))
     Console(width=_width()).print(table)
+
+
+def fold_arrays(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The jobs, each array's tasks folded into one line (``12[0-9]``, state ``3 running, 7
+    pending``) where its first task would be."""
+    from collections import Counter
+    tasks: dict[str, list[dict[str, Any]]] = {}
+    for j in jobs:
+        if j.get("array_id") is not None:
+            tasks.setdefault(j["array_id"], []).append(j)
+    out, done = [], set()
+    for j in jobs:
+        array = j.get("array_id")
+        if array is None:
+            out.append(j)
+        elif array not in done:
+            done.add(array)
+            mine = tasks[array]
+            indices = sorted(t["array_index"] for t in mine)
+            counts = Counter(t["state"] for t in mine)
+            limit = f"%{j['array_limit']}" if j.get("array_limit") else ""
+            out.append({**j, "id": f"{array}[{indices[0]}-{indices[-1]}{limit}]",
+                        "state": ", ".join(f"{n} {s}" for s, n in counts.most_common()),
+                        "placement": None})
+    return out
 
 
 def _width() -> int:

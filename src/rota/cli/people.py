@@ -5,7 +5,7 @@ submit to (``rota queue apply FILE``, ``rota queue delete NAME``), and where job
 A lab's first teammate, end to end::
 
     rota project create vision
-    rota user add alice --project vision
+    rota user add alice --project vision       # her jobs run as OS user alice (--unix-user)
     rota token create laptop --user alice      # give alice the printed token
     # alice: rota login --url http://gpu-box:8470 --token rota_...
 
@@ -24,7 +24,7 @@ Members see and act only on their projects' jobs; these commands need an operato
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 import typer
 from rich.console import Console
@@ -157,18 +157,35 @@ def project_list(as_json: bool = typer.Option(False, "--json")) -> None:
     Console().print(table)
 
 
+UNIX_USER = typer.Option(None, "--unix-user", metavar="ACCOUNT",
+                         help="The OS account the user's jobs run as [default: the account "
+                              "with the user's name].")
+
+
 @user_app.command("add")
 def user_add(
     name: str = typer.Argument(..., help="User name."),
     project: List[str] = typer.Option([], "--project", "-p",
                                       help="A project the user belongs to (repeatable)."),
+    unix_user: Optional[str] = UNIX_USER,
 ) -> None:
-    """Create a user, a member of the given projects; then issue it a token."""
+    """Create a user, a member of the given projects; then issue it a token. When rota up runs
+    as root, the user's jobs run as its OS account, with that account's rights."""
     with talking() as client:
-        made = client.create_user(name, list(project))
+        made = client.create_user(name, list(project), unix_user)
     where = ", ".join(made["projects"]) or "no project yet"
-    print(f"Created user {made['name']} ({where}). Next: rota token create NAME --user "
-          f"{made['name']} and give them the token.")
+    print(f"Created user {made['name']} ({where}; jobs run as OS user {made['unix_user']}). "
+          f"Next: rota token create NAME --user {made['name']} and give them the token.")
+
+
+@user_app.command("set")
+def user_set(name: str = typer.Argument(..., help="User name."),
+             unix_user: Optional[str] = UNIX_USER) -> None:
+    """Change the OS account a user's jobs run as (without --unix-user: the account named like
+    the user). Jobs already running keep the account they started with."""
+    with talking() as client:
+        done = client.set_unix_user(name, unix_user)
+    print(f"{name}'s jobs now run as OS user {done['unix_user']}.")
 
 
 @user_app.command("join")
@@ -182,14 +199,18 @@ def user_join(name: str = typer.Argument(..., help="User name."),
 
 @user_app.command("list")
 def user_list(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Every user (operators only)."""
+    """Every user, the OS account its jobs run as and its projects (operators only)."""
     with talking() as client:
-        names = client.users()
+        users = client.users()
     if as_json:
-        print_json(names)
+        print_json(users)
         return
-    for n in names:
-        print(n)
+    table = Table(box=None)
+    for column in ("USER", "OS ACCOUNT", "PROJECTS"):
+        table.add_column(column, overflow="fold")
+    for u in users:
+        table.add_row(u["name"], u["unix_user"], ", ".join(u["projects"]) or "-")
+    Console().print(table)
 
 
 def register(app: typer.Typer) -> None:

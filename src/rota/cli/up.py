@@ -1,19 +1,19 @@
 """``rota up``: run the control plane on this machine, in the foreground.
 
-Steps: take the data directory's lock (one control plane per data directory), open the store,
-set up a first start (default project and queue, operator and token), register this machine
-as a node, bind the HTTP socket (``--port 0`` picks a free port), write the credentials file
-the CLI reads, adopt every job left running by an earlier control plane, then serve the API
-(uvicorn, in this process) while the control loop runs on its own thread. SIGINT or SIGTERM
-stops both cleanly; jobs keep running and are adopted by the next start.
+This module parses options and says what happened; ``rota.server`` builds and runs the control
+plane (lock, store, lease, first start, this machine as a node, credentials, accounts, loop,
+API). SIGINT or SIGTERM stops it cleanly; jobs keep running and are adopted by the next start.
+
+The database URL can hold a password: give it in ``ROTA_DB_URL`` or in a file
+(``--db-file``, first line) rather than with ``--db``, whose value every local user (and
+every job) can read in ``ps``. It is never printed with its password.
 """
 
 from __future__ import annotations
 
 import logging
-import signal
-import socket
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -36,8 +36,12 @@ def up(
         None, "--data-dir", metavar="DIR",
         help="Where the store, job directories and uploads live [default: $XDG_DATA_HOME/rota]."),
     db: Optional[str] = typer.Option(
-        None, "--db", metavar="URL",
-        help="Database URL, e.g. postgresql+psycopg://user@host/rota [default: SQLite in DIR]."),
+        None, "--db", metavar="URL", envvar="ROTA_DB_URL", show_envvar=True,
+        help="Database URL, e.g. postgresql+psycopg://user@host/rota [default: SQLite in DIR]. "
+             "A password here shows in ps: use ROTA_DB_URL, --db-file or ~/.pgpass instead."),
+    db_file: Optional[Path] = typer.Option(
+        None, "--db-file", metavar="FILE",
+        help="Read the database URL from the first line of FILE (keep it mode 0600)."),
     port: int = typer.Option(8470, "--port", min=0, max=65535,
                              help="Port of the HTTP API; 0 picks a free one."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address the HTTP API listens on."),
@@ -52,6 +56,8 @@ def up(
     interval: float = typer.Option(2.0, "--interval", min=0.05, metavar="SECONDS",
                                    help="Seconds between passes of the control loop when "
                                         "nothing wakes it."),
+    backend: str = typer.Option("local", "--backend", metavar="NAME",
+                                help="Where jobs run: local (processes on this machine)."),
     detach: bool = typer.Option(False, "--detach", "-d",
                                 help="Run in the background; return once it answers. "
                                      "Stop it with rota down."),
@@ -67,6 +73,7 @@ def up(
     if gpus and node_file:
         fail("--gpus", InvalidSpec("", "give --gpus or --node-file, not both"))
     directory = (data_dir or setup.default_data_dir()).expanduser().resolve()
+    db = _database_url(db, db_file)
     if detach:
         from rota.cli.daemon import detach as start_detached
         argv = [a for a in sys.argv[2:] if a not in ("-d", "--detach")]
@@ -77,147 +84,113 @@ def up(
     except InvalidSpec as exc:
         fail("--node-file" if node_file else "--gpus", exc)
     try:
-        _serve(directory, db, host, port, inventory, chosen, interval)
+        _serve(directory, db, host, port, inventory, chosen, interval, backend)
     except InvalidSpec as exc:
-        fail("--db" if db else "--data-dir", exc)
+        fail(f"--{exc.field}" if exc.field == "backend" else "--db" if db else "--data-dir",
+             InvalidSpec("", exc.reason) if exc.field == "backend" else exc)
+
+
+def _database_url(db: Optional[str], db_file: Optional[Path]) -> Optional[str]:
+    """The URL from ``--db``/``ROTA_DB_URL`` or ``--db-file``; a warning when a password was
+    typed on the command line."""
+    import os
+
+    from rota.cli.main import fail
+    if db is not None and db_file is not None:
+        fail("--db-file", InvalidSpec("", "give --db (or ROTA_DB_URL) or --db-file, not both"))
+    if db_file is not None:
+        try:
+            lines = db_file.read_text().splitlines()
+        except OSError as exc:
+            fail("--db-file", InvalidSpec("", f"cannot read {db_file}: {exc.strerror}"))
+        if not lines or not lines[0].strip():
+            fail("--db-file", InvalidSpec("", f"{db_file} is empty; write the URL on its first "
+                                              "line"))
+        return lines[0].strip()
+    if db is not None and db != os.environ.get("ROTA_DB_URL") and _has_password(db):
+        print("warning: --db: the database password on the command line is visible to every "
+              "local user in ps; give the URL in ROTA_DB_URL or --db-file instead",
+              file=sys.stderr)
+    return db
+
+
+def _has_password(url: str) -> bool:
+    from sqlalchemy.engine import make_url
+    try:
+        return bool(make_url(url).password)
+    except Exception:  # not a URL: the store says so, naming --db
+        return False
 
 
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
-           interval: float) -> None:
-    from rota.control import ControlLoop, DataDirBusy, DataDirLock, setup
-    from rota.store import Store
+           interval: float, backend: str) -> None:
+    from rota.control import DataDirBusy
+    from rota.control.lease import held_message
+    from rota.server import ServerConfig, open_control_plane
+    from rota.server.compose import BindError
+    from rota.store.lease import LeaseHeld
 
-    lock = DataDirLock(directory)
+    config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend)
     try:
-        lock.acquire()
+        plane = open_control_plane(config)
     except DataDirBusy as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(1)
-    try:
-        store = Store.open(db or directory)
-        keeper = _take_lease(store, directory)
-        operator = setup.first_start(store)
-        cordoned = setup.register(store, inventory.node)
-        sock = _bind(host, port)
-        url = f"http://{_url_host(host)}:{sock.getsockname()[1]}"
-        token, issued = setup.operator_token(store, setup.credentials_path(), operator)
-        setup.write_credentials(setup.credentials_path(), url, token)
-        loop = ControlLoop(store, _backend(directory, inventory), policy, directory,
-                           interval_s=interval, lease=keeper)
-        _announce(url, store, directory, inventory, policy, operator, token, issued, cordoned)
-        _run(store, loop, directory, sock, inventory)
-    finally:
-        lock.release()
-
-
-def _take_lease(store, directory: Path):
-    """The database's control-loop lease, or exit 1 saying who holds it and what to do."""
-    import time
-
-    from rota.control.lease import LeaseKeeper, held_message
-    from rota.store.lease import LeaseHeld
-
-    keeper = LeaseKeeper(store, directory)
-    try:
-        keeper.acquire(time.time())
     except LeaseHeld as exc:
         print(f"error: {held_message(exc.name, exc.holder, exc.expires_at, time.time())}",
               file=sys.stderr)
         raise typer.Exit(1)
-    return keeper
-
-
-def _backend(directory: Path, inventory):
-    from rota.backends.local import LocalBackend
-
-    return LocalBackend(directory, node=inventory.node, nvml=inventory.nvml)
-
-
-def _run(store, loop, directory: Path, sock: socket.socket, inventory) -> None:
-    import uvicorn
-
-    from rota.api import create_app
-
-    first = loop.start()
-    for job, old, new, reason in first.moves:
-        print(f"  job {job}: {old} -> {new}" + (f" ({reason})" if reason else ""),
-              file=sys.stderr)
-    watcher = _memory_watcher(loop.backend, inventory)
-    app = create_app(store, data_dir=directory, on_change=loop.wake)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                           lifespan="off"))
-    lost = []
-
-    def lease_lost() -> None:  # another control plane may act now: stop serving and exit 3
-        lost.append(True)
-        server.should_exit = True
-    loop.on_lease_lost = lease_lost
-    # uvicorn restores and re-raises the handlers it found once it has shut down: make those
-    # harmless ones, so that cleanup below runs and the exit status is 0
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: None)
+    except BindError as exc:
+        print(f"error: --port: {exc}", file=sys.stderr)
+        raise typer.Exit(1)
     try:
-        server.run(sockets=[sock])
+        _announce(plane)
+        plane.serve(on_started=_adopted)
     finally:
         print("rota: stopping (running jobs keep running and are adopted by the next start)",
               file=sys.stderr)
-        if watcher is not None:
-            watcher.stop()
-        loop.stop()
-        store.close()
-    if lost:
+        plane.close()
+    if plane.lease_lost:
         print("error: the control-loop lease was taken over by another control plane; "
               "stopped without acting further", file=sys.stderr)
         raise typer.Exit(3)
 
 
-def _memory_watcher(backend, inventory):
-    if inventory.nvml is None:
-        return None
-    from rota.backends.watcher import MemoryWatcher
-
-    watcher = MemoryWatcher(backend, inventory.nvml)
-    watcher.start()
-    return watcher
+def _adopted(first) -> None:
+    for job, old, new, reason in first.moves:
+        print(f"  job {job}: {old} -> {new}" + (f" ({reason})" if reason else ""),
+              file=sys.stderr)
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        print(f"error: --port: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
-        raise typer.Exit(1)
-    sock.listen(2048)
-    return sock
-
-
-def _url_host(host: str) -> str:
-    if host in ("0.0.0.0", ""):
-        return "127.0.0.1"
-    return f"[{host}]" if ":" in host else host
-
-
-def _announce(url, store, directory, inventory, policy, operator, token, issued,
-              cordoned) -> None:
+def _announce(plane) -> None:
+    """What started, where, and what to do next. Never the token itself: this goes to a
+    terminal or to the log of rota up -d, and the token is in the credentials file (0600)."""
     from rota.control import setup
 
-    where = store.url if not store.url.startswith("sqlite") else f"SQLite in {directory}"
-    lines = [f"rota control plane at {url}",
+    config, store, inventory = plane.config, plane.store, plane.config.inventory
+    where = (store.display_url if not store.url.startswith("sqlite")
+             else f"SQLite in {config.data_dir}")
+    accounts = plane.accounts
+    mode = ("multi-user: each job runs as its owner's OS account" if accounts.multi_user else
+            f"single-user: jobs run as OS user {accounts.me}; only its rota users' jobs start")
+    lines = [f"rota control plane at {plane.url}",
              f"  store: {where}", f"  this machine: {inventory.node.name}, {inventory.source}",
-             f"  policy: {policy.name}"]
-    if cordoned:
-        lines.append(f"  cordoned local nodes that are not this machine: {', '.join(cordoned)}")
-    if operator is not None:
+             f"  policy: {config.policy.name}", f"  jobs: {mode}"]
+    closed = setup.closed_parents(config.data_dir) if accounts.multi_user else []
+    if closed:
+        lines.append(f"  warning: {closed[0]} is closed to other accounts (mode "
+                     f"{oct(closed[0].stat().st_mode & 0o777)}), so their jobs cannot reach "
+                     f"their working directories under {config.data_dir}: use --data-dir "
+                     "/var/lib/rota (the default as root) or open it with chmod o+x")
+    if plane.cordoned:
+        lines.append(f"  cordoned local nodes that are not this machine: {', '.join(plane.cordoned)}")
+    if plane.operator is not None:
         lines.append(f"  first start: project {setup.DEFAULT_PROJECT!r}, queue "
-                     f"{setup.DEFAULT_QUEUE!r}, operator {operator!r}")
-    if issued:
-        lines.append(f"  operator token (shown once): {token}")
-    lines += [f"  credentials for the CLI: {setup.credentials_path()}",
-              "next: submit a job: rota run --gpus 1 -- " + (
+                     f"{setup.DEFAULT_QUEUE!r}, operator {plane.operator!r}")
+    credentials = setup.credentials_path()
+    lines.append(f"  credentials for the CLI (URL and {'a new ' if plane.issued else ''}"
+                 f"operator token, mode 0600): {credentials}")
+    lines += ["next: submit a job: rota run --gpus 1 -- " + (
                   "nvidia-smi" if inventory.nvml is not None
                   else "sh -c 'echo GPU $CUDA_VISIBLE_DEVICES'"),
               "      then watch it: rota ps; rota logs ID -f"]

@@ -87,11 +87,18 @@ class Client:
     def create_project(self, name: str, weight: float = 1.0) -> dict[str, Any]:
         return self._json("POST", "/v1/projects", json={"name": name, "weight": weight})
 
-    def users(self) -> list[str]:
+    def users(self) -> list[dict[str, Any]]:
         return self._json("GET", "/v1/users")
 
-    def create_user(self, name: str, projects: list[str]) -> dict[str, Any]:
-        return self._json("POST", "/v1/users", json={"name": name, "projects": projects})
+    def create_user(self, name: str, projects: list[str],
+                    unix_user: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": name, "projects": projects}
+        if unix_user is not None:
+            body["unix_user"] = unix_user
+        return self._json("POST", "/v1/users", json=body)
+
+    def set_unix_user(self, name: str, unix_user: str | None) -> dict[str, Any]:
+        return self._json("PATCH", f"/v1/users/{_segment(name)}", json={"unix_user": unix_user})
 
     def add_member(self, user: str, project: str) -> dict[str, Any]:
         return self._json("POST", f"/v1/users/{user}/projects", json={"project": project})
@@ -150,6 +157,15 @@ class Client:
 
     def events(self, job_id: str) -> list[dict[str, Any]]:
         return self._json("GET", f"/v1/jobs/{_segment(job_id)}/events")
+
+    def hold(self, job_id: str, reason: str = "") -> dict[str, Any]:
+        return self._json("POST", f"/v1/jobs/{_segment(job_id)}/hold", json={"reason": reason})
+
+    def checkpoint(self, job_id: str) -> dict[str, Any]:
+        return self._json("POST", f"/v1/jobs/{_segment(job_id)}/checkpoint")
+
+    def release(self, job_id: str) -> dict[str, Any]:
+        return self._json("POST", f"/v1/jobs/{_segment(job_id)}/release")
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         return self._json("POST", f"/v1/jobs/{_segment(job_id)}/cancel")

@@ -9,7 +9,9 @@ Modules:
   preemption grace);
 - ``runspec``: the job's ``run`` mapping (command, workdir, env, upload, checkpoint, restart)
   and safe extraction of uploads;
-- ``exits``: pidfd watcher that wakes the loop when a supervised process exits;
+- ``accounts``: which OS account runs each user's jobs (multi-user mode as root, else only
+  the control plane's own account's jobs), and whether an account may enter a directory;
+- ``logs``: the API's log reader over the backend that ran a job;
 - ``lock``: one control loop per data directory; ``lease``: one per database (the
   ``control-loop`` lease); ``clock``: the injected ``Clock``;
 - ``setup``: first start of a control plane (default project, queue, operator and token),

@@ -2,18 +2,26 @@
 
 One pass (``ControlLoop.step``), in order:
 
+0. Inventory: at most every ``inventory_s``, the backend's nodes as it reports them now (what
+   work outside rota holds, which nodes it cannot use) are written where they changed
+   (``rota.control.inventory``); again right after step 1 when it requeued a job for a fault
+   of its node or GPU, so that step 3 does not place work there again.
 1. Reconcile: every job the store says holds resources (SCHEDULED, RUNNING, PREEMPTING) is
-   compared with what its backend reports, and moved, signalled or stopped accordingly
-   (``rota.control.verdict``); a SCHEDULED job that was never launched is launched.
+   compared with what its backend reports (all of them in one ``poll``), and moved, signalled
+   or stopped accordingly (``rota.control.verdict``); a SCHEDULED job that was never launched
+   is launched.
 2. Bill: GPU-seconds of running jobs, per project, into the store.
 3. Schedule: ``store.snapshot(now)`` -> ``run_cycle(snapshot, policy, now)`` ->
    ``store.apply(decisions, now)``, one transaction, durable before anything is acted on.
-   Wait explanations that did not change since the last pass are not written again.
-4. Launch: every job bound in step 3 is started through the backend; its handle is persisted
-   with its move to RUNNING.
+   Pending jobs whose owner's OS account cannot run here (``rota.control.accounts``) are left
+   out of the cycle and wait with that reason, holding nothing. Wait explanations that did not
+   change since the last pass are not written again.
+4. Launch: every job bound in step 3 is started through the backend, all of them at once
+   (``rota.control.launcher``); their handles are persisted with their moves to RUNNING, in one
+   transaction.
 
 Passes run on a background thread: after ``wake()`` (a submit or cancel through the API, a
-supervised process that exited) and every ``interval_s`` otherwise. Wake-ups coalesce: many
+launch that the backend saw end: ``Backend.watch``) and every ``interval_s`` otherwise. Wake-ups coalesce: many
 submits in a burst cost one pass, not one each, and after each pass the loop rests as long as
 the pass took, so that a long pass (many pending jobs) cannot starve the API sharing its
 process. The first pass after ``start`` adopts every
@@ -37,16 +45,19 @@ import logging
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from rota.backends.base import Backend
+from rota.backends.base import Backend, BackendError, RunAs
+from rota.control.accounts import Accounts
+from rota.control import eligibility
 from rota.control.clock import Clock, SystemClock
-from rota.control.exits import ExitWatcher
+from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
 from rota.control.reconcile import PassReport, Reconciler
 from rota.core import JobState
-from rota.scheduler import Decisions, Policy, run_cycle
+from rota.scheduler import Decisions, Policy, Snapshot, run_cycle
 from rota.store import JobFilter, JobRecord, Store
 
 log = logging.getLogger("rota.control")
@@ -56,17 +67,23 @@ MAX_REST_S = 1.0
 
 
 class ControlLoop:
+    """``accounts`` says as whom each owner's jobs run (``rota up`` always gives it); without
+    it every job runs as the control plane's own account, as in an embedded single-user use."""
+
     def __init__(self, store: Store, backend: Backend, policy: Policy, data_dir: str | Path,
                  clock: Clock | None = None, interval_s: float = 2.0,
                  lease: LeaseKeeper | None = None,
-                 on_lease_lost: Callable[[], None] = lambda: None) -> None:
+                 on_lease_lost: Callable[[], None] = lambda: None,
+                 accounts: Accounts | None = None, inventory_s: float = 10.0,
+                 api_url: str | None = None) -> None:
         self.store, self.backend, self.policy = store, backend, policy
         self.clock = clock or SystemClock()
         self.interval_s = interval_s
         self.lease, self.on_lease_lost = lease, on_lease_lost
-        self.exits = ExitWatcher(self.wake)
+        self.accounts = accounts
+        self.inventory = InventorySync(store, backend, inventory_s)
         self.reconciler = Reconciler(store, backend, Path(data_dir).resolve(), self.clock.now(),
-                                     watch=self.exits.watch)
+                                     account=self._run_as, api_url=api_url)
         self.passes = 0
         self.last_error: str | None = None
         self._written_waits: dict[str, Any] = {}  # job -> (reasons, estimate) last applied
@@ -80,8 +97,8 @@ class ControlLoop:
     def start(self) -> PassReport:
         """Adopt what the store says is active (one pass, in this thread), then keep going in
         the background. Returns the report of that first pass."""
+        self.backend.watch(self.wake)
         first = self.step()
-        self.exits.start()
         self._thread = threading.Thread(target=self._run, name="rota-control", daemon=True)
         self._thread.start()
         return first
@@ -98,7 +115,8 @@ class ControlLoop:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
             self._thread = None
-        self.exits.stop()
+        self.backend.unwatch()
+        self.reconciler.launcher.close()
         if self.lease is not None:
             with self._step_lock:
                 self.lease.release()
@@ -135,22 +153,27 @@ class ControlLoop:
                     self._halt.set()
                     self.on_lease_lost()
                 return report
-            for rec in self.active_jobs():                                          # 1
-                try:
-                    self.reconciler.reconcile(rec, now, report)
-                except Exception as exc:
-                    report.errors.append(f"job {rec.id}: {exc!r}")
-                    log.exception("job %s: reconcile failed", rec.id)
+            self._sync_inventory(now, report)                                       # 0
+            self.reconciler.reconcile(self.active_jobs(), now, report)              # 1
+            if report.faults:  # a node or GPU failed: the cycle must see it before placing
+                self._sync_inventory(now, report, force=True)
             self.reconciler.flush_usage(now)                                        # 2
             bound = self._schedule(now)                                             # 3
-            for job_id in bound:                                                    # 4
+            if bound:                                                               # 4
                 try:
-                    self.reconciler.launch(self.store.get_job(job_id), now, report)
+                    self.reconciler.launch(self.store.get_jobs(list(bound)), now, report)
                 except Exception as exc:
-                    report.errors.append(f"job {job_id}: {exc!r}")
-                    log.exception("job %s: launch failed", job_id)
+                    report.errors.append(f"launch: {exc!r}")
+                    log.exception("launching %d job(s) failed", len(bound))
             self.passes += 1
             return report
+
+    def _sync_inventory(self, now: float, report: PassReport, force: bool = False) -> None:
+        try:
+            self.inventory.sync(now, force)
+        except Exception as exc:  # schedule on the last known inventory meanwhile
+            report.errors.append(f"inventory: {exc!r}")
+            log.exception("inventory of %s failed", self.backend.name)
 
     def active_jobs(self) -> list[JobRecord]:
         where, found, after = JobFilter(states=ACTIVE), [], None
@@ -161,16 +184,43 @@ class ControlLoop:
                 return found
             after = page.next_after
 
+    def _run_as(self, rec: JobRecord) -> RunAs | None:
+        if self.accounts is None:
+            return None
+        run_as = self.accounts.run_as(rec.job.user)
+        if self.accounts.multi_user and run_as is None:
+            raise BackendError("no_account", f"OS account {self.accounts.unix_user(rec.job.user)}"
+                               f" of {rec.job.user} is gone")
+        return run_as
+
+    def _held(self, snapshot: Snapshot, now: float) -> tuple[Snapshot, eligibility.Outcome]:
+        """The snapshot without the pending jobs that may not start now, and what becomes of
+        them (``rota.control.eligibility``)."""
+        pending = snapshot.pending
+        if not pending:
+            return snapshot, eligibility.Outcome()
+        account_hold = lambda user: None  # noqa: E731 - without accounts: every owner runs
+        if self.accounts is not None:
+            self.accounts.refresh()
+            account_hold = self.accounts.hold
+        held = eligibility.decide(pending, eligibility.Facts(self.store.eligibility_facts(now),
+                                                             account_hold), now)
+        out = held.kept
+        if not out:
+            return snapshot, held
+        return replace(snapshot, jobs=tuple(j for j in snapshot.jobs if j.id not in out)), held
+
     def _schedule(self, now: float) -> tuple[str, ...]:
         snapshot = self.store.snapshot(now)
+        pending = {j.id for j in snapshot.pending}
+        snapshot, held = self._held(snapshot, now)
         with _snapshot_out_of_collector():
             decisions = run_cycle(snapshot, self.policy, now)
-        pending = {j.id for j in snapshot.pending}
         self._written_waits = {j: w for j, w in self._written_waits.items() if j in pending}
-        waits = [w for w in decisions.waits
+        waits = [w for w in (*decisions.waits, *held.waits)
                  if self._written_waits.get(w.job) != (w.reasons, w.estimated_start)]
         todo = Decisions(binds=decisions.binds, preemptions=decisions.preemptions,
-                         rejects=decisions.rejects, waits=waits)
+                         rejects=[*decisions.rejects, *held.rejects], waits=waits)
         if not (todo.changes_anything or todo.waits):
             return ()
         result = self.store.apply(todo, now)

@@ -8,12 +8,16 @@
      "env": {"NAME": "value"},
      "upload": "<upload id>" | null,              # <data_dir>/uploads/<id>.tar.gz
      "checkpoint": {"dir": str | null, "signal": "SIGTERM", "grace_s": 30.0},
-     "restart": {"max_retries": 0},
+     "restart": {"max_retries": 0, "backoff_s": 10.0},
      "idle": {...} | null}                        # read by idle reclamation, not here
 
-Working directory: ``workdir`` when set; otherwise ``<data_dir>/jobs/<job id>/work``, where an
+Working directory: ``workdir`` when set (an existing directory the job's OS account may enter
+and list, ``rota.control.accounts.may_enter``); otherwise ``<data_dir>/jobs/<job id>/work``, where an
 upload is extracted once, before the first launch (a later attempt reuses what the job left
-there, its checkpoints included). Extraction refuses absolute member names, ``..`` components,
+there). That directory is 0700 and, with everything extracted into it, owned by the job's
+account; so is ``checkpoints`` beside it, the default ``ROTA_CHECKPOINT_DIR`` that every
+attempt of the job shares; ``jobs`` and ``jobs/<job id>`` are 0711, so that its owner can
+reach it and nobody can list what else is there. Extraction refuses absolute member names, ``..`` components,
 links that point outside the directory, and device files; it happens in a temporary directory
 renamed into place, so a crash half-way leaves no half-extracted tree.
 
@@ -32,6 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
+from rota.backends.base import RunAs
+from rota.backends.procs import make_dirs
+from rota.control.accounts import may_enter
 from rota.core import InvalidSpec
 
 UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
@@ -48,6 +55,7 @@ class RunSpec:
     checkpoint_signal: int = int(signals.SIGTERM)
     grace_s: float | None = None  # None: the job's own grace period
     max_retries: int = 0
+    backoff_s: float = 10.0       # before the first retry; doubled for each further one
 
 
 def parse_run(run: Mapping[str, Any]) -> RunSpec:
@@ -68,6 +76,7 @@ def parse_run(run: Mapping[str, Any]) -> RunSpec:
         checkpoint_signal=_signal(checkpoint.get("signal", "SIGTERM")),
         grace_s=_grace(checkpoint.get("grace_s")),
         max_retries=_retries(restart.get("max_retries", 0)),
+        backoff_s=_backoff(restart.get("backoff_s", 10.0)),
     )
 
 
@@ -143,6 +152,13 @@ def _grace(value: object) -> float | None:
     return float(value)
 
 
+def _backoff(value: object) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 600:
+        raise InvalidSpec("run.restart.backoff_s",
+                          f"must be a number of seconds from 0 to 600, got {value!r}")
+    return float(value)
+
+
 def _retries(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise InvalidSpec("run.restart.max_retries",
@@ -160,29 +176,61 @@ def upload_path(data_dir: Path, upload_id: str) -> Path:
     return data_dir / "uploads" / f"{upload_id}.tar.gz"
 
 
-def prepare_workdir(spec: RunSpec, data_dir: Path, job_id: str) -> Path:
-    """The directory the job runs in, with its upload extracted (once)."""
+def prepare_workdir(spec: RunSpec, data_dir: Path, job_id: str,
+                    run_as: RunAs | None = None) -> Path:
+    """The directory the job runs in, with its upload extracted (once), owned by ``run_as``
+    (None: the control plane's own account)."""
     if spec.workdir is not None:
         path = Path(spec.workdir)
         if not path.is_absolute():
             raise InvalidSpec("run.workdir", f"must be an absolute path, got {spec.workdir!r}")
-        if not path.is_dir():
+        if run_as is not None:  # asked as the job's account: nothing it may not see is told
+            if not may_enter(spec.workdir, run_as):
+                raise InvalidSpec("run.workdir", f"is not a directory OS user {run_as.user} "
+                                  f"may enter and list: {spec.workdir}")
+        elif not path.is_dir():
             raise InvalidSpec("run.workdir", f"is not an existing directory: {spec.workdir}")
         return path
     work = job_dir(data_dir, job_id) / "work"
     if work.is_dir():
         return work  # extracted by an earlier attempt
-    work.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(work.parent, 0o711)
     staging = work.with_name(f".work-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
+    staging.mkdir(mode=0o700)
     try:
         if spec.upload is not None:
             extract_upload(upload_path(data_dir, spec.upload), staging)
+        if run_as is not None:
+            _give(staging, run_as)
         staging.rename(work)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return work
+
+
+def prepare_checkpoints(spec: RunSpec, data_dir: Path, job_id: str, workdir: Path,
+                        run_as: RunAs | None = None) -> Path:
+    """The job's checkpoint directory (``ROTA_CHECKPOINT_DIR``), the same for every attempt:
+    ``checkpoint.dir`` when given (relative to the working directory; the job creates it if
+    it must), else ``<data_dir>/jobs/<job id>/checkpoints``, created 0700 for ``run_as``."""
+    if spec.checkpoint_dir is not None:
+        return workdir / spec.checkpoint_dir  # an absolute dir stays itself
+    path = job_dir(data_dir, job_id) / "checkpoints"
+    if not path.is_dir():
+        make_dirs(path.parent, 0o711)
+        path.mkdir(mode=0o700, exist_ok=True)
+        if run_as is not None:
+            os.lchown(path, run_as.uid, run_as.gid)
+    return path
+
+
+def _give(tree: Path, run_as: RunAs) -> None:
+    """Make ``tree`` and everything in it ``run_as``'s (links themselves, not their targets)."""
+    os.lchown(tree, run_as.uid, run_as.gid)
+    for root, dirs, files in os.walk(tree):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(root, name), run_as.uid, run_as.gid)
 
 
 def extract_upload(archive: Path, dest: Path) -> None:

@@ -1,7 +1,10 @@
 """Starting a control plane: where its files live, what a first start creates, and this machine.
 
-- Data directory: ``--data-dir``, else ``$XDG_DATA_HOME/rota`` (``~/.local/share/rota``). It
-  holds the SQLite store (unless ``--db`` names another), job directories, uploads, the lock.
+- Data directory: ``--data-dir``, else ``$XDG_DATA_HOME/rota`` when that is set, else
+  ``/var/lib/rota`` for root (multi-user mode: jobs of other accounts must be able to pass
+  through its parents to reach their working directories, which root's home forbids) and
+  ``~/.local/share/rota`` for anyone else. It holds the SQLite store (unless ``--db`` names
+  another), job directories, uploads, the lock.
 - Credentials: ``$XDG_CONFIG_HOME/rota/credentials.json`` (``~/.config/rota``), mode 0600,
   ``{"url": ..., "token": ...}``; the CLI reads it. Every start writes the current URL; the
   token in it is kept while it still authenticates as an operator against this store, and a
@@ -9,7 +12,7 @@
   recovered, only replaced).
 - First start (a store without users): project ``default``, queue ``default`` without quota
   limits, and an operator user (the login name when it is a valid rota name, else ``admin``)
-  who is a member of ``default``.
+  who is a member of ``default`` and whose jobs run as the OS account that started rota.
 - This machine as a node: a node file, else virtual GPUs (``--gpus 4xH100-80GB``), else NVML
   when the machine has NVIDIA GPUs, else a CPU-only node. Other nodes the local backend
   registered earlier (another host name, another node file) are cordoned: nothing here can
@@ -28,6 +31,7 @@ from rota.backends.gpus import local_node
 from rota.backends.nvml import Nvml
 from rota.core import Node, Queue
 from rota.store import AlreadyExists, Role, Store
+from rota.store.admin import UNIX_NAME
 from rota.store.jobs import NAME
 
 DEFAULT_PROJECT = "default"
@@ -41,7 +45,17 @@ def _xdg(variable: str, fallback: str) -> Path:
 
 
 def default_data_dir() -> Path:
+    if not os.environ.get("XDG_DATA_HOME") and os.geteuid() == 0:
+        return Path("/var/lib/rota")
     return _xdg("XDG_DATA_HOME", ".local/share") / "rota"
+
+
+def closed_parents(directory: Path) -> list[Path]:
+    """The directories above ``directory`` that other accounts may not pass through (no
+    search permission for others): jobs running as their owners could not reach their
+    working directories inside it."""
+    return [p for p in directory.resolve().parents
+            if p.exists() and not p.stat().st_mode & 0o001]
 
 
 def credentials_path() -> Path:
@@ -99,7 +113,8 @@ def first_start(store: Store) -> str | None:
     user = login if NAME.match(login) else "admin"
     store.create_project(DEFAULT_PROJECT)
     store.put_queue(Queue(DEFAULT_QUEUE))
-    store.create_user(user, [DEFAULT_PROJECT])
+    unix_user = login if login and login != user and UNIX_NAME.match(login) else None
+    store.create_user(user, [DEFAULT_PROJECT], unix_user=unix_user)
     return user
 
 

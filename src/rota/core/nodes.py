@@ -1,8 +1,14 @@
 """GPU devices and the nodes that hold them.
 
 A ``GpuDevice`` is static inventory: what the device is and where it sits (NUMA node,
-NVLink/PCIe domain). What is allocated on it is not stored here: the scheduler derives it from
-the placements of running jobs, so that there is one source of truth.
+NVLink/PCIe domain). What rota's own jobs hold on it is not stored here: the scheduler derives
+it from the placements of running jobs, so that there is one source of truth.
+
+What work *outside* rota holds (a job submitted to Slurm directly, a Pod of another scheduler)
+is a fact only the backend knows: a node carries it as ``foreign`` holdings, which the
+scheduler treats as taken, never to be booked twice. ``problem`` is the backend's own reason
+why nothing may start on the node now (Slurm: drained, down; Kubernetes: cordoned, NotReady);
+a node with a problem is not schedulable, whatever the operator's cordon says.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from fnmatch import fnmatchcase
 from typing import Mapping, NewType
 
 from rota.core.errors import InvalidSpec
+from rota.core.jobs import DeviceShare
 
 NodeName = NewType("NodeName", str)
 DEFAULT_GROUP = "default"
@@ -26,6 +33,7 @@ class GpuDevice:
     numa: int = 0
     nvlink: str | None = None  # devices with the same value share an NVLink domain
     healthy: bool = True
+    problem: str = ""          # why it is unhealthy, as its backend reported it
 
     def __post_init__(self) -> None:
         if self.index < 0:
@@ -37,6 +45,17 @@ class GpuDevice:
 
 
 @dataclass(frozen=True, slots=True)
+class Foreign:
+    """What one piece of work outside rota holds on a node: CPU, memory, device shares (by
+    device index), and who holds it, for people (``slurm job 4711 (omar)``, ``pod ml/infer-0``)."""
+
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    devices: tuple[DeviceShare, ...] = ()
+    holder: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: NodeName
     cpu_milli: int
@@ -45,6 +64,8 @@ class Node:
     resource_group: str = DEFAULT_GROUP
     labels: Mapping[str, str] = field(default_factory=dict)
     schedulable: bool = True
+    foreign: tuple[Foreign, ...] = ()
+    problem: str = ""
 
     def __post_init__(self) -> None:
         if self.cpu_milli < 0:
@@ -56,6 +77,11 @@ class Node:
             raise InvalidSpec("gpus", f"device indices repeat on node {self.name}: {indices}")
         if indices != sorted(indices):
             raise InvalidSpec("gpus", f"devices of node {self.name} must be in index order")
+        for held in self.foreign:
+            unknown = [s.index for s in held.devices if s.index not in indices]
+            if unknown:
+                raise InvalidSpec("foreign", f"{held.holder or 'work outside rota'} holds GPU "
+                                  f"{unknown[0]}, which node {self.name} does not have")
 
     @property
     def models(self) -> frozenset[str]:

@@ -59,6 +59,8 @@ class Slot:
         self.dev_mem = tuple([d.memory_mib for d in devs])
         self.milli = [MILLI if d.healthy else 0 for d in devs]
         self.gmem = [d.memory_mib if d.healthy else 0 for d in devs]
+        if node.foreign:
+            self._hold_foreign(node)
         self.models = tuple([d.model for d in devs])
         self.numa = tuple([d.numa for d in devs])
         self.nvlink = tuple([d.nvlink for d in devs])
@@ -74,6 +76,17 @@ class Slot:
         # where the node sits in its pools' ordered buckets: (whole bucket, its entry,
         # fraction levels, their entry)
         self.listed: tuple | None = None
+
+    def _hold_foreign(self, node: Node) -> None:
+        """Take what work outside rota holds (``Node.foreign``) as if a job held it."""
+        position = {d.index: p for p, d in enumerate(node.devices)}
+        for held in node.foreign:
+            self.cpu = max(0, self.cpu - held.cpu_milli)
+            self.mem = max(0, self.mem - held.memory_mib)
+            for share in held.devices:
+                p = position[share.index]
+                self.milli[p] = max(0, self.milli[p] - share.milli)
+                self.gmem[p] = max(0, self.gmem[p] - share.memory_mib)
 
     def wholly_free(self, p: int) -> bool:
         return self.milli[p] == MILLI and self.gmem[p] == self.dev_mem[p]

@@ -21,7 +21,7 @@ from rota.core import (
     BorrowWithinCohort, FlavorQuota, GpuDevice, ReclaimWithinCohort, WithinQueue,
 )
 from rota.spec.errors import reason_error
-from rota.spec.job import JobSpec
+from rota.spec.job import IdleSpec, JobSpec
 from rota.spec.types import (
     CpuMilli, Duration, MemoryMiB, Name, Patterns, QuotaGpu, Share, Strict, Text, Timestamp,
 )
@@ -179,6 +179,7 @@ class QueueSpec(Strict):
     strict_priority: bool = False
     resource_groups: list[Name] = Field(default_factory=list)
     projects: list[Name] | None = None  # None: every project; []: none (closed to new jobs)
+    idle: IdleSpec | None = None        # the control plane's idle reclamation defaults
 
 
 class UsageSpec(Strict):
@@ -224,6 +225,7 @@ class QueuesFile(Strict):
 
     flavors: dict[Name, Patterns] = Field(default_factory=dict)
     queues: list[QueueSpec] = Field(min_length=1)
+    idle: IdleSpec | None = None  # idle reclamation defaults for every queue
 
 
 class JobsFile(Strict):

@@ -16,6 +16,9 @@ Vocabulary and rules the operator's deletes and node states keep:
   those jobs keep its name. Deleting a project removes it from every binding (a binding it
   was alone in then admits no project); cohorts are names shared by queues, so deleting a
   queue leaves the others' cohort as it is, one lender fewer.
+- A user's *OS account* (``users.unix_user``) is the account its jobs run as on machines the
+  control plane runs jobs on; NULL means the account of the same name. Several users may map
+  to one account (they then share its rights); ``unix_users`` gives the whole map.
 - A node is *ok*, *cordoned* (``schedulable`` false) or *drained* (``drain`` true, and
   ``schedulable`` false too, so the scheduler places nothing new there). ``reason`` says why
   the operator took it out; resuming clears all three. Jobs running on a cordoned or drained
@@ -26,8 +29,9 @@ Vocabulary and rules the operator's deletes and node states keep:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
@@ -37,11 +41,22 @@ from rota.store import jobs as job_rows
 from rota.store.errors import AlreadyExists, InUse, NotFound, Unauthenticated
 from rota.store.jobs import check_name
 from rota.store.schema import (
-    api_tokens, flavors, jobs, memberships, nodes, projects, queues, usage, users,
+    api_tokens, flavors, idle_policies, jobs, memberships, nodes, projects, queues, usage, users,
 )
 
+# what useradd accepts (a portable name: letters, digits, '.', '_', '-', not first), at most 32
+UNIX_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
 LIVE = tuple(str(s) for s in JobState if s is JobState.PENDING or s.holds_resources)
 Binding = tuple[str, ...] | None  # the projects a queue admits; None: every project
+
+
+@dataclass(frozen=True, slots=True)
+class UserRecord:
+    """A user as the operator sees it: its OS account and its projects."""
+
+    name: str
+    unix_user: str
+    projects: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +68,10 @@ class NodeRecord:
     last_seen: float
     drain: bool
     reason: str
+    cordoned: bool = False  # by the operator (``node.schedulable`` is also false on a problem)
 from rota.store.tokens import (
-    PREFIX, IssuedToken, Principal, Role, TokenInfo, display, new_token, token_hash,
+    JOB_TOKEN, PREFIX, IssuedToken, Principal, Role, TokenInfo, display, job_of, new_token,
+    token_hash,
 )
 
 
@@ -86,15 +103,47 @@ def list_projects(conn: Connection) -> list[Project]:
             for r in conn.execute(select(projects).order_by(projects.c.name))]
 
 
-def create_user(conn: Connection, name: str, now: float) -> None:
+def create_user(conn: Connection, name: str, now: float, unix_user: str | None = None) -> None:
     check_name(name, "name")
+    if unix_user is not None:
+        check_unix_user(unix_user)
     if _exists(conn, users, name):
         raise AlreadyExists("user", name)
-    conn.execute(insert(users).values(name=name, created_at=now))
+    conn.execute(insert(users).values(name=name, created_at=now, unix_user=unix_user))
+
+
+def check_unix_user(value: object) -> str:
+    if not isinstance(value, str) or not UNIX_NAME.match(value):
+        raise InvalidSpec("unix_user", f"is not an OS user name: {value!r} (letters, digits, "
+                          "'.', '_' or '-', not first, at most 32)")
+    return value
+
+
+def set_unix_user(conn: Connection, name: str, unix_user: str | None) -> None:
+    """Map ``name``'s jobs to OS account ``unix_user`` (None: the account of the same name)."""
+    if unix_user is not None:
+        check_unix_user(unix_user)
+    _require(conn, users, "user", name)
+    conn.execute(update(users).where(users.c.name == name).values(unix_user=unix_user))
 
 
 def list_users(conn: Connection) -> list[str]:
     return list(conn.execute(select(users.c.name).order_by(users.c.name)).scalars())
+
+
+def unix_users(conn: Connection) -> dict[str, str]:
+    """Every user's OS account."""
+    return {r.name: r.unix_user or r.name
+            for r in conn.execute(select(users.c.name, users.c.unix_user))}
+
+
+def user_records(conn: Connection) -> list[UserRecord]:
+    member_of: dict[str, list[str]] = {}
+    for m in conn.execute(select(memberships).order_by(memberships.c.project)):
+        member_of.setdefault(m.user, []).append(m.project)
+    return [UserRecord(r.name, r.unix_user or r.name, tuple(member_of.get(r.name, ())))
+            for r in conn.execute(select(users.c.name, users.c.unix_user)
+                                  .order_by(users.c.name))]
 
 
 def add_member(conn: Connection, user: str, project: str) -> None:
@@ -156,7 +205,34 @@ def authenticate(conn: Connection, token: object) -> Principal:
         api_tokens.c.token_hash == token_hash(token), api_tokens.c.revoked_at.is_(None))).first()
     if row is None:
         raise Unauthenticated("unknown or revoked token")
-    return Principal(row.user, Role(row.role), projects_of(conn, row.user), row.name)
+    role = Role(row.role)
+    if role is Role.JOB:
+        found = job_of(row.name)
+        if found is None:
+            raise Unauthenticated("malformed job token")
+        return Principal(row.user, role, projects_of(conn, row.user), row.name, *found)
+    return Principal(row.user, role, projects_of(conn, row.user), row.name)
+
+
+def issue_job_token(conn: Connection, user: str, job_id: str, attempt: int,
+                    now: float) -> IssuedToken:
+    """The token of one attempt of a job (a launch that never started may have left one of
+    the same name: it is replaced)."""
+    name = JOB_TOKEN.format(job=job_id, attempt=attempt)
+    conn.execute(delete(api_tokens).where(api_tokens.c.user == user, api_tokens.c.name == name))
+    return issue_token(conn, user, name, Role.JOB, now)
+
+
+
+def put_idle(conn: Connection, scope: str, policy: dict[str, Any] | None) -> None:
+    """Set (None: remove) the idle reclamation defaults of a queue, or of all (``*``)."""
+    conn.execute(delete(idle_policies).where(idle_policies.c.scope == scope))
+    if policy is not None:
+        conn.execute(insert(idle_policies).values(scope=scope, policy=policy))
+
+
+def idle_defaults(conn: Connection) -> dict[str, dict[str, Any]]:
+    return {r.scope: r.policy for r in conn.execute(select(idle_policies))}
 
 
 def put_flavor(conn: Connection, flavor: Flavor) -> None:
@@ -236,6 +312,7 @@ def delete_queue(conn: Connection, name: str) -> None:
                     f"({_counted(live)}): cancel them (rota cancel ID) or wait until they "
                     f"finish, then delete it; rota ps --queue {name} lists them", live)
     conn.execute(delete(queues).where(queues.c.name == name))
+    conn.execute(delete(idle_policies).where(idle_policies.c.scope == name))
 
 
 def delete_project(conn: Connection, name: str) -> list[str]:
@@ -332,5 +409,6 @@ def list_nodes(conn: Connection) -> list[tuple[Node, str, float]]:
 
 
 def node_records(conn: Connection) -> list[NodeRecord]:
-    return [NodeRecord(convert.node_from_row(r), r.backend, r.last_seen, bool(r.drain), r.reason)
+    return [NodeRecord(convert.node_from_row(r), r.backend, r.last_seen, bool(r.drain), r.reason,
+                       not r.schedulable)
             for r in conn.execute(select(nodes).order_by(nodes.c.name))]

@@ -21,8 +21,9 @@ from dataclasses import asdict
 from typing import Any, Mapping
 
 from rota.core import (
-    BorrowWithinCohort, DeviceShare, Flavor, FlavorQuota, GpuDevice, GpuRequest, Job, JobId, JobKind, JobState, Node,
-    NodeName, Placement, Queue, ReclaimWithinCohort, ReplicaPlacement, ReplicaRequest, WithinQueue,
+    BorrowWithinCohort, DeviceShare, Flavor, FlavorQuota, Foreign, GpuDevice, GpuRequest, Job,
+    JobId, JobKind, JobState, Node, NodeName, Placement, Queue, ReclaimWithinCohort,
+    ReplicaPlacement, ReplicaRequest, WithinQueue,
 )
 from rota.core import Reason, ReasonCode
 from rota.store.records import JobRecord, Submission
@@ -95,21 +96,32 @@ def record_from_row(row: Any) -> JobRecord:
         cancel_requested=bool(row.cancel_requested), preempt_deadline=row.preempt_deadline,
         backend_handle=row.backend_handle, run=row.spec.get("run", {}), version=row.version,
         updated_at=row.updated_at, billed_until=row.billed_until,
-        failures=row.failures,
+        failures=row.failures, held=row.held, lost_streak=row.lost_streak,
+        eligible_at=row.eligible_at, last_checkpoint_at=row.last_checkpoint_at,
+        depends=tuple((k, str(j)) for k, j in row.depends or ()),
+        array_id=None if row.array_id is None else str(row.array_id),
+        array_index=row.array_index, array_limit=row.array_limit,
     )
 
 
 def node_values(node: Node) -> dict[str, Any]:
-    """The inventory columns of a node (not ``schedulable``, ``backend``, ``last_seen``)."""
+    """The columns a backend reports of a node (not ``schedulable``, ``drain``, ``reason``:
+    the operator's; nor ``backend``, ``last_seen``)."""
     return {"resource_group": node.resource_group, "cpu_milli": node.cpu_milli,
             "memory_mib": node.memory_mib, "labels": dict(node.labels),
-            "devices": [asdict(d) for d in node.devices]}
+            "devices": [asdict(d) for d in node.devices], "problem": node.problem,
+            "foreign": [asdict(f) for f in node.foreign]}
 
 
 def node_from_row(row: Any) -> Node:
+    """The node as the scheduler sees it: not schedulable when the operator took it out or
+    its backend reports a problem."""
     return Node(NodeName(row.name), row.cpu_milli, row.memory_mib,
                 tuple(GpuDevice(**d) for d in row.devices), row.resource_group,
-                dict(row.labels), bool(row.schedulable))
+                dict(row.labels), bool(row.schedulable) and not row.problem,
+                tuple(Foreign(f["cpu_milli"], f["memory_mib"],
+                              tuple(DeviceShare(**d) for d in f["devices"]), f["holder"])
+                      for f in row.foreign), row.problem)
 
 
 def queue_values(queue: Queue) -> dict[str, Any]:

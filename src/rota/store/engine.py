@@ -52,8 +52,9 @@ def resolve_url(url_or_path: str | Path) -> str:
     if "://" in raw:
         try:
             url = make_url(raw)
-        except (ArgumentError, ValueError) as exc:
-            raise InvalidSpec("store.url", f"not a database URL: {exc}") from None
+        except (ArgumentError, ValueError):
+            raise InvalidSpec("store.url", "not a database URL; expected e.g. "
+                              "postgresql+psycopg://USER@HOST/DBNAME") from None  # no echo: a password
         if url.get_backend_name() not in ("sqlite", "postgresql"):
             raise InvalidSpec("store.url", f"unsupported database {url.get_backend_name()!r}; "
                                            "use sqlite or postgresql+psycopg")
@@ -67,6 +68,14 @@ def resolve_url(url_or_path: str | Path) -> str:
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path.resolve()}"
+
+
+def display_url(url: str) -> str:
+    """``url`` as it may be shown or logged: with its password hidden."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return "(a database URL)"
 
 
 def make_engine(url: str, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Engine:

@@ -1,4 +1,4 @@
-"""Wake the control loop as soon as a watched process exits.
+"""Wake the control loop as soon as a watched process exits (the local backend's ``watch``).
 
 ``ExitWatcher`` holds a pidfd (Linux 5.3+) per watched pid, for supervisors this process
 started and for supervisors adopted after a restart alike (a pidfd does not need the process

@@ -1,0 +1,58 @@
+"""The names rota reads and writes on Kubernetes objects, in one place.
+
+- rota's own labels and annotations live under the ``rota.dev/`` prefix; Pods rota schedules
+  carry ``schedulerName: rota``.
+- ``nvidia.com/gpu`` is the NVIDIA device plugin's extended resource (HAMi's device plugin
+  registers the same name, counting vGPU slots); ``nvidia.com/gpu.product`` and
+  ``nvidia.com/gpu.memory`` (MiB) are GPU Feature Discovery's node labels.
+- A Pod's name is derived from (job, attempt, rank), so that an attempt's Pod cannot be created
+  twice: ``rota-<job>-<attempt>-<rank>``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rota.core import InvalidSpec
+
+SCHEDULER_NAME = "rota"
+PREFIX = "rota.dev/"
+
+LABEL_JOB = PREFIX + "job"
+LABEL_ATTEMPT = PREFIX + "attempt"
+LABEL_RANK = PREFIX + "rank"
+LABEL_QUEUE = PREFIX + "queue"
+LABEL_PROJECT = PREFIX + "project"
+LABEL_RESOURCE_GROUP = PREFIX + "resource-group"  # on a Node: the resource group it serves
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GFD_PRODUCT = "nvidia.com/gpu.product"
+GFD_MEMORY = "nvidia.com/gpu.memory"
+
+# a DNS-1123 label: what a Pod name (a subdomain) allows, kept to one label so that the name
+# also serves as a hostname
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_MAX_LABEL = 63
+
+
+def pod_name(job_id: str, attempt: int, rank: int) -> str:
+    """``rota-<job>-<attempt>-<rank>``; the job id must be lower-case letters, digits and
+    ``-``, and the whole name at most 63 characters."""
+    if attempt < 0 or rank < 0:
+        raise InvalidSpec("attempt" if attempt < 0 else "rank",
+                          f"must not be negative, got {min(attempt, rank)}")
+    name = f"rota-{job_id}-{attempt}-{rank}"
+    if not _DNS_LABEL.match(name) or len(name) > _MAX_LABEL:
+        raise InvalidSpec("id", f"job id {job_id!r} does not make a valid Pod name ({name!r}: "
+                                f"lower-case letters, digits and '-', at most {_MAX_LABEL})")
+    return name
+
+
+def label_value(value: str, field: str) -> str:
+    """``value`` if Kubernetes accepts it as a label value, else ``InvalidSpec`` naming
+    ``field``: at most 63 characters, alphanumerics and ``-_.`` inside, alphanumeric ends."""
+    if len(value) > _MAX_LABEL or not re.match(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$",
+                                               value):
+        raise InvalidSpec(field, f"{value!r} is not a valid Kubernetes label value (at most 63 "
+                                 "characters: letters, digits, '-', '_', '.', alphanumeric ends)")
+    return value

@@ -1,0 +1,162 @@
+"""The Pod rota creates for one replica of a placed job, and the headless Service of a gang.
+
+Both are plain dicts, ready for the API server (``create_namespaced_pod(ns, body=...)``).
+
+A replica's Pod:
+- name ``rota-<job>-<attempt>-<rank>`` (``names.pod_name``): a second create of the same
+  attempt fails, so an attempt never runs twice; ``schedulerName: rota``, no ``nodeName``:
+  rota binds it with the Binding subresource to the node of its placement;
+- labels ``rota.dev/job``, ``attempt``, ``rank``, ``queue``, ``project``;
+- one container running the job's command in its workdir, with the job's own ``env`` and on
+  top rota's ``ROTA_*`` variables (those of the local backend; device visibility and limits
+  come from the device plugin here, so no ``CUDA_*`` variable is set); rank 0's address is
+  its DNS name under the gang's headless Service: ``<pod>.<service>.<namespace>.svc``;
+- requests: the replica's CPU and memory, and ``nvidia.com/gpu`` as many as its devices
+  (limits too, as Kubernetes wants for an extended resource);
+- on a HAMi node, HAMi's allocation annotations and label for the devices of the placement
+  (UUIDs from the node's register annotation, memory as placed, cores = share x 100 %), so
+  that HAMi's device plugin hands over those devices and enforces the limits. Elsewhere a
+  fractional share has no enforcement and is refused;
+- ``restartPolicy: Never`` (rota restarts a job as a new attempt), the job's grace period as
+  ``terminationGracePeriodSeconds`` (rounded up), no service-account token, no service links.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from rota.backends.env import ReplicaContext, check_job_env, rota_variables
+from rota.backends.kube import hami
+from rota.backends.kube.names import (
+    GPU_RESOURCE, LABEL_ATTEMPT, LABEL_JOB, LABEL_PROJECT, LABEL_QUEUE, LABEL_RANK,
+    SCHEDULER_NAME, label_value, pod_name,
+)
+from rota.backends.kube.nodes import Grain, KubeNode
+from rota.core import MILLI, InvalidSpec, Job, ReplicaPlacement
+
+CONTAINER = "main"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaPod:
+    """What the Pod of one replica is made of, besides the job itself."""
+
+    job: Job
+    attempt: int
+    rank: int
+    placement: ReplicaPlacement  # this replica's node and device shares
+    node: KubeNode               # that node as read from Kubernetes
+    image: str
+    command: tuple[str, ...]
+    namespace: str
+    master_port: int
+    workdir: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    now_s: float = 0.0  # when the devices were chosen (HAMi's vgpu-time)
+
+
+def service_name(job_id: str, attempt: int) -> str:
+    """The headless Service of a gang's attempt: ``rota-<job>-<attempt>``."""
+    return pod_name(job_id, attempt, 0).rsplit("-", 1)[0]
+
+
+def job_labels(job: Job, attempt: int) -> dict[str, str]:
+    """The labels every Pod of an attempt carries (and its Service selects on)."""
+    return {LABEL_JOB: label_value(str(job.id), "id"),
+            LABEL_ATTEMPT: str(attempt),
+            LABEL_QUEUE: label_value(job.queue, "queue"),
+            LABEL_PROJECT: label_value(job.project, "project")}
+
+
+def headless_service(job: Job, attempt: int, namespace: str, port: int) -> dict[str, Any]:
+    """The Service that gives each Pod of the attempt a DNS name (rank 0's is the master
+    address), addresses published before the Pods are ready."""
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": service_name(str(job.id), attempt), "namespace": namespace,
+                     "labels": job_labels(job, attempt)},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                 "selector": job_labels(job, attempt),
+                 "ports": [{"name": "master", "port": port, "protocol": "TCP"}]},
+    }
+
+
+def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
+    """The Pod manifest of one replica (see the module docstring)."""
+    job = spec.job
+    if spec.placement.node != spec.node.node.name:
+        raise InvalidSpec("placement.node", f"is {spec.placement.node!r} but the node given "
+                                            f"is {spec.node.node.name!r}")
+    if not spec.command:
+        raise InvalidSpec("command", "must not be empty")
+    name = pod_name(str(job.id), spec.attempt, spec.rank)
+    service = service_name(str(job.id), spec.attempt)
+    labels = {**job_labels(job, spec.attempt), LABEL_RANK: str(spec.rank)}
+    annotations, gpu_labels = _device_annotations(spec)
+    master = f"{pod_name(str(job.id), spec.attempt, 0)}.{service}.{spec.namespace}.svc"
+    container: dict[str, Any] = {
+        "name": CONTAINER, "image": spec.image, "command": list(spec.command),
+        "env": [{"name": k, "value": v} for k, v in _env(spec, master).items()],
+        "resources": _resources(spec),
+    }
+    if spec.workdir:
+        container["workingDir"] = spec.workdir
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": spec.namespace,
+                     "labels": {**labels, **gpu_labels}, "annotations": annotations},
+        "spec": {
+            "schedulerName": SCHEDULER_NAME, "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": math.ceil(job.grace_s),
+            "hostname": name, "subdomain": service,
+            "automountServiceAccountToken": False, "enableServiceLinks": False,
+            "containers": [container],
+        },
+    }
+
+
+def _env(spec: ReplicaPod, master: str) -> dict[str, str]:
+    ctx = ReplicaContext(job_id=str(spec.job.id), rank=spec.rank,
+                         world_size=spec.job.replicas, master_addr=master,
+                         master_port=spec.master_port, devices=spec.placement.devices,
+                         device_ids=())
+    ours = {k: v for k, v in rota_variables(ctx).items() if not k.startswith("CUDA_")}
+    return {**check_job_env(spec.env), **ours}
+
+
+def _resources(spec: ReplicaPod) -> dict[str, dict[str, str]]:
+    request = spec.job.request
+    requests = {"cpu": f"{request.cpu_milli}m", "memory": f"{request.memory_mib}Mi"}
+    limits: dict[str, str] = {}
+    if spec.placement.devices:
+        requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(len(spec.placement.devices))
+    return {"requests": requests, "limits": limits} if limits else {"requests": requests}
+
+
+def _device_annotations(spec: ReplicaPod) -> tuple[dict[str, str], dict[str, str]]:
+    """HAMi's annotations and label for a HAMi node; nothing elsewhere (whole GPUs only)."""
+    shares = spec.placement.devices
+    node = spec.node
+    if node.grain is not Grain.DEVICE:
+        fractional = [s for s in shares if s.milli < MILLI]
+        if fractional:
+            raise InvalidSpec("placement.devices", f"node {node.node.name} has no HAMi device "
+                                                   "plugin, so a fractional GPU is not enforced "
+                                                   "there; it takes whole GPUs only")
+        return {}, {}
+    if not shares:
+        return {}, {}
+    devices = {d.index: d for d in node.node.devices}
+    chosen = []
+    for k, share in enumerate(shares):
+        device = devices.get(share.index)
+        if device is None:
+            raise InvalidSpec(f"placement.devices[{k}]", f"node {node.node.name} has no device "
+                                                         f"{share.index}")
+        chosen.append(hami.ContainerDevice(uuid=device.uuid, memory_mib=share.memory_mib,
+                                           cores=math.ceil(share.milli * hami.FULL_CORES / MILLI)))
+    name = node.node.name
+    return (hami.allocation_annotations(name, [chosen], spec.now_s),
+            hami.allocation_labels(name))

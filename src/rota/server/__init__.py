@@ -1,0 +1,13 @@
+"""Composition: a running control plane built from a validated configuration.
+
+``rota up`` parses its options into a ``ServerConfig`` and calls ``open_control_plane``; tests and
+deployments call the same function. This package is the only one that knows every part (store,
+backend, control loop, accounts, API) and wires them together; the parts know nothing of each
+other beyond their contracts.
+"""
+
+from rota.server.compose import ControlPlane, ServerConfig, open_control_plane
+from rota.server.secure import private_umask, secure_data_dir
+
+__all__ = ["ControlPlane", "ServerConfig", "open_control_plane", "private_umask",
+           "secure_data_dir"]

@@ -1,0 +1,35 @@
+"""Which backend a control plane drives, built from its configuration.
+
+``BACKENDS`` maps the name ``rota up --backend`` takes to a factory ``(config) -> Backend``;
+each backend's factory lives with the backend and is imported only when chosen, so that the
+SDK of a backend nobody uses is never loaded. The local backend runs jobs on this machine;
+``ServerConfig.inventory`` describes it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from rota.backends.base import Backend
+from rota.core import InvalidSpec
+
+if TYPE_CHECKING:
+    from rota.server.compose import ServerConfig
+
+
+def _local(config: ServerConfig) -> Backend:
+    from rota.backends.local import LocalBackend
+    return LocalBackend(config.data_dir, node=config.inventory.node, nvml=config.inventory.nvml)
+
+
+BACKENDS: dict[str, Callable[[ServerConfig], Backend]] = {
+    "local": _local,
+}
+
+
+def build_backend(config: ServerConfig) -> Backend:
+    factory = BACKENDS.get(config.backend)
+    if factory is None:
+        raise InvalidSpec("backend", f"unknown backend {config.backend!r}; known: "
+                          f"{', '.join(sorted(BACKENDS))}")
+    return factory(config)

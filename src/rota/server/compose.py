@@ -1,0 +1,165 @@
+"""Build a control plane on this machine: store, lease, local backend, accounts, loop and API.
+
+``open_control_plane(config)``, in order: make the data directory private
+(``rota.server.secure``) and take its lock (one control plane per data directory); open the
+store and take its ``control-loop`` lease (one per database); set up a first start (default
+project and queue, the operator and its token); register this machine as a node; bind the HTTP
+socket (``port`` 0 picks a free one); write the credentials file the CLI reads; build the
+backend, the accounts its jobs run as, and the control loop. Anything that fails on the way
+releases what was taken. ``ControlPlane.serve`` then adopts what an earlier control plane left
+running, serves the API (uvicorn, in this process) while the loop runs on its own thread, and
+stops both on SIGINT or SIGTERM; jobs keep running and are adopted by the next start.
+
+Errors are the parts' own: ``DataDirBusy``, ``LeaseHeld``, ``BindError``, ``InvalidSpec`` (a bad
+database URL or data directory); ``rota up`` turns them into messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rota.control import ControlLoop, DataDirLock, setup
+from rota.control.accounts import Accounts
+from rota.control.lease import LeaseKeeper
+from rota.control.logs import log_reader
+from rota.control.reconcile import PassReport
+from rota.scheduler import Policy
+from rota.server.backends import build_backend
+from rota.server.secure import private_umask, secure_data_dir
+from rota.store import Store
+
+log = logging.getLogger("rota.server")
+
+
+class BindError(OSError):
+    """The API's address cannot be listened on."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    data_dir: Path
+    inventory: setup.Inventory     # this machine (the local backend's node)
+    policy: Policy
+    db: str | None = None          # a database URL; None: SQLite in the data directory
+    host: str = "127.0.0.1"
+    port: int = setup.DEFAULT_PORT
+    interval_s: float = 2.0
+    backend: str = "local"         # a name of ``rota.server.backends.BACKENDS``
+
+
+@dataclass(slots=True)
+class ControlPlane:
+    config: ServerConfig
+    lock: DataDirLock
+    store: Store
+    loop: ControlLoop
+    accounts: Accounts
+    sock: socket.socket
+    url: str
+    token: str
+    issued: bool                   # the token was issued by this start (else: the file's)
+    operator: str | None           # the operator a first start created
+    cordoned: list[str] = field(default_factory=list)
+    lease_lost: bool = False
+
+    def serve(self, on_started=lambda report: None) -> None:
+        """Adopt, then serve until SIGINT or SIGTERM (or a lost lease: ``lease_lost``)."""
+        import uvicorn
+
+        from rota.api import create_app
+
+        report: PassReport = self.loop.start()
+        on_started(report)
+        watcher = _memory_watcher(self.loop.backend, self.config.inventory)
+        app = create_app(self.store, data_dir=self.config.data_dir, on_change=self.loop.wake,
+                         read_log=log_reader(self.loop.backend),
+                         workdir_refusal=self.accounts.workdir_refusal,
+                         on_touch=self.loop.reconciler.idle.touch)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                               lifespan="off"))
+
+        def lease_lost() -> None:  # another control plane may act now: stop serving
+            self.lease_lost = True
+            server.should_exit = True
+        self.loop.on_lease_lost = lease_lost
+        # uvicorn restores and re-raises the handlers it found once it has shut down: make
+        # those harmless ones, so that the cleanup below runs
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: None)
+        try:
+            server.run(sockets=[self.sock])
+        finally:
+            if watcher is not None:
+                watcher.stop()
+            self.loop.stop()
+
+    def close(self) -> None:
+        self.store.close()
+        self.lock.release()
+
+
+def open_control_plane(config: ServerConfig) -> ControlPlane:
+    """Everything up to serving (see the module docstring)."""
+    private_umask()
+    directory = config.data_dir
+    secure_data_dir(directory)
+    lock = DataDirLock(directory)
+    lock.acquire()
+    store = None
+    try:
+        store = Store.open(config.db or directory)
+        keeper = LeaseKeeper(store, directory)
+        keeper.acquire(time.time())
+        operator = setup.first_start(store)
+        backend = build_backend(config)
+        cordoned = setup.register(store, config.inventory.node) if config.backend == "local" \
+            else []
+        sock = _bind(config.host, config.port)
+        url = f"http://{_url_host(config.host)}:{sock.getsockname()[1]}"
+        token, issued = setup.operator_token(store, setup.credentials_path(), operator)
+        setup.write_credentials(setup.credentials_path(), url, token)
+        accounts = Accounts(store.unix_users)
+        loop = ControlLoop(store, backend, config.policy, directory,
+                           interval_s=config.interval_s, lease=keeper, accounts=accounts,
+                           api_url=url)
+        return ControlPlane(config, lock, store, loop, accounts, sock, url, token, issued,
+                            operator, cordoned)
+    except BaseException:
+        if store is not None:
+            store.close()
+        lock.release()
+        raise
+
+
+def _memory_watcher(backend, inventory):
+    if inventory.nvml is None:
+        return None
+    from rota.backends.watcher import MemoryWatcher
+
+    watcher = MemoryWatcher(backend, inventory.nvml)
+    watcher.start()
+    return watcher
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise BindError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(2048)
+    return sock
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,71 @@
+"""What a control plane keeps to itself, and how its data directory is made so.
+
+A job runs under its owner's OS account (multi-user mode, ``rota.control.accounts``), so what
+keeps the control plane's secrets from jobs is file permissions:
+
+- the data directory, ``jobs/`` and ``jobs/<job id>/`` are 0711: a job's owner can reach its
+  own working directory inside (0700, owned by that account), and nobody can list anything;
+- the store (``rota.db`` and its ``-wal``, ``-shm`` and ``-journal`` files), the lock file,
+  the log of ``rota up -d`` and everything under ``uploads/`` are 0600 (directories 0700);
+- each attempt's directory (supervisor state, the job's spec with its environment, its logs)
+  is 0700; the credentials file (``rota.control.setup``) is 0600 in a 0700 directory.
+
+``private_umask`` makes the control plane create everything 0600/0700 unless it widens a mode
+on purpose; ``secure_data_dir`` tightens, at every start, what an earlier version (or a hand)
+left more open than this. A job's own files get the usual umask (``rota.backends.local``).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from rota.backends.procs import make_dirs
+
+OPEN_DIRS = 0o711
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+STORE_FILES = ("rota.db", "rota.db-wal", "rota.db-shm", "rota.db-journal", "rota.lock",
+               "rota-up.log")
+
+
+def private_umask() -> None:
+    """From now on this process creates files 0600 and directories 0700 unless told otherwise."""
+    os.umask(0o077)
+
+
+def secure_data_dir(directory: Path) -> None:
+    """Create ``directory`` if needed and bring it and its contents to the modes above."""
+    make_dirs(directory, OPEN_DIRS)
+    _chmod(directory, OPEN_DIRS)
+    for name in STORE_FILES:
+        _chmod(directory / name, PRIVATE_FILE)
+    uploads = directory / "uploads"
+    if uploads.is_dir():
+        _chmod(uploads, PRIVATE_DIR)
+        for entry in os.scandir(uploads):
+            _chmod(Path(entry.path), PRIVATE_FILE if entry.is_file(follow_symlinks=False)
+                   else PRIVATE_DIR)
+    jobs = directory / "jobs"
+    if jobs.is_dir():
+        _chmod(jobs, OPEN_DIRS)
+        for job in os.scandir(jobs):
+            if not job.is_dir(follow_symlinks=False):
+                continue
+            _chmod(Path(job.path), OPEN_DIRS)
+            for entry in os.scandir(job.path):
+                if entry.name.startswith("attempt-") and entry.is_dir(follow_symlinks=False):
+                    _chmod(Path(entry.path), PRIVATE_DIR)
+
+
+def _chmod(path: Path, mode: int) -> None:
+    """Set ``mode`` on ``path`` (never following a link) when it differs; a missing path is
+    left alone."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode) or stat.S_IMODE(st.st_mode) == mode:
+        return
+    os.chmod(path, mode)

@@ -1,0 +1,67 @@
+"""Fixtures for the Kubernetes tests: a client of the real API server of the test fixture.
+
+The API server comes from ``ROTA_TEST_KUBECONFIG`` (``eval "$(.ci/kube)"`` builds and starts
+one: kube-apiserver on etcd, with kwok playing the kubelets). Without the variable the tests
+that need it skip, unless ``CI`` is set: then they fail, because CI must test against it. The
+pure translation tests here need neither the server nor the ``kubernetes`` package.
+
+Each test gets a namespace of its own; the kwok nodes a test makes are named after it and
+deleted after it, with the Pods it left.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any, Iterator
+
+import pytest
+
+from waiting import poll
+
+KUBE_ENV = "ROTA_TEST_KUBECONFIG"
+
+
+@pytest.fixture(scope="session")
+def kube_api() -> Any:
+    """An ``ApiClient`` of the fixture's API server, as its admin."""
+    path = os.environ.get(KUBE_ENV)
+    if not path:
+        message = (f"{KUBE_ENV} is not set: run `eval \"$(.ci/kube)\"` to build and start a "
+                   "real API server (kube-apiserver, etcd, kwok) for the Kubernetes tests")
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set, so Kubernetes must be tested: {message}")
+        pytest.skip(message)
+    kubernetes = pytest.importorskip("kubernetes", reason="the kubernetes client is not "
+                                                          "installed: pip install -e '.[kube]'")
+    return kubernetes.config.new_client_from_config(config_file=path)
+
+
+@pytest.fixture
+def core(kube_api) -> Any:
+    from kubernetes import client
+    return client.CoreV1Api(kube_api)
+
+
+@pytest.fixture
+def namespace(core) -> Iterator[str]:
+    """A fresh namespace, ready for Pods (its ``default`` ServiceAccount, which the controller
+    manager creates, exists); deleted at the end with what is left in it."""
+    from kubernetes import client
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    poll(lambda: core.list_namespaced_service_account(
+        name, field_selector="metadata.name=default").items,
+        f"the default ServiceAccount of namespace {name}", timeout=60, every=0.1)
+    yield name
+    core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+    core.delete_namespace(name)
+
+
+@pytest.fixture
+def kwok_nodes(core) -> Iterator[list[str]]:
+    """Names of the kwok nodes a test creates (append them); they are deleted afterwards."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        core.delete_node(name)
