@@ -84,7 +84,7 @@ def job_from_row(row: Any) -> Job:
         resource_group=spec["resource_group"], selector=tuple(sorted(spec["selector"].items())),
         state=JobState(row.state), placement=placement_from_json(row.placement),
         flavor=row.flavor, started_at=row.started_at,
-        labels=tuple(sorted(spec["labels"].items())),
+        labels=tuple(sorted(spec["labels"].items())), last_checkpoint_at=row.last_checkpoint_at,
     )
 
 
