@@ -48,6 +48,11 @@ def main() -> None:
     ap.add_argument("--depth", default="16", help="queue depths, comma-separated")
     ap.add_argument("--walltime-noise", type=float, default=2.0)
     ap.add_argument("--quotas", default=None, help="per-VC queues with quotas (YAML)")
+    ap.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
+                    help="jobs checkpoint every SECONDS of run time; a victim loses the run "
+                         "time since its last checkpoint (default: none lost)")
+    ap.add_argument("--checkpoint-blind", action="store_true",
+                    help="victim choice does not see checkpoint times (counts from the start)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out", default=None, help="write every run's full figures here (JSON)")
     ap.add_argument("--plot", default=None, help="JCT CDF and utilisation plot (PNG)")
@@ -63,8 +68,9 @@ def main() -> None:
     for depth in depths:
         for name in a.policy.split(","):
             t0, c0 = time.perf_counter(), time.process_time()
-            result = replay(jobs, name, ReplayConfig(a.gpus, depth, a.walltime_noise,
-                                                     quotas=queues))
+            result = replay(jobs, name, ReplayConfig(
+                a.gpus, depth, a.walltime_noise, quotas=queues,
+                checkpoint_every_s=a.checkpoint_every, checkpoint_aware=not a.checkpoint_blind))
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             s = summarise(result)
             if a.plot and depth == depths[0]:
@@ -73,8 +79,11 @@ def main() -> None:
                         "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
                         "load_1m": round(os.getloadavg()[0], 2), "cycles": result.cycles,
                         "skipped": result.skipped, "jct_avg_h": round(s.get("jct_avg_h", 0), 3),
+                        "lost_gpu_h": round(s["lost_gpu_h"], 2),
                         "python": platform.python_version(), "cpus": os.cpu_count()})
             figures.append({**s, "depth": depth, "window": a.window, "quotas": a.quotas,
+                            "checkpoint_every_s": a.checkpoint_every,
+                            "checkpoint_aware": not a.checkpoint_blind,
                             "wall_s": out[-1]["wall_s"], "cpu_s": out[-1]["cpu_s"],
                             "load_1m": out[-1]["load_1m"]})
             if a.out:
@@ -83,7 +92,8 @@ def main() -> None:
                 r = out[-1]
                 print(f"{name:10s} depth {depth:4d}: {r['wall_s']:7.1f} s wall, {r['cpu_s']:7.1f} s "
                       f"CPU, load {r['load_1m']:.1f}, {r['cycles']:,} cycles "
-                      f"({r['skipped']:,} skipped), avg JCT {r['jct_avg_h']:.3f} h", flush=True)
+                      f"({r['skipped']:,} skipped), avg JCT {r['jct_avg_h']:.3f} h, "
+                      f"{r['lost_gpu_h']:.2f} GPU-h lost", flush=True)
     if a.plot and plotted:
         where = a.window or "Sep-Oct 2017"
         plot(plotted, a.plot, title=f"Philly {where}, {a.gpus} GPUs"

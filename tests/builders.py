@@ -11,9 +11,9 @@ from dataclasses import replace
 from typing import Any
 
 from rota.core import (
-    ANY_FLAVOR, DeviceShare, Flavor, FlavorQuota, Foreign, GpuDevice, GpuRequest, Job, JobState,
-    Node, Placement, Project, Queue, ReclaimWithinCohort, ReplicaPlacement, ReplicaRequest,
-    WithinQueue,
+    ANY_FLAVOR, BorrowWithinCohort, DeviceShare, Flavor, FlavorQuota, Foreign, GpuDevice,
+    GpuRequest, Job, JobState, Node, Placement, Project, Queue, ReclaimWithinCohort,
+    ReplicaPlacement, ReplicaRequest, WithinQueue,
 )
 from rota.scheduler import (
     Bind, Decisions, Policy, Reject, Snapshot, Usage, Wait, apply_decisions, build_policy,
@@ -147,6 +147,7 @@ class QueueBuilder:
         self._quotas: dict[str, FlavorQuota] = {}
         self._within, self._reclaim = WithinQueue.LOWER_PRIORITY, ReclaimWithinCohort.ANY
         self._groups: tuple[str, ...] = ()
+        self._extra: dict[str, Any] = {}
 
     def quota(self, flavor: str = ANY_FLAVOR, gpu: float | None = None, borrow: float | None = None,
               lend: float | None = None, cpu: float | None = None) -> QueueBuilder:
@@ -179,9 +180,21 @@ class QueueBuilder:
         self._within, self._reclaim = WithinQueue(within), ReclaimWithinCohort(reclaim)
         return self
 
+    def borrow_within_cohort(self, policy: str = "lower-priority") -> QueueBuilder:
+        self._extra["borrow_within_cohort"] = BorrowWithinCohort(policy)
+        return self
+
+    def strict_priority(self, on: bool = True) -> QueueBuilder:
+        self._extra["strict_priority"] = on
+        return self
+
+    def min_runtime(self, seconds: float) -> QueueBuilder:
+        self._extra["min_runtime_s"] = seconds
+        return self
+
     def build(self) -> Queue:
         return Queue(self._name, dict(self._quotas), self._cohort, self._within, self._reclaim,
-                     self._groups)
+                     self._groups, **self._extra)
 
 
 class ClusterBuilder:
@@ -300,11 +313,13 @@ def shape(cpu=1000, gpus=0, share=1000, models=(), mem=0):
 
 
 def state_with(*nodes, used=()):
-    """A state of ``nodes`` where ``used`` lists (node index, cpu, {device: milli}) taken."""
+    """A state of ``nodes`` where ``used`` lists (node index, cpu, {device: milli}) taken; the
+    index is the node's place in ``nodes`` (the state orders its slots by name)."""
     from rota.scheduler.state import ClusterState
-    st = ClusterState(tuple(n.build() for n in nodes))
+    built = tuple(n.build() for n in nodes)
+    st = ClusterState(built)
     for i, cpu, devs in used:
-        slot = st.slots[i]
+        slot = st.by_name[built[i].name]
         shares = [DeviceShare(p, m, m * slot.dev_mem[p] // 1000) for p, m in devs.items()]
         st.take(slot, cpu, 0, shares, list(devs))
     return st

@@ -14,7 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import apply_all, bound, cluster, codes, decide, devices_of, job, node, waiting
+from builders import (
+    apply_all, bound, cluster, codes, decide, devices_of, job, node, queue, waiting,
+)
 from rota.core import (
     DeviceShare, GpuDevice, GpuRequest, Job, JobState, Node, Placement, Queue, ReplicaPlacement,
     ReplicaRequest,
@@ -167,3 +169,43 @@ def test_easy_never_delays_the_reserved_job(snap):
     # and the cycle at that time starts it (only it is pending: nothing ahead of it)
     only = replace(later, jobs=tuple(j for j in later.jobs if j.state.holds_resources or j.id == r.job))
     assert r.job in bound(decide(only, EASY, now=r.start_at))
+
+
+def test_a_job_held_by_the_cohort_is_reserved_from_when_borrowed_quota_comes_back():
+    # cohort c on two 8-GPU nodes: a (nominal 2) and b (nominal 14). a runs 6 GPUs borrowed
+    # from b until t=100 and 2 until t=300; b's "wide" (12 GPUs, on two nodes) is held by
+    # quota: b may take 16 - 8 = 8 now. At 100 the borrowed 6 come back (and their room):
+    # wide is reserved then, and a's next job, which would borrow again, waits instead of
+    # taking that quota.
+    snap = cluster().nodes(node("n1").gpus(8), node("n2").gpus(8)).queue(
+        queue("a").quota(gpu=2).cohort("c"), queue("b").quota(gpu=14).cohort("c"),
+    ).jobs(
+        job("a-long").queue("a").gpus(2).walltime(300).running_on(("n1", [0, 1]), since=0),
+        job("a-wide").queue("a").gpus(6).walltime(100).running_on(("n2", list(range(6))), since=0),
+        job("wide").queue("b").gpus(6).replicas(2).priority(10).submitted(1),
+        job("a-more").queue("a").gpus(2).walltime(1000).submitted(2),
+    ).build()
+    d = decide(snap, EASY, 10.0)
+    (r,) = d.reservations
+    assert (r.job, r.start_at) == ("wide", 100.0)
+    assert codes(d, "a-more") == ["quota"] and d.binds == []
+
+
+def test_a_job_that_must_borrow_and_cannot_start_is_reserved_for_at_its_turn():
+    # cohort c: a (nominal 16) runs 8 GPUs on n1 until t=100 and 4 on n2 until t=1000; e
+    # (nominal 1) submits big first, a gang of 2 x 6 GPUs that must borrow 11 and cannot
+    # start. It keeps its turn (it would take nothing now), so EASY reserves for it, at 1000
+    # when both nodes can hold a replica, and holds its quota: a's later job, within a's
+    # nominal quota, does not take n2's free GPUs from under it.
+    snap = cluster().nodes(node("n1").gpus(8), node("n2").gpus(8)).queue(
+        queue("a").quota(gpu=16).cohort("c"), queue("e").quota(gpu=1).cohort("c"),
+    ).jobs(
+        job("a1").queue("a").gpus(8).walltime(100).running_on(("n1", list(range(8))), since=0),
+        job("a2").queue("a").gpus(4).walltime(1000).running_on(("n2", [0, 1, 2, 3]), since=0),
+        job("big").queue("e").gpus(6).replicas(2).submitted(1),
+        job("late").queue("a").gpus(4).submitted(2),
+    ).build()
+    d = decide(snap, {"preset": "besteffort", "backfill": "easy"}, 10.0)
+    (r,) = d.reservations
+    assert (r.job, r.start_at) == ("big", 1000.0)
+    assert d.binds == [] and codes(d, "late") == ["quota"]

@@ -97,3 +97,94 @@ def test_a_gang_larger_than_the_whole_cluster_is_rejected():
     assert (reason.code.value, reason.resource, reason.requested, reason.capacity) == (
         "never-fits", "replicas", 4, 2)
     assert "ok" in bound(d)
+
+
+# -- reasons that name the real cause ---------------------------------------------------------
+
+NO_BACKFILL = {"preset": "default", "backfill": "none"}
+
+
+def _reason(d, job_id):
+    (reason,) = waiting(d)[job_id].reasons
+    return reason
+
+
+def test_room_held_only_by_jobs_that_may_not_be_preempted_says_so():
+    # n1: 8 GPUs; "keep" (4 GPUs) and "pin" (2) may not be preempted, "low" (2) may. hi needs
+    # 4: evicting low alone frees 2, so it could start only if keep went (pin is not needed).
+    snap = _cluster().jobs(
+        job("keep").gpus(4).preemptible(False).running_on(("n1", [0, 1, 2, 3])),
+        job("pin").gpus(2).preemptible(False).running_on(("n1", [4, 5])),
+        job("low").gpus(2).running_on(("n1", [6, 7])),
+        job("wall").gpus(8).preemptible(False).running_on(("n2", list(range(8)))),
+        job("hi").gpus(4).priority(10)).build()
+    d = decide(snap, NO_BACKFILL)
+    reason = _reason(d, "hi")
+    assert (reason.code, reason.resource, reason.requested, reason.free) == (
+        ReasonCode.NOT_PREEMPTIBLE, "gpu", 4, 0)
+    assert reason.detail == "keep" and d.preemptions == []
+
+
+def test_room_that_evicting_preemptible_jobs_would_give_is_not_blamed_on_protected_ones():
+    # hi has the lowest priority, so nothing may be evicted for it; keep's room (2 GPUs)
+    # alone would not do, it would need the preemptible job's too: the plain resources
+    # reason stays
+    snap = _cluster().jobs(
+        job("keep").gpus(2).preemptible(False).running_on(("n1", [0, 1])),
+        job("busy").gpus(6).priority(5).running_on(("n1", [2, 3, 4, 5, 6, 7])),
+        job("wall").gpus(8).priority(5).running_on(("n2", list(range(8)))),
+        job("hi").gpus(4)).build()
+    assert _reason(decide(snap, NO_BACKFILL), "hi").code is ReasonCode.RESOURCES
+
+
+def _cohort(research_borrow=None, product_lend=None):
+    return cluster().nodes(node("n1").gpus(8), node("n2").gpus(8)).queue(
+        queue("research").quota(gpu=4, borrow=research_borrow).cohort("lab"),
+        queue("product").quota(gpu=8, lend=product_lend).cohort("lab"),
+        queue("other").quota(gpu=4).cohort("lab"))
+
+
+def test_a_borrowing_limit_is_named_with_its_numbers():
+    # research: nominal 4, may borrow 2 (at most 6); it runs 5, the cohort has 11 left; a
+    # 2-GPU job would take it to 7
+    snap = _cohort(research_borrow=2).jobs(
+        job("r").queue("research").gpus(5).running_on(("n1", [0, 1, 2, 3, 4])),
+        job("more").queue("research").gpus(2)).build()
+    reason = _reason(decide(snap, NO_BACKFILL), "more")
+    assert (reason.code, reason.limit, reason.requested, reason.free, reason.capacity) == (
+        ReasonCode.QUOTA, "borrowing_limit", 2000, 1000, 6000)
+
+
+def test_a_lenders_lending_limit_is_named_with_its_numbers():
+    # product (nominal 8) lends at most 2 and runs nothing: 6 of its GPUs stay unused; other
+    # (4) runs 4; research (4) runs 6 after borrowing product's 2. Research's next 2 GPUs
+    # would fit in what product keeps back, not in what is lent.
+    snap = _cohort(product_lend=2).jobs(
+        job("o").queue("other").gpus(4).running_on(("n2", [0, 1, 2, 3])),
+        job("r").queue("research").gpus(6).running_on(("n1", [0, 1, 2, 3, 4, 5])),
+        job("more").queue("research").gpus(2)).build()
+    reason = _reason(decide(snap, NO_BACKFILL), "more")
+    assert (reason.code, reason.limit, reason.requested, reason.free, reason.capacity) == (
+        ReasonCode.QUOTA, "lending_limit", 2000, 0, 2000)
+    assert "lender product" in reason.detail
+
+
+def test_a_used_up_cohort_and_a_queue_without_cohort_are_told_apart():
+    snap = _cohort().queue(queue("solo").quota(gpu=1)).jobs(
+        job("o").queue("other").gpus(8).running_on(("n2", list(range(8)))),
+        job("p").queue("product").gpus(8).running_on(("n1", list(range(8)))),
+        job("more").queue("research").gpus(2),
+        job("s").queue("solo").gpus(2)).build()
+    d = decide(snap, NO_BACKFILL)
+    assert (_reason(d, "more").limit, _reason(d, "s").limit) == ("cohort", "nominal")
+
+
+def test_a_fraction_held_by_gpu_memory_says_gpu_memory_with_the_numbers():
+    # n1: one 80 GiB GPU with half its compute and 40 GiB of its memory taken; a 0.25 share
+    # asking for 50 GiB fits the compute, not the memory
+    snap = cluster().nodes(node("n1").gpus(1)).jobs(
+        job("half").gpus(0.5).running_on(("n1", [0], 500)),
+        job("j").gpus(0.25, memory_gib=50)).build()
+    reason = _reason(decide(snap, NO_BACKFILL), "j")
+    assert (reason.code, reason.resource, reason.requested, reason.free, reason.capacity) == (
+        ReasonCode.RESOURCES, "gpu_memory", 50 * GiB, 40 * GiB, 80 * GiB)

@@ -161,8 +161,9 @@ def test_a_small_task_pays_for_the_rare_home_of_a_large_class_it_takes():
     slot, _ = find_replica(st, shape(4000, 1), capgd, False)
     assert slot.name == "g2"
     assert capgd.reserve == pytest.approx({G3: 4 / 9, G2: 0.0})
-    assert capgd.cost(st.slots[1], shape(4000, 1), list(range(8))) == pytest.approx(3500 + 4000 / 9)
-    assert capgd.cost(st.slots[2], shape(4000, 1), list(range(8))) == pytest.approx(-500)
+    assert capgd.cost(st.by_name["g3b"], shape(4000, 1), list(range(8))) == pytest.approx(
+        3500 + 4000 / 9)
+    assert capgd.cost(st.by_name["g2"], shape(4000, 1), list(range(8))) == pytest.approx(-500)
 
 
 # -- choices on hand-made nodes ---------------------------------------------------------------
@@ -175,9 +176,10 @@ def test_a_cpu_only_task_goes_where_it_strands_the_least_gpu():
     capgd = create("placement", "capgd", {"seed": 0})
     slot, positions = find_replica(st, shape(32_000), capgd, False)
     assert (slot.name, positions) == ("t2", [])
-    assert capgd.cost(st.slots[0], shape(32_000), []) == pytest.approx(2666.67, abs=0.01)
-    assert score_of(capgd.cost(st.slots[0], shape(32_000), [])) == 6
-    assert score_of(capgd.cost(st.slots[1], shape(32_000), [])) == 35
+    g8, t2 = st.by_name["g8"], st.by_name["t2"]
+    assert capgd.cost(g8, shape(32_000), []) == pytest.approx(2666.67, abs=0.01)
+    assert score_of(capgd.cost(g8, shape(32_000), [])) == 6
+    assert score_of(capgd.cost(t2, shape(32_000), [])) == 35
 
 
 def test_a_flexible_task_pays_for_the_scarce_model_it_spends():
@@ -195,8 +197,8 @@ def test_a_flexible_task_pays_for_the_scarce_model_it_spends():
     slot, _ = find_replica(st, shape(4000, 1), capgd, False)
     assert slot.name == "g"
     assert capgd.scarce == pytest.approx({"T4": 1.0, "G2": 0.0})
-    assert capgd.cost(st.slots[0], shape(4000, 1), [1]) == pytest.approx(1000)
-    assert capgd.cost(st.slots[1], shape(4000, 1), [0, 1]) == pytest.approx(-500)
+    assert capgd.cost(st.by_name["t"], shape(4000, 1), [1]) == pytest.approx(1000)
+    assert capgd.cost(st.by_name["g"], shape(4000, 1), [0, 1]) == pytest.approx(-500)
     assert (score_of(1000), score_of(-500)) == (26, 62)
 
 

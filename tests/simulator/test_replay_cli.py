@@ -29,13 +29,28 @@ def test_replay_prints_one_json_object_per_policy_and_plots(tmp_path):
     assert png.stat().st_size > 0
 
 
+def test_checkpoint_options_report_the_work_lost(tmp_path):
+    # LAS on 8 GPUs: a (1000 s) is evicted at 600 by b (test_replay_checkpoints): with a save
+    # every 250 s, 100 s x 8 GPUs are lost; with none, nothing is
+    path = tmp_path / "t.csv"
+    path.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n"
+                    "2017-10-01 00:00:00,1000,8,8000,x\n2017-10-01 00:10:00,100,8,800,y\n")
+    base = ["sim", "replay", "--trace", str(path), "--gpus", "8", "--policy", "las", "--json"]
+    for extra, lost in [([], 0), (["--checkpoint-every", "250"], 800),
+                        (["--checkpoint-every", "250", "--checkpoint-blind"], 800)]:
+        res = CliRunner().invoke(app, base + extra)
+        assert res.exit_code == 0, res.output
+        assert round(json.loads(res.stdout)["lost_gpu_h"] * 3600) == lost
+
+
 def test_bad_options_are_named(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text(TRACE)
     for args, message in [(["--gpus", "12"], "--gpus: must be a positive multiple of 8"),
                           (["--policy", "srpt"], "--policy: unknown policy 'srpt'"),
                           (["--window", "2018-01-01..2018-01-02"], "--window: no job"),
-                          (["--depth", "0"], "--depth: must be at least 1")]:
+                          (["--depth", "0"], "--depth: must be at least 1"),
+                          (["--checkpoint-every", "0"], "--checkpoint-every: must be > 0")]:
         res = CliRunner().invoke(app, ["sim", "replay", "--trace", str(path), *args])
         assert res.exit_code == 2, res.output
         assert message in res.output

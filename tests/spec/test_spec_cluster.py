@@ -69,6 +69,21 @@ def test_preemption_usage_and_now():
     assert c.now == 50                                   # the latest time the file mentions
 
 
+def test_borrow_within_cohort_and_strict_priority():
+    data = setin(base_cluster(), "queues.0.preemption", {"borrow_within_cohort": "lower-priority"})
+    data = setin(data, "queues.0.strict_priority", True)
+    q = build_cluster(data).snapshot.queues["research"]
+    assert (str(q.borrow_within_cohort), q.strict_priority) == ("lower-priority", True)
+    other = build_cluster(base_cluster()).snapshot.queues["research"]
+    assert (str(other.borrow_within_cohort), other.strict_priority) == ("never", False)
+
+
+def test_preemption_min_runtime():
+    data = setin(base_cluster(), "queues.0.preemption", {"min_runtime": "10m"})
+    assert build_cluster(data).snapshot.queues["research"].min_runtime_s == 600
+    assert build_cluster(base_cluster()).snapshot.queues["research"].min_runtime_s == 0
+
+
 def test_iso_times():
     data = parse_yaml("now: 2026-03-01T10:00:00Z\n")
     data = {**base_cluster(), **data}
@@ -141,6 +156,12 @@ CASES = [
     ("duplicate queue", "queues.1.name", "research", "queues[1].name", "already defined"),
     ("within_queue", "queues.0.preemption", {"within_queue": "always"},
      "queues[0].preemption.within_queue", "'never' or 'lower-priority'"),
+    ("borrow_within_cohort", "queues.0.preemption", {"borrow_within_cohort": "any"},
+     "queues[0].preemption.borrow_within_cohort", "'never' or 'lower-priority'"),
+    ("min_runtime", "queues.0.preemption", {"min_runtime": "-5m"},
+     "queues[0].preemption.min_runtime", "must not be negative"),
+    ("strict_priority", "queues.0.strict_priority", "sometimes",
+     "queues[0].strict_priority", "boolean"),
     ("resource group", "queues.0.resource_groups", ["gpu-pool"],
      "queues[0].resource_groups[0]", "no node is in resource group"),
     ("no queues", "queues", [], "queues", "at least 1"),

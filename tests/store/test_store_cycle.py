@@ -65,6 +65,21 @@ def test_a_cycle_round_trip_binds_in_the_store(store, db_url):
     assert rec.version == 1  # a wait explanation is a note, not a change of the job
 
 
+def test_a_checkpoint_reaches_the_job_the_scheduler_sees(store, clock):
+    # victim choice weighs the work each victim would lose since its last checkpoint: the
+    # time the store records reaches the core Job of the next snapshot (the cache included)
+    seed(store, gpus=8)
+    job_id = store.submit(submission(4))
+    cycle(store, now=10.0)
+    (before,) = store.snapshot(now=11.0).jobs
+    assert before.last_checkpoint_at is None and before.started_at == 10.0
+    clock.t = 1500.0
+    store.record_checkpoint(job_id)
+    (after,) = store.snapshot(now=1501.0).jobs
+    assert after.last_checkpoint_at == 1500.0
+    assert after.work_at_risk(1600.0) == 4 * 100.0  # GPUs x seconds since the checkpoint
+
+
 def test_a_job_that_can_never_fit_is_rejected_with_its_reasons(store):
     seed(store, gpus=8)
     job_id = store.submit(submission(16))

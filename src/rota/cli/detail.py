@@ -36,7 +36,8 @@ LABEL = 11  # "Requests:  " and the like: continuation lines are indented under 
 def reason_of(data: dict[str, Any]) -> Reason | None:
     try:
         return Reason(ReasonCode(data["code"]), data.get("resource"), data.get("requested"),
-                      data.get("free"), data.get("capacity"), data.get("detail") or "")
+                      data.get("free"), data.get("capacity"), data.get("detail") or "",
+                      data.get("limit"))
     except (KeyError, ValueError, TypeError):
         return None
 

@@ -4,9 +4,13 @@
 
 - ``gpu``: GPUs (a quota reason's milli-GPU are converted), ``cpu``: cores (from milli-cores),
   ``memory`` and ``gpu_memory``: MiB, ``replicas``: replicas of a gang;
-- ``requested``: what the job needs (per replica for ``resources`` and ``never-fits``, for the
-  whole gang for ``quota``); ``free``: the most that is available now; ``capacity``: the
-  largest node's (``never-fits``, ``resources``) or the queue's nominal quota (``quota``).
+- ``requested``: what the job needs (per replica for ``resources``, ``not-preemptible``,
+  ``min-runtime`` and ``never-fits``, for the whole gang for ``quota``); ``free``: the most
+  that is available now; ``capacity``: the largest node's or GPU's (``never-fits``,
+  ``resources``), or for ``quota`` (and ``min-runtime`` with a ``limit``: held by quota its
+  queue could reclaim only from jobs too young to evict) the figure of the ``limit`` that
+  holds the job: the queue's nominal quota (``nominal``, ``cohort``), nominal plus borrowing
+  limit (``borrowing_limit``), the lender's lending limit (``lending_limit``).
 
 ``sentence`` is the one place a reason becomes words; ``hint`` suggests what to do next.
 ``sentence_among`` tells a capacity reason (``resources``, ``gang``) together with the nodes
@@ -30,7 +34,7 @@ def normalised(reason: Reason) -> dict[str, Any]:
     scale = 1.0
     if reason.resource == CPU:
         scale = 1 / MILLI
-    elif reason.resource == GPU and reason.code is C.QUOTA:
+    elif reason.resource == GPU and (reason.code is C.QUOTA or reason.limit is not None):
         scale = 1 / MILLI
 
     def conv(v: float | None) -> float | int | None:
@@ -41,7 +45,7 @@ def normalised(reason: Reason) -> dict[str, Any]:
 
     return {"code": str(reason.code), "resource": reason.resource,
             "requested": conv(reason.requested), "free": conv(reason.free),
-            "capacity": conv(reason.capacity), "detail": reason.detail}
+            "capacity": conv(reason.capacity), "detail": reason.detail, "limit": reason.limit}
 
 
 def reason_json(reason: Reason) -> dict[str, Any]:
@@ -64,14 +68,16 @@ def sentence(reason: Reason) -> str:
     what = "GPU memory" if r == "gpu_memory" else (r or "resources")
     code = reason.code
     if code is C.QUOTA:
-        return (f"Over quota: {reason.detail} has {free} available now (nominal {cap}, "
-                f"cohort borrowing included); the job needs {req}.")
+        return _quota_sentence(reason, req, free, cap)
     if code is C.RESOURCES:
         if n["requested"] is None:
             return f"Not enough free capacity: {reason.detail}."
         if r == GPU and n["capacity"] == 1 and n["requested"] < 1:
             return (f"No GPU has a {n['requested']:g} share free; the most free on any "
                     f"eligible GPU is {n['free']:g}.")
+        if r == "gpu_memory":
+            return (f"No GPU with the share free has {req} of GPU memory free; the most free "
+                    f"on such a GPU is {free}.")
         return (f"No eligible node has {req} free for one replica; the most free on any of "
                 f"them is {free}.")
     if code is C.GANG:
@@ -81,6 +87,17 @@ def sentence(reason: Reason) -> str:
         return f"Waiting its turn: {reason.detail} (strict FIFO)."
     if code is C.RESERVED:
         return f"Starting it now would delay the reserved job: {reason.detail}."
+    if code is C.NOT_PREEMPTIBLE:
+        return (f"No eligible node has {req} free for one replica, and the room it needs is "
+                f"held by jobs that may not be preempted: {reason.detail}.")
+    if code is C.MIN_RUNTIME and reason.limit is not None:
+        return (f"Over quota: the job needs {req} and its queue can take {free} more now; the "
+                f"quota it could reclaim in its cohort is held by jobs that have not yet run "
+                f"their queue's minimum runtime (preemption.min_runtime): {reason.detail}.")
+    if code is C.MIN_RUNTIME:
+        return (f"No eligible node has {req} free for one replica, and the room it needs is "
+                f"held by jobs that have not yet run their queue's minimum runtime "
+                f"(preemption.min_runtime): {reason.detail}.")
     if code is C.PREEMPTING:
         return f"Making room: {reason.detail}; it starts once they have exited."
     if code is C.NEVER_FITS:
@@ -123,6 +140,22 @@ def sentence_among(reason: Reason, nodes: list[dict[str, Any]]) -> str:
     if len(closed) == len(nodes):
         return f"No node takes new jobs: {'; '.join(closed)}."
     return f"{sentence(reason)} Not counted, as they take no new job: {'; '.join(closed)}."
+
+
+def _quota_sentence(reason: Reason, req: str, free: str, cap: str) -> str:
+    where, _, lender = reason.detail.partition(", lender ")
+    limit = reason.limit
+    if limit == "borrowing_limit":
+        return (f"Held by its queue's borrowing limit: {where} may use at most {cap} (nominal "
+                f"quota plus borrowing limit) and can take {free} more now; the job needs {req}.")
+    if limit == "lending_limit":
+        return (f"Held by a lending limit: queue {lender} lends at most {cap} of its quota and "
+                f"keeps the rest unused; {where} can take {free} more now; the job needs {req}.")
+    if limit == "nominal":
+        return (f"Over quota: {where} has {free} available now of its nominal {cap}; the job "
+                f"needs {req}.")
+    return (f"Over quota: the cohort's quota is in use; {where} can take {free} more now "
+            f"(nominal {cap}, borrowing included); the job needs {req}.")
 
 
 def hint(reason: Reason) -> str | None:

@@ -217,8 +217,9 @@ def replay_cmd(
                                               "fetch puts it)."),
     gpus: int = typer.Option(64, "--gpus", help="Cluster GPUs (a multiple of 8)."),
     policy: str = typer.Option("all", "--policy", metavar="NAME[,NAME...]",
-                               help="fifo, besteffort, easy, sjf, sjf-est, sjf-easy, las, fair, "
-                                    "fairshare, fair-sjf, or all."),
+                               help="fifo, besteffort, easy, besteffort-easy, sjf, sjf-est, "
+                                    "sjf-easy, las, fair, fairshare, fair-sjf, fair-sjf-easy, "
+                                    "or all."),
     window: Optional[str] = typer.Option(None, "--window", metavar="START..END",
                                          help="Only jobs submitted in [START, END), e.g. "
                                               "2017-10-22..2017-10-29."),
@@ -230,6 +231,11 @@ def replay_cmd(
     overhead: float = typer.Option(0.0, "--restart-overhead", metavar="S",
                                    help="Seconds a preempted job needs to restore."),
     seed: int = typer.Option(0, "--seed", help="Seed of the walltime estimates."),
+    every: Optional[float] = typer.Option(
+        None, "--checkpoint-every", metavar="S", help="Jobs checkpoint every S seconds of run "
+        "time; a victim loses the run time since its last checkpoint (default: none lost)."),
+    blind: bool = typer.Option(False, "--checkpoint-blind", help="Victim choice does not see "
+                               "checkpoint times (it counts from each start)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (one object per policy)."),
     plot_to: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png",
                                            help="JCT CDF and utilisation plot (PNG)."),
@@ -262,7 +268,7 @@ def replay_cmd(
         except InvalidSpec as exc:
             fail(str(quotas), exc)
     try:
-        config = ReplayConfig(gpus, depth, noise, overhead, seed, queues)
+        config = ReplayConfig(gpus, depth, noise, overhead, seed, queues, every, not blind)
     except InvalidSpec as exc:
         fail("--" + exc.field.replace("_", "-"), InvalidSpec("", exc.reason))
     results = [replay(jobs, name, config) for name in names]

@@ -17,7 +17,8 @@ from rota.core.jobs import (
 )
 from rota.core.nodes import DEFAULT_GROUP, Foreign, GpuDevice, Node, NodeName, model_matches
 from rota.core.queues import (
-    ANY_FLAVOR, Flavor, FlavorQuota, Project, Queue, ReclaimWithinCohort, WithinQueue,
+    ANY_FLAVOR, BorrowWithinCohort, Flavor, FlavorQuota, Project, Queue, ReclaimWithinCohort,
+    WithinQueue,
 )
 from rota.core.resources import (
     CPU, GPU, MEMORY, MILLI, RESOURCE_NAMES, GpuRequest, ReplicaRequest, parse_cpu_milli,
@@ -29,8 +30,9 @@ from rota.core.snapshot import Snapshot, Usage
 __all__ = [
     "Bind", "Decisions", "Preempt", "Reason", "ReasonCode", "Reject", "Reserve", "Snapshot",
     "Usage", "Wait",
-    "ANY_FLAVOR", "CPU", "DEFAULT_GROUP", "GPU", "MEMORY", "MILLI", "RESOURCE_NAMES",
-    "TRANSITIONS", "DeviceShare", "End", "Flavor", "FlavorQuota", "Foreign", "GpuDevice", "GpuRequest",
+    "ANY_FLAVOR", "BorrowWithinCohort", "CPU", "DEFAULT_GROUP", "GPU", "MEMORY", "MILLI",
+    "RESOURCE_NAMES", "TRANSITIONS", "DeviceShare", "End", "Flavor", "FlavorQuota", "Foreign",
+    "GpuDevice", "GpuRequest",
     "IllegalTransition", "InvalidSpec", "Job", "JobId", "JobKind", "JobState", "Node",
     "NodeName", "Placement", "Project", "Queue", "ReclaimWithinCohort", "ReplicaPlacement",
     "ReplicaRequest", "RotaError", "UnknownPlugin", "WithinQueue", "check_transition",

@@ -6,8 +6,10 @@
 - ``Wait``: ``job`` stays pending for ``reasons``; ``estimated_start`` where walltimes tell.
 - ``Reject``: ``job`` can never run on this cluster as specified (``reasons`` say why).
 
-A ``Reason`` is structured (code, resource, requested, free, capacity, detail); only the CLI
-and API turn it into a sentence.
+A ``Reason`` is structured (code, resource, requested, free, capacity, detail, limit); only
+the CLI and API turn it into a sentence. ``limit`` names the quota limit that holds a job
+back (``nominal``, ``cohort``, ``borrowing_limit``, ``lending_limit``) where one does; a
+``gpu_memory`` reason's amounts are MiB of one GPU.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class ReasonCode(enum.StrEnum):
     BLOCKED = "blocked"              # strict FIFO: an earlier job of the queue is blocked
     RESERVED = "reserved"            # starting it now would delay the reserved job
     PREEMPTING = "preempting"        # victims are being evicted for it
+    NOT_PREEMPTIBLE = "not-preemptible"  # it fits only where jobs that may not be evicted run
+    MIN_RUNTIME = "min-runtime"      # ... where jobs run that have not run their minimum runtime
     NO_MATCHING_GPU = "no-matching-gpu"
     NO_FLAVOR = "no-flavor"          # the queue has no flavour covering the job's GPU models
     NEVER_FITS = "never-fits"        # larger than any node that could take it
@@ -44,6 +48,7 @@ class Reason:
     free: float | None = None
     capacity: float | None = None
     detail: str = ""
+    limit: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

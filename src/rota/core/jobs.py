@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import NewType
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Mapping, NewType
 
 from rota.core.errors import IllegalTransition, InvalidSpec
 from rota.core.resources import ReplicaRequest
@@ -119,7 +121,9 @@ class Job:
     """A unit of work: ``replicas`` copies of ``request``, placed all together or not at all.
 
     ``flavor`` names the queue flavour the job is charged to once admitted; ``started_at`` is
-    the time it was bound. Both are ``None`` while it is pending.
+    the time it was bound. Both are ``None`` while it is pending. ``last_checkpoint_at`` is
+    when the running attempt last saved a checkpoint (``None``: never, so an eviction loses
+    everything since ``started_at``).
     """
 
     id: JobId
@@ -142,6 +146,7 @@ class Job:
     started_at: float | None = None
     labels: tuple[tuple[str, str], ...] = field(default=())
     attained_gpu_s: float = 0.0  # GPU-seconds run in earlier attempts (preempted, requeued)
+    last_checkpoint_at: float | None = None  # the latest checkpoint of this run; None: none yet
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -175,11 +180,23 @@ class Job:
         """GPUs the whole gang holds while it runs (fractions count as such)."""
         return self.replicas * self.request.gpu.milli / 1000
 
+    def work_at_risk(self, now: float) -> float:
+        """GPU-seconds an eviction at ``now`` would lose: what ran since the last checkpoint,
+        or since the start when there is none."""
+        since = self.last_checkpoint_at if self.last_checkpoint_at is not None else self.started_at
+        return 0.0 if since is None else self.gpus * max(0.0, now - since)
+
     def attained(self, now: float) -> float:
         """GPU-seconds of service received by ``now``: earlier attempts plus the current one."""
         running = 0.0 if self.started_at is None else max(0.0, now - self.started_at)
         return self.attained_gpu_s + self.gpus * running
 
-    def total(self) -> dict[str, int]:
-        """The quota vector of the whole gang."""
-        return {k: v * self.replicas for k, v in self.request.vector().items()}
+    def total(self) -> Mapping[str, int]:
+        """The quota vector of the whole gang (read-only: one shared value per request and
+        gang size, since schedulers ask for it again and again)."""
+        return _total(self.request, self.replicas)
+
+
+@lru_cache(maxsize=4096)
+def _total(request: ReplicaRequest, replicas: int) -> Mapping[str, int]:
+    return MappingProxyType({k: v * replicas for k, v in request.vector().items()})

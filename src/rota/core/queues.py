@@ -8,6 +8,12 @@
 - Queues that name the same *cohort* lend each other unused nominal quota. A
   ``borrowing_limit`` caps how much above nominal a queue may go; a ``lending_limit`` caps how
   much of its unused nominal quota others may borrow (the rest is guaranteed to it).
+- Preemption settings: ``within_queue`` (whom a job may evict in its queue),
+  ``reclaim_within_cohort`` (whom in borrowing queues of its cohort, to take back what its
+  queue lent), ``borrow_within_cohort`` (whether it may evict at all while its queue borrows),
+  ``min_runtime_s`` (a running job of the queue is never a victim before it has run that long).
+- ``strict_priority``: while a job of the queue waits for room (and no reservation says when
+  it starts), jobs of lower priority of the queue do not take the nodes it could use.
 - A *project* is a tenant with a fair-share ``weight``.
 """
 
@@ -69,6 +75,15 @@ class ReclaimWithinCohort(enum.StrEnum):
     ANY = "any"
 
 
+class BorrowWithinCohort(enum.StrEnum):
+    """Whether a job may evict others while its queue borrows (Kueue ``borrowWithinCohort``):
+    ``never`` (the default), or ``lower-priority``: it may, and then only jobs of lower
+    priority than itself, in its own queue or in borrowing queues of its cohort."""
+
+    NEVER = "never"
+    LOWER_PRIORITY = "lower-priority"
+
+
 @dataclass(frozen=True, slots=True)
 class Queue:
     name: str
@@ -77,6 +92,19 @@ class Queue:
     within_queue: WithinQueue = WithinQueue.LOWER_PRIORITY
     reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.ANY
     resource_groups: tuple[str, ...] = ()  # empty: any resource group
+    borrow_within_cohort: BorrowWithinCohort = BorrowWithinCohort.NEVER
+    strict_priority: bool = False  # a job waiting for room holds it against lower priorities
+    min_runtime_s: float = 0.0  # a running job of the queue younger than this is never a victim
+
+    def __post_init__(self) -> None:
+        if not self.min_runtime_s >= 0:
+            raise InvalidSpec("preemption.min_runtime",
+                              f"must not be negative, got {self.min_runtime_s}")
+
+    def protects(self, job, now: float) -> bool:
+        """Whether ``job`` (running in this queue) is still within its minimum runtime."""
+        return (self.min_runtime_s > 0 and job.started_at is not None
+                and now - job.started_at < self.min_runtime_s)
 
     @property
     def unlimited(self) -> bool:

@@ -15,12 +15,14 @@ import math
 import random
 from dataclasses import dataclass, replace
 
-from rota.core import CPU, GPU, MEMORY, MILLI, Job, JobState, Placement
+from rota.core import Job, JobState, Placement
 from rota.scheduler.base import Base, position
 from rota.core.decisions import Bind, Reason, ReasonCode, Reserve
-from rota.scheduler.placement import Shape, place_gang
+from rota.scheduler.placement import Shape, holds, place_gang
+from rota.scheduler.reasons import resource_reason
 from rota.core.snapshot import Snapshot
 from rota.scheduler.state import ALL_MODELS, Cap, Slot
+from rota.scheduler.victims import within_nominal
 
 
 @dataclass(slots=True)
@@ -58,6 +60,7 @@ class Cycle:
         self._pool_members = base.pool_members
         self.sizes = base.sizes
         self._failed: dict[tuple, tuple[int, Attempt]] = {}
+        self._nodes_of: dict[tuple, frozenset[int]] = {}
         self._tried: dict[tuple, tuple[int, int, Attempt]] = {}
         self._past: dict[tuple[str, float], float] = {}
         # effective priorities (they depend on the job and ``now`` only), per job object
@@ -68,7 +71,14 @@ class Cycle:
         self.bound: list[Job] = []
         self.gone: set[str] = set()
         self.evictable = [j for j in self.active if j.queue in snapshot.queues]
+        # victims (and jobs already preempting) of other queues than their preemptor's, chosen
+        # in this cycle: still charged to their queues, but gone for later victim searches
+        self.handover: list[Job] = []
+        # quota charged for jobs that do not run yet (a reservation, quota owed to a waiting
+        # job), per (queue, flavour, resource): not usage a reclaim could take back
+        self.held: dict[tuple[str, str, str], int] = {}
         self.reservation: Reserve | None = None
+        self.reserved_quota: tuple | None = None  # (queue, flavour, demand) of the reserved job
 
     def close(self) -> None:
         """Undo everything this cycle changed on its base: overlay (journal), caps, quota
@@ -104,6 +114,23 @@ class Cycle:
     def holding(self) -> list[Job]:
         """Every job that holds resources in the overlay now."""
         return [j for j in self.active if j.id not in self.gone] + self.bound
+
+    def protected(self) -> list[Job]:
+        """The jobs holding resources now that may not be preempted: not preemptible, or
+        within their queue's minimum runtime (remembered while the holding jobs stay the
+        same)."""
+        key = (len(self.bound), len(self.gone))
+        hit = self.__dict__.get("_protected")
+        if hit is None or hit[0] != key:
+            hit = self._protected = (key, [j for j in self.holding() if self.young(j)
+                                           or not j.preemptible])
+        return hit[1]
+
+    def young(self, job: Job) -> bool:
+        """Whether a running ``job`` has run less than its queue's minimum runtime."""
+        queue = self.snapshot.queues.get(job.queue)
+        return (job.state is not JobState.PREEMPTING and queue is not None
+                and queue.protects(job, self.now))
 
     def priority_of(self, job: Job) -> float:
         """The priority preemption compares: the ordering plugin's effective priority of the
@@ -177,7 +204,7 @@ class Cycle:
         quota_ok = False
         demand = job.total()
         for flavor, models in self.flavors(job):
-            refusal = self.policy.admission.check(self.book, job.queue, flavor, demand)
+            refusal = self.admit(job, flavor, demand, capped)
             if refusal is not None:
                 reasons.append(refusal)
                 continue
@@ -187,6 +214,47 @@ class Cycle:
                 return self.bind(job, flavor, placement)
             reasons.extend(attempt.reasons)
         return Attempt(reasons, quota_ok)
+
+    def nodes_of(self, job: Job) -> frozenset[int]:
+        """The nodes (slot indexes) that could hold a replica of ``job`` when empty, over its
+        flavours."""
+        key = (job.queue, job.request, job.resource_group, job.selector)
+        hit = self._nodes_of.get(key)
+        if hit is None:
+            ids: set[int] = set()
+            for _, models in self.flavors(job):
+                shape = self.shape(job, models)
+                pools = [self.state.pools[k] for k in shape.pools if k in self.state.pools]
+                ids.update(s.i for s in self.members(shape.pools, pools)[0] if holds(s, shape))
+            hit = self._nodes_of[key] = frozenset(ids)
+        return hit
+
+    def admit(self, job: Job, flavor: str, demand, capped: bool) -> Reason | None:
+        """Admission of ``job`` in ``flavor``; a job the reservation caps (it would still run
+        when the reserved job starts) is checked with the reserved job's quota held, as its
+        nodes are capped: jobs that end before may use that quota meanwhile."""
+        check, book, hold = self.policy.admission.check, self.book, self.reserved_quota
+        if not capped or hold is None:
+            return check(book, job.queue, flavor, demand)
+        version = book.version
+        book.charge(*hold, 1)
+        try:
+            return check(book, job.queue, flavor, demand)
+        finally:
+            book.charge(*hold, -1)
+            book.version = version  # the book is as it was: answers remembered still hold
+
+    def could_start(self, job: Job) -> bool:
+        """Whether ``job`` would pass admission and placement now, in some flavour (a what-if:
+        nothing is taken or charged)."""
+        for flavor, models in self.flavors(job):
+            if self.policy.admission.check(self.book, job.queue, flavor, job.total()) is None:
+                mark = self.state.mark()
+                placement, _ = self.place(job, self.shape(job, models), False)
+                self.state.undo(mark)
+                if placement is not None:
+                    return True
+        return False
 
     def place(self, job: Job, shape: Shape, capped: bool) -> tuple[Placement | None, Attempt]:
         key = (shape, job.replicas, capped)
@@ -201,6 +269,9 @@ class Cycle:
         return None, attempt
 
     def bind(self, job: Job, flavor: str, placement: Placement) -> Bind:
+        bound = getattr(self.policy.placement, "bound", None)
+        if bound is not None:
+            bound(placement)  # a plugin that follows its own binds (round-robin)
         self.book.charge(job.queue, flavor, job.total(), 1)
         self._count(job, 1)
         self._counted.append(job)
@@ -221,34 +292,9 @@ class Cycle:
         return self.resource_reason(shape)
 
     def resource_reason(self, shape: Shape) -> Reason:
-        """Which resource no node has enough of, with the most any eligible node has free.
+        return resource_reason(self, shape)
 
-        GPU figures come from the bucket indexes: the most wholly free GPUs any node has is the
-        highest non-empty whole bucket, the largest free share sits on a node of the highest
-        non-empty fraction bucket. Only cpu and memory look at every eligible node."""
-        pools = [self.state.pools[k] for k in shape.pools if k in self.state.pools]
-        slots, most_gpus = self._members(shape.pools, pools)
-        if shape.count:
-            if shape.fractional:
-                top = max((lv for p in pools for lv, b in enumerate(p.frac) if b), default=None)
-                best = 0 if top is None else max(
-                    m for p in pools for i in p.frac[top] for m in self.state.slots[i].milli)
-                if best < shape.share:
-                    return Reason(ReasonCode.RESOURCES, GPU, shape.share / MILLI, best / MILLI, 1.0)
-            else:
-                best = max((w for p in pools for w, b in enumerate(p.whole) if b), default=0)
-                if best < shape.count:
-                    return Reason(ReasonCode.RESOURCES, GPU, shape.count, best, most_gpus)
-        for resource, need, attr in ((CPU, shape.cpu, "cpu"), (MEMORY, shape.mem, "mem")):
-            if any(getattr(s, attr) >= need for s in slots):
-                continue  # enough somewhere: the usual case, found without a full scan
-            best = max((getattr(s, attr) for s in slots), default=0)
-            if best < need:
-                return Reason(ReasonCode.RESOURCES, resource, need, best)
-        return Reason(ReasonCode.RESOURCES, GPU if shape.count else CPU, detail=(
-            "no single node has every resource of a replica free at once"))
-
-    def _members(self, keys: tuple, pools: list) -> tuple[list, int]:
+    def members(self, keys: tuple, pools: list) -> tuple[list, int]:
         """The nodes of some pools and the most GPUs one of them has (membership does not
         change during a cycle)."""
         hit = self._pool_members.get(keys)
@@ -278,6 +324,32 @@ class Cycle:
                 continue
             deltas = tuple((position(slot, d.index), d.milli, d.memory_mib) for d in rep.devices)
             self.state.give(slot, req.cpu_milli, req.memory_mib, deltas)
+
+    def hold_owed(self, job: Job) -> None:
+        """``job`` waits on quota although its queue's nominal quota covers it: the cohort has
+        lent that quota out. Charge it to the queue for the rest of the cycle, so that no later
+        job borrows what is owed to it (Kueue reserves it so)."""
+        queue = self.snapshot.queues[job.queue]
+        if queue.cohort is None:
+            return
+        for flavor, _ in self.flavors(job):
+            quota = queue.quotas.get(flavor)
+            if quota is None:
+                return
+            if within_nominal(self.book, job, flavor):
+                demand = job.total()
+                held = {r: demand[r] for r in quota.nominal if demand.get(r, 0) > 0}
+                if held:
+                    self.hold_quota(job.queue, flavor, held)
+                return
+
+    def hold_quota(self, queue: str, flavor: str, amounts) -> None:
+        """Charge ``amounts`` to the queue for a job that does not run yet, for the rest of
+        the cycle, and note it as held (``held``)."""
+        self.book.charge(queue, flavor, amounts, 1)
+        for r, v in amounts.items():
+            key = (queue, flavor, r)
+            self.held[key] = self.held.get(key, 0) + v
 
     def cap_reserved_nodes(self, placement: Placement) -> None:
         """After a reservation's shadow state is built: cap its nodes at what is free there."""

@@ -8,13 +8,21 @@ The steps:
    was when the cycle ends (see ``rota.scheduler.base``).
 2. Screen pending jobs: reject the ones that can never run here (unknown queue, no GPU model
    matching their patterns, no flavour of their queue covering them, larger than any node).
-3. Walk the pending jobs in the ordering plugin's sequence. For each:
-   a. strict ordering: a queue whose earlier job is blocked stays blocked;
+3. Walk the pending jobs in the ordering plugin's sequence, jobs within their queue's nominal
+   quota before jobs that must borrow, and potential preemptors before their victims
+   (``rota.scheduler.turns``). For each:
+   a. strict ordering: a queue whose earlier job is blocked stays blocked; a job held by a
+      higher-priority job of its queue that waits for room (``Walk.hold``) waits too;
    b. admit (quota) and place (gang, devices); if a backfill reservation exists and the job
       would still run at its start, it must fit around it;
-   c. otherwise try preemption (within the preemptor budget);
-   d. otherwise, if backfill is on and nothing is reserved yet, reserve for this job;
-   e. otherwise it waits, with the reasons collected on the way.
+   c. otherwise try preemption (within the preemptor budget), unless the job would still run
+      at a backfill reservation's start: such a job waits its turn after the reserved one, and
+      what it could evict for (room around the reservation) would not stay its own;
+   d. otherwise, if backfill is on and nothing is reserved yet, reserve for this job (room and
+      quota, from when running jobs end at their walltimes);
+   e. otherwise it waits, with the reasons collected on the way; if its queue's nominal quota
+      covers it and only the cohort's lending stands in its way, that quota is held for it for
+      the rest of the cycle (no later job borrows what is owed to it).
 4. Return the decisions. Nothing is applied: the caller does that (and, with a base, tells it
    the deltas: ``Base.hold`` for bound jobs, ``Base.release`` for jobs that gave back).
 """
@@ -31,6 +39,8 @@ from rota.core.decisions import (
 )
 from rota.scheduler.policy import Policy
 from rota.core.snapshot import Snapshot
+from rota.scheduler.reasons import protected_reason, young_reason
+from rota.scheduler.turns import Turns
 
 
 def run_cycle(snapshot: Snapshot, policy: Policy, now: float, base: Base | None = None
@@ -54,45 +64,119 @@ def _run(cycle: Cycle, snapshot: Snapshot, policy: Policy, now: float) -> Decisi
             pending.append(job)
         else:
             out.rejects.append(Reject(job.id, (refusal,)))
-    preemptors = 0
-    hopeless: set[tuple] = set()  # preemption searches that found no victim set this cycle
-    blocked: dict[str, tuple[Reason, ...]] = {}  # queue -> why its later jobs wait (strict)
-    shared = SharedReasons()
-    for job in policy.order.sequence(pending, cycle):                       # 3
-        if job.queue in blocked:                                            # a
-            out.waits.append(Wait(job.id, blocked[job.queue]))
-            continue
+    walk = Walk(cycle, out)
+    for job in walk.turns(pending):                                         # 3
+        walk.step(job)
+    return out                                                              # 4
+
+
+class Walk:
+    """Step 3 over the pending jobs, with what the steps share: the preemptor budget, the
+    preemption searches that failed, the queues a strict order blocks, and the *holds*: a
+    job that waits for room holds it against the lower-priority jobs of its queue that could
+    use its nodes (``hold``)."""
+
+    def __init__(self, cycle: Cycle, out: Decisions) -> None:
+        self.cycle, self.policy, self.out = cycle, cycle.policy, out
+        self.preemptors = 0
+        self.hopeless: set[tuple] = set()  # preemption searches that found no victim set
+        self.blocked: dict[str, tuple[Reason, ...]] = {}  # queue -> why its later jobs wait
+        self.holds: dict[str, list[tuple[float, frozenset, Reason]]] = {}
+        self.shared = SharedReasons()
+
+    def turns(self, pending: list[Job]):
+        self._turns = Turns(self.cycle, pending)
+        return self._turns
+
+    def step(self, job: Job) -> None:
+        cycle, policy, out = self.cycle, self.policy, self.out
+        held = self.blocked.get(job.queue) or self._held(job)               # a
+        if held is not None:
+            out.waits.append(Wait(job.id, held))
+            return
         capped = cycle.reservation is not None and not policy.backfill.ends_before(
-            job, cycle.reservation, now)
+            job, cycle.reservation, cycle.now)
         result = cycle.try_start(job, capped)                               # b
         if isinstance(result, Bind):
             if cycle.reservation is not None:
                 result = Bind(result.job, result.placement, result.flavor, result.borrowing, True)
             out.binds.append(result)
-            continue
-        if (policy.preemption is not None and preemptors < policy.preemption.max_preemptors
-                and (search := _search_key(cycle, job, capped)) not in hopeless):
-            plan = policy.preemption.find(cycle, job, capped)               # c
-            if plan is None:
-                hopeless.add(search)
-            else:
-                preemptors += 1
-                out.preemptions.extend(_evict(cycle, job, plan))
-                out.waits.append(Wait(job.id, (Reason(ReasonCode.PREEMPTING, detail=(
-                    _preempting_detail(plan))),)))
-                continue
+            return
+        if not capped and self._preempt(job):                               # c
+            return
         estimate = None
-        if policy.backfill is not None and cycle.reservation is None and result.quota_ok:
+        if policy.backfill is not None and cycle.reservation is None:
             reservation = policy.backfill.reserve(cycle, job)               # d
             if reservation is not None:
                 cycle.reservation = reservation
                 out.reservations.append(reservation)
                 estimate = reservation.start_at
-        out.waits.append(Wait(job.id, shared.of(result.reasons), estimate))  # e
+        reasons = result.reasons
+        if estimate is None and not result.quota_ok:
+            cycle.hold_owed(job)
+            if policy.preemption is not None and not capped:
+                reasons = young_reason(cycle, job, reasons)
+        elif estimate is None and policy.preemption is not None and not capped:
+            reasons = protected_reason(cycle, job, reasons)
+        out.waits.append(Wait(job.id, self.shared.of(reasons), estimate))   # e
         if policy.order.blocking and estimate is None:
-            blocked[job.queue] = (Reason(ReasonCode.BLOCKED, detail=(
+            self.blocked[job.queue] = (Reason(ReasonCode.BLOCKED, detail=(
                 f"{job.id} is ahead of it in queue {job.queue}")),)
-    return out                                                              # 4
+        self.hold(job, reasons, estimate)
+
+    def _preempt(self, job: Job) -> bool:
+        """Step c: find victims for ``job`` and evict them; True if it did."""
+        cycle, plugin = self.cycle, self.policy.preemption
+        if (plugin is None or not self._turns.may_preempt(job)
+                or self.preemptors >= plugin.max_preemptors):
+            return False
+        search = _search_key(cycle, job, False)
+        if search in self.hopeless:
+            return False
+        plan = plugin.find(cycle, job, False)
+        if plan is None:
+            self.hopeless.add(search)
+            return False
+        self.preemptors += 1
+        self.out.preemptions.extend(_evict(cycle, job, plan))
+        self.out.waits.append(Wait(job.id, (Reason(ReasonCode.PREEMPTING, detail=(
+            _preempting_detail(plan))),)))
+        return True
+
+    def hold(self, job: Job, reasons, estimate: float | None) -> None:
+        """A job that waits for room (not for quota) holds it against the lower-priority jobs
+        of its queue that could use its nodes: in a ``strict_priority`` queue while no
+        reservation says when it starts; under a preempting policy while it waits only for a
+        reservation ahead of it (those jobs would take room it evicts them from once the
+        reservation no longer caps it)."""
+        queue = self.cycle.snapshot.queues[job.queue]
+        codes = {r.code for r in reasons}
+        room = bool(codes & {ReasonCode.RESOURCES, ReasonCode.GANG, ReasonCode.NOT_PREEMPTIBLE,
+                             ReasonCode.MIN_RUNTIME,
+                             ReasonCode.RESERVED})
+        strict = queue.strict_priority and estimate is None and room
+        capped = self.policy.preemption is not None and ReasonCode.RESERVED in codes
+        if not (strict or capped):
+            return
+        why = "strict priority" if strict else "it waits for the reservation ahead of it"
+        reason = Reason(ReasonCode.BLOCKED, detail=(
+            f"{job.id} (priority {self.cycle.priority_of(job):g}) waits for room ahead of it "
+            f"in queue {job.queue}: {why}"))
+        self.holds.setdefault(job.queue, []).append(
+            (self.cycle.priority_of(job), self.cycle.nodes_of(job), reason, strict))
+
+    def _held(self, job: Job) -> tuple[Reason, ...] | None:
+        holds = self.holds.get(job.queue)
+        if not holds:
+            return None
+        mine, nodes = self.cycle.priority_of(job), None
+        for priority, theirs, reason, strict in holds:
+            if priority <= mine or not (strict or job.preemptible):
+                continue
+            nodes = self.cycle.nodes_of(job) if nodes is None else nodes
+            if nodes & theirs:
+                return (reason,)
+        return None
 
 
 def _search_key(cycle: Cycle, job: Job, capped: bool) -> tuple:
@@ -108,7 +192,10 @@ def _evict(cycle: Cycle, job: Job, plan) -> list[Preempt]:
     exited (a grace period may run for a while), and the preemptor's placement is held on top
     of them: nothing else in this cycle may be placed there. Its queue is charged only what the
     preemptor needs beyond what victims of the same queue and flavour give back, so the queue's
-    usage stays at its peak over the handover, ``max(now, after the victims left)``."""
+    usage stays at its peak over the handover, ``max(now, after the victims left)``. Victims of
+    other queues stay charged to theirs as well, which over-counts the cohort for the jobs
+    that start now (safe: both states hold); later victim searches of this cycle look past
+    them (``Cycle.handover``), since their preemptors start only once they have left."""
     chosen = {v.id for v in plan.victims} | {v.id for v in plan.free}
     cycle.evictable = [v for v in cycle.evictable if v.id not in chosen]
     cycle.gone |= chosen
@@ -118,6 +205,8 @@ def _evict(cycle: Cycle, job: Job, plan) -> list[Preempt]:
         if v.queue == job.queue and v.flavor == plan.flavor:
             for r, amount in v.total().items():
                 returned[r] = returned.get(r, 0) + amount
+        elif v.queue != job.queue and v.queue in cycle.snapshot.queues:
+            cycle.handover.append(v)
     extra = {r: max(0, amount - returned.get(r, 0)) for r, amount in job.total().items()}
     cycle.book.charge(job.queue, plan.flavor, extra, 1)
     cycle.bound.append(replace(job, state=JobState.SCHEDULED, placement=plan.placement,

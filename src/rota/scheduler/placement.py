@@ -13,12 +13,14 @@ Device choice inside a node:
 
 from __future__ import annotations
 
+import heapq
+from bisect import bisect_left
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator, Protocol
 
 from rota.core import MILLI, DeviceShare, Placement, ReplicaPlacement, model_matches
-from rota.scheduler.state import FRAC_LEVELS, ClusterState, Pool, Slot
+from rota.scheduler.state import ALL_MODELS, FRAC_LEVELS, NO_GPUS, ClusterState, Pool, Slot
 
 PACK, SPREAD = "pack", "spread"
 
@@ -98,6 +100,21 @@ def fitting_devices(slot: Slot, shape: Shape, capped: bool) -> list[int]:
     return fits
 
 
+def holds(slot: Slot, shape: Shape) -> bool:
+    """Whether ``slot``'s node could hold one replica of ``shape`` when empty."""
+    node = slot.node
+    if shape.cpu > node.cpu_milli or shape.mem > node.memory_mib:
+        return False
+    if any(node.labels.get(k) != v for k, v in shape.selector):
+        return False
+    if shape.count == 0:
+        return True
+    usable = [d for d in node.devices if d.healthy and (not shape.models
+                                                       or accepts(shape.models, d.model))
+              and (shape.gpu_mem is None or shape.gpu_mem <= d.memory_mib)]
+    return len(usable) >= shape.count
+
+
 def choose_devices(slot: Slot, shape: Shape, direction: str, capped: bool) -> list[int] | None:
     """Device positions for one replica on ``slot``, or None if the node cannot hold it."""
     cpu, mem = slot.cpu, slot.mem
@@ -151,41 +168,74 @@ def device_share(index: int, milli: int, memory_mib: int) -> DeviceShare:
 
 
 def candidates(state: ClusterState, shape: Shape, direction: str) -> Iterator[Slot]:
-    """Nodes whose bucket can hold ``shape``, fullest (pack) or emptiest (spread) first."""
+    """Nodes whose bucket can hold ``shape``, best first on every resource the shape asks for
+    (pack: the fullest; spread: the emptiest), ties to the lowest index (name order):
+
+    - whole GPUs: fewest (pack) or most (spread) wholly free GPUs, then free cpu, then free
+      memory;
+    - a fraction: the device level that best fits (pack: the least free share that holds it;
+      spread: the most), then the node's free GPU (milli), then free cpu, then free memory;
+    - no GPU: nodes without GPUs first, then the others; within each, by free cpu, then
+      free memory.
+
+    The caller changes nothing while iterating."""
     pools = [state.pools[k] for k in shape.pools if k in state.pools]
-    if shape.fractional:
-        lo = shape.share * (FRAC_LEVELS - 1) // MILLI
-        levels: range = range(lo, FRAC_LEVELS)
-        pick = _frac
-    else:
-        top = max((len(p.whole) for p in pools), default=0)
-        levels = range(shape.count, top)
-        pick = _whole
-    if direction == SPREAD:
-        levels = levels[::-1]
-    # a node sits in one whole-GPU bucket of a pool but may sit in several pools (mixed models)
-    # and in several fraction buckets; the caller changes nothing while iterating
-    seen: set[int] | None = set() if len(pools) > 1 or shape.fractional else None
+    spread = direction == SPREAD
     slots = state.slots
-    for level in levels:
-        for pool in pools:
-            bucket = pick(pool, level)
-            if not bucket:
+    seen: set[int] = set()
+    for entries in _runs(state, shape, pools, spread):
+        for entry in entries:
+            i = entry[-1]
+            if i in seen:
                 continue
-            for i in bucket:
-                if seen is not None:
-                    if i in seen:
-                        continue
-                    seen.add(i)
-                yield slots[i]
+            seen.add(i)
+            yield slots[i]
 
 
-def _frac(pool: Pool, level: int) -> list[int] | None:
-    return pool.frac[level] if level < len(pool.frac) else None
+def _runs(state: ClusterState, shape: Shape, pools: list[Pool], spread: bool
+          ) -> Iterator[Iterator[tuple]]:
+    """The ordered entries to walk, one iterator per bucket level, in the direction's order."""
+    if shape.count == 0:
+        for group in dict.fromkeys(rg for rg, _ in shape.pools):
+            bare = state.pools.get((group, NO_GPUS))
+            if bare is not None:
+                yield _walk([bare.ordered_whole[0]], shape.cpu, spread, True)
+            every = state.pools.get((group, ALL_MODELS))
+            if every is not None:
+                yield _walk(every.ordered_whole, shape.cpu, spread, True)
+        return
+    if shape.fractional:
+        levels: range = range(shape.share * (FRAC_LEVELS - 1) // MILLI, FRAC_LEVELS)
+        for level in (levels[::-1] if spread else levels):
+            yield _walk([p.ordered_frac[level] for p in pools], 0, spread, False)
+        return
+    top = max((len(p.whole) for p in pools), default=0)
+    levels = range(shape.count, top)
+    for level in (levels[::-1] if spread else levels):
+        yield _walk([p.ordered_whole[level] for p in pools if level < len(p.ordered_whole)],
+                    shape.cpu, spread, True)
 
 
-def _whole(pool: Pool, level: int) -> list[int] | None:
-    return pool.whole[level] if level < len(pool.whole) else None
+def _walk(lists: list[list[tuple]], cpu: int, spread: bool, cpu_first: bool) -> Iterator[tuple]:
+    """The entries of ``lists`` merged, ascending (pack) or descending with ties to the lowest
+    index (spread). With ``cpu_first`` (entries ``(cpu, memory, index)``), those with less cpu
+    than ``cpu`` are skipped without being looked at."""
+    if not spread:
+        starts = [bisect_left(x, (cpu,)) if cpu_first else 0 for x in lists]
+        parts = [x[k:] if k else x for x, k in zip(lists, starts) if k < len(x)]
+        yield from parts[0] if len(parts) == 1 else heapq.merge(*parts)
+        return
+    parts = [reversed(x) for x in lists if x]
+    merged = parts[0] if len(parts) == 1 else heapq.merge(*parts, reverse=True)
+    run: list[tuple] = []
+    for entry in merged:
+        if cpu_first and entry[0] < cpu:
+            break
+        if run and entry[:-1] != run[0][:-1]:
+            yield from reversed(run)
+            run = []
+        run.append(entry)
+    yield from reversed(run)
 
 
 def find_replica(state: ClusterState, shape: Shape, scorer: Scorer, capped: bool

@@ -109,9 +109,62 @@ class QuotaBook:
         key = (queue, r, amount)
         hit = answers.get(key)
         if hit is None:
-            hit = answers[key] = Reason(ReasonCode.QUOTA, r, amount, max(avail, 0), nominal,
-                                        f"queue {queue}, flavour {f}")
+            limit, capacity, lender = self._limit(queue, f, r, amount, nominal)
+            detail = f"queue {queue}, flavour {f}" + (f", lender {lender}" if lender else "")
+            hit = answers[key] = Reason(ReasonCode.QUOTA, r, amount, max(avail, 0), capacity,
+                                        detail, limit)
         return hit  # type: ignore[return-value]
+
+    def _limit(self, queue: str, f: str, r: str, amount: int, nominal: int
+               ) -> tuple[str, int, str | None]:
+        """Which limit holds ``amount`` back: (limit, its figure, the lender it names).
+
+        ``nominal`` (no cohort: the queue's own quota); ``borrowing_limit`` (the queue would
+        go above nominal + its borrowing limit: figure nominal + limit); ``lending_limit``
+        (the cohort's lent quota is used up, and a member keeps unused quota back by its
+        lending limit, enough to admit the job: figure that member's limit); else ``cohort``
+        (everything lent is in use: figure the queue's nominal quota)."""
+        q = self.queues[queue]
+        if q.cohort is None:
+            return "nominal", nominal, None
+        quota = q.quotas[f]
+        g, used = self.guaranteed(q, f, r), self.usage[(queue, f, r)]
+        if r in quota.borrowing_limit and used + amount > nominal + quota.borrowing_limit[r]:
+            return "borrowing_limit", nominal + quota.borrowing_limit[r], None
+        key = (q.cohort, f, r)
+        room = max(0, g - used) + self.pool[key] - self.pool_used[key]
+        kept: list[tuple[int, str, int]] = []
+        for m in self.queues.values():
+            mq = m.quotas.get(f)
+            if m.cohort != q.cohort or m.name == queue or mq is None or r not in mq.lending_limit:
+                continue
+            unused = max(0, self.guaranteed(m, f, r) - self.usage[(m.name, f, r)])
+            if unused:
+                kept.append((unused, m.name, mq.lending_limit[r]))
+        if kept and room + sum(k[0] for k in kept) >= amount:
+            _, lender, lent = max(kept, key=lambda k: (k[0], k[1]))
+            return "lending_limit", lent, lender
+        return "cohort", nominal, None
+
+    def admissible_ever(self, queue: str, demand: Mapping[str, int], flavors: Iterable[str]) -> bool:
+        """Whether ``demand`` could be admitted to the queue in one of ``flavors`` if every
+        other job of the cohort were gone: its guaranteed part plus the whole pool, within
+        its borrowing limit."""
+        q = self.queues[queue]
+        for f in flavors:
+            quota = q.quotas.get(f)
+            if quota is None:
+                return True
+            ok = True
+            for r, nominal in quota.nominal.items():
+                most = nominal if q.cohort is None else \
+                    self.guaranteed(q, f, r) + self.pool[(q.cohort, f, r)]
+                if r in quota.borrowing_limit:
+                    most = min(most, nominal + quota.borrowing_limit[r])
+                ok = ok and demand.get(r, 0) <= most
+            if ok:
+                return True
+        return False
 
     def charge(self, queue: str, f: str, demand: Mapping[str, int], sign: int) -> None:
         """Add (``sign=1``) or remove (``-1``) ``demand`` from the queue's usage in ``f``."""
@@ -126,11 +179,14 @@ class QuotaBook:
                 g = self.guaranteed(q, f, r)
                 self.pool_used[(q.cohort, f, r)] += max(0, before + sign * amount - g) - max(0, before - g)
 
-    def borrowing(self, queue: str, f: str) -> bool:
+    def borrowing(self, queue: str, f: str, resources: Iterable[str] | None = None) -> bool:
+        """Whether the queue uses more than its nominal quota in ``f`` of some resource (of
+        ``resources`` only, when given)."""
         quota = self.queues[queue].quotas.get(f)
         if quota is None:
             return False
-        return any(self.usage[(queue, f, r)] > n for r, n in quota.nominal.items())
+        names = quota.nominal if resources is None else [r for r in resources if r in quota.nominal]
+        return any(self.usage[(queue, f, r)] > quota.nominal[r] for r in names)
 
     def flavors_for(self, queue: Queue, job_models: tuple[str, ...], gpu_job: bool,
                     cluster_models: Iterable[str]) -> list[tuple[str, tuple[str, ...]]]:

@@ -4,12 +4,19 @@
 tentative change in a journal, so that what-ifs (a gang that half fits, a preemption trial, a
 backfill shadow) are undone exactly with ``undo(mark)``.
 
-Indexes: nodes are grouped into *pools* by (resource group, GPU model) plus one pool per
-resource group holding all its nodes (key model ``"*"``). Inside a pool, nodes are bucketed by
-the number of wholly free GPUs and by the free share of each device (in tenths of a GPU). A request looks only at the buckets that can hold it, in the order its scoring plugin
-prefers, instead of scoring every node. A bucket lists its nodes by index, whatever the order
-in which they moved there: placement depends on the free capacity now, never on the history of
-the overlay (a cycle on a long-lived base decides as one on an overlay built afresh).
+Indexes: nodes are grouped into *pools* by (resource group, GPU model), plus one pool per
+resource group holding all its nodes (key model ``"*"``) and one holding its nodes without
+GPUs (key model ``"-"``). Inside a pool, nodes are bucketed by the number of wholly free GPUs
+and by the free share of each device (in tenths of a GPU). A bucket lists its nodes by index,
+whatever the order in which they moved there: placement depends on the free capacity now,
+never on the history of the overlay (a cycle on a long-lived base decides as one on an overlay
+built afresh). Each bucket also has an *ordered* twin, its nodes sorted by what else they
+have free: ``(free cpu, free memory, index)`` for the whole-GPU buckets, ``(free milli-GPU of
+the node, free cpu, free memory, index)`` for the fraction buckets; so a request finds the
+node its scoring plugin prefers on every resource it asks for without scoring every node.
+
+Nodes are indexed in name order, whatever the order of the node list: no decision depends on
+the order in which nodes are listed.
 
 ``epoch`` grows whenever free capacity grows beyond what an earlier moment had; a placement
 that failed at epoch ``e`` fails again while ``epoch == e``.
@@ -26,6 +33,7 @@ from dataclasses import dataclass
 from rota.core import MILLI, DeviceShare, Node
 
 ALL_MODELS = "*"
+NO_GPUS = "-"  # the pool of a resource group's nodes without GPUs
 FRAC_LEVELS = 11  # largest free share on a device, in tenths: 0..10
 
 
@@ -40,7 +48,7 @@ class Slot:
     """One node's free capacity. ``milli[d]``/``gmem[d]`` are free on device position ``d``."""
 
     __slots__ = ("i", "node", "name", "cpu", "mem", "milli", "gmem", "dev_mem", "models",
-                 "numa", "nvlink", "whole", "level_count", "pools", "cap")
+                 "numa", "nvlink", "whole", "level_count", "pools", "cap", "listed")
 
     def __init__(self, i: int, node: Node) -> None:
         self.i, self.node, self.name = i, node, node.name
@@ -65,6 +73,9 @@ class Slot:
                 self.level_count[m * (FRAC_LEVELS - 1) // MILLI] += 1
         self.pools: tuple[Pool, ...] = ()
         self.cap: Cap | None = None
+        # where the node sits in its pools' ordered buckets: (whole bucket, its entry,
+        # fraction levels, their entry)
+        self.listed: tuple | None = None
 
     def _hold_foreign(self, node: Node) -> None:
         """Take what work outside rota holds (``Node.foreign``) as if a job held it."""
@@ -90,12 +101,15 @@ class Pool:
     levels of their devices (a node sits in the bucket of every level one of its devices has).
     Each bucket is a sorted list of node indexes."""
 
-    __slots__ = ("key", "whole", "frac")
+    __slots__ = ("key", "whole", "frac", "ordered_whole", "ordered_frac")
 
     def __init__(self, key: tuple[str, str], max_gpus: int) -> None:
         self.key = key
         self.whole: list[list[int]] = [[] for _ in range(max_gpus + 1)]
         self.frac: list[list[int]] = [[] for _ in range(FRAC_LEVELS)]
+        # the same buckets, ordered by (cpu, memory, index) and (free milli, cpu, memory, index)
+        self.ordered_whole: list[list[tuple]] = [[] for _ in range(max_gpus + 1)]
+        self.ordered_frac: list[list[tuple]] = [[] for _ in range(FRAC_LEVELS)]
 
 
 @dataclass(slots=True)
@@ -109,7 +123,7 @@ class Entry:
 
 class ClusterState:
     def __init__(self, nodes: tuple[Node, ...]) -> None:
-        self.slots = [Slot(i, n) for i, n in enumerate(nodes)]
+        self.slots = [Slot(i, n) for i, n in enumerate(sorted(nodes, key=lambda n: n.name))]
         self.by_name = {s.name: s for s in self.slots}
         self.pools: dict[tuple[str, str], Pool] = {}
         self.journal: list[Entry] = []
@@ -120,7 +134,7 @@ class ClusterState:
             if not slot.node.schedulable:
                 continue
             keys = tuple((slot.node.resource_group, model)
-                         for model in (ALL_MODELS, *dict.fromkeys(slot.models)))
+                         for model in (ALL_MODELS, *(dict.fromkeys(slot.models) or [NO_GPUS])))
             if keys not in shared:
                 for key in keys:
                     if key not in self.pools:
@@ -132,6 +146,7 @@ class ClusterState:
                 pool.whole[slot.whole].append(slot.i)  # slots come in index order
                 for level in levels:
                     pool.frac[level].append(slot.i)
+            self._order(slot)
 
     # -- changes -----------------------------------------------------------------------------
 
@@ -144,10 +159,12 @@ class ClusterState:
     def load(self, slot: Slot, cpu: int, mem: int, deltas: list[tuple[int, int, int]]) -> None:
         """Like ``take``, for what active jobs hold when the overlay is built: nothing to undo,
         so nothing goes to the journal."""
+        self._unorder(slot)
         slot.cpu -= cpu
         slot.mem -= mem
         if deltas:
             self._change_devices(slot, deltas, 1)
+        self._order(slot)
 
     def give(self, slot: Slot, cpu: int, mem: int, deltas: tuple[tuple[int, int, int], ...]) -> None:
         """Release what a job held on ``slot``; free capacity grows, so the epoch moves."""
@@ -172,6 +189,7 @@ class ClusterState:
 
     def _change(self, e: Entry, sign: int) -> None:
         s = self.slots[e.slot]
+        self._unorder(s)
         s.cpu -= sign * e.cpu
         s.mem -= sign * e.mem
         if e.devices:
@@ -183,6 +201,30 @@ class ClusterState:
             for p, m, g in e.devices:
                 cap.milli[p] -= sign * m
                 cap.gmem[p] -= sign * g
+        self._order(s)
+
+    def _order(self, s: Slot) -> None:
+        """List ``s`` in its pools' ordered buckets under its free capacity now."""
+        if not s.pools:
+            return
+        entry = (s.cpu, s.mem, s.i)
+        levels = tuple(s.levels())
+        frac = (sum(s.milli), s.cpu, s.mem, s.i)
+        for pool in s.pools:
+            insort(pool.ordered_whole[s.whole], entry)
+            for level in levels:
+                insort(pool.ordered_frac[level], frac)
+        s.listed = (s.whole, entry, levels, frac)
+
+    def _unorder(self, s: Slot) -> None:
+        if s.listed is None:
+            return
+        whole, entry, levels, frac = s.listed
+        for pool in s.pools:
+            _discard(pool.ordered_whole[whole], entry)
+            for level in levels:
+                _discard(pool.ordered_frac[level], frac)
+        s.listed = None
 
     def _change_devices(self, s: Slot, devices: tuple[tuple[int, int, int], ...], sign: int) -> None:
         """Apply device deltas to ``s``, then move it between its pools' buckets: to its new
@@ -230,5 +272,5 @@ class ClusterState:
             s.cap = None
 
 
-def _discard(bucket: list[int], i: int) -> None:
-    del bucket[bisect_left(bucket, i)]
+def _discard(bucket: list, item) -> None:
+    del bucket[bisect_left(bucket, item)]

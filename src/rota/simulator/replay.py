@@ -8,6 +8,13 @@ Vocabulary:
   and ``release`` at every end or eviction), and its decisions are applied with
   ``apply_decisions`` (binds start jobs, victims of preemption go back to pending at once,
   with their remaining run time: checkpoint and restore).
+- *checkpoint interval* (``ReplayConfig.checkpoint_every_s``): without one, a victim saves
+  at eviction and loses nothing; with one, jobs save every that many seconds of run time
+  (``rota.simulator.checkpoints``) and a victim resumes from its last save: the run time
+  since is *lost* (``Run.lost_gpu_s``, GPU-seconds) and run again. With
+  ``checkpoint_aware``, running jobs show the scheduler their ``last_checkpoint_at``, so
+  victim choice weighs what each would lose; without it they show none, and the scheduler
+  counts from each attempt's start.
 - *queue depth* ``K``: pending jobs wait in one sorted list per project and gang size, by
   the ordering plugin's ``pending_key`` (a job's place in the order while it waits:
   submission time, walltime, LAS level, priority); a cycle sees only the first ``K`` of each
@@ -32,7 +39,7 @@ import bisect
 import heapq
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from rota.core import (
@@ -42,6 +49,7 @@ from rota.core import (
 from rota.scheduler import Policy, Snapshot, Usage, apply_decisions, build_policy, run_cycle
 from rota.scheduler.base import Base
 from rota.scheduler.plugins.jct import ShortestFirst
+from rota.simulator.checkpoints import last_checkpoint, saved_progress
 from rota.simulator.philly import NODE_GPUS, PhillyJob, gang
 
 QUEUE = "philly"
@@ -51,6 +59,7 @@ POLICIES: dict[str, tuple[dict[str, Any], str]] = {
     "fifo": ({"preset": "fifo"}, "estimate"),
     "besteffort": ({"preset": "besteffort"}, "estimate"),
     "easy": ({"preset": "fifo", "backfill": "easy"}, "estimate"),
+    "besteffort-easy": ({"preset": "besteffort", "backfill": "easy"}, "estimate"),
     "sjf": ({"preset": "besteffort", "order": "shortest-first"}, "oracle"),
     "sjf-est": ({"preset": "besteffort", "order": "shortest-first"}, "estimate"),
     "sjf-easy": ({"preset": "besteffort", "order": "shortest-first", "backfill": "easy"},
@@ -60,6 +69,7 @@ POLICIES: dict[str, tuple[dict[str, Any], str]] = {
     "fair": ({"preset": "fair"}, "estimate"),
     "fairshare": ({"preset": "fairshare"}, "estimate"),
     "fair-sjf": ({"preset": "fair-sjf"}, "estimate"),
+    "fair-sjf-easy": ({"preset": "fair-sjf", "backfill": "easy"}, "estimate"),
 }
 END, LEVEL = 0, 1  # kinds of timed events: a job ends; a running job crosses a LAS threshold
 
@@ -72,6 +82,8 @@ class ReplayConfig:
     restart_overhead_s: float = 0.0
     seed: int = 0
     quotas: Mapping[str, Queue] | None = None  # VC -> its queue; None: one queue, no quota
+    checkpoint_every_s: float | None = None  # None: a victim saves at eviction, losing nothing
+    checkpoint_aware: bool = True  # running jobs show the scheduler their last checkpoint
 
     def __post_init__(self) -> None:
         if self.gpus < NODE_GPUS or self.gpus % NODE_GPUS:
@@ -82,6 +94,9 @@ class ReplayConfig:
             raise InvalidSpec("walltime_noise", f"must be >= 1, got {self.walltime_noise}")
         if not (math.isfinite(self.restart_overhead_s) and self.restart_overhead_s >= 0):
             raise InvalidSpec("restart_overhead", f"must be >= 0, got {self.restart_overhead_s}")
+        every = self.checkpoint_every_s
+        if every is not None and not (math.isfinite(every) and every > 0):
+            raise InvalidSpec("checkpoint_every", f"must be > 0, got {every}")
 
 
 @dataclass(slots=True)
@@ -100,6 +115,7 @@ class Run:
     started: float = 0.0  # start of the current run
     overhead: float = 0.0  # restore time at the start of the current run
     preemptions: int = 0
+    lost_gpu_s: float = 0.0  # GPU-seconds run since a last checkpoint when evicted
     token: int = 0
     key: tuple = ()
     job: Job | None = None
@@ -221,6 +237,7 @@ class Engine:
     def _cycle(self, now: float) -> bool:
         """One cycle; True if another must run at once (victims were evicted, or a project's
         candidates ran out)."""
+        self._show_checkpoints(now)
         shown = {key: lst[: self._depth(key[1])] for key, lst in self.pending.items() if lst}
         jobs = [self._job(self.by_id[rid]) for lst in shown.values() for *_, rid in lst]
         usage = {vc: Usage(u, now) for vc, u in self.usage.items() if u}
@@ -330,12 +347,32 @@ class Engine:
             t = now + (self.thresholds[level] - attained) / run.src.num_gpus
             heapq.heappush(self.ends, (t, self.seq, run.src.id, run.token, LEVEL))
 
+    def _show_checkpoints(self, now: float) -> None:
+        """With checkpoints shown to a preempting policy: each running job's
+        ``last_checkpoint_at`` brought to ``now`` in the base the cycle reads."""
+        every = self.cfg.checkpoint_every_s
+        if every is None or not self.cfg.checkpoint_aware or self.policy.preemption is None:
+            return
+        for run in self.running.values():
+            saved = last_checkpoint(run.started + run.overhead, now, every)
+            if run.job is not None and saved != run.job.last_checkpoint_at:
+                run.job = replace(run.job, last_checkpoint_at=saved)
+                self.base.hold(run.job)
+
     def _stop(self, run: Run, now: float) -> None:
-        """Preempted: back to pending with what is left to run."""
+        """Preempted: back to pending with what is left to run (from its last checkpoint,
+        with an interval: the run time since is lost)."""
         del self.running[run.src.id]
         self.base.release(run.src.id)
         held = now - run.started
-        run.remaining = max(0.0, run.remaining - max(0.0, held - run.overhead))
+        remaining = max(0.0, run.remaining - max(0.0, held - run.overhead))
+        every = self.cfg.checkpoint_every_s
+        if every is not None and remaining > 0:
+            progress = run.src.duration - remaining
+            saved = saved_progress(progress, every)
+            run.lost_gpu_s += (progress - saved) * run.src.num_gpus
+            remaining = run.src.duration - saved
+        run.remaining = remaining
         run.attained += held * run.src.num_gpus
         run.preemptions += 1
         run.token += 1

@@ -91,6 +91,7 @@ def summarise(result: ReplayResult) -> dict:
                  "finished": len(done), "rejected": len(result.rejected),
                  "stuck": len(result.stuck),
                  "preemptions": sum(r.preemptions for r in result.runs),
+                 "lost_gpu_h": sum(r.lost_gpu_s for r in result.runs) / HOUR,
                  "cycles": result.cycles, "cycles_skipped": result.skipped}
     if not done:
         return out

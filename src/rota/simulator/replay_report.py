@@ -16,7 +16,7 @@ COLUMNS = (
     ("queue_p50_h", "queue p50 h", "{:.2f}"), ("queue_p99_h", "queue p99 h", "{:.1f}"),
     ("slowdown_avg", "slowdown", "{:.1f}"), ("makespan_h", "makespan h", "{:.0f}"),
     ("utilisation_avg", "util", "{:.1%}"), ("jain_slowdown", "Jain", "{:.3f}"),
-    ("preemptions", "preempt", "{:,}"),
+    ("preemptions", "preempt", "{:,}"), ("lost_gpu_h", "lost GPU-h", "{:.1f}"),
 )
 
 

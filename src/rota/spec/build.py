@@ -229,7 +229,9 @@ def _queues(spec: ClusterFile | QueuesFile, flavors: Mapping[str, Flavor], group
         with at(f"{where}.quota"):
             quotas = {name: quota.quota() for name, quota in q.quota.items()}
         out[q.name] = Queue(q.name, quotas, q.cohort, q.preemption.within_queue,
-                            q.preemption.reclaim_within_cohort, tuple(q.resource_groups))
+                            q.preemption.reclaim_within_cohort, tuple(q.resource_groups),
+                            q.preemption.borrow_within_cohort, q.strict_priority,
+                            q.preemption.min_runtime)
     return out
 
 

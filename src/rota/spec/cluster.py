@@ -18,12 +18,12 @@ from typing import Annotated, Any, Union
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from rota.core import (
-    FlavorQuota, GpuDevice, ReclaimWithinCohort, WithinQueue,
+    BorrowWithinCohort, FlavorQuota, GpuDevice, ReclaimWithinCohort, WithinQueue,
 )
 from rota.spec.errors import reason_error
 from rota.spec.job import IdleSpec, JobSpec
 from rota.spec.types import (
-    CpuMilli, MemoryMiB, Name, Patterns, QuotaGpu, Share, Strict, Text, Timestamp,
+    CpuMilli, Duration, MemoryMiB, Name, Patterns, QuotaGpu, Share, Strict, Text, Timestamp,
 )
 
 
@@ -167,6 +167,8 @@ def _amount(resource: str, value: int) -> str:
 class PreemptionSpec(Strict):
     within_queue: WithinQueue = WithinQueue.LOWER_PRIORITY
     reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.ANY
+    borrow_within_cohort: BorrowWithinCohort = BorrowWithinCohort.NEVER
+    min_runtime: Duration = 0.0
 
 
 class QueueSpec(Strict):
@@ -174,6 +176,7 @@ class QueueSpec(Strict):
     cohort: Name | None = None
     quota: dict[Name, QuotaSpec] = Field(default_factory=dict)
     preemption: PreemptionSpec = PreemptionSpec()
+    strict_priority: bool = False
     resource_groups: list[Name] = Field(default_factory=list)
     projects: list[Name] | None = None  # None: every project; []: none (closed to new jobs)
     idle: IdleSpec | None = None        # the control plane's idle reclamation defaults

@@ -27,9 +27,9 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from rota.core import (
-    DeviceShare, Flavor, FlavorQuota, Foreign, GpuDevice, GpuRequest, Job, JobId, JobKind,
-    JobState, Node, NodeName, Placement, Queue, ReclaimWithinCohort, ReplicaPlacement,
-    ReplicaRequest, WithinQueue,
+    BorrowWithinCohort, DeviceShare, Flavor, FlavorQuota, Foreign, GpuDevice, GpuRequest, Job,
+    JobId, JobKind, JobState, Node, NodeName, Placement, Queue, ReclaimWithinCohort,
+    ReplicaPlacement, ReplicaRequest, WithinQueue,
 )
 from rota.core import Reason, ReasonCode
 from rota.store.records import JobRecord, Submission
@@ -97,10 +97,11 @@ def job_from_row(row: Any) -> Job:
         request=request_from_spec(spec), user=_name(row.user), priority=row.priority,
         kind=JobKind(row.kind), replicas=row.replicas, walltime_s=spec["walltime_s"],
         submit_time=row.submit_time, preemptible=spec["preemptible"], grace_s=spec["grace_s"],
-        resource_group=_name(spec["resource_group"]), selector=tuple(sorted(spec["selector"].items())),
+        resource_group=_name(spec["resource_group"]),
+        selector=tuple(sorted(spec["selector"].items())),
         state=JobState(row.state), placement=placement_from_json(row.placement),
         flavor=_name(row.flavor), started_at=row.started_at,
-        labels=tuple(sorted(spec["labels"].items())),
+        labels=tuple(sorted(spec["labels"].items())), last_checkpoint_at=row.last_checkpoint_at,
     )
 
 
@@ -146,8 +147,12 @@ def queue_values(queue: Queue) -> dict[str, Any]:
         "quotas": [[flavor, {"nominal": dict(q.nominal), "borrowing_limit": dict(q.borrowing_limit),
                              "lending_limit": dict(q.lending_limit)}]
                    for flavor, q in queue.quotas.items()],
+        # the scheduling settings, read whole: strict_priority rides with the preemption ones
         "preemption": {"within_queue": str(queue.within_queue),
-                       "reclaim_within_cohort": str(queue.reclaim_within_cohort)},
+                       "reclaim_within_cohort": str(queue.reclaim_within_cohort),
+                       "borrow_within_cohort": str(queue.borrow_within_cohort),
+                       "strict_priority": queue.strict_priority,
+                       "min_runtime_s": queue.min_runtime_s},
         "resource_groups": list(queue.resource_groups),
     }
 
@@ -161,6 +166,9 @@ def queue_from_row(row: Any) -> Queue:
         within_queue=WithinQueue(row.preemption["within_queue"]),
         reclaim_within_cohort=ReclaimWithinCohort(row.preemption["reclaim_within_cohort"]),
         resource_groups=tuple(row.resource_groups),
+        borrow_within_cohort=BorrowWithinCohort(row.preemption.get("borrow_within_cohort", "never")),
+        strict_priority=bool(row.preemption.get("strict_priority", False)),
+        min_runtime_s=float(row.preemption.get("min_runtime_s", 0.0)),
     )
 
 

@@ -1,14 +1,17 @@
 """EASY backfill, as Slurm's sched/backfill does it.
 
-The highest-ranked job that is admitted by quota but finds no room gets a *reservation*: the
-earliest time it could start if running jobs end at their walltimes (``started_at +
-walltime``), and the nodes and GPUs it would get then. Jobs ranked below it may still start now
-if they cannot delay it:
+The highest-ranked job that cannot start gets a *reservation*: the earliest time it could
+start if running jobs end at their walltimes (``started_at + walltime``), giving back their
+nodes and their quota, and the nodes and GPUs it would get then. A job held by quota (its
+queue's, or the cohort's lent out to borrowers) is reserved for from when enough of it comes
+back, like one held by room. Jobs ranked below it may still start now if they cannot delay
+it:
 
 - a job whose walltime ends before the reservation's start uses anything free now;
 - any other job must also fit in what the reservation leaves on its nodes at that start (the
-  reserved nodes are capped at "free at the shadow time minus the reservation"), and the
-  reserved job's quota is held from now on.
+  reserved nodes are capped at "free at the shadow time minus the reservation"), and in the
+  quota left with the reserved job's quota held (charged to its queue, even where borrowers
+  still hold it: no such job borrows it again before the reservation starts).
 
 A running job without walltime is assumed to run forever; if the top job cannot fit even after
 every job with a walltime has ended, it gets no reservation (its start time is unknown).
@@ -44,9 +47,13 @@ class EasyBackfill:
         state, book = cycle.state, cycle.book
         mark = state.mark()
         found = None
+        released: list[Job] = []
         try:
             for k, (end, _, ended) in enumerate(ending):
                 cycle.release(ended)
+                if ended.queue in cycle.snapshot.queues:
+                    book.charge(ended.queue, ended.flavor, ended.total(), -1)
+                    released.append(ended)
                 if k + 1 < len(ending) and ending[k + 1][0] == end:
                     continue  # release everything that ends at the same moment first
                 found = self._fit(cycle, job)
@@ -61,8 +68,10 @@ class EasyBackfill:
             else:
                 return None
         finally:
+            for ended in released:
+                book.charge(ended.queue, ended.flavor, ended.total(), 1)
             state.undo(mark)
-        book.charge(job.queue, flavor, job.total(), 1)
+        cycle.reserved_quota = (job.queue, flavor, job.total())
         return reservation
 
     @staticmethod

@@ -1,17 +1,21 @@
 """Placement scoring plugins: which of the nodes that fit a replica gets it.
 
 The node index hands candidates over fullest-first (``direction = pack``) or emptiest-first
-(``spread``); a plugin with ``sample = 1`` takes the first that fits, one with a larger sample
-scores that many feasible nodes and takes the best (ties: the earlier one).
+(``spread``) on every resource the replica asks for (see ``placement.candidates``: GPUs, then
+cpu, then memory; a fraction by its device's free share, then the node's free GPU; jobs
+without GPUs on nodes without GPUs first), ties to the node first in name order; a plugin
+with ``sample = 1`` takes the first that fits, one with a larger sample scores that many
+feasible nodes and takes the best (ties: the earlier one). ``round-robin`` walks the nodes
+in name order instead, from after the last node it gave a replica to.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rota.scheduler.placement import PACK, SPREAD, Shape
+from rota.scheduler.placement import PACK, SPREAD, Shape, choose_devices
 from rota.scheduler.plugins.registry import NoArgs, register
-from rota.scheduler.state import Slot
+from rota.scheduler.state import ClusterState, Slot
 
 
 @register("placement")
@@ -63,3 +67,44 @@ class Topology(Binpack):
         if len({slot.numa[p] for p in positions}) == 1:
             return 1.0
         return 0.0
+
+
+@register("placement")
+class RoundRobin(Binpack):
+    """Backend.AI's round-robin selector: each replica goes to the first node that fits after
+    the node that took the last one, in name order, wrapping around. The last one is the
+    latest replica placed in this cycle, else the latest bound before it (the plugin keeps it
+    between cycles; what-ifs that are undone do not move it)."""
+
+    name = "round-robin"
+
+    def __init__(self, args: NoArgs) -> None:
+        self.last: str | None = None  # the node of the latest replica bound
+
+    def select(self, state: ClusterState, shape: Shape, capped: bool
+               ) -> tuple[Slot, list[int]] | None:
+        slots = state.slots
+        after = _latest_take(state)
+        if after is None and self.last is not None and self.last in state.by_name:
+            after = state.by_name[self.last].i
+        start = 0 if after is None else after + 1
+        wanted = set(shape.pools)
+        for k in range(len(slots)):
+            slot = slots[(start + k) % len(slots)]
+            if not any(p.key in wanted for p in slot.pools):
+                continue
+            positions = choose_devices(slot, shape, PACK, capped)
+            if positions is not None:
+                return slot, positions
+        return None
+
+    def bound(self, placement) -> None:
+        self.last = placement.replicas[-1].node
+
+
+def _latest_take(state: ClusterState) -> int | None:
+    """The node of the latest entry of the overlay's journal that took something."""
+    for e in reversed(state.journal):
+        if e.cpu > 0 or e.mem > 0 or any(m > 0 for _, m, _ in e.devices):
+            return e.slot
+    return None

@@ -1,0 +1,177 @@
+"""The order in which a cycle tries its pending jobs: the ordering plugin's sequence, with the
+rules that keep a cohort from churning (Kueue orders its queue heads much the same way).
+
+1. *Nominal first.* A job that fits within its queue's nominal quota (in some flavour of its
+   queue; see ``borrows``) goes before every job that would start by borrowing from the
+   cohort. One that quota refuses now counts as within nominal if evicting could make it so:
+   where the policy preempts, if its queue would be within nominal with it once the jobs of
+   the queue it may evict were gone (as the victim search asks); otherwise if the job alone
+   is within nominal. The jobs that could start now only by borrowing (and, in a queue that
+   may evict while borrowing, every job that must borrow) are tried after the whole
+   sequence: where the policy preempts, highest (effective) priority first, then in sequence
+   order (a job that borrows may evict only lower priorities, so none of them could evict
+   one tried before it); otherwise in sequence order. A job that must borrow but cannot
+   start now keeps its turn: it takes nothing, and EASY backfill reserves for the
+   highest-ranked job that cannot start. Under a blocking (strict FIFO) ordering, the jobs of
+   a queue behind a deferred job wait with it, so the queue keeps its order.
+2. *Rivals first.* Where the policy preempts, a preemptible job is not tried before a pending
+   job of its queue with a higher priority that fits within nominal quota (a *rival*: it
+   could evict the job next cycle, and the room would change hands twice); the rival is
+   tried first, at once. In a ``strict_priority`` queue every job is tried after the
+   higher-priority jobs of its queue, whatever the policy.
+3. *Behind a borrowing head.* In a queue that may evict while borrowing
+   (``borrow_within_cohort``), a job with a pending rival that must borrow, and could ever
+   be admitted, is tried with the jobs that must borrow, after that rival, and does not
+   preempt in this cycle: the queue keeps priority order while its head borrows (Kueue keeps
+   a queue's jobs behind its head), so the room its head evicts for is not taken back.
+
+Each pending job is yielded once. Whether a job must borrow is asked when its turn comes, on
+the quota book as the cycle has changed it so far.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from rota.core import BorrowWithinCohort, Job, WithinQueue
+from rota.scheduler.plugins.preempt import nominal_reachable
+from rota.scheduler.victims import within_nominal
+
+
+class Turns:
+    def __init__(self, cycle, pending: list[Job]) -> None:
+        self.cycle = cycle
+        order = cycle.policy.order
+        self.sequence = order.sequence(pending, cycle)
+        self.blocking = order.blocking
+        self.preempts = cycle.policy.preemption is not None
+        self.done: set[str] = set()
+        self.behind: set[str] = set()  # jobs waiting behind a borrowing head: no preemption
+        self.rivals: dict[str, list[tuple]] = {}  # queue -> its pending jobs, by priority
+        self.next: dict[str, int] = {}  # queue -> first rival not looked at yet
+        self.heads: dict[str, Job] = {}  # queue -> its borrowing head (rule 3)
+        self._borrows: dict[tuple, tuple[int, bool]] = {}  # answers at a book version
+        self._index(pending)
+
+    def may_preempt(self, job: Job) -> bool:
+        return job.id not in self.behind
+
+    def __iter__(self) -> Iterator[Job]:
+        deferred: list[Job] = []
+        held_back: set[str] = set()  # blocking order: queues whose later jobs wait behind
+        for job in self.sequence:                                               # 1
+            if job.id in self.done:
+                continue
+            yield from self._nominal_rivals(job)
+            if self._behind_head(job):
+                self.behind.add(job.id)
+                deferred.append(job)
+                continue
+            if job.queue in held_back or (self.borrows(job) and self._would_borrow_now(job)):
+                deferred.append(job)
+                if self.blocking:
+                    held_back.add(job.queue)
+                continue
+            self.done.add(job.id)
+            yield job
+        if self.preempts and not self.blocking:
+            prio = self.cycle.priority_of
+            deferred = [j for _, j in sorted(enumerate(deferred),
+                                             key=lambda e: (-prio(e[1]), e[0]))]
+        for job in deferred:
+            if job.id not in self.done:
+                self.done.add(job.id)
+                yield job
+
+    def borrows(self, job: Job) -> bool:
+        """True if the job would make its queue, in a cohort, borrow in every flavour that
+        could take it: where quota admits it now, its queue would be above nominal with it;
+        where quota does not, the job alone is above nominal (otherwise evicting could make
+        room for it within nominal: Kueue's preempt mode without borrowing)."""
+        queue = self.cycle.snapshot.queues.get(job.queue)
+        if queue is None or queue.cohort is None:
+            return False
+        key = (job.queue, job.request, job.replicas)
+        hit = self._borrows.get(key)
+        if hit is not None and hit[0] == self.cycle.book.version:
+            return hit[1]
+        answer = self._borrows_now(job, queue)
+        self._borrows[key] = (self.cycle.book.version, answer)
+        return answer
+
+    def _borrows_now(self, job: Job, queue) -> bool:
+        book, admission = self.cycle.book, self.cycle.policy.admission
+        demand = job.total()
+        for flavor, _ in self.cycle.flavors(job):
+            quota = queue.quotas.get(flavor)
+            if quota is None:
+                return False
+            if admission.check(book, job.queue, flavor, demand) is None:
+                if within_nominal(book, job, flavor):
+                    return False
+            elif self._nominal_by_evicting(job, flavor, quota, demand):
+                return False
+        return True
+
+    def _nominal_by_evicting(self, job: Job, flavor: str, quota, demand) -> bool:
+        """Whether evicting could bring the job's queue within nominal with it: where the
+        policy preempts, once the jobs of its queue it may evict were gone (the victim search
+        asks the same); otherwise, whether the job alone is within nominal."""
+        if self.preempts:
+            return nominal_reachable(self.cycle, job, flavor, quota, demand)
+        return all(demand.get(r, 0) <= n for r, n in quota.nominal.items())
+
+    def _would_borrow_now(self, job: Job) -> bool:
+        """A job that must borrow goes after the jobs within nominal quota only if it could
+        start now (in a queue that may evict while borrowing, always: it could evict): one
+        that cannot start takes its turn in the sequence, where it waits, evicts within its
+        queue to fit within nominal, or is reserved for (EASY reserves for the highest-ranked
+        job that cannot start)."""
+        queue = self.cycle.snapshot.queues[job.queue]
+        if queue.borrow_within_cohort is BorrowWithinCohort.LOWER_PRIORITY:
+            return True
+        return self.cycle.could_start(job)
+
+    def _index(self, pending: list[Job]) -> None:
+        queues, prio = self.cycle.snapshot.queues, self.cycle.priority_of
+        for job in pending:
+            queue = queues.get(job.queue)
+            if queue is not None and (queue.strict_priority or (
+                    self.preempts and queue.within_queue is WithinQueue.LOWER_PRIORITY)):
+                self.rivals.setdefault(job.queue, []).append(
+                    (-prio(job), job.submit_time, job.id, job))
+        for entries in self.rivals.values():
+            entries.sort(key=lambda e: e[:3])
+
+    def _nominal_rivals(self, job: Job) -> Iterator[Job]:                        # 2
+        """Rivals of ``job`` within nominal quota, tried now, highest priority first; each
+        pending job is looked at once. A rival that must borrow is left to the second pass
+        (it must borrow for the rest of this one), and may become its queue's head."""
+        entries = self.rivals.get(job.queue)
+        if not entries or not (job.preemptible or self.cycle.snapshot.queues[job.queue].strict_priority):
+            return
+        mine = self.cycle.priority_of(job)
+        i = self.next.get(job.queue, 0)
+        while i < len(entries) and -entries[i][0] > mine:
+            rival = entries[i][3]
+            i += 1
+            self.next[job.queue] = i
+            if rival.id in self.done:
+                continue
+            if self.borrows(rival):
+                if job.queue not in self.heads and self._may_lead(rival):
+                    self.heads[job.queue] = rival
+            elif not self._behind_head(rival):  # else it waits behind the head, as ``job``
+                self.done.add(rival.id)
+                yield rival
+
+    def _may_lead(self, rival: Job) -> bool:
+        queue = self.cycle.snapshot.queues[rival.queue]
+        return queue.borrow_within_cohort is BorrowWithinCohort.LOWER_PRIORITY \
+            and self.cycle.book.admissible_ever(rival.queue, rival.total(),
+                                                [f for f, _ in self.cycle.flavors(rival)])
+
+    def _behind_head(self, job: Job) -> bool:                                  # 3
+        head = self.heads.get(job.queue)
+        return (head is not None and head.id != job.id and job.preemptible
+                and self.cycle.priority_of(head) > self.cycle.priority_of(job))
