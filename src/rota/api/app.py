@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from rota.api import errors
 from rota.api.errors import Forbidden
 from rota.api.admin_routes import add_admin_routes
+from rota.api.bodylimit import MAX_BODY_BYTES, BodyLimit
 from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader
 from rota.api.models import attempt_view, event_view, job_view
@@ -85,6 +86,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     app = FastAPI(title="rota", version="0.1.0")
     errors.install(app)
     uploads = Uploads(data_dir, max_upload_bytes)
+    app.add_middleware(BodyLimit, limit_of=lambda method, path: (
+        max_upload_bytes if (method, path) == ("POST", "/v1/uploads") else MAX_BODY_BYTES))
 
     def changed() -> None:
         if on_change is not None:

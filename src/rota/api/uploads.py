@@ -33,7 +33,13 @@ CHUNK = 1024 * 1024
 
 
 class TooLarge(RotaError):
+    """A request body (or what it unpacks to) is over a limit; ``field`` names it."""
+
     code = "too_large"
+
+    def __init__(self, message: str, field: str = "body") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class NoDataDir(RotaError):
