@@ -29,6 +29,7 @@ from rota.api.fairuse import SubmitRate, fingerprint
 from rota.api.submit import array_tasks, parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
 from rota.core import InvalidSpec, JobState
+from rota.core.archive import MAX_UNPACKED_BYTES
 from rota.store import JobFilter, JobRecord, NotFound, Principal, Role, Store, Unauthenticated
 from rota.store.jobs import ascii_digits
 from rota.store.records import Replayed, SubmitOptions
@@ -74,12 +75,14 @@ class TokenBody(BaseModel):
 
 def create_app(store: Store, clock: Callable[[], float] | None = None,
                data_dir: str | Path | None = None, on_change: Callable[[], None] | None = None,
-               max_upload_bytes: int = DEFAULT_MAX_BYTES, log_poll_s: float = 0.25,
+               max_upload_bytes: int = DEFAULT_MAX_BYTES,
+               max_unpacked_bytes: int = MAX_UNPACKED_BYTES, log_poll_s: float = 0.25,
                read_log: LogReader = no_reader,
                workdir_refusal: Callable[[str, str], str | None] | None = None,
                on_touch: Callable[[str], None] = lambda job_id: None) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
-    submitted or cancelled, to wake the control loop; ``read_log`` reads jobs' logs from the
+    submitted or cancelled, to wake the control loop; an upload is refused past
+    ``max_upload_bytes`` as sent and ``max_unpacked_bytes`` unpacked; ``read_log`` reads jobs' logs from the
     backend that runs them (``rota.api.logs``); ``workdir_refusal(user, path)`` says why a job
     of ``user`` may not run in directory ``path`` of the server (None: it may), so that a
     submit naming a directory its owner cannot use is refused at once; ``on_touch(job_id)``
@@ -88,7 +91,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     clock = clock or store.clock
     app = FastAPI(title="rota", version="0.1.0")
     errors.install(app)
-    uploads = Uploads(data_dir, max_upload_bytes)
+    uploads = Uploads(data_dir, max_upload_bytes, max_unpacked_bytes)
     rate = SubmitRate()
     app.add_middleware(BodyLimit, limit_of=lambda method, path: (
         max_upload_bytes if (method, path) == ("POST", "/v1/uploads") else MAX_BODY_BYTES))

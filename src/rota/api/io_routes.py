@@ -39,7 +39,8 @@ def add_io_routes(app: FastAPI, store: Store, principal: Callable[..., Principal
         """A working directory as a tar.gz body (see ``rota.api.uploads``); a body over the
         server's limit is refused before it is read (``rota.api.bodylimit``)."""
         rec = await uploads.receive(request.stream(), who.user)
-        return {"id": rec.id, "size": rec.size, "sha256": rec.sha256, "files": rec.members}
+        return {"id": rec.id, "size": rec.size, "sha256": rec.sha256, "files": rec.members,
+                "unpacked": rec.unpacked}
 
     @app.get("/v1/tokens")
     def list_tokens(user: str | None = None,
