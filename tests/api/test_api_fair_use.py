@@ -182,3 +182,39 @@ def test_storage_is_a_cap_of_projects_only(app):
         "queues": [{"name": "q"}], "fair_use": {"user": {"storage": "1Gi"}}})
     assert reply.status_code == 422 and reply.json()["error"]["field"] == \
         "fair_use.user.storage"
+
+
+def zeros_upload(client, auth, size: int) -> str:
+    """An upload of one file of ``size`` zero bytes: its id."""
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("zeros")
+        info.size = size
+        tar.addfile(info, io.BytesIO(bytes(size)))
+    reply = client.post("/v1/uploads", headers=auth, content=buf.getvalue())
+    assert reply.status_code == 201, reply.text
+    return reply.json()["id"]
+
+
+def test_a_full_project_storage_quota_refuses_a_job_with_an_upload(app, tmp_path):
+    client, store, auth, _ = app
+    caps(client, auth, project={"storage": "1Mi"})
+    upload = zeros_upload(client, auth["alice"], 300 * 1024)
+    first = client.post("/v1/jobs", headers=auth["alice"], json={**JOB, "upload": upload})
+    assert first.status_code == 201, first.text
+    work = tmp_path / "data" / "jobs" / first.json()["id"] / "work"
+    work.mkdir(parents=True)
+    (work / "zeros").write_bytes(b"\1" * 800 * 1024)  # what the first job unpacked and wrote
+    full = client.post("/v1/jobs", headers=auth["alice"], json={**JOB, "upload": upload})
+    assert full.status_code == 507, full.text
+    error = full.json()["error"]
+    assert (error["code"], error["field"]) == ("storage_full", "upload")
+    assert "project p uses" in error["message"] and "of its 1048576 bytes" in error["message"]
+    assert len(store.list_jobs().items) == 1
+    bare = client.post("/v1/jobs", headers=auth["alice"], json=JOB)
+    assert bare.status_code == 201  # a job without an upload adds nothing at once
+    other = client.post("/v1/jobs", headers=auth["bob"], json={
+        **job_file(project="q", queue="q"), "upload": zeros_upload(client, auth["bob"], 1024)})
+    assert other.status_code == 201, other.text  # the quota is per project

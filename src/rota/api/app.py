@@ -26,11 +26,14 @@ from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader
 from rota.api.models import attempt_view, event_view, job_view
 from rota.api.fairuse import SubmitRate, fingerprint
+from rota.api.storage import check_storage
 from rota.api.submit import array_tasks, parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
 from rota.core import InvalidSpec, JobState
 from rota.core.archive import MAX_UNPACKED_BYTES
-from rota.store import JobFilter, JobRecord, NotFound, Principal, Role, Store, Unauthenticated
+from rota.store import (
+    JobFilter, JobRecord, NotFound, Principal, Role, Store, Submission, Unauthenticated,
+)
 from rota.store.jobs import ascii_digits
 from rota.store.records import Replayed, SubmitOptions
 from rota.store.submit import check_key
@@ -204,6 +207,13 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             return found is not None and (who.operator or found.user == who.user)
         return usable
 
+    def storage_left(sub: Submission, copies: int, cap: int | None) -> None:
+        """The project's storage quota, for a job that names an upload (``rota.api.storage``)."""
+        found = uploads.get(sub.run.get("upload") or "")
+        if found is not None and uploads.root is not None:
+            check_storage(uploads.root.parent, sub.project, store.job_ids(sub.project),
+                          found.unpacked * copies, cap)
+
     @app.post("/v1/jobs", status_code=201)
     async def submit(body: Any = Body(...), who: Principal = Depends(principal),
                      idempotency_key: str | None = Header(None)) -> Response:
@@ -211,7 +221,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         pure, and the insert is awaited (group commit, ``rota.store.group``) without holding a
         worker thread; the answer comes once the job is committed. With ``Idempotency-Key``,
         the same key and body again within a day answer the job the first made (200), never
-        a second one. A member is held to the fair-use caps (``rota.api.fairuse``): 429."""
+        a second one. A member is held to the fair-use caps (``rota.api.fairuse``): 429, and
+        to its project's storage quota (``rota.api.storage``): 507."""
         options = SubmitOptions(member=not who.operator, capped=not who.operator,
                                 key=idempotency_key, fingerprint=fingerprint(body))
         if idempotency_key is not None:
@@ -227,9 +238,11 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             refusal = await run_in_threadpool(workdir_refusal, who.user, workdir)
             if refusal is not None:
                 raise InvalidSpec("run.workdir" if "run" in body else "workdir", refusal)
-        if not who.operator:
-            rate.take(who.user, sub.project, await run_in_threadpool(store.fair_use))
         tasks = array_tasks(body, sub)
+        if not who.operator:
+            caps = await run_in_threadpool(store.fair_use)
+            rate.take(who.user, sub.project, caps)
+            await run_in_threadpool(storage_left, sub, max(1, len(tasks)), caps.project.storage)
         if tasks:
             made = await run_in_threadpool(store.submit_array, tasks, options=options)
         else:  # membership is checked again in the insert's transaction: the principal may

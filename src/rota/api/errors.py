@@ -36,8 +36,9 @@ STATUS[Forbidden] = 403
 
 def _register_route_errors() -> None:
     from rota.api.logs import NoLogs
+    from rota.api.storage import StorageFull
     from rota.api.uploads import NoDataDir, TooLarge
-    STATUS.update({NoLogs: 409, TooLarge: 413, NoDataDir: 503})
+    STATUS.update({NoLogs: 409, TooLarge: 413, NoDataDir: 503, StorageFull: 507})
 
 
 _register_route_errors()

@@ -66,6 +66,11 @@ def get(conn: Connection, job_id: object, lock: bool = False) -> Any:
     return row
 
 
+def job_ids(conn: Connection, project: str) -> list[str]:
+    return [str(i) for i in conn.execute(select(jobs.c.id).where(jobs.c.project == project))
+            .scalars()]
+
+
 def list_jobs(conn: Connection, where: JobFilter, limit: int, after: str | None,
               newest_first: bool) -> Page:
     if not 1 <= limit <= MAX_PAGE:

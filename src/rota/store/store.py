@@ -316,6 +316,11 @@ class Store:
             submit.put_fair_use(conn, stored)
         self._fair_use = None
 
+    def job_ids(self, project: str) -> list[str]:
+        """The ids of every job of ``project``, in any state."""
+        with self._read() as conn:
+            return jobs.job_ids(conn, project)
+
     def get_job(self, job_id: str) -> JobRecord:
         with self._read() as conn:
             return jobs.record(conn, job_id)
