@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rota.api import errors
 from rota.api.errors import Forbidden
+from rota.api.access_routes import add_access_routes
 from rota.api.admin_routes import add_admin_routes
 from rota.api.bodylimit import MAX_BODY_BYTES, BodyLimit
 from rota.api.io_routes import MAX_KEY, add_io_routes
@@ -316,6 +317,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         return [event_view(e) for e in store.events(job_id, after, limit)]
 
     add_admin_routes(app, store, clock, principal, operator, changed)
+    add_access_routes(app, store, operator, changed)
     add_io_routes(app, store, principal, visible_job, uploads, read_log, log_poll_s)
     return app
 

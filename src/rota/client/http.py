@@ -157,6 +157,17 @@ class Client:
     def add_member(self, user: str, project: str) -> dict[str, Any]:
         return self._json("POST", f"/v1/users/{user}/projects", json={"project": project})
 
+    def remove_member(self, user: str, project: str, cancel_jobs: bool) -> dict[str, Any]:
+        return self._json("DELETE", f"/v1/users/{_segment(user)}/projects/{_segment(project)}",
+                          params={"jobs": "cancel" if cancel_jobs else "keep"})
+
+    def set_disabled(self, user: str, disabled: bool) -> dict[str, Any]:
+        verb = "disable" if disabled else "enable"
+        return self._json("POST", f"/v1/users/{_segment(user)}/{verb}")
+
+    def revoke_all_tokens(self, user: str) -> dict[str, Any]:
+        return self._json("DELETE", f"/v1/users/{_segment(user)}/tokens")
+
     def projects(self) -> list[dict[str, Any]]:
         return self._json("GET", "/v1/projects")
 

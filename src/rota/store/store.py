@@ -31,12 +31,12 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from sqlalchemy import Connection
 
-from rota.core import End, Flavor, JobId, JobState, Node, Project, Queue
+from rota.core import End, Flavor, IllegalTransition, JobId, JobState, Node, Project, Queue
 from rota.core import Decisions, Snapshot, Usage
-from rota.store import admin, cycle, jobs, lease, submit
+from rota.store import access, admin, cycle, jobs, lease, submit
 from rota.store.engine import WRITE, display_url, make_engine, migrate, resolve_url
 from rota.store.authcache import DEFAULT_TTL_S, AuthCache
-from rota.store.errors import Conflict
+from rota.store.errors import Conflict, NotFound
 from rota.store.group import DEFAULT_MAX_BATCH, GroupCommit
 from rota.store.records import (
     ApplyResult, AttemptRecord, EligibilityFacts, FairUse, JobEvent, JobFilter, JobRecord, Page,
@@ -155,10 +155,36 @@ class Store:
             admin.add_member(conn, user, project)
         self._auth.invalidate()
 
-    def remove_member(self, user: str, project: str) -> None:
-        with self._write() as conn:
-            admin.remove_member(conn, user, project)
-        self._auth.invalidate()
+    def remove_member(self, user: str, project: str, cancel: bool = False) -> list[str]:
+        """End a membership (``rota.store.access``); with ``cancel``, the user's PENDING jobs
+        of the project are cancelled. The ids of those jobs (cancelled or kept)."""
+        try:
+            with self._write() as conn:
+                pending = access.remove_member(conn, user, project)
+        finally:
+            self._auth.invalidate()
+        for job_id in pending if cancel else ():
+            try:
+                self.request_cancel(job_id, by="an operator, as its owner left the project")
+            except (NotFound, IllegalTransition):  # it moved on or went meanwhile
+                continue
+        return pending
+
+    def set_disabled(self, user: str, disabled: bool) -> None:
+        """Disable (or enable again) every token of ``user`` (``rota.store.access``)."""
+        try:
+            with self._write() as conn:
+                access.set_disabled(conn, user, disabled, self.clock())
+        finally:
+            self._auth.invalidate()
+
+    def revoke_tokens(self, user: str) -> int:
+        """Revoke every live token of ``user`` at once; how many."""
+        try:
+            with self._write() as conn:
+                return access.revoke_all(conn, user, self.clock())
+        finally:
+            self._auth.invalidate()
 
     def issue_token(self, user: str, name: str, role: Role | str = Role.MEMBER) -> IssuedToken:
         """A new token; its plaintext is in the result and nowhere else, ever."""
