@@ -58,6 +58,12 @@ def up(
                                         "nothing wakes it."),
     backend: str = typer.Option("local", "--backend", metavar="NAME",
                                 help="Where jobs run: local (processes on this machine)."),
+    tls_cert: Optional[Path] = typer.Option(
+        None, "--tls-cert", metavar="FILE",
+        help="Serve HTTPS with this certificate (PEM; with --tls-key). The CLI on this machine "
+             "is told to trust it; others: rota login --ca-file or ROTA_CA_FILE."),
+    tls_key: Optional[Path] = typer.Option(
+        None, "--tls-key", metavar="FILE", help="The private key of --tls-cert (PEM)."),
     detach: bool = typer.Option(False, "--detach", "-d",
                                 help="Run in the background; return once it answers. "
                                      "Stop it with rota down."),
@@ -72,6 +78,11 @@ def up(
     chosen = resolve_policy(policy, None)
     if gpus and node_file:
         fail("--gpus", InvalidSpec("", "give --gpus or --node-file, not both"))
+    if (tls_cert is None) != (tls_key is None):
+        fail("--tls-key" if tls_key is None else "--tls-cert",
+             InvalidSpec("", "give both --tls-cert and --tls-key to serve HTTPS"))
+    tls = None if tls_cert is None or tls_key is None else (
+        tls_cert.expanduser().resolve(), tls_key.expanduser().resolve())
     directory = (data_dir or setup.default_data_dir()).expanduser().resolve()
     db = _database_url(db, db_file)
     if detach:
@@ -84,10 +95,11 @@ def up(
     except InvalidSpec as exc:
         fail("--node-file" if node_file else "--gpus", exc)
     try:
-        _serve(directory, db, host, port, inventory, chosen, interval, backend)
+        _serve(directory, db, host, port, inventory, chosen, interval, backend, tls)
     except InvalidSpec as exc:
-        fail(f"--{exc.field}" if exc.field == "backend" else "--db" if db else "--data-dir",
-             InvalidSpec("", exc.reason) if exc.field == "backend" else exc)
+        own = exc.field in ("backend", "tls-cert")
+        fail(f"--{exc.field}" if own else "--db" if db else "--data-dir",
+             InvalidSpec("", exc.reason) if own else exc)
 
 
 def _database_url(db: Optional[str], db_file: Optional[Path]) -> Optional[str]:
@@ -123,14 +135,14 @@ def _has_password(url: str) -> bool:
 
 
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
-           interval: float, backend: str) -> None:
+           interval: float, backend: str, tls: tuple[Path, Path] | None = None) -> None:
     from rota.control import DataDirBusy
     from rota.control.lease import held_message
     from rota.server import ServerConfig, open_control_plane
     from rota.server.compose import BindError
     from rota.store.lease import LeaseHeld
 
-    config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend)
+    config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend, tls)
     try:
         plane = open_control_plane(config)
     except DataDirBusy as exc:

@@ -17,6 +17,7 @@ call unless given), and the server answers a key it has seen with the job that k
 
 from __future__ import annotations
 
+import ssl
 import time
 import uuid
 from typing import Any, BinaryIO, Callable, Iterator
@@ -25,7 +26,7 @@ from urllib.parse import quote
 import httpx
 
 from rota.client.credentials import Credentials, discover
-from rota.core import RotaError
+from rota.core import InvalidSpec, RotaError
 
 UPLOAD_CHUNK = 256 * 1024
 RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0)  # between the tries of a submit
@@ -72,7 +73,8 @@ class Client:
             headers["Authorization"] = f"Bearer {self.credentials.token}"
         self.url = self.credentials.url
         self._http = httpx.Client(base_url=self.url, headers=headers,
-                                  timeout=httpx.Timeout(timeout_s, connect=5.0))
+                                  timeout=httpx.Timeout(timeout_s, connect=5.0),
+                                  verify=_verify(self.credentials.ca_file))
 
     def close(self) -> None:
         self._http.close()
@@ -277,6 +279,18 @@ def _params(**values: Any) -> dict[str, Any]:
 def _segment(job_id: str) -> str:
     """A job id as one path segment; anything but digits cannot be a job (the server says so)."""
     return quote(str(job_id), safe="")
+
+
+def _verify(ca_file: str | None) -> ssl.SSLContext | bool:
+    """How an https server is checked: against ``ca_file`` when given, else the system's
+    CAs; a CA file that cannot be read is an ``InvalidSpec`` naming ``ca_file``."""
+    if ca_file is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidSpec("ca_file", f"cannot read CA certificates from {ca_file}: "
+                          f"{getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _retry_after(response: httpx.Response) -> float | None:
