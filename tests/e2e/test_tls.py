@@ -29,6 +29,10 @@ def test_rota_up_serves_https_and_the_cli_verifies_it(tmp_path):
     try:
         server.start()
         assert server.url.startswith("https://127.0.0.1:")
+        assert f"rota control plane at {server.url}" in server.output()
+        assert f"data directory: {server.data_dir}, " in server.output()  # and its disk use
+        assert "used; finished jobs' working directories kept 7 days, logs 30 days" in \
+            server.output()
         stored = json.loads(server.credentials.read_text())
         assert stored["ca_file"] == str(cert.resolve())
         who = subprocess.run([sys.executable, "-m", "rota.cli.main", "whoami", "--json"],

@@ -64,6 +64,16 @@ def up(
              "is told to trust it; others: rota login --ca-file or ROTA_CA_FILE."),
     tls_key: Optional[Path] = typer.Option(
         None, "--tls-key", metavar="FILE", help="The private key of --tls-cert (PEM)."),
+    keep_workdirs: str = typer.Option(
+        "7d", "--keep-workdirs", metavar="DURATION",
+        help="Remove a finished job's working directory this long after it ended."),
+    keep_logs: str = typer.Option(
+        "30d", "--keep-logs", metavar="DURATION",
+        help="Remove a finished job's logs (its whole directory) this long after it ended; at "
+             "least --keep-workdirs."),
+    keep_uploads: str = typer.Option(
+        "7d", "--keep-uploads", metavar="DURATION",
+        help="Remove an upload this long after it was sent, once no job still to run names it."),
     detach: bool = typer.Option(False, "--detach", "-d",
                                 help="Run in the background; return once it answers. "
                                      "Stop it with rota down."),
@@ -83,6 +93,7 @@ def up(
              InvalidSpec("", "give both --tls-cert and --tls-key to serve HTTPS"))
     tls = None if tls_cert is None or tls_key is None else (
         tls_cert.expanduser().resolve(), tls_key.expanduser().resolve())
+    retention = _retention(keep_workdirs, keep_logs, keep_uploads)
     directory = (data_dir or setup.default_data_dir()).expanduser().resolve()
     db = _database_url(db, db_file)
     if detach:
@@ -95,11 +106,29 @@ def up(
     except InvalidSpec as exc:
         fail("--node-file" if node_file else "--gpus", exc)
     try:
-        _serve(directory, db, host, port, inventory, chosen, interval, backend, tls)
+        _serve(directory, db, host, port, inventory, chosen, interval, backend, tls, retention)
     except InvalidSpec as exc:
         own = exc.field in ("backend", "tls-cert")
         fail(f"--{exc.field}" if own else "--db" if db else "--data-dir",
              InvalidSpec("", exc.reason) if own else exc)
+
+
+def _retention(workdirs: str, logs: str, uploads: str):
+    """The ``--keep-*`` options as a ``Retention``, each error naming its option."""
+    from rota.cli.main import fail
+    from rota.core import parse_duration_s
+    from rota.server.retention import Retention
+    seconds = {}
+    for option, text in (("keep-workdirs", workdirs), ("keep-logs", logs),
+                         ("keep-uploads", uploads)):
+        try:
+            seconds[option] = parse_duration_s(text, option)
+        except InvalidSpec as exc:
+            fail(f"--{option}", InvalidSpec("", exc.reason))
+    try:
+        return Retention(seconds["keep-workdirs"], seconds["keep-logs"], seconds["keep-uploads"])
+    except InvalidSpec as exc:
+        fail(f"--{exc.field}", InvalidSpec("", exc.reason))
 
 
 def _database_url(db: Optional[str], db_file: Optional[Path]) -> Optional[str]:
@@ -135,14 +164,16 @@ def _has_password(url: str) -> bool:
 
 
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
-           interval: float, backend: str, tls: tuple[Path, Path] | None = None) -> None:
+           interval: float, backend: str, tls: tuple[Path, Path] | None = None,
+           retention=None) -> None:
     from rota.control import DataDirBusy
     from rota.control.lease import held_message
     from rota.server import ServerConfig, open_control_plane
     from rota.server.compose import BindError
     from rota.store.lease import LeaseHeld
 
-    config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend, tls)
+    config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend, tls,
+                          *(() if retention is None else (retention,)))
     try:
         plane = open_control_plane(config)
     except DataDirBusy as exc:
@@ -178,6 +209,7 @@ def _announce(plane) -> None:
     """What started, where, and what to do next. Never the token itself: this goes to a
     terminal or to the log of rota up -d, and the token is in the credentials file (0600)."""
     from rota.control import setup
+    from rota.server.retention import disk_use
 
     config, store, inventory = plane.config, plane.store, plane.config.inventory
     where = (store.display_url if not store.url.startswith("sqlite")
@@ -187,7 +219,11 @@ def _announce(plane) -> None:
             f"single-user: jobs run as OS user {accounts.me}; only its rota users' jobs start")
     lines = [f"rota control plane at {plane.url}",
              f"  store: {where}", f"  this machine: {inventory.node.name}, {inventory.source}",
-             f"  policy: {config.policy.name}", f"  jobs: {mode}"]
+             f"  policy: {config.policy.name}", f"  jobs: {mode}",
+             f"  data directory: {config.data_dir}, {_size(disk_use(config.data_dir))} used; "
+             f"finished jobs' working directories kept "
+             f"{_days(config.retention.workdirs_s)}, logs {_days(config.retention.logs_s)}, "
+             f"unused uploads {_days(config.retention.uploads_s)}"]
     closed = setup.closed_parents(config.data_dir) if accounts.multi_user else []
     if closed:
         lines.append(f"  warning: {closed[0]} is closed to other accounts (mode "
@@ -224,3 +260,15 @@ def down(
 def register(app: typer.Typer) -> None:
     app.command("up", help=UP_HELP)(up)
     app.command("down")(down)
+
+
+def _size(count: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:g} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
+def _days(seconds: float) -> str:
+    return f"{seconds / 86400:g} days" if seconds >= 86400 else f"{seconds:g} s"

@@ -31,6 +31,7 @@ from rota.control.reconcile import PassReport
 from rota.core import InvalidSpec
 from rota.scheduler import Policy
 from rota.server.backends import build_backend
+from rota.server.retention import Retention, Sweeper
 from rota.server.secure import private_umask, secure_data_dir
 from rota.store import Store
 
@@ -52,6 +53,7 @@ class ServerConfig:
     interval_s: float = 2.0
     backend: str = "local"         # a name of ``rota.server.backends.BACKENDS``
     tls: tuple[Path, Path] | None = None  # certificate and key files: serve HTTPS
+    retention: Retention = Retention()    # what is removed from the data directory, when
 
 
 @dataclass(slots=True)
@@ -78,6 +80,8 @@ class ControlPlane:
         report: PassReport = self.loop.start()
         on_started(report)
         watcher = _memory_watcher(self.loop.backend, self.config.inventory)
+        sweeper = Sweeper(self.store, self.config.data_dir, self.config.retention, time.time)
+        sweeper.start()
         app = create_app(self.store, data_dir=self.config.data_dir, on_change=self.loop.wake,
                          read_log=log_reader(self.loop.backend),
                          workdir_refusal=self.accounts.workdir_refusal,
@@ -98,6 +102,7 @@ class ControlPlane:
         try:
             server.run(sockets=[self.sock])
         finally:
+            sweeper.stop()
             if watcher is not None:
                 watcher.stop()
             self.loop.stop()
