@@ -24,7 +24,8 @@ from typing import Any, Callable
 from fastapi import Body, Depends, FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
-from rota.api.views import nodes_view, queues_view
+from rota.api.views import nodes_view
+from rota.control.queueview import queues_view
 from rota.core import InvalidSpec
 from rota.spec import build_queues
 from rota.store import NotFound, Principal, Store

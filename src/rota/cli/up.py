@@ -168,9 +168,8 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
            retention=None) -> None:
     from rota.control import DataDirBusy
     from rota.control.lease import held_message
-    from rota.server import ServerConfig, open_control_plane
+    from rota.server import LeaseHeld, ServerConfig, open_control_plane
     from rota.server.compose import BindError
-    from rota.store.lease import LeaseHeld
 
     config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend, tls,
                           *(() if retention is None else (retention,)))
