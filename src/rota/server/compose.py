@@ -123,7 +123,9 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
     lock.acquire()
     store = None
     try:
-        store = Store.open(config.db or directory)
+        # usage decays as the policy's fair share reads it (``Policy.usage_half_life_s``)
+        store = Store.open(config.db or directory,
+                           usage_half_life_s=config.policy.usage_half_life_s)
         keeper = LeaseKeeper(store, directory)
         keeper.acquire(time.time())
         operator = setup.first_start(store)
