@@ -30,14 +30,18 @@ class StorageFull(RotaError):
 
 def used_bytes(data_dir: Path, job_ids: Iterable[str]) -> int:
     """The blocks on disk under ``<data_dir>/jobs/<id>`` for every job in ``job_ids``."""
+    return sum(disk_use(data_dir / "jobs" / job_id) for job_id in job_ids)
+
+
+def disk_use(path: Path) -> int:
+    """Bytes of the blocks under ``path`` (what ``du`` says; 0 when it does not exist)."""
     total = 0
-    for job_id in job_ids:
-        for root, dirs, files in os.walk(data_dir / "jobs" / job_id):
-            for name in (*dirs, *files):
-                try:
-                    total += os.lstat(os.path.join(root, name)).st_blocks * 512
-                except OSError:  # removed while it was counted
-                    continue
+    for root, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:  # removed while it was counted
+                continue
     return total
 
 

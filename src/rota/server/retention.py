@@ -14,20 +14,21 @@ everything else (each attempt's replica directories with ``stdout.log`` and ``st
 4. idempotency keys past their day (``Store.forget_keys``).
 
 A job still pending, scheduled or running is never touched. ``disk_use`` is what ``rota up``
-reports of its data directory.
+reports of its data directory (``rota.api.storage``, which counts projects' quotas the same
+way).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from rota.api.storage import disk_use
 from rota.core import InvalidSpec, JobState
 from rota.store import JobFilter, JobRecord, Store
 
@@ -106,18 +107,6 @@ def _remove(path: Path) -> bool:
         return False
     shutil.rmtree(path, ignore_errors=True)
     return True
-
-
-def disk_use(data_dir: Path) -> int:
-    """Bytes of the blocks under ``data_dir`` (what ``du`` says)."""
-    total = 0
-    for root, dirs, files in os.walk(data_dir):
-        for name in (*dirs, *files):
-            try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-            except OSError:
-                continue
-    return total
 
 
 class Sweeper:
