@@ -4,6 +4,7 @@
     python bench/control.py throughput --jobs 1000 --db sqlite
     python bench/control.py throughput --jobs 10000 --db postgres   # URL from .ci/postgres
     python bench/control.py memory                          # RSS of an idle control plane
+    python bench/control.py queued --jobs 10000             # RSS per queued job
     python bench/control.py all                             # everything, one markdown table
 
 - latency: jobs are submitted one at a time (each waits for the previous to be running), each
@@ -21,6 +22,12 @@
   system time (and the load generator's own) over the burst, divided by the jobs: on a shared
   machine it is steadier than jobs/s. On PostgreSQL a fresh database is created and dropped.
 - memory: VmRSS of ``rota up`` after it has started and idled for ``--idle`` seconds.
+- queued: what a queued job costs in resident memory. Two bursts of ``--jobs`` jobs that can
+  never start while the burst runs (each asks for one GPU; four long jobs hold the four GPUs),
+  with the VmRSS of ``rota up`` read after start-up and after each burst once the control loop
+  has scheduled the pending jobs for ``--idle`` seconds. The first burst also pays for one-off
+  growth (code paths imported on first use, the allocator's arenas, SQLite's page cache); the
+  second shows what each further queued job costs, which is the figure to quote.
 
 Every run uses temporary XDG and data directories and kills what it started.
 """
@@ -226,6 +233,22 @@ def memory(idle_s: float) -> dict[str, Any]:
         return {"scenario": "memory", "idle_s": idle_s, "rss_mib": s.rss_mib()}
 
 
+def queued(jobs: int, clients: int, idle_s: float) -> dict[str, Any]:
+    with server() as s:
+        _burst(s, 4, 4)                      # four sleepers hold the GPUs
+        time.sleep(idle_s)
+        rss = [s.rss_mib()]
+        for _ in range(2):
+            acked, failures, _, _ = _burst(s, jobs, clients)
+            if failures:
+                raise SystemExit(f"{len(failures)} submits failed, first: {failures[0]}")
+            time.sleep(idle_s)
+            rss.append(s.rss_mib())
+    return {"scenario": "queued", "jobs": jobs, "idle_s": idle_s, "rss_mib": rss,
+            "first_kib_per_job": (rss[1] - rss[0]) * 1024 / jobs,
+            "next_kib_per_job": (rss[2] - rss[1]) * 1024 / jobs}
+
+
 def postgres_database() -> str:
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
@@ -262,12 +285,16 @@ def row(r: dict[str, Any]) -> str:
                 f"RSS after {r['rss_after_mib']:.0f} MiB; CPU per job: server "
                 f"{r['server_cpu_ms_per_job']:.2f} ms, client {r['client_cpu_ms_per_job']:.2f} ms; "
                 f"load {r['loadavg_1m']:.1f}) |")
+    if r["scenario"] == "queued":
+        return (f"| RSS per queued job, {r['jobs']:,} + {r['jobs']:,} queued | first burst "
+                f"{r['first_kib_per_job']:.2f} KiB/job, next {r['next_kib_per_job']:.2f} KiB/job "
+                f"(RSS {' -> '.join(f'{m:.0f}' for m in r['rss_mib'])} MiB) |")
     return f"| idle control plane, {r['idle_s']:.0f} s after start | RSS {r['rss_mib']:.0f} MiB |"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("scenario", choices=["latency", "throughput", "memory", "all"])
+    ap.add_argument("scenario", choices=["latency", "throughput", "memory", "queued", "all"])
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     ap.add_argument("--clients", type=int, default=32)
@@ -279,6 +306,8 @@ def main() -> None:
         results.append(latency(args.jobs or 100))
     if args.scenario in ("memory", "all"):
         results.append(memory(args.idle))
+    if args.scenario == "queued":
+        results.append(queued(args.jobs or 10000, args.clients, args.idle))
     if args.scenario == "throughput":
         results.append(throughput(args.jobs or 1000, args.db, args.clients))
     if args.scenario == "all":

@@ -65,3 +65,31 @@ def test_an_unchanged_wait_is_not_written_again(db_url, clock):
         assert updates == [], updates
     finally:
         store.close()
+
+
+def test_a_queued_job_costs_the_snapshot_cache_under_a_kibibyte(tmp_path, clock):
+    """Every queued job stays in the store's cache of core jobs for as long as it waits: its
+    share of what the cache holds must stay small (equal requests and names are shared)."""
+    import gc
+    import tracemalloc
+
+    store = seed(Store.open(f"sqlite:///{tmp_path / 'rota.db'}", clock=clock), gpus=1)
+    try:
+        store.submit_array([submission(1) for _ in range(500)])
+        store.snapshot(1.0)                                  # warm: code paths, caches
+        store.submit_array([submission(1) for _ in range(2000)])
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.take_snapshot()
+            jobs = store.snapshot(2.0).jobs
+            del jobs
+            gc.collect()
+            after = tracemalloc.take_snapshot()
+        finally:
+            tracemalloc.stop()
+        grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
+        assert len(store.snapshot(3.0).jobs) == 2500
+        assert grown / 2000 < 1024, f"{grown / 2000:.0f} bytes per queued job"
+    finally:
+        store.close()

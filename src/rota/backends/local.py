@@ -14,8 +14,9 @@ supervisor did. Exactly one of the two wins, so a replica either runs under a su
 handle names, or never runs. An attempt none of whose replicas started is started again in
 ``attempt-<n>.<k>`` (k = 1, 2, ...): a fenced directory is never reused.
 
-Each replica runs under its own supervisor (``rota.backends.shim``), started in a new session
-so that it survives the control plane. The supervisor owns the replica's fate: it forwards
+Each replica runs under its own supervisor (``rota.backends.shim``, forked by the spawner the
+backend keeps: ``rota.backends.spawner``), in a session of its own so that it survives the
+control plane. The supervisor owns the replica's fate: it forwards
 signals, escalates a stop to SIGKILL after the grace period, and writes ``status.json`` when the
 command ends. This backend only writes requests (``stop.json``) and reads results, so a new
 instance over the same data directory (``adopt``) knows everything the old one knew:
@@ -42,8 +43,6 @@ from __future__ import annotations
 
 import os
 import signal as signals
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import replace
@@ -69,6 +68,7 @@ from rota.backends.procs import (
     start_ticks, write_json_atomic,
 )
 from rota.backends.shim import CLAIM, FORWARDED
+from rota.backends.spawner import Spawner
 from rota.core import MILLI, End, InvalidSpec, Job, Node, Placement, ReplicaPlacement
 
 UTIL_WINDOW_S = 10.0  # per-process GPU utilisation samples of the last this many seconds
@@ -93,7 +93,7 @@ class LocalBackend:
         self.master_addr = master_addr
         self.device_ids = device_ids
         self._lock = threading.Lock()
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self.spawner = Spawner()  # forks each replica's supervisor (rota.backends.spawner)
         self._tracked: dict[str, Handle] = {}
         self._exits: ExitWatcher | None = None
         self.health = health if health is not None else (GpuHealth(nvml) if nvml else None)
@@ -187,7 +187,8 @@ class LocalBackend:
         to stop a launch half-way, as a killed control plane would."""
 
     def _save(self, handle: Handle) -> Handle:
-        write_json_atomic(Path(handle.launch_id) / "handle.json", handle.to_dict(), mode=0o600)
+        write_json_atomic(Path(handle.launch_id) / "handle.json", handle.to_dict(), mode=0o600,
+                          durable=False)
         return self._track(handle)
 
     # -- recover -----------------------------------------------------------------------------
@@ -298,22 +299,11 @@ class LocalBackend:
         write_json_atomic(rdir / "spec.json", {
             "command": argv, "workdir": str(Path(spec.workdir).resolve()),
             "env": replica_env(base, job_env, ctx), "umask": JOB_UMASK,
-            "run_as": account_json(spec.run_as)}, mode=0o600)
+            "run_as": account_json(spec.run_as)}, mode=0o600, durable=False)
         out, err = rdir / "stdout.log", rdir / "stderr.log"
-        # Block the signals the supervisor handles: it inherits the mask and unblocks them once
-        # its handlers are installed, so an early cancel is delayed instead of killing it.
-        blocked = signals.pthread_sigmask(signals.SIG_BLOCK, FORWARDED)
-        try:
-            with log_file(out, spec.run_as) as fout, log_file(err, spec.run_as) as ferr:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "rota.backends.shim", str(rdir)],
-                    stdin=subprocess.DEVNULL, stdout=fout, stderr=ferr, start_new_session=True,
-                    close_fds=True)
-        finally:
-            signals.pthread_sigmask(signals.SIG_SETMASK, blocked)
-        with self._lock:
-            self._children[proc.pid] = proc
-        ref = Proc(proc.pid, start_ticks(proc.pid) or -1, str(rdir), str(out), str(err)).ref()
+        with log_file(out, spec.run_as) as fout, log_file(err, spec.run_as) as ferr:
+            pid = self.spawner.start(rdir, fout.fileno(), ferr.fileno())
+        ref = Proc(pid, start_ticks(pid) or -1, str(rdir), str(out), str(err)).ref()
         return ReplicaHandle(ctx.rank, rep.node, rep.devices, ref)
 
     # -- observe -----------------------------------------------------------------------------
@@ -344,7 +334,6 @@ class LocalBackend:
 
     def _replica_status(self, handle: Handle, r: ReplicaHandle, boot: str) -> ReplicaStatus:
         p = proc(r)
-        self._reap(p.pid)
         for attempt in range(2):  # re-read: the supervisor may finish between the two checks
             done = read_json(Path(p.dir) / "status.json")
             if done is not None:
@@ -435,13 +424,6 @@ class LocalBackend:
         except FileNotFoundError:
             return
 
-    def _reap(self, pid: int) -> None:
-        with self._lock:
-            proc = self._children.get(pid)
-        if proc is not None and proc.poll() is not None:
-            with self._lock:
-                self._children.pop(pid, None)
-
     # -- act ---------------------------------------------------------------------------------
 
     def signal(self, handle: Handle, sig: int) -> None:
@@ -475,7 +457,7 @@ class LocalBackend:
         if is_running(p.pid, p.start_ticks):
             if not (rdir / "stop.json").exists():
                 write_json_atomic(rdir / "stop.json", {"reason": reason, "grace_s": grace_s},
-                                  mode=0o600)
+                                  mode=0o600, durable=False)
             signal_pid(p.pid, signals.SIGTERM)
         elif (child := self._live_child(p)) is not None:
             signal_group(child, signals.SIGKILL)  # no supervisor left to count a grace period

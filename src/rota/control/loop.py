@@ -16,8 +16,9 @@ One pass (``ControlLoop.step``), in order:
    Pending jobs whose owner's OS account cannot run here (``rota.control.accounts``) are left
    out of the cycle and wait with that reason, holding nothing. Wait explanations that did not
    change since the last pass are not written again.
-4. Launch: every job bound in step 3 is started through the backend; its handle is persisted
-   with its move to RUNNING.
+4. Launch: every job bound in step 3 is started through the backend, all of them at once
+   (``rota.control.launcher``); their handles are persisted with their moves to RUNNING, in one
+   transaction.
 
 Passes run on a background thread: after ``wake()`` (a submit or cancel through the API, a
 launch that the backend saw end: ``Backend.watch``) and every ``interval_s`` otherwise. Wake-ups coalesce: many
@@ -85,7 +86,7 @@ class ControlLoop:
                                      account=self._run_as, api_url=api_url)
         self.passes = 0
         self.last_error: str | None = None
-        self._written_waits: dict[str, Any] = {}  # job -> (reasons, estimate) last applied
+        self._written_waits: dict[str, int] = {}  # job -> hash of (reasons, estimate) applied
         self._wakeup = threading.Event()
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
@@ -115,6 +116,7 @@ class ControlLoop:
             self._thread.join(timeout)
             self._thread = None
         self.backend.unwatch()
+        self.reconciler.launcher.close()
         if self.lease is not None:
             with self._step_lock:
                 self.lease.release()
@@ -157,12 +159,12 @@ class ControlLoop:
                 self._sync_inventory(now, report, force=True)
             self.reconciler.flush_usage(now)                                        # 2
             bound = self._schedule(now)                                             # 3
-            for job_id in bound:                                                    # 4
+            if bound:                                                               # 4
                 try:
-                    self.reconciler.launch(self.store.get_job(job_id), now, report)
+                    self.reconciler.launch(self.store.get_jobs(list(bound)), now, report)
                 except Exception as exc:
-                    report.errors.append(f"job {job_id}: {exc!r}")
-                    log.exception("job %s: launch failed", job_id)
+                    report.errors.append(f"launch: {exc!r}")
+                    log.exception("launching %d job(s) failed", len(bound))
             self.passes += 1
             return report
 
@@ -216,7 +218,7 @@ class ControlLoop:
             decisions = run_cycle(snapshot, self.policy, now)
         self._written_waits = {j: w for j, w in self._written_waits.items() if j in pending}
         waits = [w for w in (*decisions.waits, *held.waits)
-                 if self._written_waits.get(w.job) != (w.reasons, w.estimated_start)]
+                 if self._written_waits.get(w.job) != hash((w.reasons, w.estimated_start))]
         todo = Decisions(binds=decisions.binds, preemptions=decisions.preemptions,
                          rejects=[*decisions.rejects, *held.rejects], waits=waits)
         if not (todo.changes_anything or todo.waits):
@@ -224,7 +226,7 @@ class ControlLoop:
         result = self.store.apply(todo, now)
         for w in waits:
             if w.job in result.waiting:
-                self._written_waits[w.job] = (w.reasons, w.estimated_start)
+                self._written_waits[w.job] = hash((w.reasons, w.estimated_start))
         for job_id in (*result.bound, *result.rejected):
             self._written_waits.pop(job_id, None)
         if result.stale:

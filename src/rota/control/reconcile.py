@@ -8,13 +8,15 @@ each running job was billed. A poll that fails (the backend cannot answer) fails
 before anything is judged: not knowing is never taken for a lost job.
 
 Every decision about a job is ``rota.control.verdict.judge``'s; this module only carries it out.
-A state move goes through ``Store.transition`` (one transaction, checked against the state
-table); a move that a concurrent change made illegal is skipped and looked at again next pass.
+The state moves of a pass are written together (``Store.transition_many``: one transaction,
+each move checked against the state table on its own); a move that a concurrent change made
+illegal is skipped and looked at again next pass.
 
-Launch: attempt ``n`` of a job is its ``attempts`` column; ``backend.launch(..., attempt=n)``
-never starts an attempt twice, so a job found SCHEDULED after a restart (bound, maybe
-launched, handle never saved) is launched through the same call and adopted if it had
-started. A stored handle of an earlier attempt (a job requeued and bound again) is not the
+Launch (``rota.control.launcher``, all bound jobs of a pass at once): attempt ``n`` of a job is
+its ``attempts`` column; ``backend.launch(..., attempt=n)`` never starts an attempt twice, so a
+job found SCHEDULED after a restart (bound, maybe launched, handle never saved) is launched
+through the same steps and adopted if it had started. The handles of a pass's launches are
+recorded together; a launch that cannot be recorded is stopped, so nothing runs unrecorded. A stored handle of an earlier attempt (a job requeued and bound again) is not the
 job's: it is ignored. A job being preempted or cancelled without a handle of its current
 attempt is looked for with ``backend.recover`` first, so that nothing it started runs on.
 
@@ -39,17 +41,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rota.backends.base import (
-    Backend, BackendError, Handle, LaunchSpec, ReplicaState, ReplicaStatus, RunAs, Status,
+    Backend, BackendError, Handle, ReplicaState, ReplicaStatus, RunAs, Status,
 )
 from rota.control.idle import IdleWatch
-from rota.control.runspec import RunSpec, parse_run, prepare_checkpoints, prepare_workdir
+from rota.control.launcher import Launcher
+from rota.control.runspec import RunSpec, parse_run
 from rota.control.verdict import JobView, Verdict, judge
-from rota.core import MILLI, End, IllegalTransition, InvalidSpec, JobState, RotaError
-from rota.store import Conflict, JobRecord, NotFound, Store
+from rota.core import MILLI, End, InvalidSpec, JobState
+from rota.store import JobRecord, Move, Store
 
 log = logging.getLogger("rota.control")
-LAUNCH_FAILED = "launch failed"
-MAX_LAUNCH_FAILURES = 3
 KILL_MARGIN_S = 2.0  # after a stop's grace, SIGKILL whatever still runs this much later
 
 
@@ -75,9 +76,9 @@ class Reconciler:
                  account: Callable[[JobRecord], RunAs | None] = lambda rec: None,
                  api_url: str | None = None) -> None:
         self.store, self.backend, self.data_dir = store, backend, data_dir
-        self.account = account
-        self.api_url = api_url  # where jobs reach the API; None: they get no token
+        self.launcher = Launcher(store, backend, data_dir, account, api_url)
         self.idle = IdleWatch(store, backend)
+        self._moves: list[tuple[JobRecord, Verdict, float | None, Handle | None]] = []
         self.reclaiming: dict[str, str] = {}  # job -> why it is being reclaimed as idle
         self.since = since  # when this process took over
         self.handles: dict[str, Handle] = {}
@@ -100,15 +101,19 @@ class Reconciler:
         except Exception as exc:  # a failed look at activity must not stop the pass
             report.errors.append(f"idle review: {exc!r}")
             log.exception("idle review failed")
+        unlaunched: list[JobRecord] = []
         for rec in recs:
             try:
                 if rec.id in observed:
                     self._judge(rec, *observed[rec.id], now, report)
-                else:
-                    self._unlaunched(rec, now, report)
+                elif self._unlaunched(rec, now, report):
+                    unlaunched.append(rec)
             except Exception as exc:
                 report.errors.append(f"job {rec.id}: {exc!r}")
                 log.exception("job %s: reconcile failed", rec.id)
+        self.flush(report)
+        if unlaunched:
+            self.launch(unlaunched, now, report)
 
     def _judge(self, rec: JobRecord, handle: Handle, status: Status, now: float,
                report: PassReport) -> None:
@@ -126,24 +131,22 @@ class Reconciler:
                 self.backend.cancel(handle, 0.0)  # no orphan of a lost replica outlives it
             self._move(rec, verdict, report, now)
 
-    def _unlaunched(self, rec: JobRecord, now: float, report: PassReport) -> None:
+    def _unlaunched(self, rec: JobRecord, now: float, report: PassReport) -> bool:
         """A job that holds resources without a handle of its current attempt: never launched
         (a crash between the bind and the launch, or a preemption that came first), or
-        launched by a control plane that died before saving the handle."""
+        launched by a control plane that died before saving the handle. True: launch it
+        (a SCHEDULED job: the launch adopts the attempt if it had started)."""
         if rec.state is JobState.SCHEDULED and not rec.cancel_requested:
-            self.launch(rec, now, report)  # adopts the attempt if it had started
-            return
+            return True
         found = self._recover(rec)
         if found is not None:
             log.info("job %s: attempt %d found running without a saved handle; adopted",
                      rec.id, rec.attempts)
             self.store.record_handle(rec.id, found.to_dict())
-            return  # the next pass judges it with its handle
+            return False  # the next pass judges it with its handle
         if rec.cancel_requested:
             self._move(rec, Verdict(JobState.CANCELLED, reason="cancelled on request",
                                     end=End.CANCELLED), report)
-        elif rec.state is JobState.SCHEDULED:
-            self.launch(rec, now, report)
         elif rec.state is JobState.PREEMPTING:
             self._move(rec, Verdict(JobState.PENDING, reason="requeued: preempted before it "
                                                              "was launched", end=End.PREEMPTED),
@@ -151,6 +154,7 @@ class Reconciler:
         else:  # RUNNING without a handle: nothing can be observed, so it is lost
             lost = Status((ReplicaStatus(0, ReplicaState.LOST, reason="no backend handle"),))
             self._move(rec, judge(self._view(rec, lost), now), report)
+        return False
 
     def _recover(self, rec: JobRecord) -> Handle | None:
         if rec.job.placement is None:
@@ -203,25 +207,38 @@ class Reconciler:
             self.backend.signal(handle, signals.SIGKILL)
 
     def _move(self, rec: JobRecord, verdict: Verdict, report: PassReport,
-              now: float | None = None) -> None:
+              now: float | None = None, handle: Handle | None = None) -> None:
+        """Queue a move for ``flush`` (``handle``: a launch to record with it)."""
         assert verdict.move is not None
-        eligible_at = None
-        if verdict.retry_in_s:
-            eligible_at = (now if now is not None else self.store.clock()) + verdict.retry_in_s
-        try:
-            after = self.store.transition(rec.id, verdict.move, exit_code=verdict.exit_code,
-                                          reason=verdict.reason, end=verdict.end,
-                                          hold=verdict.hold, eligible_at=eligible_at)
-        except (IllegalTransition, Conflict, NotFound) as exc:
-            log.info("job %s: skipped %s -> %s: %s", rec.id, rec.state, verdict.move, exc)
+        self._moves.append((rec, verdict, now, handle))
+
+    def flush(self, report: PassReport) -> None:
+        """Write the queued moves in one transaction and carry out what follows each."""
+        queued, self._moves = self._moves, []
+        if not queued:
             return
-        report.moved(rec.id, rec.state, after.state, verdict.reason or "")
-        if verdict.end is not None and verdict.end.fault:
-            report.faults.append(rec.id)
-        log.info("job %s: %s -> %s%s", rec.id, rec.state, after.state,
-                 f" ({verdict.reason})" if verdict.reason else "")
-        if after.state is not JobState.RUNNING:
-            self.forget(rec.id)
+        moves = []
+        for rec, verdict, now, handle in queued:
+            eligible_at = None
+            if verdict.retry_in_s:
+                eligible_at = (now if now is not None else self.store.clock()) + verdict.retry_in_s
+            moves.append(Move(rec.id, verdict.move, verdict.exit_code, verdict.reason,  # type: ignore[arg-type]
+                              handle.to_dict() if handle is not None else None, verdict.end,
+                              verdict.hold, eligible_at))
+        for (rec, verdict, _now, handle), after in zip(queued, self.store.transition_many(moves)):
+            if isinstance(after, Exception):
+                log.info("job %s: skipped %s -> %s: %s", rec.id, rec.state, verdict.move, after)
+                if handle is not None:
+                    self.backend.cancel(handle, 0.0)  # it cannot be recorded: it must not run
+                    self.forget(rec.id)
+                continue
+            report.moved(rec.id, rec.state, after.state, verdict.reason or "")
+            if verdict.end is not None and verdict.end.fault:
+                report.faults.append(rec.id)
+            log.info("job %s: %s -> %s%s", rec.id, rec.state, after.state,
+                     f" ({verdict.reason})" if verdict.reason else "")
+            if after.state is not JobState.RUNNING:
+                self.forget(rec.id)
 
     def forget(self, job_id: str) -> None:
         for table in (self.handles, self.kill_at, self.billed_until, self.signalled,
@@ -235,68 +252,31 @@ class Reconciler:
 
     # -- launch ------------------------------------------------------------------------------
 
-    def launch(self, rec: JobRecord, now: float, report: PassReport) -> None:
-        """Start a SCHEDULED job and persist its handle (moving it to RUNNING)."""
-        if rec.cancel_requested:
-            self._move(rec, Verdict(JobState.CANCELLED, reason="cancelled on request",
-                                    end=End.CANCELLED), report)
-            return
-        try:
-            spec = parse_run(rec.run)
-            run_as = self.account(rec)
-            workdir = prepare_workdir(spec, self.data_dir, rec.id, run_as)
-            checkpoints = prepare_checkpoints(spec, self.data_dir, rec.id, workdir, run_as)
-            assert rec.job.placement is not None
-            # an attempt that started before (a crash before its handle was saved) keeps its
-            # token; only a new one gets one, replacing a never-used one of the same name
-            handle = self.backend.recover(rec.job, rec.job.placement, rec.attempts)
-            if handle is None:
-                env = {**_env(spec, rec, checkpoints), **self._api_access(rec)}
-                handle = self.backend.launch(
-                    rec.job, rec.job.placement,
-                    LaunchSpec(spec.command, str(workdir), env, run_as), attempt=rec.attempts)
-        except InvalidSpec as exc:
-            where = exc.field if exc.field.startswith("run") else f"run.{exc.field}"
-            self._move(rec, Verdict(JobState.FAILED, reason=(
-                f"cannot be started as written: {where}: {exc.reason}"), end=End.FAILED), report)
-            return
-        except (BackendError, OSError) as exc:
-            self._launch_failed(rec, exc, report)
-            return
-        self._launched(rec, handle, now, report)
+    def launch(self, recs: list[JobRecord], now: float, report: PassReport) -> None:
+        """Start SCHEDULED jobs (``rota.control.launcher``) and record their handles, moving
+        them to RUNNING, in one transaction."""
+        launched = []
+        for outcome in self.launcher.launch(recs):
+            if outcome.handle is not None:
+                launched.append((outcome.rec, outcome.handle))
+            elif outcome.verdict is not None:
+                self._move(outcome.rec, outcome.verdict, report, now)
+        self.flush(report)
+        if launched:
+            self._launched(launched, now, report)
 
-    def _api_access(self, rec: JobRecord) -> dict[str, str]:
-        """``ROTA_URL`` and ``ROTA_TOKEN``: the API and the attempt's own token, with which
-        the job reads itself and reports its checkpoints (``rota checkpoint``)."""
-        if self.api_url is None:
-            return {}
-        return {"ROTA_URL": self.api_url,
-                "ROTA_TOKEN": self.store.issue_job_token(rec.id, rec.attempts)}
-
-    def _launched(self, rec: JobRecord, handle: Handle, now: float, report: PassReport) -> None:
-        try:
-            self.store.transition(rec.id, JobState.RUNNING, reason="",
-                                  backend_handle=handle.to_dict())
-        except (RotaError, Conflict, NotFound):
-            self.backend.cancel(handle, 0.0)  # it cannot be recorded, so it must not run
-            raise
-        self.handles[rec.id] = handle
-        self.billed_until[rec.id] = _billed_from(rec, now)
-        report.launched.append(rec.id)
-        report.moved(rec.id, rec.state, JobState.RUNNING, "launched")
-        log.info("job %s: launched (%d replica%s)", rec.id, len(handle.replicas),
-                 "" if len(handle.replicas) == 1 else "s")
-
-    def _launch_failed(self, rec: JobRecord, exc: Exception, report: PassReport) -> None:
-        count = self._failures(rec) + 1
-        if count >= MAX_LAUNCH_FAILURES:
-            verdict = Verdict(JobState.FAILED, reason=f"{LAUNCH_FAILED} {count} times: {exc}",
-                              end=End.LAUNCH_FAILED)
-        else:
-            verdict = Verdict(JobState.PENDING, reason=(
-                f"{LAUNCH_FAILED} ({count} of {MAX_LAUNCH_FAILURES}), requeued: {exc}"),
-                end=End.LAUNCH_FAILED)
-        self._move(rec, verdict, report)
+    def _launched(self, launched: list[tuple[JobRecord, Handle]], now: float,
+                  report: PassReport) -> None:
+        for rec, handle in launched:
+            self._move(rec, Verdict(JobState.RUNNING, reason=""), report, now, handle)
+            self.handles[rec.id] = handle
+            self.billed_until[rec.id] = _billed_from(rec, now)
+        self.flush(report)
+        for rec, handle in launched:
+            if self.handles.get(rec.id) is handle:
+                report.launched.append(rec.id)
+                log.info("job %s: launched (%d replica%s)", rec.id, len(handle.replicas),
+                         "" if len(handle.replicas) == 1 else "s")
 
     # -- usage -------------------------------------------------------------------------------
 
@@ -348,15 +328,6 @@ def _spec(rec: JobRecord) -> RunSpec:
         return parse_run(rec.run)
     except InvalidSpec:
         return RunSpec(command=("true",))
-
-
-def _env(spec: RunSpec, rec: JobRecord, checkpoints: Path) -> dict[str, str]:
-    env: dict[str, Any] = dict(spec.env)
-    env["ROTA_ATTEMPT"] = str(rec.attempts)
-    env["ROTA_CHECKPOINT_DIR"] = str(checkpoints)
-    if rec.array_index is not None:
-        env["ROTA_ARRAY_ID"], env["ROTA_ARRAY_INDEX"] = str(rec.array_id), str(rec.array_index)
-    return env
 
 
 def _launch_id(stored: dict[str, Any]) -> object:

@@ -13,11 +13,17 @@ not spec keys: the store filters and orders on them. ``run`` is what the backend
 scheduler never reads. A placement is ``[{"node": "n1", "devices": [[index, milli, memory_mib],
 ...]}, ...]`` in replica rank order; queue quotas are a list of ``[flavor, quota]`` pairs, because
 flavour order matters and not every JSON column keeps key order.
+
+A control plane keeps a core job for every queued one, so ``job_from_row`` shares what jobs
+have in common: equal requests are one object, and names (project, queue, user, flavour,
+resource group) are interned strings.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict
+from functools import lru_cache
 from typing import Any, Mapping
 
 from rota.core import (
@@ -46,9 +52,19 @@ def spec_json(sub: Submission) -> dict[str, Any]:
 
 def request_from_spec(spec: Mapping[str, Any]) -> ReplicaRequest:
     req, gpu = spec["request"], spec["request"]["gpu"]
-    return ReplicaRequest(req["cpu_milli"], req["memory_mib"],
-                          GpuRequest(gpu["count"], gpu["share"], gpu["memory_mib"],
-                                     tuple(gpu["models"])))
+    return _request(req["cpu_milli"], req["memory_mib"], gpu["count"], gpu["share"],
+                    gpu["memory_mib"], tuple(gpu["models"]))
+
+
+@lru_cache(maxsize=4096)
+def _request(cpu_milli: int, memory_mib: int, count: int, share: int, gpu_memory_mib: int | None,
+             models: tuple[str, ...]) -> ReplicaRequest:
+    """One object for every equal request: most queued jobs ask for one of a few shapes."""
+    return ReplicaRequest(cpu_milli, memory_mib, GpuRequest(count, share, gpu_memory_mib, models))
+
+
+def _name(value: str | None) -> str | None:
+    return None if value is None else sys.intern(value)
 
 
 def placement_json(placement: Placement | None) -> list[dict[str, Any]] | None:
@@ -77,13 +93,13 @@ def job_from_row(row: Any) -> Job:
     """The core ``Job`` of a ``jobs`` row: what ``run_cycle`` sees."""
     spec = row.spec
     return Job(
-        id=JobId(str(row.id)), project=row.project, queue=row.queue,
-        request=request_from_spec(spec), user=row.user, priority=row.priority,
+        id=JobId(str(row.id)), project=_name(row.project), queue=_name(row.queue),
+        request=request_from_spec(spec), user=_name(row.user), priority=row.priority,
         kind=JobKind(row.kind), replicas=row.replicas, walltime_s=spec["walltime_s"],
         submit_time=row.submit_time, preemptible=spec["preemptible"], grace_s=spec["grace_s"],
-        resource_group=spec["resource_group"], selector=tuple(sorted(spec["selector"].items())),
+        resource_group=_name(spec["resource_group"]), selector=tuple(sorted(spec["selector"].items())),
         state=JobState(row.state), placement=placement_from_json(row.placement),
-        flavor=row.flavor, started_at=row.started_at,
+        flavor=_name(row.flavor), started_at=row.started_at,
         labels=tuple(sorted(spec["labels"].items())),
     )
 

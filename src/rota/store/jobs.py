@@ -20,11 +20,11 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
 
-from rota.core import End, IllegalTransition, InvalidSpec, JobState, check_transition
+from rota.core import End, IllegalTransition, InvalidSpec, JobState, RotaError, check_transition
 from rota.store import convert
 from rota.store.errors import Conflict, NotFound
 from rota.store.records import (
-    AttemptRecord, EligibilityFacts, JobEvent, JobFilter, JobRecord, Page, PendingFacts,
+    AttemptRecord, EligibilityFacts, JobEvent, JobFilter, JobRecord, Move, Page, PendingFacts,
 )
 from rota.store.schema import api_tokens, attempts, job_events, jobs
 from rota.store.tokens import JOB_TOKEN
@@ -205,6 +205,23 @@ def transition(conn: Connection, job_id: object, new: JobState, now: float,
          end=end, **values)
 
 
+def transition_many(conn: Connection, moves: list[Move],
+                    now: float) -> list[JobRecord | RotaError]:
+    """Several moves in one transaction, each in a savepoint of its own: one that cannot be
+    made (``IllegalTransition``, a job gone) is its error and leaves the others be."""
+    out: list[JobRecord | RotaError] = []
+    for m in moves:
+        try:
+            with conn.begin_nested():
+                transition(conn, m.job, m.state, now, None, m.exit_code, m.reason,
+                           dict(m.backend_handle) if m.backend_handle is not None else None,
+                           m.end, m.hold, m.eligible_at)
+                out.append(record(conn, m.job))
+        except RotaError as exc:
+            out.append(exc)
+    return out
+
+
 def request_cancel(conn: Connection, job_id: object, by: str, now: float) -> bool:
     """Cancel a pending job at once (True); flag a job holding resources for the control loop
     to stop (False). A terminal job cannot be cancelled."""
@@ -224,6 +241,13 @@ def request_cancel(conn: Connection, job_id: object, by: str, now: float) -> boo
 
 def record(conn: Connection, job_id: object) -> JobRecord:
     return convert.record_from_row(get(conn, job_id))
+
+
+def records(conn: Connection, job_ids: list[str]) -> list[JobRecord]:
+    """The jobs of ``job_ids`` that exist, in id order, in one query."""
+    keys = sorted({job_key(j) for j in job_ids})
+    return [convert.record_from_row(r) for r in
+            conn.execute(select(jobs).where(jobs.c.id.in_(keys)).order_by(jobs.c.id))]
 
 
 def eligibility_facts(conn: Connection, now: float) -> EligibilityFacts:

@@ -227,3 +227,17 @@ class FairUse:
 DEFAULT_FAIR_USE = FairUse(
     user=Cap(pending=10_000, submits_per_s=20.0, burst=200),
     project=Cap(pending=50_000, submits_per_s=100.0, burst=1000, storage=100 * 1024 ** 3))
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """A state move a backend reported, with what comes with it (``Store.transition``)."""
+
+    job: str
+    state: JobState
+    exit_code: int | None = None
+    reason: str | None = None
+    backend_handle: Mapping[str, Any] | None = None
+    end: Any = None                 # a rota.core.End
+    hold: str | None = None
+    eligible_at: float | None = None

@@ -31,7 +31,9 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from sqlalchemy import Connection
 
-from rota.core import End, Flavor, IllegalTransition, JobId, JobState, Node, Project, Queue
+from rota.core import (
+    End, Flavor, IllegalTransition, JobId, JobState, Node, Project, Queue, RotaError,
+)
 from rota.core import Decisions, Snapshot, Usage
 from rota.store import access, admin, cycle, jobs, lease, submit
 from rota.store.engine import WRITE, display_url, make_engine, migrate, resolve_url
@@ -39,8 +41,8 @@ from rota.store.authcache import DEFAULT_TTL_S, AuthCache
 from rota.store.errors import Conflict, NotFound
 from rota.store.group import DEFAULT_MAX_BATCH, GroupCommit
 from rota.store.records import (
-    ApplyResult, AttemptRecord, EligibilityFacts, FairUse, JobEvent, JobFilter, JobRecord, Page,
-    Replayed, Submission, SubmitOptions,
+    ApplyResult, AttemptRecord, EligibilityFacts, FairUse, JobEvent, JobFilter, JobRecord, Move,
+    Page, Replayed, Submission, SubmitOptions,
 )
 from rota.store.tokens import IssuedToken, Principal, Role, TokenInfo
 
@@ -366,6 +368,33 @@ class Store:
             jobs.request_cancel(conn, job_id, by, self.clock())
             return jobs.record(conn, job_id)
         return self._retry(run)
+
+    def transition_many(self, moves: list[Move]) -> list[JobRecord | RotaError]:
+        """The moves of one control-loop pass in one transaction (one commit, one flush to
+        disk); each outcome is the job after its move, or the error that refused that move
+        alone."""
+        if not moves:
+            return []
+
+        def run(conn: Connection) -> list[JobRecord | RotaError]:
+            return jobs.transition_many(conn, moves, self.clock())
+        return self._retry(run)
+
+    def get_jobs(self, job_ids: list[str]) -> list[JobRecord]:
+        """The jobs that exist among ``job_ids``, in id order."""
+        with self._read() as conn:
+            return jobs.records(conn, job_ids)
+
+    def issue_job_tokens(self, attempts: list[tuple[str, int]]) -> dict[str, str]:
+        """``issue_job_token`` for many attempts, in one transaction: job id -> token."""
+        def run(conn: Connection) -> dict[str, str]:
+            out = {}
+            for job_id, attempt in attempts:
+                user = jobs.get(conn, job_id).user
+                out[job_id] = admin.issue_job_token(conn, user, job_id, attempt,
+                                                    self.clock()).token
+            return out
+        return self._retry(run) if attempts else {}
 
     def transition(self, job_id: str, new_state: JobState, *, exit_code: int | None = None,
                    reason: str | None = None, backend_handle: dict[str, Any] | None = None,
