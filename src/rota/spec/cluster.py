@@ -242,7 +242,7 @@ class FairUseSpec(Strict):
     @model_validator(mode="after")
     def _storage_is_per_project(self) -> FairUseSpec:
         if "storage" in self.user.model_fields_set:
-            raise reason_error("storage is a project's (its uploads and working directories); "
+            raise reason_error("storage is a project's (its jobs' directories on disk); "
                                "set it under project", "user.storage")
         return self
 

@@ -198,7 +198,8 @@ class Replayed:
 class Cap:
     """What one user (or one project) may have at once; None: no cap. ``pending``: jobs
     waiting; ``submits_per_s`` and ``burst``: submissions per second, sustained and at once;
-    ``storage``: bytes of uploads and working directories (projects only)."""
+    ``storage``: bytes of the job directories, with their unpacked uploads (projects only;
+    ``rota.api.storage``)."""
 
     pending: int | None = None
     submits_per_s: float | None = None
