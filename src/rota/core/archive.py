@@ -17,12 +17,14 @@ name as POSIX parts. An archive is safe when, for every member in order:
 
 from __future__ import annotations
 
-import tarfile
+import posixpath
 from dataclasses import dataclass
-from pathlib import PurePosixPath
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from rota.core.errors import InvalidSpec
+
+if TYPE_CHECKING:  # the members are given: nothing here opens an archive
+    import tarfile
 
 MAX_MEMBERS = 100_000
 MAX_UNPACKED_BYTES = 1024 ** 3  # as much as the largest upload the API takes by default
@@ -44,17 +46,17 @@ def check_members(members: Iterable[tarfile.TarInfo], field: str,
                   limits: ArchiveLimits = ArchiveLimits()) -> ArchiveSummary:
     """The size of a safe archive; ``InvalidSpec(field)`` naming the first member that is not
     (see the module docstring for the rules, in the order they are checked)."""
-    links: set[PurePosixPath] = set()
+    links: set[str] = set()
     count = unpacked = 0
     for member in members:
         count += 1
         if count > limits.members:
             raise InvalidSpec(field, f"has more than {limits.members} files")
         path = _path_of(member, field)
-        through = next((p for p in path.parents if p in links), None)
+        through = next((p for p in _parents(path) if p in links), None)
         if through is not None:
             raise InvalidSpec(field, f"unsafe member {member.name!r}: it lies under the "
-                              f"symbolic link {str(through)!r}")
+                              f"symbolic link {through!r}")
         if member.issym():
             _check_link(member, path, field)
             links.add(path)
@@ -66,27 +68,34 @@ def check_members(members: Iterable[tarfile.TarInfo], field: str,
     return ArchiveSummary(count, unpacked)
 
 
-def _path_of(member: tarfile.TarInfo, field: str) -> PurePosixPath:
+def _parents(path: str) -> list[str]:
+    """``a/b/c`` -> ``a/b``, ``a``."""
+    parts = path.split("/")
+    return ["/".join(parts[:n]) for n in range(len(parts) - 1, 0, -1)]
+
+
+def _path_of(member: tarfile.TarInfo, field: str) -> str:
     if not (member.isfile() or member.isdir() or member.issym()):
         raise InvalidSpec(field, f"unsafe member {member.name!r}: not a file, directory or "
                           "symbolic link")
-    path = PurePosixPath(member.name)
-    if not member.name or path.is_absolute() or ".." in path.parts:
+    path = "/".join(p for p in member.name.split("/") if p not in ("", "."))
+    if not member.name or member.name.startswith("/") or ".." in path.split("/"):
         raise InvalidSpec(field, f"unsafe member {member.name!r}: outside the directory "
                           "(absolute or with '..')")
     return path
 
 
-def _check_link(member: tarfile.TarInfo, path: PurePosixPath, field: str) -> None:
-    target = PurePosixPath(member.linkname)
-    if not member.linkname or target.is_absolute() or _escapes(path.parent / target):
+def _check_link(member: tarfile.TarInfo, path: str, field: str) -> None:
+    target = member.linkname
+    if not target or target.startswith("/") or _escapes(posixpath.join(
+            posixpath.dirname(path), target)):
         raise InvalidSpec(field, f"unsafe link {member.name!r} -> {member.linkname!r}: points "
                           "outside the directory")
 
 
-def _escapes(path: PurePosixPath) -> bool:
+def _escapes(path: str) -> bool:
     depth = 0
-    for part in path.parts:
+    for part in (p for p in path.split("/") if p):
         depth += -1 if part == ".." else (0 if part == "." else 1)
         if depth < 0:
             return True
