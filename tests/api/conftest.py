@@ -34,7 +34,8 @@ def make_api(tmp_path: Path):
     wakes: list[int] = []
     backend = LocalBackend(tmp_path / "data", node=store.list_nodes()[0][0])
     app = create_app(store, data_dir=tmp_path / "data", on_change=lambda: wakes.append(1),
-                     max_upload_bytes=64 * 1024, log_poll_s=0.01, read_log=log_reader(backend))
+                     max_upload_bytes=64 * 1024,
+                     max_unpacked_bytes=1024 * 1024, log_poll_s=0.01, read_log=log_reader(backend))
     client = TestClient(app, raise_server_exceptions=False)
     return Api(store, client, {u: {"Authorization": f"Bearer {t}"} for u, t in tokens.items()},
                tmp_path / "data", wakes)

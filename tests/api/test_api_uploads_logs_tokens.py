@@ -46,6 +46,7 @@ def test_an_upload_is_kept_and_only_its_uploader_may_use_it(api):
     assert response.status_code == 201, response.text
     body = response.json()
     assert (body["size"], body["files"]) == (len(data), 3)
+    assert body["unpacked"] == len(b"print('hi')\n")
     assert (api.data_dir / "uploads" / f"{body['id']}.tar.gz").read_bytes() == data
     job = api.post_job(job_file(upload=body["id"])).json()
     assert api.store.get_job(job["id"]).run["upload"] == body["id"]
@@ -60,9 +61,14 @@ def test_an_upload_is_kept_and_only_its_uploader_may_use_it(api):
     (tar_gz([("a/../../escape", b"x", None)]), "outside"),
     (tar_gz([("link", None, "/etc/passwd")]), "points outside"),
     (tar_gz([("d", None, None), ("d/link", None, "../../x")]), "points outside"),
+    (tar_gz([("a", None, None), ("a/b", None, ".."), ("a/b/c", None, "..")]),
+     "it lies under the symbolic link 'a/b'"),
+    (tar_gz([("a", None, "."), ("a/x", b"x", None)]), "it lies under the symbolic link 'a'"),
+    (tar_gz([("zeros", bytes(2 * 1024 * 1024), None)]), "unpacks to more than 1048576 bytes"),
     (b"plain text, not an archive", "not a tar.gz"),
     (b"", "empty"),
-], ids=["absolute", "dotdot", "nested-dotdot", "abs-link", "climbing-link", "not-gzip", "empty"])
+], ids=["absolute", "dotdot", "nested-dotdot", "abs-link", "climbing-link", "link-chain",
+        "under-a-link", "unpacks-too-large", "not-gzip", "empty"])
 def test_unsafe_or_broken_archives_are_refused(api, data, words):
     response = upload(api, data)
     assert response.status_code == 422, response.text

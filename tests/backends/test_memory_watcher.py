@@ -99,3 +99,23 @@ def test_background_watcher_stops_an_adopted_job(data_dir: Path, n1: Node, gpus:
         watcher.stop()
     assert replica.reason == "gpu-memory-exceeded: used 30000 MiB > limit 20480 MiB on GPU 0"
     assert watcher.last_error is None
+
+
+def test_a_watcher_that_cannot_check_says_so_in_the_log(data_dir, n1, gpus, caplog):
+    lib = initialised(gpus)
+    backend = LocalBackend(data_dir, node=n1, nvml=Nvml(lib))
+    watcher = MemoryWatcher(backend, Nvml(lib), period_s=0.02)
+    lib.nvmlShutdown()  # NVML stops answering: nothing can be enforced
+    with caplog.at_level("WARNING", logger="rota.backends.watcher"):
+        watcher.start()
+        try:
+            wait_for(lambda: not watcher.enforcing, "the watcher to notice")
+            wait_for(lambda: any("not enforced" in r.message for r in caplog.records),
+                     "the error to be logged")
+            lib.nvmlInit()
+            wait_for(lambda: watcher.enforcing, "enforcement to resume")
+        finally:
+            watcher.stop()
+    messages = [r.message for r in caplog.records]
+    assert sum("not enforced" in m for m in messages) == 1  # once, not every period
+    assert any("enforced again" in m for m in messages)

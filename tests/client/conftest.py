@@ -43,9 +43,10 @@ class Server:
         return env
 
     def rota(self, *args: str | Path, user: str = "alice", env: dict[str, str] | None = None,
-             cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+             cwd: Path | None = None, timeout: float = 60,
+             input: str | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([*rota_command(), *map(str, args)], capture_output=True, text=True,
-                              timeout=timeout, cwd=cwd or ROOT,
+                              timeout=timeout, cwd=cwd or ROOT, input=input,
                               env=env if env is not None else self.env(user))
 
 

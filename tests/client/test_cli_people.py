@@ -54,3 +54,28 @@ def test_operator_cordons_and_uncordons_a_node(server):
     assert server.store.snapshot(0.0).nodes[0].schedulable
     missing = server.rota("node", "cordon", "nope", user="root")
     assert missing.returncode == 1 and "nope" in missing.stderr
+
+
+def test_an_operator_takes_access_away_and_is_asked_about_pending_jobs(server):
+    import httpx
+    assert server.rota("user", "add", "erin", "--project", "vision", user="root").returncode == 0
+    token = server.store.issue_token("erin", "laptop").token
+    erin = {"Authorization": f"Bearer {token}"}
+    job = httpx.post(f"{server.url}/v1/jobs", headers=erin, json={
+        "name": "erins", "project": "vision", "queue": "default", "entrypoint": "true"})
+    assert job.status_code == 201, job.text
+    left = server.rota("user", "leave", "erin", "vision", user="root", input="cancel\n")
+    assert left.returncode == 0, left.stderr
+    assert "Cancel erin's pending jobs in vision, or keep them" in left.stdout
+    assert "no longer a member of vision; 1 pending job cancelled" in left.stdout
+    assert server.store.get_job(job.json()["id"]).state.value == "cancelled"
+    wrong = server.rota("user", "leave", "erin", "vision", "--jobs", "maybe", user="root")
+    assert wrong.returncode == 2 and "--jobs: must be cancel or keep" in wrong.stderr
+    assert httpx.get(f"{server.url}/v1/whoami", headers=erin).status_code == 200
+    assert server.rota("user", "disable", "erin", user="root").returncode == 0
+    assert httpx.get(f"{server.url}/v1/whoami", headers=erin).status_code == 401
+    assert server.rota("user", "enable", "erin", user="root").returncode == 0
+    assert httpx.get(f"{server.url}/v1/whoami", headers=erin).status_code == 200
+    revoked = server.rota("user", "revoke-tokens", "erin", user="root")
+    assert revoked.returncode == 0 and "Revoked 1 token of erin" in revoked.stdout
+    assert httpx.get(f"{server.url}/v1/whoami", headers=erin).status_code == 401

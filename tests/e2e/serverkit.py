@@ -21,8 +21,10 @@ START_TIMEOUT_S = 60.0  # a loaded 2-core machine imports FastAPI slowly; never 
 
 
 class RotaServer:
-    def __init__(self, root: Path, gpus: str = "4xH100-80GB") -> None:
-        self.root = root
+    def __init__(self, root: Path, gpus: str = "4xH100-80GB", extra: tuple[str, ...] = (),
+                 verify: str | bool = True) -> None:
+        """``extra``: more options of ``rota up``; ``verify``: a CA file for its HTTPS."""
+        self.root, self.extra, self.verify = root, extra, verify
         self.data_dir = root / "data"
         self.gpus = gpus
         self.env = {k: v for k, v in os.environ.items() if k not in ("ROTA_URL", "ROTA_TOKEN")}
@@ -37,7 +39,7 @@ class RotaServer:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "rota.cli.main", "up", "--port", "0", "--data-dir",
-                 str(self.data_dir), "--gpus", self.gpus, "--interval", "0.5"],
+                 str(self.data_dir), "--gpus", self.gpus, "--interval", "0.5", *self.extra],
                 env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True)
         self._wait_ready()
@@ -50,7 +52,7 @@ class RotaServer:
                 raise AssertionError(f"rota up exited with {self.proc.returncode}:\n{self.output()}")
             try:
                 creds = json.loads(self.credentials.read_text())
-                reply = httpx.get(f"{creds['url']}/v1/whoami", timeout=5,
+                reply = httpx.get(f"{creds['url']}/v1/whoami", timeout=5, verify=self.verify,
                                   headers={"Authorization": f"Bearer {creds['token']}"})
                 if reply.status_code == 200:
                     self.url, self.token = creds["url"], creds["token"]
@@ -64,7 +66,7 @@ class RotaServer:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def client(self, token: str | None = None) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=30,
+        return httpx.Client(base_url=self.url, timeout=30, verify=self.verify,
                             headers={"Authorization": f"Bearer {token or self.token}"})
 
     def kill9(self) -> None:

@@ -169,3 +169,26 @@ def test_decisions_do_not_depend_on_the_hash_seed():
         outs.append(subprocess.run([sys.executable, "-c", script], env=env, check=True,
                                    capture_output=True, text=True).stdout)
     assert outs[0] == outs[1] and len(outs[0]) > 100
+
+
+PLACEMENTS = ["binpack", "spread", "topology", "random", "dotprod", "bestfit", "gpupacking",
+              "gpuclustering", "fgd", "capgd"]
+ORDERS = ["fifo", "besteffort-fifo", "lifo", "priority", "drf", "fairshare", "shortest-first",
+          "fair-shortest-first", "las"]
+
+
+KEEPS_STATE = pytest.mark.xfail(strict=True, reason=(
+    "keeps what it saw in one cycle for the next (capgd's learned arrival mix, fgd's "
+    "per-state caches): the same snapshot can be decided differently; not fixed yet"))
+
+
+@pytest.mark.parametrize("spec", [
+    pytest.param({"preset": "default", "placement": p}, id=p,
+                 marks=[KEEPS_STATE] if p in ("fgd", "capgd") else [])
+    for p in PLACEMENTS] + [
+    pytest.param({"preset": "default", "order": o}, id=o) for o in ORDERS])
+def test_every_plugin_decides_the_same_snapshot_the_same_way(spec):
+    """Each cycle is run twice with the same policy object (``simulate`` checks it), so state
+    a plugin keeps between cycles (a random generator, a learned mix) shows here."""
+    for seed in (1, 2, 3):
+        simulate(seed, spec, steps=6)

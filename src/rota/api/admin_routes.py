@@ -4,7 +4,9 @@ Registered by ``create_app`` with its ``principal`` and ``operator`` dependencie
 reads queues and nodes; only an operator changes them (403 ``forbidden`` otherwise):
 
 - ``PUT /v1/queues``: create or replace flavours and queues written as in a cluster file, each
-  queue with its optional ``projects`` binding; all are validated before any is written.
+  queue with its optional ``projects`` binding, and the defaults of the control plane (idle
+  reclamation, ``fair_use`` caps); all are validated before any is written.
+- ``GET /v1/fair-use``: the caps per user and per project in force (everyone may read them).
 - ``DELETE /v1/queues/{name}``, ``DELETE /v1/projects/{name}``: refused with 409 while jobs
   hold them (``queue_in_use``, ``project_in_use``, ``project_has_jobs``; see
   ``rota.store.admin``), 404 ``not_found`` for an unknown name.
@@ -16,12 +18,14 @@ The control loop is woken (``changed``) after every change the next cycle must s
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any, Callable
 
 from fastapi import Body, Depends, FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
-from rota.api.views import nodes_view, queues_view
+from rota.api.views import nodes_view
+from rota.control.queueview import queues_view
 from rota.core import InvalidSpec
 from rota.spec import build_queues
 from rota.store import NotFound, Principal, Store
@@ -58,8 +62,17 @@ def add_admin_routes(app: FastAPI, store: Store, clock: Callable[[], float],
             store.put_queue(queue, applied.bindings[name])
         for scope, policy in applied.idle.items():
             store.put_idle(scope, policy)
+        if applied.fair_use_given:
+            store.put_fair_use(applied.fair_use)
         changed()
         return {"flavors": sorted(applied.flavors), "queues": sorted(applied.queues)}
+
+    @app.get("/v1/fair-use")
+    def fair_use(_: Principal = Depends(principal)) -> dict[str, Any]:
+        """The caps in force per user and per project (``null``: none); ``storage`` in
+        bytes."""
+        caps = store.fair_use()
+        return {"user": asdict(caps.user), "project": asdict(caps.project)}
 
     @app.delete("/v1/queues/{name}")
     def delete_queue(name: str, _: Principal = Depends(operator)) -> dict[str, Any]:

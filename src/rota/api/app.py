@@ -20,16 +20,25 @@ from pydantic import BaseModel, ConfigDict
 
 from rota.api import errors
 from rota.api.errors import Forbidden
+from rota.api.access_routes import add_access_routes
 from rota.api.admin_routes import add_admin_routes
+from rota.api.bodylimit import MAX_BODY_BYTES, BodyLimit
 from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader
 from rota.api.feasible import Screen
 from rota.api.models import attempt_view, event_view, job_view
+from rota.api.fairuse import SubmitRate, fingerprint
+from rota.api.storage import check_storage
 from rota.api.submit import array_tasks, parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
 from rota.core import InvalidSpec, JobState
-from rota.store import JobFilter, NotFound, Principal, Role, Store, Unauthenticated
+from rota.core.archive import MAX_UNPACKED_BYTES
+from rota.store import (
+    JobFilter, JobRecord, NotFound, Principal, Role, Store, Submission, Unauthenticated,
+)
 from rota.store.jobs import ascii_digits
+from rota.store.records import Replayed, SubmitOptions
+from rota.store.submit import check_key
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +80,14 @@ class TokenBody(BaseModel):
 
 def create_app(store: Store, clock: Callable[[], float] | None = None,
                data_dir: str | Path | None = None, on_change: Callable[[], None] | None = None,
-               max_upload_bytes: int = DEFAULT_MAX_BYTES, log_poll_s: float = 0.25,
+               max_upload_bytes: int = DEFAULT_MAX_BYTES,
+               max_unpacked_bytes: int = MAX_UNPACKED_BYTES, log_poll_s: float = 0.25,
                read_log: LogReader = no_reader,
                workdir_refusal: Callable[[str, str], str | None] | None = None,
                on_touch: Callable[[str], None] = lambda job_id: None) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
-    submitted or cancelled, to wake the control loop; ``read_log`` reads jobs' logs from the
+    submitted or cancelled, to wake the control loop; an upload is refused past
+    ``max_upload_bytes`` as sent and ``max_unpacked_bytes`` unpacked; ``read_log`` reads jobs' logs from the
     backend that runs them (``rota.api.logs``); ``workdir_refusal(user, path)`` says why a job
     of ``user`` may not run in directory ``path`` of the server (None: it may), so that a
     submit naming a directory its owner cannot use is refused at once; ``on_touch(job_id)``
@@ -85,7 +96,10 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     clock = clock or store.clock
     app = FastAPI(title="rota", version="0.1.0")
     errors.install(app)
-    uploads = Uploads(data_dir, max_upload_bytes)
+    uploads = Uploads(data_dir, max_upload_bytes, max_unpacked_bytes)
+    rate = SubmitRate()
+    app.add_middleware(BodyLimit, limit_of=lambda method, path: (
+        max_upload_bytes if (method, path) == ("POST", "/v1/uploads") else MAX_BODY_BYTES))
 
     def changed() -> None:
         if on_change is not None:
@@ -197,11 +211,29 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             return found is not None and (who.operator or found.user == who.user)
         return usable
 
+    def storage_left(sub: Submission, copies: int, cap: int | None) -> None:
+        """The project's storage quota, for a job that names an upload (``rota.api.storage``)."""
+        found = uploads.get(sub.run.get("upload") or "")
+        if found is not None and uploads.root is not None:
+            check_storage(uploads.root.parent, sub.project, store.job_ids(sub.project),
+                          found.unpacked * copies, cap)
+
     @app.post("/v1/jobs", status_code=201)
-    async def submit(body: Any = Body(...), who: Principal = Depends(principal)) -> Response:
+    async def submit(body: Any = Body(...), who: Principal = Depends(principal),
+                     idempotency_key: str | None = Header(None)) -> Response:
         """A job file as JSON (see ``rota.api.submit``). Runs on the event loop: validation is
         pure, and the insert is awaited (group commit, ``rota.store.group``) without holding a
-        worker thread; the answer comes once the job is committed."""
+        worker thread; the answer comes once the job is committed. With ``Idempotency-Key``,
+        the same key and body again within a day answer the job the first made (200), never
+        a second one. A member is held to the fair-use caps (``rota.api.fairuse``): 429, and
+        to its project's storage quota (``rota.api.storage``): 507."""
+        options = SubmitOptions(member=not who.operator, capped=not who.operator,
+                                key=idempotency_key, fingerprint=fingerprint(body))
+        if idempotency_key is not None:
+            check_key(idempotency_key)
+            found = await run_in_threadpool(store.replay, who.user, options)
+            if found is not None:
+                return _created(found, replayed=True)
         sub = parse_body(body, who.user, upload_usable(who))
         if not who.may_see(sub.project):
             raise InvalidSpec("project", f"{who.user} is not a member of project {sub.project!r}")
@@ -212,17 +244,17 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             if refusal is not None:
                 raise InvalidSpec("run.workdir" if "run" in body else "workdir", refusal)
         tasks = array_tasks(body, sub)
+        if not who.operator:
+            caps = await run_in_threadpool(store.fair_use)
+            rate.take(who.user, sub.project, caps)
+            await run_in_threadpool(storage_left, sub, max(1, len(tasks)), caps.project.storage)
         if tasks:
-            recs = await run_in_threadpool(store.submit_array, tasks, not who.operator)
-            changed()
-            view = {**job_view(recs[0]), "array": {"id": recs[0].array_id, "tasks": len(recs),
-                                                   "limit": tasks[0].array_limit}}
-            return Response(json.dumps(view, allow_nan=False), 201, media_type="application/json")
-        # membership is checked again in the insert's transaction: the principal may be cached
-        rec = await asyncio.wrap_future(store.submit_future(sub, member=not who.operator))
+            made = await run_in_threadpool(store.submit_array, tasks, options=options)
+        else:  # membership is checked again in the insert's transaction: the principal may
+            # be cached
+            made = await asyncio.wrap_future(store.submit_future(sub, options=options))
         changed()
-        return Response(json.dumps(job_view(rec), allow_nan=False), 201,
-                        media_type="application/json")
+        return _created(made)
 
     @app.get("/v1/jobs")
     def list_jobs(project: list[str] | None = Query(None), state: list[str] | None = Query(None),
@@ -289,8 +321,27 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         return [event_view(e) for e in store.events(job_id, after, limit)]
 
     add_admin_routes(app, store, clock, principal, operator, changed)
+    add_access_routes(app, store, operator, changed)
     add_io_routes(app, store, principal, visible_job, uploads, read_log, log_poll_s)
     return app
+
+
+def _created(made: JobRecord | Replayed | list[JobRecord], replayed: bool = False) -> Response:
+    """The answer to a submit: the job (an array: its first task, and the array), 201 when
+    it was made now, 200 when an idempotency key named it (``Idempotent-Replayed: true``)."""
+    tasks = None
+    if isinstance(made, Replayed):
+        first, tasks, replayed = made.record, made.tasks, True
+    elif isinstance(made, list):
+        first, tasks = made[0], len(made)
+    else:
+        first = made
+    view = job_view(first)
+    if tasks is not None:
+        view["array"] = {"id": first.array_id, "tasks": tasks, "limit": first.array_limit}
+    return Response(json.dumps(view, allow_nan=False), 200 if replayed else 201,
+                    headers={"Idempotent-Replayed": "true"} if replayed else None,
+                    media_type="application/json")
 
 
 JOB_ROUTES = (("GET", "/v1/whoami"), ("GET", "/v1/jobs/{job}"),

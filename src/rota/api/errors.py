@@ -2,11 +2,14 @@
 
 Every error body is ``{"error": {"code": ..., "message": ..., "field": ...}}``; ``code`` is the
 stable code of the ``RotaError`` (or ``invalid_spec`` for a body that fails validation), and
-``field`` the dotted path of the offending input, or null. A bug is still a 500, but with the
-same body shape and no internals in the message.
+``field`` the dotted path of the offending input, or null. A 401 says ``WWW-Authenticate``, a
+429 (a fair-use cap) ``Retry-After`` in whole seconds. A bug is still a 500, but with the same
+body shape and no internals in the message.
 """
 
 from __future__ import annotations
+
+import math
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -15,11 +18,12 @@ from starlette.exceptions import HTTPException
 
 from rota.core import IllegalTransition, InvalidSpec, RotaError
 from rota.store import AlreadyExists, Conflict, NotFound, StoreClosed, Unauthenticated
-from rota.store.errors import InUse
+from rota.store.errors import InUse, KeyReused, TooMany
 
 STATUS: dict[type[RotaError], int] = {
     InvalidSpec: 422, NotFound: 404, AlreadyExists: 409, Conflict: 409, InUse: 409,
-    IllegalTransition: 409, Unauthenticated: 401, StoreClosed: 503,
+    IllegalTransition: 409, Unauthenticated: 401, StoreClosed: 503, TooMany: 429,
+    KeyReused: 409,
 }
 
 
@@ -32,8 +36,9 @@ STATUS[Forbidden] = 403
 
 def _register_route_errors() -> None:
     from rota.api.logs import NoLogs
+    from rota.api.storage import StorageFull
     from rota.api.uploads import NoDataDir, TooLarge
-    STATUS.update({NoLogs: 409, TooLarge: 413, NoDataDir: 503})
+    STATUS.update({NoLogs: 409, TooLarge: 413, NoDataDir: 503, StorageFull: 507})
 
 
 _register_route_errors()
@@ -53,7 +58,11 @@ def status_of(exc: RotaError) -> int:
 def install(app: FastAPI) -> None:
     @app.exception_handler(RotaError)
     async def _rota(_: Request, exc: RotaError) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthenticated) else None
+        headers = None
+        if isinstance(exc, Unauthenticated):
+            headers = {"WWW-Authenticate": "Bearer"}
+        elif isinstance(exc, TooMany):
+            headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
         return JSONResponse(body(exc.code, exc.message, getattr(exc, "field", None)),
                             status_of(exc), headers=headers)
 

@@ -14,7 +14,7 @@ from fastapi.responses import StreamingResponse
 
 from rota.api.errors import Forbidden
 from rota.api.logs import LogReader, check_request, log_chunks
-from rota.api.uploads import TooLarge, Uploads
+from rota.api.uploads import Uploads
 from rota.store import JobRecord, NotFound, Principal, Store, TokenInfo
 
 MAX_KEY = 2 ** 62
@@ -36,13 +36,11 @@ def add_io_routes(app: FastAPI, store: Store, principal: Callable[..., Principal
 
     @app.post("/v1/uploads", status_code=201)
     async def upload(request: Request, who: Principal = Depends(principal)) -> dict[str, Any]:
-        """A working directory as a tar.gz body (see ``rota.api.uploads``)."""
-        length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > uploads.max_bytes:
-            raise TooLarge(f"the upload ({length} bytes) is over the server's limit of "
-                           f"{uploads.max_bytes} bytes")
+        """A working directory as a tar.gz body (see ``rota.api.uploads``); a body over the
+        server's limit is refused before it is read (``rota.api.bodylimit``)."""
         rec = await uploads.receive(request.stream(), who.user)
-        return {"id": rec.id, "size": rec.size, "sha256": rec.sha256, "files": rec.members}
+        return {"id": rec.id, "size": rec.size, "sha256": rec.sha256, "files": rec.members,
+                "unpacked": rec.unpacked}
 
     @app.get("/v1/tokens")
     def list_tokens(user: str | None = None,

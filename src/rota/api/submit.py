@@ -12,7 +12,9 @@ keys, each error naming its dotted field such as ``resources.gpu``). Over HTTP:
 - ``start_at``, ``depends`` (``after_ok``, ``after_any``, ``after_failed``: job ids it waits
   for) and ``array`` (``0-99%10``: one task per index, at most 10 at once) are kept for the
   control plane (``rota.control.eligibility``);
-- amounts above ``LIMITS`` are refused, so no request is too large to store.
+- amounts above ``LIMITS`` are refused, so no request is too large to store, and so are an
+  environment, selector, labels, GPU model patterns, walltime or grace period over the limits
+  of ``rota.spec.limits``, and a checkpoint signal a job cannot catch.
 
 A body carrying the core-level keys (``cpu``, ``memory``, ``gpu``, ... at the top level; see
 ``rota.api.models.JobBody``) is the compact core-level form and keeps working; its ``run``, if
@@ -40,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rota.api.models import JobBody
 from rota.core import MILLI, InvalidSpec, Job, ReplicaRequest
-from rota.spec import JobSpec, to_job
+from rota.spec import JobSpec, limits, to_job
 from rota.spec.errors import from_validation
 from rota.spec.types import Name, parse_array
 from rota.store import Submission
@@ -182,6 +184,11 @@ def check_run(run: Mapping[str, Any], upload_exists: Callable[[str], bool],
     if sum(len(a) for a in model.command) > MAX_TEXT or not model.command[0]:
         raise InvalidSpec(where("command"), "must be a non-empty program and arguments under "
                           f"{MAX_TEXT} characters in all")
+    limits.check_env(model.env, where("env"))
+    try:
+        limits.catchable_signal(model.checkpoint.signal)
+    except InvalidSpec as exc:
+        raise InvalidSpec(where("checkpoint.signal"), exc.reason) from None
     texts = [(f"command[{k}]", a) for k, a in enumerate(model.command)]
     texts += [(f"env.{k}", v) for k, v in model.env.items()]
     for field, text in texts:
@@ -207,6 +214,11 @@ def _core_form(data: dict[str, Any], user: str,
     if body.run:
         sub = replace(sub, run=check_run(body.run, upload_exists, "run"))
     check_limits(sub.request, "")
+    limits.check_patterns(sub.request.gpu.models, "gpu_model")
+    limits.check_labels(sub.selector, "selector")
+    limits.check_labels(sub.labels, "labels")
+    limits.check_duration(sub.walltime_s, "walltime", limits.MAX_WALLTIME_S)
+    limits.check_duration(sub.grace_s, "grace", limits.MAX_GRACE_S)
     if abs(sub.priority) > MAX_PRIORITY:
         raise InvalidSpec("priority", f"must be between -{MAX_PRIORITY} and {MAX_PRIORITY}")
     if sub.replicas > MAX_REPLICAS:

@@ -6,10 +6,12 @@ size and SHA-256, when); the directory is 0700 and every file 0600, the control 
 and cannot be guessed; only its uploader (or an operator) may submit a job that uses it.
 
 An archive is accepted only when it can be extracted safely, which is checked here before it
-is kept, so the control loop never meets a bad one: every member is a regular file, a directory
-or a symbolic link; no name is absolute or climbs out with ``..``; no link points outside the
-archive; at most ``MAX_MEMBERS`` members. The body is streamed to disk and refused past
-``max_bytes`` (413, code ``too_large``) without being read whole.
+is kept, by the same rule the control plane applies when it unpacks it
+(``rota.core.archive``): regular files, directories and symbolic links only, nothing outside
+the directory (by name, by link, or through a link), at most ``MAX_MEMBERS`` members and at
+most ``max_unpacked_bytes`` unpacked (422 naming ``body``). The body is streamed to disk and
+refused past ``max_bytes`` (413, code ``too_large``) without being read whole. An upload's
+record keeps its unpacked size (``unpacked``), which a project's storage quota counts.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import posixpath
 import secrets
 import tarfile
 import time
@@ -26,14 +27,22 @@ from pathlib import Path
 from typing import AsyncIterator
 
 from rota.core import InvalidSpec, RotaError
+from rota.core.archive import (
+    MAX_MEMBERS, MAX_UNPACKED_BYTES, ArchiveLimits, ArchiveSummary, check_members,
+)
 
-MAX_MEMBERS = 100_000
 DEFAULT_MAX_BYTES = 1024 ** 3
 CHUNK = 1024 * 1024
 
 
 class TooLarge(RotaError):
+    """A request body (or what it unpacks to) is over a limit; ``field`` names it."""
+
     code = "too_large"
+
+    def __init__(self, message: str, field: str = "body") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class NoDataDir(RotaError):
@@ -48,14 +57,17 @@ class Upload:
     sha256: str
     created_at: float
     members: int
+    unpacked: int = 0  # bytes of its regular files (0: recorded before it was kept)
 
 
 class Uploads:
     """The uploads directory of one server. ``root`` is None when the server has no data dir."""
 
-    def __init__(self, data_dir: Path | str | None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(self, data_dir: Path | str | None, max_bytes: int = DEFAULT_MAX_BYTES,
+                 max_unpacked_bytes: int = MAX_UNPACKED_BYTES) -> None:
         self.root = None if data_dir is None else Path(data_dir) / "uploads"
         self.max_bytes = max_bytes
+        self.limits = ArchiveLimits(MAX_MEMBERS, max_unpacked_bytes)
 
     def _dir(self) -> Path:
         if self.root is None:
@@ -88,11 +100,12 @@ class Uploads:
                     out.write(chunk)
             if size == 0:
                 raise InvalidSpec("body", "is empty; send a tar.gz archive of the directory")
-            members = check_archive(partial)
+            summary = check_archive(partial, self.limits)
             os.replace(partial, root / f"{upload_id}.tar.gz")
         finally:
             partial.unlink(missing_ok=True)
-        record = Upload(upload_id, user, size, digest.hexdigest(), time.time(), members)
+        record = Upload(upload_id, user, size, digest.hexdigest(), time.time(),
+                        summary.members, summary.unpacked_bytes)
         meta = root / f"{upload_id}.json"
         with os.fdopen(os.open(meta, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write(json.dumps(asdict(record)))
@@ -108,35 +121,11 @@ class Uploads:
         return Upload(**json.loads(meta.read_text()))
 
 
-def check_archive(path: Path) -> int:
-    """The number of members of a safe tar.gz at ``path``; ``InvalidSpec("body")`` otherwise."""
+def check_archive(path: Path, limits: ArchiveLimits = ArchiveLimits()) -> ArchiveSummary:
+    """The members and unpacked size of a safe tar.gz at ``path``; ``InvalidSpec("body")``
+    otherwise (``rota.core.archive``)."""
     try:
         with tarfile.open(path, mode="r:gz") as tar:
-            count = 0
-            for member in tar:
-                count += 1
-                if count > MAX_MEMBERS:
-                    raise InvalidSpec("body", f"has more than {MAX_MEMBERS} files")
-                _check_member(member)
-            return count
+            return check_members(tar, "body", limits)
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise InvalidSpec("body", f"is not a tar.gz archive ({exc.__class__.__name__})") from None
-
-
-def _check_member(member: tarfile.TarInfo) -> None:
-    name = member.name
-    if not (member.isfile() or member.isdir() or member.issym()):
-        raise InvalidSpec("body", f"member {name!r} is not a file, directory or symbolic link")
-    if not _inside(name):
-        raise InvalidSpec("body", f"member {name!r} is outside the directory (absolute or '..')")
-    if member.issym():
-        target = posixpath.join(posixpath.dirname(name), member.linkname)
-        if member.linkname.startswith("/") or not _inside(target):
-            raise InvalidSpec("body", f"link {name!r} points outside the directory")
-
-
-def _inside(name: str) -> bool:
-    if not name or name.startswith("/"):
-        return False
-    norm = posixpath.normpath(name)
-    return norm != ".." and not norm.startswith("../") and not norm.startswith("/")

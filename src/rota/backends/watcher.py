@@ -7,6 +7,10 @@ stops every replica over its limit on some device: SIGTERM, then SIGKILL after `
 with the reason ``gpu-memory-exceeded: used U MiB > limit L MiB on GPU i`` recorded as how the
 replica ended.
 
+A check that fails (NVML stops answering) leaves shares unenforced until one succeeds again:
+that is logged as an error when it starts (and once it recovers), and ``enforcing`` says it,
+never only kept in a field.
+
 The watcher reacts within its polling period: a process may exceed its share between two checks,
 and memory it allocates faster than that is not prevented (MPS pinned memory limits do that,
 when an MPS daemon runs).
@@ -14,6 +18,7 @@ when an MPS daemon runs).
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +26,8 @@ from pathlib import Path
 from rota.backends.local import LocalBackend, proc
 from rota.backends.nvml import Nvml
 from rota.backends.procs import is_running, read_json, session_of
+
+log = logging.getLogger("rota.backends.watcher")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +53,11 @@ class MemoryWatcher:
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: Exception | None = None  # of the background loop, which keeps going
+
+    @property
+    def enforcing(self) -> bool:
+        """False while the last check failed: shares are not being enforced."""
+        return self.last_error is None
 
     def usage_by_session(self) -> dict[tuple[int, int], int]:
         """(session id, device index) -> MiB used by the processes of that session."""
@@ -98,6 +110,12 @@ class MemoryWatcher:
         while not self._halt.wait(self.period_s):
             try:
                 self.check_once()
-                self.last_error = None
             except Exception as exc:  # an NVML hiccup must not end enforcement
+                if self.last_error is None:
+                    log.error("GPU memory shares are not enforced: the check failed (%r); "
+                              "trying again every %g s", exc, self.period_s)
                 self.last_error = exc
+                continue
+            if self.last_error is not None:
+                log.warning("GPU memory shares are enforced again")
+            self.last_error = None

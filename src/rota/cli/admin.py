@@ -7,6 +7,7 @@ Units shown: GPUs (quota and usage arrive in milli-GPU), CPUs, memory in GiB, us
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from typing import Any, Optional
 
@@ -23,6 +24,10 @@ token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_h
 def login(
     url: str = typer.Option(..., "--url", help="The server, e.g. http://127.0.0.1:8470."),
     token: str = typer.Option(..., "--token", help="An API token (rota token create)."),
+    ca_file: Optional[Path] = typer.Option(
+        None, "--ca-file", metavar="FILE",
+        help="CA certificates (PEM) to verify an https server with, when its certificate is "
+             "not signed by a CA this system trusts."),
 ) -> None:
     """Check a server and token, then remember them for every later command."""
     from rota.client import Client, Credentials, save
@@ -32,9 +37,10 @@ def login(
     except InvalidSpec as exc:
         die(str(exc), EXIT_BAD_INPUT)
     with talking():
-        with Client(Credentials(url, token, "--url")) as client:
+        ca = None if ca_file is None else str(ca_file.expanduser().resolve())
+        with Client(Credentials(url, token, "--url", ca)) as client:
             who = client.whoami()
-    path = save(url, token)
+    path = save(url, token, ca_file=ca)
     projects = ", ".join(who["projects"]) or "none"
     print(f"Logged in to {url} as {who['user']} ({who['role']}; projects: {projects}). "
           f"Saved to {path}.")

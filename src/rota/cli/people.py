@@ -192,6 +192,51 @@ def user_join(name: str = typer.Argument(..., help="User name."),
     print(f"{name} is now a member of {project}.")
 
 
+@user_app.command("leave")
+def user_leave(name: str = typer.Argument(..., help="User name."),
+               project: str = typer.Argument(..., help="Project to remove the user from."),
+               jobs: Optional[str] = typer.Option(
+                   None, "--jobs", help="The user's pending jobs of the project: cancel or "
+                   "keep (asked when not given).")) -> None:
+    """Remove a user from a project: its tokens no longer reach the project's jobs at once;
+    its pending jobs there are cancelled or kept, as you choose."""
+    if jobs is None:
+        jobs = typer.prompt(f"Cancel {name}'s pending jobs in {project}, or keep them to run? "
+                            "(cancel/keep)")
+    if jobs not in ("cancel", "keep"):
+        die(f"--jobs: must be cancel or keep, got {jobs!r}", EXIT_BAD_INPUT)
+    with talking() as client:
+        done = client.remove_member(name, project, cancel_jobs=jobs == "cancel")
+    count = len(done["pending_jobs"])
+    what = "cancelled" if jobs == "cancel" else "kept"
+    print(f"{name} is no longer a member of {project}; {count} pending job"
+          f"{'' if count == 1 else 's'} {what}.")
+
+
+@user_app.command("disable")
+def user_disable(name: str = typer.Argument(..., help="User name.")) -> None:
+    """Refuse every token of a user from now on (rota user enable undoes it)."""
+    with talking() as client:
+        client.set_disabled(name, True)
+    print(f"{name} is disabled: every token of theirs is refused.")
+
+
+@user_app.command("enable")
+def user_enable(name: str = typer.Argument(..., help="User name.")) -> None:
+    """Accept a disabled user's tokens again (those not revoked)."""
+    with talking() as client:
+        client.set_disabled(name, False)
+    print(f"{name} is enabled again.")
+
+
+@user_app.command("revoke-tokens")
+def user_revoke_tokens(name: str = typer.Argument(..., help="User name.")) -> None:
+    """Revoke every token of a user at once."""
+    with talking() as client:
+        done = client.revoke_all_tokens(name)
+    print(f"Revoked {done['revoked']} token{'' if done['revoked'] == 1 else 's'} of {name}.")
+
+
 @user_app.command("list")
 def user_list(as_json: bool = typer.Option(False, "--json")) -> None:
     """Every user, the OS account its jobs run as and its projects (operators only)."""

@@ -35,7 +35,8 @@ def talking() -> Iterator[Client]:
     """A client for the configured server; its errors become one line and an exit status."""
     from rota.client import ApiError, Client, Unreachable  # httpx: only for commands that talk
     try:
-        with Client() as client:
+        with Client(on_retry=lambda message: print(f"note: {message}", file=sys.stderr)) \
+                as client:
             yield client
     except InvalidSpec as exc:
         die(str(exc), EXIT_BAD_INPUT)

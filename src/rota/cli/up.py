@@ -73,6 +73,22 @@ def up(
     slurm_partition: Optional[str] = typer.Option(
         None, "--slurm-partition", metavar="NAME",
         help="Slurm: the partition rota's jobs are submitted to [default: Slurm's]."),
+    tls_cert: Optional[Path] = typer.Option(
+        None, "--tls-cert", metavar="FILE",
+        help="Serve HTTPS with this certificate (PEM; with --tls-key). The CLI on this machine "
+             "is told to trust it; others: rota login --ca-file or ROTA_CA_FILE."),
+    tls_key: Optional[Path] = typer.Option(
+        None, "--tls-key", metavar="FILE", help="The private key of --tls-cert (PEM)."),
+    keep_workdirs: str = typer.Option(
+        "7d", "--keep-workdirs", metavar="DURATION",
+        help="Remove a finished job's working directory this long after it ended."),
+    keep_logs: str = typer.Option(
+        "30d", "--keep-logs", metavar="DURATION",
+        help="Remove a finished job's logs (its whole directory) this long after it ended; at "
+             "least --keep-workdirs."),
+    keep_uploads: str = typer.Option(
+        "7d", "--keep-uploads", metavar="DURATION",
+        help="Remove an upload this long after it was sent, once no job still to run names it."),
     detach: bool = typer.Option(False, "--detach", "-d",
                                 help="Run in the background; return once it answers. "
                                      "Stop it with rota down."),
@@ -88,6 +104,12 @@ def up(
     chosen = resolve_policy(policy, None)
     if gpus and node_file:
         fail("--gpus", InvalidSpec("", "give --gpus or --node-file, not both"))
+    if (tls_cert is None) != (tls_key is None):
+        fail("--tls-key" if tls_key is None else "--tls-cert",
+             InvalidSpec("", "give both --tls-cert and --tls-key to serve HTTPS"))
+    tls = None if tls_cert is None or tls_key is None else (
+        tls_cert.expanduser().resolve(), tls_key.expanduser().resolve())
+    retention = _retention(keep_workdirs, keep_logs, keep_uploads)
     directory = (data_dir or setup.default_data_dir()).expanduser().resolve()
     db = _database_url(db, db_file)
     if detach:
@@ -104,9 +126,10 @@ def up(
     except InvalidSpec as exc:
         fail("--node-file" if node_file else "--gpus", exc)
     try:
-        _serve(directory, db, host, port, inventory, chosen, interval, backend, options)
+        _serve(directory, db, host, port, inventory, chosen, interval, backend, options, tls,
+               retention)
     except InvalidSpec as exc:
-        option = exc.field == "backend" or exc.field.startswith("slurm-")
+        option = exc.field in ("backend", "tls-cert") or exc.field.startswith("slurm-")
         fail(f"--{exc.field.split('.')[0]}" if option else "--db" if db else "--data-dir",
              InvalidSpec("", exc.reason) if option else exc)
 
@@ -130,6 +153,24 @@ def _backend_options(backend: str, gpus: Optional[str], node_file: Optional[Path
                                          "--backend slurm the nodes come from Slurm (name "
                                          "their GPU models with --slurm-gpu-types)"))
     return {"gpu_types": gpu_types or "", "placement": placement, "partition": partition or ""}
+
+
+def _retention(workdirs: str, logs: str, uploads: str):
+    """The ``--keep-*`` options as a ``Retention``, each error naming its option."""
+    from rota.cli.main import fail
+    from rota.core import parse_duration_s
+    from rota.server.retention import Retention
+    seconds = {}
+    for option, text in (("keep-workdirs", workdirs), ("keep-logs", logs),
+                         ("keep-uploads", uploads)):
+        try:
+            seconds[option] = parse_duration_s(text, option)
+        except InvalidSpec as exc:
+            fail(f"--{option}", InvalidSpec("", exc.reason))
+    try:
+        return Retention(seconds["keep-workdirs"], seconds["keep-logs"], seconds["keep-uploads"])
+    except InvalidSpec as exc:
+        fail(f"--{exc.field}", InvalidSpec("", exc.reason))
 
 
 def _database_url(db: Optional[str], db_file: Optional[Path]) -> Optional[str]:
@@ -165,15 +206,15 @@ def _has_password(url: str) -> bool:
 
 
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
-           interval: float, backend: str, options: dict[str, str]) -> None:
+           interval: float, backend: str, options: dict[str, str],
+           tls: tuple[Path, Path] | None = None, retention=None) -> None:
     from rota.control import DataDirBusy
     from rota.control.lease import held_message
-    from rota.server import ServerConfig, open_control_plane
+    from rota.server import LeaseHeld, ServerConfig, open_control_plane
     from rota.server.compose import BindError
-    from rota.store.lease import LeaseHeld
 
     config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend,
-                          options)
+                          options, tls, *(() if retention is None else (retention,)))
     try:
         plane = open_control_plane(config)
     except DataDirBusy as exc:
@@ -209,6 +250,7 @@ def _announce(plane) -> None:
     """What started, where, and what to do next. Never the token itself: this goes to a
     terminal or to the log of rota up -d, and the token is in the credentials file (0600)."""
     from rota.control import setup
+    from rota.server.retention import disk_use
 
     config, store, inventory = plane.config, plane.store, plane.config.inventory
     where = (store.display_url if not store.url.startswith("sqlite")
@@ -221,6 +263,10 @@ def _announce(plane) -> None:
     lines += (describe() if describe is not None else
               [f"  this machine: {inventory.node.name}, {inventory.source}"])
     lines += [f"  policy: {config.policy.name}", f"  jobs: {mode}"]
+    lines.append(f"  data directory: {config.data_dir}, {_size(disk_use(config.data_dir))} used; "
+                 f"finished jobs' working directories kept "
+                 f"{_days(config.retention.workdirs_s)}, logs {_days(config.retention.logs_s)}, "
+                 f"unused uploads {_days(config.retention.uploads_s)}")
     closed = setup.closed_parents(config.data_dir) if accounts.multi_user else []
     if closed:
         lines.append(f"  warning: {closed[0]} is closed to other accounts (mode "
@@ -257,3 +303,15 @@ def down(
 def register(app: typer.Typer) -> None:
     app.command("up", help=UP_HELP)(up)
     app.command("down")(down)
+
+
+def _size(count: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:g} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
+def _days(seconds: float) -> str:
+    return f"{seconds / 86400:g} days" if seconds >= 86400 else f"{seconds:g} s"

@@ -4,7 +4,7 @@ The CLI never touches the store: every command goes through ``Client`` to the AP
 """
 
 from rota.client.credentials import Credentials, credentials_path, discover, save
-from rota.client.http import ApiError, Client, Unreachable
+from rota.client.http import ApiError, Client, ConnectionLost, Unreachable
 
-__all__ = ["ApiError", "Client", "Credentials", "Unreachable", "credentials_path", "discover",
-           "save"]
+__all__ = ["ApiError", "Client", "ConnectionLost", "Credentials", "Unreachable",
+           "credentials_path", "discover", "save"]

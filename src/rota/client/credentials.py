@@ -3,7 +3,9 @@
 Order, first wins per value: ``ROTA_URL`` / ``ROTA_TOKEN`` in the environment, then the
 credentials file ``$XDG_CONFIG_HOME/rota/credentials.json`` (``~/.config/rota/...`` without
 ``XDG_CONFIG_HOME``), written by ``rota up`` and ``rota login``, then the default URL
-``http://127.0.0.1:8470`` (and no token). The file is ``{"url": ..., "token": ...}``, mode 0600.
+``http://127.0.0.1:8470`` (and no token). The file is ``{"url": ..., "token": ...}``, mode 0600,
+with ``"ca_file"`` when the server's HTTPS certificate is checked against a CA file of its own
+(``ROTA_CA_FILE`` first; without one, the system's CAs).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class Credentials:
     url: str
     token: str | None
     source: str  # where the URL came from: "ROTA_URL", the file's path, or "default"
+    ca_file: str | None = None  # CA certificates to verify an https URL with; None: system's
 
 
 def credentials_path(env: Mapping[str, str] | None = None) -> Path:
@@ -54,7 +57,8 @@ def read_file(path: Path) -> dict[str, str]:
                           " write it again with rota login --url URL --token TOKEN") from None
     if not isinstance(data, dict):
         raise InvalidSpec(str(path), "expected {\"url\": ..., \"token\": ...}")
-    return {k: v for k, v in data.items() if k in ("url", "token") and isinstance(v, str)}
+    return {k: v for k, v in data.items() if k in ("url", "token", "ca_file")
+            and isinstance(v, str)}
 
 
 def discover(env: Mapping[str, str] | None = None) -> Credentials:
@@ -68,17 +72,19 @@ def discover(env: Mapping[str, str] | None = None) -> Credentials:
     else:
         url, source = DEFAULT_URL, "default"
     token = env.get("ROTA_TOKEN") or stored.get("token")
-    return Credentials(url, token, source)
+    return Credentials(url, token, source, env.get("ROTA_CA_FILE") or stored.get("ca_file"))
 
 
-def save(url: str, token: str, env: Mapping[str, str] | None = None) -> Path:
+def save(url: str, token: str, env: Mapping[str, str] | None = None,
+         ca_file: str | None = None) -> Path:
     """Write the credentials file (mode 0600, replaced atomically); its path."""
     path = credentials_path(env)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"url": check_url(url), "token": token}, f)
+        json.dump({"url": check_url(url), "token": token}
+                  | ({"ca_file": ca_file} if ca_file else {}), f)
     os.chmod(partial, 0o600)
     os.replace(partial, path)
     return path

@@ -3,21 +3,34 @@
 - ``ApiError``: the server answered with an error body; it carries the server's ``code``,
   ``message`` and ``field`` and the HTTP ``status``.
 - ``Unreachable``: nothing answered at the URL; its message says how to start a server.
+  ``ConnectionLost``: the connection broke before an answer came, so the request may or may
+  not have been done.
 
 A 401 is turned into an ``ApiError`` whose message says how to get a token.
+
+Submits are safe to send again: ``submit`` sends an ``Idempotency-Key`` (a new random one per
+call unless given), and the server answers a key it has seen with the job that key made. So
+``submit`` retries, with the same key, when the connection fails or breaks before an answer
+(``RETRY_DELAYS_S``), and when the server says to come back later (429 or 503 with
+``Retry-After``, at most ``MAX_RETRY_AFTER_S``); each retry is told to ``on_retry``.
 """
 
 from __future__ import annotations
 
+import ssl
+import time
+import uuid
 from typing import Any, BinaryIO, Callable, Iterator
 from urllib.parse import quote
 
 import httpx
 
 from rota.client.credentials import Credentials, discover
-from rota.core import RotaError
+from rota.core import InvalidSpec, RotaError
 
 UPLOAD_CHUNK = 256 * 1024
+RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0)  # between the tries of a submit
+MAX_RETRY_AFTER_S = 60.0  # a longer wait asked by the server is an error, not a retry
 
 
 class ApiError(RotaError):
@@ -37,15 +50,31 @@ class Unreachable(RotaError):
         self.url = url
 
 
+class ConnectionLost(Unreachable):
+    code = "connection_lost"
+
+    def __init__(self, url: str, what: str) -> None:
+        RotaError.__init__(self, f"the connection to {url} broke before the server answered "
+                           f"({what}); the request may or may not have been done")
+        self.url = url
+
+
 class Client:
-    def __init__(self, credentials: Credentials | None = None, timeout_s: float = 30.0) -> None:
+    """``on_retry(message)`` is told of each retry of a submit (default: nothing);
+    ``sleep`` waits between tries."""
+
+    def __init__(self, credentials: Credentials | None = None, timeout_s: float = 30.0,
+                 on_retry: Callable[[str], None] = lambda message: None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.on_retry, self._sleep = on_retry, sleep
         self.credentials = credentials or discover()
         headers = {}
         if self.credentials.token:
             headers["Authorization"] = f"Bearer {self.credentials.token}"
         self.url = self.credentials.url
         self._http = httpx.Client(base_url=self.url, headers=headers,
-                                  timeout=httpx.Timeout(timeout_s, connect=5.0))
+                                  timeout=httpx.Timeout(timeout_s, connect=5.0),
+                                  verify=_verify(self.credentials.ca_file))
 
     def close(self) -> None:
         self._http.close()
@@ -58,12 +87,39 @@ class Client:
 
     # plumbing
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except (httpx.ConnectError, httpx.ConnectTimeout):
-            raise Unreachable(self.url) from None
+        response = self._request(method, path, **kwargs)
         _raise_for(response)
         return response
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return self._http.request(method, path, **kwargs)
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            raise Unreachable(self.url) from None
+        except httpx.TransportError as exc:
+            raise ConnectionLost(self.url, exc.__class__.__name__) from None
+
+    def _retried(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """Send a request that is safe to repeat, again after a failed connection or a
+        "come back later" (see the module docstring)."""
+        for delay in (*RETRY_DELAYS_S, None):
+            try:
+                response = self._request(method, path, **kwargs)
+            except Unreachable as exc:
+                if delay is None:
+                    raise
+                self.on_retry(f"{exc.message}; sending it again in {delay:g} s")
+                self._sleep(delay)
+                continue
+            wait = _retry_after(response)
+            if delay is not None and wait is not None and wait <= MAX_RETRY_AFTER_S:
+                self.on_retry(f"the server asks to wait ({_message_of(response)}); sending it "
+                              f"again in {wait:g} s")
+                self._sleep(wait)
+                continue
+            _raise_for(response)
+            return response
+        raise AssertionError("unreachable")
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         return self._send(method, path, **kwargs).json()
@@ -103,6 +159,17 @@ class Client:
     def add_member(self, user: str, project: str) -> dict[str, Any]:
         return self._json("POST", f"/v1/users/{user}/projects", json={"project": project})
 
+    def remove_member(self, user: str, project: str, cancel_jobs: bool) -> dict[str, Any]:
+        return self._json("DELETE", f"/v1/users/{_segment(user)}/projects/{_segment(project)}",
+                          params={"jobs": "cancel" if cancel_jobs else "keep"})
+
+    def set_disabled(self, user: str, disabled: bool) -> dict[str, Any]:
+        verb = "disable" if disabled else "enable"
+        return self._json("POST", f"/v1/users/{_segment(user)}/{verb}")
+
+    def revoke_all_tokens(self, user: str) -> dict[str, Any]:
+        return self._json("DELETE", f"/v1/users/{_segment(user)}/tokens")
+
     def projects(self) -> list[dict[str, Any]]:
         return self._json("GET", "/v1/projects")
 
@@ -134,8 +201,11 @@ class Client:
         return self._json("GET", "/v1/usage")
 
     # jobs
-    def submit(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._json("POST", "/v1/jobs", json=body)
+    def submit(self, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+        """Submit a job (an array) once, however often it must be sent: with ``key`` (a new
+        random one by default) as its ``Idempotency-Key``."""
+        return self._retried("POST", "/v1/jobs", json=body,
+                             headers={"Idempotency-Key": key or uuid.uuid4().hex}).json()
 
     def jobs(self, projects: list[str] | None = None, states: list[str] | None = None,
              limit: int = 1000, queue: str | None = None,
@@ -180,6 +250,8 @@ class Client:
             response = self._http.send(request, stream=True)
         except (httpx.ConnectError, httpx.ConnectTimeout):
             raise Unreachable(self.url) from None
+        except httpx.TransportError as exc:
+            raise ConnectionLost(self.url, exc.__class__.__name__) from None
         try:
             if response.status_code >= 400:
                 response.read()
@@ -208,6 +280,33 @@ def _params(**values: Any) -> dict[str, Any]:
 def _segment(job_id: str) -> str:
     """A job id as one path segment; anything but digits cannot be a job (the server says so)."""
     return quote(str(job_id), safe="")
+
+
+def _verify(ca_file: str | None) -> ssl.SSLContext | bool:
+    """How an https server is checked: against ``ca_file`` when given, else the system's
+    CAs; a CA file that cannot be read is an ``InvalidSpec`` naming ``ca_file``."""
+    if ca_file is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidSpec("ca_file", f"cannot read CA certificates from {ca_file}: "
+                          f"{getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """The seconds a 429 or 503 asks to wait (1 when it does not say); None otherwise."""
+    if response.status_code not in (429, 503):
+        return None
+    text = response.headers.get("Retry-After", "1").strip()
+    return float(text) if text.isascii() and text.isdigit() else 1.0
+
+
+def _message_of(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {response.status_code}"
 
 
 def _raise_for(response: httpx.Response) -> None:

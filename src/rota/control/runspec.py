@@ -17,9 +17,9 @@ upload is extracted once, before the first launch (a later attempt reuses what t
 there). That directory is 0700 and, with everything extracted into it, owned by the job's
 account; so is ``checkpoints`` beside it, the default ``ROTA_CHECKPOINT_DIR`` that every
 attempt of the job shares; ``jobs`` and ``jobs/<job id>`` are 0711, so that its owner can
-reach it and nobody can list what else is there. Extraction refuses absolute member names, ``..`` components,
-links that point outside the directory, and device files; it happens in a temporary directory
-renamed into place, so a crash half-way leaves no half-extracted tree.
+reach it and nobody can list what else is there. Extraction checks the archive again by the
+rule it was accepted with at upload (``rota.core.archive``); it happens in a temporary
+directory renamed into place, so a crash half-way leaves no half-extracted tree.
 
 A malformed ``run`` is an ``InvalidSpec`` naming the field (``run.command[1]``): the job can
 never start as written, so the control loop fails it instead of retrying.
@@ -33,13 +33,14 @@ import shutil
 import signal as signals
 import tarfile
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Mapping
 
 from rota.backends.base import RunAs
 from rota.backends.procs import make_dirs
 from rota.control.accounts import may_enter
 from rota.core import InvalidSpec
+from rota.core.archive import check_members
 
 UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 KNOWN_KEYS = frozenset({"command", "workdir", "env", "upload", "checkpoint", "restart", "idle"})
@@ -241,31 +242,7 @@ def extract_upload(archive: Path, dest: Path) -> None:
     try:
         with tarfile.open(archive, "r:gz") as tar:
             members = tar.getmembers()
-            for member in members:
-                _check_member(member)
+            check_members(members, "run.upload")
             tar.extractall(dest, members=members, filter="data")
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise InvalidSpec("run.upload", f"cannot extract {archive.name}: {exc}") from None
-
-
-def _check_member(member: tarfile.TarInfo) -> None:
-    name = PurePosixPath(member.name)
-    if name.is_absolute() or ".." in name.parts:
-        raise InvalidSpec("run.upload", f"unsafe member {member.name!r}: absolute or with '..'")
-    if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
-        raise InvalidSpec("run.upload", f"unsafe member {member.name!r}: not a file or directory")
-    if member.issym() or member.islnk():
-        target = PurePosixPath(member.linkname)
-        base = name.parent if member.issym() else PurePosixPath()
-        if target.is_absolute() or _escapes(base / target):
-            raise InvalidSpec("run.upload",
-                              f"unsafe link {member.name!r} -> {member.linkname!r}")
-
-
-def _escapes(path: PurePosixPath) -> bool:
-    depth = 0
-    for part in path.parts:
-        depth += -1 if part == ".." else (0 if part == "." else 1)
-        if depth < 0:
-            return True
-    return False

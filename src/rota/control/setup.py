@@ -155,13 +155,14 @@ def read_credentials(path: Path) -> dict[str, object]:
     return data if isinstance(data, dict) else {}
 
 
-def write_credentials(path: Path, url: str, token: str) -> None:
-    """Atomically, mode 0600 from the start (the token never sits in a readable file)."""
+def write_credentials(path: Path, url: str, token: str, ca_file: str | None = None) -> None:
+    """Atomically, mode 0600 from the start (the token never sits in a readable file);
+    ``ca_file``: what the CLI verifies an https ``url`` with."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump({"url": url, "token": token}, f)
+        json.dump({"url": url, "token": token} | ({"ca_file": ca_file} if ca_file else {}), f)
         f.write("\n")
         f.flush()
         os.fsync(f.fileno())

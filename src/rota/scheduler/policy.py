@@ -41,6 +41,9 @@ OPTIONAL = ("preemption", "backfill")
 KEYS = ("preset", "order", "admission", "placement", "preemption", "backfill", "seed")
 
 
+DEFAULT_USAGE_HALF_LIFE_S = 7 * 86400.0
+
+
 @dataclass(frozen=True)
 class Policy:
     order: Any
@@ -50,6 +53,12 @@ class Policy:
     backfill: Any | None
     seed: int = 0
     name: str = "custom"
+
+    @property
+    def usage_half_life_s(self) -> float:
+        """How fast past GPU use is forgotten: the order plugin's ``half_life_s`` (fairshare),
+        else 7 days. The one decay of usage, for the live store and the simulator alike."""
+        return float(getattr(self.order, "half_life_s", DEFAULT_USAGE_HALF_LIFE_S))
 
 
 def build_policy(spec: str | Mapping[str, Any]) -> Policy:

@@ -8,6 +8,7 @@ other beyond their contracts.
 
 from rota.server.compose import ControlPlane, ServerConfig, open_control_plane
 from rota.server.secure import private_umask, secure_data_dir
+from rota.store.lease import LeaseHeld  # what open_control_plane raises when another holds it
 
-__all__ = ["ControlPlane", "ServerConfig", "open_control_plane", "private_umask",
+__all__ = ["ControlPlane", "LeaseHeld", "ServerConfig", "open_control_plane", "private_umask",
            "secure_data_dir"]

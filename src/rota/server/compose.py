@@ -29,8 +29,10 @@ from rota.control.accounts import Accounts
 from rota.control.lease import LeaseKeeper
 from rota.control.logs import log_reader
 from rota.control.reconcile import PassReport
+from rota.core import InvalidSpec
 from rota.scheduler import Policy
 from rota.server.backends import build_backend
+from rota.server.retention import Retention, Sweeper
 from rota.server.secure import private_umask, secure_data_dir
 from rota.store import Store
 
@@ -52,6 +54,8 @@ class ServerConfig:
     interval_s: float = 2.0
     backend: str = "local"         # a name of ``rota.server.backends.BACKENDS``
     backend_options: Mapping[str, str] = field(default_factory=dict)  # the backend's own
+    tls: tuple[Path, Path] | None = None  # certificate and key files: serve HTTPS
+    retention: Retention = Retention()    # what is removed from the data directory, when
 
 
 @dataclass(slots=True)
@@ -78,12 +82,16 @@ class ControlPlane:
         report: PassReport = self.loop.start()
         on_started(report)
         watcher = _memory_watcher(self.loop.backend, self.config.inventory)
+        sweeper = Sweeper(self.store, self.config.data_dir, self.config.retention, time.time)
+        sweeper.start()
         app = create_app(self.store, data_dir=self.config.data_dir, on_change=self.loop.wake,
                          read_log=log_reader(self.loop.backend),
                          workdir_refusal=self.accounts.workdir_refusal,
                          on_touch=self.loop.reconciler.idle.touch)
+        cert, key = self.config.tls or (None, None)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                               lifespan="off"))
+                                               lifespan="off", ssl_certfile=cert,
+                                               ssl_keyfile=key))
 
         def lease_lost() -> None:  # another control plane may act now: stop serving
             self.lease_lost = True
@@ -96,6 +104,7 @@ class ControlPlane:
         try:
             server.run(sockets=[self.sock])
         finally:
+            sweeper.stop()
             if watcher is not None:
                 watcher.stop()
             self.loop.stop()
@@ -108,13 +117,17 @@ class ControlPlane:
 def open_control_plane(config: ServerConfig) -> ControlPlane:
     """Everything up to serving (see the module docstring)."""
     private_umask()
+    if config.tls is not None:
+        check_tls(*config.tls)
     directory = config.data_dir
     secure_data_dir(directory)
     lock = DataDirLock(directory)
     lock.acquire()
     store = None
     try:
-        store = Store.open(config.db or directory)
+        # usage decays as the policy's fair share reads it (``Policy.usage_half_life_s``)
+        store = Store.open(config.db or directory,
+                           usage_half_life_s=config.policy.usage_half_life_s)
         keeper = LeaseKeeper(store, directory)
         keeper.acquire(time.time())
         operator = setup.first_start(store)
@@ -122,9 +135,11 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         cordoned = setup.register(store, config.inventory.node) if config.backend == "local" \
             else []
         sock = _bind(config.host, config.port)
-        url = f"http://{_url_host(config.host)}:{sock.getsockname()[1]}"
+        scheme = "http" if config.tls is None else "https"
+        url = f"{scheme}://{_url_host(config.host)}:{sock.getsockname()[1]}"
         token, issued = setup.operator_token(store, setup.credentials_path(), operator)
-        setup.write_credentials(setup.credentials_path(), url, token)
+        ca_file = None if config.tls is None else str(config.tls[0])
+        setup.write_credentials(setup.credentials_path(), url, token, ca_file)
         accounts = Accounts(store.unix_users)
         loop = ControlLoop(store, backend, config.policy, directory,
                            interval_s=config.interval_s, lease=keeper, accounts=accounts,
@@ -136,6 +151,16 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
             store.close()
         lock.release()
         raise
+
+
+def check_tls(cert: Path, key: Path) -> None:
+    """The certificate and key load together; ``InvalidSpec("tls-cert")`` saying why not."""
+    import ssl
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidSpec("tls-cert", f"cannot serve HTTPS with {cert} and {key}: "
+                          f"{getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _memory_watcher(backend, inventory):

@@ -167,7 +167,7 @@ class Engine:
         self.projects = {vc: Project(vc) for vc in vcs}
         # what running jobs hold, kept between cycles: told of every start, end and eviction
         self.base = Base(self.nodes, self.queues)
-        self.half_life = float(getattr(self.policy.order, "half_life_s", 7 * 86400))
+        self.half_life = self.policy.usage_half_life_s
         # LAS: running jobs change level as they run; a timed event at each threshold lets a
         # cycle preempt them then
         self.thresholds = tuple(getattr(self.policy.order, "thresholds", ()))

@@ -66,6 +66,8 @@ class QueueSet:
     idle: dict[str, dict[str, float | None] | None] = field(default_factory=dict)
     # idle reclamation defaults as stored: per queue, and "*" for the file's top-level ones
     # (only when the file has that key: applying a file without it keeps them)
+    fair_use: dict[str, dict[str, Any]] | None = None  # the caps as stored (None: defaults)
+    fair_use_given: bool = False  # the file has fair_use: (without it, the caps stay)
 
 
 def build_cluster(data: Any) -> Cluster:
@@ -106,8 +108,9 @@ def build_queues(data: Any, groups: Iterable[str], known_flavors: Mapping[str, F
     idle = {q.name: q.idle.stored() if q.idle is not None else None for q in spec.queues}
     if "idle" in spec.model_fields_set:  # absent: the global defaults stay as they are
         idle["*"] = spec.idle.stored() if spec.idle is not None else None
+    caps = spec.fair_use.stored() if spec.fair_use is not None else None
     return QueueSet({n: f for n, f in flavors.items() if n in spec.flavors}, queues, bindings,
-                    idle)
+                    idle, caps, "fair_use" in spec.model_fields_set)
 
 
 def build_jobs(cluster: Cluster, data: Any) -> tuple[Job, ...]:

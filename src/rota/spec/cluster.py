@@ -219,13 +219,49 @@ class ClusterFile(Strict):
     now: Timestamp | None = None
 
 
+class CapSpec(Strict):
+    """Fair-use caps of one user or one project (``rota.store.records.Cap``); a key left out
+    keeps its default, ``null`` lifts the cap."""
+
+    pending: int | None = Field(None, ge=1, le=10_000_000)
+    submits_per_s: float | None = Field(None, gt=0, le=1_000_000)
+    burst: int | None = Field(None, ge=1, le=10_000_000)
+    storage: MemoryMiB | None = None
+
+    def stored(self) -> dict[str, Any]:
+        """The keys written, in the store's units (storage in bytes)."""
+        out = {k: getattr(self, k) for k in sorted(self.model_fields_set)}
+        if out.get("storage") is not None:
+            out["storage"] *= 1024 * 1024
+        return out
+
+
+class FairUseSpec(Strict):
+    """Caps per user and per project: pending jobs, submissions per second, storage."""
+
+    user: CapSpec = CapSpec()
+    project: CapSpec = CapSpec()
+
+    @model_validator(mode="after")
+    def _storage_is_per_project(self) -> FairUseSpec:
+        if "storage" in self.user.model_fields_set:
+            raise reason_error("storage is a project's (its jobs' directories on disk); "
+                               "set it under project", "user.storage")
+        return self
+
+    def stored(self) -> dict[str, dict[str, Any]]:
+        return {scope: caps for scope, caps in (("user", self.user.stored()),
+                                                ("project", self.project.stored())) if caps}
+
+
 class QueuesFile(Strict):
     """What an operator applies to a running control plane: flavours and queues, written as
-    in a cluster file."""
+    in a cluster file, and the control plane's defaults (idle reclamation, fair use)."""
 
     flavors: dict[Name, Patterns] = Field(default_factory=dict)
     queues: list[QueueSpec] = Field(min_length=1)
     idle: IdleSpec | None = None  # idle reclamation defaults for every queue
+    fair_use: FairUseSpec | None = None  # caps per user and per project
 
 
 class JobsFile(Strict):

@@ -16,14 +16,15 @@ be left out there, and the command fills them in as ``rota run`` does.
 from __future__ import annotations
 
 import re
-import signal as signals
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from pydantic import Field, field_validator, model_validator
 
 from rota.core import (
     MILLI, GpuRequest, InvalidSpec, Job, JobId, JobKind, ReplicaRequest,
 )
+from rota.spec import limits
 from rota.spec.errors import reason_error, validate_all
 from rota.spec.types import (
     ArraySpec, CpuMilli, Duration, GpuAmount, JobRef, MemoryMiB, Name, Patterns,
@@ -35,6 +36,19 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 DEFAULT_MEMORY = "1Gi"
 DEFAULT_MEMORY_MIB = 1024
+
+
+@contextmanager
+def _limit(within: str | None = None) -> Iterator[None]:
+    """A ``rota.spec.limits`` error as a validator's error; its field is taken relative to
+    ``within``, the field being validated (None: the model's own fields)."""
+    try:
+        yield
+    except InvalidSpec as exc:
+        field = exc.field
+        if within is not None:
+            field = field[len(within):].lstrip(".") if field.startswith(within) else field
+        raise reason_error(exc.reason, field or None) from None
 
 
 class ResourcesSpec(Strict):
@@ -51,6 +65,8 @@ class ResourcesSpec(Strict):
         if self.gpu_memory is not None and self.gpu[0] == 0:
             raise reason_error("is set but gpu is 0; ask for a GPU or drop gpu_memory",
                                "gpu_memory")
+        with _limit():
+            limits.check_patterns(self.gpu_model, "gpu_model")
         return self
 
     def request(self) -> ReplicaRequest:
@@ -67,13 +83,17 @@ class CheckpointSpec(Strict):
     @field_validator("signal", mode="before")
     @classmethod
     def _signal(cls, value: Any) -> str:
-        name = value if isinstance(value, str) else None
-        if name is not None and not name.upper().startswith("SIG"):
-            name = "SIG" + name
-        known = {s.name for s in signals.Signals}
-        if name is None or name.upper() not in known:
-            raise reason_error(f"expected a signal name such as SIGTERM or SIGUSR1, got {value!r}")
-        return name.upper()
+        try:
+            return limits.catchable_signal(value)
+        except InvalidSpec as exc:
+            raise reason_error(exc.reason) from None
+
+    @field_validator("grace")
+    @classmethod
+    def _grace(cls, value: float) -> float:
+        with _limit(""):
+            limits.check_duration(value, "", limits.MAX_GRACE_S)
+        return value
 
 
 class RestartSpec(Strict):
@@ -150,11 +170,27 @@ class JobSpec(Strict):
     @field_validator("env")
     @classmethod
     def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        with _limit("env"):
+            limits.check_env(env)
         for key in env:
             if not _ENV_NAME.match(key):
                 raise reason_error("is not a variable name (letters, digits and _, "
                                    "not starting with a digit)", key)
         return env
+
+    @field_validator("selector")
+    @classmethod
+    def _selector(cls, selector: dict[str, str]) -> dict[str, str]:
+        with _limit("selector"):
+            limits.check_labels(selector, "selector")
+        return selector
+
+    @field_validator("walltime")
+    @classmethod
+    def _walltime(cls, value: float | None) -> float | None:
+        with _limit(""):
+            limits.check_duration(value, "", limits.MAX_WALLTIME_S)
+        return value
 
     @field_validator("entrypoint", mode="before")
     @classmethod

@@ -1,7 +1,14 @@
 """Reading YAML files for the spec models: safe loading, no duplicate keys, clear errors.
 
 Every failure is an ``InvalidSpec``: a file that cannot be read has an empty field, a YAML
-syntax error names ``line N`` as its field. The caller adds the file name.
+syntax error names ``line N`` as its field, and so does a byte that is not UTF-8. The caller
+adds the file name.
+
+Aliases (``*name``) share the value of their anchor, so a few lines can stand for billions of
+values (an alias bomb: each level refers to the one above ten times). Nothing is built from a
+document whose values, aliases expanded, number more than ``MAX_VALUES``; a value that
+contains itself (``&a [*a]``) is refused too. The count is made on the parsed node graph, each
+node once, so a bomb is refused at the cost of its size on disk.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ from typing import Any
 import yaml
 
 from rota.core import InvalidSpec
+
+MAX_VALUES = 1_000_000
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -31,16 +40,73 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise InvalidSpec(f"line {line}", "a mapping key must be a plain value") from None
         return super().construct_mapping(node, deep=deep)
 
+    def construct_document(self, node):  # type: ignore[override]
+        check_expansion(node)
+        return super().construct_document(node)
+
+
+def check_expansion(root: yaml.Node) -> None:
+    """Refuse a document that expands to more than ``MAX_VALUES`` values or holds itself."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+    # iterative depth-first walk: (node, children done?)
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if done:
+            open_.discard(key)
+            total = 1 + sum(sizes[id(c)] for c in children)
+            if total > MAX_VALUES:
+                raise InvalidSpec(f"line {node.start_mark.line + 1}", "its aliases expand to "
+                                  f"more than {MAX_VALUES} values; write the values out")
+            sizes[key] = total
+            continue
+        if key in sizes:
+            continue
+        if key in open_:
+            raise InvalidSpec(f"line {node.start_mark.line + 1}",
+                              "a value refers to itself through an alias")
+        open_.add(key)
+        stack.append((node, True))
+        for child in children:
+            if id(child) in open_:
+                raise InvalidSpec(f"line {child.start_mark.line + 1}",
+                                  "a value refers to itself through an alias")
+            if id(child) not in sizes:
+                stack.append((child, False))
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
 
 def read_yaml(path: str | Path) -> Any:
     """The parsed content of ``path``; an empty file is ``None``."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise InvalidSpec("", "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidSpec("", f"cannot read the file ({exc.__class__.__name__})") from None
-    return parse_yaml(text)
+    except OSError as exc:
+        raise InvalidSpec("", f"cannot read the file ({exc.strerror or exc.__class__.__name__})"
+                          ) from None
+    return parse_yaml(decode(data))
+
+
+def decode(data: bytes) -> str:
+    """``data`` as UTF-8 text; ``InvalidSpec("line N")`` at the first byte that is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InvalidSpec(f"line {line}", f"byte {data[exc.start]:#04x} at column {column} is "
+                          "not UTF-8; save the file as UTF-8") from None
 
 
 def parse_yaml(text: str) -> Any:

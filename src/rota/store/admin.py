@@ -36,7 +36,7 @@ from typing import Any, Iterable
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from rota.core import Flavor, InvalidSpec, JobState, Node, Project, Queue
-from rota.store import convert
+from rota.store import access, convert
 from rota.store import jobs as job_rows
 from rota.store.errors import AlreadyExists, InUse, NotFound, Unauthenticated
 from rota.store.jobs import check_name
@@ -154,11 +154,6 @@ def add_member(conn: Connection, user: str, project: str) -> None:
         conn.execute(insert(memberships).values(user=user, project=project))
 
 
-def remove_member(conn: Connection, user: str, project: str) -> None:
-    conn.execute(delete(memberships).where(memberships.c.user == user,
-                                           memberships.c.project == project))
-
-
 def projects_of(conn: Connection, user: str) -> frozenset[str]:
     return frozenset(conn.execute(select(memberships.c.project)
                                   .where(memberships.c.user == user)).scalars())
@@ -203,7 +198,7 @@ def authenticate(conn: Connection, token: object) -> Principal:
         raise Unauthenticated("missing or malformed token")
     row = conn.execute(select(api_tokens).where(
         api_tokens.c.token_hash == token_hash(token), api_tokens.c.revoked_at.is_(None))).first()
-    if row is None:
+    if row is None or access.is_disabled(conn, row.user):
         raise Unauthenticated("unknown or revoked token")
     role = Role(row.role)
     if role is Role.JOB:

@@ -73,3 +73,26 @@ class Unauthenticated(RotaError):
     """No token, an unknown token, or a revoked one. The message never says which."""
 
     code = "unauthenticated"
+
+
+class TooMany(RotaError):
+    """A fair-use cap is reached (``code``: ``pending_limit``, ``rate_limited``): try again
+    after ``retry_after_s`` seconds, or once some pending jobs have started."""
+
+    code = "too_many_requests"
+
+    def __init__(self, code: str, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retry_after_s = retry_after_s
+
+
+class KeyReused(RotaError):
+    """An idempotency key already named another request of the same user within a day."""
+
+    code = "idempotency_key_reused"
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"Idempotency-Key {key!r} was sent with another request within the "
+                         "last day; each new submission needs a key of its own")
+        self.field = "Idempotency-Key"

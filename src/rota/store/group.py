@@ -11,7 +11,7 @@ Vocabulary:
 
 ``write`` returns one outcome per payload, in order: the result, or the ``RotaError`` that
 refused that payload (bad input, a missing project). A refused payload must have written
-nothing; ``rota.store.jobs.submit_many`` checks every payload before it writes any.
+nothing; ``rota.store.submit.submit_many`` checks every payload before it writes any.
 
 Invariants:
 

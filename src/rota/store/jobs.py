@@ -1,4 +1,5 @@
-"""Job rows: submit, read, list, cancel, move between states, and their event history.
+"""Job rows: read, list, cancel, move between states, and their event history (submits are
+``rota.store.submit``'s).
 
 Every function takes an open connection; the caller (``Store``) owns the transaction. Rules:
 
@@ -14,27 +15,20 @@ Every function takes an open connection; the caller (``Store``) owns the transac
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import replace
-from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
 
 from rota.core import (
-    End, IllegalTransition, InvalidSpec, Job, JobId, JobState, Placement, RotaError,
-    check_transition,
+    End, IllegalTransition, InvalidSpec, JobState, Placement, RotaError, check_transition,
 )
 from rota.store import convert
-from rota.store.errors import Conflict, NotFound, QueueNotAllowed
+from rota.store.errors import Conflict, NotFound
 from rota.store.records import (
-    DEPENDENCY_KINDS, AttemptRecord, EligibilityFacts, JobEvent, JobFilter, JobRecord, Move,
-    Page, PendingFacts, Submission,
+    AttemptRecord, EligibilityFacts, JobEvent, JobFilter, JobRecord, Move, Page, PendingFacts,
 )
-from rota.store.schema import (
-    api_tokens, attempts, job_events, jobs, memberships, projects, queues, users,
-)
+from rota.store.schema import api_tokens, attempts, job_events, jobs
 from rota.store.tokens import JOB_TOKEN
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -66,157 +60,17 @@ def job_key(job_id: object) -> int:
     return int(text)
 
 
-def submit(conn: Connection, sub: Submission, now: float, member: bool = False) -> JobRecord:
-    """Insert a new PENDING job and its ``submitted`` event; the stored record."""
-    [outcome] = submit_many(conn, [(sub, member)], now)
-    if isinstance(outcome, RotaError):
-        raise outcome
-    return outcome
-
-
-def submit_many(conn: Connection, subs: list[tuple[Submission, bool]],
-                now: float) -> list[JobRecord | RotaError]:
-    """Insert new PENDING jobs and their ``submitted`` events, two statements for them all;
-    one outcome per submission, in order: its stored record, or the error that refused it.
-
-    Every submission is checked before anything is written, so a refused one wrote nothing
-    (group commit relies on it). With ``member`` the user must be a member of the project,
-    checked in this transaction. Names found are looked up once per call. Ids are allocated
-    in the order of ``subs``."""
-    memo: dict[Any, Any] = {}
-    outcomes: list[JobRecord | RotaError] = []
-    accepted: list[tuple[int, dict[str, Any]]] = []
-    for sub, member in subs:
-        try:
-            _validate(conn, sub, member, memo)
-        except RotaError as exc:
-            outcomes.append(exc)
-            continue
-        accepted.append((len(outcomes), _row_values(sub, now)))
-        outcomes.append(_PLACEHOLDER)
-    if not accepted:
-        return outcomes
-    keys = conn.execute(_INSERT_JOBS, [values for _, values in accepted]).scalars().all()
-    if len(keys) != len(accepted):
-        raise AssertionError(f"{len(keys)} ids returned for {len(accepted)} jobs inserted")
-    conn.execute(_INSERT_EVENT, [
-        {"job": key, "time": now, "kind": "submitted",
-         "message": f"submitted by {values['user']} to queue {values['queue']}",
-         "data": {"project": values["project"], "queue": values["queue"]}}
-        for key, (_, values) in zip(keys, accepted)])
-    for key, (at, values) in zip(keys, accepted):
-        outcomes[at] = convert.record_from_row(SimpleNamespace(**{**_NULLS, **values, "id": key}))
-    return outcomes
-
-
-def _row_values(sub: Submission, now: float) -> dict[str, Any]:
-    return dict(
-        name=sub.name, project=sub.project, user=sub.user, queue=sub.queue,
-        priority=sub.priority, kind=str(sub.kind), replicas=sub.replicas,
-        spec=convert.spec_json(sub), state=str(JobState.PENDING), submit_time=now, reason="",
-        cancel_requested=False, attempts=0, failures=0, held="", lost_streak=0, version=1,
-        updated_at=now, eligible_at=sub.start_at,
-        depends=[[kind, int(job)] for kind, job in sub.depends] or None,
-        array_index=sub.array_index, array_limit=sub.array_limit)
-
-
-_NULLS = {c.name: None for c in jobs.c}
-_PLACEHOLDER = RotaError("not written")  # replaced by the record once the insert returned
-# built once: a statement built per call costs more than running it (parameters vary only)
-_INSERT_JOBS = insert(jobs).returning(jobs.c.id, sort_by_parameter_order=True)
-_INSERT_EVENT = insert(job_events)
-
-
-def _validate(conn: Connection, sub: Submission, member: bool, memo: dict[Any, Any]) -> None:
-    check_name(sub.project, "project")
-    check_name(sub.queue, "queue")
-    check_name(sub.user, "user")
-    check_name(sub.name, "name", required=False)
-    for field, value in (("project", sub.project), ("user", sub.user)):
-        if not _found(conn, memo, field, {"name": value}):
-            raise InvalidSpec(field, f"no {field} named {value!r}")
-    _check_queue(conn, memo, sub)
-    if member and not _found(conn, memo, "member", {"user": sub.user, "project": sub.project}):
-        raise InvalidSpec("project", f"{sub.user} is not a member of project {sub.project!r}")
-    try:
-        json.dumps(dict(sub.run), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidSpec("run", f"must be plain JSON: {exc}") from None
-    _check_depends(conn, sub, member, memo)
-    # the core job validates replicas, walltime and grace with field names
-    Job(id=JobId("0"), project=sub.project, queue=sub.queue, request=sub.request,
-        replicas=sub.replicas, walltime_s=sub.walltime_s, grace_s=sub.grace_s)
-
-
-def _check_depends(conn: Connection, sub: Submission, member: bool,
-                   memo: dict[Any, Any]) -> None:
-    """Every job ``sub`` depends on exists and, for a member, is of one of its projects. A job
-    can only depend on jobs submitted before it, so dependencies never form a cycle."""
-    for k, (kind, job_id) in enumerate(sub.depends):
-        where = f"depends.{kind}[{k}]" if kind in DEPENDENCY_KINDS else "depends"
-        if kind not in DEPENDENCY_KINDS:
-            raise InvalidSpec("depends", f"unknown kind {kind!r}; known: "
-                              f"{', '.join(DEPENDENCY_KINDS)}")
-        key = ("job-project", job_id)
-        if key not in memo:
-            try:
-                row = conn.execute(select(jobs.c.project).where(jobs.c.id == job_key(job_id)))
-                memo[key] = row.scalar()
-            except NotFound:
-                memo[key] = None
-        project = memo[key]
-        seen = project is not None and (not member or _found(
-            conn, memo, "member", {"user": sub.user, "project": project}))
-        if not seen:
-            raise InvalidSpec(where, f"no job {job_id} (a job may depend only on jobs that "
-                              "exist and that its owner can see)")
-
-
-_LOOKUPS = {
-    "project": select(projects.c.name).where(projects.c.name == bindparam("name")),
-    "user": select(users.c.name).where(users.c.name == bindparam("name")),
-    "member": select(memberships.c.user).where(memberships.c.user == bindparam("user"),
-                                               memberships.c.project == bindparam("project")),
-}
-
-
-# FOR SHARE: a queue being deleted (``admin.delete_queue`` locks it) is not referenced meanwhile
-_QUEUE = (select(queues.c.projects).where(queues.c.name == bindparam("name"))
-          .with_for_update(read=True))
-
-
-def _check_queue(conn: Connection, memo: dict[Any, Any], sub: Submission) -> None:
-    """The queue exists and its binding (``queues.projects``, NULL: every project) admits
-    the job's project."""
-    key = ("queue", sub.queue)
-    if key not in memo:
-        row = conn.execute(_QUEUE, {"name": sub.queue}).first()
-        if row is None:
-            raise InvalidSpec("queue", f"no queue named {sub.queue!r}")
-        memo[key] = row.projects
-    allowed = memo[key]
-    if allowed is not None and sub.project not in allowed:
-        raise QueueNotAllowed(sub.queue, sub.project, tuple(allowed))
-
-
-def _found(conn: Connection, memo: dict[Any, Any], kind: str, params: dict[str, str]) -> bool:
-    """Whether the ``kind`` lookup finds a row, remembering only a row found (an absence is
-    read again: it may be the one a caller fixes)."""
-    key = (kind, *params.values())
-    if key in memo:
-        return True
-    if conn.execute(_LOOKUPS[kind], params).first() is None:
-        return False
-    memo[key] = True
-    return True
-
-
 def get(conn: Connection, job_id: object, lock: bool = False) -> Any:
     query = select(jobs).where(jobs.c.id == job_key(job_id))
     row = conn.execute(query.with_for_update() if lock else query).first()
     if row is None:
         raise NotFound("job", str(job_id))
     return row
+
+
+def job_ids(conn: Connection, project: str) -> list[str]:
+    return [str(i) for i in conn.execute(select(jobs.c.id).where(jobs.c.project == project))
+            .scalars()]
 
 
 def list_jobs(conn: Connection, where: JobFilter, limit: int, after: str | None,
@@ -258,6 +112,9 @@ def write(conn: Connection, row: Any, now: float, kind: str, message: str,
     if result.rowcount != 1:
         raise Conflict(f"job {row.id} changed since it was read (version {row.version}); retry")
     _event(conn, row.id, now, kind, message, data)
+
+
+_INSERT_EVENT = insert(job_events)
 
 
 def _event(conn: Connection, key: int, now: float, kind: str, message: str,
@@ -419,20 +276,6 @@ def eligibility_facts(conn: Connection, now: float) -> EligibilityFacts:
 
 
 HOLDING = tuple(str(s) for s in JobState if s.holds_resources)
-
-
-def submit_array(conn: Connection, subs: list[Submission], now: float,
-                 member: bool = False) -> list[JobRecord]:
-    """The tasks of one array (one submission each, ``array_index`` set), all or none; they
-    share ``array_id``, the first task's id."""
-    outcomes = submit_many(conn, [(s, member) for s in subs], now)
-    refused = next((o for o in outcomes if isinstance(o, RotaError)), None)
-    if refused is not None:
-        raise refused
-    first = int(outcomes[0].id)  # type: ignore[union-attr]
-    conn.execute(update(jobs).where(jobs.c.id.in_([int(o.id) for o in outcomes]))  # type: ignore[union-attr]
-                 .values(array_id=first))
-    return [replace(o, array_id=str(first)) for o in outcomes]  # type: ignore[type-var]
 
 
 def attempt_history(conn: Connection, job_id: object) -> list[AttemptRecord]:

@@ -12,11 +12,14 @@
 - ``JobFilter`` and ``Page``: listing with keyset pagination; ``after`` is an opaque cursor.
 - ``JobEvent``: one line of a job's history; ``AttemptRecord``: one attempt of a job (when it
   was bound, launched and ended, where, how it ended, its last checkpoint).
+- ``SubmitOptions``: how a submit is checked (membership, fair-use caps) and its idempotency
+  key; ``Replayed``: the answer to a key used before, the job that submit made.
+- ``Cap`` and ``FairUse``: operators' fair-use caps per user and per project, with defaults.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
 from rota.core import Job, JobKind, JobState, ReplicaRequest
@@ -164,6 +167,67 @@ class EligibilityFacts:
     pending: Mapping[str, PendingFacts] = field(default_factory=dict)
     states: Mapping[str, JobState] = field(default_factory=dict)
     array_active: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitOptions:
+    """How one submit is admitted. ``member``: refuse it unless its user is a member of its
+    project; ``capped``: hold it to the fair-use caps on pending jobs (``FairUse``); ``key``:
+    its idempotency key (the same user's same key within ``KEY_TTL_S`` is the same submit),
+    ``fingerprint`` the SHA-256 of its request, to refuse a key reused for another request."""
+
+    member: bool = False
+    capped: bool = False
+    key: str | None = None
+    fingerprint: str = ""
+
+
+KEY_TTL_S = 86400.0  # how long an idempotency key names its submission
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """A submit whose key was used before for the same request: the job that first submit
+    made (an array's first task, with ``tasks`` its number of tasks; None: one job)."""
+
+    record: JobRecord
+    tasks: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cap:
+    """What one user (or one project) may have at once; None: no cap. ``pending``: jobs
+    waiting; ``submits_per_s`` and ``burst``: submissions per second, sustained and at once;
+    ``storage``: bytes of the job directories, with their unpacked uploads (projects only;
+    ``rota.api.storage``)."""
+
+    pending: int | None = None
+    submits_per_s: float | None = None
+    burst: int | None = None
+    storage: int | None = None
+
+    def merged(self, stored: Mapping[str, Any] | None) -> Cap:
+        """These caps with the keys an operator set (``stored``) in their place."""
+        known = {f.name for f in fields(self)}
+        return replace(self, **{k: v for k, v in (stored or {}).items() if k in known})
+
+
+@dataclass(frozen=True, slots=True)
+class FairUse:
+    """The fair-use caps of a control plane (``DEFAULT_FAIR_USE`` where nobody set one)."""
+
+    user: Cap = Cap()
+    project: Cap = Cap()
+
+    @classmethod
+    def of(cls, stored: Mapping[str, Mapping[str, Any]]) -> FairUse:
+        return cls(DEFAULT_FAIR_USE.user.merged(stored.get("user")),
+                   DEFAULT_FAIR_USE.project.merged(stored.get("project")))
+
+
+DEFAULT_FAIR_USE = FairUse(
+    user=Cap(pending=10_000, submits_per_s=20.0, burst=200),
+    project=Cap(pending=50_000, submits_per_s=100.0, burst=1000, storage=100 * 1024 ** 3))
 
 
 @dataclass(frozen=True, slots=True)

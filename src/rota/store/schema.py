@@ -3,7 +3,9 @@
 Why these tables, and why these shapes:
 
 - ``projects``, ``users``, ``memberships``: tenants, people, and who belongs where. A member
-  token sees only the jobs of its user's projects.
+  token sees only the jobs of its user's projects. A user with ``disabled_at`` set is refused
+  with every token it has (an operator took its access away); its rows stay, as its jobs'
+  history refers to it.
 - ``api_tokens``: one row per issued token, holding only ``token_hash`` (SHA-256 hex of the
   plaintext) and a short ``display`` prefix that lets a person tell tokens apart. The plaintext
   is shown once, at issue, and never stored.
@@ -34,6 +36,12 @@ Why these tables, and why these shapes:
   reason, and its last checkpoint.
 - ``idle_policies``: operators' idle reclamation defaults, per queue and for all (scope
   ``*``), as ``rota.scheduler.idle.IdlePolicy`` reads them.
+- ``idempotency_keys``: the ``Idempotency-Key`` of a submit, per user, with the job it made
+  (the first task of an array, and the number of tasks), the SHA-256 of the request it came
+  with and when; the same key within a day is the same submission, never a second one.
+- ``fair_use``: operators' caps on what one user or one project may have at once (pending
+  jobs, submissions per second, storage), per scope (``user``, ``project``), as set in the
+  queues file; only the keys an operator set are stored (the others keep their defaults).
 - ``job_events``: an append-only history per job (time, kind, message, data JSON).
 - ``usage``: per project, GPU-seconds already decayed to ``as_of``.
 - ``leases``: named leases with a holder and an expiry; the control loop holds ``control-loop``
@@ -70,6 +78,7 @@ users = Table(
     Column("name", String(NAME), primary_key=True),
     Column("created_at", Time, nullable=False),
     Column("unix_user", String(32), nullable=True),  # the OS account of its jobs; NULL: name
+    Column("disabled_at", Time, nullable=True),       # access taken away; NULL: enabled
 )
 
 memberships = Table(
@@ -166,6 +175,7 @@ jobs = Table(
     Index("ix_jobs_state", "state"),
     Index("ix_jobs_project_state", "project", "state"),
     Index("ix_jobs_user", "user"),
+    Index("ix_jobs_user_state", "user", "state"),
     Index("ix_jobs_queue", "queue"),
     Index("ix_jobs_array_id", "array_id"),
     sqlite_autoincrement=True,
@@ -189,6 +199,24 @@ attempts = Table(
     Column("exit_code", Integer),
     Column("reason", Text, nullable=False, server_default=""),
     Column("last_checkpoint_at", Time),
+)
+
+idempotency_keys = Table(
+    "idempotency_keys", metadata,
+    Column("user", String(NAME), ForeignKey("users.name", ondelete="CASCADE"),
+           primary_key=True),
+    Column("key", String(255), primary_key=True),
+    Column("job", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("tasks", Integer),            # an array's number of tasks; NULL: one job
+    Column("fingerprint", String(64), nullable=False),
+    Column("created_at", Time, nullable=False),
+    Index("ix_idempotency_keys_created_at", "created_at"),
+)
+
+fair_use = Table(
+    "fair_use", metadata,
+    Column("scope", String(16), primary_key=True),
+    Column("caps", JSON, nullable=False),
 )
 
 job_events = Table(

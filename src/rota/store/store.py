@@ -31,16 +31,18 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from sqlalchemy import Connection
 
-from rota.core import End, Flavor, JobId, JobState, Node, Placement, Project, Queue, RotaError
+from rota.core import (
+    End, Flavor, IllegalTransition, JobId, JobState, Node, Placement, Project, Queue, RotaError,
+)
 from rota.core import Decisions, Snapshot, Usage
-from rota.store import admin, cycle, jobs, lease
+from rota.store import access, admin, cycle, jobs, lease, submit
 from rota.store.engine import WRITE, display_url, make_engine, migrate, resolve_url
 from rota.store.authcache import DEFAULT_TTL_S, AuthCache
-from rota.store.errors import Conflict
+from rota.store.errors import Conflict, NotFound
 from rota.store.group import DEFAULT_MAX_BATCH, GroupCommit
 from rota.store.records import (
-    ApplyResult, AttemptRecord, EligibilityFacts, JobEvent, JobFilter, JobRecord, Move, Page,
-    Submission,
+    ApplyResult, AttemptRecord, EligibilityFacts, FairUse, JobEvent, JobFilter, JobRecord, Move,
+    Page, Replayed, Submission, SubmitOptions,
 )
 from rota.store.tokens import IssuedToken, Principal, Role, TokenInfo
 
@@ -63,9 +65,10 @@ class Store:
         self.revision = migrate(self._engine)
         self._auth = AuthCache(auth_ttl_s)
         self._jobs = cycle.JobCache()
-        self.group: GroupCommit[tuple[Submission, bool], JobRecord] = GroupCommit(
-            self._write, lambda conn, subs: jobs.submit_many(conn, subs, self.clock()),
-            max_batch)
+        self._fair_use: FairUse | None = None  # read once, cleared by ``put_fair_use``
+        self.group: GroupCommit[tuple[Submission, SubmitOptions], JobRecord | Replayed] = \
+            GroupCommit(self._write, lambda conn, subs: submit.submit_many(
+                conn, subs, self.clock()), max_batch)
 
     @classmethod
     def open(cls, url_or_path: str | Path, **kwargs: Any) -> Store:
@@ -154,10 +157,36 @@ class Store:
             admin.add_member(conn, user, project)
         self._auth.invalidate()
 
-    def remove_member(self, user: str, project: str) -> None:
-        with self._write() as conn:
-            admin.remove_member(conn, user, project)
-        self._auth.invalidate()
+    def remove_member(self, user: str, project: str, cancel: bool = False) -> list[str]:
+        """End a membership (``rota.store.access``); with ``cancel``, the user's PENDING jobs
+        of the project are cancelled. The ids of those jobs (cancelled or kept)."""
+        try:
+            with self._write() as conn:
+                pending = access.remove_member(conn, user, project)
+        finally:
+            self._auth.invalidate()
+        for job_id in pending if cancel else ():
+            try:
+                self.request_cancel(job_id, by="an operator, as its owner left the project")
+            except (NotFound, IllegalTransition):  # it moved on or went meanwhile
+                continue
+        return pending
+
+    def set_disabled(self, user: str, disabled: bool) -> None:
+        """Disable (or enable again) every token of ``user`` (``rota.store.access``)."""
+        try:
+            with self._write() as conn:
+                access.set_disabled(conn, user, disabled, self.clock())
+        finally:
+            self._auth.invalidate()
+
+    def revoke_tokens(self, user: str) -> int:
+        """Revoke every live token of ``user`` at once; how many."""
+        try:
+            with self._write() as conn:
+                return access.revoke_all(conn, user, self.clock())
+        finally:
+            self._auth.invalidate()
 
     def issue_token(self, user: str, name: str, role: Role | str = Role.MEMBER) -> IssuedToken:
         """A new token; its plaintext is in the result and nowhere else, ever."""
@@ -284,10 +313,41 @@ class Store:
         """``submit``, returning the stored record (no second read)."""
         return self.submit_future(submission, member).result()
 
-    def submit_future(self, submission: Submission, member: bool = False) -> Future:
+    def submit_future(self, submission: Submission, member: bool = False, *,
+                      options: SubmitOptions | None = None) -> Future:
         """``submit_record`` without blocking: a future of the record, resolved once the job
-        is committed (``asyncio.wrap_future`` awaits it)."""
-        return self.group.start((submission, member))
+        is committed (``asyncio.wrap_future`` awaits it). With ``options`` (which then say
+        ``member``), fair-use caps and an idempotency key apply (``rota.store.submit``), and
+        a key used before resolves to ``Replayed``."""
+        return self.group.start((submission, options or SubmitOptions(member=member)))
+
+    def replay(self, user: str, options: SubmitOptions) -> Replayed | None:
+        """The submission ``user``'s idempotency key made within its day, if any."""
+        with self._read() as conn:
+            return submit.replay(conn, user, options, self.clock())
+
+    def forget_keys(self, now: float) -> int:
+        """Drop idempotency keys that no longer name anything; how many."""
+        with self._write() as conn:
+            return submit.forget_keys(conn, now - submit.KEY_TTL_S)
+
+    def fair_use(self) -> FairUse:
+        """The fair-use caps in force (``rota.store.records.FairUse``)."""
+        if self._fair_use is None:
+            with self._read() as conn:
+                self._fair_use = submit.read_fair_use(conn)
+        return self._fair_use
+
+    def put_fair_use(self, stored: dict[str, dict[str, Any]] | None) -> None:
+        """Set the caps an operator wrote per scope (``user``, ``project``); None: defaults."""
+        with self._write() as conn:
+            submit.put_fair_use(conn, stored)
+        self._fair_use = None
+
+    def job_ids(self, project: str) -> list[str]:
+        """The ids of every job of ``project``, in any state."""
+        with self._read() as conn:
+            return jobs.job_ids(conn, project)
 
     def get_job(self, job_id: str) -> JobRecord:
         with self._read() as conn:
@@ -358,10 +418,14 @@ class Store:
         with self._read() as conn:
             return jobs.eligibility_facts(conn, now)
 
-    def submit_array(self, submissions: list[Submission], member: bool = False) -> list[JobRecord]:
-        """The tasks of one array, all or none, sharing the first task's id as ``array_id``."""
-        def run(conn: Connection) -> list[JobRecord]:
-            return jobs.submit_array(conn, submissions, self.clock(), member)
+    def submit_array(self, submissions: list[Submission], member: bool = False, *,
+                     options: SubmitOptions | None = None) -> list[JobRecord] | Replayed:
+        """The tasks of one array, all or none, sharing the first task's id as ``array_id``
+        (``Replayed`` for an idempotency key used before; see ``submit_future``)."""
+        chosen = options or SubmitOptions(member=member)
+
+        def run(conn: Connection) -> list[JobRecord] | Replayed:
+            return submit.submit_array(conn, submissions, self.clock(), chosen)
         return self._retry(run)
 
     def attempts(self, job_id: str) -> list[AttemptRecord]:

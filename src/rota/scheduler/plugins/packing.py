@@ -179,6 +179,7 @@ class _Packing:
 
     def _rebuild(self, state: ClusterState) -> None:
         self._state = state
+        self.rng = random.Random(self.seed)  # a new cycle draws as the last did: deterministic
         order = list(range(len(state.slots)))
         random.Random(self.seed).shuffle(order)
         self._rank_slot = order
