@@ -15,19 +15,21 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from rota.core import InvalidSpec
 
 UP_HELP = (
-    "Start the control plane here: the HTTP API and the control loop with the local backend.\n\n"
+    "Start the control plane here: the HTTP API and the control loop, running jobs on this "
+    "machine (--backend local) or as Pods on a Kubernetes cluster (--backend kubernetes).\n\n"
     "Stores everything in the data directory (SQLite) unless --db names a PostgreSQL "
     "database, writes the server URL and an operator token to "
     "$XDG_CONFIG_HOME/rota/credentials.json for the CLI, and runs until Ctrl-C. Jobs keep "
     "running when it stops and are adopted when it starts again.\n\n"
-    "Example: rota up --gpus 4xH100-80GB"
+    "Examples: rota up --gpus 4xH100-80GB; "
+    "rota up --backend kubernetes --kube-default-image python:3.12"
 )
 
 
@@ -57,7 +59,26 @@ def up(
                                    help="Seconds between passes of the control loop when "
                                         "nothing wakes it."),
     backend: str = typer.Option("local", "--backend", metavar="NAME",
-                                help="Where jobs run: local (processes on this machine)."),
+                                help="Where jobs run: local (processes on this machine) or "
+                                     "kubernetes (Pods rota binds on a cluster)."),
+    kubeconfig: Optional[Path] = typer.Option(
+        None, "--kubeconfig", metavar="FILE",
+        help="kubernetes: the cluster's kubeconfig [default: $KUBECONFIG, ~/.kube/config, "
+             "else the Pod's service account when rota runs in the cluster]."),
+    kube_namespace: str = typer.Option(
+        "rota", "--kube-namespace", metavar="NAME",
+        help="kubernetes: the namespace rota creates its jobs' Pods in (it must exist)."),
+    kube_default_image: Optional[str] = typer.Option(
+        None, "--kube-default-image", metavar="IMAGE",
+        help="kubernetes: the container image of jobs that name none (image: in a job file)."),
+    kube_pod_user: Optional[str] = typer.Option(
+        None, "--kube-pod-user", metavar="USER",
+        help="kubernetes: the rota user that owns the jobs of Pods created with "
+             "schedulerName: rota [default: the operator of the first start]."),
+    kube_tolerate: Optional[List[str]] = typer.Option(
+        None, "--kube-tolerate", metavar="KEY",
+        help="kubernetes: a taint key rota's Pods tolerate (repeat) [default: nvidia.com/gpu]; "
+             "nodes tainted with others take no job."),
     detach: bool = typer.Option(False, "--detach", "-d",
                                 help="Run in the background; return once it answers. "
                                      "Stop it with rota down."),
@@ -83,11 +104,48 @@ def up(
         inventory = setup.this_machine(gpus, node_file)
     except InvalidSpec as exc:
         fail("--node-file" if node_file else "--gpus", exc)
+    options = _backend_options(backend, kubeconfig, kube_namespace, kube_default_image,
+                               kube_pod_user, kube_tolerate)
     try:
-        _serve(directory, db, host, port, inventory, chosen, interval, backend)
+        _serve(directory, db, host, port, inventory, chosen, interval, backend, options)
     except InvalidSpec as exc:
-        fail(f"--{exc.field}" if exc.field == "backend" else "--db" if db else "--data-dir",
-             InvalidSpec("", exc.reason) if exc.field == "backend" else exc)
+        if exc.field in _BACKEND_FIELDS:
+            fail(_BACKEND_FIELDS[exc.field], InvalidSpec("", exc.reason))
+        fail("--db" if db else "--data-dir", exc)
+
+
+_BACKEND_FIELDS = {"backend": "--backend", "kubeconfig": "--kubeconfig",
+                   "namespace": "--kube-namespace", "image": "--kube-default-image"}
+
+
+def _backend_options(backend: str, kubeconfig: Optional[Path], namespace: str,
+                     image: Optional[str], pod_user: Optional[str],
+                     tolerate: Optional[List[str]]) -> dict:
+    """The options of the chosen backend (``rota.server.ServerConfig.backend_options``); a
+    kubernetes option given with another backend is refused."""
+    from rota.cli.main import fail
+    given = {"--kubeconfig": kubeconfig, "--kube-namespace": namespace != "rota" or None,
+             "--kube-default-image": image, "--kube-pod-user": pod_user,
+             "--kube-tolerate": tolerate}
+    if backend != "kubernetes":
+        for option, value in given.items():
+            if value:
+                fail(option, InvalidSpec("", "is an option of --backend kubernetes"))
+        return {}
+    options: dict = {"namespace": namespace}
+    if kubeconfig is not None:
+        options["kubeconfig"] = str(kubeconfig)
+    if image is not None:
+        from rota.spec.types import check_image
+        try:
+            options["default_image"] = check_image(image)
+        except InvalidSpec as exc:
+            fail("--kube-default-image", InvalidSpec("", exc.reason))
+    if pod_user is not None:
+        options["pod_user"] = pod_user
+    if tolerate:
+        options["tolerate"] = tuple(tolerate)
+    return options
 
 
 def _database_url(db: Optional[str], db_file: Optional[Path]) -> Optional[str]:
@@ -123,14 +181,16 @@ def _has_password(url: str) -> bool:
 
 
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
-           interval: float, backend: str) -> None:
+           interval: float, backend: str, options: dict) -> None:
+    from rota.backends.base import BackendError
     from rota.control import DataDirBusy
     from rota.control.lease import held_message
     from rota.server import ServerConfig, open_control_plane
     from rota.server.compose import BindError
     from rota.store.lease import LeaseHeld
 
-    config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend)
+    config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend,
+                          options)
     try:
         plane = open_control_plane(config)
     except DataDirBusy as exc:
@@ -143,6 +203,9 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
     except BindError as exc:
         print(f"error: --port: {exc}", file=sys.stderr)
         raise typer.Exit(1)
+    except BackendError as exc:
+        print(f"error: --backend {backend}: {exc}", file=sys.stderr)
+        raise typer.Exit(1)
     try:
         _announce(plane)
         plane.serve(on_started=_adopted)
@@ -154,6 +217,18 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
         print("error: the control-loop lease was taken over by another control plane; "
               "stopped without acting further", file=sys.stderr)
         raise typer.Exit(3)
+
+
+def _runs_on(plane) -> str:
+    """Where jobs run: this machine, or the nodes another backend reports."""
+    config = plane.config
+    if config.backend == "local":
+        return f"  this machine: {config.inventory.node.name}, {config.inventory.source}"
+    nodes = plane.loop.backend.inventory()
+    gpus = sum(len(n.devices) for n in nodes)
+    usable = sum(1 for n in nodes if not n.problem)
+    return (f"  backend {config.backend}: {len(nodes)} node(s), {usable} usable, {gpus} GPU(s) "
+            f"({', '.join(f'{k}={v}' for k, v in sorted(config.backend_options.items()))})")
 
 
 def _adopted(first) -> None:
@@ -173,8 +248,7 @@ def _announce(plane) -> None:
     accounts = plane.accounts
     mode = ("multi-user: each job runs as its owner's OS account" if accounts.multi_user else
             f"single-user: jobs run as OS user {accounts.me}; only its rota users' jobs start")
-    lines = [f"rota control plane at {plane.url}",
-             f"  store: {where}", f"  this machine: {inventory.node.name}, {inventory.source}",
+    lines = [f"rota control plane at {plane.url}", f"  store: {where}", _runs_on(plane),
              f"  policy: {config.policy.name}", f"  jobs: {mode}"]
     closed = setup.closed_parents(config.data_dir) if accounts.multi_user else []
     if closed:
@@ -190,9 +264,9 @@ def _announce(plane) -> None:
     credentials = setup.credentials_path()
     lines.append(f"  credentials for the CLI (URL and {'a new ' if plane.issued else ''}"
                  f"operator token, mode 0600): {credentials}")
-    lines += ["next: submit a job: rota run --gpus 1 -- " + (
-                  "nvidia-smi" if inventory.nvml is not None
-                  else "sh -c 'echo GPU $CUDA_VISIBLE_DEVICES'"),
+    example = ("nvidia-smi" if inventory.nvml is not None or config.backend != "local"
+               else "sh -c 'echo GPU $CUDA_VISIBLE_DEVICES'")
+    lines += ["next: see the nodes: rota nodes; submit a job: rota run --gpus 1 -- " + example,
               "      then watch it: rota ps; rota logs ID -f"]
     print("\n".join(lines), flush=True)
 

@@ -5,6 +5,9 @@ One pass (``ControlLoop.step``), in order:
 0. Inventory: at most every ``inventory_s``, the backend's nodes as it reports them now (what
    work outside rota holds, which nodes it cannot use) are written where they changed
    (``rota.control.inventory``).
+   Intake: a backend that offers work of its own (``Offering``: Kubernetes Pods created with
+   ``schedulerName: rota``) has its new offers submitted as pending jobs
+   (``rota.control.intake``).
 1. Reconcile: every job the store says holds resources (SCHEDULED, RUNNING, PREEMPTING) is
    compared with what its backend reports (all of them in one ``poll``), and moved, signalled
    or stopped accordingly (``rota.control.verdict``); a SCHEDULED job that was never launched
@@ -50,6 +53,7 @@ from typing import Any, Callable, Iterator
 from rota.backends.base import Backend, BackendError, RunAs
 from rota.control.accounts import Accounts
 from rota.control.clock import Clock, SystemClock
+from rota.control.intake import Intake
 from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
 from rota.control.reconcile import PassReport, Reconciler
@@ -78,6 +82,7 @@ class ControlLoop:
         self.lease, self.on_lease_lost = lease, on_lease_lost
         self.accounts = accounts
         self.inventory = InventorySync(store, backend, inventory_s)
+        self.intake = Intake(store, backend)
         self.reconciler = Reconciler(store, backend, Path(data_dir).resolve(), self.clock.now(),
                                      account=self._run_as)
         self.passes = 0
@@ -153,6 +158,11 @@ class ControlLoop:
             except Exception as exc:  # schedule on the last known inventory meanwhile
                 report.errors.append(f"inventory: {exc!r}")
                 log.exception("inventory of %s failed", self.backend.name)
+            try:
+                self.intake.take(now)
+            except Exception as exc:  # the offers wait for the next pass
+                report.errors.append(f"intake: {exc!r}")
+                log.exception("intake of %s's offers failed", self.backend.name)
             self.reconciler.reconcile(self.active_jobs(), now, report)              # 1
             self.reconciler.flush_usage(now)                                        # 2
             bound = self._schedule(now)                                             # 3

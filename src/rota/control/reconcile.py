@@ -11,12 +11,15 @@ Every decision about a job is ``rota.control.verdict.judge``'s; this module only
 A state move goes through ``Store.transition`` (one transaction, checked against the state
 table); a move that a concurrent change made illegal is skipped and looked at again next pass.
 
-Launch: attempt ``n`` of a job is its ``attempts`` column; ``backend.launch(..., attempt=n)``
-never starts an attempt twice, so a job found SCHEDULED after a restart (bound, maybe
-launched, handle never saved) is launched through the same call and adopted if it had
-started. A stored handle of an earlier attempt (a job requeued and bound again) is not the
-job's: it is ignored. A job being preempted or cancelled without a handle of its current
-attempt is looked for with ``backend.recover`` first, so that nothing it started runs on.
+Launch: the working directory is prepared here (``rota.control.runspec``), except for a
+backend that runs container images (``Capabilities.containers``): there the ``workdir`` is a
+path in the image, and an upload, which cannot reach it, is refused. Attempt ``n`` of a job
+is its ``attempts`` column; ``backend.launch(..., attempt=n)`` never starts an attempt twice,
+so a job found SCHEDULED after a restart (bound, maybe launched, handle never saved) is
+launched through the same call and adopted if it had started. A stored handle of an earlier
+attempt (a job requeued and bound again) is not the job's: it is ignored. A job being
+preempted or cancelled without a handle of its current attempt is looked for with
+``backend.recover`` first, so that nothing it started runs on.
 
 Restart budget: ``attempts`` counts every requeue, ``failures`` those that spend the budget;
 requeues after a preemption do not, every other one (a failed run, a failed
@@ -216,11 +219,11 @@ class Reconciler:
         try:
             spec = parse_run(rec.run)
             run_as = self.account(rec)
-            workdir = prepare_workdir(spec, self.data_dir, rec.id, run_as)
+            workdir = self._workdir(spec, rec, run_as)
             assert rec.job.placement is not None
             handle = self.backend.launch(
                 rec.job, rec.job.placement,
-                LaunchSpec(spec.command, str(workdir), _env(spec, rec), run_as),
+                LaunchSpec(spec.command, workdir, _env(spec, rec), run_as, spec.image),
                 attempt=rec.attempts)
         except InvalidSpec as exc:
             where = exc.field if exc.field.startswith("run") else f"run.{exc.field}"
@@ -231,6 +234,17 @@ class Reconciler:
             self._launch_failed(rec, exc, report)
             return
         self._launched(rec, handle, now, report)
+
+    def _workdir(self, spec: RunSpec, rec: JobRecord, run_as: RunAs | None) -> str:
+        """Where the job runs: a directory here, prepared; for a backend that runs container
+        images, the ``workdir`` as written (a path in the image; "" for the image's own)."""
+        if not self.backend.capabilities.containers:
+            return str(prepare_workdir(spec, self.data_dir, rec.id, run_as))
+        if spec.upload is not None:
+            raise InvalidSpec("run.upload", f"the {self.backend.name} backend runs jobs in "
+                              "container images, which an uploaded directory does not reach: "
+                              "build it into the image")
+        return spec.workdir or ""
 
     def _launched(self, rec: JobRecord, handle: Handle, now: float, report: PassReport) -> None:
         try:

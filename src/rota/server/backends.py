@@ -3,7 +3,9 @@
 ``BACKENDS`` maps the name ``rota up --backend`` takes to a factory ``(config) -> Backend``;
 each backend's factory lives with the backend and is imported only when chosen, so that the
 SDK of a backend nobody uses is never loaded. The local backend runs jobs on this machine;
-``ServerConfig.inventory`` describes it.
+``ServerConfig.inventory`` describes it. The kubernetes backend schedules Pods on a cluster
+(``rota.backends.kube``), with the options of ``ServerConfig.backend_options`` (the fields of
+``KubeConfig``); the rota user of offered Pods defaults to the operator a first start makes.
 """
 
 from __future__ import annotations
@@ -22,8 +24,16 @@ def _local(config: ServerConfig) -> Backend:
     return LocalBackend(config.data_dir, node=config.inventory.node, nvml=config.inventory.nvml)
 
 
+def _kubernetes(config: ServerConfig) -> Backend:
+    from rota.backends.kube.backend import KubeBackend, KubeConfig
+    from rota.control.setup import operator_name
+    options = {"pod_user": operator_name(), **config.backend_options}
+    return KubeBackend(KubeConfig(**options))
+
+
 BACKENDS: dict[str, Callable[[ServerConfig], Backend]] = {
     "local": _local,
+    "kubernetes": _kubernetes,
 }
 
 

@@ -22,6 +22,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Mapping
 
 from rota.control import ControlLoop, DataDirLock, setup
 from rota.control.accounts import Accounts
@@ -50,6 +51,7 @@ class ServerConfig:
     port: int = setup.DEFAULT_PORT
     interval_s: float = 2.0
     backend: str = "local"         # a name of ``rota.server.backends.BACKENDS``
+    backend_options: Mapping[str, Any] = field(default_factory=dict)  # for that backend
 
 
 @dataclass(slots=True)
@@ -76,9 +78,10 @@ class ControlPlane:
         report: PassReport = self.loop.start()
         on_started(report)
         watcher = _memory_watcher(self.loop.backend, self.config.inventory)
+        containers = self.loop.backend.capabilities.containers  # a workdir is in the image
         app = create_app(self.store, data_dir=self.config.data_dir, on_change=self.loop.wake,
                          read_log=log_reader(self.loop.backend),
-                         workdir_refusal=self.accounts.workdir_refusal)
+                         workdir_refusal=None if containers else self.accounts.workdir_refusal)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                                lifespan="off"))
 
@@ -135,7 +138,7 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
 
 
 def _memory_watcher(backend, inventory):
-    if inventory.nvml is None:
+    if inventory.nvml is None or backend.name != "local":  # it watches processes here
         return None
     from rota.backends.watcher import MemoryWatcher
 

@@ -6,7 +6,9 @@ cluster (queue, project, GPU models) are checked by ``rota.spec.plan`` against a
 file holds at its top level (``parse_job``).
 
 Defaults: priority 0, kind batch, 1 replica, 1 CPU, 1Gi of memory, no GPU, no walltime,
-checkpoint grace 30s with SIGTERM, no restarts, preemptible.
+checkpoint grace 30s with SIGTERM, no restarts, preemptible, no container image (``image``
+names one for a backend that runs containers; a backend that runs commands on its hosts
+refuses a job that names one).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from rota.core import (
 )
 from rota.spec.errors import from_validation, reason_error
 from rota.spec.types import (
-    CpuMilli, Duration, GpuAmount, MemoryMiB, Name, Patterns, PositiveDuration, Strict, Text,
-    Timestamp,
+    CpuMilli, Duration, GpuAmount, Image, MemoryMiB, Name, Patterns, PositiveDuration, Strict,
+    Text, Timestamp,
 )
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -96,6 +98,7 @@ class JobSpec(Strict):
     kind: JobKind = JobKind.BATCH
     entrypoint: str | list[str] | None = None
     workdir: str | None = None
+    image: Image | None = None
     env: dict[str, Text] = Field(default_factory=dict)
     replicas: int = Field(1, ge=1, le=10_000)
     resources: ResourcesSpec = ResourcesSpec()
