@@ -75,6 +75,10 @@ def up(
         None, "--kube-pod-user", metavar="USER",
         help="kubernetes: the rota user that owns the jobs of Pods created with "
              "schedulerName: rota [default: the operator of the first start]."),
+    kube_node_selector: Optional[str] = typer.Option(
+        None, "--kube-node-selector", metavar="SELECTOR",
+        help="kubernetes: a label selector of the nodes rota may use (e.g. pool=gpu) "
+             "[default: every node]."),
     kube_tolerate: Optional[List[str]] = typer.Option(
         None, "--kube-tolerate", metavar="KEY",
         help="kubernetes: a taint key rota's Pods tolerate (repeat) [default: nvidia.com/gpu]; "
@@ -105,7 +109,7 @@ def up(
     except InvalidSpec as exc:
         fail("--node-file" if node_file else "--gpus", exc)
     options = _backend_options(backend, kubeconfig, kube_namespace, kube_default_image,
-                               kube_pod_user, kube_tolerate)
+                               kube_pod_user, kube_tolerate, kube_node_selector)
     try:
         _serve(directory, db, host, port, inventory, chosen, interval, backend, options)
     except InvalidSpec as exc:
@@ -115,18 +119,19 @@ def up(
 
 
 _BACKEND_FIELDS = {"backend": "--backend", "kubeconfig": "--kubeconfig",
-                   "namespace": "--kube-namespace", "image": "--kube-default-image"}
+                   "namespace": "--kube-namespace", "image": "--kube-default-image",
+                   "node_selector": "--kube-node-selector"}
 
 
 def _backend_options(backend: str, kubeconfig: Optional[Path], namespace: str,
                      image: Optional[str], pod_user: Optional[str],
-                     tolerate: Optional[List[str]]) -> dict:
+                     tolerate: Optional[List[str]], node_selector: Optional[str]) -> dict:
     """The options of the chosen backend (``rota.server.ServerConfig.backend_options``); a
     kubernetes option given with another backend is refused."""
     from rota.cli.main import fail
     given = {"--kubeconfig": kubeconfig, "--kube-namespace": namespace != "rota" or None,
              "--kube-default-image": image, "--kube-pod-user": pod_user,
-             "--kube-tolerate": tolerate}
+             "--kube-tolerate": tolerate, "--kube-node-selector": node_selector}
     if backend != "kubernetes":
         for option, value in given.items():
             if value:
@@ -145,6 +150,8 @@ def _backend_options(backend: str, kubeconfig: Optional[Path], namespace: str,
         options["pod_user"] = pod_user
     if tolerate:
         options["tolerate"] = tuple(tolerate)
+    if node_selector:
+        options["node_selector"] = node_selector
     return options
 
 

@@ -156,14 +156,16 @@ class KubeApi:
                     meta.get("continue") or None)
 
     def watch(self, path: str, resource_version: str, timeout_s: int = 300,
-              on_open: Callable[[Any], None] = lambda response: None
-              ) -> Iterator[dict[str, Any]]:
+              on_open: Callable[[Any], None] = lambda response: None,
+              selector: str | None = None) -> Iterator[dict[str, Any]]:
         """Events from ``resource_version`` on, until the server ends the watch;
         ``on_open`` gets the open response (to close it from another thread)."""
         from kubernetes.watch.watch import iter_resp_lines
-        response = self.stream(path, {"watch": "true", "resourceVersion": resource_version,
-                                      "allowWatchBookmarks": "true",
-                                      "timeoutSeconds": timeout_s}, timeout=timeout_s + 30)
+        query: dict[str, Any] = {"watch": "true", "resourceVersion": resource_version,
+                                 "allowWatchBookmarks": "true", "timeoutSeconds": timeout_s}
+        if selector:
+            query["labelSelector"] = selector
+        response = self.stream(path, query, timeout=timeout_s + 30)
         on_open(response)
         try:
             for line in iter_resp_lines(response):

@@ -73,6 +73,7 @@ class KubeConfig:
     tolerate: tuple[str, ...] = (GPU_RESOURCE,)
     master_port: int = 29500
     lock_wait_s: float = 60.0
+    node_selector: str | None = None  # a label selector: the nodes rota may use (None: all)
 
 
 class KubeBackend:
@@ -89,9 +90,10 @@ class KubeBackend:
         self._deleting: dict[str, str] = {}    # uid -> why rota deleted it
         self._gone: dict[str, Gone] = {}       # uid -> its last state, deleted since
         self._refused: dict[str, str] = {}     # uid -> the refusal last written on it
-        self._check_namespace()
+        self._check()
         self.nodes: Informer[KubeNode] = Informer(self.api, NODES, self._parse_node,
-                                                  self._node_changed, name="nodes")
+                                                  self._node_changed, name="nodes",
+                                                  selector=config.node_selector)
         self.pods: Informer[PodInfo] = Informer(self.api, pods_path(), pod_info,
                                                 self._pod_changed, name="pods")
         self.launcher = Launcher(self.api, self, Settings(
@@ -109,14 +111,20 @@ class KubeBackend:
         self.nodes.stop()
         self.pods.stop()
 
-    def _check_namespace(self) -> None:
+    def _check(self) -> None:
+        """The namespace exists and the node selector is one; ``InvalidSpec`` naming the
+        option otherwise, ``BackendError`` when the API server does not answer."""
         try:
             self.api.get(f"/api/v1/namespaces/{self.config.namespace}")
+            self.api.list(NODES, limit=1, selector=self.config.node_selector)
         except KubeError as exc:
             if exc.not_found:
                 raise InvalidSpec("namespace", f"namespace {self.config.namespace} does not "
                                   "exist: create it (kubectl create namespace "
                                   f"{self.config.namespace}) or name another") from None
+            if exc.status == 400:
+                raise InvalidSpec("node_selector", f"{self.config.node_selector!r} is not a "
+                                  f"label selector: {exc.message}") from None
             raise BackendError("unreachable", f"cannot reach the API server: {exc}") from None
 
     @property
@@ -225,7 +233,7 @@ class KubeBackend:
             handle = (self.launcher.find_offered(job, placement, offer, attempt)
                       or self.launcher.start_offered(job, placement, offer, attempt))
         else:
-            handle = (self.launcher.find(job, placement, attempt)
+            handle = (self.launcher.find(job, placement, attempt, spec)
                       or self.launcher.start(job, placement, spec, attempt))
         return self._track(handle)
 

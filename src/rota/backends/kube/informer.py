@@ -9,7 +9,8 @@ again, and the differences between the old cache and the new list are handed on 
 Any other failure (the server unreachable) is retried from the last version after a pause.
 
 Objects are kept as ``parse(obj)`` returns them (a small value instead of the whole object),
-keyed by ``key(obj)``; ``parse`` may return None to leave an object out of the cache.
+keyed by ``key(obj)``; ``parse`` may return None to leave an object out of the cache. A label
+``selector`` keeps only the objects it selects.
 ``synced`` is set once the first list is in. One thread per informer, a daemon; ``stop`` ends
 the watch in flight at once.
 """
@@ -37,8 +38,10 @@ def object_key(obj: Mapping[str, Any]) -> str:
 class Informer(Generic[T]):
     def __init__(self, api: KubeApi, path: str, parse: Callable[[Mapping[str, Any]], T | None],
                  on_change: Callable[[str, T | None, T | None], None],
-                 key: Callable[[Mapping[str, Any]], str] = object_key, name: str = "") -> None:
+                 key: Callable[[Mapping[str, Any]], str] = object_key, name: str = "",
+                 selector: str | None = None) -> None:
         self.api, self.path, self.parse, self.on_change, self.key = api, path, parse, on_change, key
+        self.selector = selector
         self.name = name or path
         self.synced = threading.Event()
         self.lists = 0  # how many times the whole collection was listed (1 + re-lists)
@@ -96,7 +99,7 @@ class Informer(Generic[T]):
         fresh: dict[str, T] = {}
         cont: str | None = None
         while True:
-            page = self.api.list(self.path, cont=cont)
+            page = self.api.list(self.path, cont=cont, selector=self.selector)
             for obj in page.items:
                 parsed = self.parse(obj)
                 if parsed is not None:
@@ -133,4 +136,5 @@ class Informer(Generic[T]):
 
     def _events(self, version: str) -> Iterator[dict[str, Any]]:
         return self.api.watch(self.path, version, WATCH_TIMEOUT_S,
-                              on_open=lambda response: setattr(self, "_response", response))
+                              on_open=lambda response: setattr(self, "_response", response),
+                              selector=self.selector)

@@ -18,11 +18,12 @@ Steps of ``Launcher.start`` (each one safe to run again after a crash at any poi
    (and, for rota's own Pods, the unbound ones too), the lock of a failed bind released, and
    ``BackendError`` raised, so that the job is requeued and no part of it runs alone.
 
-``find`` (``recover``): the Pods of an attempt as they are. None of them bound: the attempt
-never started; those that exist are deleted (an unbound Pod is deleted at once, nothing of it
-ran) and the launch starts afresh. Some bound: the launch is completed (steps 2-4), so that a
-gang is never left half bound; one whose Pods were not all created is removed (step 4).
-An offered job's Pods, bound in part, are completed the same way.
+``find``: the Pods of an attempt as they are. When a launch asks (it has what the Pods run),
+the Pods that exist are kept and the launch completed (steps 1-4), so that nothing is created
+twice and no gang is left half bound. When ``recover`` asks (to stop what may run): none of
+them bound means that nothing ran, and those that exist are deleted (an unbound Pod goes at
+once); some bound, the launch is completed (steps 2-4), or, if some Pods were never created,
+the gang removed (step 4). An offered job's Pods, bound in part, are completed the same way.
 """
 
 from __future__ import annotations
@@ -96,39 +97,53 @@ class Launcher:
             except BackendError as exc:
                 self._remove([m.pod for m in members if m.pod], job, "cannot create its Pods",
                              exc)
-        try:
-            self._service(job, attempt, members[0].pod)
-        except KubeError as exc:
-            self._remove([m.pod for m in members if m.pod], job, "cannot create its Service",
-                         exc)
-        return self._bind_all(job, members, attempt, offered=False)
+        return self._finish(job, members, attempt)
 
-    def find(self, job: Job, placement: Placement, attempt: int) -> Handle | None:
-        """The attempt's handle once its launch is completed; None when none of its Pods was
-        bound (those that exist, unbound, are deleted: nothing of it ever ran)."""
+    def find(self, job: Job, placement: Placement, attempt: int,
+             spec: LaunchSpec | None = None) -> Handle | None:
+        """The attempt's handle, its launch completed; None when nothing of it ran. With the
+        ``spec`` of a launch, the Pods of the attempt that exist are kept and the rest are
+        created (as ``start`` would); without it (nothing is to run, only to be found), Pods
+        of which none was bound are deleted (nothing of them ever ran) and None is returned."""
         members = self._members(placement)
         ns = self.settings.namespace
         for m in members:
             pod = self.cluster.pod(ns, pod_name(str(job.id), attempt, m.rank))
             if pod is not None and pod.labels.get(LABEL_JOB) == str(job.id) \
-                    and pod.labels.get(LABEL_ATTEMPT) == str(attempt):
+                    and pod.labels.get(LABEL_ATTEMPT) == str(attempt) and not pod.deleting:
                 m.pod = pod
         found = [m.pod for m in members if m.pod is not None]
-        if not any(p.node for p in found):
+        if not found:
+            return None
+        if spec is None and not any(p.node for p in found):
             for pod in found:
                 self.cluster.deleting(pod.uid, "never started: its launch was cut short")
                 self.api.delete(f"{pods_path(pod.namespace)}/{pod.name}", 0, pod.uid)
             return None
-        missing = [m.rank for m in members if m.pod is None]
-        if missing:  # bound Pods without their peers: the gang cannot be completed as it was
-            self._remove(found, job, f"attempt {attempt} was cut short: ranks {missing} were "
-                                     "never created", RuntimeError("gang incomplete"))
-        log.info("job %s: attempt %d found bound in part; completing its launch", job.id,
-                 attempt)
+        log.info("job %s: attempt %d found with %d of %d Pods, %d bound; completing its "
+                 "launch", job.id, attempt, len(found), len(members),
+                 sum(1 for p in found if p.node))
+        missing = [m for m in members if m.pod is None]
+        if missing and spec is None:  # cannot be made without the spec: the gang goes
+            self._remove(found, job, f"attempt {attempt} was cut short: ranks "
+                                     f"{[m.rank for m in missing]} were never created",
+                         RuntimeError("the gang is incomplete"))
+        for m in missing:
+            assert spec is not None
+            try:
+                m.pod = self._create(self._body(job, m, spec, attempt), job, attempt)
+            except BackendError as exc:
+                self._remove([x.pod for x in members if x.pod], job, "cannot create its Pods",
+                             exc)
+        return self._finish(job, members, attempt)
+
+    def _finish(self, job: Job, members: list[Member], attempt: int) -> Handle:
+        """Steps 2 to 4, once every Pod exists."""
         try:
             self._service(job, attempt, members[0].pod)
         except KubeError as exc:
-            self._remove(found, job, "cannot create its Service", exc)
+            self._remove([m.pod for m in members if m.pod], job, "cannot create its Service",
+                         exc)
         return self._bind_all(job, members, attempt, offered=False)
 
     def _members(self, placement: Placement) -> list[Member]:
@@ -173,9 +188,9 @@ class Launcher:
                                                     f"{exc}") from None
         pod = pod_info(self.api.get(f"{pods_path(ns)}/{name}"))  # made before a crash
         if pod.labels.get(LABEL_JOB) != str(job.id) or pod.labels.get(LABEL_ATTEMPT) != str(
-                attempt):
+                attempt) or pod.deleting:
             raise BackendError("name_taken", f"Pod {ns}/{name} exists and is not attempt "
-                                             f"{attempt} of job {job.id}")
+                                             f"{attempt} of job {job.id}, or is being deleted")
         return pod
 
     def _service(self, job: Job, attempt: int, first: PodInfo | None) -> None:
