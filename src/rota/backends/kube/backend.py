@@ -173,6 +173,9 @@ class KubeBackend:
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         return self.pods.get(f"{namespace}/{name}")
 
+    def every_pod(self) -> list[PodInfo]:
+        return self.pods.items()
+
     def wait_for_change(self, timeout: float) -> None:
         with self._changed:
             self._changed.wait(timeout)

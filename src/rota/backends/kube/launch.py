@@ -56,7 +56,7 @@ class Cluster(Protocol):
 
     def pod(self, namespace: str, name: str) -> PodInfo | None: ...
 
-    def pods(self) -> list[PodInfo]: ...
+    def every_pod(self) -> list[PodInfo]: ...
 
     def wait_for_change(self, timeout: float) -> None: ...
 
@@ -217,7 +217,7 @@ class Launcher:
                      attempt: int) -> Handle | None:
         """The handle of the offered Pods once all are bound; None when none is bound yet
         (or they are gone: ``start_offered`` says so)."""
-        pods = gang_of(self.cluster.pods(), key)
+        pods = gang_of(self.cluster.every_pod(), key)
         if not any(p.node for p in pods):
             return None
         return self._bind_all(job, self._offered_members(job, placement, key), attempt,
@@ -225,7 +225,7 @@ class Launcher:
 
     def _offered_members(self, job: Job, placement: Placement, key: OfferKey) -> list[Member]:
         members = self._members(placement)
-        pods = gang_of(self.cluster.pods(), key)
+        pods = gang_of(self.cluster.every_pod(), key)
         if len(pods) != len(members):
             raise InvalidSpec("labels.rota.offer", (
                 f"the Pods offered as this job ({key.text()}) are gone or no longer waiting: "
