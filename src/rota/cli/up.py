@@ -257,7 +257,9 @@ def _announce(plane) -> None:
             f"single-user: jobs run as OS user {accounts.me}; only its rota users' jobs start")
     lines = [f"rota control plane at {plane.url}", f"  store: {where}", _runs_on(plane),
              f"  policy: {config.policy.name}", f"  jobs: {mode}"]
-    closed = setup.closed_parents(config.data_dir) if accounts.multi_user else []
+    on_this_machine = config.backend == "local"  # jobs elsewhere never enter the data dir
+    closed = setup.closed_parents(config.data_dir) if accounts.multi_user and on_this_machine \
+        else []
     if closed:
         lines.append(f"  warning: {closed[0]} is closed to other accounts (mode "
                      f"{oct(closed[0].stat().st_mode & 0o777)}), so their jobs cannot reach "
