@@ -12,9 +12,8 @@ from fastapi.testclient import TestClient
 from rota.api import create_app
 from rota.backends.local import LocalBackend
 from rota.control.logs import log_reader
-from rota.core import GpuDevice, Node, Queue
 from rota.store import Store
-from apikit import job_file  # noqa: F401  (kept importable from here)
+from apikit import job_file, seed_tenants  # noqa: F401  (job_file: importable from here)
 
 
 @dataclass
@@ -31,16 +30,7 @@ class Api:
 
 def make_api(tmp_path: Path):
     store = Store.open(tmp_path / "db", clock=lambda: 100.0)
-    for p in ("p", "q"):
-        store.create_project(p)
-    store.create_user("alice", ["p"])
-    store.create_user("bob", ["q"])
-    store.create_user("root")
-    store.put_queue(Queue("q"))
-    store.upsert_nodes([Node("n1", 64_000, 512 * 1024,
-                             tuple(GpuDevice(i, "H100", 81920) for i in range(2)))], "local")
-    tokens = {u: store.issue_token(u, "t", role="operator" if u == "root" else "member").token
-              for u in ("alice", "bob", "root")}
+    tokens = seed_tenants(store)
     wakes: list[int] = []
     backend = LocalBackend(tmp_path / "data", node=store.list_nodes()[0][0])
     app = create_app(store, data_dir=tmp_path / "data", on_change=lambda: wakes.append(1),

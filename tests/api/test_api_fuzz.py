@@ -19,12 +19,12 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from apikit import job_file
+from apikit import job_file, seed_tenants
 from rota.api import create_app
 from rota.backends.base import Handle, ReplicaHandle
 from rota.backends.local import LocalBackend, Proc
 from rota.control.logs import log_reader
-from rota.core import GpuDevice, JobState, Node, Queue
+from rota.core import JobState
 from rota.scheduler import build_policy, run_cycle
 from rota.store import Store
 
@@ -40,16 +40,8 @@ def build() -> tuple:
     data = BASE / "data"
     data.mkdir(parents=True, exist_ok=True)
     store = Store.open(data, clock=lambda: 100.0)
-    for p in ("p", "q"):
-        store.create_project(p)
-    store.create_user("alice", ["p"])
-    store.create_user("bob", ["q"])
-    store.create_user("root")
-    store.put_queue(Queue("q"))
-    node = Node("n1", 64_000, 512 * 1024, tuple(GpuDevice(i, "H100", 81920) for i in range(2)))
-    store.upsert_nodes([node], "local")
-    tokens = {u: store.issue_token(u, f"fuzz-{u}-kq93", role="operator" if u == "root"
-                                   else "member").token for u in ("alice", "bob", "root")}
+    tokens = seed_tenants(store, token="fuzz-token-kq93")
+    node = store.list_nodes()[0][0]
     app = create_app(store, data_dir=data, log_poll_s=0.01,
                      read_log=log_reader(LocalBackend(data, node=node)))
     return store, app, tokens

@@ -7,23 +7,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from rota.api import create_app
-from rota.core import GpuDevice, Node, Queue
 from rota.scheduler import build_policy, run_cycle
 from rota.store import Store
+from apikit import seed_tenants
 
 
 @pytest.fixture
 def world(tmp_path):
     store = Store.open(tmp_path, clock=lambda: 100.0)
-    for p in ("p", "q"):
-        store.create_project(p)
-    store.create_user("alice", ["p"])
-    store.create_user("bob", ["q"])
-    store.create_user("root")
-    store.put_queue(Queue("q"))
-    store.upsert_nodes([Node("n1", 64_000, 512 * 1024, (GpuDevice(0, "H100", 81920),))], "local")
-    tokens = {u: store.issue_token(u, "t", role="operator" if u == "root" else "member").token
-              for u in ("alice", "bob", "root")}
+    tokens = seed_tenants(store, gpus=1)
     client = TestClient(create_app(store), raise_server_exceptions=False)
     yield store, client, {u: {"Authorization": f"Bearer {t}"} for u, t in tokens.items()}
     store.close()

@@ -24,8 +24,9 @@ def test_a_job_file_becomes_a_pending_job_with_its_run(api):
         "command": ["/bin/sh", "-c", "python train.py"], "workdir": None, "image": None,
         "env": {"LR": "0.001", "DEBUG": "true"}, "upload": None,
         "checkpoint": {"dir": "/ckpt", "signal": "SIGUSR1", "grace_s": 90.0},
-        "restart": {"max_retries": 3},
-        "idle": {"gpu_util_below": 5.0, "for_s": 1800.0, "max_lifetime_s": 28800.0}}
+        "restart": {"max_retries": 3, "backoff_s": 10.0},
+        "idle": {"gpu_util_below": 5.0, "for_s": 1800.0, "inactive_for_s": None,
+                 "max_lifetime_s": 28800.0, "warn_before_s": None}}
     assert api.wakes == [1]
 
 
@@ -93,7 +94,7 @@ def test_an_operator_may_submit_to_any_project_but_not_an_unknown_one(api):
 def test_the_core_level_form_checks_its_run_against_the_contract(api):
     ok = api.post_job({"project": "p", "queue": "q", "gpu": 1, "run": {"command": ["true"]}})
     assert ok.status_code == 201, ok.text
-    assert api.store.get_job(ok.json()["id"]).run["restart"] == {"max_retries": 0}
+    assert api.store.get_job(ok.json()["id"]).run["restart"] == {"max_retries": 0, "backoff_s": 10.0}
     bad = api.post_job({"project": "p", "queue": "q", "run": {"command": "true"}})
     assert bad.json()["error"]["field"] == "run.command"
     huge = api.post_job({"project": "p", "queue": "q", "cpu": 10 ** 12})

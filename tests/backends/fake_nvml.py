@@ -10,13 +10,19 @@ device lacks (NVLink, ECC, NUMA query) is ``NOT_SUPPORTED``, calls before ``nvml
 
 from __future__ import annotations
 
+import queue
+import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 NVML_ERROR_UNINITIALIZED = 1
 NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_TIMEOUT = 10
+NVML_ERROR_GPU_IS_LOST = 15
+nvmlEventTypeXidCriticalError = 0x8
 NVML_FEATURE_DISABLED = 0
 NVML_FEATURE_ENABLED = 1
 NVML_NVLINK_MAX_LINKS = 18
@@ -43,6 +49,10 @@ class FakeGpu:
     nvlink_to: list[int] = field(default_factory=list)  # bus numbers at the end of each link
     ecc_uncorrected: int | None = 0   # None: ECC not supported
     processes: dict[int, int | None] = field(default_factory=dict)  # pid -> MiB used
+    utilization: int = 0              # percent, the device's last sample
+    process_util: dict[int, int] = field(default_factory=dict)  # pid -> SM percent
+    lost: bool = False                # every query answers GPU_IS_LOST
+    events: bool = True               # supports XID critical error events
 
     @property
     def bus_id(self) -> bytes:
@@ -62,6 +72,12 @@ class FakeNvml:
         self.gpus = gpus
         self.init_error = init_error
         self.initialised = False
+        self.xids: "queue.Queue[tuple[int, int]]" = queue.Queue()  # (device index, XID)
+        self.registered: set[int] = set()
+
+    def inject_xid(self, index: int, xid: int) -> None:
+        """The driver reports XID ``xid`` on device ``index`` (as ``nvidia-smi`` would log)."""
+        self.xids.put((index, xid))
 
     def nvmlInit(self) -> None:
         if self.init_error is not None:
@@ -78,7 +94,10 @@ class FakeNvml:
 
     def _gpu(self, handle: SimpleNamespace) -> FakeGpu:
         self._check()
-        return self.gpus[handle.index]
+        gpu = self.gpus[handle.index]
+        if gpu.lost:
+            raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+        return gpu
 
     def nvmlDeviceGetCount(self) -> int:
         self._check()
@@ -148,6 +167,50 @@ class FakeNvml:
         return [SimpleNamespace(pid=pid, usedGpuMemory=None if mib is None else mib * MiB,
                                 gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
                 for pid, mib in gpu.processes.items()]
+
+
+    def nvmlDeviceGetIndex(self, handle: SimpleNamespace) -> int:
+        self._check()
+        return handle.index
+
+    def nvmlDeviceGetUtilizationRates(self, handle: SimpleNamespace) -> SimpleNamespace:
+        gpu = self._gpu(handle)
+        return SimpleNamespace(gpu=gpu.utilization, memory=0)
+
+    def nvmlDeviceGetProcessUtilization(self, handle: SimpleNamespace,
+                                        timestamp: int) -> list[SimpleNamespace]:
+        gpu = self._gpu(handle)
+        if not gpu.process_util:
+            raise NVMLError(NVML_ERROR_NOT_FOUND)  # no sample newer than timestamp
+        now = time.time_ns() // 1000
+        return [SimpleNamespace(pid=pid, timeStamp=now, smUtil=sm, memUtil=0, encUtil=0,
+                                decUtil=0) for pid, sm in gpu.process_util.items()]
+
+    def nvmlEventSetCreate(self) -> SimpleNamespace:
+        self._check()
+        return SimpleNamespace(kind="event-set")
+
+    def nvmlDeviceGetSupportedEventTypes(self, handle: SimpleNamespace) -> int:
+        gpu = self._gpu(handle)
+        if not gpu.events:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return nvmlEventTypeXidCriticalError
+
+    def nvmlDeviceRegisterEvents(self, handle: SimpleNamespace, types: int,
+                                 event_set: SimpleNamespace) -> None:
+        self._gpu(handle)
+        assert types == nvmlEventTypeXidCriticalError
+        self.registered.add(handle.index)
+
+    def nvmlEventSetWait_v2(self, event_set: SimpleNamespace, timeout_ms: int) -> SimpleNamespace:
+        self._check()
+        try:
+            index, xid = self.xids.get(timeout=timeout_ms / 1000)
+        except queue.Empty:
+            raise NVMLError(NVML_ERROR_TIMEOUT) from None
+        return SimpleNamespace(device=SimpleNamespace(index=index),
+                               eventType=nvmlEventTypeXidCriticalError, eventData=xid,
+                               gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
 
 
 def initialised(gpus: list[FakeGpu]) -> FakeNvml:

@@ -203,3 +203,19 @@ def test_run_against_a_server_on_this_machine_runs_in_the_current_directory(serv
     job = json.loads(ok(server.rota("run", "--json", "--workdir", up, "--", "true", cwd=tmp_path)))
     run = server.store.get_job(job["id"]).run
     assert run["workdir"] is None and run["upload"]
+
+
+def test_submit_an_array_and_ps_folds_it_into_one_line(server, tmp_path):
+    (tmp_path / "job.yaml").write_text("name: sweep\nproject: vision\nqueue: default\n"
+                                       "entrypoint: python sweep.py\n")
+    result = server.rota("submit", tmp_path / "job.yaml", "--array", "0-9%3")
+    out = ok(result)
+    assert out.startswith("Submitted array ") and "10 tasks" in out and "at most 3" in out
+    first = out.split()[2].rstrip(":")
+    table = ok(server.rota("ps"))
+    (line,) = [row for row in table.splitlines() if row.strip().startswith(f"{first}[")]
+    assert f"{first}[0-9%3]" in line and "10 pending" in line
+    listed = json.loads(ok(server.rota("ps", "--json")))
+    assert len([j for j in listed if j["array_id"] == first]) == 10
+    bad = server.rota("submit", tmp_path / "job.yaml", "--array", "5-1")
+    assert bad.returncode == 2 and "array: " in bad.stderr

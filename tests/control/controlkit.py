@@ -44,9 +44,11 @@ def python(code: str) -> list[str]:
 
 
 def submit(store: Store, command: list[str] | str | None, gpus: float = 1, replicas: int = 1,
-           priority: int = 0, grace_s: float = 30.0, **run: Any) -> str:
+           priority: int = 0, grace_s: float = 30.0, walltime_s: float | None = None,
+           **run: Any) -> str:
     builder = job("x").gpus(gpus).user("alice").project("p").queue("q").replicas(replicas)
-    built = builder.priority(priority).grace_s(grace_s).build()
+    builder = builder.priority(priority).grace_s(grace_s)
+    built = (builder.walltime(walltime_s) if walltime_s is not None else builder).build()
     spec = dict(run)
     if command is not None:
         spec["command"] = command

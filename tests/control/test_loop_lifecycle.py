@@ -42,12 +42,13 @@ def test_bound_job_is_launched_runs_and_succeeds(store, loop, data_dir, clock) -
     pytest.param(0, 1, S.FAILED, id="no-budget-fails-at-once"),
     pytest.param(2, 3, S.FAILED, id="two-retries-then-fails"),
 ])
-def test_failing_job_is_retried_within_its_budget(store, loop, data_dir, retries, runs,
+def test_failing_job_is_retried_within_its_budget(store, loop, data_dir, clock, retries, runs,
                                                   final) -> None:
-    # each run appends its attempt number and exits 3
+    # each run appends its attempt number and exits 3; the clock moves past each backoff
     code = "import os\nopen('runs', 'a').write(os.environ['ROTA_ATTEMPT'])\nraise SystemExit(3)"
     job = submit(store, python(code), restart={"max_retries": retries})
-    rec = drive(loop, state_is(store, job, final), f"the job to be {final}")
+    rec = drive(loop, state_is(store, job, final), f"the job to be {final}",
+                tick=lambda: clock.advance(5))
     assert rec.exit_code == 3
     assert rec.attempts == retries
     assert (workdir(data_dir, job) / "runs").read_text() == "".join(map(str, range(runs)))
@@ -56,10 +57,11 @@ def test_failing_job_is_retried_within_its_budget(store, loop, data_dir, retries
     assert "replica 0 exited with code 3" in rec.reason
 
 
-def test_job_that_succeeds_on_retry_ends_succeeded(store, loop, data_dir) -> None:
+def test_job_that_succeeds_on_retry_ends_succeeded(store, loop, data_dir, clock) -> None:
     code = "import os\nraise SystemExit(0 if os.environ['ROTA_ATTEMPT'] == '1' else 1)"
     job = submit(store, python(code), restart={"max_retries": 3})
-    rec = drive(loop, state_is(store, job, S.SUCCEEDED), "the retry to succeed")
+    rec = drive(loop, state_is(store, job, S.SUCCEEDED), "the retry to succeed",
+                tick=lambda: clock.advance(5))
     assert (rec.attempts, rec.exit_code) == (1, 0)
 
 

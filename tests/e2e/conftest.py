@@ -14,99 +14,15 @@ wait, start again), ``kill9()`` (``kill -9`` of the control plane, jobs left run
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Iterator
 
-import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "backends"))
+sys.path.insert(0, str(Path(__file__).parent))
 
-from backend_support import kill_everything_under  # noqa: E402
-
-START_TIMEOUT_S = 60.0  # a loaded 2-core machine imports FastAPI slowly; never asserted on
-
-
-class RotaServer:
-    def __init__(self, root: Path, gpus: str = "4xH100-80GB") -> None:
-        self.root = root
-        self.data_dir = root / "data"
-        self.gpus = gpus
-        self.env = {k: v for k, v in os.environ.items() if k not in ("ROTA_URL", "ROTA_TOKEN")}
-        self.env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_DATA_HOME=str(root / "share"))
-        self.credentials = root / "config" / "rota" / "credentials.json"
-        self.log = root / "rota-up.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.url = self.token = ""
-
-    def start(self) -> None:
-        assert self.proc is None, "already running"
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rota.cli.main", "up", "--port", "0", "--data-dir",
-                 str(self.data_dir), "--gpus", self.gpus, "--interval", "0.5"],
-                env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True)
-        self._wait_ready()
-
-    def _wait_ready(self) -> None:
-        end = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < end:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(f"rota up exited with {self.proc.returncode}:\n{self.output()}")
-            try:
-                creds = json.loads(self.credentials.read_text())
-                reply = httpx.get(f"{creds['url']}/v1/whoami", timeout=5,
-                                  headers={"Authorization": f"Bearer {creds['token']}"})
-                if reply.status_code == 200:
-                    self.url, self.token = creds["url"], creds["token"]
-                    return
-            except (OSError, ValueError, KeyError, httpx.HTTPError):
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"rota up did not become ready:\n{self.output()}")
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def client(self, token: str | None = None) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=30,
-                            headers={"Authorization": f"Bearer {token or self.token}"})
-
-    def kill9(self) -> None:
-        """``kill -9`` the control plane (its process group); jobs keep running."""
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self.proc = None
-
-    def stop(self) -> int:
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        code = self.proc.wait(timeout=START_TIMEOUT_S)
-        self.proc = None
-        return code
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def close(self) -> None:
-        if self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-            self.proc = None
-        kill_everything_under(self.data_dir)
+from serverkit import RotaServer  # noqa: E402
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -68,9 +69,7 @@ def placement(nodes: list[str]) -> Placement:
 
 
 def die_launching(cluster, nodes: list[str], after: int) -> None:
-    from conftest import KUBE_ENV
-    import os
-    plane = subprocess.run([sys.executable, "-c", DYING_PLANE, os.environ[KUBE_ENV],
+    plane = subprocess.run([sys.executable, "-c", DYING_PLANE, os.environ["ROTA_TEST_KUBECONFIG"],
                             cluster.namespace, cluster.selector, ",".join(nodes), str(after)],
                            timeout=120)
     assert plane.returncode == -signal.SIGKILL, "the control plane was not killed"

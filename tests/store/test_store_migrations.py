@@ -19,17 +19,18 @@ from rota.store.schema import job_events, metadata
 from storekit import seed, submission
 
 TABLES = {"projects", "users", "memberships", "api_tokens", "flavors", "queues", "nodes", "jobs",
+          "attempts", "idle_policies",
           "job_events", "usage", "leases", "alembic_version"}
 
 
 def test_opening_an_empty_database_creates_every_table_at_the_head_revision(db_url):
     with Store.open(db_url) as store:
-        assert store.revision == "0005"
+        assert store.revision == "0008"
     engine = create_engine(db_url)
     try:
         assert set(inspect(engine).get_table_names()) == TABLES
         with engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0005"
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0008"
     finally:
         engine.dispose()
 
@@ -100,5 +101,5 @@ def test_revision_0003_counts_the_failures_of_jobs_stored_before_it(db_url):
     finally:
         engine.dispose()
     with Store.open(db_url) as store:
-        assert store.revision == "0005"
+        assert store.revision == "0008"
         assert (store.get_job(job).attempts, store.get_job(job).failures) == (3, 1)

@@ -41,7 +41,7 @@ def add_admin_routes(app: FastAPI, store: Store, clock: Callable[[], float],
     @app.get("/v1/queues")
     def queues(_: Principal = Depends(principal)) -> list[dict[str, Any]]:
         """Quotas with usage and borrowing, and who may use each (see ``rota.api.views``)."""
-        return queues_view(store.snapshot(clock()), store.bindings())
+        return queues_view(store.snapshot(clock()), store.bindings(), store.idle_defaults())
 
     @app.put("/v1/queues")
     def apply_queues(body: dict[str, Any] = Body(...), _: Principal = Depends(operator)
@@ -56,6 +56,8 @@ def add_admin_routes(app: FastAPI, store: Store, clock: Callable[[], float],
             store.put_flavor(flavor)
         for name, queue in applied.queues.items():
             store.put_queue(queue, applied.bindings[name])
+        for scope, policy in applied.idle.items():
+            store.put_idle(scope, policy)
         changed()
         return {"flavors": sorted(applied.flavors), "queues": sorted(applied.queues)}
 

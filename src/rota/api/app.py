@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from fastapi import Body, Depends, FastAPI, Header, Query, Response
+from fastapi import Body, Depends, FastAPI, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict
 
@@ -23,8 +23,8 @@ from rota.api.errors import Forbidden
 from rota.api.admin_routes import add_admin_routes
 from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader
-from rota.api.models import event_view, job_view
-from rota.api.submit import parse_body
+from rota.api.models import attempt_view, event_view, job_view
+from rota.api.submit import array_tasks, parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
 from rota.core import InvalidSpec, JobState
 from rota.store import JobFilter, NotFound, Principal, Role, Store, Unauthenticated
@@ -56,6 +56,11 @@ class UserChange(BaseModel):
     unix_user: str | None  # None: back to the account named like the user
 
 
+class HoldBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = ""
+
+
 class TokenBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -67,12 +72,15 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                data_dir: str | Path | None = None, on_change: Callable[[], None] | None = None,
                max_upload_bytes: int = DEFAULT_MAX_BYTES, log_poll_s: float = 0.25,
                read_log: LogReader = no_reader,
-               workdir_refusal: Callable[[str, str], str | None] | None = None) -> FastAPI:
+               workdir_refusal: Callable[[str, str], str | None] | None = None,
+               on_touch: Callable[[str], None] = lambda job_id: None) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
     submitted or cancelled, to wake the control loop; ``read_log`` reads jobs' logs from the
     backend that runs them (``rota.api.logs``); ``workdir_refusal(user, path)`` says why a job
     of ``user`` may not run in directory ``path`` of the server (None: it may), so that a
-    submit naming a directory its owner cannot use is refused at once."""
+    submit naming a directory its owner cannot use is refused at once; ``on_touch(job_id)``
+    is told of every request about a job by a person (not by the job's own token): idle
+    reclamation counts it as activity."""
     clock = clock or store.clock
     app = FastAPI(title="rota", version="0.1.0")
     errors.install(app)
@@ -85,14 +93,32 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             except Exception:  # the change is durable; a failed wake-up only delays it
                 log.exception("on_change failed")
 
-    async def principal(authorization: str | None = Header(None)) -> Principal:
+    async def principal(request: Request,
+                        authorization: str | None = Header(None)) -> Principal:
         """Answered from the store's cache on the event loop when it can be; a lookup in the
-        database runs on a worker thread."""
+        database runs on a worker thread. A job's own token reaches only ``JOB_ROUTES`` of its
+        job."""
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise Unauthenticated("send Authorization: Bearer <token>")
         token = token.strip()
-        return store.cached_principal(token) or await run_in_threadpool(store.authenticate, token)
+        who = store.cached_principal(token) or await run_in_threadpool(store.authenticate, token)
+        if who.job is not None:
+            await run_in_threadpool(_job_token_alive, who)
+            if not _job_may(request, who.job):
+                raise Forbidden(f"the token of job {who.job} may only read that job and report "
+                                "its checkpoints")
+        return who
+
+    def _job_token_alive(who: Principal) -> None:
+        """A job token is good while its attempt runs (the cache may not have seen it end)."""
+        try:
+            rec = store.get_job(who.job or "")
+        except NotFound:
+            rec = None
+        if rec is None or rec.attempts != who.attempt or not rec.state.holds_resources:
+            raise Unauthenticated(f"attempt {who.attempt} of job {who.job} has ended, and its "
+                                  "token with it")
 
     def operator(who: Principal = Depends(principal)) -> Principal:
         if not who.operator:
@@ -103,6 +129,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         rec = store.get_job(job_id)
         if not who.may_see(rec.job.project):
             raise NotFound("job", job_id)
+        if who.job is None:
+            on_touch(rec.id)
         return rec
 
     @app.get("/v1/whoami")
@@ -147,6 +175,9 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     @app.post("/v1/tokens", status_code=201)
     def issue_token(body: TokenBody, who: Principal = Depends(principal)) -> dict[str, Any]:
         user = body.user or who.user
+        if body.role is Role.JOB:
+            raise InvalidSpec("role", "job tokens are issued by the control plane, one per "
+                              "attempt of a job; choose member or operator")
         if not who.operator and (user != who.user or body.role is Role.OPERATOR):
             raise Forbidden("a member may issue only member tokens for itself")
         issued = store.issue_token(user, body.name, body.role)
@@ -176,6 +207,13 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             refusal = await run_in_threadpool(workdir_refusal, who.user, workdir)
             if refusal is not None:
                 raise InvalidSpec("run.workdir" if "run" in body else "workdir", refusal)
+        tasks = array_tasks(body, sub)
+        if tasks:
+            recs = await run_in_threadpool(store.submit_array, tasks, not who.operator)
+            changed()
+            view = {**job_view(recs[0]), "array": {"id": recs[0].array_id, "tasks": len(recs),
+                                                   "limit": tasks[0].array_limit}}
+            return Response(json.dumps(view, allow_nan=False), 201, media_type="application/json")
         # membership is checked again in the insert's transaction: the principal may be cached
         rec = await asyncio.wrap_future(store.submit_future(sub, member=not who.operator))
         changed()
@@ -198,15 +236,40 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
 
     @app.get("/v1/jobs/{job_id}")
     def show(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
-        """The job, and whether its queue still admits its project: true, false (the binding
-        changed after it was accepted; it stays), or null (the queue was deleted)."""
+        """The job, whether its queue still admits its project (true; false: the binding
+        changed after it was accepted, and it stays; null: the queue was deleted), and the
+        history of its attempts."""
         rec = visible_job(job_id, who)
         bindings = store.bindings()
         admits = None
         if rec.job.queue in bindings:
             bound = bindings[rec.job.queue]
             admits = bound is None or rec.job.project in bound
-        return {**job_view(rec), "queue_admits_project": admits}
+        return {**job_view(rec), "queue_admits_project": admits,
+                "history": [attempt_view(a) for a in store.attempts(job_id)]}
+
+    @app.post("/v1/jobs/{job_id}/checkpoint")
+    def checkpoint(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
+        """The job's running attempt has just saved a checkpoint: victim choice counts only
+        the work since then as lost. From inside the job: ``rota checkpoint``, or this route
+        with ``$ROTA_URL`` and ``$ROTA_TOKEN`` (the attempt's own token)."""
+        visible_job(job_id, who)
+        return job_view(store.record_checkpoint(job_id, who.attempt))
+
+    @app.post("/v1/jobs/{job_id}/hold")
+    def hold(job_id: str, body: HoldBody = Body(HoldBody()),
+             who: Principal = Depends(principal)) -> dict[str, Any]:
+        """Keep a pending job from being scheduled until it is released."""
+        visible_job(job_id, who)
+        return job_view(store.hold(job_id, body.reason, by=who.user))
+
+    @app.post("/v1/jobs/{job_id}/release")
+    def release(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
+        """Let a held job be scheduled again."""
+        visible_job(job_id, who)
+        rec = store.release(job_id, by=who.user)
+        changed()
+        return job_view(rec)
 
     @app.post("/v1/jobs/{job_id}/cancel")
     def cancel(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
@@ -224,6 +287,16 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     add_admin_routes(app, store, clock, principal, operator, changed)
     add_io_routes(app, store, principal, visible_job, uploads, read_log, log_poll_s)
     return app
+
+
+JOB_ROUTES = (("GET", "/v1/whoami"), ("GET", "/v1/jobs/{job}"),
+              ("GET", "/v1/jobs/{job}/events"), ("POST", "/v1/jobs/{job}/checkpoint"))
+
+
+def _job_may(request: Request, job: str) -> bool:
+    """Whether a job token of ``job`` may make ``request`` (``JOB_ROUTES``)."""
+    return any(request.method == method and request.url.path == path.format(job=job)
+               for method, path in JOB_ROUTES)
 
 
 def _states(values: list[str] | None) -> frozenset[JobState] | None:

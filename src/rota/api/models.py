@@ -17,6 +17,7 @@ from rota.core import (
     parse_memory_mib,
 )
 from rota.store import JobEvent, JobRecord, Submission
+from rota.store.records import AttemptRecord
 
 
 class JobBody(BaseModel):
@@ -73,8 +74,19 @@ def job_view(rec: JobRecord) -> dict[str, Any]:
                          for r in rec.wait_reasons],
         "estimated_start": rec.estimated_start, "exit_code": rec.exit_code,
         "attempts": rec.attempts, "cancel_requested": rec.cancel_requested,
+        "held": rec.held, "eligible_at": rec.eligible_at, "failures": rec.failures,
+        "lost_streak": rec.lost_streak, "last_checkpoint_at": rec.last_checkpoint_at,
+        "depends": [list(d) for d in rec.depends], "array_id": rec.array_id,
+        "array_index": rec.array_index, "array_limit": rec.array_limit,
         "version": rec.version,
     }
+
+
+def attempt_view(a: AttemptRecord) -> dict[str, Any]:
+    return {"attempt": a.attempt, "bound_at": a.bound_at, "launched_at": a.launched_at,
+            "ended_at": a.ended_at, "placement": a.placement, "end": a.end,
+            "exit_code": a.exit_code, "reason": a.reason,
+            "last_checkpoint_at": a.last_checkpoint_at}
 
 
 def event_view(event: JobEvent) -> dict[str, Any]:

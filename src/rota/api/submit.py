@@ -9,6 +9,9 @@ keys, each error naming its dotted field such as ``resources.gpu``). Over HTTP:
 - ``entrypoint`` is required: something has to run;
 - ``workdir`` must be an absolute path on the server (``rota submit`` uploads a local one);
 - ``user`` is the token's user (another user is refused), ``submit_time`` is for plan files only;
+- ``start_at``, ``depends`` (``after_ok``, ``after_any``, ``after_failed``: job ids it waits
+  for) and ``array`` (``0-99%10``: one task per index, at most 10 at once) are kept for the
+  control plane (``rota.control.eligibility``);
 - amounts above ``LIMITS`` are refused, so no request is too large to store.
 
 A body carrying the core-level keys (``cpu``, ``memory``, ``gpu``, ... at the top level; see
@@ -20,9 +23,10 @@ given, must follow the same contract.
     {"command": [argv...], "workdir": str | null, "image": str | null, "env": {str: str},
      "upload": str | null,
      "checkpoint": {"dir": str | null, "signal": "SIGTERM", "grace_s": float},
-     "restart": {"max_retries": int},
+     "restart": {"max_retries": int, "backoff_s": float},
      "idle": {"gpu_util_below": float | null, "for_s": float | null,
-              "max_lifetime_s": float | null} | null}
+              "inactive_for_s": float | null, "max_lifetime_s": float | null,
+              "warn_before_s": float | null} | null}
 
 An ``entrypoint`` string becomes ``["/bin/sh", "-c", entrypoint]``; a list is the argv.
 """
@@ -39,7 +43,7 @@ from rota.api.models import JobBody
 from rota.core import MILLI, InvalidSpec, Job, ReplicaRequest
 from rota.spec import JobSpec, to_job
 from rota.spec.errors import from_validation
-from rota.spec.types import Image, Name
+from rota.spec.types import Image, Name, parse_array
 from rota.store import Submission
 
 CORE_KEYS = frozenset({"cpu", "memory", "gpu", "gpu_memory", "gpu_model", "grace", "labels",
@@ -82,7 +86,18 @@ def parse_body(data: Any, user: str, upload_exists: Callable[[str], bool]) -> Su
                                     else "")
         raise InvalidSpec(field, exc.reason) from None
     job = to_job(spec.model_copy(update={"name": spec.name or "job"}), 0.0)
-    return replace(Submission.from_job(job, name=spec.name or "", run=run), user=user)
+    return replace(Submission.from_job(job, name=spec.name or "", run=run), user=user,
+                   start_at=spec.start_at,
+                   depends=spec.depends.pairs() if spec.depends is not None else ())
+
+
+def array_tasks(data: Any, sub: Submission) -> list[Submission]:
+    """One submission per task of the body's ``array`` (``0-99%10``), or none without one."""
+    text = data.get("array") if isinstance(data, dict) else None
+    if text is None:
+        return []
+    indices, limit = parse_array(text)
+    return [replace(sub, array_index=i, array_limit=limit) for i in indices]
 
 
 def _check_request(spec: JobRequest, user: str) -> None:
@@ -112,16 +127,14 @@ def run_of(spec: JobSpec, upload: str | None) -> dict[str, Any]:
     """The ``run`` mapping of a validated job spec (see the module docstring)."""
     entry = spec.entrypoint
     command = ["/bin/sh", "-c", entry] if isinstance(entry, str) else list(entry or [])
-    idle = None
-    if spec.idle is not None:
-        idle = {"gpu_util_below": spec.idle.gpu_util_below, "for_s": spec.idle.for_,
-                "max_lifetime_s": spec.idle.max_lifetime}
+    idle = None if spec.idle is None else spec.idle.stored()
     return {
         "command": command, "workdir": spec.workdir, "image": spec.image, "env": dict(spec.env),
         "upload": upload,
         "checkpoint": {"dir": spec.checkpoint.dir, "signal": spec.checkpoint.signal,
                        "grace_s": spec.checkpoint.grace},
-        "restart": {"max_retries": spec.restart.max_retries}, "idle": idle,
+        "restart": {"max_retries": spec.restart.max_retries,
+                    "backoff_s": spec.restart.backoff}, "idle": idle,
     }
 
 
@@ -135,13 +148,16 @@ class _Checkpoint(BaseModel):
 class _Restart(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     max_retries: int = Field(0, ge=0, le=1000)
+    backoff_s: float = Field(10.0, ge=0, le=600)
 
 
 class _Idle(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     gpu_util_below: float | None = Field(None, ge=0, le=100)
     for_s: float | None = Field(None, gt=0)
+    inactive_for_s: float | None = Field(None, gt=0)
     max_lifetime_s: float | None = Field(None, gt=0)
+    warn_before_s: float | None = Field(None, gt=0)
 
 
 class RunContract(BaseModel):

@@ -18,15 +18,21 @@ without learning anything about other projects' jobs.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import asdict
 from typing import Any, Callable, Mapping
 
 from rota.core import JobState
 from rota.core import Snapshot
+from rota.scheduler.idle import IdlePolicy, effective
 from rota.scheduler.quota import QuotaBook
 from rota.store.admin import Binding, NodeRecord
 
 
-def queues_view(snapshot: Snapshot, bindings: Mapping[str, Binding]) -> list[dict[str, Any]]:
+def queues_view(snapshot: Snapshot, bindings: Mapping[str, Binding],
+                idle: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Each queue's quotas with usage and borrowing, who may use it, its jobs, and the idle
+    reclamation defaults its jobs get (the global ones made stricter by the queue's)."""
+    idle = idle or {}
     active = [j for j in snapshot.jobs if j.state.holds_resources]
     book = QuotaBook(snapshot.queues, snapshot.flavors, active)
     pending = Counter(j.queue for j in snapshot.jobs if j.state is JobState.PENDING)
@@ -43,9 +49,11 @@ def queues_view(snapshot: Snapshot, bindings: Mapping[str, Binding]) -> list[dic
                 "borrowing": any(used[r] > n for r, n in quota.nominal.items() if r in used),
             }
         bound = bindings.get(q.name)
+        defaults = effective(IdlePolicy.of(idle.get("*")), IdlePolicy.of(idle.get(q.name)))
         out.append({"name": q.name, "cohort": q.cohort, "quotas": flavors,
                     "projects": None if bound is None else list(bound),
-                    "active_jobs": running[q.name], "pending_jobs": pending[q.name]})
+                    "active_jobs": running[q.name], "pending_jobs": pending[q.name],
+                    "idle": None if defaults.empty else asdict(defaults)})
     return out
 
 
@@ -90,7 +98,8 @@ def nodes_view(records: list[NodeRecord], snapshot: Snapshot, may_see: Callable[
                           "cpu_milli": f.cpu_milli, "memory_mib": f.memory_mib,
                           "gpus": len(f.devices)} for f in n.foreign],
              "gpus": [{"index": d.index, "model": d.model, "memory_mib": d.memory_mib,
-                       "healthy": d.healthy, "allocations": held.get((n.name, d.index), [])}
+                       "healthy": d.healthy, "problem": d.problem,
+                       "allocations": held.get((n.name, d.index), [])}
                       for d in n.devices],
              "backend": r.backend, "last_seen": r.last_seen}
             for r in records for n in [r.node]]

@@ -20,6 +20,9 @@ Vocabulary:
 - **Status comes in bulk**: ``poll(handles)`` answers for every handle at once, so that a pass
   over thousands of running jobs costs the backend one round of questions, not one each.
 - **Logs come from the backend** (``read_log``), so that the API never opens a file itself.
+- **Activity** (``activity``): what the backend can see of a launch for idle reclamation: its
+  GPUs' utilisation and when it last wrote output (None where it cannot see either);
+  ``notify`` puts a line from rota where the job's owner reads its output.
 - **Capabilities** are what a backend can enforce; the control plane and the CLI read them
   instead of guessing from the backend's name.
 - A **launch request** (``LaunchSpec``) is what to run: the command, its working directory, the
@@ -45,7 +48,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
-from rota.core import DeviceShare, InvalidSpec, Job, Node, Placement, RotaError
+from rota.core import DeviceShare, End, InvalidSpec, Job, Node, Placement, RotaError
 
 
 class BackendError(RotaError):
@@ -209,6 +212,16 @@ def _get(d: Mapping[str, Any], key: str, kind: type, field: str) -> Any:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What a launch was seen doing: the utilisation of its GPUs now (percent, averaged over
+    its devices; its own processes' share on a shared device), and when it last wrote output
+    (seconds since the epoch). None: the backend cannot see it."""
+
+    gpu_util: float | None = None
+    last_output_at: float | None = None
+
+
 class ReplicaState(enum.StrEnum):
     RUNNING = "running"
     EXITED = "exited"
@@ -219,7 +232,9 @@ class ReplicaState(enum.StrEnum):
 class ReplicaStatus:
     """``exit_code`` is ``None`` while running, when lost, and for a replica stopped before its
     command started; ``reason`` says why it was stopped (cancelled, over its GPU memory, ...);
-    ``finished_at`` is when an exited replica ended (seconds since the epoch), when known."""
+    ``finished_at`` is when an exited replica ended (seconds since the epoch), when known.
+    ``cause`` says which fault of the infrastructure lost a replica, where the backend knows:
+    ``End.GPU_UNHEALTHY``; otherwise a lost replica counts as ``End.NODE_LOST``."""
 
     rank: int
     state: ReplicaState
@@ -227,6 +242,7 @@ class ReplicaStatus:
     signal: int | None = None
     reason: str = ""
     finished_at: float | None = None
+    cause: End | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +331,13 @@ class Backend(Protocol):
     def signal(self, handle: Handle, sig: int) -> None: ...
 
     def cancel(self, handle: Handle, grace_s: float) -> None: ...
+
+    def activity(self, handles: Sequence[Handle]) -> list[Activity]:
+        """What each launch is seen doing, in the same order, in one round of questions."""
+
+    def notify(self, handle: Handle, message: str) -> None:
+        """Put ``message`` where the job's owner reads its output (a warning before idle
+        reclamation); a backend without such a place does nothing."""
 
     def watch(self, wake: Callable[[], None]) -> None:
         """From now on, call ``wake`` soon after a launch this backend tracks changes state

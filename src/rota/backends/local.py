@@ -14,8 +14,9 @@ supervisor did. Exactly one of the two wins, so a replica either runs under a su
 handle names, or never runs. An attempt none of whose replicas started is started again in
 ``attempt-<n>.<k>`` (k = 1, 2, ...): a fenced directory is never reused.
 
-Each replica runs under its own supervisor (``rota.backends.shim``), started in a new session
-so that it survives the control plane. The supervisor owns the replica's fate: it forwards
+Each replica runs under its own supervisor (``rota.backends.shim``, forked by the spawner the
+backend keeps: ``rota.backends.spawner``), in a session of its own so that it survives the
+control plane. The supervisor owns the replica's fate: it forwards
 signals, escalates a stop to SIGKILL after the grace period, and writes ``status.json`` when the
 command ends. This backend only writes requests (``stop.json``) and reads results, so a new
 instance over the same data directory (``adopt``) knows everything the old one knew:
@@ -42,95 +43,35 @@ from __future__ import annotations
 
 import os
 import signal as signals
-import socket
-import subprocess
-import sys
 import threading
+import time
+from dataclasses import replace
 from pathlib import Path
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 from urllib.parse import quote
 
 from rota.backends.base import (
-    BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, ReplicaState, ReplicaStatus,
-    RunAs, Status,
+    Activity, BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, ReplicaState,
+    ReplicaStatus, Status,
 )
-from rota.backends.exits import ExitWatcher
 from rota.backends.env import ReplicaContext, account_env, check_job_env, inherited, replica_env
+from rota.backends.exits import ExitWatcher
 from rota.backends.gpus import local_node
+from rota.backends.health import GpuHealth
+from rota.backends.localfiles import (  # noqa: F401 - Proc, proc and free_port are used from here
+    JOB_UMASK, LOG_CHUNK, STREAMS, Proc, account_json, argv_of, boot_of, free_port, log_file,
+    mps_running, proc, try_name,
+)
 from rota.backends.nvml import Nvml
 from rota.backends.procs import (
-    boot_id, claim_json, is_running, make_dirs, read_json, signal_group, signal_pid,
+    boot_id, claim_json, is_running, make_dirs, read_json, session_of, signal_group, signal_pid,
     start_ticks, write_json_atomic,
 )
 from rota.backends.shim import CLAIM, FORWARDED
-from rota.core import InvalidSpec, Job, Node, Placement, ReplicaPlacement
+from rota.backends.spawner import Spawner
+from rota.core import MILLI, End, InvalidSpec, Job, Node, Placement, ReplicaPlacement
 
-JOB_UMASK = 0o022  # what a job's own files get, whatever the control plane's umask is
-LOG_CHUNK = 64 * 1024
-STREAMS = ("stdout", "stderr")
-
-
-@dataclass(frozen=True, slots=True)
-class Proc:
-    """The local backend's part of a replica handle (its ``ref``), read and checked."""
-
-    pid: int
-    start_ticks: int
-    dir: str
-    stdout: str
-    stderr: str
-
-    def ref(self) -> dict[str, Any]:
-        return {"pid": self.pid, "start_ticks": self.start_ticks, "dir": self.dir,
-                "stdout": self.stdout, "stderr": self.stderr}
-
-
-def proc(replica: ReplicaHandle, field: str = "handle.replicas[0]") -> Proc:
-    """The supervisor and files of a local replica; ``InvalidSpec`` naming the damaged field."""
-    ref = replica.ref
-    values: dict[str, Any] = {}
-    for key, kind in (("pid", int), ("start_ticks", int), ("dir", str), ("stdout", str),
-                      ("stderr", str)):
-        value = ref.get(key)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise InvalidSpec(f"{field}.ref.{key}", f"must be {kind.__name__}, got {value!r}")
-        values[key] = value
-    if values["pid"] <= 0:
-        raise InvalidSpec(f"{field}.ref.pid", f"must be positive, got {values['pid']}")
-    return Proc(**values)
-
-
-def _boot(handle: Handle) -> str:
-    value = handle.ref.get("boot_id")
-    return value if isinstance(value, str) else ""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def mps_running() -> bool:
-    """True when an MPS control daemon listens in the pipe directory clients would use."""
-    pipe_dir = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")
-    return Path(pipe_dir, "control").exists()
-
-
-def _argv(command: Sequence[str] | str) -> list[str]:
-    if isinstance(command, str):
-        if not command.strip():
-            raise InvalidSpec("command", "must not be empty")
-        return ["/bin/sh", "-c", command]
-    argv = list(command)
-    if not argv or not all(isinstance(a, str) for a in argv):
-        raise InvalidSpec("command", "must be a non-empty list of strings")
-    return argv
-
-
-def _try_name(attempt: int, k: int) -> str:
-    return f"attempt-{attempt}" if k == 0 else f"attempt-{attempt}.{k}"
+UTIL_WINDOW_S = 10.0  # per-process GPU utilisation samples of the last this many seconds
 
 
 class LocalBackend:
@@ -141,7 +82,8 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, data_dir: str | Path, node: Node | None = None, nvml: Nvml | None = None,
-                 *, master_addr: str = "127.0.0.1", device_ids: str = "index") -> None:
+                 *, master_addr: str = "127.0.0.1", device_ids: str = "index",
+                 health: GpuHealth | None = None) -> None:
         if device_ids not in ("index", "uuid"):
             raise InvalidSpec("device_ids", f"must be index or uuid, got {device_ids!r}")
         self.data_dir = Path(data_dir).resolve()
@@ -151,9 +93,10 @@ class LocalBackend:
         self.master_addr = master_addr
         self.device_ids = device_ids
         self._lock = threading.Lock()
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self.spawner = Spawner()  # forks each replica's supervisor (rota.backends.spawner)
         self._tracked: dict[str, Handle] = {}
         self._exits: ExitWatcher | None = None
+        self.health = health if health is not None else (GpuHealth(nvml) if nvml else None)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -161,14 +104,26 @@ class LocalBackend:
                             compute_enforcement=mps_running(), gang=True, signals=True)
 
     def inventory(self) -> list[Node]:
-        return [self.node]
+        """This machine, its unhealthy GPUs marked so (``rota.backends.health``)."""
+        sick = self._sick()
+        if not sick:
+            return [self.node]
+        return [replace(self.node, devices=tuple(
+            replace(d, healthy=False, problem=sick[d.index]) if d.index in sick else d
+            for d in self.node.devices))]
+
+    def _sick(self) -> dict[int, str]:
+        return self.health.problems() if self.health is not None else {}
 
     def watch(self, wake: Callable[[], None]) -> None:
-        """Wake ``wake`` when a tracked replica's supervisor exits (a pidfd per supervisor)."""
+        """Wake ``wake`` when a tracked replica's supervisor exits (a pidfd per supervisor);
+        watch the GPUs' health."""
         if self._exits is not None:
             return
         self._exits = ExitWatcher(wake)
         self._exits.start()
+        if self.health is not None:
+            self.health.start()
         for handle in self.tracked():
             self._watch(handle)
 
@@ -176,6 +131,8 @@ class LocalBackend:
         if self._exits is not None:
             self._exits.stop()
             self._exits = None
+        if self.health is not None:
+            self.health.stop()
 
     def _watch(self, handle: Handle) -> None:
         exits = self._exits
@@ -200,7 +157,7 @@ class LocalBackend:
                                        "backend runs commands on this machine, not in images: "
                                        "drop image, or run the job on a backend that runs "
                                        "containers (kubernetes)")
-        argv = _argv(spec.command)
+        argv = argv_of(spec.command)
         job_env = check_job_env(spec.env)
         if not Path(spec.workdir).is_dir():
             raise InvalidSpec("workdir", f"is not an existing directory: {spec.workdir}")
@@ -236,7 +193,8 @@ class LocalBackend:
         to stop a launch half-way, as a killed control plane would."""
 
     def _save(self, handle: Handle) -> Handle:
-        write_json_atomic(Path(handle.launch_id) / "handle.json", handle.to_dict(), mode=0o600)
+        write_json_atomic(Path(handle.launch_id) / "handle.json", handle.to_dict(), mode=0o600,
+                          durable=False)
         return self._track(handle)
 
     # -- recover -----------------------------------------------------------------------------
@@ -293,7 +251,7 @@ class LocalBackend:
         """The directories of attempt ``attempt`` that exist, oldest first."""
         job_dir = self.data_dir / "jobs" / quote(job_id, safe="")
         found, k = [], 0
-        while (path := job_dir / _try_name(attempt, k)).is_dir():
+        while (path := job_dir / try_name(attempt, k)).is_dir():
             found.append(path)
             k += 1
         return found
@@ -307,8 +265,8 @@ class LocalBackend:
         k = 0
         while True:
             try:
-                (job_dir / _try_name(attempt, k)).mkdir(mode=0o700)
-                return job_dir / _try_name(attempt, k)
+                (job_dir / try_name(attempt, k)).mkdir(mode=0o700)
+                return job_dir / try_name(attempt, k)
             except FileExistsError:
                 k += 1
 
@@ -347,22 +305,11 @@ class LocalBackend:
         write_json_atomic(rdir / "spec.json", {
             "command": argv, "workdir": str(Path(spec.workdir).resolve()),
             "env": replica_env(base, job_env, ctx), "umask": JOB_UMASK,
-            "run_as": _account(spec.run_as)}, mode=0o600)
+            "run_as": account_json(spec.run_as)}, mode=0o600, durable=False)
         out, err = rdir / "stdout.log", rdir / "stderr.log"
-        # Block the signals the supervisor handles: it inherits the mask and unblocks them once
-        # its handlers are installed, so an early cancel is delayed instead of killing it.
-        blocked = signals.pthread_sigmask(signals.SIG_BLOCK, FORWARDED)
-        try:
-            with _log_file(out, spec.run_as) as fout, _log_file(err, spec.run_as) as ferr:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "rota.backends.shim", str(rdir)],
-                    stdin=subprocess.DEVNULL, stdout=fout, stderr=ferr, start_new_session=True,
-                    close_fds=True)
-        finally:
-            signals.pthread_sigmask(signals.SIG_SETMASK, blocked)
-        with self._lock:
-            self._children[proc.pid] = proc
-        ref = Proc(proc.pid, start_ticks(proc.pid) or -1, str(rdir), str(out), str(err)).ref()
+        with log_file(out, spec.run_as) as fout, log_file(err, spec.run_as) as ferr:
+            pid = self.spawner.start(rdir, fout.fileno(), ferr.fileno())
+        ref = Proc(pid, start_ticks(pid) or -1, str(rdir), str(out), str(err)).ref()
         return ReplicaHandle(ctx.rank, rep.node, rep.devices, ref)
 
     # -- observe -----------------------------------------------------------------------------
@@ -370,10 +317,11 @@ class LocalBackend:
     def poll(self, handles: Sequence[Handle]) -> list[Status]:
         """The status of each handle: a few file reads and one look at ``/proc`` per
         replica, no process of its own."""
-        boot = boot_id()
+        boot, sick = boot_id(), self._sick()
         out = []
         for handle in handles:
-            status = Status(tuple(self._replica_status(handle, r, boot) for r in handle.replicas))
+            status = Status(tuple(self._on_sick_gpu(self._replica_status(handle, r, boot), r,
+                                                    sick) for r in handle.replicas))
             if status.state is not ReplicaState.RUNNING:
                 with self._lock:
                     self._tracked.pop(handle.launch_id, None)
@@ -392,19 +340,80 @@ class LocalBackend:
 
     def _replica_status(self, handle: Handle, r: ReplicaHandle, boot: str) -> ReplicaStatus:
         p = proc(r)
-        self._reap(p.pid)
         for attempt in range(2):  # re-read: the supervisor may finish between the two checks
             done = read_json(Path(p.dir) / "status.json")
             if done is not None:
                 return ReplicaStatus(r.rank, ReplicaState.EXITED, done.get("exit_code"),
                                      done.get("signal"), done.get("reason", ""),
                                      done.get("finished_at"))
-            if attempt == 0 and _boot(handle) == boot and is_running(p.pid, p.start_ticks):
+            if attempt == 0 and boot_of(handle) == boot and is_running(p.pid, p.start_ticks):
                 return ReplicaStatus(r.rank, ReplicaState.RUNNING)
-        if _boot(handle) != boot:
+        if boot_of(handle) != boot:
             return ReplicaStatus(r.rank, ReplicaState.LOST, reason="the machine restarted")
         return ReplicaStatus(r.rank, ReplicaState.LOST, reason=(
             f"supervisor (pid {p.pid}) is gone and recorded no exit status"))
+
+    @staticmethod
+    def _on_sick_gpu(status: ReplicaStatus, r: ReplicaHandle,
+                     sick: dict[int, str]) -> ReplicaStatus:
+        """A replica still running on an unhealthy GPU is lost to it: it is stopped and
+        requeued, as if its node had failed."""
+        bad = [s.index for s in r.devices if s.index in sick]
+        if not bad or status.state is not ReplicaState.RUNNING:
+            return status
+        return ReplicaStatus(r.rank, ReplicaState.LOST, cause=End.GPU_UNHEALTHY,
+                             reason=f"GPU {bad[0]} is unhealthy: {sick[bad[0]]}")
+
+    def activity(self, handles: Sequence[Handle]) -> list[Activity]:
+        """Each launch's GPU utilisation (NVML: a whole device's own figure; on a shared
+        device, the SM utilisation of the replica's own processes, those of its session) and
+        when its log files last grew."""
+        util = sharing = None
+        if self.nvml is not None:
+            util = self.nvml.utilization()
+            since = int((time.time() - UTIL_WINDOW_S) * 1_000_000)
+            sharing = {}
+            for sample in self.nvml.process_utilization(since):
+                sid = session_of(sample.pid)
+                key = (sid, sample.index)
+                sharing[key] = sharing.get(key, 0) + sample.sm_percent
+        return [Activity(self._gpu_util(h, util, sharing), self._last_output(h)) for h in handles]
+
+    def _gpu_util(self, handle: Handle, util: dict[int, int] | None,
+                  sharing: dict[tuple[int | None, int], int] | None) -> float | None:
+        if util is None or sharing is None:
+            return None
+        figures = []
+        for r in handle.replicas:
+            child = read_json(Path(proc(r).dir) / "child.json") or {}
+            for share in r.devices:
+                if share.milli >= MILLI:
+                    figures.append(util.get(share.index))
+                else:
+                    figures.append(sharing.get((child.get("pid"), share.index), 0))
+        known = [f for f in figures if f is not None]
+        return sum(known) / len(known) if known else None
+
+    @staticmethod
+    def _last_output(handle: Handle) -> float | None:
+        times = []
+        for r in handle.replicas:
+            p = proc(r)
+            for path in (p.stdout, p.stderr):
+                try:
+                    times.append(os.stat(path).st_mtime)
+                except OSError:
+                    continue
+        return max(times) if times else None
+
+    def notify(self, handle: Handle, message: str) -> None:
+        """Append ``[rota] message`` to every replica's stderr log."""
+        for r in handle.replicas:
+            try:
+                with open(proc(r).stderr, "a") as f:
+                    f.write(f"[rota] {message}\n")
+            except OSError:
+                continue
 
     def read_log(self, handle: Handle, rank: int, stream: str, offset: int) -> Iterator[bytes]:
         """The bytes of a replica's ``stdout.log`` or ``stderr.log`` from ``offset`` on."""
@@ -421,13 +430,6 @@ class LocalBackend:
         except FileNotFoundError:
             return
 
-    def _reap(self, pid: int) -> None:
-        with self._lock:
-            proc = self._children.get(pid)
-        if proc is not None and proc.poll() is not None:
-            with self._lock:
-                self._children.pop(pid, None)
-
     # -- act ---------------------------------------------------------------------------------
 
     def signal(self, handle: Handle, sig: int) -> None:
@@ -436,7 +438,7 @@ class LocalBackend:
         boot = boot_id()
         for r in handle.replicas:
             p = proc(r)
-            supervised = _boot(handle) == boot and is_running(p.pid, p.start_ticks)
+            supervised = boot_of(handle) == boot and is_running(p.pid, p.start_ticks)
             if supervised and sig in FORWARDED:
                 signal_pid(p.pid, sig)
             elif (child := self._live_child(p)) is not None:
@@ -461,7 +463,7 @@ class LocalBackend:
         if is_running(p.pid, p.start_ticks):
             if not (rdir / "stop.json").exists():
                 write_json_atomic(rdir / "stop.json", {"reason": reason, "grace_s": grace_s},
-                                  mode=0o600)
+                                  mode=0o600, durable=False)
             signal_pid(p.pid, signals.SIGTERM)
         elif (child := self._live_child(p)) is not None:
             signal_group(child, signals.SIGKILL)  # no supervisor left to count a grace period
@@ -473,16 +475,3 @@ class LocalBackend:
         return int(child["pid"])
 
 
-def _account(run_as: RunAs | None) -> dict[str, Any] | None:
-    if run_as is None:
-        return None
-    return {"user": run_as.user, "uid": run_as.uid, "gid": run_as.gid,
-            "groups": list(run_as.groups)}
-
-
-def _log_file(path: Path, run_as: RunAs | None):
-    """``path`` opened for appending, 0600 and owned by the account the job runs as."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    if run_as is not None:
-        os.fchown(fd, run_as.uid, run_as.gid)
-    return os.fdopen(fd, "ab")

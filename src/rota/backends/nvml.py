@@ -7,6 +7,11 @@ its answers into plain values:
 - ``devices()``: one ``NvmlDevice`` per GPU in NVML index order (PCI bus order): UUID, name,
   memory, NUMA node when known, PCI bus id, the bus ids of its active NVLink peers, health.
 - ``process_memory()``: the GPU memory each compute process uses on each device.
+- ``problem(index)``: why a device is unhealthy now (uncorrected volatile ECC errors, lost),
+  or ``None``; ``xid_events()`` / ``wait_xid(events, timeout)``: XID critical errors as the
+  driver reports them (an event set, waited on by ``rota.backends.health``).
+- ``utilization()``: each device's GPU utilization (percent, NVML's last sample period) and
+  ``process_utilization(since)``: each process's SM utilization samples since a time.
 
 NVML errors surface as ``pynvml.NVMLError`` with an integer ``value``. "Not supported" answers
 (no NVLink, no ECC, no NUMA query in an old driver) are expected and mean "unknown"; a device
@@ -22,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 MiB = 1 << 20
+_NVML_ERROR_TIMEOUT = 10
 _NVML_ERROR_GPU_IS_LOST = 15
+_EVENT_XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +42,14 @@ class NvmlDevice:
     numa: int | None = None
     nvlink_peers: tuple[str, ...] = ()  # PCI bus ids of the devices at the other end
     healthy: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessUtil:
+    index: int  # device
+    pid: int
+    sm_percent: int
+    timestamp_us: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +116,77 @@ class Nvml:
                 if proc.usedGpuMemory is None:  # not available (Windows WDDM)
                     continue
                 out.append(ProcessMemory(index, proc.pid, math.ceil(proc.usedGpuMemory / MiB)))
+        return out
+
+    def indices(self) -> range:
+        """The indices of the devices NVML sees."""
+        return range(self.lib.nvmlDeviceGetCount())
+
+    def problem(self, index: int) -> str | None:
+        """Why device ``index`` is unhealthy now; None when it is healthy (or cannot say)."""
+        lib = self.lib
+        try:
+            h = lib.nvmlDeviceGetHandleByIndex(index)
+            errors = lib.nvmlDeviceGetTotalEccErrors(
+                h, getattr(lib, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+                getattr(lib, "NVML_VOLATILE_ECC", 0))
+        except lib.NVMLError as exc:
+            if getattr(exc, "value", None) == _NVML_ERROR_GPU_IS_LOST:
+                return "the GPU is lost (it fell off the bus or stopped answering)"
+            return None  # no ECC on this device: nothing to say
+        return f"{errors} uncorrected ECC error(s) since the driver loaded" if errors else None
+
+    def xid_events(self) -> Any:
+        """An event set receiving every device's XID critical errors (where supported)."""
+        lib = self.lib
+        events = lib.nvmlEventSetCreate()
+        for index in range(lib.nvmlDeviceGetCount()):
+            h = lib.nvmlDeviceGetHandleByIndex(index)
+            try:
+                if lib.nvmlDeviceGetSupportedEventTypes(h) & _EVENT_XID_CRITICAL:
+                    lib.nvmlDeviceRegisterEvents(h, _EVENT_XID_CRITICAL, events)
+            except lib.NVMLError:
+                continue  # events not supported here: ECC and loss are still polled
+        return events
+
+    def wait_xid(self, events: Any, timeout_ms: int) -> tuple[int, int] | None:
+        """The next (device index, XID) of ``events``; None when ``timeout_ms`` passed."""
+        lib = self.lib
+        try:
+            data = lib.nvmlEventSetWait_v2(events, timeout_ms)
+        except lib.NVMLError as exc:
+            if getattr(exc, "value", None) == _NVML_ERROR_TIMEOUT:
+                return None
+            raise
+        if not data.eventType & _EVENT_XID_CRITICAL:
+            return None
+        return lib.nvmlDeviceGetIndex(data.device), int(data.eventData)
+
+    def utilization(self) -> dict[int, int]:
+        """Device index -> GPU utilization in percent over NVML's last sample period."""
+        lib = self.lib
+        out = {}
+        for index in range(lib.nvmlDeviceGetCount()):
+            try:
+                out[index] = int(lib.nvmlDeviceGetUtilizationRates(
+                    lib.nvmlDeviceGetHandleByIndex(index)).gpu)
+            except lib.NVMLError:
+                continue
+        return out
+
+    def process_utilization(self, since_us: int) -> list[ProcessUtil]:
+        """SM utilization samples of each process on each device newer than ``since_us``
+        (microseconds since the epoch, as NVML counts them)."""
+        lib = self.lib
+        out = []
+        for index in range(lib.nvmlDeviceGetCount()):
+            h = lib.nvmlDeviceGetHandleByIndex(index)
+            try:
+                samples = lib.nvmlDeviceGetProcessUtilization(h, since_us)
+            except lib.NVMLError:
+                continue  # no sample since then (NOT_FOUND), or not supported on this device
+            out.extend(ProcessUtil(index, s.pid, int(s.smUtil), int(s.timeStamp))
+                       for s in samples)
         return out
 
     def _numa(self, h: Any, bus_id: str) -> int | None:

@@ -6,8 +6,11 @@ unrelated process after ours exited, or after a reboot, does not match. A zombie
 not yet reaped) counts as not running.
 
 Files other processes read are written atomically: to a temporary file in the same directory,
-flushed to disk, then renamed over the target, so a reader sees the old content or the new one,
-never a torn write, even if the writer is killed half-way.
+then renamed over the target, so a reader sees the old content or the new one, never a torn
+write, even if the writer is killed half-way. What must outlive a crash of the machine (how a
+replica ended, who claimed it) is also flushed to disk (``durable``); what only matters while
+the machine runs (a replica's spec, a stop request, a handle: after a reboot every replica is
+lost anyway) is not, which saves two disk flushes per file.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +67,15 @@ def is_running(pid: int, ticks: int | None) -> bool:
     return ticks is None or int(fields[19]) == ticks
 
 
+def session_of(pid: int) -> int | None:
+    """The session id of ``pid`` (a replica's processes share their command's); None when
+    it is gone or not ours to ask about."""
+    try:
+        return os.getsid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
 def signal_group(pgid: int, sig: int) -> bool:
     """Send ``sig`` to process group ``pgid``; False when the group no longer exists."""
     try:
@@ -96,18 +109,21 @@ def make_dirs(path: Path, mode: int) -> Path:
     return path
 
 
-def write_json_atomic(path: Path, data: Any, mode: int = 0o644) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def write_json_atomic(path: Path, data: Any, mode: int = 0o644, durable: bool = True) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    if not durable:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

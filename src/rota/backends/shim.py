@@ -81,7 +81,8 @@ class Supervisor:
             self.reason = f"cannot start {command[0]!r}: {exc.strerror or exc}"
             return self._finish(EXIT_CANNOT_START, started_at)
         write_json_atomic(self.dir / "child.json",
-                          {"pid": self.child.pid, "start_ticks": start_ticks(self.child.pid)})
+                          {"pid": self.child.pid, "start_ticks": start_ticks(self.child.pid)},
+                          durable=False)
         if self.stopping:  # a stop arrived while the command was being started
             signal_group(self.child.pid, signal.SIGTERM)
             self._arm_escalation()

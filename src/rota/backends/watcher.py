@@ -14,14 +14,13 @@ when an MPS daemon runs).
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from rota.backends.local import LocalBackend, proc
 from rota.backends.nvml import Nvml
-from rota.backends.procs import is_running, read_json
+from rota.backends.procs import is_running, read_json, session_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,13 +37,6 @@ class Violation:
                 f"on GPU {self.index}")
 
 
-def _session(pid: int) -> int | None:
-    try:
-        return os.getsid(pid)
-    except (ProcessLookupError, PermissionError):
-        return None
-
-
 class MemoryWatcher:
     def __init__(self, backend: LocalBackend, nvml: Nvml, grace_s: float = 5.0,
                  period_s: float = 1.0) -> None:
@@ -59,7 +51,7 @@ class MemoryWatcher:
         """(session id, device index) -> MiB used by the processes of that session."""
         usage: dict[tuple[int, int], int] = {}
         for proc in self.nvml.process_memory():
-            sid = _session(proc.pid)
+            sid = session_of(proc.pid)
             if sid is not None:
                 usage[(sid, proc.index)] = usage.get((sid, proc.index), 0) + proc.used_mib
         return usage

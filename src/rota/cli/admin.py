@@ -161,7 +161,9 @@ def nodes(as_json: bool = typer.Option(False, "--json")) -> None:
                              (f" ({a['share']:g})" if a["share"] < 1 else "") for a in allocs)
             table.add_row(name, state, str(g["index"]), g["model"],
                           amount("memory", g["memory_mib"]),
-                          "ok" if g["healthy"] else "unhealthy", f"{used:g}", jobs or "-")
+                          "ok" if g["healthy"] else "unhealthy" + (
+                              f" ({g['problem']})" if g.get("problem") else ""),
+                          f"{used:g}", jobs or "-")
             name = state = ""
     Console().print(table)
 

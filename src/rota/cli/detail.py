@@ -7,7 +7,8 @@
   explained yet is shown as queued, with how long it has been;
 - a note when its queue no longer admits its project (the binding changed after the job was
   accepted: it stays) or was deleted;
-- its history (events).
+- who holds it back and why, and the time before which it may not start;
+- its attempts (when, where, how each ended) and its history (events).
 """
 
 from __future__ import annotations
@@ -79,12 +80,34 @@ def render_job(job: dict[str, Any], events: list[dict[str, Any]], console: Conso
     note = queue_note(job)
     if note:
         console.print(f"Queue:     {note}")
+    if job.get("held"):
+        console.print(f"Held:      {job['held']} (rota release {job['id']} lets it go)")
     if state == "pending":
         _pending(job, console)
     elif state == "failed" and job.get("wait_reasons"):
         for line in why_lines(job):
             console.print(f"  - {line}")
+    _attempts(job.get("history") or [], console)
     _events(events, console)
+
+
+def _attempts(history: list[dict[str, Any]], console: Console) -> None:
+    """One line per attempt: when it ran, where, how it ended, its last checkpoint."""
+    if not history:
+        return
+    table = Table(title="Attempts", title_justify="left", box=None, header_style="bold")
+    for column in ("#", "STARTED", "ENDED", "WHERE", "END", "CHECKPOINT", "REASON"):
+        table.add_column(column, overflow="fold")
+    for a in history:
+        where = ", ".join(dict.fromkeys(r["node"] for r in a.get("placement") or [])) or "-"
+        started = a["launched_at"] or a["bound_at"]
+        table.add_row(str(a["attempt"]), f"{age(started)} ago",
+                      f"{age(a['ended_at'])} ago" if a["ended_at"] else "-", where,
+                      (a["end"] or "running") + (f" ({a['exit_code']})"
+                                                 if a["exit_code"] not in (None, 0) else ""),
+                      f"{age(a['last_checkpoint_at'])} ago" if a["last_checkpoint_at"] else "-",
+                      a["reason"] or "")
+    console.print(table)
 
 
 def queue_note(job: dict[str, Any]) -> str | None:

@@ -90,6 +90,14 @@ def sentence(reason: Reason) -> str:
         return f"Unknown queue: {reason.detail}."
     if code is C.ACCOUNT:
         return f"Held, not scheduled: {reason.detail}."
+    if code is C.HELD:
+        return f"Held: {reason.detail}; rota release ID lets it be scheduled."
+    if code is C.NOT_BEFORE:
+        return "Not before its start time (or a retry's backoff): see the estimated start."
+    if code is C.DEPENDENCY:
+        return f"Dependency: {reason.detail}."
+    if code is C.ARRAY_LIMIT:
+        return f"Array limit: {reason.detail}; the next task starts when one ends."
     return reason.detail or str(code)
 
 

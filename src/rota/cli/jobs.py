@@ -33,13 +33,18 @@ def submit(
     file: Path = typer.Argument(..., metavar="JOB.yaml", help="Job file (docs/files.md)."),
     project: Optional[str] = typer.Option(None, "--project", help="Override the file's project."),
     queue: Optional[str] = typer.Option(None, "--queue", help="Override the file's queue."),
+    array: Optional[str] = typer.Option(None, "--array", metavar="INDICES",
+                                        help="Submit one task per index: 0-99, 1,3,5-7, 0-20:5; "
+                                             "%N runs at most N at once (0-99%10). Each task "
+                                             "finds its index in $ROTA_ARRAY_INDEX."),
     as_json: bool = typer.Option(False, "--json", help="Print the submitted job as JSON."),
 ) -> None:
     """Submit a job file; a local workdir is uploaded with a progress bar."""
     from rota.spec import parse_job, read_mapping
     try:
         data = read_mapping(file, "name, project, queue, entrypoint, resources, ...")
-        data.update({k: v for k, v in (("project", project), ("queue", queue)) if v})
+        data.update({k: v for k, v in (("project", project), ("queue", queue), ("array", array))
+                     if v})
         spec = parse_job(data)
         if spec.entrypoint is None:
             raise InvalidSpec("entrypoint", "is required: the command to run, as a string "
@@ -97,6 +102,13 @@ def _submitted(job: dict[str, Any], as_json: bool) -> None:
         print_json(job)
         return
     name = f" ({job['name']})" if job["name"] else ""
+    if job.get("array"):
+        array = job["array"]
+        limit = f", at most {array['limit']} at once" if array["limit"] else ""
+        print(f"Submitted array {array['id']}{name}: {array['tasks']} tasks (jobs "
+              f"{array['id']} on){limit}, to queue {job['queue']} of project {job['project']}.")
+        print(f"Next: rota ps shows them on one line; rota show ID for one task.")
+        return
     print(f"Submitted job {job['id']}{name} to queue {job['queue']} of project "
           f"{job['project']}: {job['state']}.")
     print(f"Next: rota show {job['id']} to see where it runs or why it waits; "
@@ -202,10 +214,35 @@ def ps(
     table = Table(box=None, header_style="bold")
     for column in ("ID", "NAME", "PROJECT", "STATE", "GPUS", "WHERE", "AGE"):
         table.add_column(column, overflow="fold")
-    for j in jobs:
+    for j in fold_arrays(jobs):
         table.add_row(j["id"], j["name"] or "-", j["project"], j["state"], gpus(j),
                       placement(j), age(j["submit_time"]))
     Console(width=_width()).print(table)
+
+
+def fold_arrays(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The jobs, each array's tasks folded into one line (``12[0-9]``, state ``3 running, 7
+    pending``) where its first task would be."""
+    from collections import Counter
+    tasks: dict[str, list[dict[str, Any]]] = {}
+    for j in jobs:
+        if j.get("array_id") is not None:
+            tasks.setdefault(j["array_id"], []).append(j)
+    out, done = [], set()
+    for j in jobs:
+        array = j.get("array_id")
+        if array is None:
+            out.append(j)
+        elif array not in done:
+            done.add(array)
+            mine = tasks[array]
+            indices = sorted(t["array_index"] for t in mine)
+            counts = Counter(t["state"] for t in mine)
+            limit = f"%{j['array_limit']}" if j.get("array_limit") else ""
+            out.append({**j, "id": f"{array}[{indices[0]}-{indices[-1]}{limit}]",
+                        "state": ", ".join(f"{n} {s}" for s, n in counts.most_common()),
+                        "placement": None})
+    return out
 
 
 def _width() -> int:

@@ -151,9 +151,10 @@ from rota.cli.sim import sim_app  # noqa: E402 (after app and fail, which it use
 
 app.add_typer(sim_app, name="sim")
 
-from rota.cli import admin, jobs  # noqa: E402 (they register onto app)
+from rota.cli import admin, jobs, lifecycle  # noqa: E402 (they register onto app)
 
 jobs.register(app)
+lifecycle.register(app)
 admin.register(app)
 
 from rota.cli import up  # noqa: E402 (registers onto app)

@@ -158,6 +158,15 @@ class Client:
     def events(self, job_id: str) -> list[dict[str, Any]]:
         return self._json("GET", f"/v1/jobs/{_segment(job_id)}/events")
 
+    def hold(self, job_id: str, reason: str = "") -> dict[str, Any]:
+        return self._json("POST", f"/v1/jobs/{_segment(job_id)}/hold", json={"reason": reason})
+
+    def checkpoint(self, job_id: str) -> dict[str, Any]:
+        return self._json("POST", f"/v1/jobs/{_segment(job_id)}/checkpoint")
+
+    def release(self, job_id: str) -> dict[str, Any]:
+        return self._json("POST", f"/v1/jobs/{_segment(job_id)}/release")
+
     def cancel(self, job_id: str) -> dict[str, Any]:
         return self._json("POST", f"/v1/jobs/{_segment(job_id)}/cancel")
 

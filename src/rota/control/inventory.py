@@ -27,9 +27,10 @@ class InventorySync:
         self._last: dict[str, Node] | None = None  # as last written; None: read the store first
         self._next = float("-inf")
 
-    def sync(self, now: float) -> list[str]:
-        """Write what changed if a report is due; the names of the nodes written."""
-        if now < self._next:
+    def sync(self, now: float, force: bool = False) -> list[str]:
+        """Write what changed if a report is due (or ``force``: a fault was just seen, so the
+        cycle must not place work where it happened); the names of the nodes written."""
+        if now < self._next and not force:
             return []
         self._next = now + self.period_s
         if self._last is None:

@@ -4,7 +4,8 @@ One pass (``ControlLoop.step``), in order:
 
 0. Inventory: at most every ``inventory_s``, the backend's nodes as it reports them now (what
    work outside rota holds, which nodes it cannot use) are written where they changed
-   (``rota.control.inventory``).
+   (``rota.control.inventory``); again right after step 1 when it requeued a job for a fault
+   of its node or GPU, so that step 3 does not place work there again.
    Intake: a backend that offers work of its own (``Offering``: Kubernetes Pods created with
    ``schedulerName: rota``) has its new offers submitted as pending jobs
    (``rota.control.intake``).
@@ -18,8 +19,9 @@ One pass (``ControlLoop.step``), in order:
    Pending jobs whose owner's OS account cannot run here (``rota.control.accounts``) are left
    out of the cycle and wait with that reason, holding nothing. Wait explanations that did not
    change since the last pass are not written again.
-4. Launch: every job bound in step 3 is started through the backend; its handle is persisted
-   with its move to RUNNING.
+4. Launch: every job bound in step 3 is started through the backend, all of them at once
+   (``rota.control.launcher``); their handles are persisted with their moves to RUNNING, in one
+   transaction.
 
 Passes run on a background thread: after ``wake()`` (a submit or cancel through the API, a
 launch that the backend saw end: ``Backend.watch``) and every ``interval_s`` otherwise. Wake-ups coalesce: many
@@ -52,13 +54,14 @@ from typing import Any, Callable, Iterator
 
 from rota.backends.base import Backend, BackendError, RunAs
 from rota.control.accounts import Accounts
+from rota.control import eligibility
 from rota.control.clock import Clock, SystemClock
 from rota.control.intake import Intake
 from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
 from rota.control.reconcile import PassReport, Reconciler
-from rota.core import JobState, Reason, ReasonCode
-from rota.scheduler import Decisions, Policy, Snapshot, Wait, run_cycle
+from rota.core import JobState
+from rota.scheduler import Decisions, Policy, Snapshot, run_cycle
 from rota.store import JobFilter, JobRecord, Store
 
 log = logging.getLogger("rota.control")
@@ -75,7 +78,8 @@ class ControlLoop:
                  clock: Clock | None = None, interval_s: float = 2.0,
                  lease: LeaseKeeper | None = None,
                  on_lease_lost: Callable[[], None] = lambda: None,
-                 accounts: Accounts | None = None, inventory_s: float = 10.0) -> None:
+                 accounts: Accounts | None = None, inventory_s: float = 10.0,
+                 api_url: str | None = None) -> None:
         self.store, self.backend, self.policy = store, backend, policy
         self.clock = clock or SystemClock()
         self.interval_s = interval_s
@@ -84,7 +88,7 @@ class ControlLoop:
         self.inventory = InventorySync(store, backend, inventory_s)
         self.intake = Intake(store, backend)
         self.reconciler = Reconciler(store, backend, Path(data_dir).resolve(), self.clock.now(),
-                                     account=self._run_as)
+                                     account=self._run_as, api_url=api_url)
         self.passes = 0
         self.last_error: str | None = None
         self._written_waits: dict[str, Any] = {}  # job -> (reasons, estimate) last applied
@@ -117,6 +121,7 @@ class ControlLoop:
             self._thread.join(timeout)
             self._thread = None
         self.backend.unwatch()
+        self.reconciler.launcher.close()
         if self.lease is not None:
             with self._step_lock:
                 self.lease.release()
@@ -153,27 +158,32 @@ class ControlLoop:
                     self._halt.set()
                     self.on_lease_lost()
                 return report
-            try:                                                                    # 0
-                self.inventory.sync(now)
-            except Exception as exc:  # schedule on the last known inventory meanwhile
-                report.errors.append(f"inventory: {exc!r}")
-                log.exception("inventory of %s failed", self.backend.name)
+            self._sync_inventory(now, report)                                       # 0
             try:
                 self.intake.take(now)
             except Exception as exc:  # the offers wait for the next pass
                 report.errors.append(f"intake: {exc!r}")
                 log.exception("intake of %s's offers failed", self.backend.name)
             self.reconciler.reconcile(self.active_jobs(), now, report)              # 1
+            if report.faults:  # a node or GPU failed: the cycle must see it before placing
+                self._sync_inventory(now, report, force=True)
             self.reconciler.flush_usage(now)                                        # 2
             bound = self._schedule(now)                                             # 3
-            for job_id in bound:                                                    # 4
+            if bound:                                                               # 4
                 try:
-                    self.reconciler.launch(self.store.get_job(job_id), now, report)
+                    self.reconciler.launch(self.store.get_jobs(list(bound)), now, report)
                 except Exception as exc:
-                    report.errors.append(f"job {job_id}: {exc!r}")
-                    log.exception("job %s: launch failed", job_id)
+                    report.errors.append(f"launch: {exc!r}")
+                    log.exception("launching %d job(s) failed", len(bound))
             self.passes += 1
             return report
+
+    def _sync_inventory(self, now: float, report: PassReport, force: bool = False) -> None:
+        try:
+            self.inventory.sync(now, force)
+        except Exception as exc:  # schedule on the last known inventory meanwhile
+            report.errors.append(f"inventory: {exc!r}")
+            log.exception("inventory of %s failed", self.backend.name)
 
     def active_jobs(self) -> list[JobRecord]:
         where, found, after = JobFilter(states=ACTIVE), [], None
@@ -193,30 +203,34 @@ class ControlLoop:
                                f" of {rec.job.user} is gone")
         return run_as
 
-    def _held(self, snapshot: Snapshot) -> tuple[Snapshot, list[Wait]]:
-        """The snapshot without pending jobs whose owner cannot run jobs here, and their waits."""
-        if self.accounts is None:
-            return snapshot, []
-        self.accounts.refresh()
-        holds = {u: self.accounts.hold(u) for u in {j.user for j in snapshot.pending}}
-        held = [Wait(j.id, (Reason(ReasonCode.ACCOUNT, detail=holds[j.user] or ""),))
-                for j in snapshot.pending if holds[j.user]]
-        if not held:
-            return snapshot, []
-        out = {w.job for w in held}
+    def _held(self, snapshot: Snapshot, now: float) -> tuple[Snapshot, eligibility.Outcome]:
+        """The snapshot without the pending jobs that may not start now, and what becomes of
+        them (``rota.control.eligibility``)."""
+        pending = snapshot.pending
+        if not pending:
+            return snapshot, eligibility.Outcome()
+        account_hold = lambda user: None  # noqa: E731 - without accounts: every owner runs
+        if self.accounts is not None:
+            self.accounts.refresh()
+            account_hold = self.accounts.hold
+        held = eligibility.decide(pending, eligibility.Facts(self.store.eligibility_facts(now),
+                                                             account_hold), now)
+        out = held.kept
+        if not out:
+            return snapshot, held
         return replace(snapshot, jobs=tuple(j for j in snapshot.jobs if j.id not in out)), held
 
     def _schedule(self, now: float) -> tuple[str, ...]:
         snapshot = self.store.snapshot(now)
         pending = {j.id for j in snapshot.pending}
-        snapshot, held = self._held(snapshot)
+        snapshot, held = self._held(snapshot, now)
         with _snapshot_out_of_collector():
             decisions = run_cycle(snapshot, self.policy, now)
         self._written_waits = {j: w for j, w in self._written_waits.items() if j in pending}
-        waits = [w for w in (*decisions.waits, *held)
+        waits = [w for w in (*decisions.waits, *held.waits)
                  if self._written_waits.get(w.job) != (w.reasons, w.estimated_start)]
         todo = Decisions(binds=decisions.binds, preemptions=decisions.preemptions,
-                         rejects=decisions.rejects, waits=waits)
+                         rejects=[*decisions.rejects, *held.rejects], waits=waits)
         if not (todo.changes_anything or todo.waits):
             return ()
         result = self.store.apply(todo, now)

@@ -8,18 +8,17 @@ each running job was billed. A poll that fails (the backend cannot answer) fails
 before anything is judged: not knowing is never taken for a lost job.
 
 Every decision about a job is ``rota.control.verdict.judge``'s; this module only carries it out.
-A state move goes through ``Store.transition`` (one transaction, checked against the state
-table); a move that a concurrent change made illegal is skipped and looked at again next pass.
+The state moves of a pass are written together (``Store.transition_many``: one transaction,
+each move checked against the state table on its own); a move that a concurrent change made
+illegal is skipped and looked at again next pass.
 
-Launch: the working directory is prepared here (``rota.control.runspec``), except for a
-backend that runs container images (``Capabilities.containers``): there the ``workdir`` is a
-path in the image, and an upload, which cannot reach it, is refused. Attempt ``n`` of a job
-is its ``attempts`` column; ``backend.launch(..., attempt=n)`` never starts an attempt twice,
-so a job found SCHEDULED after a restart (bound, maybe launched, handle never saved) is
-launched through the same call and adopted if it had started. A stored handle of an earlier
-attempt (a job requeued and bound again) is not the job's: it is ignored. A job being
-preempted or cancelled without a handle of its current attempt is looked for with
-``backend.recover`` first, so that nothing it started runs on.
+Launch (``rota.control.launcher``, all bound jobs of a pass at once): attempt ``n`` of a job is
+its ``attempts`` column; ``backend.launch(..., attempt=n)`` never starts an attempt twice, so a
+job found SCHEDULED after a restart (bound, maybe launched, handle never saved) is launched
+through the same steps and adopted if it had started. The handles of a pass's launches are
+recorded together; a launch that cannot be recorded is stopped, so nothing runs unrecorded. A stored handle of an earlier attempt (a job requeued and bound again) is not the
+job's: it is ignored. A job being preempted or cancelled without a handle of its current
+attempt is looked for with ``backend.recover`` first, so that nothing it started runs on.
 
 Restart budget: ``attempts`` counts every requeue, ``failures`` those that spend the budget;
 requeues after a preemption do not, every other one (a failed run, a failed
@@ -42,16 +41,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rota.backends.base import (
-    Backend, BackendError, Handle, LaunchSpec, ReplicaState, ReplicaStatus, RunAs, Status,
+    Backend, BackendError, Handle, ReplicaState, ReplicaStatus, RunAs, Status,
 )
-from rota.control.runspec import RunSpec, parse_run, prepare_workdir
+from rota.control.idle import IdleWatch
+from rota.control.launcher import Launcher
+from rota.control.runspec import RunSpec, parse_run
 from rota.control.verdict import JobView, Verdict, judge
-from rota.core import MILLI, IllegalTransition, InvalidSpec, JobState, RotaError
-from rota.store import Conflict, JobRecord, NotFound, Store
+from rota.core import MILLI, End, InvalidSpec, JobState
+from rota.store import JobRecord, Move, Store
 
 log = logging.getLogger("rota.control")
-LAUNCH_FAILED = "launch failed"
-MAX_LAUNCH_FAILURES = 3
 KILL_MARGIN_S = 2.0  # after a stop's grace, SIGKILL whatever still runs this much later
 
 
@@ -62,6 +61,7 @@ class PassReport:
     moves: list[tuple[str, str, str, str]] = field(default_factory=list)
     launched: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)  # jobs requeued for a node or GPU fault
 
     def moved(self, job: str, old: JobState, new: JobState, reason: str) -> None:
         self.moves.append((job, str(old), str(new), reason))
@@ -69,15 +69,20 @@ class PassReport:
 
 class Reconciler:
     """``account`` names the OS account a job runs as (``rota.control.accounts``); without
-    one, jobs run as the control plane's own account."""
+    one, jobs run as the control plane's own account. With ``api_url``, each attempt gets
+    ``ROTA_URL`` and a token of its own (``Store.issue_job_token``)."""
 
     def __init__(self, store: Store, backend: Backend, data_dir: Path, since: float,
-                 account: Callable[[JobRecord], RunAs | None] = lambda rec: None) -> None:
+                 account: Callable[[JobRecord], RunAs | None] = lambda rec: None,
+                 api_url: str | None = None) -> None:
         self.store, self.backend, self.data_dir = store, backend, data_dir
-        self.account = account
+        self.launcher = Launcher(store, backend, data_dir, account, api_url)
+        self.idle = IdleWatch(store, backend)
+        self._moves: list[tuple[JobRecord, Verdict, float | None, Handle | None]] = []
+        self.reclaiming: dict[str, str] = {}  # job -> why it is being reclaimed as idle
         self.since = since  # when this process took over
         self.handles: dict[str, Handle] = {}
-        self.signalled: set[str] = set()
+        self.signalled: dict[str, set[str]] = {}  # job -> why it got the checkpoint signal
         self.kill_at: dict[str, float] = {}
         self.billed_until: dict[str, float] = {}
         self.usage: dict[str, float] = {}  # project -> GPU-seconds not yet stored
@@ -89,21 +94,33 @@ class Reconciler:
         """Every active job: launched ones observed together (one ``poll``), then each judged
         and its verdict carried out; one job's fault does not stop the others."""
         observed = self._observe([r for r in recs if current_handle(r) is not None])
+        running = [(rec, observed[rec.id][0]) for rec in recs if rec.state is JobState.RUNNING
+                   and rec.id in observed and observed[rec.id][1].state is ReplicaState.RUNNING]
+        try:
+            self.reclaiming.update(self.idle.review(running, now))
+        except Exception as exc:  # a failed look at activity must not stop the pass
+            report.errors.append(f"idle review: {exc!r}")
+            log.exception("idle review failed")
+        unlaunched: list[JobRecord] = []
         for rec in recs:
             try:
                 if rec.id in observed:
                     self._judge(rec, *observed[rec.id], now, report)
-                else:
-                    self._unlaunched(rec, now, report)
+                elif self._unlaunched(rec, now, report):
+                    unlaunched.append(rec)
             except Exception as exc:
                 report.errors.append(f"job {rec.id}: {exc!r}")
                 log.exception("job %s: reconcile failed", rec.id)
+        self.flush(report)
+        if unlaunched:
+            self.launch(unlaunched, now, report)
 
     def _judge(self, rec: JobRecord, handle: Handle, status: Status, now: float,
                report: PassReport) -> None:
         verdict = judge(self._view(rec, status), now)
-        if verdict.checkpoint and rec.id not in self.signalled:
-            self.signalled.add(rec.id)
+        sent = self.signalled.setdefault(rec.id, set())
+        if verdict.checkpoint and verdict.checkpoint not in sent:
+            sent.add(verdict.checkpoint)
             self.backend.signal(handle, _spec(rec).checkpoint_signal)
         if verdict.stop_grace_s is not None:
             self._stop(rec.id, handle, verdict.stop_grace_s, now)
@@ -112,31 +129,32 @@ class Reconciler:
         if verdict.move is not None:
             if status.state is ReplicaState.LOST:
                 self.backend.cancel(handle, 0.0)  # no orphan of a lost replica outlives it
-            self._move(rec, verdict, report)
+            self._move(rec, verdict, report, now)
 
-    def _unlaunched(self, rec: JobRecord, now: float, report: PassReport) -> None:
+    def _unlaunched(self, rec: JobRecord, now: float, report: PassReport) -> bool:
         """A job that holds resources without a handle of its current attempt: never launched
         (a crash between the bind and the launch, or a preemption that came first), or
-        launched by a control plane that died before saving the handle."""
+        launched by a control plane that died before saving the handle. True: launch it
+        (a SCHEDULED job: the launch adopts the attempt if it had started)."""
         if rec.state is JobState.SCHEDULED and not rec.cancel_requested:
-            self.launch(rec, now, report)  # adopts the attempt if it had started
-            return
+            return True
         found = self._recover(rec)
         if found is not None:
             log.info("job %s: attempt %d found running without a saved handle; adopted",
                      rec.id, rec.attempts)
             self.store.record_handle(rec.id, found.to_dict())
-            return  # the next pass judges it with its handle
+            return False  # the next pass judges it with its handle
         if rec.cancel_requested:
-            self._move(rec, Verdict(JobState.CANCELLED, reason="cancelled on request"), report)
-        elif rec.state is JobState.SCHEDULED:
-            self.launch(rec, now, report)
+            self._move(rec, Verdict(JobState.CANCELLED, reason="cancelled on request",
+                                    end=End.CANCELLED), report)
         elif rec.state is JobState.PREEMPTING:
             self._move(rec, Verdict(JobState.PENDING, reason="requeued: preempted before it "
-                                                             "was launched"), report)
+                                                             "was launched", end=End.PREEMPTED),
+                       report)
         else:  # RUNNING without a handle: nothing can be observed, so it is lost
             lost = Status((ReplicaStatus(0, ReplicaState.LOST, reason="no backend handle"),))
             self._move(rec, judge(self._view(rec, lost), now), report)
+        return False
 
     def _recover(self, rec: JobRecord) -> Handle | None:
         if rec.job.placement is None:
@@ -175,7 +193,9 @@ class Reconciler:
         failures = self._failures(rec) if ended_badly else 0
         grace = spec.grace_s if spec.grace_s is not None else rec.job.grace_s
         return JobView(rec.state, status, rec.cancel_requested, rec.preempt_deadline,
-                       rec.reason, failures, spec.max_retries, grace)
+                       rec.reason, failures, spec.max_retries, grace, rec.lost_streak,
+                       spec.backoff_s, rec.id, rec.job.started_at, rec.job.walltime_s,
+                       self.reclaiming.get(rec.id))
 
     def _stop(self, job_id: str, handle: Handle, grace_s: float, now: float) -> None:
         if job_id not in self.kill_at:
@@ -186,24 +206,45 @@ class Reconciler:
         if grace_s == 0 or now >= self.kill_at[job_id]:
             self.backend.signal(handle, signals.SIGKILL)
 
-    def _move(self, rec: JobRecord, verdict: Verdict, report: PassReport) -> None:
+    def _move(self, rec: JobRecord, verdict: Verdict, report: PassReport,
+              now: float | None = None, handle: Handle | None = None) -> None:
+        """Queue a move for ``flush`` (``handle``: a launch to record with it)."""
         assert verdict.move is not None
-        try:
-            after = self.store.transition(rec.id, verdict.move, exit_code=verdict.exit_code,
-                                          reason=verdict.reason)
-        except (IllegalTransition, Conflict, NotFound) as exc:
-            log.info("job %s: skipped %s -> %s: %s", rec.id, rec.state, verdict.move, exc)
+        self._moves.append((rec, verdict, now, handle))
+
+    def flush(self, report: PassReport) -> None:
+        """Write the queued moves in one transaction and carry out what follows each."""
+        queued, self._moves = self._moves, []
+        if not queued:
             return
-        report.moved(rec.id, rec.state, after.state, verdict.reason or "")
-        log.info("job %s: %s -> %s%s", rec.id, rec.state, after.state,
-                 f" ({verdict.reason})" if verdict.reason else "")
-        if after.state is not JobState.RUNNING:
-            self.forget(rec.id)
+        moves = []
+        for rec, verdict, now, handle in queued:
+            eligible_at = None
+            if verdict.retry_in_s:
+                eligible_at = (now if now is not None else self.store.clock()) + verdict.retry_in_s
+            moves.append(Move(rec.id, verdict.move, verdict.exit_code, verdict.reason,  # type: ignore[arg-type]
+                              handle.to_dict() if handle is not None else None, verdict.end,
+                              verdict.hold, eligible_at))
+        for (rec, verdict, _now, handle), after in zip(queued, self.store.transition_many(moves)):
+            if isinstance(after, Exception):
+                log.info("job %s: skipped %s -> %s: %s", rec.id, rec.state, verdict.move, after)
+                if handle is not None:
+                    self.backend.cancel(handle, 0.0)  # it cannot be recorded: it must not run
+                    self.forget(rec.id)
+                continue
+            report.moved(rec.id, rec.state, after.state, verdict.reason or "")
+            if verdict.end is not None and verdict.end.fault:
+                report.faults.append(rec.id)
+            log.info("job %s: %s -> %s%s", rec.id, rec.state, after.state,
+                     f" ({verdict.reason})" if verdict.reason else "")
+            if after.state is not JobState.RUNNING:
+                self.forget(rec.id)
 
     def forget(self, job_id: str) -> None:
-        for table in (self.handles, self.kill_at, self.billed_until):
+        for table in (self.handles, self.kill_at, self.billed_until, self.signalled,
+                      self.reclaiming):
             table.pop(job_id, None)
-        self.signalled.discard(job_id)
+        self.idle.forget(job_id)
 
     def _failures(self, rec: JobRecord) -> int:
         """Earlier attempts that spent the restart budget: every requeue but preemptions."""
@@ -211,63 +252,31 @@ class Reconciler:
 
     # -- launch ------------------------------------------------------------------------------
 
-    def launch(self, rec: JobRecord, now: float, report: PassReport) -> None:
-        """Start a SCHEDULED job and persist its handle (moving it to RUNNING)."""
-        if rec.cancel_requested:
-            self._move(rec, Verdict(JobState.CANCELLED, reason="cancelled on request"), report)
-            return
-        try:
-            spec = parse_run(rec.run)
-            run_as = self.account(rec)
-            workdir = self._workdir(spec, rec, run_as)
-            assert rec.job.placement is not None
-            handle = self.backend.launch(
-                rec.job, rec.job.placement,
-                LaunchSpec(spec.command, workdir, _env(spec, rec), run_as, spec.image),
-                attempt=rec.attempts)
-        except InvalidSpec as exc:
-            where = exc.field if exc.field.startswith("run") else f"run.{exc.field}"
-            self._move(rec, Verdict(JobState.FAILED, reason=(
-                f"cannot be started as written: {where}: {exc.reason}")), report)
-            return
-        except (BackendError, OSError) as exc:
-            self._launch_failed(rec, exc, report)
-            return
-        self._launched(rec, handle, now, report)
+    def launch(self, recs: list[JobRecord], now: float, report: PassReport) -> None:
+        """Start SCHEDULED jobs (``rota.control.launcher``) and record their handles, moving
+        them to RUNNING, in one transaction."""
+        launched = []
+        for outcome in self.launcher.launch(recs):
+            if outcome.handle is not None:
+                launched.append((outcome.rec, outcome.handle))
+            elif outcome.verdict is not None:
+                self._move(outcome.rec, outcome.verdict, report, now)
+        self.flush(report)
+        if launched:
+            self._launched(launched, now, report)
 
-    def _workdir(self, spec: RunSpec, rec: JobRecord, run_as: RunAs | None) -> str:
-        """Where the job runs: a directory here, prepared; for a backend that runs container
-        images, the ``workdir`` as written (a path in the image; "" for the image's own)."""
-        if not self.backend.capabilities.containers:
-            return str(prepare_workdir(spec, self.data_dir, rec.id, run_as))
-        if spec.upload is not None:
-            raise InvalidSpec("run.upload", f"the {self.backend.name} backend runs jobs in "
-                              "container images, which an uploaded directory does not reach: "
-                              "build it into the image")
-        return spec.workdir or ""
-
-    def _launched(self, rec: JobRecord, handle: Handle, now: float, report: PassReport) -> None:
-        try:
-            self.store.transition(rec.id, JobState.RUNNING, reason="",
-                                  backend_handle=handle.to_dict())
-        except (RotaError, Conflict, NotFound):
-            self.backend.cancel(handle, 0.0)  # it cannot be recorded, so it must not run
-            raise
-        self.handles[rec.id] = handle
-        self.billed_until[rec.id] = _billed_from(rec, now)
-        report.launched.append(rec.id)
-        report.moved(rec.id, rec.state, JobState.RUNNING, "launched")
-        log.info("job %s: launched (%d replica%s)", rec.id, len(handle.replicas),
-                 "" if len(handle.replicas) == 1 else "s")
-
-    def _launch_failed(self, rec: JobRecord, exc: Exception, report: PassReport) -> None:
-        count = self._failures(rec) + 1
-        if count >= MAX_LAUNCH_FAILURES:
-            verdict = Verdict(JobState.FAILED, reason=f"{LAUNCH_FAILED} {count} times: {exc}")
-        else:
-            verdict = Verdict(JobState.PENDING, reason=(
-                f"{LAUNCH_FAILED} ({count} of {MAX_LAUNCH_FAILURES}), requeued: {exc}"))
-        self._move(rec, verdict, report)
+    def _launched(self, launched: list[tuple[JobRecord, Handle]], now: float,
+                  report: PassReport) -> None:
+        for rec, handle in launched:
+            self._move(rec, Verdict(JobState.RUNNING, reason=""), report, now, handle)
+            self.handles[rec.id] = handle
+            self.billed_until[rec.id] = _billed_from(rec, now)
+        self.flush(report)
+        for rec, handle in launched:
+            if self.handles.get(rec.id) is handle:
+                report.launched.append(rec.id)
+                log.info("job %s: launched (%d replica%s)", rec.id, len(handle.replicas),
+                         "" if len(handle.replicas) == 1 else "s")
 
     # -- usage -------------------------------------------------------------------------------
 
@@ -319,14 +328,6 @@ def _spec(rec: JobRecord) -> RunSpec:
         return parse_run(rec.run)
     except InvalidSpec:
         return RunSpec(command=("true",))
-
-
-def _env(spec: RunSpec, rec: JobRecord) -> dict[str, str]:
-    env: dict[str, Any] = dict(spec.env)
-    env["ROTA_ATTEMPT"] = str(rec.attempts)
-    if spec.checkpoint_dir is not None:
-        env["ROTA_CHECKPOINT_DIR"] = spec.checkpoint_dir
-    return env
 
 
 def _launch_id(stored: dict[str, Any]) -> object:

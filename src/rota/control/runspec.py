@@ -9,14 +9,15 @@
      "env": {"NAME": "value"},
      "upload": "<upload id>" | null,              # <data_dir>/uploads/<id>.tar.gz
      "checkpoint": {"dir": str | null, "signal": "SIGTERM", "grace_s": 30.0},
-     "restart": {"max_retries": 0},
+     "restart": {"max_retries": 0, "backoff_s": 10.0},
      "idle": {...} | null}                        # read by idle reclamation, not here
 
 Working directory: ``workdir`` when set (an existing directory the job's OS account may enter
 and list, ``rota.control.accounts.may_enter``); otherwise ``<data_dir>/jobs/<job id>/work``, where an
 upload is extracted once, before the first launch (a later attempt reuses what the job left
-there, its checkpoints included). That directory is 0700 and, with everything extracted into
-it, owned by the job's account; ``jobs`` and ``jobs/<job id>`` are 0711, so that its owner can
+there). That directory is 0700 and, with everything extracted into it, owned by the job's
+account; so is ``checkpoints`` beside it, the default ``ROTA_CHECKPOINT_DIR`` that every
+attempt of the job shares; ``jobs`` and ``jobs/<job id>`` are 0711, so that its owner can
 reach it and nobody can list what else is there. Extraction refuses absolute member names, ``..`` components,
 links that point outside the directory, and device files; it happens in a temporary directory
 renamed into place, so a crash half-way leaves no half-extracted tree.
@@ -57,6 +58,7 @@ class RunSpec:
     grace_s: float | None = None  # None: the job's own grace period
     max_retries: int = 0
     image: str | None = None  # the container image the job names
+    backoff_s: float = 10.0       # before the first retry; doubled for each further one
 
 
 def parse_run(run: Mapping[str, Any]) -> RunSpec:
@@ -78,6 +80,7 @@ def parse_run(run: Mapping[str, Any]) -> RunSpec:
         checkpoint_signal=_signal(checkpoint.get("signal", "SIGTERM")),
         grace_s=_grace(checkpoint.get("grace_s")),
         max_retries=_retries(restart.get("max_retries", 0)),
+        backoff_s=_backoff(restart.get("backoff_s", 10.0)),
     )
 
 
@@ -153,6 +156,13 @@ def _grace(value: object) -> float | None:
     return float(value)
 
 
+def _backoff(value: object) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 600:
+        raise InvalidSpec("run.restart.backoff_s",
+                          f"must be a number of seconds from 0 to 600, got {value!r}")
+    return float(value)
+
+
 def _retries(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise InvalidSpec("run.restart.max_retries",
@@ -201,6 +211,22 @@ def prepare_workdir(spec: RunSpec, data_dir: Path, job_id: str,
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return work
+
+
+def prepare_checkpoints(spec: RunSpec, data_dir: Path, job_id: str, workdir: Path,
+                        run_as: RunAs | None = None) -> Path:
+    """The job's checkpoint directory (``ROTA_CHECKPOINT_DIR``), the same for every attempt:
+    ``checkpoint.dir`` when given (relative to the working directory; the job creates it if
+    it must), else ``<data_dir>/jobs/<job id>/checkpoints``, created 0700 for ``run_as``."""
+    if spec.checkpoint_dir is not None:
+        return workdir / spec.checkpoint_dir  # an absolute dir stays itself
+    path = job_dir(data_dir, job_id) / "checkpoints"
+    if not path.is_dir():
+        make_dirs(path.parent, 0o711)
+        path.mkdir(mode=0o700, exist_ok=True)
+        if run_as is not None:
+            os.lchown(path, run_as.uid, run_as.gid)
+    return path
 
 
 def _give(tree: Path, run_as: RunAs) -> None:

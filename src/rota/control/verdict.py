@@ -12,19 +12,29 @@ Rules, first match wins:
 before it is judged, so that no process outlives its job.
 
 1. Cancel requested: while anything runs, stop it with the job's grace period; once nothing
-   runs, CANCELLED.
+   runs, CANCELLED. Reclaimed as idle (``reclaim``: why): stopped at once (SIGTERM, SIGKILL
+   ``RECLAIM_KILL_WAIT_S`` later), then CANCELLED with the end ``reclaimed-idle``.
 2. PREEMPTING: all replicas exited 0 -> SUCCEEDED (it finished within its grace); something
    runs and the deadline is ahead -> send the checkpoint signal; the deadline passed -> stop
    at once; nothing runs -> requeue (PENDING). A preemption does not use the restart budget.
 3. Running: a SCHEDULED job becomes RUNNING. A gang whose replica failed while others still
    run is stopped (its peers cannot go on without it), then judged when all have ended.
-4. All exited 0 -> SUCCEEDED. A non-zero exit or a lost replica -> requeue while the restart
-   budget lasts (``failures < max_retries``), otherwise FAILED with the exit code. A command
-   that could not be started at all (exit 127 with "cannot start" from the supervisor) fails
-   at once: retrying cannot help.
+   Walltime, as Slurm's ``--time`` with ``--signal``: ``grace_s`` before the limit
+   (``started_at + walltime_s``) the job gets its checkpoint signal; at the limit it is
+   stopped (SIGTERM, SIGKILL ``WALLTIME_KILL_WAIT_S`` later). A job that ends at or after its
+   limit without succeeding ends FAILED with the end ``walltime``; it is not retried.
+4. All exited 0 -> SUCCEEDED. A lost replica (its node, supervisor or GPU failed: no exit
+   code) is a fault of the infrastructure, not the job's: requeue without spending the restart
+   budget, end ``node-lost`` (or ``gpu-unhealthy``); the ``MAX_LOST_IN_A_ROW``-th loss in a
+   row requeues it *held*, so that a job that kills its nodes does not loop. A non-zero exit
+   -> requeue while the restart budget lasts (``failures < max_retries``), after a backoff that
+   doubles with each failure (``backoff_s``, ``2 * backoff_s``, ... up to ``MAX_BACKOFF_S``),
+   otherwise FAILED with the exit code. A command that could not be started at all (exit 127
+   with "cannot start" from the supervisor) fails at once: retrying cannot help.
 
-Requeues that spend the restart budget carry a reason starting with ``RETRY_PREFIX``, for
-people; ``failures`` comes from the job's ``attempts`` column (``rota.control.reconcile``).
+Every move out of a holding state says how the attempt ended (``Verdict.end``, a
+``rota.core.End``): the job's history keeps it. Requeues that spend the restart budget carry
+a reason starting with ``RETRY_PREFIX``, for people.
 """
 
 from __future__ import annotations
@@ -32,10 +42,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rota.backends.base import ReplicaState, ReplicaStatus, Status
-from rota.core import JobState
+from rota.core import End, JobState
 
 RETRY_PREFIX = "retry "
 EXIT_CANNOT_START = 127
+MAX_LOST_IN_A_ROW = 3
+MAX_BACKOFF_S = 600.0
+WALLTIME_KILL_WAIT_S = 5.0  # from SIGTERM at the limit to SIGKILL (Slurm's KillWait)
+RECLAIM_KILL_WAIT_S = 5.0   # an idle job's GPUs are wanted now
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +64,19 @@ class JobView:
     failures: int = 0
     max_retries: int = 0
     grace_s: float = 30.0
+    lost_streak: int = 0       # attempts before this one lost in a row to faults
+    backoff_s: float = 10.0    # the first retry's wait; each further one doubles it
+    job_id: str = ""           # for the advice in a held job's reason
+    started_at: float | None = None
+    walltime_s: float | None = None
+    reclaim: str | None = None  # reclaimed as idle: why
+
+    @property
+    def limit(self) -> float | None:
+        """When the walltime runs out; None without a walltime."""
+        if self.started_at is None or self.walltime_s is None:
+            return None
+        return self.started_at + self.walltime_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +84,11 @@ class Verdict:
     move: JobState | None = None
     exit_code: int | None = None
     reason: str | None = None
-    checkpoint: bool = False         # send the job's checkpoint signal (once)
+    checkpoint: str | None = None    # send the checkpoint signal (once per purpose: why)
     stop_grace_s: float | None = None  # stop the processes, SIGKILL after this grace (once)
+    end: End | None = None           # how the attempt ended, with a move out of holding
+    hold: str | None = None          # a requeue that holds the job back: why
+    retry_in_s: float | None = None  # a requeue that may not start before this much time
 
 
 KEEP = Verdict()
@@ -70,7 +100,13 @@ def judge(view: JobView, now: float) -> Verdict:
     if view.cancel_requested:
         if running:
             return Verdict(stop_grace_s=view.grace_s)
-        return Verdict(JobState.CANCELLED, _exit_code(status), "cancelled on request")
+        return Verdict(JobState.CANCELLED, _exit_code(status), "cancelled on request",
+                       end=End.CANCELLED)
+    if view.reclaim is not None and view.state is not JobState.PREEMPTING:
+        if running:
+            return Verdict(stop_grace_s=RECLAIM_KILL_WAIT_S)
+        return Verdict(JobState.CANCELLED, _exit_code(status),
+                       f"reclaimed as idle: {view.reclaim}", end=End.RECLAIMED_IDLE)
     if view.state is JobState.PREEMPTING:
         return _preempting(view, running, now)
     if running:
@@ -79,27 +115,45 @@ def judge(view: JobView, now: float) -> Verdict:
             return Verdict(stop_grace_s=view.grace_s)
         if view.state is JobState.SCHEDULED:
             return Verdict(JobState.RUNNING, reason="")
-        return KEEP
+        return _walltime(view, now)
     if status.succeeded:
-        return Verdict(JobState.SUCCEEDED, 0, "")
+        return Verdict(JobState.SUCCEEDED, 0, "", end=End.SUCCEEDED)
+    limit = view.limit
+    if limit is not None and now >= limit:
+        return Verdict(JobState.FAILED, _exit_code(status),
+                       f"walltime: stopped at its limit of {view.walltime_s:g} s",
+                       end=End.WALLTIME)
     return _failed(view)
+
+
+def _walltime(view: JobView, now: float) -> Verdict:
+    limit = view.limit
+    if limit is None or now < limit - view.grace_s:
+        return KEEP
+    if now < limit:
+        return Verdict(checkpoint="walltime")
+    return Verdict(stop_grace_s=WALLTIME_KILL_WAIT_S)
 
 
 def _preempting(view: JobView, running: bool, now: float) -> Verdict:
     if view.status.succeeded:
-        return Verdict(JobState.SUCCEEDED, 0, "finished during its preemption grace period")
+        return Verdict(JobState.SUCCEEDED, 0, "finished during its preemption grace period",
+                       end=End.SUCCEEDED)
     if running:
         if view.preempt_deadline is not None and now >= view.preempt_deadline:
             return Verdict(stop_grace_s=0.0)
-        return Verdict(checkpoint=True)
+        return Verdict(checkpoint="preemption")
     why = view.preempt_reason or "preempted"
-    return Verdict(JobState.PENDING, reason=f"requeued: {why}")
+    return Verdict(JobState.PENDING, reason=f"requeued: {why}", end=End.PREEMPTED)
 
 
 def _failed(view: JobView) -> Verdict:
     status = view.status
+    lost = [r for r in status.replicas if r.state is ReplicaState.LOST]
+    if lost:
+        return _lost(view, lost[0])
     replica = _first_failure(status)
-    if replica is None:  # lost without an exit code
+    if replica is None:  # stopped without an exit code
         replica = next(r for r in status.replicas if r.state is not ReplicaState.EXITED)
     what = _describe(replica)
     code = replica.exit_code
@@ -107,11 +161,25 @@ def _failed(view: JobView) -> Verdict:
     if not hopeless and view.failures < view.max_retries:
         attempt = view.failures + 1
         return Verdict(JobState.PENDING, code,
-                       f"{RETRY_PREFIX}{attempt} of {view.max_retries}: {what}")
+                       f"{RETRY_PREFIX}{attempt} of {view.max_retries}: {what}", end=End.FAILED,
+                       retry_in_s=min(MAX_BACKOFF_S, view.backoff_s * 2 ** view.failures))
     if hopeless:
-        return Verdict(JobState.FAILED, code, f"the command could not be started: {what}")
+        return Verdict(JobState.FAILED, code, f"the command could not be started: {what}",
+                       end=End.FAILED)
     budget = f" (after {view.failures} retries)" if view.max_retries else ""
-    return Verdict(JobState.FAILED, code, f"{what}{budget}")
+    return Verdict(JobState.FAILED, code, f"{what}{budget}", end=End.FAILED)
+
+
+def _lost(view: JobView, replica: ReplicaStatus) -> Verdict:
+    """A fault of the infrastructure: requeued, not billed to the job's restart budget."""
+    end = replica.cause or End.NODE_LOST
+    what = _describe(replica)
+    streak = view.lost_streak + 1
+    if streak >= MAX_LOST_IN_A_ROW:
+        return Verdict(JobState.PENDING, reason=f"requeued and held: {what}", end=end, hold=(
+            f"lost {streak} times in a row ({end}, last: {what}); release it once the cause is "
+            f"found: rota release {view.job_id or 'ID'}"))
+    return Verdict(JobState.PENDING, reason=f"requeued ({end}): {what}", end=end)
 
 
 def _first_failure(status: Status) -> ReplicaStatus | None:

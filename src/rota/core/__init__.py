@@ -12,7 +12,7 @@ from rota.core.decisions import (
 )
 from rota.core.errors import IllegalTransition, InvalidSpec, RotaError, UnknownPlugin
 from rota.core.jobs import (
-    TRANSITIONS, DeviceShare, Job, JobId, JobKind, JobState, Placement, ReplicaPlacement,
+    TRANSITIONS, DeviceShare, End, Job, JobId, JobKind, JobState, Placement, ReplicaPlacement,
     check_transition,
 )
 from rota.core.nodes import DEFAULT_GROUP, Foreign, GpuDevice, Node, NodeName, model_matches
@@ -30,7 +30,7 @@ __all__ = [
     "Bind", "Decisions", "Preempt", "Reason", "ReasonCode", "Reject", "Reserve", "Snapshot",
     "Usage", "Wait",
     "ANY_FLAVOR", "CPU", "DEFAULT_GROUP", "GPU", "MEMORY", "MILLI", "RESOURCE_NAMES",
-    "TRANSITIONS", "DeviceShare", "Flavor", "FlavorQuota", "Foreign", "GpuDevice", "GpuRequest",
+    "TRANSITIONS", "DeviceShare", "End", "Flavor", "FlavorQuota", "Foreign", "GpuDevice", "GpuRequest",
     "IllegalTransition", "InvalidSpec", "Job", "JobId", "JobKind", "JobState", "Node",
     "NodeName", "Placement", "Project", "Queue", "ReclaimWithinCohort", "ReplicaPlacement",
     "ReplicaRequest", "RotaError", "UnknownPlugin", "WithinQueue", "check_transition",

@@ -30,6 +30,10 @@ class ReasonCode(enum.StrEnum):
     NEVER_FITS = "never-fits"        # larger than any node that could take it
     UNKNOWN_QUEUE = "unknown-queue"
     ACCOUNT = "account"              # its owner has no OS account this control plane may use
+    HELD = "held"                    # held back until someone releases it
+    NOT_BEFORE = "not-before"        # its start_at, or a retry's backoff, is still ahead
+    DEPENDENCY = "dependency"        # a job it depends on has not ended as it needs
+    ARRAY_LIMIT = "array-limit"      # its array runs as many tasks at once as it may
 
 
 @dataclass(frozen=True, slots=True)

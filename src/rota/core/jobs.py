@@ -60,6 +60,28 @@ def check_transition(current: JobState, new: JobState) -> None:
         raise IllegalTransition(f"a {current} job cannot become {new}; allowed: {allowed}")
 
 
+class End(enum.StrEnum):
+    """How one attempt of a job ended, as its history shows it.
+
+    ``node-lost`` and ``gpu-unhealthy`` are faults of the infrastructure, not of the job: they
+    requeue it without spending its restart budget. ``preempted`` does not spend it either."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"                  # a non-zero exit, or a command that could not start
+    PREEMPTED = "preempted"
+    WALLTIME = "walltime"
+    RECLAIMED_IDLE = "reclaimed-idle"
+    NODE_LOST = "node-lost"            # its node, supervisor or pod vanished without a word
+    GPU_UNHEALTHY = "gpu-unhealthy"
+    CANCELLED = "cancelled"
+    LAUNCH_FAILED = "launch-failed"
+
+    @property
+    def fault(self) -> bool:
+        """The infrastructure failed, not the job."""
+        return self in (End.NODE_LOST, End.GPU_UNHEALTHY)
+
+
 class JobKind(enum.StrEnum):
     BATCH = "batch"
     INTERACTIVE = "interactive"

@@ -33,6 +33,7 @@ class GpuDevice:
     numa: int = 0
     nvlink: str | None = None  # devices with the same value share an NVLink domain
     healthy: bool = True
+    problem: str = ""          # why it is unhealthy, as its backend reported it
 
     def __post_init__(self) -> None:
         if self.index < 0:

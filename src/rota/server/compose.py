@@ -81,7 +81,8 @@ class ControlPlane:
         containers = self.loop.backend.capabilities.containers  # a workdir is in the image
         app = create_app(self.store, data_dir=self.config.data_dir, on_change=self.loop.wake,
                          read_log=log_reader(self.loop.backend),
-                         workdir_refusal=None if containers else self.accounts.workdir_refusal)
+                         workdir_refusal=None if containers else self.accounts.workdir_refusal,
+                         on_touch=self.loop.reconciler.idle.touch)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                                lifespan="off"))
 
@@ -127,7 +128,8 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         setup.write_credentials(setup.credentials_path(), url, token)
         accounts = Accounts(store.unix_users)
         loop = ControlLoop(store, backend, config.policy, directory,
-                           interval_s=config.interval_s, lease=keeper, accounts=accounts)
+                           interval_s=config.interval_s, lease=keeper, accounts=accounts,
+                           api_url=url)
         return ControlPlane(config, lock, store, loop, accounts, sock, url, token, issued,
                             operator, cordoned)
     except BaseException:

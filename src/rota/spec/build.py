@@ -60,6 +60,9 @@ class QueueSet:
     flavors: dict[str, Flavor]
     queues: dict[str, Queue]
     bindings: dict[str, Binding]
+    idle: dict[str, dict[str, float | None] | None] = field(default_factory=dict)
+    # idle reclamation defaults as stored: per queue, and "*" for the file's top-level ones
+    # (only when the file has that key: applying a file without it keeps them)
 
 
 def build_cluster(data: Any) -> Cluster:
@@ -97,7 +100,11 @@ def build_queues(data: Any, groups: Iterable[str], known_flavors: Mapping[str, F
     flavors = {**(known_flavors or {}), **_flavors(spec)}
     queues = _queues(spec, flavors, set(groups))
     bindings = _bindings(spec, None if known_projects is None else set(known_projects))
-    return QueueSet({n: f for n, f in flavors.items() if n in spec.flavors}, queues, bindings)
+    idle = {q.name: q.idle.stored() if q.idle is not None else None for q in spec.queues}
+    if "idle" in spec.model_fields_set:  # absent: the global defaults stay as they are
+        idle["*"] = spec.idle.stored() if spec.idle is not None else None
+    return QueueSet({n: f for n, f in flavors.items() if n in spec.flavors}, queues, bindings,
+                    idle)
 
 
 def build_jobs(cluster: Cluster, data: Any) -> tuple[Job, ...]:

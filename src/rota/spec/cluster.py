@@ -21,7 +21,7 @@ from rota.core import (
     FlavorQuota, GpuDevice, ReclaimWithinCohort, WithinQueue,
 )
 from rota.spec.errors import reason_error
-from rota.spec.job import JobSpec
+from rota.spec.job import IdleSpec, JobSpec
 from rota.spec.types import (
     CpuMilli, MemoryMiB, Name, Patterns, QuotaGpu, Share, Strict, Text, Timestamp,
 )
@@ -176,6 +176,7 @@ class QueueSpec(Strict):
     preemption: PreemptionSpec = PreemptionSpec()
     resource_groups: list[Name] = Field(default_factory=list)
     projects: list[Name] | None = None  # None: every project; []: none (closed to new jobs)
+    idle: IdleSpec | None = None        # the control plane's idle reclamation defaults
 
 
 class UsageSpec(Strict):
@@ -221,6 +222,7 @@ class QueuesFile(Strict):
 
     flavors: dict[Name, Patterns] = Field(default_factory=dict)
     queues: list[QueueSpec] = Field(min_length=1)
+    idle: IdleSpec | None = None  # idle reclamation defaults for every queue
 
 
 class JobsFile(Strict):

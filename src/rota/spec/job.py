@@ -24,8 +24,8 @@ from rota.core import (
 )
 from rota.spec.errors import from_validation, reason_error
 from rota.spec.types import (
-    CpuMilli, Duration, GpuAmount, Image, MemoryMiB, Name, Patterns, PositiveDuration, Strict,
-    Text, Timestamp,
+    ArraySpec, CpuMilli, Duration, GpuAmount, Image, JobRef, MemoryMiB, Name, Patterns,
+    PositiveDuration, Strict, Text, Timestamp,
 )
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -71,15 +71,30 @@ class CheckpointSpec(Strict):
 
 
 class RestartSpec(Strict):
+    """Retries after a failed run: at most ``max_retries``, the first after ``backoff``, each
+    further one after twice the wait before it (at most 10 minutes)."""
+
     max_retries: int = Field(0, ge=0, le=1000)
+    backoff: Duration = Field(10.0, ge=0, le=600)
 
 
 class IdleSpec(Strict):
-    """Idle reclamation: GPU utilisation (percent) below ``gpu_util_below`` for ``for``."""
+    """Idle reclamation (``rota.scheduler.idle``): GPU utilisation (percent) below
+    ``gpu_util_below`` for ``for``; no output and no API call for ``inactive_for``; running for
+    ``max_lifetime``. ``warn_before``: the notice an interactive job gets (default 5m). In a job
+    file these may only make an operator's defaults stricter."""
 
     gpu_util_below: float | None = Field(None, ge=0, le=100)
     for_: PositiveDuration | None = Field(None, alias="for")
+    inactive_for: PositiveDuration | None = None
     max_lifetime: PositiveDuration | None = None
+    warn_before: PositiveDuration | None = None
+
+    def stored(self) -> dict[str, float | None]:
+        """The form the store keeps (``rota.scheduler.idle.IdlePolicy.of`` reads it)."""
+        return {"gpu_util_below": self.gpu_util_below, "for_s": self.for_,
+                "inactive_for_s": self.inactive_for, "max_lifetime_s": self.max_lifetime,
+                "warn_before_s": self.warn_before}
 
     @model_validator(mode="after")
     def _pair(self) -> IdleSpec:
@@ -87,6 +102,19 @@ class IdleSpec(Strict):
             missing = "for" if self.for_ is None else "gpu_util_below"
             raise reason_error("gpu_util_below and for go together; give both", missing)
         return self
+
+
+class DependsSpec(Strict):
+    """Jobs to wait for, by id: ``after_ok`` (succeeded), ``after_any`` (ended), ``after_failed``
+    (failed or cancelled)."""
+
+    after_ok: list[JobRef] = Field(default_factory=list, max_length=1000)
+    after_any: list[JobRef] = Field(default_factory=list, max_length=1000)
+    after_failed: list[JobRef] = Field(default_factory=list, max_length=1000)
+
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        return tuple((kind, str(job)) for kind in ("after_ok", "after_any", "after_failed")
+                     for job in getattr(self, kind))
 
 
 class JobSpec(Strict):
@@ -110,6 +138,9 @@ class JobSpec(Strict):
     resource_group: Name | None = None
     selector: dict[str, Text] = Field(default_factory=dict)
     submit_time: Timestamp | None = None
+    start_at: Timestamp | None = None          # control plane: not before then
+    depends: DependsSpec | None = None         # control plane: jobs to wait for
+    array: ArraySpec | None = None             # control plane: one task per index
 
     @field_validator("env")
     @classmethod

@@ -154,6 +154,48 @@ def check_image(value: str) -> str:
     except PydanticCustomError as exc:
         raise InvalidSpec("image", str(exc)) from None
 
+def _job_ref(value: Any) -> int:
+    """A job id: an integer, or its decimal ASCII digits."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise reason_error(f"expected a job id (a number), got {value!r}")
+    text = str(value)
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
+        raise reason_error(f"expected a job id (a number), got {value!r}")
+    return int(text)
+
+
+MAX_ARRAY_TASKS = 10_000
+_ARRAY_PART = re.compile(r"^(\d{1,6})(?:-(\d{1,6})(?::(\d{1,6}))?)?$")
+
+
+def parse_array(text: Any) -> tuple[tuple[int, ...], int | None]:
+    """Slurm's ``--array`` syntax: ``0-99``, ``1,3,5-7``, ``0-20:5`` (a step), and ``%N`` for at
+    most N tasks at once -> (the indices, sorted; the limit or None)."""
+    if not isinstance(text, str) or not text.strip():
+        raise reason_error(f"expected task indices such as '0-99%10', got {text!r}")
+    spec, _, limit_text = text.strip().partition("%")
+    indices: set[int] = set()
+    for part in spec.split(","):
+        m = _ARRAY_PART.match(part.strip())
+        if m is None:
+            raise reason_error(f"{part.strip()!r} is not an index or a range such as 0-99 "
+                               "or 0-20:5")
+        first = int(m.group(1))
+        last = int(m.group(2)) if m.group(2) is not None else first
+        step = int(m.group(3)) if m.group(3) is not None else 1
+        if last < first or step < 1:
+            raise reason_error(f"{part.strip()!r}: a range runs from low to high with a "
+                               "positive step")
+        indices.update(range(first, last + 1, step))
+        if len(indices) > MAX_ARRAY_TASKS:
+            raise reason_error(f"has more than {MAX_ARRAY_TASKS} tasks")
+    limit = None
+    if limit_text:
+        if not (limit_text.isascii() and limit_text.isdigit()) or int(limit_text) < 1:
+            raise reason_error(f"%{limit_text}: the limit is a positive number of tasks")
+        limit = int(limit_text)
+    return tuple(sorted(indices)), limit
+
 
 CpuMilli = Annotated[int, BeforeValidator(_parser(parse_cpu_milli))]
 MemoryMiB = Annotated[int, BeforeValidator(_parser(parse_memory_mib))]
@@ -163,6 +205,8 @@ GpuAmount = Annotated[tuple[int, int], BeforeValidator(_parser(parse_gpu))]
 QuotaGpu = Annotated[int, BeforeValidator(_parser(_quota_gpu))]
 Share = Annotated[int, BeforeValidator(_parser(_share))]
 Timestamp = Annotated[float, BeforeValidator(_parser(_timestamp))]
+JobRef = Annotated[int, BeforeValidator(_job_ref)]
+ArraySpec = Annotated[str, BeforeValidator(lambda v: (parse_array(v), v)[1])]
 Name = Annotated[str, BeforeValidator(_name)]
 Patterns = Annotated[tuple[str, ...], BeforeValidator(_patterns)]
 Text = Annotated[str, BeforeValidator(_text)]

@@ -20,12 +20,14 @@ the machine (SQLite WAL with ``synchronous=FULL``).
 """
 
 from rota.store.errors import AlreadyExists, Conflict, NotFound, StoreClosed, Unauthenticated
-from rota.store.records import ApplyResult, JobEvent, JobFilter, JobRecord, Page, Submission
+from rota.store.records import (
+    ApplyResult, JobEvent, JobFilter, JobRecord, Move, Page, Submission,
+)
 from rota.store.store import Store
 from rota.store.tokens import IssuedToken, Principal, Role, TokenInfo
 
 __all__ = [
     "AlreadyExists", "ApplyResult", "Conflict", "IssuedToken", "JobEvent", "JobFilter",
-    "JobRecord", "NotFound", "Page", "Principal", "Role", "Store", "StoreClosed", "Submission",
-    "TokenInfo", "Unauthenticated",
+    "JobRecord", "Move", "NotFound", "Page", "Principal", "Role", "Store", "StoreClosed",
+    "Submission", "TokenInfo", "Unauthenticated",
 ]

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
@@ -41,7 +41,7 @@ from rota.store import jobs as job_rows
 from rota.store.errors import AlreadyExists, InUse, NotFound, Unauthenticated
 from rota.store.jobs import check_name
 from rota.store.schema import (
-    api_tokens, flavors, jobs, memberships, nodes, projects, queues, usage, users,
+    api_tokens, flavors, idle_policies, jobs, memberships, nodes, projects, queues, usage, users,
 )
 
 # what useradd accepts (a portable name: letters, digits, '.', '_', '-', not first), at most 32
@@ -70,7 +70,8 @@ class NodeRecord:
     reason: str
     cordoned: bool = False  # by the operator (``node.schedulable`` is also false on a problem)
 from rota.store.tokens import (
-    PREFIX, IssuedToken, Principal, Role, TokenInfo, display, new_token, token_hash,
+    JOB_TOKEN, PREFIX, IssuedToken, Principal, Role, TokenInfo, display, job_of, new_token,
+    token_hash,
 )
 
 
@@ -204,7 +205,34 @@ def authenticate(conn: Connection, token: object) -> Principal:
         api_tokens.c.token_hash == token_hash(token), api_tokens.c.revoked_at.is_(None))).first()
     if row is None:
         raise Unauthenticated("unknown or revoked token")
-    return Principal(row.user, Role(row.role), projects_of(conn, row.user), row.name)
+    role = Role(row.role)
+    if role is Role.JOB:
+        found = job_of(row.name)
+        if found is None:
+            raise Unauthenticated("malformed job token")
+        return Principal(row.user, role, projects_of(conn, row.user), row.name, *found)
+    return Principal(row.user, role, projects_of(conn, row.user), row.name)
+
+
+def issue_job_token(conn: Connection, user: str, job_id: str, attempt: int,
+                    now: float) -> IssuedToken:
+    """The token of one attempt of a job (a launch that never started may have left one of
+    the same name: it is replaced)."""
+    name = JOB_TOKEN.format(job=job_id, attempt=attempt)
+    conn.execute(delete(api_tokens).where(api_tokens.c.user == user, api_tokens.c.name == name))
+    return issue_token(conn, user, name, Role.JOB, now)
+
+
+
+def put_idle(conn: Connection, scope: str, policy: dict[str, Any] | None) -> None:
+    """Set (None: remove) the idle reclamation defaults of a queue, or of all (``*``)."""
+    conn.execute(delete(idle_policies).where(idle_policies.c.scope == scope))
+    if policy is not None:
+        conn.execute(insert(idle_policies).values(scope=scope, policy=policy))
+
+
+def idle_defaults(conn: Connection) -> dict[str, dict[str, Any]]:
+    return {r.scope: r.policy for r in conn.execute(select(idle_policies))}
 
 
 def put_flavor(conn: Connection, flavor: Flavor) -> None:
@@ -284,6 +312,7 @@ def delete_queue(conn: Connection, name: str) -> None:
                     f"({_counted(live)}): cancel them (rota cancel ID) or wait until they "
                     f"finish, then delete it; rota ps --queue {name} lists them", live)
     conn.execute(delete(queues).where(queues.c.name == name))
+    conn.execute(delete(idle_policies).where(idle_policies.c.scope == name))
 
 
 def delete_project(conn: Connection, name: str) -> list[str]:

@@ -96,7 +96,11 @@ def record_from_row(row: Any) -> JobRecord:
         cancel_requested=bool(row.cancel_requested), preempt_deadline=row.preempt_deadline,
         backend_handle=row.backend_handle, run=row.spec.get("run", {}), version=row.version,
         updated_at=row.updated_at, billed_until=row.billed_until,
-        failures=row.failures,
+        failures=row.failures, held=row.held, lost_streak=row.lost_streak,
+        eligible_at=row.eligible_at, last_checkpoint_at=row.last_checkpoint_at,
+        depends=tuple((k, str(j)) for k, j in row.depends or ()),
+        array_id=None if row.array_id is None else str(row.array_id),
+        array_index=row.array_index, array_limit=row.array_limit,
     )
 
 

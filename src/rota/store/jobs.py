@@ -16,18 +16,25 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
 
 from rota.core import (
-    IllegalTransition, InvalidSpec, Job, JobId, JobState, RotaError, check_transition,
+    End, IllegalTransition, InvalidSpec, Job, JobId, JobState, RotaError, check_transition,
 )
 from rota.store import convert
 from rota.store.errors import Conflict, NotFound, QueueNotAllowed
-from rota.store.records import JobEvent, JobFilter, JobRecord, Page, Submission
-from rota.store.schema import job_events, jobs, memberships, projects, queues, users
+from rota.store.records import (
+    DEPENDENCY_KINDS, AttemptRecord, EligibilityFacts, JobEvent, JobFilter, JobRecord, Move,
+    Page, PendingFacts, Submission,
+)
+from rota.store.schema import (
+    api_tokens, attempts, job_events, jobs, memberships, projects, queues, users,
+)
+from rota.store.tokens import JOB_TOKEN
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 MAX_PAGE = 1000
@@ -106,7 +113,10 @@ def _row_values(sub: Submission, now: float) -> dict[str, Any]:
         name=sub.name, project=sub.project, user=sub.user, queue=sub.queue,
         priority=sub.priority, kind=str(sub.kind), replicas=sub.replicas,
         spec=convert.spec_json(sub), state=str(JobState.PENDING), submit_time=now, reason="",
-        cancel_requested=False, attempts=0, failures=0, version=1, updated_at=now)
+        cancel_requested=False, attempts=0, failures=0, held="", lost_streak=0, version=1,
+        updated_at=now, eligible_at=sub.start_at,
+        depends=[[kind, int(job)] for kind, job in sub.depends] or None,
+        array_index=sub.array_index, array_limit=sub.array_limit)
 
 
 _NULLS = {c.name: None for c in jobs.c}
@@ -131,9 +141,34 @@ def _validate(conn: Connection, sub: Submission, member: bool, memo: dict[Any, A
         json.dumps(dict(sub.run), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidSpec("run", f"must be plain JSON: {exc}") from None
+    _check_depends(conn, sub, member, memo)
     # the core job validates replicas, walltime and grace with field names
     Job(id=JobId("0"), project=sub.project, queue=sub.queue, request=sub.request,
         replicas=sub.replicas, walltime_s=sub.walltime_s, grace_s=sub.grace_s)
+
+
+def _check_depends(conn: Connection, sub: Submission, member: bool,
+                   memo: dict[Any, Any]) -> None:
+    """Every job ``sub`` depends on exists and, for a member, is of one of its projects. A job
+    can only depend on jobs submitted before it, so dependencies never form a cycle."""
+    for k, (kind, job_id) in enumerate(sub.depends):
+        where = f"depends.{kind}[{k}]" if kind in DEPENDENCY_KINDS else "depends"
+        if kind not in DEPENDENCY_KINDS:
+            raise InvalidSpec("depends", f"unknown kind {kind!r}; known: "
+                              f"{', '.join(DEPENDENCY_KINDS)}")
+        key = ("job-project", job_id)
+        if key not in memo:
+            try:
+                row = conn.execute(select(jobs.c.project).where(jobs.c.id == job_key(job_id)))
+                memo[key] = row.scalar()
+            except NotFound:
+                memo[key] = None
+        project = memo[key]
+        seen = project is not None and (not member or _found(
+            conn, memo, "member", {"user": sub.user, "project": project}))
+        if not seen:
+            raise InvalidSpec(where, f"no job {job_id} (a job may depend only on jobs that "
+                              "exist and that its owner can see)")
 
 
 _LOOKUPS = {
@@ -231,33 +266,73 @@ def _event(conn: Connection, key: int, now: float, kind: str, message: str,
 
 
 def move(conn: Connection, row: Any, new: JobState, now: float, message: str = "",
-         data: dict[str, Any] | None = None, **values: Any) -> None:
-    """Move the job of ``row`` to ``new`` (checked against the state table) and record it."""
+         data: dict[str, Any] | None = None, end: End | None = None, **values: Any) -> None:
+    """Move the job of ``row`` to ``new`` (checked against the state table), record it, and
+    keep the history of its attempts. ``end`` says how an attempt that leaves its resources
+    ended: a fault of the infrastructure or a preemption does not spend the restart budget
+    (``failures``), and faults in a row are counted (``lost_streak``)."""
     old = JobState(row.state)
     check_transition(old, new)
     if new.terminal:
         values.setdefault("finished_at", now)
     if new is JobState.PENDING:
+        fault = end is not None and end.fault
+        preempted = end is End.PREEMPTED or (end is None and old is JobState.PREEMPTING)
         values.update(placement=None, flavor=None, started_at=None, preempt_deadline=None,
-                      attempts=row.attempts + 1,
-                      failures=row.failures + (old is not JobState.PREEMPTING))
+                      last_checkpoint_at=None, attempts=row.attempts + 1,
+                      failures=row.failures + (not fault and not preempted),
+                      lost_streak=row.lost_streak + 1 if fault else 0)
+    elif old.holds_resources and new.terminal:
+        values.setdefault("lost_streak", 0)  # an attempt that ended on its own ends a streak
     if new is JobState.SCHEDULED or new.terminal:
         values.setdefault("wait_reasons", None)
         values.setdefault("estimated_start", None)
+    extra = {"end": str(end)} if end is not None else {}
     write(conn, row, now, "state", message or f"{old} -> {new}",
-          {"from": str(old), "to": str(new), **(data or {})}, state=str(new), **values)
+          {"from": str(old), "to": str(new), **extra, **(data or {})}, state=str(new), **values)
+    _history(conn, row, old, new, now, end, values)
+
+
+def _history(conn: Connection, row: Any, old: JobState, new: JobState, now: float,
+             end: End | None, values: dict[str, Any]) -> None:
+    """The ``attempts`` row of the attempt that was bound, launched or ended by this move."""
+    this = (attempts.c.job == row.id) & (attempts.c.attempt == row.attempts)
+    if old is JobState.PENDING and new is JobState.SCHEDULED:
+        conn.execute(insert(attempts).values(job=row.id, attempt=row.attempts, bound_at=now,
+                                             placement=values.get("placement"), reason=""))
+    elif new is JobState.RUNNING and old is not JobState.RUNNING:
+        conn.execute(update(attempts).where(this).values(launched_at=now))
+    elif old.holds_resources and not new.holds_resources:
+        conn.execute(update(attempts).where(this).values(
+            ended_at=now, end=str(end or _end_of(old, new)), exit_code=values.get("exit_code"),
+            reason=values.get("reason") or ""))
+        conn.execute(update(api_tokens).where(  # the attempt's own token dies with it
+            api_tokens.c.user == row.user,
+            api_tokens.c.name == JOB_TOKEN.format(job=row.id, attempt=row.attempts),
+            api_tokens.c.revoked_at.is_(None)).values(revoked_at=now))
+
+
+def _end_of(old: JobState, new: JobState) -> End:
+    """How an attempt ended when the mover did not say."""
+    if new is JobState.PENDING:
+        return End.PREEMPTED if old is JobState.PREEMPTING else End.FAILED
+    return {JobState.SUCCEEDED: End.SUCCEEDED, JobState.CANCELLED: End.CANCELLED}.get(
+        new, End.FAILED)
 
 
 def transition(conn: Connection, job_id: object, new: JobState, now: float,
                expected_version: int | None, exit_code: int | None, reason: str | None,
-               backend_handle: dict[str, Any] | None) -> None:
+               backend_handle: dict[str, Any] | None, end: End | None = None,
+               hold: str | None = None, eligible_at: float | None = None) -> None:
     """A move reported by a backend. A requeue (-> PENDING) of a job whose cancel was requested
-    ends it CANCELLED instead: the user asked for it to stop."""
+    ends it CANCELLED instead: the user asked for it to stop. A requeue may hold the job back
+    (``hold``: why) or make it wait until ``eligible_at`` (a retry's backoff)."""
     row = get(conn, job_id, lock=True)
     if expected_version is not None and row.version != expected_version:
         raise Conflict(f"job {row.id} is at version {row.version}, not {expected_version}")
     if new is JobState.PENDING and row.cancel_requested:
         new, reason = JobState.CANCELLED, reason or "cancelled while being requeued"
+        end = end or End.CANCELLED
     values: dict[str, Any] = {}
     if exit_code is not None:
         values["exit_code"] = exit_code
@@ -265,8 +340,30 @@ def transition(conn: Connection, job_id: object, new: JobState, now: float,
         values["reason"] = reason
     if backend_handle is not None:
         values["backend_handle"] = backend_handle
+    if new is JobState.PENDING:
+        if hold:
+            values["held"] = hold
+        if eligible_at is not None:
+            values["eligible_at"] = eligible_at
     move(conn, row, new, now, data={k: v for k, v in values.items() if k != "backend_handle"},
-         **values)
+         end=end, **values)
+
+
+def transition_many(conn: Connection, moves: list[Move],
+                    now: float) -> list[JobRecord | RotaError]:
+    """Several moves in one transaction, each in a savepoint of its own: one that cannot be
+    made (``IllegalTransition``, a job gone) is its error and leaves the others be."""
+    out: list[JobRecord | RotaError] = []
+    for m in moves:
+        try:
+            with conn.begin_nested():
+                transition(conn, m.job, m.state, now, None, m.exit_code, m.reason,
+                           dict(m.backend_handle) if m.backend_handle is not None else None,
+                           m.end, m.hold, m.eligible_at)
+                out.append(record(conn, m.job))
+        except RotaError as exc:
+            out.append(exc)
+    return out
 
 
 def request_cancel(conn: Connection, job_id: object, by: str, now: float) -> bool:
@@ -288,6 +385,100 @@ def request_cancel(conn: Connection, job_id: object, by: str, now: float) -> boo
 
 def record(conn: Connection, job_id: object) -> JobRecord:
     return convert.record_from_row(get(conn, job_id))
+
+
+def records(conn: Connection, job_ids: list[str]) -> list[JobRecord]:
+    """The jobs of ``job_ids`` that exist, in id order, in one query."""
+    keys = sorted({job_key(j) for j in job_ids})
+    return [convert.record_from_row(r) for r in
+            conn.execute(select(jobs).where(jobs.c.id.in_(keys)).order_by(jobs.c.id))]
+
+
+def eligibility_facts(conn: Connection, now: float) -> EligibilityFacts:
+    """What may keep pending jobs from starting now: holds, times ahead, dependencies (with
+    the states of the jobs depended on), arrays (with their tasks holding resources)."""
+    rows = conn.execute(select(jobs.c.id, jobs.c.held, jobs.c.eligible_at, jobs.c.depends,
+                               jobs.c.array_id, jobs.c.array_index, jobs.c.array_limit).where(
+        jobs.c.state == str(JobState.PENDING),
+        or_(jobs.c.held != "", jobs.c.eligible_at > now, jobs.c.depends.is_not(None),
+            jobs.c.array_limit.is_not(None)))).all()
+    pending = {str(r.id): PendingFacts(
+        r.held, r.eligible_at, tuple((k, str(j)) for k, j in r.depends or ()),
+        None if r.array_id is None else (str(r.array_id), r.array_index, r.array_limit))
+        for r in rows}
+    wanted = sorted({int(j) for f in pending.values() for _, j in f.depends})
+    states = {str(r.id): JobState(r.state) for r in conn.execute(
+        select(jobs.c.id, jobs.c.state).where(jobs.c.id.in_(wanted)))} if wanted else {}
+    arrays = sorted({int(f.array[0]) for f in pending.values() if f.array is not None})
+    active = {str(r.array_id): r.n for r in conn.execute(
+        select(jobs.c.array_id, func.count().label("n"))
+        .where(jobs.c.array_id.in_(arrays), jobs.c.state.in_(HOLDING))
+        .group_by(jobs.c.array_id))} if arrays else {}
+    return EligibilityFacts(pending, states, active)
+
+
+HOLDING = tuple(str(s) for s in JobState if s.holds_resources)
+
+
+def submit_array(conn: Connection, subs: list[Submission], now: float,
+                 member: bool = False) -> list[JobRecord]:
+    """The tasks of one array (one submission each, ``array_index`` set), all or none; they
+    share ``array_id``, the first task's id."""
+    outcomes = submit_many(conn, [(s, member) for s in subs], now)
+    refused = next((o for o in outcomes if isinstance(o, RotaError)), None)
+    if refused is not None:
+        raise refused
+    first = int(outcomes[0].id)  # type: ignore[union-attr]
+    conn.execute(update(jobs).where(jobs.c.id.in_([int(o.id) for o in outcomes]))  # type: ignore[union-attr]
+                 .values(array_id=first))
+    return [replace(o, array_id=str(first)) for o in outcomes]  # type: ignore[type-var]
+
+
+def attempt_history(conn: Connection, job_id: object) -> list[AttemptRecord]:
+    key = get(conn, job_id).id
+    return [AttemptRecord(str(r.job), r.attempt, r.bound_at, r.launched_at, r.ended_at,
+                          r.placement, r.end, r.exit_code, r.reason, r.last_checkpoint_at)
+            for r in conn.execute(select(attempts).where(attempts.c.job == key)
+                                  .order_by(attempts.c.attempt))]
+
+
+def note(conn: Connection, job_id: object, kind: str, message: str, now: float) -> None:
+    """An event in the job's history that changes nothing else (a warning, say)."""
+    row = get(conn, job_id, lock=True)
+    write(conn, row, now, kind, message, {})
+
+
+def record_checkpoint(conn: Connection, job_id: object, attempt: int | None, now: float) -> None:
+    """The running attempt (``attempt``, when the caller names one) has just checkpointed."""
+    row = get(conn, job_id, lock=True)
+    if not JobState(row.state).holds_resources:
+        raise IllegalTransition(f"job {row.id} is {row.state}: only a running job checkpoints")
+    if attempt is not None and attempt != row.attempts:
+        raise IllegalTransition(f"attempt {attempt} of job {row.id} has ended")
+    write(conn, row, now, "checkpoint", f"attempt {row.attempts} checkpointed",
+          {"attempt": row.attempts}, last_checkpoint_at=now)
+    conn.execute(update(attempts).where((attempts.c.job == row.id)
+                                        & (attempts.c.attempt == row.attempts))
+                 .values(last_checkpoint_at=now))
+
+
+def hold(conn: Connection, job_id: object, reason: str, by: str, now: float) -> None:
+    """Hold a pending job back from scheduling (``reason`` says why) until it is released."""
+    row = get(conn, job_id, lock=True)
+    if JobState(row.state) is not JobState.PENDING:
+        raise IllegalTransition(f"job {row.id} is {row.state}: only a pending job can be held")
+    if len(reason) > 1000:
+        raise InvalidSpec("reason", "must be at most 1000 characters")
+    write(conn, row, now, "held", f"held by {by}: {reason}", {"by": by, "reason": reason},
+          held=f"{reason} (held by {by})" if reason else f"held by {by}")
+
+
+def release(conn: Connection, job_id: object, by: str, now: float) -> None:
+    """Let a held job be scheduled again; it starts a new streak of faults."""
+    row = get(conn, job_id, lock=True)
+    if not row.held:
+        raise IllegalTransition(f"job {row.id} is not held")
+    write(conn, row, now, "released", f"released by {by}", {"by": by}, held="", lost_streak=0)
 
 
 def record_handle(conn: Connection, job_id: object, handle: dict[str, Any], now: float) -> None:

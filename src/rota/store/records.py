@@ -10,7 +10,8 @@
   job's current attempt, from 0: every requeue starts the next one; ``failures`` the requeues
   that spent the restart budget (all but those after a preemption).
 - ``JobFilter`` and ``Page``: listing with keyset pagination; ``after`` is an opaque cursor.
-- ``JobEvent``: one line of a job's history.
+- ``JobEvent``: one line of a job's history; ``AttemptRecord``: one attempt of a job (when it
+  was bound, launched and ended, where, how it ended, its last checkpoint).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ class Submission:
     selector: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     run: Mapping[str, Any] = field(default_factory=dict)
+    start_at: float | None = None        # not before then
+    depends: tuple[tuple[str, str], ...] = ()  # (after_ok | after_any | after_failed, job id)
+    array_index: int | None = None       # a task of an array (``Store.submit_array``)
+    array_limit: int | None = None
 
     @classmethod
     def from_job(cls, job: Job, name: str = "", run: Mapping[str, Any] | None = None) -> Submission:
@@ -68,6 +73,14 @@ class JobRecord:
     updated_at: float
     billed_until: float | None = None
     failures: int = 0
+    held: str = ""                      # why it is held back (empty: it is not)
+    lost_streak: int = 0                # attempts in a row lost to faults of the infrastructure
+    eligible_at: float | None = None    # not before then: its start_at, or a retry's backoff
+    last_checkpoint_at: float | None = None
+    depends: tuple[tuple[str, str], ...] = ()
+    array_id: str | None = None
+    array_index: int | None = None
+    array_limit: int | None = None
 
     @property
     def id(self) -> str:
@@ -114,3 +127,54 @@ class ApplyResult:
     rejected: tuple[str, ...] = ()
     waiting: tuple[str, ...] = ()
     stale: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    job: str
+    attempt: int
+    bound_at: float
+    launched_at: float | None
+    ended_at: float | None
+    placement: Any                      # as stored: [{"node", "devices": [...]}, ...]
+    end: str | None                     # a ``rota.core.End`` once it ended
+    exit_code: int | None
+    reason: str
+    last_checkpoint_at: float | None
+
+
+DEPENDENCY_KINDS = ("after_ok", "after_any", "after_failed")
+
+
+@dataclass(frozen=True, slots=True)
+class PendingFacts:
+    """What may keep one pending job from starting, as the store knows it."""
+
+    held: str = ""
+    eligible_at: float | None = None
+    depends: tuple[tuple[str, str], ...] = ()
+    array: tuple[str, int, int | None] | None = None  # (array id, index, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class EligibilityFacts:
+    """``pending``: the pending jobs that something may keep back; ``states``: the states of
+    the jobs they depend on; ``array_active``: per array, its tasks holding resources."""
+
+    pending: Mapping[str, PendingFacts] = field(default_factory=dict)
+    states: Mapping[str, JobState] = field(default_factory=dict)
+    array_active: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """A state move a backend reported, with what comes with it (``Store.transition``)."""
+
+    job: str
+    state: JobState
+    exit_code: int | None = None
+    reason: str | None = None
+    backend_handle: Mapping[str, Any] | None = None
+    end: Any = None                 # a rota.core.End
+    hold: str | None = None
+    eligible_at: float | None = None

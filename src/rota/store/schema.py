@@ -21,8 +21,19 @@ Why these tables, and why these shapes:
   core ``JobId`` is its decimal string. ``version`` grows by one on every write: updates are
   guarded with ``WHERE version = :read`` so that a concurrent writer's change is never lost.
   ``attempts`` counts every requeue, ``failures`` those that spend the restart budget (all
-  but the requeues after a preemption). ``billed_until`` is the time up to which a running job's GPU use is already in ``usage``, so
-  that a restarted control plane bills the time it was down.
+  but the requeues after a preemption or a fault of the infrastructure), ``lost_streak`` the
+  attempts in a row lost to such faults. ``billed_until`` is the time up to which a running
+  job's GPU use is already in ``usage``, so that a restarted control plane bills the time it
+  was down. ``held`` is why a person or the control plane holds a pending job back (empty:
+  not held); ``eligible_at`` the time before which it may not start (its ``start_at``, or a
+  retry's backoff); ``last_checkpoint_at`` when its running attempt last checkpointed;
+  ``depends`` the jobs it waits for (``after_ok``, ``after_any``, ``after_failed``); the tasks of
+  an array share ``array_id`` (the first task's id) and ``array_limit``, each its ``array_index``.
+- ``attempts``: one row per attempt of a job (its ``attempts`` number): when it was bound,
+  launched and ended, where it ran, how it ended (``rota.core.End``), its exit code and
+  reason, and its last checkpoint.
+- ``idle_policies``: operators' idle reclamation defaults, per queue and for all (scope
+  ``*``), as ``rota.scheduler.idle.IdlePolicy`` reads them.
 - ``job_events``: an append-only history per job (time, kind, message, data JSON).
 - ``usage``: per project, GPU-seconds already decayed to ``as_of``.
 - ``leases``: named leases with a holder and an expiry; the control loop holds ``control-loop``
@@ -142,13 +153,42 @@ jobs = Table(
     Column("failures", Integer, nullable=False, server_default="0"),
     Column("backend_handle", JSON),
     Column("billed_until", Time),
+    Column("held", Text, nullable=False, server_default=""),
+    Column("lost_streak", Integer, nullable=False, server_default="0"),
+    Column("eligible_at", Time),
+    Column("last_checkpoint_at", Time),
+    Column("depends", JSON),            # [[kind, job id], ...]: after_ok, after_any, after_failed
+    Column("array_id", Integer),        # the id of the array's first task, for each of its tasks
+    Column("array_index", Integer),
+    Column("array_limit", Integer),     # at most this many tasks hold resources at once
     Column("version", Integer, nullable=False, default=1),
     Column("updated_at", Time, nullable=False),
     Index("ix_jobs_state", "state"),
     Index("ix_jobs_project_state", "project", "state"),
     Index("ix_jobs_user", "user"),
     Index("ix_jobs_queue", "queue"),
+    Index("ix_jobs_array_id", "array_id"),
     sqlite_autoincrement=True,
+)
+
+idle_policies = Table(
+    "idle_policies", metadata,
+    Column("scope", String(NAME), primary_key=True),
+    Column("policy", JSON, nullable=False),
+)
+
+attempts = Table(
+    "attempts", metadata,
+    Column("job", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("bound_at", Time, nullable=False),
+    Column("launched_at", Time),
+    Column("ended_at", Time),
+    Column("placement", JSON),
+    Column("end", String(16)),
+    Column("exit_code", Integer),
+    Column("reason", Text, nullable=False, server_default=""),
+    Column("last_checkpoint_at", Time),
 )
 
 job_events = Table(

@@ -31,14 +31,17 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from sqlalchemy import Connection
 
-from rota.core import Flavor, JobId, JobState, Node, Project, Queue
+from rota.core import End, Flavor, JobId, JobState, Node, Project, Queue, RotaError
 from rota.core import Decisions, Snapshot, Usage
 from rota.store import admin, cycle, jobs, lease
 from rota.store.engine import WRITE, display_url, make_engine, migrate, resolve_url
 from rota.store.authcache import DEFAULT_TTL_S, AuthCache
 from rota.store.errors import Conflict
 from rota.store.group import DEFAULT_MAX_BATCH, GroupCommit
-from rota.store.records import ApplyResult, JobEvent, JobFilter, JobRecord, Page, Submission
+from rota.store.records import (
+    ApplyResult, AttemptRecord, EligibilityFacts, JobEvent, JobFilter, JobRecord, Move, Page,
+    Submission,
+)
 from rota.store.tokens import IssuedToken, Principal, Role, TokenInfo
 
 T = TypeVar("T")
@@ -161,6 +164,13 @@ class Store:
         with self._write() as conn:
             return admin.issue_token(conn, user, name, role, self.clock())
 
+    def issue_job_token(self, job_id: str, attempt: int) -> str:
+        """A token for attempt ``attempt`` of the job, acting for its owner on that job only
+        (it reads the job and reports its checkpoints); revoked when the attempt ends."""
+        with self._write() as conn:
+            user = jobs.get(conn, job_id).user
+            return admin.issue_job_token(conn, user, job_id, attempt, self.clock()).token
+
     def list_tokens(self, user: str | None = None) -> list[TokenInfo]:
         with self._read() as conn:
             return admin.list_tokens(conn, user)
@@ -204,6 +214,16 @@ class Store:
         """The projects each queue admits (None: every project); see ``rota.store.admin``."""
         with self._read() as conn:
             return admin.bindings(conn)
+
+    def put_idle(self, scope: str, policy: dict[str, Any] | None) -> None:
+        """Idle reclamation defaults of queue ``scope``, or of every queue (``*``)."""
+        with self._write() as conn:
+            admin.put_idle(conn, scope, policy)
+
+    def idle_defaults(self) -> dict[str, dict[str, Any]]:
+        """scope (a queue, or ``*``) -> its idle reclamation defaults, as stored."""
+        with self._read() as conn:
+            return admin.idle_defaults(conn)
 
     def delete_queue(self, name: str) -> None:
         """Refused with ``InUse`` while the queue holds live jobs (``rota.store.admin``)."""
@@ -289,18 +309,88 @@ class Store:
             return jobs.record(conn, job_id)
         return self._retry(run)
 
+    def transition_many(self, moves: list[Move]) -> list[JobRecord | RotaError]:
+        """The moves of one control-loop pass in one transaction (one commit, one flush to
+        disk); each outcome is the job after its move, or the error that refused that move
+        alone."""
+        if not moves:
+            return []
+
+        def run(conn: Connection) -> list[JobRecord | RotaError]:
+            return jobs.transition_many(conn, moves, self.clock())
+        return self._retry(run)
+
+    def get_jobs(self, job_ids: list[str]) -> list[JobRecord]:
+        """The jobs that exist among ``job_ids``, in id order."""
+        with self._read() as conn:
+            return jobs.records(conn, job_ids)
+
+    def issue_job_tokens(self, attempts: list[tuple[str, int]]) -> dict[str, str]:
+        """``issue_job_token`` for many attempts, in one transaction: job id -> token."""
+        def run(conn: Connection) -> dict[str, str]:
+            out = {}
+            for job_id, attempt in attempts:
+                user = jobs.get(conn, job_id).user
+                out[job_id] = admin.issue_job_token(conn, user, job_id, attempt,
+                                                    self.clock()).token
+            return out
+        return self._retry(run) if attempts else {}
+
     def transition(self, job_id: str, new_state: JobState, *, exit_code: int | None = None,
                    reason: str | None = None, backend_handle: dict[str, Any] | None = None,
-                   expected_version: int | None = None) -> JobRecord:
+                   expected_version: int | None = None, end: End | None = None,
+                   hold: str | None = None, eligible_at: float | None = None) -> JobRecord:
         """A move reported by a backend (RUNNING, SUCCEEDED, FAILED, CANCELLED, or PENDING to
-        requeue with ``attempts + 1``). With ``expected_version`` it is not retried."""
+        requeue with ``attempts + 1``), with how the attempt ended (``end``) and, for a
+        requeue, a ``hold`` or the backoff's ``eligible_at``. With ``expected_version`` it is
+        not retried."""
         def run(conn: Connection) -> JobRecord:
             jobs.transition(conn, job_id, JobState(new_state), self.clock(), expected_version,
-                            exit_code, reason, backend_handle)
+                            exit_code, reason, backend_handle, end, hold, eligible_at)
             return jobs.record(conn, job_id)
         if expected_version is not None:
             with self._write() as conn:
                 return run(conn)
+        return self._retry(run)
+
+    def eligibility_facts(self, now: float) -> EligibilityFacts:
+        """What may keep pending jobs from starting now (``rota.control.eligibility``)."""
+        with self._read() as conn:
+            return jobs.eligibility_facts(conn, now)
+
+    def submit_array(self, submissions: list[Submission], member: bool = False) -> list[JobRecord]:
+        """The tasks of one array, all or none, sharing the first task's id as ``array_id``."""
+        def run(conn: Connection) -> list[JobRecord]:
+            return jobs.submit_array(conn, submissions, self.clock(), member)
+        return self._retry(run)
+
+    def attempts(self, job_id: str) -> list[AttemptRecord]:
+        """Every attempt of the job, first first."""
+        with self._read() as conn:
+            return jobs.attempt_history(conn, job_id)
+
+    def note(self, job_id: str, kind: str, message: str) -> None:
+        """An event in the job's history (``kind``: a word, e.g. ``idle-warning``)."""
+        def run(conn: Connection) -> None:
+            jobs.note(conn, job_id, kind, message, self.clock())
+        self._retry(run)
+
+    def record_checkpoint(self, job_id: str, attempt: int | None = None) -> JobRecord:
+        def run(conn: Connection) -> JobRecord:
+            jobs.record_checkpoint(conn, job_id, attempt, self.clock())
+            return jobs.record(conn, job_id)
+        return self._retry(run)
+
+    def hold(self, job_id: str, reason: str, by: str) -> JobRecord:
+        def run(conn: Connection) -> JobRecord:
+            jobs.hold(conn, job_id, reason, by, self.clock())
+            return jobs.record(conn, job_id)
+        return self._retry(run)
+
+    def release(self, job_id: str, by: str) -> JobRecord:
+        def run(conn: Connection) -> JobRecord:
+            jobs.release(conn, job_id, by, self.clock())
+            return jobs.record(conn, job_id)
         return self._retry(run)
 
     def record_handle(self, job_id: str, handle: dict[str, Any]) -> JobRecord:

@@ -20,6 +20,19 @@ DISPLAY_CHARS = len(PREFIX) + 6
 class Role(enum.StrEnum):
     OPERATOR = "operator"  # sees and acts on everything
     MEMBER = "member"      # sees and acts on the jobs of its user's projects
+    JOB = "job"            # one attempt of one job: reads that job, reports its checkpoints
+
+
+JOB_TOKEN = "job-{job}-{attempt}"  # the name of the token the control plane gives an attempt
+
+
+def job_of(name: str) -> tuple[str, int] | None:
+    """The (job id, attempt) a job token's name stands for; None for another name."""
+    parts = name.split("-")
+    if len(parts) != 3 or parts[0] != "job" or not all(p.isascii() and p.isdigit()
+                                                        for p in parts[1:]):
+        return None
+    return parts[1], int(parts[2])
 
 
 def new_token() -> str:
@@ -63,6 +76,8 @@ class Principal:
     role: Role
     projects: frozenset[str]
     token: str  # the token's name, for audit
+    job: str | None = None      # a job token's job, and its attempt
+    attempt: int | None = None
 
     @property
     def operator(self) -> bool:

@@ -1,0 +1,52 @@
+"""``rota hold`` and ``rota release``: keep a pending job from starting, and let it go again;
+``rota checkpoint``: from inside a job, tell rota it has just saved a checkpoint.
+
+A held job stays pending and holds nothing; ``rota show`` says who held it and why. The control
+plane holds a job by itself when its attempts were lost to faults of the infrastructure three
+times in a row (its node, supervisor or GPU failed each time), so that it does not loop:
+release it once the cause is found.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from rota.cli import remote
+from rota.cli.remote import talking
+
+
+def hold(job: str = typer.Argument(..., metavar="ID"),
+         reason: str = typer.Option("", "--reason", help="Why, shown by rota show.")) -> None:
+    """Keep a pending job from being scheduled until rota release ID."""
+    remote.job_id(job)
+    with talking() as client:
+        client.hold(job, reason)
+    print(f"Held job {job}: it stays pending and starts only after rota release {job}.")
+
+
+def release(job: str = typer.Argument(..., metavar="ID")) -> None:
+    """Let a held job be scheduled again."""
+    remote.job_id(job)
+    with talking() as client:
+        client.release(job)
+    print(f"Released job {job}: it is scheduled again (rota show {job} says where it stands).")
+
+
+def checkpoint(job: str = typer.Option(None, "--job", metavar="ID", envvar="ROTA_JOB_ID",
+                                       help="The job [default: $ROTA_JOB_ID, set in a job].")
+               ) -> None:
+    """Tell rota the running job has just saved a checkpoint (run it from inside the job, which
+    has its own token in $ROTA_TOKEN): a preemption then counts only later work as lost."""
+    if not job:
+        remote.die("--job: not inside a rota job ($ROTA_JOB_ID is not set); name the job",
+                   remote.EXIT_BAD_INPUT)
+    remote.job_id(job)
+    with talking() as client:
+        client.checkpoint(job)
+    print(f"Recorded a checkpoint of job {job}.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("hold")(hold)
+    app.command("release")(release)
+    app.command("checkpoint")(checkpoint)

@@ -1,0 +1,116 @@
+"""Idle reclamation, carried out: watching running jobs and telling the reconciler which to stop.
+
+Each pass, ``IdleWatch.review`` takes the running jobs whose effective policy has a check (the
+operator's defaults, global ``*`` and per queue, made stricter by the job's own ``idle``:
+``rota.scheduler.idle.effective``), asks the backend what they are doing (``activity``, one
+call for all of them) and judges each (``rota.scheduler.idle.judge``):
+
+- GPU utilisation is sampled once per pass; ``low_since`` is when it went, and stayed, below
+  the job's threshold (a sample at or above it, or none, resets it);
+- the last activity is the latest of the job's output and of any API call about it by a person
+  (``touch``, which the API calls; the job's own token does not count);
+- an interactive job inside its notice is warned once: an event in its history and a line in
+  its output;
+- a job to reclaim is handed to the reconciler (``reclaim``), which stops it and ends it
+  ``cancelled`` with the end ``reclaimed-idle``; its GPUs are free at once.
+
+What is seen lives in this process: after a restart, GPU idleness and warnings start afresh
+(a job is never reclaimed sooner for it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Mapping
+
+from rota.backends.base import Backend, Handle
+from rota.core import JobKind
+from rota.scheduler.idle import Check, IdlePolicy, Reclaim, Seen, Warn, effective, judge
+from rota.store import JobRecord, Store
+
+log = logging.getLogger("rota.control")
+
+
+def describe(check: Check) -> str:
+    """A check in words, for reasons and warnings."""
+    period = _duration(check.period_s)
+    if check.kind == "gpu-idle":
+        return f"GPU utilisation below {check.threshold:g} % for {period}"
+    if check.kind == "inactive":
+        return f"no output and no API call for {period}"
+    return f"its maximum lifetime of {period} reached"
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+class IdleWatch:
+    def __init__(self, store: Store, backend: Backend,
+                 clock_touch: Callable[[], float] | None = None) -> None:
+        self.store, self.backend = store, backend
+        self._clock = clock_touch or store.clock
+        self.low_since: dict[str, float] = {}
+        self.warned: set[str] = set()
+        self._touched: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def touch(self, job_id: str) -> None:
+        """Someone asked the API about the job: it counts as activity."""
+        with self._lock:
+            self._touched[job_id] = self._clock()
+
+    def forget(self, job_id: str) -> None:
+        self.low_since.pop(job_id, None)
+        self.warned.discard(job_id)
+        with self._lock:
+            self._touched.pop(job_id, None)
+
+    def review(self, running: list[tuple[JobRecord, Handle]], now: float) -> dict[str, str]:
+        """The jobs to reclaim now: job id -> why."""
+        defaults = self.store.idle_defaults() if running else {}
+        watched = [(rec, handle, policy) for rec, handle in running
+                   if not (policy := _policy(rec, defaults)).empty]
+        if not watched:
+            return {}
+        seen = self.backend.activity([handle for _, handle, _ in watched])
+        out = {}
+        for (rec, handle, policy), activity in zip(watched, seen, strict=True):
+            decision = judge(policy, self._seen(rec, policy, activity, now), now,
+                             rec.job.kind is JobKind.INTERACTIVE)
+            if isinstance(decision, Reclaim):
+                out[rec.id] = describe(decision.check)
+            elif isinstance(decision, Warn) and rec.id not in self.warned:
+                self._warn(rec, handle, decision, now)
+        return out
+
+    def _seen(self, rec: JobRecord, policy: IdlePolicy, activity: Any, now: float) -> Seen:
+        util = activity.gpu_util
+        if policy.gpu_util_below is not None and util is not None and util < policy.gpu_util_below:
+            self.low_since.setdefault(rec.id, now)
+        else:
+            self.low_since.pop(rec.id, None)
+        with self._lock:
+            touched = self._touched.get(rec.id)
+        last = max((t for t in (activity.last_output_at, touched) if t is not None),
+                   default=None)
+        started = rec.job.started_at if rec.job.started_at is not None else now
+        return Seen(started, self.low_since.get(rec.id), last)
+
+    def _warn(self, rec: JobRecord, handle: Handle, warn: Warn, now: float) -> None:
+        self.warned.add(rec.id)
+        message = (f"this job will be reclaimed in {_duration(round(warn.at - now))} "
+                   f"({describe(warn.check)}); use it, or save your work")
+        self.backend.notify(handle, message)
+        self.store.note(rec.id, "idle-warning", message)
+        log.info("job %s: %s", rec.id, message)
+
+
+def _policy(rec: JobRecord, defaults: Mapping[str, Any]) -> IdlePolicy:
+    run_idle = rec.run.get("idle") if isinstance(rec.run, Mapping) else None
+    return effective(IdlePolicy.of(defaults.get("*")), IdlePolicy.of(defaults.get(rec.job.queue)),
+                     IdlePolicy.of(run_idle))
