@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from rota.backends.kube import hami
@@ -77,7 +78,6 @@ class HamiPlugin:
     It serves the nodes named in ``nodes`` only."""
 
     def __init__(self, api, nodes: set[str]) -> None:
-        import threading
         self.api, self.nodes = api, nodes
         self.served: list[str] = []
         self._halt = threading.Event()
@@ -128,3 +128,23 @@ def _erase_next(text: str) -> str:
     if first is not None:
         containers[first] = []
     return hami.encode_pod_devices(containers)
+
+
+def watch_deletion(cluster, name: str, act, timeout_s: int = 30) -> int:
+    """The grace period of the deletion of Pod ``name`` that ``act`` causes, as watched."""
+    from rota.backends.kube.api import pods_path
+    found: list[int] = []
+    start = cluster.api.list(pods_path(cluster.namespace)).resource_version
+
+    def look() -> None:
+        for event in cluster.api.watch(pods_path(cluster.namespace), start, timeout_s):
+            meta = event["object"]["metadata"]
+            if meta["name"] == name and meta.get("deletionGracePeriodSeconds") is not None:
+                found.append(meta["deletionGracePeriodSeconds"])
+                return
+    watcher = threading.Thread(target=look, daemon=True)
+    watcher.start()
+    act()
+    watcher.join(timeout_s + 5)
+    assert found, f"no deletion of {name} was seen"
+    return found[0]

@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from kubekit import HamiPlugin
+from kubekit import HamiPlugin, watch_deletion
 from rota.backends.base import BackendError, LaunchSpec, ReplicaState
 from rota.backends.kube import hami
 from rota.backends.kube.api import NODES, pods_path, services_path
@@ -147,26 +147,6 @@ def test_the_checkpoint_signal_deletes_the_pods_with_their_own_grace_period(clus
     seen = watch_deletion(cluster, "rota-17-0-0",
                           lambda: backend.signal(handle, signal.SIGUSR1))
     assert seen == 45
-
-
-def watch_deletion(cluster, name: str, act) -> int:
-    """The grace period of the deletion of Pod ``name`` that ``act`` causes, as watched."""
-    import threading
-    found: list[int] = []
-    start = cluster.api.list(pods_path(cluster.namespace)).resource_version
-
-    def look() -> None:
-        for event in cluster.api.watch(pods_path(cluster.namespace), start, 30):
-            meta = event["object"]["metadata"]
-            if meta["name"] == name and meta.get("deletionGracePeriodSeconds") is not None:
-                found.append(meta["deletionGracePeriodSeconds"])
-                return
-    watcher = threading.Thread(target=look, daemon=True)
-    watcher.start()
-    act()
-    watcher.join(30)
-    assert found, f"no deletion of {name} was seen"
-    return found[0]
 
 
 def test_a_failed_container_is_a_failed_process_with_its_exit_code(cluster):

@@ -9,11 +9,10 @@ with its grace period; a drained node whose job is requeued and runs elsewhere."
 from __future__ import annotations
 
 import functools
-import threading
 
 import pytest
 
-from kubekit import HamiPlugin
+from kubekit import HamiPlugin, watch_deletion
 from rota.backends.kube.api import NODES, pods_path
 from upkit import KubeServer
 from waiting import poll
@@ -181,31 +180,12 @@ def test_preemption_deletes_the_victims_pod_with_its_grace_period(cluster, up):
     victim = submit_file(server, "victim", VICTIM)
     running = wait(lambda: job_state(server, victim, "running"), "the victim to run")
     pod = the_pod(cluster, running)
-    grace = deletion_grace(cluster, pod["metadata"]["name"],
-                           lambda: submit_file(server, "urgent", URGENT))
+    grace = watch_deletion(cluster, pod["metadata"]["name"],
+                           lambda: submit_file(server, "urgent", URGENT), timeout_s=80)
     assert grace == 45
     wait(lambda: job_state(server, victim, "pending"), "the victim to be requeued")
     urgent = next(j for j in server.json("ps") if j["name"] == "urgent")
     wait(lambda: job_state(server, urgent["id"], "running"), "the urgent job to run")
-
-
-def deletion_grace(cluster, name: str, act) -> int:
-    """The grace period of the deletion of Pod ``name`` that follows ``act``, as watched."""
-    found: list[int] = []
-    start = cluster.api.list(pods_path(cluster.namespace)).resource_version
-
-    def look() -> None:
-        for event in cluster.api.watch(pods_path(cluster.namespace), start, 80):
-            meta = event["object"]["metadata"]
-            if meta["name"] == name and meta.get("deletionGracePeriodSeconds") is not None:
-                found.append(meta["deletionGracePeriodSeconds"])
-                return
-    watcher = threading.Thread(target=look, daemon=True)
-    watcher.start()
-    act()
-    watcher.join(85)
-    assert found, f"no deletion of {name} was seen"
-    return found[0]
 
 
 RETRIED = """
