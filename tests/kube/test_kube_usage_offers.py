@@ -86,6 +86,20 @@ def test_a_waiting_pod_is_offered_as_one_job_of_its_namespace_and_queue():
     assert offer.run["command"] == ["train"] and offer.run["image"] == "pytorch:2"
 
 
+def test_a_pods_node_selector_is_its_jobs_selector_and_a_required_affinity_is_refused():
+    obj = {"metadata": {"namespace": "vision", "name": "p", "uid": "u",
+                        "labels": {"rota.dev/queue": "research"}},
+           "spec": {"schedulerName": "rota", "nodeSelector": {"pool": "a100", "zone": "b"},
+                    "containers": [{"name": "c", "resources": {"limits": {
+                        "nvidia.com/gpu": "1"}}}]}}
+    (offer,), _ = find_offers([pod_info(obj)], "alice")
+    assert offer.job.selector == (("pool", "a100"), ("zone", "b"))
+    obj["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                                {"nodeSelectorTerms": []}}}
+    offers, (refusal,) = find_offers([pod_info(obj)], "alice")
+    assert offers == [] and refusal.reason.startswith("spec.affinity.nodeAffinity: rota does")
+
+
 def test_a_coscheduling_group_is_one_gang_once_min_available_pods_wait():
     assert find_offers([waiting_pod("w-1", **GROUP)], "alice") == ([], [])  # 1 of 2
     pods = [waiting_pod("w-1", **GROUP), waiting_pod("w-0", **GROUP)]

@@ -13,7 +13,10 @@ deleted, not one rota created itself (those carry ``rota.dev/job``). It becomes 
 - a gang, as the coscheduling plugin defines one: the Pods of one namespace with the same
   ``pod-group.scheduling.sigs.k8s.io/name`` label are one job once
   ``pod-group.scheduling.sigs.k8s.io/min-available`` of them wait (fewer: no offer yet); its
-  replicas are the first ``min-available`` by name, in rank order, and must ask for the same.
+  replicas are the first ``min-available`` by name, in rank order, and must ask for the same;
+- its ``nodeSelector`` as the job's ``selector`` (only nodes with those labels); a Pod with a
+  required node affinity is refused (rota does not evaluate affinity: say it with a
+  ``nodeSelector``).
 
 The offer's key, ``<kind>:<namespace>/<name>@<uid>`` (kind ``pod`` or ``group``, the uid of
 its first Pod), stays the same while those Pods exist and changes when they are made anew.
@@ -136,12 +139,17 @@ def offer_of(key: OfferKey, pods: list[PodInfo], user: str) -> Offer:
     if not queue:
         raise InvalidSpec(f"metadata.labels.{LABEL_QUEUE}", "is missing: it names the rota "
                                                             "queue the Pod waits in")
+    if any(p.required_affinity for p in pods):
+        raise InvalidSpec("spec.affinity.nodeAffinity", "rota does not evaluate a required "
+                          "node affinity: name the node labels in spec.nodeSelector instead")
     requests = {_request(p) for p in pods}
-    if len(requests) != 1 or len({p.labels.get(LABEL_QUEUE) for p in pods}) != 1:
+    if len(requests) != 1 or len({(p.labels.get(LABEL_QUEUE), p.node_selector)
+                                  for p in pods}) != 1:
         raise InvalidSpec("spec.containers", "the Pods of a group must ask for the same "
-                                             "resources in the same queue")
+                                             "resources on the same nodes in the same queue")
     job = Job(id=JobId("offer"), project=first.namespace, queue=queue, user=user,
-              request=requests.pop(), replicas=len(pods), grace_s=float(first.grace_s))
+              request=requests.pop(), replicas=len(pods), grace_s=float(first.grace_s),
+              selector=first.node_selector)
     command = list(first.command) or [f"(the entrypoint of image {first.image})"]
     run = {"command": command, "image": first.image or None,
            "checkpoint": {"grace_s": float(first.grace_s)}}

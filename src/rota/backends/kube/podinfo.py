@@ -12,7 +12,10 @@ A Pod object is large; rota keeps, for each Pod of the cluster, only what it dec
   ``OutOfnvidia.com/gpu``), the ``DisruptionTarget`` condition (an eviction, a preemption),
   whether it is being deleted and with which grace period, and the state of its first
   container (``ContainerEnd``: the exit code of a terminated one, or why a waiting one waits);
-- its first container's image and command (what an offered Pod runs, for people).
+- its first container's image and command (what an offered Pod runs, for people);
+- where it may run: its ``nodeSelector`` (label pairs, sorted) and whether it has a required
+  node affinity (``requiredDuringSchedulingIgnoredDuringExecution``), which rota does not
+  evaluate.
 
 A Pod in phase ``Succeeded`` or ``Failed`` holds nothing on its node (``terminal``).
 """
@@ -70,6 +73,8 @@ class PodInfo:
     image: str = ""
     command: tuple[str, ...] = ()
     created: str = ""
+    node_selector: tuple[tuple[str, str], ...] = ()
+    required_affinity: bool = False
 
     @property
     def key(self) -> str:
@@ -104,7 +109,11 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
         disruption=_disruption(status), container=_first_container(status),
         image=first.get("image") or "",
         command=tuple(first.get("command") or ()) + tuple(first.get("args") or ()),
-        created=meta.get("creationTimestamp") or "")
+        created=meta.get("creationTimestamp") or "",
+        node_selector=tuple(sorted((str(k), str(v)) for k, v in
+                                   (spec.get("nodeSelector") or {}).items())),
+        required_affinity=bool(((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution")))
 
 
 def _quantity(resources: Mapping[str, Any], name: str, unit: Any, field: str) -> int:
