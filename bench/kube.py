@@ -6,7 +6,10 @@ grain, labelled for this run) and the same Pods: ``--pods`` Pods asking for one
 ``nvidia.com/gpu``, one CPU and 1Gi, created by ``--workers`` threads as fast as the API server
 takes them. What is measured, from a watch of the run's namespace:
 
-- bound: Pods given a node (at most nodes x GPUs: the rest wait, as they must);
+- bound: Pods given a node (at most nodes x GPUs: the rest wait, as they must; a run ends
+  when all GPUs are bound or when no Pod was bound for ``IDLE_S``: on a loaded machine kwok
+  may let some nodes' leases lapse, and nothing is placed on a NotReady node);
+- notready: the run's nodes that were not Ready at its end;
 - pods/s: bound Pods / seconds from the first creation to the last binding;
 - latency: from the moment a Pod's creation was sent to the watch event that shows it bound,
   p50 and p99 over the bound Pods.
@@ -51,6 +54,7 @@ from rota.backends.kube.api import NODES, KubeApi, connect, pods_path  # noqa: E
 
 BENCH_LABEL = "rota.dev/bench"
 UNTHROTTLED = "bench-unthrottled"
+IDLE_S = 60.0  # no Pod bound for that long: the run is over
 SCHEDULER_CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 leaderElection: {leaderElect: false}
@@ -108,7 +112,7 @@ class Watcher:
 
 
 def measure(api: KubeApi, namespace: str, run: str, scheduler: str, pods: int, workers: int,
-            expected: int, timeout_s: float) -> dict[str, Any]:
+            expected: int, timeout_s: float, args_nodes: int) -> dict[str, Any]:
     watcher = Watcher(api, namespace)
     watcher.start()
     sent: dict[str, float] = {}
@@ -122,17 +126,28 @@ def measure(api: KubeApi, namespace: str, run: str, scheduler: str, pods: int, w
         list(pool.map(create, range(pods)))
     created_s = time.monotonic() - start
     end = time.monotonic() + timeout_s
+    last, seen = time.monotonic(), 0
     while len(watcher.bound) < expected and time.monotonic() < end:
-        time.sleep(0.2)
+        time.sleep(0.5)
+        if len(watcher.bound) != seen:
+            last, seen = time.monotonic(), len(watcher.bound)
+            progress(f"{scheduler}: {seen} bound")
+        elif time.monotonic() - last > IDLE_S:  # nodes gone NotReady: nothing more fits
+            break
     time.sleep(2.0)  # anything bound beyond the GPUs there are would show now
     watcher.stop()
     bound = dict(watcher.bound)
     latencies = sorted(bound[n] - sent[n] for n in bound)
     span = (max(bound.values()) - start) if bound else float("nan")
     return {"scheduler": scheduler, "pods": pods, "bound": len(bound),
+            "notready": args_nodes - ready(api, run),
             "create_s": round(created_s, 1), "span_s": round(span, 1),
             "pods_per_s": round(len(bound) / span, 1) if bound else 0.0,
             "p50_s": round(pct(latencies, 0.50), 2), "p99_s": round(pct(latencies, 0.99), 2)}
+
+
+def progress(text: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {text}", file=sys.stderr, flush=True)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -241,8 +256,9 @@ def main() -> None:
             name = {"kube-scheduler": "default-scheduler", "rota": "rota"}.get(scheduler,
                                                                                 UNTHROTTLED)
             try:
+                progress(f"{scheduler}: creating {args.pods} Pods")
                 result = measure(api, run, run, name, args.pods, args.workers, expected,
-                                 args.timeout)
+                                 args.timeout, args.nodes)
             finally:
                 if isinstance(helper, RotaUp):
                     helper.close()
@@ -279,10 +295,11 @@ def report(args, results: list[dict[str, Any]], load: list[float], root: Path) -
                           "machine": machine, "results": results}, indent=2))
         return
     print(f"{args.nodes} kwok nodes x {args.gpus} GPUs, {args.pods} one-GPU Pods; {machine}")
-    print("| scheduler | bound | create s | span s | pods/s | p50 s | p99 s |")
-    print("|---|--:|--:|--:|--:|--:|--:|")
+    print("| scheduler | bound | not Ready | create s | span s | pods/s | p50 s | p99 s |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|")
     for r in results:
-        print(f"| {r['scheduler']} | {r['bound']} | {r['create_s']} | {r['span_s']} | "
+        print(f"| {r['scheduler']} | {r['bound']} | {r['notready']} | {r['create_s']} | "
+              f"{r['span_s']} | "
               f"{r['pods_per_s']} | {r['p50_s']} | {r['p99_s']} |")
 
 
