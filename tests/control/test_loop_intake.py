@@ -1,11 +1,14 @@
 """Work a backend offers becomes jobs: each offer is submitted once (also across a restart of
 the control plane between the submit and the launch), waits in its queue like any job, and
 one the store refuses is declined to the backend and tried again later. A job that names a
-container image is refused by the local backend, which runs commands on this machine."""
+container image is refused by the local backend, which runs commands on this machine; a
+backend that runs container images gets the workdir as written and the image, and nothing is
+prepared here for it."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 from builders import job
 from controlkit import FakeClock, drive, state_is, submit
@@ -87,3 +90,42 @@ def test_the_local_backend_refuses_a_job_that_names_an_image(loop, store):
     assert rec.reason.startswith("cannot be started as written: run.image: names the container "
                                  "image 'pytorch/pytorch:2.3.0', but the local backend runs "
                                  "commands on this machine")
+
+
+class InImages(LocalBackend):
+    """The local backend, saying it runs jobs in container images (as Kubernetes does); it
+    records what it is asked to launch and runs the command here, in ``here``."""
+
+    def __init__(self, data_dir, node, here) -> None:
+        super().__init__(data_dir, node=node)
+        self.here, self.asked = here, []
+
+    @property
+    def capabilities(self):
+        return replace(super().capabilities, containers=True)
+
+    def launch(self, job, placement, spec, attempt=None):
+        self.asked.append(spec)
+        return super().launch(job, placement, replace(spec, workdir=str(self.here), image=None),
+                              attempt)
+
+
+def test_a_backend_of_container_images_gets_the_workdir_in_the_image_and_nothing_made_here(
+        store, backend, data_dir, clock, tmp_path):
+    images = InImages(data_dir, backend.node, tmp_path)
+    loop = loop_over(store, images, data_dir, clock)
+    in_image = submit(store, [sys.executable, "-c", "pass"], image="python:3.12",
+                      workdir="/app", checkpoint={"dir": "ckpt"})
+    drive(loop, lambda: images.asked, "the job to be launched")
+    (spec,) = images.asked
+    assert (spec.workdir, spec.image, spec.env["ROTA_CHECKPOINT_DIR"]) == (
+        "/app", "python:3.12", "/app/ckpt")
+    made = data_dir / "jobs" / in_image  # the local backend's own files may be there
+    assert not (made / "work").exists() and not (made / "checkpoints").exists()
+
+    uploaded = submit(store, [sys.executable, "-c", "pass"], image="python:3.12",
+                      upload="abc123")
+    rec = drive(loop, state_is(store, uploaded, S.FAILED), "the uploaded job to fail")
+    assert rec.reason.startswith("cannot be started as written: run.upload: the local backend "
+                                 "runs jobs in container images")
+    loop.stop()
