@@ -21,7 +21,7 @@ def test_a_job_file_becomes_a_pending_job_with_its_run(api):
     rec = api.store.get_job(job["id"])
     assert rec.job.grace_s == 90.0 and rec.job.request.gpu.count == 1
     assert dict(rec.run) == {
-        "command": ["/bin/sh", "-c", "python train.py"], "workdir": None,
+        "command": ["/bin/sh", "-c", "python train.py"], "workdir": None, "image": None,
         "env": {"LR": "0.001", "DEBUG": "true"}, "upload": None,
         "checkpoint": {"dir": "/ckpt", "signal": "SIGUSR1", "grace_s": 90.0},
         "restart": {"max_retries": 3, "backoff_s": 10.0},

@@ -65,3 +65,49 @@ def kwok_nodes(core) -> Iterator[list[str]]:
     yield names
     for name in names:
         core.delete_node(name)
+
+
+class TestCluster:
+    """The kwok nodes of one test, labelled with the test's namespace, and backends that see
+    only those nodes (``rota.dev/test-group=<namespace>``), each closed after the test."""
+
+    def __init__(self, kube_api, namespace: str, kwok_nodes: list[str]) -> None:
+        from rota.backends.kube.api import KubeApi
+        self.api = KubeApi(kube_api)
+        self.namespace = namespace
+        self.selector = f"rota.dev/test-group={namespace}"
+        self._names = kwok_nodes
+        self._backends: list = []
+
+    def add_node(self, suffix: str, **kwargs) -> str:
+        from kubekit import kwok_node
+        from rota.backends.kube.api import NODES
+        name = f"{self.namespace}-{suffix}"
+        self.api.create(NODES, kwok_node(name, group=self.namespace, **kwargs))
+        self._names.append(name)
+        poll(lambda: self.ready(name), f"kwok to make {name} Ready", timeout=60, every=0.1)
+        return name
+
+    def ready(self, name: str) -> bool:
+        from rota.backends.kube.api import NODES
+        conditions = (self.api.get(f"{NODES}/{name}").get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    def backend(self, **config):
+        from rota.backends.kube.backend import KubeBackend, KubeConfig
+        options = {"namespace": self.namespace, "default_image": "busybox", "pod_user": "alice",
+                   "node_selector": self.selector, "lock_wait_s": 30.0, **config}
+        backend = KubeBackend(KubeConfig(**options), api=self.api)
+        self._backends.append(backend)
+        return backend
+
+    def close(self) -> None:
+        for backend in self._backends:
+            backend.close()
+
+
+@pytest.fixture
+def cluster(kube_api, namespace, kwok_nodes) -> Iterator[TestCluster]:
+    test_cluster = TestCluster(kube_api, namespace, kwok_nodes)
+    yield test_cluster
+    test_cluster.close()

@@ -98,6 +98,9 @@ CASES = [
     ("env value", base_job(env={"X": [1]}), "jobs[0].env.X", "string, number or boolean"),
     ("entrypoint empty", base_job(entrypoint=" "), "jobs[0].entrypoint", "empty"),
     ("preemptible", base_job(preemptible="maybe"), "jobs[0].preemptible", "boolean"),
+    ("image upper case", base_job(image="PyTorch:2"), "jobs[0].image", "container image"),
+    ("image with a space", base_job(image="pytorch 2"), "jobs[0].image", "container image"),
+    ("image not text", base_job(image=2), "jobs[0].image", "container image"),
     ("unknown queue", base_job(queue="nope"), "jobs[0].queue", "queues: research, product"),
     ("unknown project", base_job(project="nope"), "jobs[0].project", "projects: vision, llm"),
     ("unknown resource group", base_job(resource_group="east"), "jobs[0].resource_group",
@@ -224,3 +227,10 @@ def test_every_mistake_of_a_job_is_reported_at_once():
     fields = [e.field for e in err.value.errors]
     assert fields[0] == "colour"
     assert {"resources.gpu", "resources.cpu", "walltime"} <= set(fields)
+
+
+@pytest.mark.parametrize("image", ["python:3.12", "ghcr.io/team/train:v2", "localhost:5000/a/b",
+                                   "nvcr.io/nvidia/pytorch:24.01-py3",
+                                   "busybox@sha256:" + "a" * 64])
+def test_an_image_is_a_container_reference(image):
+    assert parse_job(base_job(image=image)).image == image

@@ -22,7 +22,8 @@ given, must follow the same contract.
 
 ``run`` (what the control loop reads when it launches the job)::
 
-    {"command": [argv...], "workdir": str | null, "env": {str: str}, "upload": str | null,
+    {"command": [argv...], "workdir": str | null, "image": str | null, "env": {str: str},
+     "upload": str | null,
      "checkpoint": {"dir": str | null, "signal": "SIGTERM", "grace_s": float},
      "restart": {"max_retries": int, "backoff_s": float},
      "idle": {"gpu_util_below": float | null, "for_s": float | null,
@@ -44,7 +45,7 @@ from rota.api.models import JobBody
 from rota.core import MILLI, InvalidSpec, Job, ReplicaRequest
 from rota.spec import JobSpec, limits, to_job
 from rota.spec.errors import from_validation
-from rota.spec.types import Name, parse_array
+from rota.spec.types import Image, Name, parse_array
 from rota.store import Submission
 
 CORE_KEYS = frozenset({"cpu", "memory", "gpu", "gpu_memory", "gpu_model", "grace", "labels",
@@ -130,7 +131,8 @@ def run_of(spec: JobSpec, upload: str | None) -> dict[str, Any]:
     command = ["/bin/sh", "-c", entry] if isinstance(entry, str) else list(entry or [])
     idle = None if spec.idle is None else spec.idle.stored()
     return {
-        "command": command, "workdir": spec.workdir, "env": dict(spec.env), "upload": upload,
+        "command": command, "workdir": spec.workdir, "image": spec.image, "env": dict(spec.env),
+        "upload": upload,
         "checkpoint": {"dir": spec.checkpoint.dir, "signal": spec.checkpoint.signal,
                        "grace_s": spec.checkpoint.grace},
         "restart": {"max_retries": spec.restart.max_retries,
@@ -166,6 +168,7 @@ class RunContract(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     command: list[str] = Field(min_length=1, max_length=MAX_ARGS)
     workdir: str | None = None
+    image: Image | None = None
     env: dict[str, str] = {}
     upload: str | None = None
     checkpoint: _Checkpoint = _Checkpoint()

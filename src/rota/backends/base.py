@@ -28,8 +28,16 @@ Vocabulary:
 - **Capabilities** are what a backend can enforce; the control plane and the CLI read them
   instead of guessing from the backend's name.
 - A **launch request** (``LaunchSpec``) is what to run: the command, its working directory, the
-  job's own environment and the OS account it runs as (``RunAs``; None: the account of the
-  control plane itself, which only a single-user control plane uses).
+  job's own environment, the OS account it runs as (``RunAs``; None: the account of the
+  control plane itself, which only a single-user control plane uses) and the container image
+  it names (None: none). A backend that runs commands on its hosts refuses an image; one that
+  runs containers (``Capabilities.containers``) takes the working directory as a path in the
+  image and prepares nothing on this machine.
+- An **offer** (``Offer``) is work that already exists in a backend and asks rota to schedule
+  it (Kubernetes: Pods that users created with ``schedulerName: rota``). A backend that has
+  such work implements ``Offering``; the control loop submits each offer once, as a job
+  labelled ``OFFER_LABEL: <key>``, and the backend's ``launch`` of that job starts the work
+  that was offered instead of creating new work.
 
 Backends report outcomes as ``Status`` values; ``BackendError`` is for faults (a handle from
 another backend, a process that cannot be started) and carries a stable ``code``.
@@ -41,7 +49,7 @@ import enum
 import json
 import signal as signals
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 from rota.core import DeviceShare, End, InvalidSpec, Job, Node, Placement, RotaError
 
@@ -64,6 +72,8 @@ class Capabilities:
     gang: bool                 # all replicas of a job start together
     signals: bool              # arbitrary signals reach the job (checkpoint on SIGUSR1, ...)
     run_as_owner: bool = False  # jobs run under their owner's OS account, not the control plane's
+    containers: bool = False   # jobs run in container images elsewhere: a workdir is a path in
+                               # the image, and nothing of this machine's files is carried
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +92,10 @@ class RunAs:
 @dataclass(frozen=True, slots=True)
 class LaunchSpec:
     """What one attempt runs: ``command`` (argv) in ``workdir`` with the job's own ``env`` on
-    top of what the backend sets, as ``run_as`` (None: the control plane's own account).
-    ``checkpoint_signal`` and ``grace_s`` (None: the job's own grace period) are how the job
-    is warned before it is stopped, for a backend that stops a job at its walltime by itself
-    (Slurm's ``--signal``)."""
+    top of what the backend sets, as ``run_as`` (None: the control plane's own account), in the
+    container ``image`` (None: none named). ``checkpoint_signal`` and ``grace_s`` (None: the
+    job's own grace period) are how the job is warned before it is stopped, for a backend that
+    stops a job at its walltime by itself (Slurm's ``--signal``)."""
 
     command: tuple[str, ...]
     workdir: str
@@ -93,6 +103,7 @@ class LaunchSpec:
     run_as: RunAs | None = None
     checkpoint_signal: int = int(signals.SIGTERM)
     grace_s: float | None = None
+    image: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +286,34 @@ class Status:
         if self.state is ReplicaState.RUNNING or not ends or None in ends:
             return None
         return max(e for e in ends if e is not None)
+
+
+OFFER_LABEL = "rota.offer"  # the label of a job submitted for an offer: the offer's key
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """Work a backend holds that asks rota to schedule it. ``key`` names it in its backend,
+    the same across restarts; ``job`` is what to submit (its id, state and placement are
+    ignored; its labels get ``OFFER_LABEL: key``), ``name`` the job's name and ``run`` its
+    ``run`` mapping (what people see of its command)."""
+
+    key: str
+    job: Job
+    name: str = ""
+    run: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Offering(Protocol):
+    """A backend with work of its own to offer (``Offer``)."""
+
+    def offers(self) -> list[Offer]:
+        """The offers that wait now, each until a job was launched for it; cheap (from what
+        the backend keeps current), so that the control loop may ask every pass."""
+
+    def decline(self, offer: Offer, reason: str) -> None:
+        """The offer could not be submitted as a job, for ``reason``; tell its maker."""
 
 
 class Backend(Protocol):

@@ -150,7 +150,13 @@ class LocalBackend:
     def launch(self, job: Job, placement: Placement, spec: LaunchSpec,
                attempt: int | None = None) -> Handle:
         """Start every replica of ``job``. With ``attempt``, an attempt that was started
-        before (by this process or an earlier one) is returned as it is, not started again."""
+        before (by this process or an earlier one) is returned as it is, not started again.
+        A job that names a container image is refused (``InvalidSpec`` on ``image``)."""
+        if spec.image is not None:
+            raise InvalidSpec("image", f"names the container image {spec.image!r}, but the local "
+                                       "backend runs commands on this machine, not in images: "
+                                       "drop image, or run the job on a backend that runs "
+                                       "containers (kubernetes)")
         argv = argv_of(spec.command)
         job_env = check_job_env(spec.env)
         if not Path(spec.workdir).is_dir():

@@ -15,7 +15,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -23,14 +23,16 @@ from rota.core import InvalidSpec
 
 UP_HELP = (
     "Start the control plane here: the HTTP API and the control loop, running jobs on this "
-    "machine (--backend local, the default) or on a Slurm cluster (--backend slurm).\n\n"
+    "machine (--backend local, the default), on a Slurm cluster (--backend slurm) or as Pods "
+    "on a Kubernetes cluster (--backend kubernetes).\n\n"
     "Stores everything in the data directory (SQLite) unless --db names a PostgreSQL "
     "database, writes the server URL and an operator token to "
     "$XDG_CONFIG_HOME/rota/credentials.json for the CLI, and runs until Ctrl-C. Jobs keep "
     "running when it stops and are adopted when it starts again.\n\n"
-    "Example: rota up --gpus 4xH100-80GB\n\n"
-    "Slurm: rota up --backend slurm --slurm-gpu-types h100=H100-80GB,a100=A100-40GB (the "
-    "cluster SLURM_CONF names; its nodes, GPUs and other users' jobs are read from Slurm)"
+    "Examples: rota up --gpus 4xH100-80GB; "
+    "rota up --backend slurm --slurm-gpu-types h100=H100-80GB,a100=A100-40GB (the cluster "
+    "SLURM_CONF names; its nodes, GPUs and other users' jobs are read from Slurm); "
+    "rota up --backend kubernetes --kube-default-image python:3.12"
 )
 
 
@@ -61,7 +63,8 @@ def up(
                                         "nothing wakes it."),
     backend: str = typer.Option("local", "--backend", metavar="NAME",
                                 help="Where jobs run: local (processes on this machine) or "
-                                     "slurm (the Slurm cluster SLURM_CONF names)."),
+                                     "slurm (the Slurm cluster SLURM_CONF names) or kubernetes (Pods rota binds on a "
+                                     "cluster)."),
     slurm_gpu_types: Optional[str] = typer.Option(
         None, "--slurm-gpu-types", metavar="TYPE=MODEL,...",
         help="Slurm: the model and memory of each GPU GRES type, e.g. "
@@ -89,6 +92,28 @@ def up(
     keep_uploads: str = typer.Option(
         "7d", "--keep-uploads", metavar="DURATION",
         help="Remove an upload this long after it was sent, once no job still to run names it."),
+    kubeconfig: Optional[Path] = typer.Option(
+        None, "--kubeconfig", metavar="FILE",
+        help="kubernetes: the cluster's kubeconfig [default: $KUBECONFIG, ~/.kube/config, "
+             "else the Pod's service account when rota runs in the cluster]."),
+    kube_namespace: str = typer.Option(
+        "rota", "--kube-namespace", metavar="NAME",
+        help="kubernetes: the namespace rota creates its jobs' Pods in (it must exist)."),
+    kube_default_image: Optional[str] = typer.Option(
+        None, "--kube-default-image", metavar="IMAGE",
+        help="kubernetes: the container image of jobs that name none (image: in a job file)."),
+    kube_pod_user: Optional[str] = typer.Option(
+        None, "--kube-pod-user", metavar="USER",
+        help="kubernetes: the rota user that owns the jobs of Pods created with "
+             "schedulerName: rota [default: the operator of the first start]."),
+    kube_node_selector: Optional[str] = typer.Option(
+        None, "--kube-node-selector", metavar="SELECTOR",
+        help="kubernetes: a label selector of the nodes rota may use (e.g. pool=gpu) "
+             "[default: every node]."),
+    kube_tolerate: Optional[List[str]] = typer.Option(
+        None, "--kube-tolerate", metavar="KEY",
+        help="kubernetes: a taint key rota's Pods tolerate (repeat) [default: nvidia.com/gpu]; "
+             "nodes tainted with others take no job."),
     detach: bool = typer.Option(False, "--detach", "-d",
                                 help="Run in the background; return once it answers. "
                                      "Stop it with rota down."),
@@ -117,24 +142,28 @@ def up(
         argv = [a for a in sys.argv[2:] if a not in ("-d", "--detach")]
         start_detached(argv, directory, setup.credentials_path())
         return
-    options = _backend_options(backend, gpus, node_file, slurm_gpu_types, slurm_placement,
-                               slurm_partition)
+    options = _slurm_options(backend, gpus, node_file, slurm_gpu_types, slurm_placement,
+                             slurm_partition)
     try:
         inventory = (setup.this_machine(gpus, node_file) if backend != "slurm" else
                      setup.Inventory(local_node(), "not used: jobs run on the Slurm cluster",
                                      None))
     except InvalidSpec as exc:
         fail("--node-file" if node_file else "--gpus", exc)
+    options |= _kube_options(backend, kubeconfig, kube_namespace, kube_default_image,
+                             kube_pod_user, kube_tolerate, kube_node_selector)
     try:
         _serve(directory, db, host, port, inventory, chosen, interval, backend, options, tls,
                retention)
     except InvalidSpec as exc:
-        option = exc.field in ("backend", "tls-cert") or exc.field.startswith("slurm-")
+        if exc.field in _BACKEND_FIELDS:
+            fail(_BACKEND_FIELDS[exc.field], InvalidSpec("", exc.reason))
+        option = exc.field == "tls-cert" or exc.field.startswith("slurm-")
         fail(f"--{exc.field.split('.')[0]}" if option else "--db" if db else "--data-dir",
              InvalidSpec("", exc.reason) if option else exc)
 
 
-def _backend_options(backend: str, gpus: Optional[str], node_file: Optional[Path],
+def _slurm_options(backend: str, gpus: Optional[str], node_file: Optional[Path],
                      gpu_types: Optional[str], placement: str,
                      partition: Optional[str]) -> dict[str, str]:
     """The Slurm options as ``ServerConfig.backend_options``; each refused with another
@@ -173,6 +202,43 @@ def _retention(workdirs: str, logs: str, uploads: str):
         fail(f"--{exc.field}", InvalidSpec("", exc.reason))
 
 
+_BACKEND_FIELDS = {"backend": "--backend", "kubeconfig": "--kubeconfig",
+                   "namespace": "--kube-namespace", "image": "--kube-default-image",
+                   "node_selector": "--kube-node-selector"}
+
+
+def _kube_options(backend: str, kubeconfig: Optional[Path], namespace: str,
+                     image: Optional[str], pod_user: Optional[str],
+                     tolerate: Optional[List[str]], node_selector: Optional[str]) -> dict:
+    """The options of the chosen backend (``rota.server.ServerConfig.backend_options``); a
+    kubernetes option given with another backend is refused."""
+    from rota.cli.main import fail
+    given = {"--kubeconfig": kubeconfig, "--kube-namespace": namespace != "rota" or None,
+             "--kube-default-image": image, "--kube-pod-user": pod_user,
+             "--kube-tolerate": tolerate, "--kube-node-selector": node_selector}
+    if backend != "kubernetes":
+        for option, value in given.items():
+            if value:
+                fail(option, InvalidSpec("", "is an option of --backend kubernetes"))
+        return {}
+    options: dict = {"namespace": namespace}
+    if kubeconfig is not None:
+        options["kubeconfig"] = str(kubeconfig)
+    if image is not None:
+        from rota.spec.types import check_image
+        try:
+            options["default_image"] = check_image(image)
+        except InvalidSpec as exc:
+            fail("--kube-default-image", InvalidSpec("", exc.reason))
+    if pod_user is not None:
+        options["pod_user"] = pod_user
+    if tolerate:
+        options["tolerate"] = tuple(tolerate)
+    if node_selector:
+        options["node_selector"] = node_selector
+    return options
+
+
 def _database_url(db: Optional[str], db_file: Optional[Path]) -> Optional[str]:
     """The URL from ``--db``/``ROTA_DB_URL`` or ``--db-file``; a warning when a password was
     typed on the command line."""
@@ -208,6 +274,7 @@ def _has_password(url: str) -> bool:
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
            interval: float, backend: str, options: dict[str, str],
            tls: tuple[Path, Path] | None = None, retention=None) -> None:
+    from rota.backends.base import BackendError
     from rota.control import DataDirBusy
     from rota.control.lease import held_message
     from rota.server import LeaseHeld, ServerConfig, open_control_plane
@@ -227,6 +294,9 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
     except BindError as exc:
         print(f"error: --port: {exc}", file=sys.stderr)
         raise typer.Exit(1)
+    except BackendError as exc:
+        print(f"error: --backend {backend}: {exc}", file=sys.stderr)
+        raise typer.Exit(1)
     try:
         _announce(plane)
         plane.serve(on_started=_adopted)
@@ -238,6 +308,18 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
         print("error: the control-loop lease was taken over by another control plane; "
               "stopped without acting further", file=sys.stderr)
         raise typer.Exit(3)
+
+
+def _runs_on(plane) -> str:
+    """Where jobs run: this machine, or the nodes another backend reports."""
+    config = plane.config
+    if config.backend == "local":
+        return f"  this machine: {config.inventory.node.name}, {config.inventory.source}"
+    nodes = plane.loop.backend.inventory()
+    gpus = sum(len(n.devices) for n in nodes)
+    usable = sum(1 for n in nodes if not n.problem)
+    return (f"  backend {config.backend}: {len(nodes)} node(s), {usable} usable, {gpus} GPU(s) "
+            f"({', '.join(f'{k}={v}' for k, v in sorted(config.backend_options.items()))})")
 
 
 def _adopted(first) -> None:
@@ -260,14 +342,15 @@ def _announce(plane) -> None:
             f"single-user: jobs run as OS user {accounts.me}; only its rota users' jobs start")
     lines = [f"rota control plane at {plane.url}", f"  store: {where}"]
     describe = getattr(plane.loop.backend, "describe", None)
-    lines += (describe() if describe is not None else
-              [f"  this machine: {inventory.node.name}, {inventory.source}"])
+    lines += describe() if describe is not None else [_runs_on(plane)]
     lines += [f"  policy: {config.policy.name}", f"  jobs: {mode}"]
     lines.append(f"  data directory: {config.data_dir}, {_size(disk_use(config.data_dir))} used; "
                  f"finished jobs' working directories kept "
                  f"{_days(config.retention.workdirs_s)}, logs {_days(config.retention.logs_s)}, "
                  f"unused uploads {_days(config.retention.uploads_s)}")
-    closed = setup.closed_parents(config.data_dir) if accounts.multi_user else []
+    on_this_machine = config.backend == "local"  # jobs elsewhere never enter the data dir
+    closed = setup.closed_parents(config.data_dir) if accounts.multi_user and on_this_machine \
+        else []
     if closed:
         lines.append(f"  warning: {closed[0]} is closed to other accounts (mode "
                      f"{oct(closed[0].stat().st_mode & 0o777)}), so their jobs cannot reach "
@@ -281,9 +364,9 @@ def _announce(plane) -> None:
     credentials = setup.credentials_path()
     lines.append(f"  credentials for the CLI (URL and {'a new ' if plane.issued else ''}"
                  f"operator token, mode 0600): {credentials}")
-    lines += ["next: submit a job: rota run --gpus 1 -- " + (
-                  "nvidia-smi" if inventory.nvml is not None
-                  else "sh -c 'echo GPU $CUDA_VISIBLE_DEVICES'"),
+    example = ("nvidia-smi" if inventory.nvml is not None or config.backend != "local"
+               else "sh -c 'echo GPU $CUDA_VISIBLE_DEVICES'")
+    lines += ["next: see the nodes: rota nodes; submit a job: rota run --gpus 1 -- " + example,
               "      then watch it: rota ps; rota logs ID -f"]
     print("\n".join(lines), flush=True)
 

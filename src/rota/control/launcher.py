@@ -5,7 +5,10 @@ attempt (started now, or found started by an earlier control plane that died bef
 it) or the verdict that ends or requeues it. Steps, each over all the jobs together:
 
 1. prepare: the job's ``run`` read back, the OS account it runs as, its working and
-   checkpoint directories (a job that cannot be started as written fails);
+   checkpoint directories (a job that cannot be started as written fails). A backend that
+   runs container images (``Capabilities.containers``) gets neither directory made here: the
+   ``workdir`` is a path in the image ("" for the image's own), ``checkpoint.dir`` likewise,
+   and an upload, which cannot reach the image, is refused;
 2. recover: an attempt started before (a crash between the launch and the record of its
    handle) is found and kept, with the token it was given;
 3. tokens: one transaction gives each new attempt its own token (``Store.issue_job_tokens``);
@@ -48,8 +51,8 @@ class _Ready:
     rec: JobRecord
     spec: RunSpec
     run_as: RunAs | None
-    workdir: Path
-    checkpoints: Path
+    workdir: str
+    checkpoints: str | None  # None: none (a container job that names no ``checkpoint.dir``)
 
 
 class Launcher:
@@ -88,13 +91,26 @@ class Launcher:
         try:
             spec = parse_run(rec.run)
             run_as = self.account(rec)
+            if self.backend.capabilities.containers:
+                return _Ready(rec, spec, run_as, *self._in_image(spec))
             workdir = prepare_workdir(spec, self.data_dir, rec.id, run_as)
             checkpoints = prepare_checkpoints(spec, self.data_dir, rec.id, workdir, run_as)
-            return _Ready(rec, spec, run_as, workdir, checkpoints)
+            return _Ready(rec, spec, run_as, str(workdir), str(checkpoints))
         except InvalidSpec as exc:
             return Launched(rec, verdict=_unstartable(exc))
         except (BackendError, OSError) as exc:
             return Launched(rec, verdict=launch_failed(rec, exc))
+
+    def _in_image(self, spec: RunSpec) -> tuple[str, str | None]:
+        """The working and checkpoint directories of a job that runs in a container image."""
+        if spec.upload is not None:
+            raise InvalidSpec("run.upload", f"the {self.backend.name} backend runs jobs in "
+                              "container images, which an uploaded directory does not reach: "
+                              "build it into the image")
+        workdir = spec.workdir or ""
+        if spec.checkpoint_dir is None:
+            return workdir, None
+        return workdir, str(Path(workdir or "/", spec.checkpoint_dir))
 
     def _recover(self, r: _Ready) -> Launched | None:
         """The attempt, if an earlier control plane started it (it keeps its token)."""
@@ -118,8 +134,9 @@ class Launcher:
         assert rec.job.placement is not None
         try:
             handle = self.backend.launch(rec.job, rec.job.placement,
-                                         LaunchSpec(r.spec.command, str(r.workdir), env, r.run_as,
-                                                    r.spec.checkpoint_signal, r.spec.grace_s),
+                                         LaunchSpec(r.spec.command, r.workdir, env, r.run_as,
+                                                    r.spec.checkpoint_signal, r.spec.grace_s,
+                                                    r.spec.image),
                                          attempt=rec.attempts)
         except InvalidSpec as exc:
             return Launched(rec, verdict=_unstartable(exc))
@@ -128,11 +145,12 @@ class Launcher:
         return Launched(rec, handle=handle)
 
 
-def job_env(spec: RunSpec, rec: JobRecord, checkpoints: Path) -> dict[str, str]:
+def job_env(spec: RunSpec, rec: JobRecord, checkpoints: Path | str | None) -> dict[str, str]:
     """The job's own ``env`` and the variables rota sets for each of its attempts."""
     env: dict[str, Any] = dict(spec.env)
     env["ROTA_ATTEMPT"] = str(rec.attempts)
-    env["ROTA_CHECKPOINT_DIR"] = str(checkpoints)
+    if checkpoints is not None:
+        env["ROTA_CHECKPOINT_DIR"] = str(checkpoints)
     if rec.array_index is not None:
         env["ROTA_ARRAY_ID"], env["ROTA_ARRAY_INDEX"] = str(rec.array_id), str(rec.array_index)
     return env

@@ -6,6 +6,9 @@ One pass (``ControlLoop.step``), in order:
    work outside rota holds, which nodes it cannot use) are written where they changed
    (``rota.control.inventory``); again right after step 1 when it requeued a job for a fault
    of its node or GPU, so that step 3 does not place work there again.
+   Intake: a backend that offers work of its own (``Offering``: Kubernetes Pods created with
+   ``schedulerName: rota``) has its new offers submitted as pending jobs
+   (``rota.control.intake``).
 1. Reconcile: every job the store says holds resources (SCHEDULED, RUNNING, PREEMPTING) is
    compared with what its backend reports (all of them in one ``poll``), and moved, signalled
    or stopped accordingly (``rota.control.verdict``); a SCHEDULED job that was never launched
@@ -53,6 +56,7 @@ from rota.backends.base import Backend, BackendError, RunAs
 from rota.control.accounts import Accounts
 from rota.control import eligibility
 from rota.control.clock import Clock, SystemClock
+from rota.control.intake import Intake
 from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
 from rota.control.reconcile import PassReport, Reconciler
@@ -82,6 +86,7 @@ class ControlLoop:
         self.lease, self.on_lease_lost = lease, on_lease_lost
         self.accounts = accounts
         self.inventory = InventorySync(store, backend, inventory_s)
+        self.intake = Intake(store, backend)
         self.reconciler = Reconciler(store, backend, Path(data_dir).resolve(), self.clock.now(),
                                      account=self._run_as, api_url=api_url)
         self.passes = 0
@@ -154,6 +159,11 @@ class ControlLoop:
                     self.on_lease_lost()
                 return report
             self._sync_inventory(now, report)                                       # 0
+            try:
+                self.intake.take(now)
+            except Exception as exc:  # the offers wait for the next pass
+                report.errors.append(f"intake: {exc!r}")
+                log.exception("intake of %s's offers failed", self.backend.name)
             self.reconciler.reconcile(self.active_jobs(), now, report)              # 1
             if report.faults:  # a node or GPU failed: the cycle must see it before placing
                 self._sync_inventory(now, report, force=True)

@@ -5,6 +5,7 @@
     {"command": ["python", "train.py"],          # argv; a job file's string entrypoint
                                                   # arrives as ["/bin/sh", "-c", "..."]
      "workdir": "/abs/dir" | null,                # where the command runs
+     "image": "python:3.12" | null,               # the container image (container backends)
      "env": {"NAME": "value"},
      "upload": "<upload id>" | null,              # <data_dir>/uploads/<id>.tar.gz
      "checkpoint": {"dir": str | null, "signal": "SIGTERM", "grace_s": 30.0},
@@ -43,7 +44,8 @@ from rota.core import InvalidSpec
 from rota.core.archive import check_members
 
 UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
-KNOWN_KEYS = frozenset({"command", "workdir", "env", "upload", "checkpoint", "restart", "idle"})
+KNOWN_KEYS = frozenset({"command", "workdir", "image", "env", "upload", "checkpoint", "restart",
+                        "idle"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,7 @@ class RunSpec:
     checkpoint_signal: int = int(signals.SIGTERM)
     grace_s: float | None = None  # None: the job's own grace period
     max_retries: int = 0
+    image: str | None = None  # the container image the job names
     backoff_s: float = 10.0       # before the first retry; doubled for each further one
 
 
@@ -73,6 +76,7 @@ def parse_run(run: Mapping[str, Any]) -> RunSpec:
         workdir=_optional_text(run.get("workdir"), "run.workdir"),
         env=_env(run.get("env")),
         upload=_upload(run.get("upload")),
+        image=_optional_text(run.get("image"), "run.image"),
         checkpoint_dir=_optional_text(checkpoint.get("dir"), "run.checkpoint.dir"),
         checkpoint_signal=_signal(checkpoint.get("signal", "SIGTERM")),
         grace_s=_grace(checkpoint.get("grace_s")),

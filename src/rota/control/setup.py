@@ -110,12 +110,19 @@ def first_start(store: Store) -> str | None:
     if store.list_users():
         return None
     login = _login()
-    user = login if NAME.match(login) else "admin"
+    user = operator_name()
     store.create_project(DEFAULT_PROJECT)
     store.put_queue(Queue(DEFAULT_QUEUE))
     unix_user = login if login and login != user and UNIX_NAME.match(login) else None
     store.create_user(user, [DEFAULT_PROJECT], unix_user=unix_user)
     return user
+
+
+def operator_name() -> str:
+    """The rota name of the operator a first start creates: the login name when it is a
+    valid rota name, else ``admin``."""
+    login = _login()
+    return login if NAME.match(login) else "admin"
 
 
 def _login() -> str:

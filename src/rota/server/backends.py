@@ -4,7 +4,10 @@
 each backend's factory lives with the backend and is imported only when chosen, so that the
 SDK of a backend nobody uses is never loaded. The local backend runs jobs on this machine;
 ``ServerConfig.inventory`` describes it. The Slurm backend drives the cluster ``SLURM_CONF``
-names, with ``ServerConfig.backend_options`` (``rota.backends.slurm.config``).
+names, with ``ServerConfig.backend_options`` (``rota.backends.slurm.config``). The kubernetes
+backend schedules Pods on a cluster (``rota.backends.kube``), with the options of
+``ServerConfig.backend_options`` (the fields of ``KubeConfig``); the rota user of offered Pods
+defaults to the operator a first start makes.
 """
 
 from __future__ import annotations
@@ -28,9 +31,17 @@ def _slurm(config: ServerConfig) -> Backend:
     return build(config.data_dir, config.backend_options)
 
 
+def _kubernetes(config: ServerConfig) -> Backend:
+    from rota.backends.kube.backend import KubeBackend, KubeConfig
+    from rota.control.setup import operator_name
+    options = {"pod_user": operator_name(), **config.backend_options}
+    return KubeBackend(KubeConfig(**options))
+
+
 BACKENDS: dict[str, Callable[[ServerConfig], Backend]] = {
     "local": _local,
     "slurm": _slurm,
+    "kubernetes": _kubernetes,
 }
 
 

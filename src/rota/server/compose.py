@@ -22,7 +22,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from rota.control import ControlLoop, DataDirLock, setup
 from rota.control.accounts import Accounts
@@ -53,7 +53,7 @@ class ServerConfig:
     port: int = setup.DEFAULT_PORT
     interval_s: float = 2.0
     backend: str = "local"         # a name of ``rota.server.backends.BACKENDS``
-    backend_options: Mapping[str, str] = field(default_factory=dict)  # the backend's own
+    backend_options: Mapping[str, Any] = field(default_factory=dict)  # for that backend
     tls: tuple[Path, Path] | None = None  # certificate and key files: serve HTTPS
     retention: Retention = Retention()    # what is removed from the data directory, when
 
@@ -84,9 +84,10 @@ class ControlPlane:
         watcher = _memory_watcher(self.loop.backend, self.config.inventory)
         sweeper = Sweeper(self.store, self.config.data_dir, self.config.retention, time.time)
         sweeper.start()
+        containers = self.loop.backend.capabilities.containers  # a workdir is in the image
         app = create_app(self.store, data_dir=self.config.data_dir, on_change=self.loop.wake,
                          read_log=log_reader(self.loop.backend),
-                         workdir_refusal=self.accounts.workdir_refusal,
+                         workdir_refusal=None if containers else self.accounts.workdir_refusal,
                          on_touch=self.loop.reconciler.idle.touch)
         cert, key = self.config.tls or (None, None)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
@@ -164,7 +165,7 @@ def check_tls(cert: Path, key: Path) -> None:
 
 
 def _memory_watcher(backend, inventory):
-    if inventory.nvml is None:
+    if inventory.nvml is None or backend.name != "local":  # it watches processes here
         return None
     from rota.backends.watcher import MemoryWatcher
 

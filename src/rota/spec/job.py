@@ -7,7 +7,9 @@ file holds at its top level (``parse_job``).
 
 Defaults: priority 0, kind batch, 1 replica, 1 CPU, 1Gi of memory (``DEFAULT_MEMORY``, also
 ``rota run --memory``'s default, which ``tests/client`` holds equal), no GPU, no walltime,
-checkpoint grace 30s with SIGTERM, no restarts, preemptible.
+checkpoint grace 30s with SIGTERM, no restarts, preemptible, no container image (``image``
+names one for a backend that runs containers; a backend that runs commands on its hosts
+refuses a job that names one).
 
 ``JobFileSpec`` is a single-job file as ``rota submit`` reads it: ``project`` and ``queue`` may
 be left out there, and the command fills them in as ``rota run`` does.
@@ -27,7 +29,7 @@ from rota.core import (
 from rota.spec import limits
 from rota.spec.errors import reason_error, validate_all
 from rota.spec.types import (
-    ArraySpec, CpuMilli, Duration, GpuAmount, JobRef, MemoryMiB, Name, Patterns,
+    ArraySpec, CpuMilli, Duration, GpuAmount, Image, JobRef, MemoryMiB, Name, Patterns,
     PositiveDuration, Strict, Text, Timestamp,
 )
 
@@ -152,6 +154,7 @@ class JobSpec(Strict):
     kind: JobKind = JobKind.BATCH
     entrypoint: str | list[str] | None = None
     workdir: str | None = None
+    image: Image | None = None
     env: dict[str, Text] = Field(default_factory=dict)
     replicas: int = Field(1, ge=1, le=10_000)
     resources: ResourcesSpec = ResourcesSpec()

@@ -123,6 +123,37 @@ def _text(value: Any) -> str:
     raise reason_error(f"expected a string, number or boolean, got {value!r}")
 
 
+# A container image reference as Docker's distribution/reference grammar writes it:
+# [domain[:port]/]path[:tag][@algorithm:hex], path components lower-case.
+_DOMAIN = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = re.compile(
+    rf"^(?:{_DOMAIN}(?:\.{_DOMAIN})*(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*"
+    r":[0-9a-fA-F]{32,})?$")
+MAX_IMAGE_NAME = 255
+
+
+def _image(value: Any) -> str:
+    """A container image reference (``python:3.12``, ``ghcr.io/org/train:v2@sha256:...``)."""
+    if not isinstance(value, str) or not _IMAGE.match(value):
+        raise reason_error("expected a container image such as python:3.12 or "
+                           f"ghcr.io/team/train:v2 (lower-case name, optional tag), got {value!r}")
+    name = value.split("@")[0]
+    if name.rfind(":") > name.rfind("/"):
+        name = name[:name.rfind(":")]  # without its tag
+    if len(name) > MAX_IMAGE_NAME:
+        raise reason_error(f"the image name is longer than {MAX_IMAGE_NAME} characters")
+    return value
+
+
+def check_image(value: str) -> str:
+    """``value`` if it is a container image reference, else ``InvalidSpec`` saying why."""
+    try:
+        return _image(value)
+    except PydanticCustomError as exc:
+        raise InvalidSpec("image", str(exc)) from None
+
 def _job_ref(value: Any) -> int:
     """A job id: an integer, or its decimal ASCII digits."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
@@ -179,3 +210,4 @@ ArraySpec = Annotated[str, BeforeValidator(lambda v: (parse_array(v), v)[1])]
 Name = Annotated[str, BeforeValidator(_name)]
 Patterns = Annotated[tuple[str, ...], BeforeValidator(_patterns)]
 Text = Annotated[str, BeforeValidator(_text)]
+Image = Annotated[str, BeforeValidator(_image)]

@@ -3,8 +3,11 @@
 - rota's own labels and annotations live under the ``rota.dev/`` prefix; Pods rota schedules
   carry ``schedulerName: rota``.
 - ``nvidia.com/gpu`` is the NVIDIA device plugin's extended resource (HAMi's device plugin
-  registers the same name, counting vGPU slots); ``nvidia.com/gpu.product`` and
+  registers the same name, counting vGPU slots; a Pod asks HAMi for part of a device with
+  ``nvidia.com/gpumem`` and ``nvidia.com/gpucores``); ``nvidia.com/gpu.product`` and
   ``nvidia.com/gpu.memory`` (MiB) are GPU Feature Discovery's node labels.
+- A gang of Pods a user created is named by the coscheduling plugin's labels
+  ``pod-group.scheduling.sigs.k8s.io/name`` and ``.../min-available`` (its size).
 - A Pod's name is derived from (job, attempt, rank), so that an attempt's Pod cannot be created
   twice: ``rota-<job>-<attempt>-<rank>``.
 """
@@ -24,8 +27,18 @@ LABEL_RANK = PREFIX + "rank"
 LABEL_QUEUE = PREFIX + "queue"
 LABEL_PROJECT = PREFIX + "project"
 LABEL_RESOURCE_GROUP = PREFIX + "resource-group"  # on a Node: the resource group it serves
+LABEL_USER = PREFIX + "user"  # on a Pod a user created: the rota user it runs for
+LABEL_GPU_SHARING = PREFIX + "gpu-sharing"  # in rota's view of a Node: "hami" where shared
+ANNOTATION_DEVICES = PREFIX + "devices"  # on rota's Pods: the device indices of the placement
+
+# the coscheduling plugin's gang of Pods (scheduler-plugins, lightweight coscheduling): its
+# name and how many Pods it has (they are bound together or not at all)
+LABEL_POD_GROUP = "pod-group.scheduling.sigs.k8s.io/name"
+LABEL_POD_GROUP_SIZE = "pod-group.scheduling.sigs.k8s.io/min-available"
 
 GPU_RESOURCE = "nvidia.com/gpu"
+GPU_MEMORY_RESOURCE = "nvidia.com/gpumem"  # HAMi: MiB of each device a container asks for
+GPU_CORES_RESOURCE = "nvidia.com/gpucores"  # HAMi: percent of each device's cores
 GFD_PRODUCT = "nvidia.com/gpu.product"
 GFD_MEMORY = "nvidia.com/gpu.memory"
 

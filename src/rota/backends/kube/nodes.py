@@ -15,8 +15,11 @@ How each part is read:
 - GPUs at node grain elsewhere: ``nvidia.com/gpu`` allocatable devices of the model and memory
   of GPU Feature Discovery's labels ``nvidia.com/gpu.product`` and ``nvidia.com/gpu.memory``;
   without those labels rota cannot tell what the GPUs are and offers none.
-- Schedulable unless cordoned (``spec.unschedulable``) or not Ready (the ``Ready`` condition
-  missing, ``False`` or ``Unknown``); ``problems`` says why, with Kubernetes' own reason.
+- Schedulable unless cordoned (``spec.unschedulable``), not Ready (the ``Ready`` condition
+  missing, ``False`` or ``Unknown``), or tainted ``NoSchedule`` or ``NoExecute`` with a key
+  rota's Pods do not tolerate (``tolerated``: the keys rota's Pods carry a toleration for; the
+  taints Kubernetes itself puts on cordoned and NotReady nodes are reported as those);
+  ``problems`` says why, with Kubernetes' own reason.
 - Resource group: the value of the ``rota.dev/resource-group`` label (or another label
   named by the caller), ``default`` without it. Labels are carried over as they are.
 
@@ -50,6 +53,7 @@ class Problem(enum.StrEnum):
     HAMI_UNREADABLE = "hami_unreadable"   # the register annotation cannot be decoded
     HAMI_NO_DEVICES = "hami_no_devices"   # HAMi registered none (or only MIG-mode ones)
     GPUS_UNDESCRIBED = "gpus_undescribed"  # nvidia.com/gpu without GFD's model and memory
+    TAINTED = "tainted"  # a NoSchedule or NoExecute taint rota's Pods do not tolerate
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +80,8 @@ class KubeNode:
     hami_devices: tuple[hami.HamiDevice, ...] = ()
 
 
-def node_from_kube(obj: Mapping[str, Any], group_label: str = LABEL_RESOURCE_GROUP) -> KubeNode:
+def node_from_kube(obj: Mapping[str, Any], group_label: str = LABEL_RESOURCE_GROUP,
+                   tolerated: frozenset[str] = frozenset()) -> KubeNode:
     """Read one Node object (see the module docstring)."""
     metadata = _section(obj, "metadata")
     name = metadata.get("name")
@@ -93,7 +98,7 @@ def node_from_kube(obj: Mapping[str, Any], group_label: str = LABEL_RESOURCE_GRO
     else:
         grain, records = Grain.NODE, ()
         devices, gpu_problems = _node_grain_devices(labels, gpu_allocatable)
-    problems = _problems(_section(obj, "spec"), status)
+    problems = _problems(_section(obj, "spec"), status, tolerated)
     node = Node(
         name=NodeName(name), cpu_milli=_amount(resources, "cpu", milli_value),
         memory_mib=_amount(resources, "memory", value) // MIB, devices=devices,
@@ -141,8 +146,23 @@ def _amount(resources: Mapping[str, tuple[str, str]], name: str, unit: Any) -> i
     return unit(amount)
 
 
-def _problems(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[NodeProblem, ...]:
+# the taints Kubernetes puts on a node for its cordon and its Ready condition: said as those
+_STATE_TAINTS = frozenset({"node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready",
+                           "node.kubernetes.io/unreachable"})
+_KEEP_OUT = frozenset({"NoSchedule", "NoExecute"})
+
+
+def _problems(spec: Mapping[str, Any], status: Mapping[str, Any],
+              tolerated: frozenset[str]) -> tuple[NodeProblem, ...]:
     problems = []
+    for taint in spec.get("taints") or []:
+        if not isinstance(taint, Mapping):
+            continue
+        key = taint.get("key") or ""
+        if taint.get("effect") in _KEEP_OUT and key not in _STATE_TAINTS | tolerated:
+            text = f"{key}={taint['value']}" if taint.get("value") else key
+            problems.append(NodeProblem(Problem.TAINTED, f"tainted {text}:{taint['effect']}, "
+                                                         "which rota's Pods do not tolerate"))
     if spec.get("unschedulable"):
         problems.append(NodeProblem(Problem.CORDONED, "spec.unschedulable is true"))
     conditions = status.get("conditions") or []

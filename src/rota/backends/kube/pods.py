@@ -18,7 +18,11 @@ A replica's Pod:
   that HAMi's device plugin hands over those devices and enforces the limits. Elsewhere a
   fractional share has no enforcement and is refused;
 - ``restartPolicy: Never`` (rota restarts a job as a new attempt), the job's grace period as
-  ``terminationGracePeriodSeconds`` (rounded up), no service-account token, no service links.
+  ``terminationGracePeriodSeconds`` (rounded up), no service-account token, no service links;
+- with ``run_as`` (the OS account of the job's owner), the Pod's ``securityContext`` runs it
+  as that account: ``runAsUser``, ``runAsGroup``, ``supplementalGroups``;
+- a toleration (``operator: Exists``) for each taint key of ``tolerations``, so that the Pod
+  may stay on nodes tainted so (GPU nodes often are: ``nvidia.com/gpu``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from rota.backends.base import RunAs
 from rota.backends.env import ReplicaContext, check_job_env, rota_variables
 from rota.backends.kube import hami
 from rota.backends.kube.names import (
@@ -55,6 +60,8 @@ class ReplicaPod:
     workdir: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     now_s: float = 0.0  # when the devices were chosen (HAMi's vgpu-time)
+    run_as: RunAs | None = None
+    tolerations: tuple[str, ...] = ()
 
 
 def service_name(job_id: str, attempt: int) -> str:
@@ -103,17 +110,25 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
     }
     if spec.workdir:
         container["workingDir"] = spec.workdir
+    pod_spec: dict[str, Any] = {
+        "schedulerName": SCHEDULER_NAME, "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": math.ceil(job.grace_s),
+        "hostname": name, "subdomain": service,
+        "automountServiceAccountToken": False, "enableServiceLinks": False,
+        "containers": [container],
+    }
+    if spec.run_as is not None:
+        pod_spec["securityContext"] = {"runAsUser": spec.run_as.uid,
+                                       "runAsGroup": spec.run_as.gid,
+                                       "supplementalGroups": list(spec.run_as.groups)}
+    if spec.tolerations:
+        pod_spec["tolerations"] = [{"key": key, "operator": "Exists"}
+                                   for key in spec.tolerations]
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": spec.namespace,
                      "labels": {**labels, **gpu_labels}, "annotations": annotations},
-        "spec": {
-            "schedulerName": SCHEDULER_NAME, "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": math.ceil(job.grace_s),
-            "hostname": name, "subdomain": service,
-            "automountServiceAccountToken": False, "enableServiceLinks": False,
-            "containers": [container],
-        },
+        "spec": pod_spec,
     }
 
 

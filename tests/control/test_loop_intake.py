@@ -1,0 +1,131 @@
+"""Work a backend offers becomes jobs: each offer is submitted once (also across a restart of
+the control plane between the submit and the launch), waits in its queue like any job, and
+one the store refuses is declined to the backend and tried again later. A job that names a
+container image is refused by the local backend, which runs commands on this machine; a
+backend that runs container images gets the workdir as written and the image, and nothing is
+prepared here for it."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+from builders import job
+from controlkit import FakeClock, drive, state_is, submit
+from rota.backends.base import OFFER_LABEL, Offer
+from rota.backends.local import LocalBackend
+from rota.control import ControlLoop
+from rota.control.intake import RETRY_S
+from rota.core import JobState as S
+from rota.scheduler import build_policy
+
+
+class Offering(LocalBackend):
+    """The local backend, with work of its own on offer (as Kubernetes Pods are offered)."""
+
+    def __init__(self, data_dir, node) -> None:
+        super().__init__(data_dir, node=node)
+        self.waiting: list[Offer] = []
+        self.declined: list[tuple[str, str]] = []
+
+    def offers(self) -> list[Offer]:
+        return list(self.waiting)
+
+    def decline(self, offer: Offer, reason: str) -> None:
+        self.declined.append((offer.key, reason))
+
+
+def an_offer(key: str, queue: str = "q") -> Offer:
+    built = job("x").gpus(1).user("alice").project("p").queue(queue).build()
+    return Offer(key=key, job=built, name="offered",
+                 run={"command": [sys.executable, "-c", "import time; time.sleep(30)"]})
+
+
+def loop_over(store, backend, data_dir, clock) -> ControlLoop:
+    return ControlLoop(store, backend, build_policy("default"), data_dir, clock=clock)
+
+
+def offered_jobs(store) -> list:
+    return [r for r in store.list_jobs().items if dict(r.job.labels).get(OFFER_LABEL)]
+
+
+def test_an_offer_is_submitted_once_and_runs_like_any_job(store, backend, data_dir, clock):
+    offering = Offering(data_dir, backend.node)
+    offering.waiting = [an_offer("pod:ml/a@1")]
+    loop = loop_over(store, offering, data_dir, clock)
+    (rec,) = drive(loop, lambda: offered_jobs(store), "the offer to become a job")
+    assert (rec.name, rec.job.queue, rec.job.user) == ("offered", "q", "alice")
+    assert dict(rec.job.labels)[OFFER_LABEL] == "pod:ml/a@1"
+    drive(loop, state_is(store, rec.id, S.RUNNING), "the offered job to run")
+    for _ in range(3):  # still offered (the backend has not launched it): not submitted again
+        loop.step()
+    assert len(offered_jobs(store)) == 1
+    loop.stop()
+
+    # a new control plane over the same store knows the offer from the job's label
+    again = loop_over(store, offering, data_dir, clock)
+    again.step()
+    assert len(offered_jobs(store)) == 1
+    again.stop()
+
+
+def test_an_offer_the_store_refuses_is_declined_and_tried_again_later(
+        store, backend, data_dir, clock: FakeClock):
+    offering = Offering(data_dir, backend.node)
+    offering.waiting = [an_offer("pod:ml/b@2", queue="nope")]
+    loop = loop_over(store, offering, data_dir, clock)
+    loop.step()
+    loop.step()
+    assert offered_jobs(store) == []
+    assert len(offering.declined) == 1 and "nope" in offering.declined[0][1]
+    clock.advance(RETRY_S)
+    loop.step()
+    assert len(offering.declined) == 2
+    loop.stop()
+
+
+def test_the_local_backend_refuses_a_job_that_names_an_image(loop, store):
+    job_id = submit(store, [sys.executable, "-c", "pass"], image="pytorch/pytorch:2.3.0")
+    rec = drive(loop, state_is(store, job_id, S.FAILED), "the job to fail")
+    assert rec.reason.startswith("cannot be started as written: run.image: names the container "
+                                 "image 'pytorch/pytorch:2.3.0', but the local backend runs "
+                                 "commands on this machine")
+
+
+class InImages(LocalBackend):
+    """The local backend, saying it runs jobs in container images (as Kubernetes does); it
+    records what it is asked to launch and runs the command here, in ``here``."""
+
+    def __init__(self, data_dir, node, here) -> None:
+        super().__init__(data_dir, node=node)
+        self.here, self.asked = here, []
+
+    @property
+    def capabilities(self):
+        return replace(super().capabilities, containers=True)
+
+    def launch(self, job, placement, spec, attempt=None):
+        self.asked.append(spec)
+        return super().launch(job, placement, replace(spec, workdir=str(self.here), image=None),
+                              attempt)
+
+
+def test_a_backend_of_container_images_gets_the_workdir_in_the_image_and_nothing_made_here(
+        store, backend, data_dir, clock, tmp_path):
+    images = InImages(data_dir, backend.node, tmp_path)
+    loop = loop_over(store, images, data_dir, clock)
+    in_image = submit(store, [sys.executable, "-c", "pass"], image="python:3.12",
+                      workdir="/app", checkpoint={"dir": "ckpt"})
+    drive(loop, lambda: images.asked, "the job to be launched")
+    (spec,) = images.asked
+    assert (spec.workdir, spec.image, spec.env["ROTA_CHECKPOINT_DIR"]) == (
+        "/app", "python:3.12", "/app/ckpt")
+    made = data_dir / "jobs" / in_image  # the local backend's own files may be there
+    assert not (made / "work").exists() and not (made / "checkpoints").exists()
+
+    uploaded = submit(store, [sys.executable, "-c", "pass"], image="python:3.12",
+                      upload="abc123")
+    rec = drive(loop, state_is(store, uploaded, S.FAILED), "the uploaded job to fail")
+    assert rec.reason.startswith("cannot be started as written: run.upload: the local backend "
+                                 "runs jobs in container images")
+    loop.stop()
