@@ -4,6 +4,7 @@ period and checkpoint signal (422 naming the field). Nothing refused is stored."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterator
 
 import pytest
@@ -93,10 +94,12 @@ def test_the_core_level_form_has_the_same_limits(api, changes, field):
 
 
 def test_a_job_at_the_limits_is_accepted(api):
+    selector = {f"k{i}": "v" for i in range(limits.MAX_LABELS)}
+    (node, _, _), = api.store.list_nodes()
+    api.store.upsert_nodes([replace(node, labels=selector)], "local")  # a node it can run on
     reply = api.post_job(job_file(
         project="p", queue="q", walltime="366d", checkpoint={"signal": "usr1", "grace": "7d"},
-        env={f"V{i}": "x" * 400 for i in range(limits.MAX_ENV_VARS)},
-        selector={f"k{i}": "v" for i in range(limits.MAX_LABELS)}))
+        env={f"V{i}": "x" * 400 for i in range(limits.MAX_ENV_VARS)}, selector=selector))
     assert reply.status_code == 201, reply.text
     run = api.store.get_job(reply.json()["id"]).run
     assert run["checkpoint"]["signal"] == "SIGUSR1" and len(run["env"]) == limits.MAX_ENV_VARS

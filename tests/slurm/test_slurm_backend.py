@@ -95,6 +95,19 @@ def test_a_fraction_is_refused_where_no_node_has_shards(slurm, data_dir, tmp_pat
     assert slurm_backend(data_dir).capabilities.fractional_gpu is True
 
 
+def test_a_job_that_names_a_container_image_is_refused_before_anything_is_submitted(
+        slurm, data_dir, tmp_path, job_id):
+    from dataclasses import replace
+    backend = slurm_backend(data_dir)
+    spec = replace(run_spec("true", tmp_path), image="pytorch/pytorch:2.3.0")
+    with pytest.raises(InvalidSpec, match="the slurm backend runs commands") as caught:
+        backend.launch(rota_job(job_id), on(("node1", 0)), spec, attempt=0)
+    assert caught.value.field == "image"
+    assert not [j for j in parse_squeue(subprocess.run(list(SQUEUE_JOBS), capture_output=True,
+                                                        text=True, env=slurm.env).stdout)
+                if j.name.startswith(f"rota-{job_id}")]
+
+
 TRAPS = ('trap "echo got=TERM" TERM; trap "echo got=USR1" USR1; echo started; '
          'while true; do sleep 0.2; done')
 

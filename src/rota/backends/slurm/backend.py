@@ -175,7 +175,13 @@ class SlurmBackend:
     def launch(self, job: Job, placement: Placement, spec: LaunchSpec,
                attempt: int | None = None) -> Handle:
         """Submit attempt ``attempt`` of ``job`` (module docstring); an attempt submitted
-        before is returned as it is, never submitted again."""
+        before is returned as it is, never submitted again. A job that names a container image
+        is refused (``InvalidSpec`` on ``image``): a Slurm job runs its command on the node."""
+        if spec.image is not None:
+            raise InvalidSpec("image", f"names the container image {spec.image!r}, but the slurm "
+                                       "backend runs commands on the cluster's nodes, not in "
+                                       "images: drop image, or run the job on a backend that "
+                                       "runs containers (kubernetes)")
         if attempt is None:
             attempt = attempts.next_attempt(self.data_dir, job.id)
         found = self.recover(job, placement, attempt)
