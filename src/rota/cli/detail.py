@@ -84,7 +84,8 @@ def render_job(job: dict[str, Any], events: list[dict[str, Any]], console: Conso
     console.print(head, soft_wrap=True)
     line("State:", _state(job))
     line("Submitted:", f"{age(job['submit_time'])} ago"
-                       + (f", attempt {job['attempts'] + 1}" if job["attempts"] else ""))
+                       + (f", attempt #{job['attempts']}"
+                          if job["attempts"] else ""))
     line("Requests:", request_text(job) + (f", walltime {_dur(job['walltime_s'])}"
                                            if job["walltime_s"] else ""))
     if job.get("placement"):
