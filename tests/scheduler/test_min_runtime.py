@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 from builders import cluster, codes, decide, job, node, queue, waiting
-from rota.cli.explain import sentence
+from rota.core.wording import sentence
 from rota.core import ANY_FLAVOR, Flavor, InvalidSpec, Queue
 from rota.scheduler import Snapshot, build_policy
 

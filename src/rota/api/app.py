@@ -25,7 +25,7 @@ from rota.api.admin_routes import add_admin_routes
 from rota.api.bodylimit import MAX_BODY_BYTES, BodyLimit
 from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader
-from rota.api.feasible import Screen
+from rota.control.screen import Screen
 from rota.api.models import attempt_view, event_view, job_view
 from rota.api.fairuse import SubmitRate, fingerprint
 from rota.api.storage import check_storage
@@ -237,7 +237,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         sub = parse_body(body, who.user, upload_usable(who))
         if not who.may_see(sub.project):
             raise InvalidSpec("project", f"{who.user} is not a member of project {sub.project!r}")
-        await run_in_threadpool(screen.refuse_if_never_runs, sub)  # rota.api.feasible
+        await run_in_threadpool(screen.refuse_if_never_runs, sub)  # rota.control.screen
         workdir = sub.run.get("workdir")
         if workdir is not None and workdir_refusal is not None:
             refusal = await run_in_threadpool(workdir_refusal, who.user, workdir)

@@ -1,127 +1,21 @@
-"""Scheduling reasons as data a reader can use, and as sentences.
-
-``reason_json`` gives a reason's structured fields in user units, plus ``message``:
-
-- ``gpu``: GPUs (a quota reason's milli-GPU are converted), ``cpu``: cores (from milli-cores),
-  ``memory`` and ``gpu_memory``: MiB, ``replicas``: replicas of a gang;
-- ``requested``: what the job needs (per replica for ``resources``, ``not-preemptible``,
-  ``min-runtime`` and ``never-fits``, for the whole gang for ``quota``); ``free``: the most
-  that is available now; ``capacity``: the largest node's or GPU's (``never-fits``,
-  ``resources``), or for ``quota`` (and ``min-runtime`` with a ``limit``: held by quota its
-  queue could reclaim only from jobs too young to evict) the figure of the ``limit`` that
-  holds the job: the queue's nominal quota (``nominal``, ``cohort``), nominal plus borrowing
-  limit (``borrowing_limit``), the lender's lending limit (``lending_limit``).
-
-``sentence`` is the one place a reason becomes words; ``hint`` suggests what to do next.
-``sentence_among`` tells a capacity reason (``resources``, ``gang``) together with the nodes
-that take no new job (cordoned, draining, drained, unavailable), which a count of free CPUs or
-GPUs alone hides: on a cluster whose every node is drained, the drain is the reason.
+"""Scheduling reasons as the CLI tells them: ``rota.core.wording`` (re-exported here) turns a
+reason into a sentence; ``sentence_among`` tells a capacity reason (``resources``, ``gang``)
+together with the nodes that take no new job (cordoned, draining, drained, unavailable), which
+a count of free CPUs or GPUs alone hides: on a cluster whose every node is drained, the drain
+is the reason.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rota.cli.units import amount
-from rota.core import CPU, GPU, MILLI
-from rota.core import Reason, ReasonCode
+from rota.core import Reason
+from rota.core.wording import (
+    CAPACITY, amount, duration, hint, normalised, reason_json, sentence,
+)
 
-C = ReasonCode
-
-
-def normalised(reason: Reason) -> dict[str, Any]:
-    """Code, resource and amounts in user units (see the module docstring)."""
-    scale = 1.0
-    if reason.resource == CPU:
-        scale = 1 / MILLI
-    elif reason.resource == GPU and (reason.code is C.QUOTA or reason.limit is not None):
-        scale = 1 / MILLI
-
-    def conv(v: float | None) -> float | int | None:
-        if v is None:
-            return None
-        x = v * scale
-        return int(x) if float(x).is_integer() else round(x, 3)
-
-    return {"code": str(reason.code), "resource": reason.resource,
-            "requested": conv(reason.requested), "free": conv(reason.free),
-            "capacity": conv(reason.capacity), "detail": reason.detail, "limit": reason.limit}
-
-
-def reason_json(reason: Reason) -> dict[str, Any]:
-    out = normalised(reason)
-    out["message"] = sentence(reason)
-    return out
-
-
-__all__ = ["amount", "closed_nodes", "hint", "normalised", "reason_json", "sentence",
-           "sentence_among"]
-
-CAPACITY = (C.RESOURCES, C.GANG)
-
-
-def sentence(reason: Reason) -> str:
-    """One sentence that says why, with the numbers that matter."""
-    n = normalised(reason)
-    r = n["resource"]
-    req, free, cap = (amount(r, n[k]) for k in ("requested", "free", "capacity"))
-    what = "GPU memory" if r == "gpu_memory" else (r or "resources")
-    code = reason.code
-    if code is C.QUOTA:
-        return _quota_sentence(reason, req, free, cap)
-    if code is C.RESOURCES:
-        if n["requested"] is None:
-            return f"Not enough free capacity: {reason.detail}."
-        if r == GPU and n["capacity"] == 1 and n["requested"] < 1:
-            return (f"No GPU has a {n['requested']:g} share free; the most free on any "
-                    f"eligible GPU is {n['free']:g}.")
-        if r == "gpu_memory":
-            return (f"No GPU with the share free has {req} of GPU memory free; the most free "
-                    f"on such a GPU is {free}.")
-        return (f"No eligible node has {req} free for one replica; the most free on any of "
-                f"them is {free}.")
-    if code is C.GANG:
-        return (f"Only {n['free']:g} of the {n['requested']:g} replicas fit at once, and a "
-                "gang starts all together or not at all.")
-    if code is C.BLOCKED:
-        return f"Waiting its turn: {reason.detail} (strict FIFO)."
-    if code is C.RESERVED:
-        return f"Starting it now would delay the reserved job: {reason.detail}."
-    if code is C.NOT_PREEMPTIBLE:
-        return (f"No eligible node has {req} free for one replica, and the room it needs is "
-                f"held by jobs that may not be preempted: {reason.detail}.")
-    if code is C.MIN_RUNTIME and reason.limit is not None:
-        return (f"Over quota: the job needs {req} and its queue can take {free} more now; the "
-                f"quota it could reclaim in its cohort is held by jobs that have not yet run "
-                f"their queue's minimum runtime (preemption.min_runtime): {reason.detail}.")
-    if code is C.MIN_RUNTIME:
-        return (f"No eligible node has {req} free for one replica, and the room it needs is "
-                f"held by jobs that have not yet run their queue's minimum runtime "
-                f"(preemption.min_runtime): {reason.detail}.")
-    if code is C.PREEMPTING:
-        return f"Making room: {reason.detail}; it starts once they have exited."
-    if code is C.NEVER_FITS:
-        if n["requested"] is None:
-            return f"Can never run here: {reason.detail}."
-        return (f"Can never run here: one replica needs {req} and the largest eligible node "
-                f"has {cap}.")
-    if code is C.NO_MATCHING_GPU:
-        return f"No GPU model matches: {reason.detail}."
-    if code is C.NO_FLAVOR:
-        return f"No quota flavour covers it: {reason.detail}."
-    if code is C.UNKNOWN_QUEUE:
-        return f"Unknown queue: {reason.detail}."
-    if code is C.ACCOUNT:
-        return f"Held, not scheduled: {reason.detail}."
-    if code is C.HELD:
-        return f"Held: {reason.detail}; rota release ID lets it be scheduled."
-    if code is C.NOT_BEFORE:
-        return "Not before its start time (or a retry's backoff): see the estimated start."
-    if code is C.DEPENDENCY:
-        return f"Dependency: {reason.detail}."
-    if code is C.ARRAY_LIMIT:
-        return f"Array limit: {reason.detail}; the next task starts when one ends."
-    return reason.detail or str(code)
+__all__ = ["amount", "closed_nodes", "duration", "hint", "normalised", "reason_json",
+           "sentence", "sentence_among"]
 
 
 def closed_nodes(nodes: list[dict[str, Any]]) -> list[str]:
@@ -140,35 +34,3 @@ def sentence_among(reason: Reason, nodes: list[dict[str, Any]]) -> str:
     if len(closed) == len(nodes):
         return f"No node takes new jobs: {'; '.join(closed)}."
     return f"{sentence(reason)} Not counted, as they take no new job: {'; '.join(closed)}."
-
-
-def _quota_sentence(reason: Reason, req: str, free: str, cap: str) -> str:
-    where, _, lender = reason.detail.partition(", lender ")
-    limit = reason.limit
-    if limit == "borrowing_limit":
-        return (f"Held by its queue's borrowing limit: {where} may use at most {cap} (nominal "
-                f"quota plus borrowing limit) and can take {free} more now; the job needs {req}.")
-    if limit == "lending_limit":
-        return (f"Held by a lending limit: queue {lender} lends at most {cap} of its quota and "
-                f"keeps the rest unused; {where} can take {free} more now; the job needs {req}.")
-    if limit == "nominal":
-        return (f"Over quota: {where} has {free} available now of its nominal {cap}; the job "
-                f"needs {req}.")
-    return (f"Over quota: the cohort's quota is in use; {where} can take {free} more now "
-            f"(nominal {cap}, borrowing included); the job needs {req}.")
-
-
-def hint(reason: Reason) -> str | None:
-    """What a user could do about ``reason``, where there is something useful to say."""
-    code = reason.code
-    if code is C.NEVER_FITS:
-        if reason.resource == GPU:
-            return "ask for fewer GPUs per replica and more replicas, or a GPU model with larger nodes"
-        return "lower the request per replica, or check the resource group and selector"
-    if code is C.QUOTA:
-        return "wait for the queue's jobs to finish, lower the request, or use a queue with free quota"
-    if code is C.GANG:
-        return "fewer replicas, or fewer GPUs per replica, would fit sooner"
-    if code in (C.NO_MATCHING_GPU, C.NO_FLAVOR):
-        return "change resources.gpu_model, or the queue's flavours"
-    return None

@@ -118,7 +118,6 @@ def up(
                                 help="Run in the background; return once it answers. "
                                      "Stop it with rota down."),
 ) -> None:
-    from rota.backends.gpus import local_node
     from rota.cli.main import fail, resolve_policy
     from rota.control import setup
 
@@ -146,8 +145,7 @@ def up(
                              slurm_partition)
     try:
         inventory = (setup.this_machine(gpus, node_file) if backend != "slurm" else
-                     setup.Inventory(local_node(), "not used: jobs run on the Slurm cluster",
-                                     None))
+                     setup.elsewhere("not used: jobs run on the Slurm cluster"))
     except InvalidSpec as exc:
         fail("--node-file" if node_file else "--gpus", exc)
     options |= _kube_options(backend, kubeconfig, kube_namespace, kube_default_image,
@@ -274,10 +272,9 @@ def _has_password(url: str) -> bool:
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
            interval: float, backend: str, options: dict[str, str],
            tls: tuple[Path, Path] | None = None, retention=None) -> None:
-    from rota.backends.base import BackendError
     from rota.control import DataDirBusy
     from rota.control.lease import held_message
-    from rota.server import LeaseHeld, ServerConfig, open_control_plane
+    from rota.server import BackendError, LeaseHeld, ServerConfig, open_control_plane
     from rota.server.compose import BindError
 
     config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend,

@@ -69,6 +69,12 @@ class Inventory:
     nvml: Nvml | None  # for GPU-memory enforcement
 
 
+def elsewhere(why: str) -> Inventory:
+    """The inventory of a control plane whose jobs run on another backend's nodes: this
+    machine is described (its name, CPUs and memory) but runs nothing."""
+    return Inventory(local_node(), why, None)
+
+
 def this_machine(gpus: str | None, node_file: Path | None) -> Inventory:
     if node_file is not None:
         node = local_node(node_file=node_file)

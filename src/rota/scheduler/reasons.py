@@ -12,7 +12,7 @@
   from borrowers of other queues, but only from some that have not yet run their queue's
   minimum runtime (``min-runtime``, with the quota reason's figures and limit).
 
-Reasons are data; ``rota.cli.explain`` turns them into sentences.
+Reasons are data; ``rota.core.wording`` turns them into sentences.
 """
 
 from __future__ import annotations

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from apikit import seed_tenants
 from builders import job
-from rota.api.feasible import REUSE_S, Screen
-from rota.core import GpuDevice, InvalidSpec, Node
+from rota.control.screen import REUSE_S, Screen
+from rota.core import GpuDevice, InvalidSpec, Node, Queue
 from rota.store import Store, Submission
 
 
@@ -23,7 +22,11 @@ class Ticks:
 @pytest.fixture
 def store(tmp_path):
     s = Store.open(tmp_path / "db", clock=lambda: 100.0)
-    seed_tenants(s, gpus=2)
+    s.create_project("p")
+    s.create_user("alice", ["p"])
+    s.put_queue(Queue("q"))
+    s.upsert_nodes([Node("n1", 64_000, 512 * 1024,
+                         tuple(GpuDevice(i, "H100", 81920) for i in range(2)))], "local")
     yield s
     s.close()
 

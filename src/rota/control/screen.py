@@ -4,7 +4,8 @@ The test is the scheduler's own static screening (``rota.scheduler.screen``), ru
 inventory, queues and flavours as stored now, with no job: a job whose GPU models no GPU here
 has, whose queue has no flavour covering them, or with one replica larger than every eligible
 node (CPUs, memory, GPUs, GPU memory) or more replicas than those nodes hold even when empty,
-is refused with the sentence ``rota show`` would give for its rejection (``rota.cli.explain``).
+is refused with the sentence ``rota show`` would give for its rejection
+(``rota.core.wording``). The API asks this before it accepts a job.
 
 Not refused here: a job submitted before any node is reported (a backend may register its
 nodes later), and anything that only makes a job wait (usage, quota, cordons and drains: a
@@ -28,6 +29,7 @@ from typing import Any
 from rota.core import ANY_FLAVOR, Flavor, InvalidSpec, Job, JobId
 from rota.core.decisions import ReasonCode
 from rota.core.snapshot import Snapshot
+from rota.core.wording import sentence
 from rota.store import Store
 from rota.store.records import Submission
 
@@ -52,8 +54,6 @@ class Screen:
 
     def refuse_if_never_runs(self, sub: Submission) -> None:
         """Raise ``InvalidSpec`` naming the field at fault when ``sub`` can never run here."""
-        from rota.cli.explain import sentence
-
         job = Job(id=JobId("0"), project=sub.project, queue=sub.queue, request=sub.request,
                   user=sub.user, replicas=sub.replicas, resource_group=sub.resource_group,
                   selector=tuple(sorted(sub.selector.items())))
