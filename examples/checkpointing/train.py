@@ -27,6 +27,7 @@ import json
 import os
 import random
 import signal
+import ssl
 import sys
 import time
 import urllib.request
@@ -106,8 +107,9 @@ def report_checkpoint() -> None:
         return
     request = urllib.request.Request(f"{url}/v1/jobs/{job}/checkpoint", method="POST",
                                      headers={"Authorization": f"Bearer {token}"})
+    context = ssl.create_default_context(cafile=os.environ.get("ROTA_CA_FILE") or None)
     try:
-        urllib.request.urlopen(request, timeout=5).close()
+        urllib.request.urlopen(request, timeout=5, context=context).close()
     except OSError as exc:
         print(f"note: could not report the checkpoint to rota: {exc}", file=sys.stderr)
 

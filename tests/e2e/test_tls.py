@@ -11,7 +11,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from commands import rota_command
 from serverkit import RotaServer
+from waiting import poll
 
 
 def make_cert(tmp_path: Path, name: str = "server") -> tuple[Path, Path]:
@@ -44,6 +46,31 @@ def test_rota_up_serves_https_and_the_cli_verifies_it(tmp_path):
         plain = server.url.replace("https://", "http://")
         with pytest.raises(httpx.HTTPError):
             httpx.get(f"{plain}/v1/whoami", timeout=10)
+    finally:
+        server.close()
+
+
+def test_a_job_on_an_https_control_plane_verifies_it_with_rota_ca_file(tmp_path):
+    """The job's own token reaches the API over HTTPS: ``rota checkpoint`` inside the job
+    verifies the server with the certificate copy ``ROTA_CA_FILE`` names."""
+    cert, key = make_cert(tmp_path)
+    server = RotaServer(tmp_path, extra=("--tls-cert", str(cert), "--tls-key", str(key)),
+                        verify=str(cert))
+    try:
+        server.start()
+        with server.client() as op:
+            job = op.post("/v1/jobs", json={
+                "project": "default", "queue": "default",
+                "entrypoint": ["sh", "-c", f'echo "ca=$ROTA_CA_FILE"; {rota_command()[0]} '
+                                           "checkpoint && echo reported"]}).json()["id"]
+            done = poll(lambda: (j := op.get(f"/v1/jobs/{job}").json())["state"] in (
+                "succeeded", "failed") and j, "the job to end", timeout=120)
+            out = op.get(f"/v1/jobs/{job}/logs").text
+            err = op.get(f"/v1/jobs/{job}/logs?stream=stderr").text
+        assert done["state"] == "succeeded", out + err
+        assert "reported" in out
+        ca = out.split("ca=")[1].split()[0]
+        assert Path(ca).read_bytes() == cert.read_bytes() and ca != str(cert)
     finally:
         server.close()
 

@@ -57,9 +57,10 @@ class _Ready:
 
 class Launcher:
     def __init__(self, store: Store, backend: Backend, data_dir: Path,
-                 account: Callable[[JobRecord], RunAs | None], api_url: str | None) -> None:
+                 account: Callable[[JobRecord], RunAs | None], api_url: str | None,
+                 api_ca_file: str | None = None) -> None:
         self.store, self.backend, self.data_dir = store, backend, data_dir
-        self.account, self.api_url = account, api_url
+        self.account, self.api_url, self.api_ca_file = account, api_url, api_ca_file
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="rota-launch")
 
     def close(self) -> None:
@@ -131,6 +132,8 @@ class Launcher:
         env = job_env(r.spec, rec, r.checkpoints)
         if token is not None:
             env.update(ROTA_URL=self.api_url or "", ROTA_TOKEN=token)
+            if self.api_ca_file is not None and not self.backend.capabilities.containers:
+                env["ROTA_CA_FILE"] = self.api_ca_file  # a path on the job's host
         assert rec.job.placement is not None
         try:
             handle = self.backend.launch(rec.job, rec.job.placement,

@@ -79,7 +79,7 @@ class ControlLoop:
                  lease: LeaseKeeper | None = None,
                  on_lease_lost: Callable[[], None] = lambda: None,
                  accounts: Accounts | None = None, inventory_s: float = 10.0,
-                 api_url: str | None = None) -> None:
+                 api_url: str | None = None, api_ca_file: str | None = None) -> None:
         self.store, self.backend, self.policy = store, backend, policy
         self.clock = clock or SystemClock()
         self.interval_s = interval_s
@@ -88,7 +88,8 @@ class ControlLoop:
         self.inventory = InventorySync(store, backend, inventory_s)
         self.intake = Intake(store, backend)
         self.reconciler = Reconciler(store, backend, Path(data_dir).resolve(), self.clock.now(),
-                                     account=self._run_as, api_url=api_url)
+                                     account=self._run_as, api_url=api_url,
+                                     api_ca_file=api_ca_file)
         self.passes = 0
         self.last_error: str | None = None
         self._written_waits: dict[str, int] = {}  # job -> hash of (reasons, estimate) applied

@@ -74,13 +74,14 @@ class PassReport:
 class Reconciler:
     """``account`` names the OS account a job runs as (``rota.control.accounts``); without
     one, jobs run as the control plane's own account. With ``api_url``, each attempt gets
-    ``ROTA_URL`` and a token of its own (``Store.issue_job_token``)."""
+    ``ROTA_URL`` and a token of its own (``Store.issue_job_token``), and with ``api_ca_file``
+    (an HTTPS API's certificate, readable by every account) ``ROTA_CA_FILE`` to verify it."""
 
     def __init__(self, store: Store, backend: Backend, data_dir: Path, since: float,
                  account: Callable[[JobRecord], RunAs | None] = lambda rec: None,
-                 api_url: str | None = None) -> None:
+                 api_url: str | None = None, api_ca_file: str | None = None) -> None:
         self.store, self.backend, self.data_dir = store, backend, data_dir
-        self.launcher = Launcher(store, backend, data_dir, account, api_url)
+        self.launcher = Launcher(store, backend, data_dir, account, api_url, api_ca_file)
         self.idle = IdleWatch(store, backend)
         self._moves: list[tuple[JobRecord, Verdict, float | None, Handle | None]] = []
         self.reclaiming: dict[str, str] = {}  # job -> why it is being reclaimed as idle

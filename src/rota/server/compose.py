@@ -17,6 +17,7 @@ database URL or data directory); ``rota up`` turns them into messages.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import time
@@ -144,7 +145,7 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         accounts = Accounts(store.unix_users)
         loop = ControlLoop(store, backend, config.policy, directory,
                            interval_s=config.interval_s, lease=keeper, accounts=accounts,
-                           api_url=url)
+                           api_url=url, api_ca_file=_public_certificate(config, directory))
         return ControlPlane(config, lock, store, loop, accounts, sock, url, token, issued,
                             operator, cordoned)
     except BaseException:
@@ -152,6 +153,19 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
             store.close()
         lock.release()
         raise
+
+
+def _public_certificate(config: ServerConfig, directory: Path) -> str | None:
+    """A copy of the HTTPS certificate (public, unlike its key) in the data directory, which
+    every account may pass through, so that jobs can verify the API: ``ROTA_CA_FILE``."""
+    if config.tls is None:
+        return None
+    copy = directory / "api-certificate.pem"
+    tmp = copy.with_suffix(".tmp")
+    tmp.write_bytes(config.tls[0].read_bytes())
+    tmp.chmod(0o644)
+    os.replace(tmp, copy)
+    return str(copy)
 
 
 def check_tls(cert: Path, key: Path) -> None:
