@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from rota.core import Job, JobState, Placement
 from rota.scheduler.base import Base, position
@@ -125,6 +126,11 @@ class Cycle:
             hit = self._protected = (key, [j for j in self.holding() if self.young(j)
                                            or not j.preemptible])
         return hit[1]
+
+    @cached_property
+    def any_min_runtime(self) -> bool:
+        """Whether some queue has a minimum runtime: without one no job is ever too young."""
+        return any(q.min_runtime_s > 0 for q in self.snapshot.queues.values())
 
     def young(self, job: Job) -> bool:
         """Whether a running ``job`` has run less than its queue's minimum runtime."""

@@ -116,7 +116,7 @@ def young_reason(cycle, job: Job, reasons: list[Reason]) -> list[Reason]:
     quota = next((r for r in reasons if r.code is ReasonCode.QUOTA), None)
     queues = cycle.snapshot.queues
     own = queues[job.queue]
-    if quota is None or own.cohort is None or \
+    if quota is None or own.cohort is None or not cycle.any_min_runtime or \
             own.reclaim_within_cohort is ReclaimWithinCohort.NEVER:
         return reasons
     others = [j for j in cycle.holding() if j.queue != job.queue and j.preemptible
