@@ -96,9 +96,7 @@ def test_job_that_cannot_be_started_as_written_fails_naming_the_field(store, loo
                                                                       field) -> None:
     run = dict(run)
     job = submit(store, run.pop("command", None), **run)
-    loop.step()
-    rec = store.get_job(job)
-    assert rec.state is S.FAILED
+    rec = drive(loop, state_is(store, job, S.FAILED), "the job to fail")
     assert f"cannot be started as written: {field}:" in rec.reason
 
 
@@ -141,10 +139,36 @@ def test_unsafe_upload_fails_the_job_and_writes_nothing(store, loop, data_dir, f
                                                         why) -> None:
     _archive(data_dir, "bad", files, links)
     job = submit(store, ["true"], upload="bad")
-    loop.step()
-    rec = store.get_job(job)
-    assert rec.state is S.FAILED and "run.upload" in rec.reason and why in rec.reason
+    rec = drive(loop, state_is(store, job, S.FAILED), "the job to fail")
+    assert "run.upload" in rec.reason and why in rec.reason
     assert not (data_dir / "evil").exists() and not workdir(data_dir, job).exists()
+
+
+def test_a_slow_unpack_holds_up_no_pass(store, loop, data_dir, monkeypatch) -> None:
+    """Unpacking an upload happens outside the passes: while one job's archive is being
+    unpacked (held here until the test lets it go), another job launches and ends, and the
+    first launches once its directory is ready."""
+    import threading
+    from rota.control import runspec
+    release, began = threading.Event(), threading.Event()
+    extract = runspec.extract_upload
+
+    def slow(archive, dest):
+        began.set()
+        assert release.wait(60), "the test never released the unpack"
+        extract(archive, dest)
+    monkeypatch.setattr(runspec, "extract_upload", slow)
+    _archive(data_dir, "big", {"data.txt": b"payload"})
+    uploaded = submit(store, python("open('seen', 'w').write(open('data.txt').read())"),
+                      upload="big")
+    loop.step()                                           # the unpack starts, the pass ends
+    assert began.wait(30) and store.get_job(uploaded).state is S.SCHEDULED
+    plain = submit(store, ["true"])
+    drive(loop, state_is(store, plain, S.SUCCEEDED), "the other job to run and end")
+    assert store.get_job(uploaded).state is S.SCHEDULED
+    release.set()
+    drive(loop, state_is(store, uploaded, S.SUCCEEDED), "the uploaded job to run once unpacked")
+    assert (workdir(data_dir, uploaded) / "seen").read_text() == "payload"
 
 
 def test_job_env_and_checkpoint_dir_reach_the_command(store, loop, data_dir) -> None:

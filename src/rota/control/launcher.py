@@ -17,17 +17,26 @@ it) or the verdict that ends or requeues it. Steps, each over all the jobs toget
 Steps 1, 2 and 4 run on a pool of threads: they wait on disks and on the backend (a spawner,
 ``sbatch``, the Kubernetes API), so that hundreds of launches of one pass do not wait for each
 other. The caller records the handles (one transaction for all: ``Reconciler``).
+
+A job whose working directory is still to be unpacked from an upload (seconds per GiB) is
+prepared on a pool of its own, outside any pass: the pass that first sees it starts the unpack
+and goes on without it (the job stays SCHEDULED), and the first pass after the unpack ended
+launches it (``on_ready`` wakes the loop for that). A control plane that dies meanwhile
+unpacks again after its restart (``prepare_workdir`` moves a finished directory into place in
+one rename), so no pass ever waits for an archive.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from rota.backends.base import Backend, BackendError, Handle, LaunchSpec, RunAs
-from rota.control.runspec import RunSpec, parse_run, prepare_checkpoints, prepare_workdir
+from rota.control.runspec import (
+    RunSpec, job_dir, parse_run, prepare_checkpoints, prepare_workdir,
+)
 from rota.control.verdict import Verdict
 from rota.core import End, InvalidSpec, JobState
 from rota.store import JobRecord, Store
@@ -35,6 +44,7 @@ from rota.store import JobRecord, Store
 LAUNCH_FAILED = "launch failed"
 MAX_LAUNCH_FAILURES = 3
 WORKERS = 8
+UNPACKERS = 2  # archives unpacked at once, outside the passes
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,13 +68,18 @@ class _Ready:
 class Launcher:
     def __init__(self, store: Store, backend: Backend, data_dir: Path,
                  account: Callable[[JobRecord], RunAs | None], api_url: str | None,
-                 api_ca_file: str | None = None) -> None:
+                 api_ca_file: str | None = None,
+                 on_ready: Callable[[], None] = lambda: None) -> None:
         self.store, self.backend, self.data_dir = store, backend, data_dir
         self.account, self.api_url, self.api_ca_file = account, api_url, api_ca_file
+        self.on_ready = on_ready
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="rota-launch")
+        self._unpacker = ThreadPoolExecutor(UNPACKERS, thread_name_prefix="rota-unpack")
+        self._unpacking: dict[tuple[str, int], Future] = {}  # (job, attempt) -> its prepare
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self._unpacker.shutdown(wait=True, cancel_futures=True)
 
     def launch(self, recs: Iterable[JobRecord]) -> list[Launched]:
         out: list[Launched] = []
@@ -76,7 +91,8 @@ class Launcher:
             else:
                 todo.append(rec)
         ready: list[_Ready] = []
-        for found in self._pool.map(self._prepare, todo):
+        todo, prepared = self._unpacked(todo)
+        for found in [*prepared, *self._pool.map(self._prepare, todo)]:
             (ready if isinstance(found, _Ready) else out).append(found)  # type: ignore[arg-type]
         fresh: list[_Ready] = []
         for r, found in zip(ready, self._pool.map(self._recover, ready)):
@@ -87,6 +103,39 @@ class Launcher:
         tokens = self._tokens(fresh)
         out.extend(self._pool.map(lambda r: self._start(r, tokens.get(r.rec.id)), fresh))
         return out
+
+    def _unpacked(self, recs: list[JobRecord]) -> tuple[list[JobRecord], list[_Ready | Launched]]:
+        """The jobs to prepare in this pass, and those whose unpack has ended since an earlier
+        pass (module docstring); the others are left SCHEDULED for a later pass."""
+        now, done = [], []
+        asked = set()
+        for rec in recs:
+            key = (rec.id, rec.attempts)
+            asked.add(key)
+            future = self._unpacking.get(key)
+            if future is not None:
+                if future.done():
+                    del self._unpacking[key]
+                    done.append(future.result())
+            elif self._must_unpack(rec):
+                future = self._unpacker.submit(self._prepare, rec)
+                future.add_done_callback(lambda _: self.on_ready())
+                self._unpacking[key] = future
+            else:
+                now.append(rec)
+        for key in [k for k, f in self._unpacking.items() if k not in asked and f.done()]:
+            del self._unpacking[key]  # cancelled or moved on meanwhile
+        return now, done
+
+    def _must_unpack(self, rec: JobRecord) -> bool:
+        """Whether preparing ``rec`` would unpack an upload here."""
+        try:
+            spec = parse_run(rec.run)
+        except InvalidSpec:
+            return False  # ``_prepare`` says why, at once
+        return (spec.upload is not None and spec.workdir is None
+                and not self.backend.capabilities.containers
+                and not (job_dir(self.data_dir, rec.id) / "work").is_dir())
 
     def _prepare(self, rec: JobRecord) -> _Ready | Launched:
         try:

@@ -89,7 +89,7 @@ class ControlLoop:
         self.intake = Intake(store, backend)
         self.reconciler = Reconciler(store, backend, Path(data_dir).resolve(), self.clock.now(),
                                      account=self._run_as, api_url=api_url,
-                                     api_ca_file=api_ca_file)
+                                     api_ca_file=api_ca_file, on_ready=lambda: self.wake())
         self.passes = 0
         self.last_error: str | None = None
         self._written_waits: dict[str, int] = {}  # job -> hash of (reasons, estimate) applied

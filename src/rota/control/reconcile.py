@@ -79,9 +79,11 @@ class Reconciler:
 
     def __init__(self, store: Store, backend: Backend, data_dir: Path, since: float,
                  account: Callable[[JobRecord], RunAs | None] = lambda rec: None,
-                 api_url: str | None = None, api_ca_file: str | None = None) -> None:
+                 api_url: str | None = None, api_ca_file: str | None = None,
+                 on_ready: Callable[[], None] = lambda: None) -> None:
         self.store, self.backend, self.data_dir = store, backend, data_dir
-        self.launcher = Launcher(store, backend, data_dir, account, api_url, api_ca_file)
+        self.launcher = Launcher(store, backend, data_dir, account, api_url, api_ca_file,
+                                 on_ready)
         self.idle = IdleWatch(store, backend)
         self._moves: list[tuple[JobRecord, Verdict, float | None, Handle | None]] = []
         self.reclaiming: dict[str, str] = {}  # job -> why it is being reclaimed as idle
