@@ -97,6 +97,7 @@ def test_a_pod_that_cannot_be_a_job_is_told_why_on_its_pod_scheduled_condition(c
          backend.pods.get(f"{cluster.namespace}/no-queue"), "the Pod to be seen")
 
     def condition():
+        ours(backend, cluster.namespace)  # rota looks at its offers again, as every pass does
         obj = cluster.api.get(f"{pods_path(cluster.namespace)}/no-queue")
         return next((c for c in obj["status"].get("conditions") or []
                      if c["type"] == "PodScheduled"), None)

@@ -354,7 +354,6 @@ class KubeBackend:
         for pod in refusal.pods:
             if self._refused.get(pod.uid) == refusal.reason:
                 continue
-            self._refused[pod.uid] = refusal.reason
             try:
                 self.api.request("PATCH", f"{pods_path(pod.namespace)}/{pod.name}/status",
                                  body={"status": {"conditions": [{
@@ -362,8 +361,10 @@ class KubeBackend:
                                      "reason": "Unschedulable",
                                      "message": f"rota: {refusal.reason}"}]}},
                                  content_type="application/strategic-merge-patch+json")
-            except KubeError as exc:
+            except KubeError as exc:  # told again at the next look
                 log.info("cannot write why Pod %s waits: %s", pod.key, exc)
+                continue
+            self._refused[pod.uid] = refusal.reason
 
 
 def _ref(r: ReplicaHandle, field: str = "handle.replicas[0]") -> tuple[str, str, str]:
