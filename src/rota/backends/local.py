@@ -58,8 +58,9 @@ from rota.backends.env import ReplicaContext, account_env, check_job_env, inheri
 from rota.backends.exits import ExitWatcher
 from rota.backends.gpus import local_node
 from rota.backends.health import GpuHealth
+from rota.backends.logfiles import STREAMS, read_from
 from rota.backends.localfiles import (  # noqa: F401 - Proc, proc and free_port are used from here
-    JOB_UMASK, LOG_CHUNK, STREAMS, Proc, account_json, argv_of, boot_of, free_port, log_file,
+    JOB_UMASK, Proc, account_json, argv_of, boot_of, free_port, log_file,
     mps_running, proc, try_name,
 )
 from rota.backends.nvml import Nvml
@@ -425,14 +426,7 @@ class LocalBackend:
             raise InvalidSpec("stream", f"must be stdout or stderr, got {stream!r}")
         if not 0 <= rank < len(handle.replicas):
             return
-        path = getattr(proc(handle.replicas[rank]), stream)
-        try:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                while chunk := f.read(LOG_CHUNK):
-                    yield chunk
-        except FileNotFoundError:
-            return
+        yield from read_from(str(getattr(proc(handle.replicas[rank]), stream)), offset)
 
     # -- act ---------------------------------------------------------------------------------
 

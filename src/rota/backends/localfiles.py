@@ -17,8 +17,6 @@ from rota.backends.base import Handle, ReplicaHandle, RunAs
 from rota.core import InvalidSpec
 
 JOB_UMASK = 0o022  # what a job's own files get, whatever the control plane's umask is
-LOG_CHUNK = 64 * 1024
-STREAMS = ("stdout", "stderr")
 
 
 @dataclass(frozen=True, slots=True)

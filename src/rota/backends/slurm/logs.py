@@ -11,26 +11,11 @@ stderr file).
 from __future__ import annotations
 
 import os
-from typing import Iterator
 
 from rota.backends.base import Handle
+from rota.backends.logfiles import STREAMS, read_from
 
-LOG_CHUNK = 64 * 1024
-STREAMS = ("stdout", "stderr")
-
-
-def read_from(path: object, offset: int) -> Iterator[bytes]:
-    """The bytes of the file at ``path`` from ``offset`` on; nothing if it does not exist."""
-    if not isinstance(path, str):
-        return
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            while chunk := f.read(LOG_CHUNK):
-                yield chunk
-    except FileNotFoundError:
-        return
-
+__all__ = ["STREAMS", "last_output", "read_from"]
 
 def last_output(handle: Handle) -> float | None:
     """When any replica's output file last grew (seconds since the epoch); None: none yet."""
