@@ -21,9 +21,10 @@ START_TIMEOUT_S = 60.0  # a loaded 2-core machine imports FastAPI slowly; never 
 
 
 class RotaServer:
-    def __init__(self, root: Path, gpus: str = "4xH100-80GB", extra: tuple[str, ...] = (),
-                 verify: str | bool = True) -> None:
-        """``extra``: more options of ``rota up``; ``verify``: a CA file for its HTTPS."""
+    def __init__(self, root: Path, gpus: str | None = "4xH100-80GB",
+                 extra: tuple[str, ...] = (), verify: str | bool = True) -> None:
+        """``gpus``: the virtual GPUs (``--gpus``), None for the machine's own through NVML;
+        ``extra``: more options of ``rota up``; ``verify``: a CA file for its HTTPS."""
         self.root, self.extra, self.verify = root, extra, verify
         self.data_dir = root / "data"
         self.gpus = gpus
@@ -39,7 +40,8 @@ class RotaServer:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "rota.cli.main", "up", "--port", "0", "--data-dir",
-                 str(self.data_dir), "--gpus", self.gpus, "--interval", "0.5", *self.extra],
+                 str(self.data_dir), *(["--gpus", self.gpus] if self.gpus else []),
+                 "--interval", "0.5", *self.extra],
                 env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True)
         self._wait_ready()
