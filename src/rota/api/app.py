@@ -84,7 +84,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                max_unpacked_bytes: int = MAX_UNPACKED_BYTES, log_poll_s: float = 0.25,
                read_log: LogReader = no_reader,
                workdir_refusal: Callable[[str, str], str | None] | None = None,
-               on_touch: Callable[[str], None] = lambda job_id: None) -> FastAPI:
+               on_touch: Callable[[str], None] = lambda job_id: None,
+               metrics: Callable[[], bytes] | None = None) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
     submitted or cancelled, to wake the control loop; an upload is refused past
     ``max_upload_bytes`` as sent and ``max_unpacked_bytes`` unpacked; ``read_log`` reads jobs' logs from the
@@ -92,7 +93,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     of ``user`` may not run in directory ``path`` of the server (None: it may), so that a
     submit naming a directory its owner cannot use is refused at once; ``on_touch(job_id)``
     is told of every request about a job by a person (not by the job's own token): idle
-    reclamation counts it as activity."""
+    reclamation counts it as activity; ``metrics`` gives what ``GET /metrics`` serves
+    (Prometheus's text format) to operators and metrics tokens (no such route without it)."""
     clock = clock or store.clock
     app = FastAPI(title="rota", version="0.1.0")
     errors.install(app)
@@ -118,6 +120,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             raise Unauthenticated("send Authorization: Bearer <token>")
         token = token.strip()
         who = store.cached_principal(token) or await run_in_threadpool(store.authenticate, token)
+        if who.role is Role.METRICS and request.url.path != "/metrics":
+            raise Forbidden("a metrics token may only read /metrics")
         if who.job is not None:
             await run_in_threadpool(_job_token_alive, who)
             if not _job_may(request, who.job):
@@ -192,12 +196,22 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         user = body.user or who.user
         if body.role is Role.JOB:
             raise InvalidSpec("role", "job tokens are issued by the control plane, one per "
-                              "attempt of a job; choose member or operator")
+                              "attempt of a job; choose member, operator or metrics")
+        if not who.operator and body.role is Role.METRICS:
+            raise Forbidden("only an operator may issue a metrics token")
         if not who.operator and (user != who.user or body.role is Role.OPERATOR):
             raise Forbidden("a member may issue only member tokens for itself")
         issued = store.issue_token(user, body.name, body.role)
         return {"token": issued.token, "name": issued.info.name, "user": issued.info.user,
                 "role": str(issued.info.role), "display": issued.info.display}
+
+    if metrics is not None:
+        @app.get("/metrics")
+        def prometheus(who: Principal = Depends(principal)) -> Response:
+            if not (who.operator or who.role is Role.METRICS):
+                raise Forbidden("only an operator or a metrics token may read the metrics "
+                                "(an operator makes one: rota token create NAME --metrics)")
+            return Response(metrics(), media_type=PROMETHEUS_TEXT)
 
     @app.get("/v1/usage")
     def usage(who: Principal = Depends(principal)) -> dict[str, float]:
@@ -344,6 +358,7 @@ def _created(made: JobRecord | Replayed | list[JobRecord], replayed: bool = Fals
                     media_type="application/json")
 
 
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 JOB_ROUTES = (("GET", "/v1/whoami"), ("GET", "/v1/jobs/{job}"),
               ("GET", "/v1/jobs/{job}/events"), ("POST", "/v1/jobs/{job}/checkpoint"))
 

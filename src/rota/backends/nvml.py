@@ -174,6 +174,18 @@ class Nvml:
                 continue
         return out
 
+    def memory_used(self) -> dict[int, int]:
+        """Device index -> MiB of device memory in use, by every process."""
+        lib = self.lib
+        out = {}
+        for index in range(lib.nvmlDeviceGetCount()):
+            try:
+                out[index] = lib.nvmlDeviceGetMemoryInfo(
+                    lib.nvmlDeviceGetHandleByIndex(index)).used // MiB
+            except lib.NVMLError:
+                continue
+        return out
+
     def process_utilization(self, since_us: int) -> list[ProcessUtil]:
         """SM utilization samples of each process on each device newer than ``since_us``
         (microseconds since the epoch, as NVML counts them)."""

@@ -63,11 +63,17 @@ def token_create(
     name: str = typer.Argument(..., help="A name to tell the token apart (laptop, ci)."),
     user: Optional[str] = typer.Option(None, "--user", help="Operators: for another user."),
     operator: bool = typer.Option(False, "--operator", help="Operators: an operator token."),
+    metrics: bool = typer.Option(False, "--metrics", help="Operators: a token that reads "
+                                 "/metrics and nothing else, for a Prometheus server."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Issue a token; it is shown once, here."""
+    if operator and metrics:
+        from rota.cli.main import fail
+        fail("--metrics", InvalidSpec("", "give --operator or --metrics, not both"))
+    role = "operator" if operator else "metrics" if metrics else "member"
     with talking() as client:
-        issued = client.create_token(name, "operator" if operator else "member", user)
+        issued = client.create_token(name, role, user)
     if as_json:
         print_json(issued)
         return

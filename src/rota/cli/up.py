@@ -82,6 +82,10 @@ def up(
              "is told to trust it; others: rota login --ca-file or ROTA_CA_FILE."),
     tls_key: Optional[Path] = typer.Option(
         None, "--tls-key", metavar="FILE", help="The private key of --tls-cert (PEM)."),
+    metrics_address: Optional[str] = typer.Option(
+        None, "--metrics-address", metavar="HOST:PORT",
+        help="Also serve /metrics here without a token, for a Prometheus server (an address "
+             "only it reaches; /metrics of the API needs an operator's or a metrics token)."),
     keep_workdirs: str = typer.Option(
         "7d", "--keep-workdirs", metavar="DURATION",
         help="Remove a finished job's working directory this long after it ended."),
@@ -134,6 +138,8 @@ def up(
     tls = None if tls_cert is None or tls_key is None else (
         tls_cert.expanduser().resolve(), tls_key.expanduser().resolve())
     retention = _retention(keep_workdirs, keep_logs, keep_uploads)
+    metrics_at = None if metrics_address is None else _address(metrics_address,
+                                                               "--metrics-address")
     directory = (data_dir or setup.default_data_dir()).expanduser().resolve()
     db = _database_url(db, db_file)
     if detach:
@@ -152,13 +158,23 @@ def up(
                              kube_pod_user, kube_tolerate, kube_node_selector)
     try:
         _serve(directory, db, host, port, inventory, chosen, interval, backend, options, tls,
-               retention)
+               retention, metrics_at)
     except InvalidSpec as exc:
         if exc.field in _BACKEND_FIELDS:
             fail(_BACKEND_FIELDS[exc.field], InvalidSpec("", exc.reason))
         option = exc.field == "tls-cert" or exc.field.startswith("slurm-")
         fail(f"--{exc.field.split('.')[0]}" if option else "--db" if db else "--data-dir",
              InvalidSpec("", exc.reason) if option else exc)
+
+
+def _address(text: str, option: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; ``:PORT`` for 127.0.0.1) as a (host, port)."""
+    from rota.cli.main import fail
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not sep or not port.isascii() or not port.isdigit() or not 0 <= int(port) <= 65535:
+        fail(option, InvalidSpec("", f"must be HOST:PORT with a port 0-65535, got {text!r}"))
+    return host, int(port)
 
 
 def _slurm_options(backend: str, gpus: Optional[str], node_file: Optional[Path],
@@ -271,14 +287,16 @@ def _has_password(url: str) -> bool:
 
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
            interval: float, backend: str, options: dict[str, str],
-           tls: tuple[Path, Path] | None = None, retention=None) -> None:
+           tls: tuple[Path, Path] | None = None, retention=None,
+           metrics_at: tuple[str, int] | None = None) -> None:
     from rota.control import DataDirBusy
     from rota.control.lease import held_message
     from rota.server import BackendError, LeaseHeld, ServerConfig, open_control_plane
     from rota.server.compose import BindError
 
     config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend,
-                          options, tls, *(() if retention is None else (retention,)))
+                          options, tls, *(() if retention is None else (retention,)),
+                          metrics_address=metrics_at)
     try:
         plane = open_control_plane(config)
     except DataDirBusy as exc:
@@ -289,7 +307,8 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
               file=sys.stderr)
         raise typer.Exit(1)
     except BindError as exc:
-        print(f"error: --port: {exc}", file=sys.stderr)
+        option = "--metrics-address" if "metrics" in str(exc) else "--port"
+        print(f"error: {option}: {exc}", file=sys.stderr)
         raise typer.Exit(1)
     except BackendError as exc:
         print(f"error: --backend {backend}: {exc}", file=sys.stderr)
@@ -341,6 +360,9 @@ def _announce(plane) -> None:
     describe = getattr(plane.loop.backend, "describe", None)
     lines += describe() if describe is not None else [_runs_on(plane)]
     lines += [f"  policy: {config.policy.name}", f"  jobs: {mode}"]
+    lines.append(f"  metrics: {plane.url}/metrics (an operator's token, or one from rota token "
+                 "create NAME --metrics)" + (f"; without a token at {plane.metrics_url}"
+                                             if plane.metrics_url else ""))
     lines.append(f"  data directory: {config.data_dir}, {_size(disk_use(config.data_dir))} used; "
                  f"finished jobs' working directories kept "
                  f"{_days(config.retention.workdirs_s)}, logs {_days(config.retention.logs_s)}, "

@@ -38,6 +38,9 @@ least every third of its time to live to do so. A pass that may not act does not
 lost to another holder stops the loop for good and calls ``on_lease_lost`` (``rota up``
 exits non-zero); ``stop`` releases the lease.
 
+With ``metrics`` (``rota.control.metrics``), each pass hands it what it saw (its snapshot and
+why each pending job waits) and how long its parts took.
+
 Time comes from the injected ``clock``; tests call ``step()`` directly with a hand-moved one.
 """
 
@@ -50,7 +53,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from rota.backends.base import Backend, BackendError, RunAs
 from rota.control.accounts import Accounts
@@ -63,6 +66,9 @@ from rota.control.reconcile import PassReport, Reconciler
 from rota.core import JobState
 from rota.scheduler import Decisions, Policy, Snapshot, run_cycle
 from rota.store import JobFilter, JobRecord, Store
+
+if TYPE_CHECKING:  # the metrics are composed in only by ``rota up``
+    from rota.control.metrics import Metrics
 
 log = logging.getLogger("rota.control")
 ACTIVE = frozenset({JobState.SCHEDULED, JobState.RUNNING, JobState.PREEMPTING})
@@ -79,8 +85,10 @@ class ControlLoop:
                  lease: LeaseKeeper | None = None,
                  on_lease_lost: Callable[[], None] = lambda: None,
                  accounts: Accounts | None = None, inventory_s: float = 10.0,
-                 api_url: str | None = None, api_ca_file: str | None = None) -> None:
+                 api_url: str | None = None, api_ca_file: str | None = None,
+                 metrics: Metrics | None = None) -> None:
         self.store, self.backend, self.policy = store, backend, policy
+        self.metrics = metrics
         self.clock = clock or SystemClock()
         self.interval_s = interval_s
         self.lease, self.on_lease_lost = lease, on_lease_lost
@@ -91,6 +99,7 @@ class ControlLoop:
                                      account=self._run_as, api_url=api_url,
                                      api_ca_file=api_ca_file, on_ready=lambda: self.wake())
         self.passes = 0
+        self._seen: tuple[Snapshot, dict[str, str]] | None = None  # for metrics
         self.last_error: str | None = None
         self._written_waits: dict[str, int] = {}  # job -> hash of (reasons, estimate) applied
         self._wakeup = threading.Event()
@@ -152,6 +161,7 @@ class ControlLoop:
     def step(self) -> PassReport:
         """One pass (see the module docstring), at ``clock.now()``."""
         with self._step_lock:
+            began = time.perf_counter()
             now = self.clock.now()
             report = PassReport()
             if self.lease is not None and not self.lease.ensure(now):
@@ -177,7 +187,16 @@ class ControlLoop:
                     report.errors.append(f"launch: {exc!r}")
                     log.exception("launching %d job(s) failed", len(bound))
             self.passes += 1
+            self._measured(began, report)
             return report
+
+    def _measured(self, began: float, report: PassReport) -> None:
+        if self.metrics is None or self._seen is None:
+            return
+        try:
+            self.metrics.passed(*self._seen, time.perf_counter() - began, len(report.errors))
+        except Exception:  # metrics must never cost a pass
+            log.exception("recording the pass's metrics failed")
 
     def _sync_inventory(self, now: float, report: PassReport, force: bool = False) -> None:
         try:
@@ -222,11 +241,16 @@ class ControlLoop:
         return replace(snapshot, jobs=tuple(j for j in snapshot.jobs if j.id not in out)), held
 
     def _schedule(self, now: float) -> tuple[str, ...]:
-        snapshot = self.store.snapshot(now)
-        pending = {j.id for j in snapshot.pending}
-        snapshot, held = self._held(snapshot, now)
-        with _snapshot_out_of_collector():
+        timer = _Timer(self.metrics)
+        with timer("snapshot"):
+            whole = self.store.snapshot(now)
+        pending = {j.id for j in whole.pending}
+        snapshot, held = self._held(whole, now)
+        with _snapshot_out_of_collector(), timer("cycle"):
             decisions = run_cycle(snapshot, self.policy, now)
+        if self.metrics is not None:
+            self._seen = (whole, {w.job: str(w.reasons[0].code) for w in
+                                  (*decisions.waits, *held.waits) if w.reasons})
         self._written_waits = {j: w for j, w in self._written_waits.items() if j in pending}
         waits = [w for w in (*decisions.waits, *held.waits)
                  if self._written_waits.get(w.job) != hash((w.reasons, w.estimated_start))]
@@ -234,7 +258,8 @@ class ControlLoop:
                          rejects=[*decisions.rejects, *held.rejects], waits=waits)
         if not (todo.changes_anything or todo.waits):
             return ()
-        result = self.store.apply(todo, now)
+        with timer("apply"):
+            result = self.store.apply(todo, now)
         for w in waits:
             if w.job in result.waiting:
                 self._written_waits[w.job] = hash((w.reasons, w.estimated_start))
@@ -243,6 +268,24 @@ class ControlLoop:
         if result.stale:
             log.info("dropped stale decisions: %s", dict(result.stale))
         return result.bound
+
+
+class _Timer:
+    """Times the parts of a pass into ``metrics`` (the cycle, the store's operations)."""
+
+    def __init__(self, metrics: Metrics | None) -> None:
+        self.metrics = metrics
+
+    @contextmanager
+    def __call__(self, part: str) -> Iterator[None]:
+        began = time.perf_counter()
+        yield
+        if self.metrics is not None:
+            took = time.perf_counter() - began
+            if part == "cycle":
+                self.metrics.cycle_seconds.observe(took)
+            else:
+                self.metrics.store_seconds.labels(part).observe(took)
 
 
 @contextmanager

@@ -23,11 +23,12 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from rota.control import ControlLoop, DataDirLock, setup
 from rota.control.accounts import Accounts
 from rota.control.lease import LeaseKeeper
+from rota.control.metrics import Metrics, Reading
 from rota.control.logs import log_reader
 from rota.control.reconcile import PassReport
 from rota.core import InvalidSpec
@@ -57,6 +58,7 @@ class ServerConfig:
     backend_options: Mapping[str, Any] = field(default_factory=dict)  # for that backend
     tls: tuple[Path, Path] | None = None  # certificate and key files: serve HTTPS
     retention: Retention = Retention()    # what is removed from the data directory, when
+    metrics_address: tuple[str, int] | None = None  # also serve /metrics there, without a token
 
 
 @dataclass(slots=True)
@@ -73,6 +75,9 @@ class ControlPlane:
     operator: str | None           # the operator a first start created
     cordoned: list[str] = field(default_factory=list)
     lease_lost: bool = False
+    metrics: Metrics | None = None
+    metrics_url: str | None = None  # the metrics address's, when one was given
+    _metrics_server: Any = None
 
     def serve(self, on_started=lambda report: None) -> None:
         """Adopt, then serve until SIGINT or SIGTERM (or a lost lease: ``lease_lost``)."""
@@ -89,7 +94,8 @@ class ControlPlane:
         app = create_app(self.store, data_dir=self.config.data_dir, on_change=self.loop.wake,
                          read_log=log_reader(self.loop.backend),
                          workdir_refusal=None if containers else self.accounts.workdir_refusal,
-                         on_touch=self.loop.reconciler.idle.touch)
+                         on_touch=self.loop.reconciler.idle.touch,
+                         metrics=None if self.metrics is None else self.metrics.exposition)
         cert, key = self.config.tls or (None, None)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                                lifespan="off", ssl_certfile=cert,
@@ -112,6 +118,9 @@ class ControlPlane:
             self.loop.stop()
 
     def close(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
         self.store.close()
         self.lock.release()
 
@@ -143,11 +152,18 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         ca_file = None if config.tls is None else str(config.tls[0])
         setup.write_credentials(setup.credentials_path(), url, token, ca_file)
         accounts = Accounts(store.unix_users)
+        metrics = Metrics(store, _readings(backend, config.inventory),
+                          lambda: None if keeper.held is None else keeper.held.expires_at)
         loop = ControlLoop(store, backend, config.policy, directory,
                            interval_s=config.interval_s, lease=keeper, accounts=accounts,
-                           api_url=url, api_ca_file=_public_certificate(config, directory))
-        return ControlPlane(config, lock, store, loop, accounts, sock, url, token, issued,
-                            operator, cordoned)
+                           api_url=url, api_ca_file=_public_certificate(config, directory),
+                           metrics=metrics)
+        plane = ControlPlane(config, lock, store, loop, accounts, sock, url, token, issued,
+                             operator, cordoned, metrics=metrics)
+        if config.metrics_address is not None:
+            plane._metrics_server, plane.metrics_url = _serve_metrics(metrics,
+                                                                      *config.metrics_address)
+        return plane
     except BaseException:
         if store is not None:
             store.close()
@@ -176,6 +192,32 @@ def check_tls(cert: Path, key: Path) -> None:
     except (OSError, ssl.SSLError) as exc:
         raise InvalidSpec("tls-cert", f"cannot serve HTTPS with {cert} and {key}: "
                           f"{getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _readings(backend, inventory) -> Callable[[], list[Reading]] | None:
+    """This machine's GPU figures for the metrics, where its backend is local and NVML is
+    present."""
+    nvml, node = inventory.nvml, inventory.node.name
+    if nvml is None or backend.name != "local":
+        return None
+
+    def read() -> list[Reading]:
+        util, used = nvml.utilization(), nvml.memory_used()
+        return [Reading(node, i, util.get(i), used.get(i)) for i in sorted({*util, *used})]
+    return read
+
+
+def _serve_metrics(metrics: Metrics, host: str, port: int) -> tuple[Any, str]:
+    """``GET /metrics`` on an address of its own, without a token (the operator's choice: a
+    private address that only the Prometheus server reaches)."""
+    from prometheus_client import start_http_server
+
+    try:
+        server, _ = start_http_server(port, host, registry=metrics.registry)
+    except OSError as exc:
+        raise BindError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") \
+            from None
+    return server, f"http://{_url_host(host)}:{server.server_address[1]}/metrics"
 
 
 def _memory_watcher(backend, inventory):

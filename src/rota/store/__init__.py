@@ -21,13 +21,13 @@ the machine (SQLite WAL with ``synchronous=FULL``).
 
 from rota.store.errors import AlreadyExists, Conflict, NotFound, StoreClosed, Unauthenticated
 from rota.store.records import (
-    ApplyResult, JobEvent, JobFilter, JobRecord, Move, Page, Submission,
+    ApplyResult, JobEvent, JobFilter, JobRecord, Move, Page, StateMove, Submission,
 )
 from rota.store.store import Store
 from rota.store.tokens import IssuedToken, Principal, Role, TokenInfo
 
 __all__ = [
     "AlreadyExists", "ApplyResult", "Conflict", "IssuedToken", "JobEvent", "JobFilter",
-    "JobRecord", "Move", "NotFound", "Page", "Principal", "Role", "Store", "StoreClosed",
-    "Submission", "TokenInfo", "Unauthenticated",
+    "JobRecord", "Move", "NotFound", "Page", "Principal", "Role", "StateMove", "Store",
+    "StoreClosed", "Submission", "TokenInfo", "Unauthenticated",
 ]

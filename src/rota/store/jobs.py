@@ -27,6 +27,7 @@ from rota.store import convert
 from rota.store.errors import Conflict, NotFound
 from rota.store.records import (
     AttemptRecord, EligibilityFacts, JobEvent, JobFilter, JobRecord, Move, Page, PendingFacts,
+    StateMove,
 )
 from rota.store.schema import api_tokens, attempts, job_events, jobs
 from rota.store.tokens import JOB_TOKEN
@@ -103,6 +104,24 @@ def events(conn: Connection, job_id: object, after: int, limit: int) -> list[Job
     return [JobEvent(r.id, str(r.job), r.time, r.kind, r.message, r.data) for r in rows]
 
 
+def state_moves(conn: Connection, after: int, limit: int) -> list[StateMove]:
+    """The state changes of every job recorded after event ``after``, oldest first."""
+    rows = conn.execute(
+        select(job_events.c.id, job_events.c.time, job_events.c.data, jobs.c.queue,
+               jobs.c.submit_time)
+        .join(jobs, jobs.c.id == job_events.c.job)
+        .where(job_events.c.id > after, job_events.c.kind == "state")
+        .order_by(job_events.c.id).limit(limit)).all()
+    return [StateMove(r.id, r.time, r.queue, r.submit_time, str(r.data.get("from", "")),
+                      str(r.data.get("to", "")), r.data.get("end"), r.data.get("attempt"))
+            for r in rows]
+
+
+def last_event(conn: Connection) -> int:
+    """The id of the newest event of any job (0: none yet)."""
+    return conn.execute(select(func.max(job_events.c.id))).scalar() or 0
+
+
 def write(conn: Connection, row: Any, now: float, kind: str, message: str,
           data: dict[str, Any], **values: Any) -> None:
     """Update a job row read earlier in this transaction, guarded by its version, and append
@@ -147,7 +166,8 @@ def move(conn: Connection, row: Any, new: JobState, now: float, message: str = "
         values.setdefault("estimated_start", None)
     extra = {"end": str(end)} if end is not None else {}
     write(conn, row, now, "state", message or f"{old} -> {new}",
-          {"from": str(old), "to": str(new), **extra, **(data or {})}, state=str(new), **values)
+          {"from": str(old), "to": str(new), "attempt": row.attempts, **extra, **(data or {})},
+          state=str(new), **values)
     _history(conn, row, old, new, now, end, values)
 
 

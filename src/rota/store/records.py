@@ -121,6 +121,22 @@ class JobEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class StateMove:
+    """A job's state change as its history recorded it (``Store.state_moves``): the event's id
+    and time, the job's queue and submit time, the states, how the attempt ended (None where
+    the move did not end one) and the attempt (None in a history written before it was kept)."""
+
+    id: int
+    time: float
+    queue: str
+    submit_time: float
+    old: str
+    new: str
+    end: str | None
+    attempt: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class ApplyResult:
     """What ``Store.apply`` wrote, and the decisions it dropped because the job had moved on
     since the snapshot (job id -> why)."""

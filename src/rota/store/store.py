@@ -42,7 +42,7 @@ from rota.store.errors import Conflict, NotFound
 from rota.store.group import DEFAULT_MAX_BATCH, GroupCommit
 from rota.store.records import (
     ApplyResult, AttemptRecord, EligibilityFacts, FairUse, JobEvent, JobFilter, JobRecord, Move,
-    Page, Replayed, Submission, SubmitOptions,
+    Page, Replayed, StateMove, Submission, SubmitOptions,
 )
 from rota.store.tokens import IssuedToken, Principal, Role, TokenInfo
 
@@ -361,6 +361,15 @@ class Store:
     def events(self, job_id: str, after: int = 0, limit: int = 1000) -> list[JobEvent]:
         with self._read() as conn:
             return jobs.events(conn, job_id, after, limit)
+
+    def state_moves(self, after: int = 0, limit: int = 10_000) -> list[StateMove]:
+        """Every job's state changes recorded after event ``after``, oldest first (metrics)."""
+        with self._read() as conn:
+            return jobs.state_moves(conn, after, limit)
+
+    def last_event(self) -> int:
+        with self._read() as conn:
+            return jobs.last_event(conn)
 
     def request_cancel(self, job_id: str, by: str) -> JobRecord:
         """Cancel a pending job now, or flag an active one for the control loop to stop."""

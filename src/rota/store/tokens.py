@@ -21,6 +21,7 @@ class Role(enum.StrEnum):
     OPERATOR = "operator"  # sees and acts on everything
     MEMBER = "member"      # sees and acts on the jobs of its user's projects
     JOB = "job"            # one attempt of one job: reads that job, reports its checkpoints
+    METRICS = "metrics"    # reads /metrics and nothing else (a Prometheus server's)
 
 
 JOB_TOKEN = "job-{job}-{attempt}"  # the name of the token the control plane gives an attempt
