@@ -2,7 +2,7 @@
 its inventory, a job pinned to its GPU, two half-GPU jobs on one GPU at once, the GPU-memory
 watcher stopping a job over its share, the shipped training example with PyTorch on the GPU
 preempted and resumed with the uninterrupted result, and, where an MPS daemon can be started,
-a fractional job held to its memory by MPS. Everywhere else (no driver, as in CI, where tests
+a fractional job held to its memory by MPS, and the metrics showing a busy GPU through NVML. Everywhere else (no driver, as in CI, where tests
 fake the GPU at the NVML boundary) the module is skipped. PyTorch is needed by all but the
 inventory test, in the Python that runs the tests."""
 
@@ -200,6 +200,39 @@ def test_the_torch_example_preempted_on_the_gpu_ends_with_the_uninterrupted_resu
     assert "preempted" in rota(server, "show", low).stdout
     assert "resumed from step" in logs, logs
     assert logs.strip().splitlines()[-1] == expected
+
+
+@needs_torch
+def test_metrics_show_a_busy_gpu_through_nvml(server, tmp_path):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    job = submit(server, tmp_path, python_job("busy", """
+        import time, torch
+        x = torch.randn(8192, 8192, device="cuda")
+        hold = torch.empty(3 * 1024 ** 3, dtype=torch.uint8, device="cuda")
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            x = (x @ x).clamp_(-1, 1)
+        torch.cuda.synchronize()
+        """, resources={"gpu": 1}))
+    until(server, job, ("running",))
+    index = None
+    deadline = time.monotonic() + 35
+    while time.monotonic() < deadline:
+        with server.client() as c:
+            text = c.get("/metrics").text
+        found = {(s.name, s.labels.get("gpu")): s.value
+                 for f in text_string_to_metric_families(text) for s in f.samples}
+        busy = [g for (name, g), v in found.items()
+                if name == "rota_gpu_utilization_ratio" and v > 0.5]
+        if busy:
+            index = busy[0]
+            break
+        time.sleep(1)
+    assert index is not None, text
+    assert found[("rota_gpu_memory_used_bytes", index)] > 3 * 1024 ** 3
+    assert found[("rota_gpu_allocated_ratio", index)] == 1.0
+    rota(server, "cancel", job)
 
 
 def _mps_control() -> str | None:
