@@ -101,3 +101,9 @@ def test_zsh_and_fish_get_their_scripts_and_answers(shell, env, expected):
         checked = subprocess.run([shell, "-n" if shell == "zsh" else "--no-execute"],
                                  input=script.stdout, capture_output=True, text=True, timeout=30)
         assert checked.returncode == 0, checked.stderr
+
+
+def test_a_metrics_address_without_a_port_names_the_option():
+    done = rota("up", "--metrics-address", "localhost")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: --metrics-address: must be HOST:PORT")

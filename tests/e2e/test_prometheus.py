@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -45,11 +46,13 @@ def server(tmp_path):
 
 @pytest.fixture
 def prometheus(server, tmp_path):
-    with server.client() as c:
-        made = c.post("/v1/tokens", json={"name": "prometheus", "role": "metrics"})
-    assert made.status_code == 201, made.text
+    env = {**server.env, "ROTA_URL": server.url, "ROTA_TOKEN": server.token}
+    made = subprocess.run([sys.executable, "-m", "rota.cli.main", "token", "create",
+                           "prometheus", "--metrics"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert made.returncode == 0 and "(metrics)" in made.stderr, made.stderr
     token_file = tmp_path / "metrics-token"
-    token_file.write_text(made.json()["token"])
+    token_file.write_text(made.stdout.strip())
     token_file.chmod(0o600)
     target = server.url.removeprefix("http://")
     config = tmp_path / "prometheus.yml"

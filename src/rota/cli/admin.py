@@ -78,9 +78,11 @@ def token_create(
         print_json(issued)
         return
     print(issued["token"], flush=True)  # alone on stdout: TOKEN=$(rota token create ci)
+    use = ("Give it to a Prometheus server: it reads /metrics and nothing else "
+           "(docs/metrics.md)." if role == "metrics" else
+           "Use it with rota login --url URL --token TOKEN.")
     print(f"Token {issued['name']} for {issued['user']} ({issued['role']}). It is shown only "
-          "now: keep it. Use it with rota login --url URL --token TOKEN.", file=sys.stderr,
-          flush=True)
+          f"now: keep it. {use}", file=sys.stderr, flush=True)
 
 
 @token_app.command("list")
