@@ -150,3 +150,23 @@ def test_the_metrics_address_answers_without_a_token(server):
     answer = httpx.get(found.group(1), timeout=10)
     assert answer.status_code == 200 and "rota_lease_held 1.0" in answer.text
     assert httpx.get(f"{server.url}/metrics", timeout=10).status_code == 401
+
+
+def test_the_metrics_follow_prometheus_naming_conventions(server):
+    """``promtool check metrics`` (beside the Prometheus binary) lints names, units, types and
+    help texts of a scrape with jobs running."""
+    promtool = Path(PROMETHEUS).with_name("promtool")
+    if not promtool.exists():
+        pytest.skip(f"no promtool beside {PROMETHEUS}")
+    with server.client() as c:
+        body = {"name": "hold", "project": "default", "queue": "default",
+                "entrypoint": ["sleep", "300"], "workdir": "/tmp",
+                "resources": {"gpu": "0.5", "cpu": "100m", "memory": "64Mi"}}
+        assert c.post("/v1/jobs", json=body).status_code == 201
+        deadline = time.monotonic() + 60
+        while "rota_allocated_gpus{" not in (text := c.get("/metrics").text):
+            assert time.monotonic() < deadline, text
+            time.sleep(0.5)
+    lint = subprocess.run([str(promtool), "check", "metrics"], input=text, text=True,
+                          capture_output=True, timeout=60)
+    assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint.stdout
