@@ -80,11 +80,17 @@ def _ready(credentials: Path, before: int | None) -> bool:
         return False
     try:
         creds = json.loads(credentials.read_text())
-        import httpx
-        r = httpx.get(f"{creds['url']}/v1/whoami", timeout=2.0,
-                      headers={"Authorization": f"Bearer {creds['token']}"})
-        return r.status_code == 200
-    except (OSError, ValueError, KeyError, ImportError, Exception):  # noqa: BLE001 - not up yet
+        import ssl
+
+        from rota.client.wire import Wire
+        ca_file = creds.get("ca_file")
+        wire = Wire(creds["url"], {"Authorization": f"Bearer {creds['token']}"}, 2.0, 2.0,
+                    ssl.create_default_context(cafile=ca_file) if ca_file else True)
+        try:
+            return wire.request("GET", "/v1/whoami").status_code == 200
+        finally:
+            wire.close()
+    except (OSError, ValueError, KeyError, Exception):  # noqa: BLE001 - not up yet
         return False
 
 

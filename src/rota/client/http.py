@@ -23,9 +23,8 @@ import uuid
 from typing import Any, BinaryIO, Callable, Iterator
 from urllib.parse import quote
 
-import httpx
-
 from rota.client.credentials import Credentials, discover
+from rota.client.wire import Broken, Refused, Response, Wire
 from rota.core import InvalidSpec, RotaError
 
 UPLOAD_CHUNK = 256 * 1024
@@ -72,9 +71,11 @@ class Client:
         if self.credentials.token:
             headers["Authorization"] = f"Bearer {self.credentials.token}"
         self.url = self.credentials.url
-        self._http = httpx.Client(base_url=self.url, headers=headers,
-                                  timeout=httpx.Timeout(timeout_s, connect=5.0),
-                                  verify=_verify(self.credentials.ca_file))
+        try:
+            self._http = Wire(self.url, headers, timeout_s, connect_s=5.0,
+                              verify=_verify(self.credentials.ca_file))
+        except ValueError as exc:
+            raise InvalidSpec("url", str(exc)) from None
 
     def close(self) -> None:
         self._http.close()
@@ -86,20 +87,20 @@ class Client:
         self.close()
 
     # plumbing
-    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _send(self, method: str, path: str, **kwargs: Any) -> Response:
         response = self._request(method, path, **kwargs)
         _raise_for(response)
         return response
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _request(self, method: str, path: str, **kwargs: Any) -> Response:
         try:
             return self._http.request(method, path, **kwargs)
-        except (httpx.ConnectError, httpx.ConnectTimeout):
+        except Refused:
             raise Unreachable(self.url) from None
-        except httpx.TransportError as exc:
-            raise ConnectionLost(self.url, exc.__class__.__name__) from None
+        except Broken as exc:
+            raise ConnectionLost(self.url, exc.what) from None
 
-    def _retried(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _retried(self, method: str, path: str, **kwargs: Any) -> Response:
         """Send a request that is safe to repeat, again after a failed connection or a
         "come back later" (see the module docstring)."""
         for delay in (*RETRY_DELAYS_S, None):
@@ -244,21 +245,13 @@ class Client:
     def logs(self, job_id: str, replica: int = 0, stream: str = "stdout",
              follow: bool = False) -> Iterator[bytes]:
         params = {"replica": replica, "stream": stream, "follow": str(follow).lower()}
-        request = self._http.build_request("GET", f"/v1/jobs/{_segment(job_id)}/logs",
-                                           params=params, timeout=httpx.Timeout(None, connect=5.0))
         try:
-            response = self._http.send(request, stream=True)
-        except (httpx.ConnectError, httpx.ConnectTimeout):
+            yield from self._http.stream("GET", f"/v1/jobs/{_segment(job_id)}/logs", params,
+                                         check=_raise_for, timeout=None)
+        except Refused:
             raise Unreachable(self.url) from None
-        except httpx.TransportError as exc:
-            raise ConnectionLost(self.url, exc.__class__.__name__) from None
-        try:
-            if response.status_code >= 400:
-                response.read()
-                _raise_for(response)
-            yield from response.iter_bytes()
-        finally:
-            response.close()
+        except Broken as exc:
+            raise ConnectionLost(self.url, exc.what) from None
 
     def upload(self, archive: BinaryIO, progress: Callable[[int], None] | None = None
                ) -> dict[str, Any]:
@@ -269,8 +262,7 @@ class Client:
                 if progress is not None:
                     progress(len(chunk))
         return self._json("POST", "/v1/uploads", content=chunks(),
-                          headers={"Content-Type": "application/gzip"},
-                          timeout=httpx.Timeout(None, connect=5.0))
+                          headers={"Content-Type": "application/gzip"}, timeout=None)
 
 
 def _params(**values: Any) -> dict[str, Any]:
@@ -294,7 +286,7 @@ def _verify(ca_file: str | None) -> ssl.SSLContext | bool:
                           f"{getattr(exc, 'strerror', None) or exc}") from None
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(response: Response) -> float | None:
     """The seconds a 429 or 503 asks to wait (1 when it does not say); None otherwise."""
     if response.status_code not in (429, 503):
         return None
@@ -302,14 +294,14 @@ def _retry_after(response: httpx.Response) -> float | None:
     return float(text) if text.isascii() and text.isdigit() else 1.0
 
 
-def _message_of(response: httpx.Response) -> str:
+def _message_of(response: Response) -> str:
     try:
         return str(response.json()["error"]["message"])
     except (ValueError, KeyError, TypeError):
         return f"HTTP {response.status_code}"
 
 
-def _raise_for(response: httpx.Response) -> None:
+def _raise_for(response: Response) -> None:
     if response.status_code < 400:
         return
     try:
