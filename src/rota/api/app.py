@@ -1,6 +1,8 @@
 """The application factory and its routes.
 
-Every route needs ``Authorization: Bearer <token>`` (401 otherwise). An operator sees and acts
+Every route under ``/v1`` needs ``Authorization: Bearer <token>`` (401 otherwise); the web
+dashboard under ``/ui/`` (``rota.api.dashboard``) takes the token from its login form instead
+and reads through the same functions (``rota.api.reads``). An operator sees and acts
 on everything; a member sees and acts only on jobs of its user's projects, and a job of another
 project answers 404, exactly like a job that does not exist, so ids reveal nothing.
 Time (usage decay) comes from the injected ``clock``; the store stamps rows with its own.
@@ -23,6 +25,7 @@ from rota.api.errors import Forbidden
 from rota.api.access_routes import add_access_routes
 from rota.api.admin_routes import add_admin_routes
 from rota.api.bodylimit import MAX_BODY_BYTES, BodyLimit
+from rota.api.dashboard import add_dashboard
 from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader
 from rota.control.screen import Screen
@@ -300,6 +303,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     add_admin_routes(app, store, reads, principal, operator, changed)
     add_access_routes(app, store, operator, changed)
     add_io_routes(app, store, principal, visible_job, uploads, read_log, log_poll_s)
+    add_dashboard(app, store, reads, read_log)  # /ui/: the same reads, for a browser
     return app
 
 

@@ -4,8 +4,8 @@ place, so that the two never tell a job differently.
 
 - ``state_text``: ``failed (preempted), exit code 1, cancel requested``;
 - ``request_text``: ``2 CPUs, 8 GiB, GPU 1 of H100 (1 replica)``;
-- ``gpus`` and ``placement``: what a job asks for and where it runs, in the short forms of
-  ``rota ps``;
+- ``gpus``, ``placement`` and ``reason_column``: what a job asks for, where it runs and why it
+  is where it is, in the short forms of ``rota ps``;
 - ``why_lines`` and ``hints``: the stored wait (or reject) reasons as sentences
   (``rota.core.wording``), a capacity reason told with the nodes that take no new job
   (``sentence_among``: on a cluster whose every node is drained, the drain is the reason);
@@ -69,6 +69,15 @@ def placement(job: dict[str, Any]) -> str:
         else:
             out.append(f"{rep['node']}: GPU {','.join(str(d['index']) for d in devs)}")
     return "; ".join(out)
+
+
+def reason_column(job: dict[str, Any]) -> str:
+    """The REASON column of ``rota ps -o wide``: the reason of the job's last move, else the
+    codes of its wait reasons."""
+    if job.get("reason"):
+        return job["reason"]
+    codes = [r.get("code", "") for r in job.get("wait_reasons") or []]
+    return ", ".join(dict.fromkeys(c for c in codes if c)) or "-"
 
 
 def node_state(node: dict[str, Any]) -> str:
