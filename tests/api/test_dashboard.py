@@ -13,6 +13,8 @@ import pytest
 from rich.console import Console
 
 from apikit import job_file
+from rota.backends.base import Handle, ReplicaHandle
+from rota.backends.local import Proc
 from rota.cli.detail import render_job
 from rota.core import DeviceShare, Foreign, JobState, jobwords
 from rota.scheduler import build_policy, run_cycle
@@ -96,6 +98,9 @@ def test_a_bad_token_a_revoked_one_and_a_foreign_form_are_refused(api):
                               headers={"Origin": "https://evil.example"},
                               follow_redirects=False)
     assert foreign.status_code == 403 and "set-cookie" not in foreign.headers
+    ours = api.client.post("/ui/login", data={"token": token(api, "alice")},
+                           headers={"Origin": "http://testserver"}, follow_redirects=False)
+    assert ours.status_code == 303 and "set-cookie" in ours.headers
     login(api, "alice")
     api.store.revoke_token("alice", "t")
     gone = api.client.get("/ui/jobs", follow_redirects=False)
@@ -240,6 +245,8 @@ def test_pages_forbid_inline_script_and_come_with_their_own_css_and_script(api):
     policy = reply.headers["content-security-policy"]
     assert "script-src 'self'" in policy and "unsafe-inline" not in policy
     assert reply.headers["cache-control"] == "no-store"
+    # a browser sends the Origin that the login form's check needs only with this policy
+    assert reply.headers["referrer-policy"] == "same-origin"
     assert "<script>" not in reply.text and " style=" not in reply.text
     for asset, kind in (("/ui/static/rota.css", "text/css"),
                         ("/ui/static/rota.js", "javascript")):
@@ -251,3 +258,23 @@ def test_pages_forbid_inline_script_and_come_with_their_own_css_and_script(api):
 def test_the_dashboard_is_not_part_of_the_api_schema(api):
     paths = api.client.get("/openapi.json").json()["paths"]
     assert not [p for p in paths if not p.startswith("/v1/")]
+
+
+def test_a_failed_jobs_page_ends_with_its_standard_error(api, tmp_path):
+    job = api.post_job(job_file(name="crashes")).json()["id"]
+    cycle(api)
+    err = tmp_path / "stderr.log"
+    err.write_text("".join(f"line {k}\n" for k in range(30)) +
+                   "ModuleNotFoundError: No module named '<torch>'\n")
+    handle = Handle("local", job, str(tmp_path), (ReplicaHandle(0, "n1", ref=Proc(
+        4242, 1, str(tmp_path), str(tmp_path / "stdout.log"), str(err)).ref()),),
+        ref={"boot_id": "boot"})
+    api.store.transition(job, JobState.RUNNING, backend_handle=handle.to_dict())
+    api.store.transition(job, JobState.FAILED, exit_code=1)
+    login(api, "alice")
+    text = page(api, f"/ui/jobs/{job}")
+    assert "failed, exit code 1" in text
+    tail = text.split('<pre class="stderr">')[1].split("</pre>")[0]
+    # the last ten lines, as rota show prints them
+    assert tail.splitlines() == [f"line {k}" for k in range(21, 30)] + [
+        "ModuleNotFoundError: No module named &#39;&lt;torch&gt;&#39;"]

@@ -48,7 +48,7 @@ HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; script-src 'self'; "
                                "img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
                                "base-uri 'none'",
-    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
