@@ -90,6 +90,13 @@ def test_login_keeps_the_token_in_an_httponly_strict_cookie_and_logout_drops_it(
     assert api.client.get("/ui/", follow_redirects=False).status_code == 303
 
 
+def test_over_https_the_cookie_is_sent_only_encrypted(api):
+    reply = api.client.post("https://testserver/ui/login", data={"token": token(api, "alice")},
+                            follow_redirects=False)
+    assert reply.status_code == 303 and "Secure" in reply.headers["set-cookie"]
+    assert "Secure" not in login(api, "alice").headers["set-cookie"]
+
+
 def test_a_bad_token_a_revoked_one_and_a_foreign_form_are_refused(api):
     bad = api.client.post("/ui/login", data={"token": "rota_nope"}, follow_redirects=False)
     assert bad.status_code == 401 and "set-cookie" not in bad.headers
@@ -177,6 +184,8 @@ def test_the_job_page_shows_placement_attempts_and_events_of_a_running_job(api, 
     assert '<span class="state state-running">running</span>' in text
     assert jobwords.placement(view) in text
     assert "<h2>Attempts</h2>" in text and "<h2>Events</h2>" in text
+    assert 'id="auto-refresh"' not in text  # a job's page is never reloaded by itself
+    assert 'id="auto-refresh"' in page(api, "/ui/")
 
 
 def test_jobs_are_filtered_by_state_project_and_queue(api, cluster):

@@ -16,7 +16,9 @@ operator sees everything. A job of another project answers 404, as one that does
 Pages are rendered on the server from Jinja2 templates that escape every value; the CSS and a
 small script ship with the package (``static/``) and nothing is fetched from elsewhere, so the
 dashboard works on a cluster without Internet access. A strict Content-Security-Policy allows
-only those files: no inline script or style.
+only those files: no inline script or style. The script only reloads the cluster, queues and
+jobs pages every 10 seconds where asked: never a job's page, whose every view counts as a
+person's activity for idle reclamation, as ``rota show`` does.
 """
 
 from __future__ import annotations
