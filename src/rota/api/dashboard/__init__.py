@@ -45,6 +45,7 @@ HERE = Path(__file__).parent
 ACTIVE = ("pending", "scheduled", "running", "preempting")  # what rota ps lists by default
 HOLDING = ("scheduled", "running", "preempting")
 PAGE = 50
+COUNTED = 1000  # the cluster page counts jobs up to this, then says "1000+"
 STDERR_BYTES = 64 * 1024
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; script-src 'self'; "
@@ -122,15 +123,15 @@ def add_dashboard(app: FastAPI, store: Store, reads: Reads, read_log: LogReader)
     def overview(request: Request) -> Response:
         def build(who: Principal) -> HTMLResponse:
             nodes = reads.nodes(who)
-            holding = reads.jobs(who, states=list(HOLDING), limit=1000)["items"]
-            names = {j["id"]: j["name"] for j in holding}
+            holding = reads.jobs(who, states=list(HOLDING), limit=COUNTED)
+            pending = reads.jobs(who, states=["pending"], limit=COUNTED)
+            names = {j["id"]: j["name"] for j in holding["items"]}
             cells = {n["name"]: gpu_cells(n, names) for n in nodes}
             gpus = [c for n in cells.values() for c in n]
             return render("overview.html", who=who, nav="overview", nodes=nodes, cells=cells,
                           node_state=jobwords.node_state, gpu_total=len(gpus),
                           gpu_used=sum(min(c.used, 1) for c in gpus),
-                          pending=len(reads.jobs(who, states=["pending"], limit=1000)["items"]),
-                          running=len(holding))
+                          pending=_count(pending), running=_count(holding))
         return page(request, build)
 
     @app.get("/ui/queues", include_in_schema=False)
@@ -186,6 +187,10 @@ def _next(target: str) -> str:
     if not target.startswith("/ui/") or target.startswith("//") or "\\" in target:
         return "/ui/"
     return target
+
+
+def _count(page: dict[str, Any]) -> str:
+    return f"{len(page['items'])}" + ("+" if page["next_after"] is not None else "")
 
 
 def _stderr(store: Store, read_log: LogReader, job_id: str) -> bytes:
