@@ -24,8 +24,7 @@ from typing import Any, Callable
 from fastapi import Body, Depends, FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
-from rota.api.views import nodes_view
-from rota.control.queueview import queues_view
+from rota.api.reads import Reads
 from rota.core import InvalidSpec
 from rota.spec import build_queues
 from rota.store import NotFound, Principal, Store
@@ -39,13 +38,13 @@ class NodeAction(BaseModel):
     evict: bool = False
 
 
-def add_admin_routes(app: FastAPI, store: Store, clock: Callable[[], float],
+def add_admin_routes(app: FastAPI, store: Store, reads: Reads,
                      principal: Callable[..., Principal], operator: Callable[..., Principal],
                      changed: Callable[[], None]) -> None:
     @app.get("/v1/queues")
     def queues(_: Principal = Depends(principal)) -> list[dict[str, Any]]:
         """Quotas with usage and borrowing, and who may use each (see ``rota.api.views``)."""
-        return queues_view(store.snapshot(clock()), store.bindings(), store.idle_defaults())
+        return reads.queues()
 
     @app.put("/v1/queues")
     def apply_queues(body: dict[str, Any] = Body(...), _: Principal = Depends(operator)
@@ -108,5 +107,4 @@ def add_admin_routes(app: FastAPI, store: Store, clock: Callable[[], float],
     @app.get("/v1/nodes")
     def nodes(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
         """Inventory, states and each GPU's allocations (see ``rota.api.views``)."""
-        return nodes_view(store.node_records(), store.snapshot(clock()), who.may_see,
-                          who.operator)
+        return reads.nodes(who)

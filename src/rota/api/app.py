@@ -1,6 +1,8 @@
 """The application factory and its routes.
 
-Every route needs ``Authorization: Bearer <token>`` (401 otherwise). An operator sees and acts
+Every route under ``/v1`` needs ``Authorization: Bearer <token>`` (401 otherwise); the web
+dashboard under ``/ui/`` (``rota.api.dashboard``) takes the token from its login form instead
+and reads through the same functions (``rota.api.reads``). An operator sees and acts
 on everything; a member sees and acts only on jobs of its user's projects, and a job of another
 project answers 404, exactly like a job that does not exist, so ids reveal nothing.
 Time (usage decay) comes from the injected ``clock``; the store stamps rows with its own.
@@ -23,20 +25,19 @@ from rota.api.errors import Forbidden
 from rota.api.access_routes import add_access_routes
 from rota.api.admin_routes import add_admin_routes
 from rota.api.bodylimit import MAX_BODY_BYTES, BodyLimit
+from rota.api.dashboard import add_dashboard
 from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader
 from rota.control.screen import Screen
-from rota.api.models import attempt_view, event_view, job_view
+from rota.api.models import job_view
+from rota.api.reads import Reads
 from rota.api.fairuse import SubmitRate, fingerprint
 from rota.api.storage import check_storage
 from rota.api.submit import array_tasks, parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
-from rota.core import InvalidSpec, JobState
+from rota.core import InvalidSpec
 from rota.core.archive import MAX_UNPACKED_BYTES
-from rota.store import (
-    JobFilter, JobRecord, NotFound, Principal, Role, Store, Submission, Unauthenticated,
-)
-from rota.store.jobs import ascii_digits
+from rota.store import JobRecord, NotFound, Principal, Role, Store, Submission, Unauthenticated
 from rota.store.records import Replayed, SubmitOptions
 from rota.store.submit import check_key
 
@@ -144,13 +145,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             raise Forbidden("only an operator may do this")
         return who
 
-    def visible_job(job_id: str, who: Principal):
-        rec = store.get_job(job_id)
-        if not who.may_see(rec.job.project):
-            raise NotFound("job", job_id)
-        if who.job is None:
-            on_touch(rec.id)
-        return rec
+    reads = Reads(store, clock, on_touch)  # what GET routes and the dashboard answer
+    visible_job = reads.visible_job
 
     @app.get("/v1/whoami")
     def whoami(who: Principal = Depends(principal)) -> dict[str, Any]:
@@ -158,8 +154,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
 
     @app.get("/v1/projects")
     def projects(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
-        return [{"name": p.name, "weight": p.weight} for p in store.list_projects()
-                if who.may_see(p.name)]
+        return reads.projects(who)
 
     @app.post("/v1/projects", status_code=201)
     def create_project(body: ProjectBody, _: Principal = Depends(operator)) -> dict[str, Any]:
@@ -215,7 +210,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
 
     @app.get("/v1/usage")
     def usage(who: Principal = Depends(principal)) -> dict[str, float]:
-        return {p: v for p, v in store.usage(clock()).items() if who.may_see(p)}
+        return reads.usage(who)
 
     screen = Screen(store)  # refuses at submit what can never run
 
@@ -275,28 +270,14 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                   user: str | None = None, queue: str | None = None,
                   limit: int = Query(100, ge=1, le=1000), after: str | None = None,
                   who: Principal = Depends(principal)) -> dict[str, Any]:
-        if after is not None and (not ascii_digits(after) or len(after) > 18):
-            raise InvalidSpec("after", f"not a cursor from a previous page: {after!r}")
-        projects = frozenset(project) if project else None
-        if not who.operator:
-            projects = who.projects if projects is None else projects & who.projects
-        where = JobFilter(projects=projects, states=_states(state), user=user, queue=queue)
-        page = store.list_jobs(where, limit=limit, after=after, newest_first=True)
-        return {"items": [job_view(r) for r in page.items], "next_after": page.next_after}
+        return reads.jobs(who, project, state, user, queue, limit, after)
 
     @app.get("/v1/jobs/{job_id}")
     def show(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
         """The job, whether its queue still admits its project (true; false: the binding
         changed after it was accepted, and it stays; null: the queue was deleted), and the
         history of its attempts."""
-        rec = visible_job(job_id, who)
-        bindings = store.bindings()
-        admits = None
-        if rec.job.queue in bindings:
-            bound = bindings[rec.job.queue]
-            admits = bound is None or rec.job.project in bound
-        return {**job_view(rec), "queue_admits_project": admits,
-                "history": [attempt_view(a) for a in store.attempts(job_id)]}
+        return reads.job(job_id, who)
 
     @app.post("/v1/jobs/{job_id}/checkpoint")
     def checkpoint(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
@@ -331,12 +312,12 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     @app.get("/v1/jobs/{job_id}/events")
     def events(job_id: str, after: int = Query(0, ge=0, le=MAX_KEY), limit: int = Query(1000, ge=1, le=1000),
                who: Principal = Depends(principal)) -> list[dict[str, Any]]:
-        visible_job(job_id, who)
-        return [event_view(e) for e in store.events(job_id, after, limit)]
+        return reads.events(job_id, who, after, limit)
 
-    add_admin_routes(app, store, clock, principal, operator, changed)
+    add_admin_routes(app, store, reads, principal, operator, changed)
     add_access_routes(app, store, operator, changed)
     add_io_routes(app, store, principal, visible_job, uploads, read_log, log_poll_s)
+    add_dashboard(app, store, reads, read_log)  # /ui/: the same reads, for a browser
     return app
 
 
@@ -367,13 +348,3 @@ def _job_may(request: Request, job: str) -> bool:
     """Whether a job token of ``job`` may make ``request`` (``JOB_ROUTES``)."""
     return any(request.method == method and request.url.path == path.format(job=job)
                for method, path in JOB_ROUTES)
-
-
-def _states(values: list[str] | None) -> frozenset[JobState] | None:
-    if not values:
-        return None
-    names = [v for value in values for v in value.split(",") if v]
-    unknown = [n for n in names if n not in JobState.__members__.values()]
-    if unknown:
-        raise InvalidSpec("state", f"unknown state {unknown[0]!r}; known: {', '.join(JobState)}")
-    return frozenset(JobState(n) for n in names)

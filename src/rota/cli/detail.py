@@ -3,7 +3,7 @@
 - state, with the reason of its last move (rejected, preempted, cancelled, exit code);
 - what it asked for and where it runs (node and GPUs per replica);
 - for a pending job, the latest scheduling cycle's wait reasons as sentences
-  (``rota.cli.explain.sentence_among``: a node that takes no new job, drained or cordoned, is
+  (``rota.core.jobwords.sentence_among``: a node that takes no new job, drained or cordoned, is
   named where it is why capacity is missing), a hint, and the estimated start; a job no cycle
   has explained yet is shown as queued, with how long it has been;
 - for a failed job, the last lines of its standard error (replica 0), where a missing program
@@ -15,60 +15,28 @@
 
 Every line fits the terminal: sentences wrap at spaces under their label and keep commands
 whole, the attempts and events tables wrap their reasons and messages (``rota.cli.tables``).
+The words themselves come from ``rota.core.jobwords``, which the web dashboard's job page
+shares.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
-from rota.cli.explain import amount, closed_nodes, hint, sentence_among
-from rota.cli.remote import age, gpus, placement, when
+from rota.cli.remote import age, placement, when
 from rota.cli.tables import Column, fit, wrapped
-from rota.core import Reason, ReasonCode
+from rota.core.jobwords import (
+    hints, not_yet_explained, queue_note, reason_of, request_text, state_text, stderr_tail,
+    why_lines,
+)
 
-STDERR_LINES = 10
+__all__ = ["hints", "queue_note", "reason_of", "render_job", "request_text", "why_lines"]
+
 LABEL = 11  # "Requests:  " and the like: continuation lines are indented under the value
-
-
-def reason_of(data: dict[str, Any]) -> Reason | None:
-    try:
-        return Reason(ReasonCode(data["code"]), data.get("resource"), data.get("requested"),
-                      data.get("free"), data.get("capacity"), data.get("detail") or "",
-                      data.get("limit"))
-    except (KeyError, ValueError, TypeError):
-        return None
-
-
-def why_lines(job: dict[str, Any], nodes: list[dict[str, Any]] = ()) -> list[str]:
-    """Sentences for a job's stored wait (or reject) reasons."""
-    out = []
-    for data in job.get("wait_reasons") or []:
-        reason = reason_of(data)
-        out.append(sentence_among(reason, list(nodes)) if reason is not None
-                   else str(data.get("detail") or data))
-    return list(dict.fromkeys(out))
-
-
-def hints(job: dict[str, Any], nodes: list[dict[str, Any]] = ()) -> list[str]:
-    found = [hint(r) for d in job.get("wait_reasons") or [] if (r := reason_of(d)) is not None]
-    if nodes and closed_nodes(list(nodes)):
-        found.append("an operator puts a node back in service with rota node uncordon NAME")
-    return list(dict.fromkeys(h for h in found if h))
-
-
-def request_text(job: dict[str, Any]) -> str:
-    r = job["request"]
-    parts = [f"{amount('cpu', r['cpu_milli'] / 1000)}", amount("memory", r["memory_mib"])]
-    g = gpus({"request": r, "replicas": 1})
-    if g != "-":
-        parts.append(f"GPU {g}" + (f" of {', '.join(r['gpu']['models'])}"
-                                   if r["gpu"]["models"] else ""))
-    per = "per replica, " if job["replicas"] > 1 else ""
-    return ", ".join(parts) + f" ({per}{job['replicas']} replica" + \
-        ("s)" if job["replicas"] > 1 else ")")
 
 
 def render_job(job: dict[str, Any], events: list[dict[str, Any]], console: Console,
@@ -82,7 +50,7 @@ def render_job(job: dict[str, Any], events: list[dict[str, Any]], console: Conso
                         console.width, "", "    "))
     head.stylize("bold", 0, len(title))
     console.print(head, soft_wrap=True)
-    line("State:", _state(job))
+    line("State:", state_text(job))
     line("Submitted:", f"{age(job['submit_time'])} ago"
                        + (f", attempt #{job['attempts']}"
                           if job["attempts"] else ""))
@@ -112,16 +80,6 @@ def _say(console: Console, text: str) -> None:
     console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
-def _state(job: dict[str, Any]) -> str:
-    state = job["state"]
-    detail = f" ({job['reason']})" if job["reason"] else ""
-    if job.get("exit_code") is not None:
-        detail += f", exit code {job['exit_code']}"
-    if job.get("cancel_requested") and state not in ("cancelled", "succeeded", "failed"):
-        detail += ", cancel requested"
-    return state + detail
-
-
 def _attempts(history: list[dict[str, Any]], console: Console) -> None:
     """One line per attempt: when it ran, where, how it ended, its last checkpoint."""
     if not history:
@@ -143,23 +101,11 @@ def _attempts(history: list[dict[str, Any]], console: Console) -> None:
     console.print(fit(columns, rows, console.width))
 
 
-def queue_note(job: dict[str, Any]) -> str | None:
-    """What changed about the job's queue since it was accepted; None: nothing to say."""
-    admits = job.get("queue_admits_project", True)
-    if admits is None:
-        return f"queue {job['queue']} has been deleted; the job keeps its name in its history."
-    if admits is False and job["state"] not in ("succeeded", "failed", "cancelled"):
-        return (f"queue {job['queue']} no longer admits project {job['project']}; this job was "
-                "accepted before that and stays (new jobs of the project need another queue).")
-    return None
-
-
 def _pending(job: dict[str, Any], nodes: list[dict[str, Any]], console: Console) -> None:
     lines = why_lines(job, nodes)
     if not lines:
-        _say(console, wrapped(f"Why pending: queued {age(job['submit_time'])} ago in "
-                              f"{job['queue']}; no scheduling cycle has recorded a reason for "
-                              "it to wait yet.", console.width, "", " " * LABEL))
+        _say(console, wrapped("Why pending: " + not_yet_explained(job, time.time()),
+                              console.width, "", " " * LABEL))
         return
     console.print("Why pending (the latest scheduling cycle):")
     for text in lines:
@@ -172,7 +118,7 @@ def _pending(job: dict[str, Any], nodes: list[dict[str, Any]], console: Console)
 
 
 def _stderr_tail(stderr: bytes, console: Console) -> None:
-    lines = stderr.decode("utf-8", "replace").rstrip("\n").splitlines()[-STDERR_LINES:]
+    lines = stderr_tail(stderr)
     if not lines:
         return
     console.print("Last lines of its standard error (replica 0; rota logs ID --stderr for all):")

@@ -22,6 +22,7 @@ from rota.cli.remote import EXIT_BAD_INPUT, EXIT_FAILED, age, die, gpus, placeme
 from rota.cli.remote import talking
 from rota.cli.tables import Column, console, fit
 from rota.cli.units import amount
+from rota.core.jobwords import reason_column
 
 ACTIVE = ("pending", "scheduled", "running", "preempting")
 
@@ -30,13 +31,6 @@ ACTIVE = ("pending", "scheduled", "running", "preempting")
 class Field:
     column: Column
     value: Callable[[dict[str, Any]], str]
-
-
-def _reason(job: dict[str, Any]) -> str:
-    if job.get("reason"):
-        return job["reason"]
-    codes = [r.get("code", "") for r in job.get("wait_reasons") or []]
-    return ", ".join(dict.fromkeys(c for c in codes if c)) or "-"
 
 
 COLUMNS: dict[str, Field] = {
@@ -56,7 +50,7 @@ COLUMNS: dict[str, Field] = {
     "age": Field(Column("AGE", drop=5), lambda j: age(j["submit_time"])),
     "exit": Field(Column("EXIT", drop=9), lambda j: "-" if j.get("exit_code") is None
                   else str(j["exit_code"])),
-    "reason": Field(Column("REASON", wrap=True, drop=10), _reason),
+    "reason": Field(Column("REASON", wrap=True, drop=10), reason_column),
 }
 DEFAULT = ("id", "name", "project", "state", "gpus", "where", "age")
 WIDE = ("id", "name", "project", "queue", "user", "state", "priority", "gpus", "cpu",

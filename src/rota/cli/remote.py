@@ -15,11 +15,14 @@ from typing import TYPE_CHECKING, Any, Iterator, NoReturn
 
 import typer
 
-from rota.cli.units import amount, duration
-from rota.core import InvalidSpec
+from rota.core import InvalidSpec, jobwords
+from rota.core.jobwords import gpus, node_state, placement
 
 if TYPE_CHECKING:
     from rota.client import Client
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "age", "die", "gpus", "job_id", "node_state",
+           "placement", "print_json", "talking", "when"]
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -60,51 +63,10 @@ def job_id(value: str) -> str:
 
 
 def age(since: float | None, now: float | None = None) -> str:
-    if since is None:
-        return "-"
-    return duration((now if now is not None else time.time()) - since)
-
-
-def gpus(job: dict[str, Any]) -> str:
-    """What a job asks for in GPUs: ``1``, ``0.5 (20 GiB)``, ``2x4`` (replicas x per replica)."""
-    g = job["request"]["gpu"]
-    if g["count"] == 0:
-        return "-"
-    per = f"{g['share'] / 1000:g}" if g["share"] < 1000 else str(g["count"])
-    if g["share"] < 1000 and g.get("memory_mib"):
-        per += f" ({amount('memory', g['memory_mib'])})"
-    return per if job["replicas"] == 1 else f"{job['replicas']}x{per}"
-
-
-def placement(job: dict[str, Any]) -> str:
-    """``n1: GPU 0,1`` per replica; a share shows as ``GPU 0 (0.5)``."""
-    if not job.get("placement"):
-        return "-"
-    out = []
-    for rep in job["placement"]:
-        devs = rep["devices"]
-        if not devs:
-            out.append(f"{rep['node']}: no GPU")
-        elif len(devs) == 1 and devs[0]["milli"] < 1000:
-            out.append(f"{rep['node']}: GPU {devs[0]['index']} ({devs[0]['milli'] / 1000:g})")
-        else:
-            out.append(f"{rep['node']}: GPU {','.join(str(d['index']) for d in devs)}")
-    return "; ".join(out)
-
-
-def node_state(node: dict[str, Any]) -> str:
-    """``ok``, ``cordoned``, ``draining``, ``drained`` (with the operator's reason) or
-    ``unavailable`` (with the backend's)."""
-    state = node.get("state") or ("ok" if node["schedulable"] else "cordoned")
-    why = node.get("reason") or (node.get("problem") if state == "unavailable" else "")
-    return f"{state} ({why})" if why else state
+    """How long ago ``since`` was (``rota.core.jobwords``), from now unless ``now`` is given."""
+    return jobwords.age(since, now if now is not None else time.time())
 
 
 def when(t: float | None, now: float | None = None) -> str:
     """A time relative to now: ``in 5m``, ``3m ago``, ``now``."""
-    if t is None:
-        return "unknown"
-    delta = t - (now if now is not None else time.time())
-    if abs(delta) < 1:
-        return "now"
-    return f"in {duration(delta)}" if delta > 0 else f"{duration(-delta)} ago"
+    return jobwords.when(t, now if now is not None else time.time())

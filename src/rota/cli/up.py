@@ -356,7 +356,9 @@ def _announce(plane) -> None:
     accounts = plane.accounts
     mode = ("multi-user: each job runs as its owner's OS account" if accounts.multi_user else
             f"single-user: jobs run as OS user {accounts.me}; only its rota users' jobs start")
-    lines = [f"rota control plane at {plane.url}", f"  store: {where}"]
+    lines = [f"rota control plane at {plane.url}",
+             f"  dashboard: {plane.url}/ui/ (log in with a token: rota token create web "
+             "--operator prints one)", f"  store: {where}"]
     describe = getattr(plane.loop.backend, "describe", None)
     lines += describe() if describe is not None else [_runs_on(plane)]
     lines += [f"  policy: {config.policy.name}", f"  jobs: {mode}"]

@@ -1,0 +1,98 @@
+"""What the API's reading routes answer, as functions of the caller (``Principal``).
+
+The routes (``rota.api.app``, ``rota.api.admin_routes``) and the web dashboard
+(``rota.api.dashboard``) both call these, so a page shows exactly what the API gives the same
+token, under the same visibility rules:
+
+- an operator sees every job; a member sees only its projects' jobs, and a job of another
+  project is ``NotFound``, exactly like a job that does not exist;
+- every caller sees the nodes, but a GPU held by a job of a project it may not see shows only
+  the share held, without the job or its project (``rota.api.views.nodes_view``), and work
+  outside rota is named only to operators;
+- usage is given only for the projects the caller may see.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from rota.api.models import attempt_view, event_view, job_view
+from rota.api.views import nodes_view
+from rota.control.queueview import queues_view
+from rota.core import InvalidSpec, JobState
+from rota.store import JobFilter, JobRecord, NotFound, Principal, Store
+from rota.store.jobs import ascii_digits
+
+
+class Reads:
+    def __init__(self, store: Store, clock: Callable[[], float],
+                 on_touch: Callable[[str], None] = lambda job_id: None) -> None:
+        """``on_touch(job_id)`` is told of every read of a job by a person (idle reclamation
+        counts it as activity)."""
+        self.store, self.clock, self.on_touch = store, clock, on_touch
+
+    def visible_job(self, job_id: str, who: Principal) -> JobRecord:
+        rec = self.store.get_job(job_id)
+        if not who.may_see(rec.job.project):
+            raise NotFound("job", job_id)
+        if who.job is None:
+            self.on_touch(rec.id)
+        return rec
+
+    def jobs(self, who: Principal, projects: list[str] | None = None,
+             states: list[str] | None = None, user: str | None = None, queue: str | None = None,
+             limit: int = 100, after: str | None = None) -> dict[str, Any]:
+        """A page of jobs, newest first, and the cursor of the next (``next_after``)."""
+        if after is not None and (not ascii_digits(after) or len(after) > 18):
+            raise InvalidSpec("after", f"not a cursor from a previous page: {after!r}")
+        wanted = frozenset(projects) if projects else None
+        if not who.operator:
+            wanted = who.projects if wanted is None else wanted & who.projects
+        where = JobFilter(projects=wanted, states=parse_states(states), user=user, queue=queue)
+        page = self.store.list_jobs(where, limit=limit, after=after, newest_first=True)
+        return {"items": [job_view(r) for r in page.items], "next_after": page.next_after}
+
+    def job(self, job_id: str, who: Principal) -> dict[str, Any]:
+        """The job, whether its queue still admits its project (true; false: the binding
+        changed after it was accepted, and it stays; null: the queue was deleted), and the
+        history of its attempts."""
+        rec = self.visible_job(job_id, who)
+        bindings = self.store.bindings()
+        admits = None
+        if rec.job.queue in bindings:
+            bound = bindings[rec.job.queue]
+            admits = bound is None or rec.job.project in bound
+        return {**job_view(rec), "queue_admits_project": admits,
+                "history": [attempt_view(a) for a in self.store.attempts(job_id)]}
+
+    def events(self, job_id: str, who: Principal, after: int = 0,
+               limit: int = 1000) -> list[dict[str, Any]]:
+        self.visible_job(job_id, who)
+        return [event_view(e) for e in self.store.events(job_id, after, limit)]
+
+    def nodes(self, who: Principal) -> list[dict[str, Any]]:
+        return nodes_view(self.store.node_records(), self.store.snapshot(self.clock()),
+                          who.may_see, who.operator)
+
+    def queues(self) -> list[dict[str, Any]]:
+        return queues_view(self.store.snapshot(self.clock()), self.store.bindings(),
+                           self.store.idle_defaults())
+
+    def usage(self, who: Principal) -> dict[str, float]:
+        """Decayed GPU-seconds per project the caller may see."""
+        return {p: v for p, v in self.store.usage(self.clock()).items() if who.may_see(p)}
+
+    def projects(self, who: Principal) -> list[dict[str, Any]]:
+        return [{"name": p.name, "weight": p.weight} for p in self.store.list_projects()
+                if who.may_see(p.name)]
+
+
+def parse_states(values: list[str] | None) -> frozenset[JobState] | None:
+    """``state`` filters (repeated, or comma-separated); None: any state."""
+    if not values:
+        return None
+    names = [v for value in values for v in value.split(",") if v]
+    unknown = [n for n in names if n not in JobState.__members__.values()]
+    if unknown:
+        raise InvalidSpec("state", f"unknown state {unknown[0]!r}; known: {', '.join(JobState)}")
+    return frozenset(JobState(n) for n in names)
