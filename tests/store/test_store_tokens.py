@@ -79,3 +79,24 @@ def test_bad_token_requests_name_the_field(store):
     store.issue_token("alice", "cli")
     with pytest.raises(AlreadyExists):
         store.issue_token("alice", "cli")
+
+
+def test_job_tokens_issued_together_replace_a_left_over_one_and_nothing_else(store):
+    from storekit import submission
+    seed(store)
+    first, second = store.submit(submission(1)), store.submit(submission(1))
+    left_over = store.issue_job_tokens([(first, 0)])[first]  # a launch that never started
+    with pytest.raises(InvalidSpec, match="job's own token"):
+        store.issue_token("alice", f"job-{second}-0")  # such names are the control plane's
+    mine = store.issue_token("alice", "laptop")
+    tokens = store.issue_job_tokens([(first, 0), (second, 0)])
+    assert set(tokens) == {first, second} and tokens[first] != left_over
+    with pytest.raises(Unauthenticated):
+        store.authenticate(left_over)
+    for job_id, token in tokens.items():
+        who = store.authenticate(token)
+        assert (who.role, who.job, who.attempt, who.user) == (Role.JOB, job_id, 0, "alice")
+    assert store.authenticate(mine.token).role is Role.MEMBER
+    with pytest.raises(NotFound):
+        store.issue_job_tokens([(first, 1), ("999", 0)])
+    assert store.authenticate(tokens[first]).job == first  # nothing of the refused call stayed

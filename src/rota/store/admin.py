@@ -166,6 +166,9 @@ def issue_token(conn: Connection, user: str, name: str, role: Role | str,
         role = Role(role)
     except ValueError:
         raise InvalidSpec("role", f"must be one of {', '.join(Role)}, got {role!r}") from None
+    if role is not Role.JOB and job_of(name) is not None:
+        raise InvalidSpec("name", f"{name!r} is the name of a job's own token "
+                                  "(job-ID-ATTEMPT); choose another")
     _require(conn, users, "user", user)
     if conn.execute(select(api_tokens.c.id).where(api_tokens.c.user == user,
                                                   api_tokens.c.name == name)).first():
@@ -219,6 +222,26 @@ def issue_job_token(conn: Connection, user: str, job_id: str, attempt: int,
     conn.execute(delete(api_tokens).where(api_tokens.c.user == user, api_tokens.c.name == name))
     return issue_token(conn, user, name, Role.JOB, now)
 
+
+
+def issue_job_tokens(conn: Connection, wanted: list[tuple[str, int]],
+                     now: float) -> dict[str, str]:
+    """``issue_job_token`` for many attempts in three statements: job id -> token."""
+    keys = [job_rows.job_key(job_id) for job_id, _ in wanted]
+    owners = {r.id: r.user for r in conn.execute(
+        select(jobs.c.id, jobs.c.user).where(jobs.c.id.in_(keys)))}
+    for key, (job_id, _) in zip(keys, wanted):
+        if key not in owners:
+            raise NotFound("job", job_id)
+    names = {job_id: JOB_TOKEN.format(job=job_id, attempt=attempt) for job_id, attempt in wanted}
+    conn.execute(delete(api_tokens).where(  # a launch that never started may have left one
+        api_tokens.c.role == str(Role.JOB), api_tokens.c.name.in_(list(names.values()))))
+    tokens = {job_id: new_token() for job_id, _ in wanted}
+    conn.execute(insert(api_tokens), [
+        {"name": names[job_id], "user": owners[key], "role": str(Role.JOB),
+         "token_hash": token_hash(tokens[job_id]), "display": display(tokens[job_id]),
+         "created_at": now} for key, (job_id, _) in zip(keys, wanted)])
+    return tokens
 
 
 def put_idle(conn: Connection, scope: str, policy: dict[str, Any] | None) -> None:

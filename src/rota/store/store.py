@@ -397,12 +397,7 @@ class Store:
     def issue_job_tokens(self, attempts: list[tuple[str, int]]) -> dict[str, str]:
         """``issue_job_token`` for many attempts, in one transaction: job id -> token."""
         def run(conn: Connection) -> dict[str, str]:
-            out = {}
-            for job_id, attempt in attempts:
-                user = jobs.get(conn, job_id).user
-                out[job_id] = admin.issue_job_token(conn, user, job_id, attempt,
-                                                    self.clock()).token
-            return out
+            return admin.issue_job_tokens(conn, attempts, self.clock())
         return self._retry(run) if attempts else {}
 
     def transition(self, job_id: str, new_state: JobState, *, exit_code: int | None = None,
