@@ -23,7 +23,7 @@ from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
 from rota.core import (
     End, IllegalTransition, InvalidSpec, JobState, Placement, RotaError, check_transition,
 )
-from rota.store import convert
+from rota.store import accounting, convert
 from rota.store.errors import Conflict, NotFound
 from rota.store.records import (
     AttemptRecord, EligibilityFacts, JobEvent, JobFilter, JobRecord, Move, Page, PendingFacts,
@@ -156,8 +156,10 @@ def _history(conn: Connection, row: Any, old: JobState, new: JobState, now: floa
     """The ``attempts`` row of the attempt that was bound, launched or ended by this move."""
     this = (attempts.c.job == row.id) & (attempts.c.attempt == row.attempts)
     if old is JobState.PENDING and new is JobState.SCHEDULED:
+        placement = values.get("placement")
         conn.execute(insert(attempts).values(job=row.id, attempt=row.attempts, bound_at=now,
-                                             placement=values.get("placement"), reason=""))
+                                             placement=placement, reason="",
+                                             gpus=accounting.gpus_by_model(conn, placement)))
     elif new is JobState.RUNNING and old is not JobState.RUNNING:
         conn.execute(update(attempts).where(this).values(launched_at=now))
     elif old.holds_resources and not new.holds_resources:
@@ -350,6 +352,9 @@ def record_placement(conn: Connection, job_id: object, placement: Placement,
                                      if r.devices else "") for r in placement.replicas)
     stored = convert.placement_json(placement)
     write(conn, row, now, "placed", f"runs on {where}", {"placement": stored}, placement=stored)
+    conn.execute(update(attempts).where((attempts.c.job == row.id)
+                                        & (attempts.c.attempt == row.attempts))
+                 .values(placement=stored, gpus=accounting.gpus_by_model(conn, stored)))
 
 
 _NOTE_BILLED = (update(jobs).where(jobs.c.id == bindparam("key"),
