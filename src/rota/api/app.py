@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from rota.api import errors
 from rota.api.errors import Forbidden
 from rota.api.access_routes import add_access_routes
+from rota.api.accounting import add_accounting_routes, budget_view
 from rota.api.admin_routes import add_admin_routes
 from rota.api.bodylimit import MAX_BODY_BYTES, BodyLimit
 from rota.api.io_routes import MAX_KEY, add_io_routes
@@ -154,8 +155,12 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
 
     @app.get("/v1/projects")
     def projects(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
-        return [{"name": p.name, "weight": p.weight} for p in store.list_projects()
-                if who.may_see(p.name)]
+        """Each project this principal sees, with its budget this month (null: none)."""
+        seen = [p for p in store.list_projects() if who.may_see(p.name)]
+        budgets = store.budget_status(clock(), [p.name for p in seen])
+        return [{"name": p.name, "weight": p.weight,
+                 "budget": budget_view(budgets[p.name]) if p.name in budgets else None}
+                for p in seen]
 
     @app.post("/v1/projects", status_code=201)
     def create_project(body: ProjectBody, _: Principal = Depends(operator)) -> dict[str, Any]:
@@ -273,16 +278,18 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     @app.get("/v1/jobs/{job_id}")
     def show(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
         """The job, whether its queue still admits its project (true; false: the binding
-        changed after it was accepted, and it stays; null: the queue was deleted), and the
-        history of its attempts."""
+        changed after it was accepted, and it stays; null: the queue was deleted), the
+        history of its attempts, and its project's budget this month (null: none)."""
         rec = visible_job(job_id, who)
         bindings = store.bindings()
         admits = None
         if rec.job.queue in bindings:
             bound = bindings[rec.job.queue]
             admits = bound is None or rec.job.project in bound
+        budget = store.budget_status(clock(), [rec.job.project]).get(rec.job.project)
         return {**job_view(rec), "queue_admits_project": admits,
-                "history": [attempt_view(a) for a in store.attempts(job_id)]}
+                "history": [attempt_view(a) for a in store.attempts(job_id)],
+                "budget": None if budget is None else budget_view(budget)}
 
     @app.post("/v1/jobs/{job_id}/checkpoint")
     def checkpoint(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
@@ -322,6 +329,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
 
     add_admin_routes(app, store, clock, principal, operator, changed)
     add_access_routes(app, store, operator, changed)
+    add_accounting_routes(app, store, clock, principal, changed)
     add_io_routes(app, store, principal, visible_job, uploads, read_log, log_poll_s)
     return app
 

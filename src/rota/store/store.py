@@ -440,6 +440,18 @@ class Store:
             jobs.note(conn, job_id, kind, message, self.clock())
         self._retry(run)
 
+    def note_many(self, job_ids: list[str], kind: str, message: str) -> None:
+        """The same event in the history of each of ``job_ids``, in one transaction; a job
+        gone meanwhile is skipped."""
+        def run(conn: Connection) -> None:
+            for job_id in job_ids:
+                try:
+                    jobs.note(conn, job_id, kind, message, self.clock())
+                except NotFound:
+                    continue
+        if job_ids:
+            self._retry(run)
+
     def record_checkpoint(self, job_id: str, attempt: int | None = None) -> JobRecord:
         def run(conn: Connection) -> JobRecord:
             jobs.record_checkpoint(conn, job_id, attempt, self.clock())
