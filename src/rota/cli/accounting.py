@@ -136,15 +136,15 @@ def budget_words(budget: dict[str, Any] | None) -> str:
 
 
 def budget_line(project: str, budget: dict[str, Any] | None) -> str | None:
-    """The line ``rota show`` prints about the job's project budget, when it is past a limit."""
+    """What ``rota show`` says of the job's project budget, when it is past a limit."""
     if budget is None or budget["state"] == "ok":
         return None
     if budget["state"] == "over-hard":
-        return (f"Budget: project {project} used {budget['used_gpu_hours']:.2f} GPU-hours in "
+        return (f"project {project} used {budget['used_gpu_hours']:.2f} GPU-hours in "
                 f"{budget['month']}, at or past its hard limit of {budget['hard_gpu_hours']:g}: "
                 f"its new jobs wait until {budget['resets_at']} or until an operator raises it "
                 f"(rota project budget {project} --hard N); running jobs go on.")
-    return (f"Budget: project {project} used {budget['used_gpu_hours']:.2f} GPU-hours in "
+    return (f"project {project} used {budget['used_gpu_hours']:.2f} GPU-hours in "
             f"{budget['month']}, past its soft limit of {budget['soft_gpu_hours']:g}"
             + (f" (hard limit {budget['hard_gpu_hours']:g}: new jobs wait beyond it)"
                if budget["hard_gpu_hours"] is not None else "") + ".")

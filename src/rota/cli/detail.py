@@ -102,7 +102,7 @@ def render_job(job: dict[str, Any], events: list[dict[str, Any]], console: Conso
         line("Held:", f"{job['held']} (rota release {job['id']} lets it go)")
     budget = budget_line(job["project"], job.get("budget"))
     if budget is not None:
-        _say(console, wrapped(budget, console.width, "", " " * LABEL))
+        line("Budget:", budget)
     if job["state"] == "pending":
         _pending(job, list(nodes), console)
     elif job["state"] == "failed":
