@@ -222,3 +222,11 @@ def test_a_budget_that_makes_no_sense_is_refused_naming_the_figure(store, soft, 
 def test_a_budget_of_an_unknown_project_is_not_found(store):
     with pytest.raises(NotFound):
         store.set_budget("nope", 1, 2)
+
+
+def test_a_deleted_project_takes_its_budget_with_it(store):
+    seed(store)
+    store.set_budget("p", 1, 2)
+    store.delete_project("p")
+    store.create_project("p")
+    assert store.budget_status(T0) == {}

@@ -97,6 +97,8 @@ def add_accounting_routes(app: FastAPI, store: Store, clock: Callable[[], float]
         now = clock()
         start = parse_time(since, "since")
         end = now if until is None else parse_time(until, "until")
+        if end <= start and until is None:
+            raise InvalidSpec("since", f"{iso(start)} is not in the past (now is {iso(now)})")
         if end <= start:
             raise InvalidSpec("until", f"must be after since ({iso(start)}), got {iso(end)}")
         keys = check_by(k.strip() for k in by.split(",") if k.strip())
