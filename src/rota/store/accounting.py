@@ -41,15 +41,25 @@ def month_bounds(t: float) -> tuple[float, float, str]:
 
 # -- what an attempt holds ---------------------------------------------------------------------
 
-def gpus_by_model(conn: Connection, placement: list[dict[str, Any]] | None) -> dict[str, int]:
-    """Milli-GPUs per GPU model of a stored placement, the models read from the inventory."""
+def device_models(conn: Connection, node_names: Iterable[str]) -> dict[tuple[str, int], str]:
+    """(node, device index) -> GPU model, from the inventory, for ``node_names``."""
+    names = sorted(set(node_names))
+    if not names:
+        return {}
+    return {(r.name, d["index"]): d["model"]
+            for r in conn.execute(select(nodes.c.name, nodes.c.devices)
+                                  .where(nodes.c.name.in_(names)))
+            for d in r.devices}
+
+
+def gpus_by_model(conn: Connection, placement: list[dict[str, Any]] | None,
+                  models: Mapping[tuple[str, int], str] | None = None) -> dict[str, int]:
+    """Milli-GPUs per GPU model of a stored placement; ``models`` as ``device_models`` gives
+    them (None: read here)."""
     if not placement:
         return {}
-    names = sorted({r["node"] for r in placement})
-    models = {(r.name, d["index"]): d["model"]
-              for r in conn.execute(select(nodes.c.name, nodes.c.devices)
-                                    .where(nodes.c.name.in_(names)))
-              for d in r.devices}
+    if models is None:
+        models = device_models(conn, (r["node"] for r in placement))
     out: dict[str, int] = {}
     for replica in placement:
         for index, milli, _memory in replica["devices"]:
