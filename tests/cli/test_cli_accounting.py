@@ -47,15 +47,15 @@ def test_an_operator_gets_exact_gpu_hours_per_project_and_model(server, jobs):
     out = ok(server.rota("usage", *RANGE, "--by", "project,model", user="root"))
     rows = cells(out)
     assert ["PROJECT", "MODEL", "GPU-HOURS", "IDLE", "GPU-HOURS"] in rows
-    assert ["speech", "H100-80GB", "0.50", "0.00"] in rows   # half a GPU for one hour
-    assert ["vision", "H100-80GB", "1.00", "0.00"] in rows   # one GPU for one hour
-    assert ["TOTAL", "1.50", "0.00"] in rows
+    assert ["speech", "H100-80GB", "0.5000", "0.0000"] in rows   # half a GPU for one hour
+    assert ["vision", "H100-80GB", "1.0000", "0.0000"] in rows   # one GPU for one hour
+    assert ["TOTAL", "1.5000", "0.0000"] in rows
     assert "No prices set" in out
 
 
 def test_a_member_sees_only_their_projects(server, jobs):
     rows = cells(ok(server.rota("usage", *RANGE, "--by", "project,user", user="alice")))
-    assert ["vision", "alice", "1.00", "0.00"] in rows
+    assert ["vision", "alice", "1.0000", "0.0000"] in rows
     assert not any("speech" in row or "bob" in row for row in rows)
 
 
@@ -76,7 +76,7 @@ def test_costs_follow_the_prices_of_the_queues_file(server, jobs, tmp_path):
     ok(server.rota("queue", "apply", path, user="root"))
     rows = cells(ok(server.rota("usage", *RANGE, user="root")))
     assert ["PROJECT", "GPU-HOURS", "IDLE", "GPU-HOURS", "COST", "(EUR)"] in rows
-    assert ["vision", "1.00", "0.00", "2.40"] in rows and ["TOTAL", "1.50", "0.00", "3.60"] in rows
+    assert ["vision", "1.0000", "0.0000", "2.4000"] in rows and ["TOTAL", "1.5000", "0.0000", "3.6000"] in rows
     path.write_text("queues:\n  - name: priced\nprices:\n  currency: euro\n  gpu_hour: {}\n")
     refused = server.rota("queue", "apply", path, user="root")
     assert refused.returncode == 2

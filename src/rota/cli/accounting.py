@@ -79,8 +79,12 @@ def _decayed(as_json: bool) -> None:
           "exact GPU-hours and cost: rota usage --since DATE.")
 
 
-def _money(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.2f}"
+def figure(value: float | None, scale: float | None = None) -> str:
+    """Two decimals, or four where ``scale`` (the column's total; default: the value) is
+    below 100, so that a few minutes on a fraction of a GPU do not read as nothing."""
+    if value is None:
+        return "-"
+    return f"{value:,.{4 if abs(value if scale is None else scale) < 100 else 2}f}"
 
 
 def _table(data: dict[str, Any]) -> None:
@@ -94,17 +98,19 @@ def _table(data: dict[str, Any]) -> None:
         Column("GPU-HOURS", justify="right"), Column("IDLE GPU-HOURS", justify="right", drop=1)]
     if currency:
         columns.append(Column(f"COST ({currency})", justify="right"))
+    total = data["total"]
     rows = []
-    for line in [*data["rows"], {**data["total"], by[0]: "TOTAL"}]:
-        row = [str(line.get(k, "")) for k in by] + [f"{line['gpu_hours']:.2f}",
-                                                    f"{line['idle_gpu_hours']:.2f}"]
+    for line in [*data["rows"], {**total, by[0]: "TOTAL"}]:
+        row = [str(line.get(k, "")) for k in by] + [
+            figure(line["gpu_hours"], total["gpu_hours"]),
+            figure(line["idle_gpu_hours"], total["gpu_hours"])]
         if currency:
-            row.append(_money(line["cost"]))
+            row.append(figure(line["cost"], total["cost"]))
         rows.append(row)
     console().print(fit(columns, rows))
     if data["unpriced_models"]:
         print(f"No price for {', '.join(data['unpriced_models'])}: "
-              f"{data['total']['unpriced_gpu_hours']:.2f} GPU-hours are not in COST; an "
+              f"{figure(data['total']['unpriced_gpu_hours'])} GPU-hours are not in COST; an "
               "operator adds prices: to the queues file (rota queue apply FILE).")
     elif not currency:
         print("No prices set: an operator adds prices: (a currency and a price per GPU-hour "
@@ -131,7 +137,7 @@ def budget_words(budget: dict[str, Any] | None) -> str:
               if budget[k] is not None]
     state = {"ok": "", "over-soft": ": over soft limit",
              "over-hard": ": over hard limit, new jobs wait"}[budget["state"]]
-    return (f"{budget['used_gpu_hours']:.2f} GPU-h used of {', '.join(limits)} "
+    return (f"{figure(budget['used_gpu_hours'])} GPU-h used of {', '.join(limits)} "
             f"({budget['month']}){state}")
 
 
@@ -140,11 +146,11 @@ def budget_line(project: str, budget: dict[str, Any] | None) -> str | None:
     if budget is None or budget["state"] == "ok":
         return None
     if budget["state"] == "over-hard":
-        return (f"project {project} used {budget['used_gpu_hours']:.2f} GPU-hours in "
+        return (f"project {project} used {figure(budget['used_gpu_hours'])} GPU-hours in "
                 f"{budget['month']}, at or past its hard limit of {budget['hard_gpu_hours']:g}: "
                 f"its new jobs wait until {budget['resets_at']} or until an operator raises it "
                 f"(rota project budget {project} --hard N); running jobs go on.")
-    return (f"project {project} used {budget['used_gpu_hours']:.2f} GPU-hours in "
+    return (f"project {project} used {figure(budget['used_gpu_hours'])} GPU-hours in "
             f"{budget['month']}, past its soft limit of {budget['soft_gpu_hours']:g}"
             + (f" (hard limit {budget['hard_gpu_hours']:g}: new jobs wait beyond it)"
                if budget["hard_gpu_hours"] is not None else "") + ".")
