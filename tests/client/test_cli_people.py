@@ -15,7 +15,7 @@ def test_operator_creates_a_project_and_a_user_who_then_gets_a_token(server):
     token = server.rota("token", "create", "laptop", "--user", "dana", user="root")
     assert token.returncode == 0 and token.stdout.startswith("rota_")
     projects = json.loads(server.rota("project", "list", "--json", user="root").stdout)
-    assert {"name": "robotics", "weight": 2.0} in projects
+    assert {"name": "robotics", "weight": 2.0, "budget": None} in projects
     assert "dana" in server.rota("user", "list", user="root").stdout.split()
 
 

@@ -178,3 +178,25 @@ def test_an_operators_defaults_apply_and_a_job_may_only_be_stricter(
     assert store.get_job(laxer).state is S.RUNNING
     clock.advance(7200)
     drive(idle_loop, state_is(store, laxer, S.CANCELLED), "the operator's limit to hold")
+
+
+def test_the_time_a_job_was_idle_on_its_gpu_is_stored_for_accounting(
+        store, idle_loop, clock, gpus):
+    job = submit(store, python(QUIET), idle={"gpu_util_below": 5.0, "for_s": 3600.0})
+    drive(idle_loop, state_is(store, job, S.RUNNING), "the job to run")
+    idle_loop.step()                            # first seen low at t
+    t = clock.now()
+    clock.advance(900)
+    idle_loop.step()                            # still low: the span is [t, t + 900]
+    gpus[gpu_of(store, job)].utilization = 70
+    clock.advance(300)
+    idle_loop.step()                            # busy again: that span ends
+    gpus[gpu_of(store, job)].utilization = 0
+    clock.advance(100)
+    idle_loop.step()                            # a new span from t + 1300
+    clock.advance(200)
+    idle_loop.step()                            # [t + 1300, t + 1500]
+    report, _ = store.report(t - 60, clock.now() + 60, ["project"], clock.now())
+    # one GPU idle for 900 s and 200 s
+    assert report.total.idle_gpu_hours == pytest.approx((900 + 200) / 3600)
+    assert report.total.gpu_hours > report.total.idle_gpu_hours

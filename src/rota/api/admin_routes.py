@@ -5,7 +5,8 @@ reads queues and nodes; only an operator changes them (403 ``forbidden`` otherwi
 
 - ``PUT /v1/queues``: create or replace flavours and queues written as in a cluster file, each
   queue with its optional ``projects`` binding, and the defaults of the control plane (idle
-  reclamation, ``fair_use`` caps); all are validated before any is written.
+  reclamation, ``fair_use`` caps) and ``prices`` (of a GPU-hour per model, for ``rota usage``);
+  all are validated before any is written.
 - ``GET /v1/fair-use``: the caps per user and per project in force (everyone may read them).
 - ``DELETE /v1/queues/{name}``, ``DELETE /v1/projects/{name}``: refused with 409 while jobs
   hold them (``queue_in_use``, ``project_in_use``, ``project_has_jobs``; see
@@ -63,6 +64,9 @@ def add_admin_routes(app: FastAPI, store: Store, reads: Reads,
             store.put_idle(scope, policy)
         if applied.fair_use_given:
             store.put_fair_use(applied.fair_use)
+        if applied.prices_given:
+            currency, per_model = applied.prices or (None, {})
+            store.put_prices(currency, per_model)
         changed()
         return {"flavors": sorted(applied.flavors), "queues": sorted(applied.queues)}
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from rota.api import errors
 from rota.api.errors import Forbidden
 from rota.api.access_routes import add_access_routes
+from rota.api.accounting import add_accounting_routes
 from rota.api.admin_routes import add_admin_routes
 from rota.api.bodylimit import MAX_BODY_BYTES, BodyLimit
 from rota.api.dashboard import add_dashboard
@@ -316,6 +317,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
 
     add_admin_routes(app, store, reads, principal, operator, changed)
     add_access_routes(app, store, operator, changed)
+    add_accounting_routes(app, store, clock, principal, changed)
     add_io_routes(app, store, principal, visible_job, uploads, read_log, log_poll_s)
     add_dashboard(app, store, reads, read_log)  # /ui/: the same reads, for a browser
     return app

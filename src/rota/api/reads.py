@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rota.api.accounting import budget_view
 from rota.api.models import attempt_view, event_view, job_view
 from rota.api.views import nodes_view
 from rota.control.queueview import queues_view
@@ -55,15 +56,17 @@ class Reads:
     def job(self, job_id: str, who: Principal) -> dict[str, Any]:
         """The job, whether its queue still admits its project (true; false: the binding
         changed after it was accepted, and it stays; null: the queue was deleted), and the
-        history of its attempts."""
+        history of its attempts, and its project's budget this month (null: none)."""
         rec = self.visible_job(job_id, who)
         bindings = self.store.bindings()
         admits = None
         if rec.job.queue in bindings:
             bound = bindings[rec.job.queue]
             admits = bound is None or rec.job.project in bound
+        budget = self.store.budget_status(self.clock(), [rec.job.project]).get(rec.job.project)
         return {**job_view(rec), "queue_admits_project": admits,
-                "history": [attempt_view(a) for a in self.store.attempts(job_id)]}
+                "history": [attempt_view(a) for a in self.store.attempts(job_id)],
+                "budget": None if budget is None else budget_view(budget)}
 
     def events(self, job_id: str, who: Principal, after: int = 0,
                limit: int = 1000) -> list[dict[str, Any]]:
@@ -83,8 +86,12 @@ class Reads:
         return {p: v for p, v in self.store.usage(self.clock()).items() if who.may_see(p)}
 
     def projects(self, who: Principal) -> list[dict[str, Any]]:
-        return [{"name": p.name, "weight": p.weight} for p in self.store.list_projects()
-                if who.may_see(p.name)]
+        """Each project this principal sees, with its budget this month (null: none)."""
+        seen = [p for p in self.store.list_projects() if who.may_see(p.name)]
+        budgets = self.store.budget_status(self.clock(), [p.name for p in seen])
+        return [{"name": p.name, "weight": p.weight,
+                 "budget": budget_view(budgets[p.name]) if p.name in budgets else None}
+                for p in seen]
 
 
 def parse_states(values: list[str] | None) -> frozenset[JobState] | None:

@@ -1,7 +1,8 @@
-"""Commands about the cluster and access: ``login``, ``token``, ``queues``, ``nodes``, ``usage``.
+"""Commands about the cluster and access: ``login``, ``token``, ``queues``, ``nodes``, and
+``usage`` (``rota.cli.accounting``).
 
-Units shown: GPUs (quota and usage arrive in milli-GPU), CPUs, memory in GiB, usage in GPU-hours
-(the server's decayed GPU-seconds / 3600). ``--json`` prints what the server sent, unchanged.
+Units shown: GPUs (quota and usage arrive in milli-GPU), CPUs, memory in GiB. ``--json``
+prints what the server sent, unchanged.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Optional
 
 import typer
 
+from rota.cli import accounting
 from rota.cli.remote import EXIT_BAD_INPUT, age, die, node_state, print_json, talking
 from rota.cli.tables import Column, console, fit
 from rota.cli.units import amount
@@ -210,24 +212,10 @@ def _node_rows(n: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def usage(as_json: bool = typer.Option(False, "--json")) -> None:
-    """GPU-hours per project (decayed: recent use counts most)."""
-    with talking() as client:
-        data = client.usage()
-    if as_json:
-        print_json(data)
-        return
-    if not data:
-        print("No usage recorded yet.")
-        return
-    console().print(fit((Column("PROJECT"), Column("GPU-HOURS", justify="right")),
-                        [[p, f"{seconds / 3600:.2f}"] for p, seconds in sorted(data.items())]))
-
-
 def register(app: typer.Typer) -> None:
     app.command("login")(login)
     app.command("whoami")(whoami)
     app.add_typer(token_app, name="token")
     app.command("queues")(queues)
     app.command("nodes")(nodes)
-    app.command("usage")(usage)
+    app.command("usage")(accounting.usage)

@@ -11,6 +11,7 @@
 - a note when its queue no longer admits its project (the binding changed after the job was
   accepted: it stays) or was deleted;
 - who holds it back and why, and the time before which it may not start;
+- its project's budget this month, when the project is past its soft or hard limit;
 - its attempts (when, where, how each ended) and its history (events).
 
 Every line fits the terminal: sentences wrap at spaces under their label and keep commands
@@ -28,6 +29,7 @@ from rich.console import Console
 from rich.text import Text
 
 from rota.cli.remote import age, placement, when
+from rota.cli.accounting import budget_line
 from rota.cli.tables import Column, fit, wrapped
 from rota.core.jobwords import (
     hints, not_yet_explained, queue_note, reason_of, request_text, state_text, stderr_tail,
@@ -66,6 +68,9 @@ def render_job(job: dict[str, Any], events: list[dict[str, Any]], console: Conso
         line("Queue:", note)
     if job.get("held"):
         line("Held:", f"{job['held']} (rota release {job['id']} lets it go)")
+    budget = budget_line(job["project"], job.get("budget"))
+    if budget is not None:
+        line("Budget:", budget)
     if job["state"] == "pending":
         _pending(job, list(nodes), console)
     elif job["state"] == "failed":

@@ -142,14 +142,48 @@ def project_delete(name: str = typer.Argument(..., help="Project name.")) -> Non
 
 @project_app.command("list")
 def project_list(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Projects you can see (an operator sees all)."""
+    """Projects you can see (an operator sees all), with their budget this month."""
+    from rota.cli.accounting import budget_words
+
     with talking() as client:
         found = client.projects()
     if as_json:
         print_json(found)
         return
-    console().print(fit((Column("PROJECT"), Column("WEIGHT", justify="right")),
-                        [[p["name"], f"{p['weight']:g}"] for p in found]))
+    console().print(fit((Column("PROJECT"), Column("WEIGHT", justify="right"),
+                         Column("BUDGET THIS MONTH (UTC)", wrap=True)),
+                        [[p["name"], f"{p['weight']:g}", budget_words(p.get("budget"))]
+                         for p in found]))
+
+
+@project_app.command("budget")
+def project_budget(
+    name: str = typer.Argument(..., help="Project name."),
+    soft: Optional[float] = typer.Option(None, "--soft", metavar="GPU_HOURS",
+                                         help="Warn once the project used this many GPU-hours "
+                                              "in a calendar month (UTC)."),
+    hard: Optional[float] = typer.Option(None, "--hard", metavar="GPU_HOURS",
+                                         help="Beyond this many GPU-hours in a month, the "
+                                              "project's new jobs wait (running jobs go on)."),
+    clear: bool = typer.Option(False, "--clear", help="Remove the project's budget."),
+) -> None:
+    """Set a project's monthly budget in GPU-hours (operators): a soft limit that warns and a
+    hard limit beyond which its new jobs wait with reason budget. The limits given replace
+    both: one left out is no limit."""
+    if clear and (soft is not None or hard is not None):
+        die("--clear: removes both limits; give it alone", EXIT_BAD_INPUT)
+    if not clear and soft is None and hard is None:
+        die("--soft/--hard: give at least one limit in GPU-hours, or --clear to remove the "
+            "budget", EXIT_BAD_INPUT)
+    from rota.cli.accounting import budget_words
+
+    with talking() as client:
+        done = client.set_budget(name, soft, hard)
+    if done["budget"] is None:
+        print(f"Project {name} has no budget now.")
+        return
+    print(f"Budget of {name}: {budget_words(done['budget'])}. rota project list shows it; "
+          "rota usage --since shows what each project used.")
 
 
 UNIX_USER = typer.Option(None, "--unix-user", metavar="ACCOUNT",

@@ -201,6 +201,21 @@ class Client:
     def usage(self) -> dict[str, float]:
         return self._json("GET", "/v1/usage")
 
+    def accounting(self, since: str, until: str | None = None, by: str = "project",
+                   projects: list[str] | None = None) -> dict[str, Any]:
+        """Exact GPU-hours and cost of ``[since, until)`` grouped by ``by`` (comma-separated
+        project, user, queue, model)."""
+        params: dict[str, Any] = {"since": since, "by": by}
+        if until is not None:
+            params["until"] = until
+        if projects:
+            params["project"] = projects
+        return self._json("GET", "/v1/accounting", params=params)
+
+    def set_budget(self, project: str, soft: float | None, hard: float | None) -> dict[str, Any]:
+        return self._json("PUT", f"/v1/projects/{_segment(project)}/budget",
+                          json={"soft_gpu_hours": soft, "hard_gpu_hours": hard})
+
     # jobs
     def submit(self, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
         """Submit a job (an array) once, however often it must be sent: with ``key`` (a new

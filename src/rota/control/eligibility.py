@@ -4,15 +4,17 @@ A pending job that may not start now is left out of the cycle's snapshot (it hol
 blocks nobody) and waits with the first reason that applies:
 
 1. ``account``: its owner's OS account cannot run jobs here (``rota.control.accounts``);
-2. ``held``: held back by a person (``rota hold``) or by the control plane (lost too often in a
+2. ``budget``: its project has used its hard budget of GPU-hours for this calendar month
+   (UTC; ``rota.control.budgets``); the wait's estimated start is the next month's start;
+3. ``held``: held back by a person (``rota hold``) or by the control plane (lost too often in a
    row), until released (``rota release``);
-3. ``not-before``: its ``eligible_at`` is ahead: the ``start_at`` it asked for, or the backoff
+4. ``not-before``: its ``eligible_at`` is ahead: the ``start_at`` it asked for, or the backoff
    after a failed run; the wait's estimated start is that time;
-4. ``dependency``: a job it depends on has not ended as it needs: ``after_ok`` waits for a
+5. ``dependency``: a job it depends on has not ended as it needs: ``after_ok`` waits for a
    success, ``after_any`` for any end, ``after_failed`` for a failure or a cancel. A dependency
    that can no longer be met (``after_ok`` on a job that failed, ``after_failed`` on one that
    succeeded) *rejects* the job, as Slurm's ``kill_invalid_depend`` does;
-5. ``array-limit``: its array already has ``limit`` tasks holding resources; of the tasks that
+6. ``array-limit``: its array already has ``limit`` tasks holding resources; of the tasks that
    may start, only as many as the limit leaves room for go to the cycle, lowest index first.
 
 Facts come from the store (``Store.eligibility_facts``) and the accounts; nothing here reads a
@@ -22,9 +24,10 @@ clock or does I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from rota.core import Job, JobState, Reason, ReasonCode
+from rota.core.accounting import BudgetStatus
 from rota.scheduler import Reject, Wait
 from rota.store.records import EligibilityFacts, PendingFacts
 
@@ -39,6 +42,7 @@ NEEDS = {  # dependency kind -> the end states that meet it
 class Facts:
     store: EligibilityFacts = field(default_factory=EligibilityFacts)
     account_hold: Callable[[str], str | None] = lambda user: None
+    over_budget: Mapping[str, BudgetStatus] = field(default_factory=dict)  # project -> status
 
 
 @dataclass(slots=True)
@@ -64,6 +68,9 @@ def decide(pending: Iterable[Job], facts: Facts, now: float) -> Outcome:
             out.waits.append(Wait(job.id, (Reason(ReasonCode.ACCOUNT,
                                                   detail=accounts[job.user] or ""),)))
             continue
+        if job.project in facts.over_budget:
+            out.waits.append(budget_wait(job.id, facts.over_budget[job.project]))
+            continue
         mine = facts.store.pending.get(job.id, PendingFacts())
         verdict = _check(job.id, mine, facts.store, now)
         if isinstance(verdict, Reject):
@@ -80,6 +87,15 @@ def decide(pending: Iterable[Job], facts: Facts, now: float) -> Outcome:
                 ReasonCode.ARRAY_LIMIT, "tasks", None, None, limit,
                 f"array {array} runs at most {limit} tasks at once"),)))
     return out
+
+
+def budget_wait(job_id: str, status: BudgetStatus) -> Wait:
+    """The wait of a job whose project reached its hard limit; the detail stays the same all
+    month (a wait that does not change is not written again)."""
+    return Wait(job_id, (Reason(
+        ReasonCode.BUDGET, "gpu_hours", None, None, status.budget.hard,
+        f"project {status.project} reached its hard limit of {status.budget.hard:g} "
+        f"GPU-hours for {status.month}"),), estimated_start=status.month_end)
 
 
 def _check(job_id: str, mine: PendingFacts, store: EligibilityFacts,

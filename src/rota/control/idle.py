@@ -16,7 +16,11 @@ call for all of them) and judges each (``rota.scheduler.idle.judge``):
   ``cancelled`` with the end ``reclaimed-idle``; its GPUs are free at once.
 
 What is seen lives in this process: after a restart, GPU idleness and warnings start afresh
-(a job is never reclaimed sooner for it).
+(a job is never reclaimed sooner for it). What accounting needs of it is stored: each pass,
+every attempt whose GPU utilisation is below its threshold has its *idle span* (from its first
+low sample to this one) written or extended (``Store.note_idle``), and ``rota usage`` shows
+those GPU-hours apart. Only attempts under a policy with ``gpu_util_below`` are sampled; the
+time after an idle span's last low sample, up to the sample that ended it, is not counted.
 """
 
 from __future__ import annotations
@@ -80,13 +84,18 @@ class IdleWatch:
             return {}
         seen = self.backend.activity([handle for _, handle, _ in watched])
         out = {}
+        spans: dict[tuple[str, int, float], float] = {}
         for (rec, handle, policy), activity in zip(watched, seen, strict=True):
             decision = judge(policy, self._seen(rec, policy, activity, now), now,
                              rec.job.kind is JobKind.INTERACTIVE)
+            since = self.low_since.get(rec.id)
+            if since is not None and now > since:
+                spans[(rec.id, rec.attempts, since)] = now
             if isinstance(decision, Reclaim):
                 out[rec.id] = describe(decision.check)
             elif isinstance(decision, Warn) and self.warned.get(rec.id) != decision.at:
                 self._warn(rec, handle, decision, now)
+        self.store.note_idle(spans)
         return out
 
     def _seen(self, rec: JobRecord, policy: IdlePolicy, activity: Any, now: float) -> Seen:

@@ -16,8 +16,9 @@ One pass (``ControlLoop.step``), in order:
 2. Bill: GPU-seconds of running jobs, per project, into the store.
 3. Schedule: ``store.snapshot(now)`` -> ``run_cycle(snapshot, policy, now)`` ->
    ``store.apply(decisions, now)``, one transaction, durable before anything is acted on.
-   Pending jobs whose owner's OS account cannot run here (``rota.control.accounts``) are left
-   out of the cycle and wait with that reason, holding nothing. Wait explanations that did not
+   Pending jobs whose owner's OS account cannot run here (``rota.control.accounts``), or whose
+   project reached its hard budget this month (``rota.control.budgets``), are left out of the
+   cycle and wait with that reason, holding nothing. Wait explanations that did not
    change since the last pass are not written again.
 4. Launch: every job bound in step 3 is started through the backend, all of them at once
    (``rota.control.launcher``); their handles are persisted with their moves to RUNNING, in one
@@ -57,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from rota.backends.base import Backend, BackendError, RunAs
 from rota.control.accounts import Accounts
+from rota.control.budgets import BudgetWatch
 from rota.control import eligibility
 from rota.control.clock import Clock, SystemClock
 from rota.control.intake import Intake
@@ -95,6 +97,7 @@ class ControlLoop:
         self.accounts = accounts
         self.inventory = InventorySync(store, backend, inventory_s)
         self.intake = Intake(store, backend)
+        self.budgets = BudgetWatch(store)
         self.reconciler = Reconciler(store, backend, Path(data_dir).resolve(), self.clock.now(),
                                      account=self._run_as, api_url=api_url,
                                      api_ca_file=api_ca_file, on_ready=lambda: self.wake())
@@ -225,7 +228,8 @@ class ControlLoop:
 
     def _held(self, snapshot: Snapshot, now: float) -> tuple[Snapshot, eligibility.Outcome]:
         """The snapshot without the pending jobs that may not start now, and what becomes of
-        them (``rota.control.eligibility``)."""
+        them (``rota.control.eligibility``); budgets are reviewed (and warned of) first."""
+        over_budget = self.budgets.review(now)
         pending = snapshot.pending
         if not pending:
             return snapshot, eligibility.Outcome()
@@ -234,7 +238,7 @@ class ControlLoop:
             self.accounts.refresh()
             account_hold = self.accounts.hold
         held = eligibility.decide(pending, eligibility.Facts(self.store.eligibility_facts(now),
-                                                             account_hold), now)
+                                                             account_hold, over_budget), now)
         out = held.kept
         if not out:
             return snapshot, held

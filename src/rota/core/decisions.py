@@ -38,6 +38,7 @@ class ReasonCode(enum.StrEnum):
     NOT_BEFORE = "not-before"        # its start_at, or a retry's backoff, is still ahead
     DEPENDENCY = "dependency"        # a job it depends on has not ended as it needs
     ARRAY_LIMIT = "array-limit"      # its array runs as many tasks at once as it may
+    BUDGET = "budget"                # its project reached its hard budget for the month
 
 
 @dataclass(frozen=True, slots=True)

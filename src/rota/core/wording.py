@@ -119,6 +119,9 @@ def sentence(reason: Reason) -> str:
         return f"Dependency: {reason.detail}."
     if code is C.ARRAY_LIMIT:
         return f"Array limit: {reason.detail}; the next task starts when one ends."
+    if code is C.BUDGET:
+        return (f"Over budget: {reason.detail}; the project's new jobs wait until the month "
+                "ends (UTC) or an operator raises the limit. Running jobs go on.")
     return reason.detail or str(code)
 
 
@@ -151,6 +154,10 @@ def hint(reason: Reason) -> str | None:
         return "fewer replicas, or fewer GPUs per replica, would fit sooner"
     if code in (C.NO_MATCHING_GPU, C.NO_FLAVOR):
         return "change resources.gpu_model, or the queue's flavours"
+    if code is C.BUDGET:
+        return ("ask an operator to raise the project's hard limit (rota project budget "
+                "PROJECT --hard GPU_HOURS), or wait for the next month; rota usage --since "
+                "shows what was used")
     return None
 
 

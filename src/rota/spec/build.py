@@ -68,6 +68,8 @@ class QueueSet:
     # (only when the file has that key: applying a file without it keeps them)
     fair_use: dict[str, dict[str, Any]] | None = None  # the caps as stored (None: defaults)
     fair_use_given: bool = False  # the file has fair_use: (without it, the caps stay)
+    prices: tuple[str, dict[str, float]] | None = None  # (currency, model -> GPU-hour price)
+    prices_given: bool = False  # the file has prices: (without it, the prices stay)
 
 
 def build_cluster(data: Any) -> Cluster:
@@ -109,8 +111,10 @@ def build_queues(data: Any, groups: Iterable[str], known_flavors: Mapping[str, F
     if "idle" in spec.model_fields_set:  # absent: the global defaults stay as they are
         idle["*"] = spec.idle.stored() if spec.idle is not None else None
     caps = spec.fair_use.stored() if spec.fair_use is not None else None
+    prices = None if spec.prices is None else (spec.prices.currency, dict(spec.prices.gpu_hour))
     return QueueSet({n: f for n, f in flavors.items() if n in spec.flavors}, queues, bindings,
-                    idle, caps, "fair_use" in spec.model_fields_set)
+                    idle, caps, "fair_use" in spec.model_fields_set, prices,
+                    "prices" in spec.model_fields_set)
 
 
 def build_jobs(cluster: Cluster, data: Any) -> tuple[Job, ...]:

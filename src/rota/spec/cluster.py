@@ -254,14 +254,46 @@ class FairUseSpec(Strict):
                                                 ("project", self.project.stored())) if caps}
 
 
+class PricesSpec(Strict):
+    """What one GPU-hour of each GPU model costs, in one currency: ``rota usage`` multiplies
+    each model's GPU-hours by its price. Models are named as ``rota nodes`` shows them."""
+
+    currency: str
+    gpu_hour: dict[str, float]
+
+    @field_validator("currency")
+    @classmethod
+    def _currency(cls, value: str) -> str:
+        if len(value) != 3 or not (value.isascii() and value.isalpha() and value.isupper()):
+            raise reason_error(f"expected a three-letter currency code such as EUR or USD, "
+                               f"got {value!r}")
+        return value
+
+    @field_validator("gpu_hour")
+    @classmethod
+    def _prices(cls, value: dict[str, float]) -> dict[str, float]:
+        if not value:
+            raise reason_error("name at least one GPU model and its price (such as "
+                               "H100-80GB: 2.5), or write prices: null for no prices")
+        for model, price in value.items():
+            if not model.strip() or len(model) > 255:
+                raise reason_error(f"{model!r} is not a GPU model name (as rota nodes shows "
+                                   "them, e.g. H100-80GB)")
+            if not 0 <= price < float("inf"):
+                raise reason_error(f"must be a price of 0 or more, got {price!r}", model)
+        return value
+
+
 class QueuesFile(Strict):
     """What an operator applies to a running control plane: flavours and queues, written as
-    in a cluster file, and the control plane's defaults (idle reclamation, fair use)."""
+    in a cluster file, the control plane's defaults (idle reclamation, fair use), and the
+    prices of a GPU-hour per model."""
 
     flavors: dict[Name, Patterns] = Field(default_factory=dict)
     queues: list[QueueSpec] = Field(min_length=1)
     idle: IdleSpec | None = None  # idle reclamation defaults for every queue
     fair_use: FairUseSpec | None = None  # caps per user and per project
+    prices: PricesSpec | None = None  # absent: the prices stay; null: no prices
 
 
 class JobsFile(Strict):

@@ -41,7 +41,8 @@ from rota.store import jobs as job_rows
 from rota.store.errors import AlreadyExists, InUse, NotFound, Unauthenticated
 from rota.store.jobs import check_name
 from rota.store.schema import (
-    api_tokens, flavors, idle_policies, jobs, memberships, nodes, projects, queues, usage, users,
+    api_tokens, budgets, flavors, idle_policies, jobs, memberships, nodes, projects, queues,
+    usage, users,
 )
 
 # what useradd accepts (a portable name: letters, digits, '.', '_', '-', not first), at most 32
@@ -336,8 +337,8 @@ def delete_queue(conn: Connection, name: str) -> None:
 
 
 def delete_project(conn: Connection, name: str) -> list[str]:
-    """Delete a project without jobs, its memberships and usage, and remove it from every
-    binding; returns the queues whose binding changed."""
+    """Delete a project without jobs, its memberships, usage and budget, and remove it from
+    every binding; returns the queues whose binding changed."""
     _lock(conn, projects, "project", name)
     live = _live_counts(conn, jobs.c.project, name)
     if live:
@@ -359,6 +360,7 @@ def delete_project(conn: Connection, name: str) -> list[str]:
             changed.append(queue)
     conn.execute(delete(memberships).where(memberships.c.project == name))
     conn.execute(delete(usage).where(usage.c.project == name))
+    conn.execute(delete(budgets).where(budgets.c.project == name))
     conn.execute(delete(projects).where(projects.c.name == name))
     return sorted(changed)
 

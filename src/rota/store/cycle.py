@@ -32,7 +32,7 @@ from sqlalchemy import Connection, bindparam, select, update
 
 from rota.core import ANY_FLAVOR, Flavor, IllegalTransition, Job, JobState, Project
 from rota.core import Decisions, Reason, Snapshot, Usage
-from rota.store import convert
+from rota.store import accounting, convert
 from rota.store import jobs as job_rows
 from rota.store.errors import NotFound
 from rota.store.records import ApplyResult
@@ -125,12 +125,15 @@ def apply(conn: Connection, decisions: Decisions, now: float) -> ApplyResult:
             return
         done[outcome].append(job_id)
 
+    models = accounting.device_models(  # what each bind holds, per GPU model, in one read
+        conn, (r.node for b in decisions.binds if b.placement is not None
+               for r in b.placement.replicas))
     for b in decisions.binds:
         nodes_ = ", ".join(dict.fromkeys(r.node for r in b.placement.replicas))
         attempt(b.job, "bound", JobState.SCHEDULED, f"bound to {nodes_} (flavour {b.flavor})",
                 {"flavor": b.flavor, "borrowing": b.borrowing, "backfilled": b.backfilled},
                 placement=convert.placement_json(b.placement), flavor=b.flavor, started_at=now,
-                reason="")
+                reason="", models=models)
     for p in decisions.preemptions:
         key = keys.get(p.job)
         if key in rows and rows[key].state == str(JobState.PREEMPTING):

@@ -16,14 +16,14 @@ Every function takes an open connection; the caller (``Store``) owns the transac
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Mapping
 
 from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
 
 from rota.core import (
     End, IllegalTransition, InvalidSpec, JobState, Placement, RotaError, check_transition,
 )
-from rota.store import convert
+from rota.store import accounting, convert
 from rota.store.errors import Conflict, NotFound
 from rota.store.records import (
     AttemptRecord, EligibilityFacts, JobEvent, JobFilter, JobRecord, Move, Page, PendingFacts,
@@ -143,11 +143,13 @@ def _event(conn: Connection, key: int, now: float, kind: str, message: str,
 
 
 def move(conn: Connection, row: Any, new: JobState, now: float, message: str = "",
-         data: dict[str, Any] | None = None, end: End | None = None, **values: Any) -> None:
+         data: dict[str, Any] | None = None, end: End | None = None,
+         models: Mapping[tuple[str, int], str] | None = None, **values: Any) -> None:
     """Move the job of ``row`` to ``new`` (checked against the state table), record it, and
     keep the history of its attempts. ``end`` says how an attempt that leaves its resources
     ended: a fault of the infrastructure or a preemption does not spend the restart budget
-    (``failures``), and faults in a row are counted (``lost_streak``)."""
+    (``failures``), and faults in a row are counted (``lost_streak``). ``models``: the GPU
+    model of each (node, device) a bind may name (``accounting.device_models``; None: read)."""
     old = JobState(row.state)
     check_transition(old, new)
     if new.terminal:
@@ -168,16 +170,20 @@ def move(conn: Connection, row: Any, new: JobState, now: float, message: str = "
     write(conn, row, now, "state", message or f"{old} -> {new}",
           {"from": str(old), "to": str(new), "attempt": row.attempts, **extra, **(data or {})},
           state=str(new), **values)
-    _history(conn, row, old, new, now, end, values)
+    _history(conn, row, old, new, now, end, values, models)
 
 
 def _history(conn: Connection, row: Any, old: JobState, new: JobState, now: float,
-             end: End | None, values: dict[str, Any]) -> None:
+             end: End | None, values: dict[str, Any],
+             models: Mapping[tuple[str, int], str] | None = None) -> None:
     """The ``attempts`` row of the attempt that was bound, launched or ended by this move."""
     this = (attempts.c.job == row.id) & (attempts.c.attempt == row.attempts)
     if old is JobState.PENDING and new is JobState.SCHEDULED:
+        placement = values.get("placement")
         conn.execute(insert(attempts).values(job=row.id, attempt=row.attempts, bound_at=now,
-                                             placement=values.get("placement"), reason=""))
+                                             placement=placement, reason="",
+                                             gpus=accounting.gpus_by_model(conn, placement,
+                                                                           models)))
     elif new is JobState.RUNNING and old is not JobState.RUNNING:
         conn.execute(update(attempts).where(this).values(launched_at=now))
     elif old.holds_resources and not new.holds_resources:
@@ -431,6 +437,9 @@ def record_placement(conn: Connection, job_id: object, placement: Placement,
                                      if r.devices else "") for r in placement.replicas)
     stored = convert.placement_json(placement)
     write(conn, row, now, "placed", f"runs on {where}", {"placement": stored}, placement=stored)
+    conn.execute(update(attempts).where((attempts.c.job == row.id)
+                                        & (attempts.c.attempt == row.attempts))
+                 .values(placement=stored, gpus=accounting.gpus_by_model(conn, stored)))
 
 
 _NOTE_BILLED = (update(jobs).where(jobs.c.id == bindparam("key"),

@@ -33,7 +33,15 @@ Why these tables, and why these shapes:
   an array share ``array_id`` (the first task's id) and ``array_limit``, each its ``array_index``.
 - ``attempts``: one row per attempt of a job (its ``attempts`` number): when it was bound,
   launched and ended, where it ran, how it ended (``rota.core.End``), its exit code and
-  reason, and its last checkpoint.
+  reason, its last checkpoint, and ``gpus``: the milli-GPUs it holds per GPU model (read from
+  the inventory when it was bound, and again where its backend placed it), so that accounting
+  needs no node that may have gone since. Accounting (``rota.store.accounting``) reads these
+  rows: an attempt holds its GPUs from ``bound_at`` to ``ended_at`` (or now).
+- ``idle_spans``: per attempt, the times its GPUs were measured idle (utilisation below its
+  idle policy's threshold, ``rota.control.idle``), from the first such sample to the latest.
+- ``prices``: the price of one GPU-hour per GPU model, all in one currency (queues file).
+- ``budgets``: per project, soft and hard limits in GPU-hours per calendar month (UTC), and
+  the month whose soft limit it was last warned of.
 - ``idle_policies``: operators' idle reclamation defaults, per queue and for all (scope
   ``*``), as ``rota.scheduler.idle.IdlePolicy`` reads them.
 - ``idempotency_keys``: the ``Idempotency-Key`` of a submit, per user, with the job it made
@@ -199,6 +207,33 @@ attempts = Table(
     Column("exit_code", Integer),
     Column("reason", Text, nullable=False, server_default=""),
     Column("last_checkpoint_at", Time),
+    Column("gpus", JSON),  # {GPU model: milli-GPUs held}, as the inventory said at bind
+    Index("ix_attempts_ended_at", "ended_at"),
+)
+
+idle_spans = Table(
+    "idle_spans", metadata,
+    Column("job", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("since", Time, primary_key=True),
+    Column("until", Time, nullable=False),
+)
+
+prices = Table(
+    "prices", metadata,
+    Column("model", String(255), primary_key=True),
+    Column("currency", String(3), nullable=False),
+    Column("gpu_hour", Float(precision=53), nullable=False),
+)
+
+budgets = Table(
+    "budgets", metadata,
+    Column("project", String(NAME), ForeignKey("projects.name", ondelete="CASCADE"),
+           primary_key=True),
+    Column("soft_gpu_hours", Float(precision=53)),
+    Column("hard_gpu_hours", Float(precision=53)),
+    Column("warned", String(7), nullable=False, server_default=""),  # month last warned of
+    Column("set_at", Time, nullable=False),
 )
 
 idempotency_keys = Table(

@@ -35,7 +35,8 @@ from rota.core import (
     End, Flavor, IllegalTransition, JobId, JobState, Node, Placement, Project, Queue, RotaError,
 )
 from rota.core import Decisions, Snapshot, Usage
-from rota.store import access, admin, cycle, jobs, lease, submit
+from rota.core.accounting import Allocation, BudgetStatus, Report, check_budget, tally
+from rota.store import access, accounting, admin, cycle, jobs, lease, submit
 from rota.store.engine import WRITE, display_url, make_engine, migrate, resolve_url
 from rota.store.authcache import DEFAULT_TTL_S, AuthCache
 from rota.store.errors import Conflict, NotFound
@@ -443,6 +444,18 @@ class Store:
             jobs.note(conn, job_id, kind, message, self.clock())
         self._retry(run)
 
+    def note_many(self, job_ids: list[str], kind: str, message: str) -> None:
+        """The same event in the history of each of ``job_ids``, in one transaction; a job
+        gone meanwhile is skipped."""
+        def run(conn: Connection) -> None:
+            for job_id in job_ids:
+                try:
+                    jobs.note(conn, job_id, kind, message, self.clock())
+                except NotFound:
+                    continue
+        if job_ids:
+            self._retry(run)
+
     def record_checkpoint(self, job_id: str, attempt: int | None = None) -> JobRecord:
         def run(conn: Connection) -> JobRecord:
             jobs.record_checkpoint(conn, job_id, attempt, self.clock())
@@ -526,3 +539,67 @@ class Store:
             stored = cycle.stored_usage(conn)
         return {p: cycle.decayed(u.gpu_seconds, u.as_of, now, self.usage_half_life_s)
                 for p, u in stored.items()}
+
+    # exact accounting and budgets (``rota.store.accounting``, ``rota.core.accounting``)
+    def report(self, since: float, until: float, by: Iterable[str], now: float,
+               projects: Iterable[str] | None = None) -> tuple[Report, str | None]:
+        """GPU-hours, idle GPU-hours and cost of ``[since, until)`` grouped by ``by``, of
+        ``projects`` (None: every project), attempts still running counted up to ``now``; and
+        the currency of the costs (None: no prices are set)."""
+        names = None if projects is None else sorted(set(projects))
+        with self._read() as conn:
+            held = accounting.allocations(conn, since, until, names)
+            idle = accounting.idle(conn, since, until, names)
+            currency, per_model = accounting.read_prices(conn)
+        return tally(held, idle, tuple(by), since, until, now, per_model), currency
+
+    def allocations(self, since: float, until: float,
+                    projects: Iterable[str] | None = None) -> list[Allocation]:
+        with self._read() as conn:
+            return accounting.allocations(conn, since, until, projects)
+
+    def put_prices(self, currency: str | None, per_model: dict[str, float]) -> None:
+        """Replace the prices of a GPU-hour per model (no currency: no prices)."""
+        with self._write() as conn:
+            accounting.put_prices(conn, currency, per_model)
+
+    def prices(self) -> tuple[str | None, dict[str, float]]:
+        with self._read() as conn:
+            return accounting.read_prices(conn)
+
+    def note_idle(self, spans: dict[tuple[str, int, float], float]) -> None:
+        """Record idle spans, (job, attempt, since) -> until (``rota.control.idle``)."""
+        if spans:
+            with self._write() as conn:
+                accounting.note_idle(conn, spans)
+
+    def set_budget(self, project: str, soft: float | None, hard: float | None) -> None:
+        """A project's monthly limits in GPU-hours (both None: no budget)."""
+        budget = check_budget(soft, hard)
+        with self._write() as conn:
+            accounting.set_budget(conn, project, budget, self.clock())
+
+    def budget_status(self, now: float, projects: Iterable[str] | None = None
+                      ) -> dict[str, BudgetStatus]:
+        """Each project with a budget (of ``projects``; None: all): its limits and what it
+        used in the calendar month (UTC) of ``now``, up to ``now``."""
+        start, end, month = accounting.month_bounds(now)
+        with self._read() as conn:
+            found = accounting.read_budgets(conn)
+            if projects is not None:
+                found = {p: b for p, b in found.items() if p in set(projects)}
+            held = accounting.allocations(conn, start, end, sorted(found)) if found else []
+        used = {p: 0.0 for p in found}
+        for a in held:
+            used[a.project] += a.gpus * a.seconds_in(start, end, now) / 3600.0
+        return {p: BudgetStatus(p, budget, month, start, end, used[p])
+                for p, (budget, _) in found.items()}
+
+    def budgets_warned(self) -> dict[str, str]:
+        """project -> the month (``2026-11``) whose soft limit it was last warned of."""
+        with self._read() as conn:
+            return {p: warned for p, (_, warned) in accounting.read_budgets(conn).items()}
+
+    def mark_budget_warned(self, projects: Iterable[str], month: str) -> None:
+        with self._write() as conn:
+            accounting.mark_warned(conn, projects, month)
