@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from backend_support import a_job, placement, poll_one, run, wait_ended, wait_for, wait_started
-from fake_nvml import FakeGpu, initialised
+from fake_nvml import FakeGpu, NVMLError, initialised
 from rota.backends.base import Handle, ReplicaState
 from rota.backends.local import LocalBackend
 from rota.backends.nvml import Nvml
 from rota.backends.watcher import MemoryWatcher
-from rota.core import Node
+from rota.core import GPU_MEMORY_ENFORCEMENT, Node
 
 # The job leads its session; a background process it starts stays in that session.
 SLEEPER = "sleep 30 & echo $! > helper.pid; wait"
@@ -119,3 +119,31 @@ def test_a_watcher_that_cannot_check_says_so_in_the_log(data_dir, n1, gpus, capl
     messages = [r.message for r in caplog.records]
     assert sum("not enforced" in m for m in messages) == 1  # once, not every period
     assert any("enforced again" in m for m in messages)
+
+
+def test_a_watcher_that_cannot_check_turns_the_capability_off_and_labels_the_node(
+        data_dir, n1, gpus, monkeypatch):
+    """What ``rota nodes`` shows (a warning from the node's label) and what the backend
+    claims follow the watcher: off while NVML cannot list the processes on the GPUs (as in a
+    container whose driver does not support it), on again once it can."""
+    lib = initialised(gpus)
+    backend = LocalBackend(data_dir, node=n1, nvml=Nvml(lib))
+    watcher = MemoryWatcher(backend, Nvml(lib), period_s=0.02)
+    assert backend.capabilities.memory_enforcement
+    assert GPU_MEMORY_ENFORCEMENT not in backend.inventory()[0].labels
+
+    def not_supported(handle):
+        raise NVMLError(3)
+    monkeypatch.setattr(lib, "nvmlDeviceGetComputeRunningProcesses", not_supported)
+    watcher.start()
+    try:
+        wait_for(lambda: not watcher.enforcing, "the watcher to notice")
+        assert not backend.capabilities.memory_enforcement
+        label = backend.inventory()[0].labels[GPU_MEMORY_ENFORCEMENT]
+        assert label.startswith("not enforced: the memory watcher's NVML check fails")
+        monkeypatch.undo()
+        wait_for(lambda: watcher.enforcing, "enforcement to resume")
+        assert backend.capabilities.memory_enforcement
+        assert GPU_MEMORY_ENFORCEMENT not in backend.inventory()[0].labels
+    finally:
+        watcher.stop()

@@ -108,3 +108,18 @@ def test_drain_evict_reports_what_it_asked_to_leave(server):
     assert store.get_job(job).state is JobState.PREEMPTING
     assert "draining" in server.rota("nodes").stdout and "ok" in draining
     server.rota("node", "uncordon", "gpu-0", user="root")
+
+
+def test_nodes_warn_while_gpu_memory_shares_are_not_enforced(server):
+    from dataclasses import replace
+
+    from rota.core import GPU_MEMORY_ENFORCEMENT
+    node = server.store.snapshot(0.0).nodes[0]
+    why = "not enforced: the memory watcher's NVML check fails (NVMLError(3))"
+    server.store.upsert_nodes([replace(node, labels={**node.labels,
+                                                     GPU_MEMORY_ENFORCEMENT: why})], "local")
+    shown = server.rota("nodes").stdout
+    assert "warning: gpu-0: GPU-memory shares are not enforced: the memory watcher's NVML" in \
+        " ".join(shown.split())
+    server.store.upsert_nodes([node], "local")
+    assert "warning" not in server.rota("nodes").stdout

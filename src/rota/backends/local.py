@@ -47,7 +47,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import quote
 
 from rota.backends.base import (
@@ -70,7 +70,9 @@ from rota.backends.procs import (
 )
 from rota.backends.shim import CLAIM, FORWARDED
 from rota.backends.spawner import Spawner
-from rota.core import MILLI, End, InvalidSpec, Job, Node, Placement, ReplicaPlacement
+from rota.core import (
+    GPU_MEMORY_ENFORCEMENT, MILLI, End, InvalidSpec, Job, Node, Placement, ReplicaPlacement,
+)
 
 UTIL_WINDOW_S = 10.0  # per-process GPU utilisation samples of the last this many seconds
 
@@ -98,20 +100,32 @@ class LocalBackend:
         self._tracked: dict[str, Handle] = {}
         self._exits: ExitWatcher | None = None
         self.health = health if health is not None else (GpuHealth(nvml) if nvml else None)
+        self.memory_watcher: Any = None  # a rota.backends.watcher.MemoryWatcher attaches itself
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(fractional_gpu=True, memory_enforcement=self.nvml is not None,
+        return Capabilities(fractional_gpu=True,
+                            memory_enforcement=self.nvml is not None and not self.unenforced(),
                             compute_enforcement=mps_running(), gang=True, signals=True)
 
+    def unenforced(self) -> str:
+        """Why GPU-memory shares are not enforced now ("": they are, or no watcher says)."""
+        watcher = self.memory_watcher
+        if watcher is None or watcher.enforcing:
+            return ""
+        return f"not enforced: the memory watcher's NVML check fails ({watcher.last_error!r})"
+
     def inventory(self) -> list[Node]:
-        """This machine, its unhealthy GPUs marked so (``rota.backends.health``)."""
-        sick = self._sick()
+        """This machine, its unhealthy GPUs marked so (``rota.backends.health``), and the
+        label ``GPU_MEMORY_ENFORCEMENT`` while its GPU-memory shares are not enforced (``unenforced``)."""
+        node, sick, off = self.node, self._sick(), self.unenforced()
+        if off:
+            node = replace(node, labels={**node.labels, GPU_MEMORY_ENFORCEMENT: off})
         if not sick:
-            return [self.node]
-        return [replace(self.node, devices=tuple(
+            return [node]
+        return [replace(node, devices=tuple(
             replace(d, healthy=False, problem=sick[d.index]) if d.index in sick else d
-            for d in self.node.devices))]
+            for d in node.devices))]
 
     def _sick(self) -> dict[int, str]:
         return self.health.problems() if self.health is not None else {}

@@ -53,6 +53,7 @@ class MemoryWatcher:
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: Exception | None = None  # of the background loop, which keeps going
+        backend.memory_watcher = self  # the backend says when shares are not enforced
 
     @property
     def enforcing(self) -> bool:

@@ -16,9 +16,9 @@ import typer
 
 from rota.cli import accounting
 from rota.cli.remote import EXIT_BAD_INPUT, age, die, node_state, print_json, talking
-from rota.cli.tables import Column, console, fit
+from rota.cli.tables import Column, console, fit, wrapped
 from rota.cli.units import amount
-from rota.core import InvalidSpec
+from rota.core import GPU_MEMORY_ENFORCEMENT, InvalidSpec
 
 token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 
@@ -188,6 +188,12 @@ def nodes(
     rows = [row for n in data for row in _node_rows(n)]
     keep = [k for k, c in enumerate(NODE_COLUMNS) if wide or c.header not in ("GROUP", "PRODUCT")]
     console().print(fit([NODE_COLUMNS[k] for k in keep], [[r[k] for k in keep] for r in rows]))
+    for n in data:
+        off = (n.get("labels") or {}).get(GPU_MEMORY_ENFORCEMENT)
+        if off:
+            print(wrapped(f"warning: {n['name']}: GPU-memory shares are {off}; a job can use "
+                          "more GPU memory than it was given until the check works again "
+                          "(see the log of rota up)", rest="  "))
 
 
 def _node_rows(n: dict[str, Any]) -> list[list[str]]:

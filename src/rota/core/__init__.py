@@ -15,7 +15,9 @@ from rota.core.jobs import (
     TRANSITIONS, DeviceShare, End, Job, JobId, JobKind, JobState, Placement, ReplicaPlacement,
     check_transition,
 )
-from rota.core.nodes import DEFAULT_GROUP, Foreign, GpuDevice, Node, NodeName, model_matches
+from rota.core.nodes import (
+    DEFAULT_GROUP, GPU_MEMORY_ENFORCEMENT, Foreign, GpuDevice, Node, NodeName, model_matches,
+)
 from rota.core.queues import (
     ANY_FLAVOR, BorrowWithinCohort, Flavor, FlavorQuota, Project, Queue, ReclaimWithinCohort,
     WithinQueue,
@@ -30,7 +32,8 @@ from rota.core.snapshot import Snapshot, Usage
 __all__ = [
     "Bind", "Decisions", "Preempt", "Reason", "ReasonCode", "Reject", "Reserve", "Snapshot",
     "Usage", "Wait",
-    "ANY_FLAVOR", "BorrowWithinCohort", "CPU", "DEFAULT_GROUP", "GPU", "MEMORY", "MILLI",
+    "ANY_FLAVOR", "BorrowWithinCohort", "CPU", "DEFAULT_GROUP", "GPU", "GPU_MEMORY_ENFORCEMENT",
+    "MEMORY", "MILLI",
     "RESOURCE_NAMES", "TRANSITIONS", "DeviceShare", "End", "Flavor", "FlavorQuota", "Foreign",
     "GpuDevice", "GpuRequest",
     "IllegalTransition", "InvalidSpec", "Job", "JobId", "JobKind", "JobState", "Node",

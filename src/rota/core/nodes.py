@@ -22,6 +22,8 @@ from rota.core.jobs import DeviceShare
 
 NodeName = NewType("NodeName", str)
 DEFAULT_GROUP = "default"
+# the label a backend sets on a node while its GPU-memory shares are not enforced (why, in words)
+GPU_MEMORY_ENFORCEMENT = "rota.dev/gpu-memory-enforcement"
 
 
 @dataclass(frozen=True, slots=True)
