@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 _path = Path(__file__).resolve().parents[1] / "client" / "conftest.py"
+sys.path.insert(0, str(_path.parent))  # its helpers (cli_support), whichever directory runs first
 _spec = importlib.util.spec_from_file_location("loopback_server", _path)
 _kit = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = _kit  # dataclasses look their module up there
