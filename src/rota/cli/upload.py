@@ -3,7 +3,8 @@
 What is packed: every regular file, directory and symbolic link under the directory, with names
 relative to it, except ``.git`` and ``__pycache__`` directories. A link that points outside the
 directory (or anywhere absolute) and anything that is not a file, directory or link (sockets,
-pipes) is left out and named on stderr, since the server would refuse the archive.
+pipes) is left out and named on stderr (the first few; the rest counted), since the server would
+refuse the archive.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rich.progress import (
 from rota.client import Client
 
 SKIP_DIRS = frozenset({".git", "__pycache__"})
+SKIPS_NAMED = 5  # the rest of what was left out is counted, not named
 
 
 def pack(directory: Path, out: Path) -> list[str]:
@@ -59,8 +61,11 @@ def upload_dir(client: Client, directory: Path, quiet: bool = False) -> dict[str
     with tempfile.TemporaryDirectory(prefix="rota-upload-") as tmp:
         archive = Path(tmp) / "workdir.tar.gz"
         skipped = pack(directory, archive)
-        for rel in skipped:
+        for rel in skipped[:SKIPS_NAMED]:
             err.print(f"note: left out {rel} (a link out of the directory or a special file)")
+        if len(skipped) > SKIPS_NAMED:
+            err.print(f"note: left out {len(skipped) - SKIPS_NAMED} more links out of the "
+                      "directory or special files")
         size = archive.stat().st_size
         columns = (TextColumn(f"uploading {directory.name or directory}"), BarColumn(),
                    DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())

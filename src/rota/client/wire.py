@@ -8,9 +8,11 @@ little of it: one keep-alive connection, JSON bodies, a streamed answer (logs), 
 - ``Wire.request`` sends and reads the whole answer into a ``Response``; ``Wire.stream`` yields
   the answer's body as it arrives, after ``check(response)`` has seen its status and headers.
 - A connection that cannot be made raises ``Refused``; one that breaks before the answer is
-  read raises ``Broken`` (the request may or may not have been done). A request on a kept-alive
+  read raises ``Broken`` (the request may or may not have been done), unless the server
+  answered before closing it while the body was still being sent (a 413 for an upload past
+  its limit): that answer is returned. A request on a kept-alive
   connection that the server had already closed is sent once more on a new one, as browsers do:
-  the server never saw it.
+  the server never saw it. A streamed body (an upload) always goes on a new connection.
 - Timeouts: ``connect_s`` to connect, then ``timeout_s`` (None: none) for each read.
 """
 
@@ -86,6 +88,8 @@ class Wire:
         target, body, sent = self._prepare(path, params, json, content, headers)
         timeout_s = self.timeout_s if timeout is _DEFAULT else timeout
         repeatable = not (content is not None and not isinstance(content, bytes))
+        if not repeatable:
+            self.close()  # a streamed body cannot be sent again: never on a kept connection
         for last in (False, True):
             conn, reused = self._connection(timeout_s)
             try:
@@ -93,7 +97,10 @@ class Wire:
                 answer = conn.getresponse()
                 data = answer.read()
             except _STALE as exc:
+                early = _early_answer(conn, method)
                 self.close()
+                if early is not None:
+                    return early  # refused before all was sent (a 413 for a large upload)
                 if reused and repeatable and not last:
                     continue  # the server had closed the idle connection: it saw nothing
                 raise Broken(exc.__class__.__name__) from None
@@ -167,6 +174,19 @@ class Wire:
             raise Refused(str(exc)) from None
         conn.sock.settimeout(timeout_s)
         return conn
+
+
+def _early_answer(conn: http.client.HTTPConnection, method: str) -> Response | None:
+    """The answer a server sent before it closed a connection it was still being sent a body
+    on, if it sent one."""
+    if conn.sock is None:
+        return None
+    try:
+        answer = http.client.HTTPResponse(conn.sock, method=method)
+        answer.begin()
+        return Response(answer.status, answer.headers, answer.read())
+    except (OSError, http.client.HTTPException):
+        return None
 
 
 def _text(value: Any) -> str:
