@@ -129,3 +129,21 @@ def test_gpu_readings_and_the_lease(store, backend, data_dir, clock):
         assert value(found, "rota_lease_expiry_seconds") == 12
     finally:
         loop.stop()
+
+
+def test_budgets_show_what_a_project_used_its_limits_and_whether_it_is_past_one(
+        store, backend, data_dir, clock):
+    store.set_budget("p", soft=0.001, hard=1.0)
+    loop, metrics = metered(store, backend, data_dir, clock)
+    try:
+        job = submit(store, python("import time; time.sleep(60)"), gpus=2)
+        drive(loop, state_is(store, job, S.RUNNING), "the job to run")
+        clock.t += 36  # two GPUs for 36 s: 0.02 GPU-hours, past the soft limit only
+        loop.step()
+        found = samples(metrics)
+        assert abs(value(found, "rota_project_month_gpu_hours", project="p") - 0.02) < 1e-6
+        assert value(found, "rota_project_budget_gpu_hours", project="p", limit="soft") == 0.001
+        assert value(found, "rota_project_budget_gpu_hours", project="p", limit="hard") == 1.0
+        assert value(found, "rota_project_over_budget", project="p") == 1
+    finally:
+        loop.stop()

@@ -17,6 +17,9 @@ Three sources, none of which costs a pass anything but keeping a reference:
   (``readings``): utilisation and memory in use per device. Elsewhere the cluster's own exporter
   (NVIDIA DCGM's) reports them.
 
+And each project's monthly budget: what it used this month, its limits, and whether it is past
+one (the store's exact figure, read when scraped).
+
 Also timed: each pass, its scheduling cycle, and the store's snapshot read and apply write; the
 lease (held, seconds to expiry) tells a second control plane's watcher which one acts. Labels
 are bounded: queues, projects, flavours, nodes, device indices, states, reason codes and ends,
@@ -36,6 +39,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 
 from rota.core import JobState, Snapshot
+from rota.core.accounting import BudgetState, BudgetStatus
 from rota.scheduler.quota import QuotaBook
 from rota.store import StateMove, Store
 
@@ -182,6 +186,7 @@ class _Now:
             yield from _allocation(last.snapshot)
         if m.readings is not None:
             yield from _readings(m.readings())
+        yield from _budgets(m.store.budget_status(now))
 
 
 def _jobs(last: LastPass) -> Iterable[Metric]:
@@ -262,6 +267,30 @@ def _allocation(snapshot: Snapshot) -> Iterable[Metric]:
             total.add_metric([*labels, d.model], d.memory_mib * MIB)
             healthy.add_metric(labels, 1.0 if d.healthy else 0.0)
     yield from (ratio, held_memory, total, healthy)
+
+
+def _budgets(budgets: Mapping[str, BudgetStatus]) -> Iterable[Metric]:
+    """Projects with a monthly budget: what they used this month (UTC), their limits, and
+    whether they are past one (1: past the soft limit, warned; 2: past the hard limit, their new
+    jobs wait)."""
+    used = GaugeMetricFamily("rota_project_month_gpu_hours",
+                             "GPU-hours a project with a budget used this calendar month (UTC)",
+                             labels=["project"])
+    limit = GaugeMetricFamily("rota_project_budget_gpu_hours",
+                              "A project's monthly budget in GPU-hours", labels=["project", "limit"])
+    over = GaugeMetricFamily("rota_project_over_budget",
+                             "0 within budget, 1 past the soft limit, 2 past the hard limit",
+                             labels=["project"])
+    for name, status in sorted(budgets.items()):
+        used.add_metric([name], status.used_gpu_hours)
+        for kind, value in (("soft", status.budget.soft), ("hard", status.budget.hard)):
+            if value is not None:
+                limit.add_metric([name, kind], value)
+        over.add_metric([name], _OVER[status.state])
+    yield from (used, limit, over)
+
+
+_OVER = {BudgetState.OK: 0, BudgetState.SOFT: 1, BudgetState.HARD: 2}
 
 
 def _readings(readings: list[Reading]) -> Iterable[Metric]:
