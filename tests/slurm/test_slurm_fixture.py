@@ -96,6 +96,7 @@ def test_a_plain_sbatch_job_holds_foreign_gpus(slurm, tmp_path, job_id):
     out = tmp_path / "foreign.out"
     foreign = slurm.sbatch(["sbatch", "--parsable", "--nodelist=node2", "--gres=gpu:h100:2",
                             f"--job-name=plain-{job_id}", f"--output={out}",
+                            f"--chdir={tmp_path}",  # not the test run's directory
                             "--wrap", "echo $CUDA_VISIBLE_DEVICES; sleep 60"])
     held = wait(lambda: [f for f in slurm.inventory().foreign if f.slurm_job == foreign],
                 "the plain job to run")
