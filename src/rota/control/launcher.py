@@ -43,7 +43,7 @@ from rota.store import JobRecord, Store
 
 LAUNCH_FAILED = "launch failed"
 MAX_LAUNCH_FAILURES = 3
-WORKERS = 8
+WORKERS = 32  # launches of one pass at once: Pod bindings wait on the API server
 UNPACKERS = 2  # archives unpacked at once, outside the passes
 
 
