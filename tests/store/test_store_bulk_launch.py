@@ -88,3 +88,36 @@ def test_a_batch_with_another_kind_of_move_is_made_one_move_at_a_time(store):
     out = store.transition_many(moves)
     assert out[2].state is S.FAILED and out[2].exit_code == 1
     assert all(r.state is S.RUNNING for i, r in enumerate(out) if i != 2)
+
+
+def test_bulk_binds_write_what_one_by_one_binds_write(db_url, clock, tmp_path, monkeypatch):
+    from rota.store import cycle as store_cycle
+    made = []
+    bulk_path = store_cycle._bound
+    monkeypatch.setattr(store_cycle, "_bound", lambda *a: made.append(bulk_path(*a)) or made[-1])
+    with Store.open(db_url, clock=clock) as bulk:
+        seed(bulk, gpus=8)
+        ids = scheduled(bulk, N)
+        assert made and made[-1] is True  # written in bulk
+        written = state_of(bulk)
+    with Store.open(tmp_path / "one-by-one", clock=clock) as single:
+        seed(single, gpus=8)
+        ids = [single.submit(submission(1)) for _ in range(N)]
+        for i, j in enumerate(ids):  # fewer than BULK_MIN at a time: one by one
+            one = Bind(j, Placement((ReplicaPlacement("n1", (DeviceShare(i % 8, 1000, 1024),)),)),
+                       "any")
+            assert single.apply(Decisions(binds=[one]), 5.0).bound == (j,)
+        assert made[-1] is False
+        assert state_of(single) == written
+
+
+def test_binds_with_a_job_no_longer_pending_are_made_one_at_a_time(store):
+    seed(store, gpus=8)
+    ids = [store.submit(submission(1)) for _ in range(N)]
+    store.request_cancel(ids[4], "alice")  # cancelled while the cycle decided
+    binds = [Bind(j, Placement((ReplicaPlacement("n1", (DeviceShare(i % 8, 1000, 1024),)),)),
+                  "any") for i, j in enumerate(ids)]
+    result = store.apply(Decisions(binds=binds), 5.0)
+    assert result.bound == tuple(j for i, j in enumerate(ids) if i != 4)
+    assert ids[4] in result.stale
+    assert store.get_job(ids[4]).state is S.CANCELLED

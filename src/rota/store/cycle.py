@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from rota.core import ANY_FLAVOR, Flavor, IllegalTransition, Job, JobState, Project
 from rota.core import Decisions, Reason, Snapshot, Usage
@@ -36,7 +36,7 @@ from rota.store import accounting, convert
 from rota.store import jobs as job_rows
 from rota.store.errors import NotFound
 from rota.store.records import ApplyResult
-from rota.store.schema import flavors, jobs, nodes, projects, queues, usage
+from rota.store.schema import attempts, flavors, jobs, nodes, projects, queues, usage
 
 LIVE_STATES = tuple(str(s) for s in JobState if s is JobState.PENDING or s.holds_resources)
 
@@ -128,9 +128,12 @@ def apply(conn: Connection, decisions: Decisions, now: float) -> ApplyResult:
     models = accounting.device_models(  # what each bind holds, per GPU model, in one read
         conn, (r.node for b in decisions.binds if b.placement is not None
                for r in b.placement.replicas))
-    for b in decisions.binds:
-        nodes_ = ", ".join(dict.fromkeys(r.node for r in b.placement.replicas))
-        attempt(b.job, "bound", JobState.SCHEDULED, f"bound to {nodes_} (flavour {b.flavor})",
+    binds = decisions.binds
+    if _bound(conn, decisions, keys, rows, stale, now, models):  # all at once
+        done["bound"].extend(b.job for b in binds)
+        binds = []
+    for b in binds:
+        attempt(b.job, "bound", JobState.SCHEDULED, _bound_to(b),
                 {"flavor": b.flavor, "borrowing": b.borrowing, "backfilled": b.backfilled},
                 placement=convert.placement_json(b.placement), flavor=b.flavor, started_at=now,
                 reason="", models=models)
@@ -148,6 +151,59 @@ def apply(conn: Connection, decisions: Decisions, now: float) -> ApplyResult:
                 reason=f"rejected: {summary}", wait_reasons=convert.reasons_json(r.reasons))
     _write_waits(conn, decisions, keys, rows, stale, done["waiting"])
     return ApplyResult(**{k: tuple(v) for k, v in done.items()}, stale=stale)
+
+
+def _bound_to(b: Any) -> str:
+    nodes_ = ", ".join(dict.fromkeys(r.node for r in b.placement.replicas))
+    return f"bound to {nodes_} (flavour {b.flavor})"
+
+
+_BIND = (update(jobs)
+         .where(jobs.c.id == bindparam("b_id"), jobs.c.version == bindparam("b_version"))
+         .values(version=bindparam("b_next"), state=str(JobState.SCHEDULED),
+                 placement=bindparam("b_placement"), flavor=bindparam("b_flavor"),
+                 reason="", wait_reasons=None, estimated_start=None))
+
+
+def _bound(conn: Connection, decisions: Decisions, keys: dict[str, int], rows: dict[int, Any],
+           stale: dict[str, str], now: float, models: Any) -> bool:
+    """The cycle's binds written in five statements whatever their number, with the rows,
+    events and attempt history that ``job_rows.move`` writes one by one; False, having written
+    nothing, unless there are at least ``BULK_MIN`` binds, of distinct pending jobs."""
+    binds = decisions.binds
+    if len(binds) < job_rows.BULK_MIN or any(b.job in stale for b in binds):
+        return False
+    bound = [keys[b.job] for b in binds]
+    if len(set(bound)) != len(bound) or any(rows[k].state != str(JobState.PENDING)
+                                            for k in bound):
+        return False
+    full = {r.id: r for r in conn.execute(select(jobs.c.id, jobs.c.version, jobs.c.attempts)
+                                          .where(jobs.c.id.in_(bound)))}
+    placements = [convert.placement_json(b.placement) for b in binds]
+    nested = conn.begin_nested()  # rolled back, and the binds made one by one, on a surprise
+    try:
+        updated = conn.execute(_BIND.values(updated_at=now, started_at=now), [
+            {"b_id": k, "b_version": full[k].version, "b_next": full[k].version + 1,
+             "b_placement": p, "b_flavor": b.flavor}
+            for k, b, p in zip(bound, binds, placements)])
+        if conn.dialect.supports_sane_multi_rowcount and updated.rowcount != len(bound):
+            nested.rollback()
+            return False
+        conn.execute(job_rows._INSERT_EVENT, [
+            {"job": k, "time": now, "kind": "state", "message": _bound_to(b),
+             "data": {"from": str(JobState.PENDING), "to": str(JobState.SCHEDULED),
+                      "attempt": full[k].attempts, "flavor": b.flavor,
+                      "borrowing": b.borrowing, "backfilled": b.backfilled}}
+            for k, b in zip(bound, binds)])
+        conn.execute(insert(attempts), [
+            {"job": k, "attempt": full[k].attempts, "bound_at": now, "placement": p,
+             "reason": "", "gpus": accounting.gpus_by_model(conn, p, models)}
+            for k, p in zip(bound, placements)])
+    except BaseException:
+        nested.rollback()
+        raise
+    nested.commit()
+    return True
 
 
 _WRITE_WAIT = (update(jobs).where(jobs.c.id == bindparam("key"))
