@@ -80,16 +80,12 @@ def _ready(credentials: Path, before: int | None) -> bool:
         return False
     try:
         creds = json.loads(credentials.read_text())
-        import ssl
-
-        from rota.client.wire import Wire
-        ca_file = creds.get("ca_file")
-        wire = Wire(creds["url"], {"Authorization": f"Bearer {creds['token']}"}, 2.0, 2.0,
-                    ssl.create_default_context(cafile=ca_file) if ca_file else True)
-        try:
-            return wire.request("GET", "/v1/whoami").status_code == 200
-        finally:
-            wire.close()
+        from rota.client import Client
+        from rota.client.credentials import Credentials
+        with Client(Credentials(creds["url"], creds["token"], str(credentials),
+                                creds.get("ca_file")), timeout_s=2.0) as client:
+            client.whoami()
+            return True
     except (OSError, ValueError, KeyError, Exception):  # noqa: BLE001 - not up yet
         return False
 

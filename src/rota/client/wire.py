@@ -87,7 +87,7 @@ class Wire:
         """Send, and read the whole answer (see the module docstring)."""
         target, body, sent = self._prepare(path, params, json, content, headers)
         timeout_s = self.timeout_s if timeout is _DEFAULT else timeout
-        repeatable = not (content is not None and not isinstance(content, bytes))
+        repeatable = content is None or isinstance(content, bytes)
         if not repeatable:
             self.close()  # a streamed body cannot be sent again: never on a kept connection
         for last in (False, True):

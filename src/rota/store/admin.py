@@ -215,19 +215,10 @@ def authenticate(conn: Connection, token: object) -> Principal:
     return Principal(row.user, role, projects_of(conn, row.user), row.name)
 
 
-def issue_job_token(conn: Connection, user: str, job_id: str, attempt: int,
-                    now: float) -> IssuedToken:
-    """The token of one attempt of a job (a launch that never started may have left one of
-    the same name: it is replaced)."""
-    name = JOB_TOKEN.format(job=job_id, attempt=attempt)
-    conn.execute(delete(api_tokens).where(api_tokens.c.user == user, api_tokens.c.name == name))
-    return issue_token(conn, user, name, Role.JOB, now)
-
-
-
 def issue_job_tokens(conn: Connection, wanted: list[tuple[str, int]],
                      now: float) -> dict[str, str]:
-    """``issue_job_token`` for many attempts in three statements: job id -> token."""
+    """The token of each (job, attempt), in three statements whatever their number: job id ->
+    token. A launch that never started may have left one of the same name: it is replaced."""
     keys = [job_rows.job_key(job_id) for job_id, _ in wanted]
     owners = {r.id: r.user for r in conn.execute(
         select(jobs.c.id, jobs.c.user).where(jobs.c.id.in_(keys)))}

@@ -158,13 +158,6 @@ def _bound_to(b: Any) -> str:
     return f"bound to {nodes_} (flavour {b.flavor})"
 
 
-_BIND = (update(jobs)
-         .where(jobs.c.id == bindparam("b_id"), jobs.c.version == bindparam("b_version"))
-         .values(version=bindparam("b_next"), state=str(JobState.SCHEDULED),
-                 placement=bindparam("b_placement"), flavor=bindparam("b_flavor"),
-                 reason="", wait_reasons=None, estimated_start=None))
-
-
 def _bound(conn: Connection, decisions: Decisions, keys: dict[str, int], rows: dict[int, Any],
            stale: dict[str, str], now: float, models: Any) -> bool:
     """The cycle's binds written in five statements whatever their number, with the rows,
@@ -180,30 +173,22 @@ def _bound(conn: Connection, decisions: Decisions, keys: dict[str, int], rows: d
     full = {r.id: r for r in conn.execute(select(jobs.c.id, jobs.c.version, jobs.c.attempts)
                                           .where(jobs.c.id.in_(bound)))}
     placements = [convert.placement_json(b.placement) for b in binds]
-    nested = conn.begin_nested()  # rolled back, and the binds made one by one, on a surprise
-    try:
-        updated = conn.execute(_BIND.values(updated_at=now, started_at=now), [
-            {"b_id": k, "b_version": full[k].version, "b_next": full[k].version + 1,
-             "b_placement": p, "b_flavor": b.flavor}
-            for k, b, p in zip(bound, binds, placements)])
-        if conn.dialect.supports_sane_multi_rowcount and updated.rowcount != len(bound):
-            nested.rollback()
-            return False
-        conn.execute(job_rows._INSERT_EVENT, [
-            {"job": k, "time": now, "kind": "state", "message": _bound_to(b),
-             "data": {"from": str(JobState.PENDING), "to": str(JobState.SCHEDULED),
-                      "attempt": full[k].attempts, "flavor": b.flavor,
-                      "borrowing": b.borrowing, "backfilled": b.backfilled}}
-            for k, b in zip(bound, binds)])
-        conn.execute(insert(attempts), [
-            {"job": k, "attempt": full[k].attempts, "bound_at": now, "placement": p,
-             "reason": "", "gpus": accounting.gpus_by_model(conn, p, models)}
-            for k, p in zip(bound, placements)])
-    except BaseException:
-        nested.rollback()
-        raise
-    nested.commit()
-    return True
+    return job_rows.write_many(
+        conn, update(jobs).values(updated_at=now, started_at=now, state=str(JobState.SCHEDULED),
+                                  placement=bindparam("b_placement"),
+                                  flavor=bindparam("b_flavor"), reason="", wait_reasons=None,
+                                  estimated_start=None),
+        [{"b_id": k, "b_version": full[k].version, "b_placement": p, "b_flavor": b.flavor}
+         for k, b, p in zip(bound, binds, placements)],
+        [{"job": k, "time": now, "kind": "state", "message": _bound_to(b),
+          "data": {"from": str(JobState.PENDING), "to": str(JobState.SCHEDULED),
+                   "attempt": full[k].attempts, "flavor": b.flavor,
+                   "borrowing": b.borrowing, "backfilled": b.backfilled}}
+         for k, b in zip(bound, binds)],
+        insert(attempts),
+        [{"job": k, "attempt": full[k].attempts, "bound_at": now, "placement": p,
+          "reason": "", "gpus": accounting.gpus_by_model(conn, p, models)}
+         for k, p in zip(bound, placements)])
 
 
 _WRITE_WAIT = (update(jobs).where(jobs.c.id == bindparam("key"))

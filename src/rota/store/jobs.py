@@ -279,36 +279,51 @@ def _launched(conn: Connection, moves: list[Move], now: float) -> list[JobRecord
     if len(rows) != len(keys) or any(r.state != str(JobState.SCHEDULED)
                                      for r in rows.values()):
         return None
-    nested = conn.begin_nested()  # rolled back, and the moves made one by one, on a surprise
+    written = write_many(
+        conn, update(jobs).values(updated_at=now, state=str(JobState.RUNNING),
+                                  backend_handle=bindparam("b_handle"),
+                                  reason=bindparam("b_reason")),
+        [{"b_id": k, "b_version": rows[k].version, "b_handle": dict(m.backend_handle or {}),
+          "b_reason": rows[k].reason if m.reason is None else m.reason}
+         for k, m in zip(keys, moves)],
+        [{"job": k, "time": now, "kind": "state", "message": "scheduled -> running",
+          "data": {"from": str(JobState.SCHEDULED), "to": str(JobState.RUNNING),
+                   "attempt": rows[k].attempts,
+                   **({} if m.reason is None else {"reason": m.reason})}}
+         for k, m in zip(keys, moves)],
+        update(attempts).where(attempts.c.job == bindparam("b_id"),
+                               attempts.c.attempt == bindparam("b_attempt"))
+        .values(launched_at=now),
+        [{"b_id": k, "b_attempt": rows[k].attempts} for k in keys])
+    if not written:
+        return None
+    found = {int(r.id): r for r in records(conn, [str(k) for k in keys])}
+    return [found[k] for k in keys]
+
+
+def write_many(conn: Connection, change: Any, rows: list[dict[str, Any]],
+               events: list[dict[str, Any]], history: Any,
+               history_rows: list[dict[str, Any]]) -> bool:
+    """Moves of many jobs in three statements, in a savepoint: ``change`` (an update of
+    ``jobs``) for ``rows`` (each with its job's ``b_id`` and the ``b_version`` it was read at:
+    the version moves on by one), their ``events``, and ``history`` (the attempts' rows) for
+    ``history_rows``. False, having written nothing, when some job's version moved meanwhile
+    (where the database reports how many rows an update of many changed)."""
+    nested = conn.begin_nested()
     try:
         updated = conn.execute(
-            update(jobs).where(jobs.c.id == bindparam("b_id"),
-                               jobs.c.version == bindparam("b_version"))
-            .values(version=bindparam("b_next"), updated_at=now, state=str(JobState.RUNNING),
-                    backend_handle=bindparam("b_handle"), reason=bindparam("b_reason")),
-            [{"b_id": k, "b_version": rows[k].version, "b_next": rows[k].version + 1,
-              "b_handle": dict(m.backend_handle or {}),
-              "b_reason": rows[k].reason if m.reason is None else m.reason}
-             for k, m in zip(keys, moves)])
-        if conn.dialect.supports_sane_multi_rowcount and updated.rowcount != len(keys):
+            change.where(jobs.c.id == bindparam("b_id"), jobs.c.version == bindparam("b_version"))
+            .values(version=jobs.c.version + 1), rows)
+        if conn.dialect.supports_sane_multi_rowcount and updated.rowcount != len(rows):
             nested.rollback()
-            return None
-        conn.execute(_INSERT_EVENT, [
-            {"job": k, "time": now, "kind": "state", "message": "scheduled -> running",
-             "data": {"from": str(JobState.SCHEDULED), "to": str(JobState.RUNNING),
-                      "attempt": rows[k].attempts,
-                      **({} if m.reason is None else {"reason": m.reason})}}
-            for k, m in zip(keys, moves)])
-        conn.execute(update(attempts).where(attempts.c.job == bindparam("b_id"),
-                                            attempts.c.attempt == bindparam("b_attempt"))
-                     .values(launched_at=now),
-                     [{"b_id": k, "b_attempt": rows[k].attempts} for k in keys])
+            return False
+        conn.execute(_INSERT_EVENT, events)
+        conn.execute(history, history_rows)
     except BaseException:
         nested.rollback()
         raise
     nested.commit()
-    written = {int(r.id): r for r in records(conn, [str(k) for k in keys])}
-    return [written[k] for k in keys]
+    return True
 
 
 def request_cancel(conn: Connection, job_id: object, by: str, now: float) -> bool:

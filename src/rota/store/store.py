@@ -35,7 +35,7 @@ from rota.core import (
     End, Flavor, IllegalTransition, JobId, JobState, Node, Placement, Project, Queue, RotaError,
 )
 from rota.core import Decisions, Snapshot, Usage
-from rota.core.accounting import Allocation, BudgetStatus, Report, check_budget, tally
+from rota.core.accounting import BudgetStatus, Report, check_budget, tally
 from rota.store import access, accounting, admin, cycle, jobs, lease, submit
 from rota.store.engine import WRITE, display_url, make_engine, migrate, resolve_url
 from rota.store.authcache import DEFAULT_TTL_S, AuthCache
@@ -197,9 +197,7 @@ class Store:
     def issue_job_token(self, job_id: str, attempt: int) -> str:
         """A token for attempt ``attempt`` of the job, acting for its owner on that job only
         (it reads the job and reports its checkpoints); revoked when the attempt ends."""
-        with self._write() as conn:
-            user = jobs.get(conn, job_id).user
-            return admin.issue_job_token(conn, user, job_id, attempt, self.clock()).token
+        return self.issue_job_tokens([(job_id, attempt)])[job_id]
 
     def list_tokens(self, user: str | None = None) -> list[TokenInfo]:
         with self._read() as conn:
@@ -552,11 +550,6 @@ class Store:
             idle = accounting.idle(conn, since, until, names)
             currency, per_model = accounting.read_prices(conn)
         return tally(held, idle, tuple(by), since, until, now, per_model), currency
-
-    def allocations(self, since: float, until: float,
-                    projects: Iterable[str] | None = None) -> list[Allocation]:
-        with self._read() as conn:
-            return accounting.allocations(conn, since, until, projects)
 
     def put_prices(self, currency: str | None, per_model: dict[str, float]) -> None:
         """Replace the prices of a GPU-hour per model (no currency: no prices)."""
