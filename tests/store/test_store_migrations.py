@@ -20,18 +20,18 @@ from storekit import seed, submission
 
 TABLES = {"projects", "users", "memberships", "api_tokens", "flavors", "queues", "nodes", "jobs",
           "attempts", "idle_policies", "idempotency_keys", "fair_use", "idle_spans", "prices",
-          "budgets",
+          "budgets", "services", "service_models",
           "job_events", "usage", "leases", "alembic_version"}
 
 
 def test_opening_an_empty_database_creates_every_table_at_the_head_revision(db_url):
     with Store.open(db_url) as store:
-        assert store.revision == "0010"
+        assert store.revision == "0011"
     engine = create_engine(db_url)
     try:
         assert set(inspect(engine).get_table_names()) == TABLES
         with engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0010"
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0011"
     finally:
         engine.dispose()
 
@@ -102,5 +102,5 @@ def test_revision_0003_counts_the_failures_of_jobs_stored_before_it(db_url):
     finally:
         engine.dispose()
     with Store.open(db_url) as store:
-        assert store.revision == "0010"
+        assert store.revision == "0011"
         assert (store.get_job(job).attempts, store.get_job(job).failures) == (3, 1)

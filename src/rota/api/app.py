@@ -27,6 +27,9 @@ from rota.api.accounting import add_accounting_routes
 from rota.api.admin_routes import add_admin_routes
 from rota.api.bodylimit import MAX_BODY_BYTES, BodyLimit
 from rota.api.dashboard import add_dashboard
+from rota.api.gateway import add_gateway
+from rota.api.service_routes import add_service_routes
+from rota.control.serving import Serving
 from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader
 from rota.control.screen import Screen
@@ -87,7 +90,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                read_log: LogReader = no_reader,
                workdir_refusal: Callable[[str, str], str | None] | None = None,
                on_touch: Callable[[str], None] = lambda job_id: None,
-               metrics: Callable[[], bytes] | None = None) -> FastAPI:
+               metrics: Callable[[], bytes] | None = None,
+               serving: Serving | None = None) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
     submitted or cancelled, to wake the control loop; an upload is refused past
     ``max_upload_bytes`` as sent and ``max_unpacked_bytes`` unpacked; ``read_log`` reads jobs' logs from the
@@ -96,7 +100,9 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     submit naming a directory its owner cannot use is refused at once; ``on_touch(job_id)``
     is told of every request about a job by a person (not by the job's own token): idle
     reclamation counts it as activity; ``metrics`` gives what ``GET /metrics`` serves
-    (Prometheus's text format) to operators and metrics tokens (no such route without it)."""
+    (Prometheus's text format) to operators and metrics tokens (no such route without it);
+    ``serving`` (``rota.control.serving``) adds services (``rota.api.service_routes``) and the
+    OpenAI-compatible gateway (``rota.api.gateway``)."""
     clock = clock or store.clock
     app = FastAPI(title="rota", version="0.1.0")
     errors.install(app)
@@ -320,6 +326,10 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     add_accounting_routes(app, store, clock, principal, changed)
     add_io_routes(app, store, principal, visible_job, uploads, read_log, log_poll_s)
     add_dashboard(app, store, reads, read_log)  # /ui/: the same reads, for a browser
+    if serving is not None:
+        add_service_routes(app, store, serving, principal, upload_usable,
+                           screen.refuse_if_never_runs)
+        add_gateway(app, serving, principal)
     return app
 
 

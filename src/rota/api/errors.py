@@ -38,7 +38,9 @@ def _register_route_errors() -> None:
     from rota.api.logs import NoLogs
     from rota.api.storage import StorageFull
     from rota.api.uploads import NoDataDir, TooLarge
-    STATUS.update({NoLogs: 409, TooLarge: 413, NoDataDir: 503, StorageFull: 507})
+    from rota.store.services import ModelTaken
+    STATUS.update({NoLogs: 409, TooLarge: 413, NoDataDir: 503, StorageFull: 507,
+                   ModelTaken: 409})
 
 
 _register_route_errors()

@@ -42,6 +42,7 @@ from typing import Any, Callable, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rota.api.models import JobBody
+from rota.core.serving import ServiceSettings
 from rota.core import MILLI, InvalidSpec, Job, ReplicaRequest
 from rota.spec import JobSpec, limits, to_job
 from rota.spec.errors import from_validation
@@ -73,10 +74,37 @@ def parse_body(data: Any, user: str, upload_exists: Callable[[str], bool]) -> Su
                           "entrypoint, resources, ...")
     if CORE_KEYS & data.keys():
         return _core_form(data, user, upload_exists)
+    spec = _validated(data)
+    if spec.service is not None:
+        raise InvalidSpec("service", "a service is created with POST /v1/services (rota serve "
+                          "FILE), not as a job: its replicas are jobs rota starts on demand")
+    return _submission(spec, user, upload_exists)
+
+
+def parse_service(data: Any, user: str,
+                  upload_exists: Callable[[str], bool]) -> tuple[str, ServiceSettings, Submission]:
+    """The name, settings and replica template of a service file sent as JSON (a job file of
+    kind service with a ``service`` section; ``rota.spec.service``)."""
+    if not isinstance(data, dict):
+        raise InvalidSpec("", "expected a service: a JSON object with name, project, queue, "
+                          "kind: service, entrypoint, resources and service")
+    spec = _validated(data)
+    if spec.service is None:
+        raise InvalidSpec("service", "is required: the models the service serves, its "
+                          "replicas and readiness path (see docs/serving.md)")
+    if not spec.name:
+        raise InvalidSpec("name", "is required for a service: its replicas are named after it")
+    return spec.name, spec.service.settings(), _submission(spec, user, upload_exists)
+
+
+def _validated(data: dict[str, Any]) -> JobRequest:
     try:
-        spec = JobRequest.model_validate(data)
+        return JobRequest.model_validate(data)
     except ValidationError as exc:
         raise from_validation(exc) from None
+
+
+def _submission(spec: JobRequest, user: str, upload_exists: Callable[[str], bool]) -> Submission:
     _check_request(spec, user)
     run = run_of(spec, spec.upload)
     try:
@@ -137,6 +165,7 @@ def run_of(spec: JobSpec, upload: str | None) -> dict[str, Any]:
                        "grace_s": spec.checkpoint.grace},
         "restart": {"max_retries": spec.restart.max_retries,
                     "backoff_s": spec.restart.backoff}, "idle": idle,
+        "port": None if spec.service is None else spec.service.port or 0,
     }
 
 
@@ -174,6 +203,7 @@ class RunContract(BaseModel):
     checkpoint: _Checkpoint = _Checkpoint()
     restart: _Restart = _Restart()
     idle: _Idle | None = None
+    port: int | None = Field(None, ge=0, le=65535)
 
 
 def check_run(run: Mapping[str, Any], upload_exists: Callable[[str], bool],

@@ -32,7 +32,9 @@ Vocabulary:
   control plane itself, which only a single-user control plane uses) and the container image
   it names (None: none). A backend that runs commands on its hosts refuses an image; one that
   runs containers (``Capabilities.containers``) takes the working directory as a path in the
-  image and prepares nothing on this machine.
+  image and prepares nothing on this machine. ``port`` asks for a server's port: the job's
+  command listens on ``ROTA_PORT``, and ``endpoint(handle)`` says where rota reaches it
+  (``host:port`` of rank 0; services, ``rota.control.serving``, route requests there).
 - An **offer** (``Offer``) is work that already exists in a backend and asks rota to schedule
   it (Kubernetes: Pods that users created with ``schedulerName: rota``). A backend that has
   such work implements ``Offering``; the control loop submits each offer once, as a job
@@ -104,6 +106,11 @@ class LaunchSpec:
     checkpoint_signal: int = int(signals.SIGTERM)
     grace_s: float | None = None
     image: str | None = None
+    port: int | None = None  # a server's port (ROTA_PORT): a number, 0: any the backend
+                             # finds free on the replica's host; None: the job serves nothing
+
+
+DEFAULT_SERVICE_PORT = 8000  # ROTA_PORT where a replica has an address of its own (a Pod)
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +363,11 @@ class Backend(Protocol):
 
     def unwatch(self) -> None:
         """Stop calling ``wake`` and release what ``watch`` holds."""
+
+    def endpoint(self, handle: Handle) -> str | None:
+        """``host:port`` where rank 0 of a launch that asked for a port (``LaunchSpec.port``)
+        listens, as the control plane reaches it; None while it is not known yet (a Pod with
+        no IP) or for a launch that asked for none."""
 
     def read_log(self, handle: Handle, rank: int, stream: str, offset: int) -> Iterator[bytes]:
         """What replica ``rank`` wrote to ``stream`` (stdout or stderr) from byte ``offset``

@@ -9,7 +9,8 @@ which may hold its secrets); the account it runs as (``account_env``: ``HOME``, 
 - ``CUDA_VISIBLE_DEVICES``: the replica's devices on this node (indices, or UUIDs), empty for a
   job without GPUs; ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so that CUDA numbers devices like NVML.
 - ``ROTA_JOB_ID``, ``ROTA_REPLICA_RANK``, ``ROTA_WORLD_SIZE``, ``ROTA_MASTER_ADDR``,
-  ``ROTA_MASTER_PORT`` (rank 0's address and a port free when the job was launched).
+  ``ROTA_MASTER_PORT`` (rank 0's address and a port free when the job was launched);
+  ``ROTA_PORT`` for a job that serves (a service's replica): the port its server listens on.
 - For a fractional GPU: ``ROTA_GPU_SHARE`` (``0.25``), ``ROTA_GPU_MEMORY_MIB``, and the MPS
   client limits ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` (share x 100) and
   ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` (``0=<MiB>M``: device ordinals as the job sees them,
@@ -50,6 +51,7 @@ class ReplicaContext:
     master_port: int
     devices: tuple[DeviceShare, ...]
     device_ids: tuple[str, ...]  # what goes into CUDA_VISIBLE_DEVICES, one per device
+    port: int | None = None      # ROTA_PORT: where a server the job runs listens
 
 
 def check_job_env(env: Mapping[str, object]) -> dict[str, str]:
@@ -76,6 +78,8 @@ def rota_variables(ctx: ReplicaContext) -> dict[str, str]:
         "ROTA_MASTER_ADDR": ctx.master_addr,
         "ROTA_MASTER_PORT": str(ctx.master_port),
     }
+    if ctx.port is not None:
+        out["ROTA_PORT"] = str(ctx.port)
     fractions = [d for d in ctx.devices if d.milli < MILLI]
     if fractions:
         share = fractions[0]

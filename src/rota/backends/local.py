@@ -189,19 +189,22 @@ class LocalBackend:
                 return found
             adir = self._fresh_try(job.id, attempt)
         port, world = free_port(self.master_addr), len(placement.replicas)
+        serves = spec.port or (None if spec.port is None else free_port(self.master_addr))
         replicas: list[ReplicaHandle] = []
         try:
             for rank, rep in enumerate(placement.replicas):
                 ctx = ReplicaContext(job.id, rank, world, self.master_addr, port, rep.devices,
-                                     self._device_ids(rep))
+                                     self._device_ids(rep), serves)
                 self.before_start(adir, rank)
                 replicas.append(self._start_replica(adir, ctx, rep, job_env, spec, argv))
         except OSError as exc:
             for started in replicas:
                 self._stop_replica(proc(started), 0, "launch of the gang failed")
             raise BackendError("launch_failed", f"cannot start job {job.id}: {exc}") from exc
-        return self._save(Handle(self.name, job.id, str(adir), tuple(replicas), attempt,
-                                 {"boot_id": boot_id()}))
+        ref: dict[str, object] = {"boot_id": boot_id()}
+        if serves is not None:
+            ref["endpoint"] = f"{self.master_addr}:{serves}"
+        return self._save(Handle(self.name, job.id, str(adir), tuple(replicas), attempt, ref))
 
     def before_start(self, attempt_dir: Path, rank: int) -> None:
         """Called before each replica's supervisor is started; does nothing. Tests override it
@@ -240,8 +243,11 @@ class LocalBackend:
                 str(adir / f"replica-{rank}"), str(adir / f"replica-{rank}/stdout.log"),
                 str(adir / f"replica-{rank}/stderr.log")).ref())
             for rank, (rep, c) in enumerate(zip(placement.replicas, claims)))
-        return self._save(Handle(self.name, job.id, str(adir), replicas, attempt,
-                                 {"boot_id": boot}))
+        ref: dict[str, object] = {"boot_id": boot}
+        port = _served_port(adir)
+        if port is not None:
+            ref["endpoint"] = f"{self.master_addr}:{port}"
+        return self._save(Handle(self.name, job.id, str(adir), replicas, attempt, ref))
 
     def _claim_or_fence(self, rdir: Path) -> dict | None:
         """The claim of the supervisor of ``rdir``; None after fencing a replica that none
@@ -434,6 +440,10 @@ class LocalBackend:
             except OSError:
                 continue
 
+    def endpoint(self, handle: Handle) -> str | None:
+        found = handle.ref.get("endpoint")
+        return found if isinstance(found, str) else None
+
     def read_log(self, handle: Handle, rank: int, stream: str, offset: int) -> Iterator[bytes]:
         """The bytes of a replica's ``stdout.log`` or ``stderr.log`` from ``offset`` on."""
         if stream not in STREAMS:
@@ -487,3 +497,10 @@ class LocalBackend:
         return int(child["pid"])
 
 
+
+
+def _served_port(attempt_dir: Path) -> int | None:
+    """ROTA_PORT as rank 0's launch file gave it, for a launch found again by ``recover``."""
+    spec = read_json(attempt_dir / "replica-0" / "spec.json") or {}
+    port = (spec.get("env") or {}).get("ROTA_PORT")
+    return int(port) if isinstance(port, str) and port.isdigit() else None

@@ -216,6 +216,16 @@ class Client:
         return self._json("PUT", f"/v1/projects/{_segment(project)}/budget",
                           json={"soft_gpu_hours": soft, "hard_gpu_hours": hard})
 
+    # services
+    def create_service(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._json("POST", "/v1/services", json=body)
+
+    def services(self) -> list[dict[str, Any]]:
+        return self._json("GET", "/v1/services")
+
+    def delete_service(self, name: str) -> dict[str, Any]:
+        return self._json("DELETE", f"/v1/services/{_segment(name)}")
+
     # jobs
     def submit(self, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
         """Submit a job (an array) once, however often it must be sent: with ``key`` (a new

@@ -188,7 +188,7 @@ class Launcher:
             handle = self.backend.launch(rec.job, rec.job.placement,
                                          LaunchSpec(r.spec.command, r.workdir, env, r.run_as,
                                                     r.spec.checkpoint_signal, r.spec.grace_s,
-                                                    r.spec.image),
+                                                    r.spec.image, r.spec.port),
                                          attempt=rec.attempts)
         except InvalidSpec as exc:
             return Launched(rec, verdict=_unstartable(exc))

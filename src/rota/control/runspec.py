@@ -10,7 +10,8 @@
      "upload": "<upload id>" | null,              # <data_dir>/uploads/<id>.tar.gz
      "checkpoint": {"dir": str | null, "signal": "SIGTERM", "grace_s": 30.0},
      "restart": {"max_retries": 0, "backoff_s": 10.0},
-     "idle": {...} | null}                        # read by idle reclamation, not here
+     "idle": {...} | null,                        # read by idle reclamation, not here
+     "port": 8000 | 0 | null}                     # a service replica's ROTA_PORT (0: any free)
 
 Working directory: ``workdir`` when set (an existing directory the job's OS account may enter
 and list, ``rota.control.accounts.may_enter``); otherwise ``<data_dir>/jobs/<job id>/work``, where an
@@ -45,7 +46,7 @@ from rota.core.archive import check_members
 
 UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 KNOWN_KEYS = frozenset({"command", "workdir", "image", "env", "upload", "checkpoint", "restart",
-                        "idle"})
+                        "idle", "port"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,7 @@ class RunSpec:
     max_retries: int = 0
     image: str | None = None  # the container image the job names
     backoff_s: float = 10.0       # before the first retry; doubled for each further one
+    port: int | None = None       # ROTA_PORT (``LaunchSpec.port``)
 
 
 def parse_run(run: Mapping[str, Any]) -> RunSpec:
@@ -82,7 +84,16 @@ def parse_run(run: Mapping[str, Any]) -> RunSpec:
         grace_s=_grace(checkpoint.get("grace_s")),
         max_retries=_retries(restart.get("max_retries", 0)),
         backoff_s=_backoff(restart.get("backoff_s", 10.0)),
+        port=_port(run.get("port")),
     )
+
+
+def _port(value: object) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
+        raise InvalidSpec("run.port", f"must be a port number (0: any free one), got {value!r}")
+    return value
 
 
 def _mapping(value: object, where: str) -> Mapping[str, Any]:

@@ -31,6 +31,7 @@ from rota.control.lease import LeaseKeeper
 from rota.control.metrics import Metrics, Reading
 from rota.control.logs import log_reader
 from rota.control.reconcile import PassReport
+from rota.control.serving import Serving
 from rota.core import InvalidSpec
 from rota.scheduler import Policy
 from rota.server.backends import build_backend
@@ -91,11 +92,14 @@ class ControlPlane:
         sweeper = Sweeper(self.store, self.config.data_dir, self.config.retention, time.time)
         sweeper.start()
         containers = self.loop.backend.capabilities.containers  # a workdir is in the image
+        serving = Serving(self.store, self.loop.backend, self.loop.wake)
+        serving.start()
         app = create_app(self.store, data_dir=self.config.data_dir, on_change=self.loop.wake,
                          read_log=log_reader(self.loop.backend),
                          workdir_refusal=None if containers else self.accounts.workdir_refusal,
                          on_touch=self.loop.reconciler.idle.touch,
-                         metrics=None if self.metrics is None else self.metrics.exposition)
+                         metrics=None if self.metrics is None else self.metrics.exposition,
+                         serving=serving)
         cert, key = self.config.tls or (None, None)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                                lifespan="off", ssl_certfile=cert,
@@ -112,6 +116,7 @@ class ControlPlane:
         try:
             server.run(sockets=[self.sock])
         finally:
+            serving.stop()
             sweeper.stop()
             if watcher is not None:
                 watcher.stop()

@@ -28,6 +28,7 @@ from rota.core import (
 )
 from rota.spec import limits
 from rota.spec.errors import reason_error, validate_all
+from rota.spec.service import ServiceSpec
 from rota.spec.types import (
     ArraySpec, CpuMilli, Duration, GpuAmount, Image, JobRef, MemoryMiB, Name, Patterns,
     PositiveDuration, Strict, Text, Timestamp,
@@ -169,6 +170,29 @@ class JobSpec(Strict):
     start_at: Timestamp | None = None          # control plane: not before then
     depends: DependsSpec | None = None         # control plane: jobs to wait for
     array: ArraySpec | None = None             # control plane: one task per index
+    service: ServiceSpec | None = None         # kind service: models, port, replicas, ...
+
+    @model_validator(mode="after")
+    def _service(self) -> JobSpec:
+        if self.service is None:
+            return self
+        if self.kind is not JobKind.SERVICE:
+            raise reason_error("must be service for a job with a service section", "kind")
+        if self.replicas != 1:
+            raise reason_error("is the gang size, 1 for a service; the number of its replicas "
+                               "is service.replicas (min and max)", "replicas")
+        for key in ("array", "depends", "start_at"):
+            if getattr(self, key) is not None:
+                raise reason_error("is for batch jobs; a service's replicas start on demand", key)
+        return self
+
+    @field_validator("replicas", mode="before")
+    @classmethod
+    def _replicas_not_range(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            raise reason_error("is the gang size (a number); a service's range of replicas "
+                               "goes under service.replicas: {min: 0, max: 2}")
+        return value
 
     @field_validator("env")
     @classmethod

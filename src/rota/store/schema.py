@@ -50,6 +50,11 @@ Why these tables, and why these shapes:
 - ``fair_use``: operators' caps on what one user or one project may have at once (pending
   jobs, submissions per second, storage), per scope (``user``, ``project``), as set in the
   queues file; only the keys an operator set are stored (the others keep their defaults).
+- ``services``: model-serving services (``rota.core.serving``): the project, queue and user
+  their replicas run under, ``models`` (a JSON list; a model is served by one service only,
+  which ``service_models`` guards with its primary key), ``settings`` (replicas, target, idle,
+  ...) and ``template``, the submission every replica job is made from. Replicas are jobs of
+  kind service labelled with their service's name.
 - ``job_events``: an append-only history per job (time, kind, message, data JSON).
 - ``usage``: per project, GPU-seconds already decayed to ``as_of``.
 - ``leases``: named leases with a holder and an expiry; the control loop holds ``control-loop``
@@ -252,6 +257,24 @@ fair_use = Table(
     "fair_use", metadata,
     Column("scope", String(16), primary_key=True),
     Column("caps", JSON, nullable=False),
+)
+
+services = Table(
+    "services", metadata,
+    Column("name", String(NAME), primary_key=True),
+    Column("project", String(NAME), ForeignKey("projects.name"), nullable=False),
+    Column("queue", String(NAME), nullable=False),
+    Column("user", String(NAME), ForeignKey("users.name"), nullable=False),
+    Column("settings", JSON, nullable=False),
+    Column("template", JSON, nullable=False),
+    Column("created_at", Time, nullable=False),
+)
+
+service_models = Table(
+    "service_models", metadata,
+    Column("model", String(255), primary_key=True),
+    Column("service", String(NAME), ForeignKey("services.name", ondelete="CASCADE"),
+           nullable=False),
 )
 
 job_events = Table(

@@ -41,6 +41,7 @@ from rota.store.engine import WRITE, display_url, make_engine, migrate, resolve_
 from rota.store.authcache import DEFAULT_TTL_S, AuthCache
 from rota.store.errors import Conflict, NotFound
 from rota.store.group import DEFAULT_MAX_BATCH, GroupCommit
+from rota.store.services import Services
 from rota.store.records import (
     ApplyResult, AttemptRecord, EligibilityFacts, FairUse, JobEvent, JobFilter, JobRecord, Move,
     Page, Replayed, StateMove, Submission, SubmitOptions,
@@ -84,6 +85,11 @@ class Store:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+    @property
+    def services(self) -> Services:
+        """Model-serving services and their replicas (``rota.store.services``)."""
+        return Services(self)
 
     @property
     def dialect(self) -> str:

@@ -50,6 +50,7 @@ from rota.backends.kube.names import (
 from rota.backends.kube.nodes import Grain, KubeNode, Problem, node_from_kube
 from rota.backends.kube.offers import Refusal, find_offers, gang_of, parse_key
 from rota.backends.kube.podinfo import PodInfo, pod_info
+from rota.backends.kube.pods import PORT_ANNOTATION
 from rota.backends.kube.status import Gone, replica_status
 from rota.backends.kube.usage import foreign_usage
 from rota.core import InvalidSpec, Job, Node, Placement
@@ -294,6 +295,15 @@ class KubeBackend:
             if p.code is Problem.NOT_READY:
                 return f"is not Ready ({p.detail})"
         return None
+
+    def endpoint(self, handle: Handle) -> str | None:
+        """Rank 0's Pod IP and the port its annotation names, once the Pod has an IP."""
+        namespace, name, uid = _ref(handle.replicas[0])
+        pod = self.pods.get(f"{namespace}/{name}")
+        port = None if pod is None else pod.annotations.get(PORT_ANNOTATION)
+        if pod is None or pod.uid != uid or not pod.ip or not port:
+            return None
+        return f"[{pod.ip}]:{port}" if ":" in pod.ip else f"{pod.ip}:{port}"
 
     def read_log(self, handle: Handle, rank: int, stream: str, offset: int) -> Iterator[bytes]:
         """The Pod's log (stdout and stderr together, as Kubernetes keeps it) as ``stdout``,

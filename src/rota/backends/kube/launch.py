@@ -33,7 +33,9 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol
 
-from rota.backends.base import BackendError, Handle, LaunchSpec, ReplicaHandle
+from rota.backends.base import (
+    DEFAULT_SERVICE_PORT, BackendError, Handle, LaunchSpec, ReplicaHandle,
+)
 from rota.backends.kube import hami, lock
 from rota.backends.kube.api import KubeApi, KubeError, pods_path, services_path
 from rota.backends.kube.names import (
@@ -173,7 +175,8 @@ class Launcher:
             image=image, command=tuple(spec.command), namespace=self.settings.namespace,
             master_port=self.settings.master_port, workdir=spec.workdir or None,
             env=spec.env, now_s=self.clock(), run_as=spec.run_as,
-            tolerations=self.settings.tolerations))
+            tolerations=self.settings.tolerations,
+            port=None if spec.port is None else spec.port or DEFAULT_SERVICE_PORT))
         body["metadata"]["annotations"][ANNOTATION_DEVICES] = ",".join(
             str(s.index) for s in m.placement.devices)
         return body

@@ -75,6 +75,7 @@ class PodInfo:
     created: str = ""
     node_selector: tuple[tuple[str, str], ...] = ()
     required_affinity: bool = False
+    ip: str = ""  # status.podIP, once the Pod has one
 
     @property
     def key(self) -> str:
@@ -113,7 +114,8 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
         node_selector=tuple(sorted((str(k), str(v)) for k, v in
                                    (spec.get("nodeSelector") or {}).items())),
         required_affinity=bool(((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution")))
+            "requiredDuringSchedulingIgnoredDuringExecution")),
+        ip=status.get("podIP") or "")
 
 
 def _quantity(resources: Mapping[str, Any], name: str, unit: Any, field: str) -> int:

@@ -62,6 +62,10 @@ class ReplicaPod:
     now_s: float = 0.0  # when the devices were chosen (HAMi's vgpu-time)
     run_as: RunAs | None = None
     tolerations: tuple[str, ...] = ()
+    port: int | None = None  # ROTA_PORT (a service's replica), None: none
+
+
+PORT_ANNOTATION = "rota.dev/port"  # ROTA_PORT of a service's replica
 
 
 def service_name(job_id: str, attempt: int) -> str:
@@ -102,6 +106,8 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
     service = service_name(str(job.id), spec.attempt)
     labels = {**job_labels(job, spec.attempt), LABEL_RANK: str(spec.rank)}
     annotations, gpu_labels = _device_annotations(spec)
+    if spec.port is not None:  # where its server listens (``KubeBackend.endpoint``)
+        annotations = {**annotations, PORT_ANNOTATION: str(spec.port)}
     master = f"{pod_name(str(job.id), spec.attempt, 0)}.{service}.{spec.namespace}.svc"
     container: dict[str, Any] = {
         "name": CONTAINER, "image": spec.image, "command": list(spec.command),
@@ -136,7 +142,7 @@ def _env(spec: ReplicaPod, master: str) -> dict[str, str]:
     ctx = ReplicaContext(job_id=str(spec.job.id), rank=spec.rank,
                          world_size=spec.job.replicas, master_addr=master,
                          master_port=spec.master_port, devices=spec.placement.devices,
-                         device_ids=())
+                         device_ids=(), port=spec.port)
     ours = {k: v for k, v in rota_variables(ctx).items() if not k.startswith("CUDA_")}
     return {**check_job_env(spec.env), **ours}
 

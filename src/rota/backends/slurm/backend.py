@@ -52,6 +52,7 @@ import os
 import signal as signals
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -76,7 +77,7 @@ from rota.backends.slurm.reservations import (
 )
 from rota.backends.slurm.states import attempt_name, losing_reason, owner
 from rota.backends.slurm.release import Releaser, release
-from rota.backends.slurm.submit import SubmitSpec, batch_request, parse_job_id
+from rota.backends.slurm.submit import SubmitSpec, batch_request, derived_port, parse_job_id
 from rota.backends.slurm.summary import describe
 from rota.backends.slurm.watch import SlurmWatcher
 from rota.core import InvalidSpec, Job, Node, Placement
@@ -195,7 +196,7 @@ class SlurmBackend:
             command=tuple(spec.command), workdir=spec.workdir, log_dir=str(files.logs),
             env=spec.env, checkpoint_signal=spec.checkpoint_signal, grace_s=spec.grace_s,
             partition=self.config.partition, pinned=self.config.pinned, hold=True,
-            instance=self.instance,
+            instance=self.instance, port=spec.port,
             addresses={n: s.address for n, s in self._slurm_nodes.items()}), reports)
         files.prepare(spec.run_as)
         files.intend(request.name)                                                   # 1
@@ -209,6 +210,11 @@ class SlurmBackend:
                                                 f"{exc.stderr or exc}") from None
         slurm_id = parse_job_id(out)
         handle = self._handle(job.id, attempt, slurm_id, placement, files)
+        if spec.port is not None:  # where rota reaches the job's server (``endpoint``)
+            first = placement.replicas[0].node
+            node = self._slurm_nodes.get(first)
+            handle = replace(handle, ref={**handle.ref, "endpoint": "{}:{}".format(
+                node.address if node is not None else first, spec.port or derived_port(slurm_id))})
         self.before("save", files)
         files.save(handle)                                                           # 3
         self._track(handle)
@@ -341,6 +347,10 @@ class SlurmBackend:
             if j.name in own and j.id != own[j.name] and not j.phase.ended \
                     and owner(j.name, j.comment, self.instance) and j.comment:
                 self._duplicate(j.id, j.name)
+
+    def endpoint(self, handle: Handle) -> str | None:
+        found = handle.ref.get("endpoint")
+        return found if isinstance(found, str) else None
 
     def read_log(self, handle: Handle, rank: int, stream: str, offset: int) -> Iterator[bytes]:
         """The bytes replica ``rank``'s step wrote to ``stream`` from ``offset`` on."""

@@ -63,6 +63,11 @@ SLURM_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")
 PORT_BASE = 20000  # ROTA_MASTER_PORT at run time: PORT_BASE + SLURM_JOB_ID mod PORT_BASE
 
 
+def derived_port(slurm_id: int) -> int:
+    """ROTA_MASTER_PORT (and a service's ROTA_PORT, unless it names one) of a Slurm job."""
+    return PORT_BASE + slurm_id % PORT_BASE
+
+
 @dataclass(frozen=True, slots=True)
 class SubmitSpec:
     """The parts of a job's run spec that a Slurm attempt needs, and where its logs go."""
@@ -79,6 +84,7 @@ class SubmitSpec:
     pinned: bool = True           # rota's nodes (--nodelist); False: Slurm chooses them
     hold: bool = False            # submit held (--hold), to be released
     instance: str = ""            # the control plane's, in the comment (states.job_comment)
+    port: int | None = None       # ROTA_PORT: a number; 0: ROTA_MASTER_PORT's; None: unset
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +301,8 @@ def _srun(job: Job, spec: SubmitSpec, files: RankFiles, replica: ReplicaPlacemen
     for mps in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"):
         env.pop(mps, None)  # no MPS daemon behind shards: these would promise a limit
     env["ROTA_MASTER_ADDR"], env["ROTA_MASTER_PORT"] = master, port
+    if spec.port is not None:
+        env["ROTA_PORT"] = str(spec.port) if spec.port else port
     assignments = [_word(f"{k}=", v) for k, v in sorted(env.items())]
     return _line([*args, "env", *assignments, *spec.command])
 

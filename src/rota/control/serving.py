@@ -1,0 +1,407 @@
+"""The serving runtime: services' replicas started on demand and stopped when idle, and the
+choice of a ready replica for each request the gateway (``rota.api.gateway``) passes on.
+
+It lives in the control plane's process, between two threads:
+- the **gateway** (the API's event loop) asks ``acquire(service)`` for a ready replica with the
+  fewest requests in flight, and gives it back with ``release``; with none ready, the request
+  waits (at most ``queue`` of them, each at most ``timeout_s``), and the runtime is woken at once
+  to start one;
+- the runtime's own thread (``tick``, every ``tick_s``) reads the services and their replica jobs
+  from the store, asks the backend where each running replica listens (``Backend.endpoint``),
+  probes its readiness path, samples each service's concurrency (in flight + waiting), decides
+  the replicas it should have (``rota.core.serving.desired_replicas``), and submits or cancels
+  replica jobs through the store like any job, waking the control loop: a replica is scheduled,
+  preempts or waits on quota as any pending job does, and ``rota show`` explains it.
+
+Replicas that fail are replaced after a back-off (1 s, doubling up to a minute, reset by a replica
+that became ready), so that a broken command does not spin. A replica is stopped only when no
+request is in flight on it; it is taken out of the choice first (draining). Replicas of a
+service that no longer exists are cancelled.
+
+Nothing here is durable except through the store: after a restart, replicas are found again by
+their label (``rota.store.services.SERVICE_LABEL``) and probed again before they serve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import urllib.request
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from rota.backends.base import Backend, Handle
+from rota.core import InvalidSpec, JobState, RotaError
+from rota.core.serving import desired_replicas
+from rota.store import JobRecord, NotFound, Store
+from rota.store.services import ServiceRecord, service_of
+
+log = logging.getLogger("rota.serving")
+MAX_BACKOFF_S = 60.0
+PROBE_TIMEOUT_S = 2.0
+REPROBE_S = 10.0        # a ready replica is probed again this often
+RATE_WINDOW_S = 10.0    # requests per second are counted over this long
+OWNER = "rota (service scaling)"
+
+
+class Unavailable(RotaError):
+    """No replica could take a request in time; ``retry_after`` is a hint in seconds."""
+
+    code = "service_unavailable"
+
+    def __init__(self, message: str, retry_after: int = 5,
+                 pending: JobRecord | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.pending = pending  # the replica job that waits to be scheduled, if one does
+
+
+@dataclass(slots=True)
+class Replica:
+    job_id: str
+    record: JobRecord
+    endpoint: str | None = None
+    ready: bool = False
+    probed_at: float = 0.0
+    in_flight: int = 0
+    draining: bool = False
+
+
+@dataclass(slots=True)
+class ServiceState:
+    record: ServiceRecord
+    replicas: dict[str, Replica] = field(default_factory=dict)
+    in_flight: int = 0
+    waiting: list[asyncio.Future] = field(default_factory=list)
+    arrivals: int = 0                      # since the last sample
+    samples: deque = field(default_factory=deque)  # (time, concurrency)
+    arrived_at: deque = field(default_factory=deque)  # request times within RATE_WINDOW_S
+    requests: int = 0
+    cold_starts: int = 0
+    failures: int = 0                      # replicas in a row that failed
+    backoff_until: float = 0.0
+    desired: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    def view(self, now: float) -> dict[str, Any]:
+        live = [r for r in self.replicas.values() if not r.draining]
+        s = self.record.settings
+        return {
+            "name": self.name, "project": self.record.project, "queue": self.record.queue,
+            "user": self.record.user, "models": list(s.models),
+            "replicas": {"min": s.min_replicas, "max": s.max_replicas, "desired": self.desired,
+                         "live": len(live), "ready": sum(r.ready for r in live)},
+            "target": s.target, "idle_s": s.idle_s, "in_flight": self.in_flight,
+            "queued": len(self.waiting), "requests": self.requests,
+            "requests_per_s": round(sum(1 for t in self.arrived_at if t > now - RATE_WINDOW_S)
+                                    / RATE_WINDOW_S, 3),
+            "cold_starts": self.cold_starts,
+            "jobs": [{"id": r.job_id, "state": str(r.record.state), "ready": r.ready,
+                      "endpoint": r.endpoint, "in_flight": r.in_flight, "draining": r.draining}
+                     for r in self.replicas.values()],
+        }
+
+
+def http_probe(endpoint: str, path: str) -> bool:
+    """Whether ``GET http://endpoint/path`` answers 2xx within ``PROBE_TIMEOUT_S``."""
+    try:
+        with urllib.request.urlopen(f"http://{endpoint}{path}", timeout=PROBE_TIMEOUT_S) as r:
+            return 200 <= r.status < 300
+    except (OSError, ValueError):
+        return False
+
+
+class Serving:
+    """Started by ``rota up`` (``rota.server.compose``) beside the control loop."""
+
+    def __init__(self, store: Store, backend: Backend, wake_loop: Callable[[], None],
+                 clock: Callable[[], float] = time.monotonic, tick_s: float = 0.1,
+                 probe: Callable[[str, str], bool] = http_probe) -> None:
+        self.store, self.backend, self.wake_loop = store, backend, wake_loop
+        self.clock, self.tick_s, self.probe = clock, tick_s, probe
+        self._lock = threading.Lock()
+        self._services: dict[str, ServiceState] = {}
+        self._models: dict[str, str] = {}  # model -> service
+        self._kick = threading.Event()
+        self._halt = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._probes = ThreadPoolExecutor(8, thread_name_prefix="rota-probe")
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- the thread ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.tick()
+        self._thread = threading.Thread(target=self._run, name="rota-serving", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._halt.set()
+        self._kick.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        self._probes.shutdown(wait=False, cancel_futures=True)
+
+    def kick(self) -> None:
+        """Tick as soon as possible (a request waits, a service was created or deleted)."""
+        self._kick.set()
+
+    def _run(self) -> None:
+        while not self._halt.is_set():
+            self._kick.wait(self.tick_s)
+            self._kick.clear()
+            if self._halt.is_set():
+                return
+            try:
+                self.tick()
+            except Exception:  # the next tick retries; requests wait meanwhile
+                log.exception("serving tick failed")
+
+    def tick(self) -> None:
+        """One round (see the module docstring)."""
+        now = self.clock()
+        records = {s.name: s for s in self.store.services.list()}
+        replica_jobs = self.store.services.replicas()
+        with self._lock:
+            self._sync(records, replica_jobs, now)
+            states = list(self._services.values())
+        self._probe_all(states, now)
+        changed = False
+        for svc in states:
+            changed |= self._scale(svc, now)
+        orphans = [r for r in replica_jobs if service_of(r) not in records
+                   and not r.job.state.terminal]
+        for rec in orphans:
+            changed |= self._cancel(rec.id)
+        if changed:
+            self.wake_loop()
+
+    def _sync(self, records: dict[str, ServiceRecord], jobs: list[JobRecord],
+              now: float) -> None:
+        for name in list(self._services):
+            if name not in records:
+                svc = self._services.pop(name)
+                self._wake_waiters(svc)
+        for name, record in records.items():
+            svc = self._services.get(name)
+            if svc is None:
+                svc = self._services[name] = ServiceState(record)
+            svc.record = record
+        self._models = {m: name for name, r in records.items() for m in r.settings.models}
+        by_service: dict[str, list[JobRecord]] = {}
+        for rec in jobs:
+            by_service.setdefault(service_of(rec) or "", []).append(rec)
+        for svc in self._services.values():
+            seen = {r.id: r for r in by_service.get(svc.name, [])}
+            for job_id in list(svc.replicas):
+                if job_id not in seen:
+                    self._ended(svc, svc.replicas.pop(job_id), now)
+            for job_id, rec in seen.items():
+                replica = svc.replicas.get(job_id)
+                if replica is None:
+                    replica = svc.replicas[job_id] = Replica(job_id, rec)
+                replica.record = rec
+                if rec.state is not JobState.RUNNING:
+                    replica.ready, replica.endpoint = False, None
+                elif replica.endpoint is None and rec.backend_handle:
+                    replica.endpoint = self._endpoint(rec)
+
+    def _endpoint(self, rec: JobRecord) -> str | None:
+        try:
+            return self.backend.endpoint(Handle.from_dict(rec.backend_handle))
+        except (InvalidSpec, RotaError, KeyError, AttributeError):
+            return None
+
+    def _ended(self, svc: ServiceState, replica: Replica, now: float) -> None:
+        """A replica job ended: a failure backs the next one off."""
+        try:
+            state = self.store.get_job(replica.job_id).state
+        except NotFound:
+            return
+        if state is JobState.FAILED:
+            svc.failures += 1
+            svc.backoff_until = now + min(MAX_BACKOFF_S, 2.0 ** (svc.failures - 1))
+            log.warning("replica job %s of service %s failed; the next one in %.0f s",
+                        replica.job_id, svc.name, svc.backoff_until - now)
+
+    def _probe_all(self, states: list[ServiceState], now: float) -> None:
+        todo = [(svc, r) for svc in states for r in list(svc.replicas.values())
+                if r.endpoint is not None and not r.draining
+                and (not r.ready or now - r.probed_at >= REPROBE_S)]
+        if not todo:
+            return
+        answers = list(self._probes.map(
+            lambda pair: self.probe(pair[1].endpoint, pair[0].record.settings.readiness), todo))
+        with self._lock:
+            for (svc, replica), ok in zip(todo, answers):
+                replica.probed_at = now
+                became = ok and not replica.ready
+                replica.ready = ok
+                if became:
+                    svc.failures, svc.backoff_until = 0, 0.0
+                    log.info("replica job %s of service %s is ready at %s", replica.job_id,
+                             svc.name, replica.endpoint)
+                    self._wake_waiters(svc)
+
+    def _scale(self, svc: ServiceState, now: float) -> bool:
+        settings = svc.record.settings
+        with self._lock:
+            concurrency = svc.in_flight + len(svc.waiting)
+            if svc.arrivals:
+                concurrency = max(concurrency, 1)
+            svc.arrivals = 0
+            svc.samples.append((now, concurrency))
+            while svc.samples and svc.samples[0][0] < now - settings.idle_s:
+                svc.samples.popleft()
+            while svc.arrived_at and svc.arrived_at[0] < now - RATE_WINDOW_S:
+                svc.arrived_at.popleft()
+            svc.desired = desired = desired_replicas(settings, (c for _, c in svc.samples))
+            live = [r for r in svc.replicas.values() if not r.draining]
+            cold = not any(r.ready for r in live) and bool(svc.waiting)
+            if len(live) < desired and now < svc.backoff_until:
+                return False
+            doomed = _victims(live, len(live) - desired)
+            for r in doomed:
+                r.draining = True
+        changed = False
+        for _ in range(desired - len(live)):
+            changed |= self._submit(svc, cold and not live)
+        for r in doomed:
+            changed |= self._cancel(r.job_id)
+        return changed
+
+    def _submit(self, svc: ServiceState, cold: bool) -> bool:
+        try:
+            rec = self.store.submit_record(svc.record.template)
+        except RotaError as exc:
+            log.warning("service %s: a replica job was refused: %s", svc.name, exc)
+            svc.backoff_until = self.clock() + MAX_BACKOFF_S
+            return False
+        with self._lock:
+            svc.replicas.setdefault(rec.id, Replica(rec.id, rec))
+            if cold:
+                svc.cold_starts += 1
+        log.info("service %s: replica job %s submitted", svc.name, rec.id)
+        return True
+
+    def _cancel(self, job_id: str) -> bool:
+        try:
+            self.store.request_cancel(job_id, by=OWNER)
+        except (NotFound, RotaError) as exc:
+            log.info("replica job %s not cancelled: %s", job_id, exc)
+            return False
+        return True
+
+    # -- the gateway's side ------------------------------------------------------------------
+
+    def service_of_model(self, model: str) -> ServiceRecord | None:
+        with self._lock:
+            name = self._models.get(model)
+            svc = self._services.get(name or "")
+            return None if svc is None else svc.record
+
+    def services(self) -> list[ServiceRecord]:
+        with self._lock:
+            return [s.record for s in self._services.values()]
+
+    def views(self) -> dict[str, dict[str, Any]]:
+        now = self.clock()
+        with self._lock:
+            return {name: s.view(now) for name, s in self._services.items()}
+
+    async def acquire(self, name: str) -> Replica:
+        """A ready replica of service ``name``, counted in flight until ``release``; waits for
+        one to become ready; ``Unavailable`` when the wait queue is full or the wait is over."""
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        began = self.clock()
+        with self._lock:
+            svc = self._services.get(name)
+            if svc is None:
+                raise Unavailable(f"service {name} is gone", 30)
+            svc.arrivals += 1
+            svc.requests += 1
+            svc.arrived_at.append(began)
+            timeout = svc.record.settings.timeout_s
+        while True:
+            with self._lock:
+                if self._services.get(name) is not svc:
+                    raise Unavailable(f"service {name} was deleted", 30)
+                replica = _fewest_in_flight(svc)
+                if replica is not None:
+                    replica.in_flight += 1
+                    svc.in_flight += 1
+                    return replica
+                if len(svc.waiting) >= svc.record.settings.queue:
+                    raise Unavailable(f"service {name} has {len(svc.waiting)} requests waiting "
+                                      "for a replica already, its most; try again later")
+                waiter = loop.create_future()
+                svc.waiting.append(waiter)
+            self.kick()
+            left = began + timeout - self.clock()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                await asyncio.wait_for(waiter, left)
+            except TimeoutError:
+                raise self._why_waiting(svc, timeout) from None
+            finally:
+                with self._lock:
+                    if waiter in svc.waiting:
+                        svc.waiting.remove(waiter)
+
+    def release(self, name: str, replica: Replica) -> None:
+        with self._lock:
+            replica.in_flight -= 1
+            svc = self._services.get(name)
+            if svc is not None:
+                svc.in_flight -= 1
+
+    def _why_waiting(self, svc: ServiceState, timeout: float) -> Unavailable:
+        with self._lock:
+            live = [r.record for r in svc.replicas.values() if not r.draining]
+        waiting = [r for r in live if r.state is JobState.PENDING]
+        head = f"no replica of service {svc.name} became ready within {timeout:g} s"
+        if waiting:
+            return Unavailable(f"{head}: replica job {waiting[0].id} is pending; see rota show "
+                               f"{waiting[0].id}", pending=waiting[0])
+        if live:
+            return Unavailable(f"{head}: replica job {live[0].id} is {live[0].state} and not "
+                               "ready yet")
+        return Unavailable(f"{head}: no replica could be started (see rota services)")
+
+    def _wake_waiters(self, svc: ServiceState) -> None:
+        """Let every waiting request look for a replica again (called with the lock held)."""
+        loop = self._loop
+        if loop is None:
+            return
+        for waiter in list(svc.waiting):
+            loop.call_soon_threadsafe(_settle, waiter)
+
+
+def _settle(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _fewest_in_flight(svc: ServiceState) -> Replica | None:
+    ready = [r for r in svc.replicas.values() if r.ready and not r.draining]
+    return min(ready, key=lambda r: r.in_flight, default=None)
+
+
+def _victims(live: list[Replica], count: int) -> list[Replica]:
+    """The ``count`` replicas to stop first: not yet running, then not ready, then the idle
+    ready ones; a replica with requests in flight is never stopped."""
+    if count <= 0:
+        return []
+    order = sorted((r for r in live if r.in_flight == 0),
+                   key=lambda r: (r.record.state is JobState.RUNNING, r.ready,
+                                  -int(r.job_id) if r.job_id.isdigit() else 0))
+    return order[:count]

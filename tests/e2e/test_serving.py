@@ -1,0 +1,185 @@
+"""Model serving with a real ``rota up``, the official ``openai`` client and the example model
+server (``examples/serving/bigram_lm.py``), as a new user would try it: a service with no
+replica answers its first request once a replica has started (a cold start), streams chunk by
+chunk, scales out under a burst and back to zero when idle, which frees its GPU for a queued
+batch job; a member of another project gets 404; a service whose queue has no quota left
+answers 503 with ``Retry-After`` while ``rota show`` says why its replica waits; a client that
+goes away mid-stream stops the generation on the replica."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+openai = pytest.importorskip("openai", reason="the official openai client is a test dependency")
+
+from test_budgets import ok, rota, shown, until  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_SERVER = ROOT / "examples" / "serving" / "bigram_lm.py"
+
+
+def service_file(tmp: Path, name: str = "tiny", model: str = "tiny", gpu: float = 1,
+                 token_delay: float = 0.0, priority: int = 100, **service) -> Path:
+    """A service file beside a copy of the model server (its workdir, uploaded by rota serve)."""
+    where = tmp / name
+    where.mkdir()
+    shutil.copy(MODEL_SERVER, where / MODEL_SERVER.name)
+    settings = {"models": [model], "readiness": "/health", "replicas": {"min": 0, "max": 1},
+                "target": 4, "idle": "5m", "timeout": "2m", **service}
+    (where / "service.yaml").write_text(yaml.safe_dump({
+        "name": name, "kind": "service", "priority": priority, "workdir": ".",
+        "entrypoint": [sys.executable, MODEL_SERVER.name, "--model", model,
+                       "--token-delay", str(token_delay)],
+        "resources": {"cpu": "250m", "memory": "256Mi", "gpu": gpu}, "service": settings}))
+    return where / "service.yaml"
+
+
+def client(server, token: str | None = None, **kwargs) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=token or server.token,
+                         timeout=120, **kwargs)
+
+
+def services(server) -> dict[str, dict]:
+    return {s["name"]: s for s in json.loads(ok(rota(server, "services", "--json")))}
+
+
+def chat(c: openai.OpenAI, text: str = "hello", max_tokens: int = 24, **kwargs):
+    return c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": text}],
+                                     max_tokens=max_tokens, **kwargs)
+
+
+def test_a_cold_service_answers_its_first_request_streams_and_sleeps_again(rota_server,
+                                                                           tmp_path):
+    ok(rota(rota_server, "serve", str(service_file(tmp_path, idle="3s"))))
+    assert services(rota_server)["tiny"]["replicas"]["live"] == 0  # nothing runs yet
+    c = client(rota_server)
+    assert [m.id for m in c.models.list()] == ["tiny"]
+
+    answer = chat(c).choices[0].message.content  # waits for the replica, then answers
+    assert answer
+    seen = services(rota_server)["tiny"]
+    assert (seen["cold_starts"], seen["replicas"]["ready"]) == (1, 1)
+
+    chunks = [ch.choices[0].delta.content or "" for ch in chat(c, stream=True) if ch.choices]
+    assert len([ch for ch in chunks if ch]) > 1 and "".join(chunks) == answer
+
+    replica = seen["jobs"][0]["id"]
+    until("the idle replica to stop", lambda: shown(rota_server, replica)["state"] == "cancelled")
+    assert services(rota_server)["tiny"]["replicas"]["live"] == 0
+
+
+def test_an_idle_service_frees_its_gpu_for_a_queued_batch_job(rota_server, tmp_path):
+    ok(rota(rota_server, "serve", str(service_file(tmp_path, idle="3s"))))
+    chat(client(rota_server))
+    replica = services(rota_server)["tiny"]["jobs"][0]["id"]
+    batch = json.loads(ok(rota(rota_server, "run", "--gpus", "4", "--json", "--", "sleep",
+                               "600")))["id"]
+    assert shown(rota_server, batch)["state"] == "pending"  # the replica holds one of four
+    until("the batch job to run", lambda: shown(rota_server, batch)["state"] == "running")
+    assert shown(rota_server, replica)["state"] == "cancelled"
+
+
+def test_a_waking_service_preempts_the_batch_job_that_borrowed_its_gpus(rota_server,
+                                                                       tmp_path):
+    batch = json.loads(ok(rota(rota_server, "run", "--gpus", "4", "--json", "--", "sleep",
+                               "600")))["id"]
+    until("the batch job to run", lambda: shown(rota_server, batch)["state"] == "running")
+    ok(rota(rota_server, "serve", str(service_file(tmp_path))))
+    assert chat(client(rota_server)).choices[0].message.content
+    assert shown(rota_server, batch)["state"] in ("preempting", "pending")
+
+
+def test_a_burst_scales_the_service_out_to_max_and_back(rota_server, tmp_path):
+    ok(rota(rota_server, "serve", str(service_file(
+        tmp_path, token_delay=0.05, replicas={"min": 0, "max": 3}, target=2, idle="4s"))))
+    c = client(rota_server)
+    chat(c)  # the first replica
+    peak, errors = [0], []
+
+    def one() -> None:
+        try:
+            chat(c, max_tokens=40)
+        except Exception as exc:  # noqa: BLE001 - counted below
+            errors.append(exc)
+
+    def watch(stop: threading.Event) -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], services(rota_server)["tiny"]["replicas"]["live"])
+            time.sleep(0.3)
+
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch, args=(stop,))
+    watcher.start()
+    for _ in range(3):  # bursts until the scale-out was seen, at most three
+        burst = [threading.Thread(target=one) for _ in range(64)]
+        for t in burst:
+            t.start()
+        for t in burst:
+            t.join()
+        if peak[0] >= 3:
+            break
+    stop.set()
+    watcher.join()
+    assert not errors and peak[0] == 3
+    until("the service to scale back to zero",
+          lambda: services(rota_server)["tiny"]["replicas"]["live"] == 0)
+
+
+def test_a_member_of_another_project_cannot_see_or_call_the_model(rota_server, tmp_path):
+    ok(rota(rota_server, "serve", str(service_file(tmp_path))))
+    ok(rota(rota_server, "project", "create", "speech"))
+    ok(rota(rota_server, "user", "add", "bob", "--project", "speech"))
+    bob = json.loads(ok(rota(rota_server, "token", "create", "laptop", "--user", "bob",
+                             "--json")))["token"]
+    c = client(rota_server, bob)
+    assert [m.id for m in c.models.list()] == []
+    with pytest.raises(openai.NotFoundError):
+        chat(c)
+    assert services(rota_server)["tiny"]["requests"] == 0  # it never reached the service
+
+
+def test_a_service_without_quota_answers_503_and_says_why_its_replica_waits(rota_server,
+                                                                          tmp_path):
+    queues = tmp_path / "queues.yaml"
+    queues.write_text(yaml.safe_dump({"queues": [
+        {"name": "serving", "quota": {"any": {"nominal": {"gpu": 1}}}}]}))
+    ok(rota(rota_server, "queue", "apply", str(queues)))
+    batch = json.loads(ok(rota(rota_server, "run", "--queue", "serving", "--gpus", "1",
+                               "--json", "--", "sleep", "600")))["id"]  # all of its quota
+    until("the batch job to run", lambda: shown(rota_server, batch)["state"] == "running")
+    ok(rota(rota_server, "serve", str(service_file(tmp_path, timeout="2s", priority=0)),
+            "--queue", "serving"))
+    with pytest.raises(openai.APIStatusError) as raised:
+        chat(client(rota_server, max_retries=0))
+    assert raised.value.status_code == 503
+    assert int(raised.value.response.headers["Retry-After"]) > 0
+    replica = services(rota_server)["tiny"]["jobs"][0]["id"]
+    assert f"rota show {replica}" in raised.value.message
+    why = ok(rota(rota_server, "show", replica))
+    assert "pending" in why and "quota" in why
+
+
+def test_a_client_that_goes_away_stops_the_generation_on_the_replica(rota_server, tmp_path):
+    ok(rota(rota_server, "serve", str(service_file(tmp_path, token_delay=0.05))))
+    c = client(rota_server)
+    chat(c)
+    endpoint = services(rota_server)["tiny"]["jobs"][0]["endpoint"]
+    stream = chat(c, stream=True, max_tokens=2000)  # 100 s if read to the end
+    for k, _ in enumerate(stream):
+        if k == 3:
+            break
+    stream.close()
+
+    def stats() -> dict:
+        return httpx.get(f"http://{endpoint}/stats", timeout=10).json()
+    until("the replica to see the stream cancelled",
+          lambda: stats()["cancelled"] == 1 and stats()["in_flight"] == 0)
