@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from backend_support import (
     a_job, placement, poll_one, python, run, wait_ended, wait_for, wait_started,
 )
-from rota.backends.base import BackendError, ReplicaState
+from rota.backends.base import BackendError, Handle, ReplicaState
 from rota.backends.local import LocalBackend, proc
 from rota.backends.procs import is_running
 from rota.core import DeviceShare, InvalidSpec, Placement, ReplicaPlacement
@@ -208,3 +209,25 @@ def test_placement_must_match_the_gang_size(backend: LocalBackend, workdir: Path
     with pytest.raises(InvalidSpec) as err:
         backend.launch(a_job(replicas=2), placement([0]), run("true", str(workdir)))
     assert err.value.field == "placement.replicas"
+
+
+@pytest.mark.parametrize("asked", [0, 18765], ids=["any-free", "named"])
+def test_a_server_listens_on_rota_port_where_endpoint_says(backend: LocalBackend, workdir: Path,
+                                                           asked: int) -> None:
+    code = "import json, os; json.dump(dict(os.environ), open('seen.json', 'w'))"
+    spec = replace(run(python(code), str(workdir)), port=asked)
+    handle = backend.launch(a_job("svc"), placement([0]), spec)
+    assert wait_ended(backend, handle).succeeded
+    port = dumped(workdir / "seen.json")["ROTA_PORT"]
+    assert int(port) > 0 and (asked == 0 or int(port) == asked)
+    assert backend.endpoint(handle) == f"127.0.0.1:{port}"
+    assert backend.endpoint(Handle.from_json(handle.to_json())) == f"127.0.0.1:{port}"
+
+
+def test_a_job_that_serves_nothing_has_no_port_and_no_endpoint(backend: LocalBackend,
+                                                               workdir: Path) -> None:
+    handle = backend.launch(a_job(), placement([]), run(python(DUMP_ENV) + ["seen.json"],
+                                                          str(workdir)))
+    wait_ended(backend, handle)
+    assert "ROTA_PORT" not in dumped(workdir / "seen.json")["env"]
+    assert backend.endpoint(handle) is None

@@ -9,6 +9,7 @@ import pytest
 from kubekit import hami_devices, node_object
 from rota.backends.kube import hami
 from rota.backends.kube.nodes import node_from_kube
+from rota.backends.kube.podinfo import pod_info
 from rota.backends.kube.pods import ReplicaPod, headless_service, replica_pod, service_name
 from rota.core import (
     DeviceShare, GpuRequest, InvalidSpec, Job, JobId, ReplicaPlacement, ReplicaRequest,
@@ -140,3 +141,13 @@ def test_the_api_server_accepts_the_pods_and_the_service(core, namespace):
     assert core.create_namespaced_service(namespace, service, dry_run="All").spec.cluster_ip \
         == "None"
     assert core.list_namespaced_pod(namespace).items == []  # a dry run stores nothing
+
+
+def test_a_service_replica_listens_on_the_port_its_annotation_names():
+    pod = a_pod(a_job(), port=8000)
+    assert pod["metadata"]["annotations"] == {"rota.dev/port": "8000"}
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    assert env["ROTA_PORT"] == "8000"
+    info = pod_info({**pod, "status": {"phase": "Running", "podIP": "10.1.2.3"}})
+    assert (info.ip, info.annotations["rota.dev/port"]) == ("10.1.2.3", "8000")
+    assert "ROTA_PORT" not in {e["name"] for e in a_pod(a_job())["spec"]["containers"][0]["env"]}

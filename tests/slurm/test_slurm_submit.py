@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from rota.backends.slurm.nodes import node_report
-from rota.backends.slurm.submit import SubmitSpec, batch_request, parse_job_id
+from rota.backends.slurm.submit import SubmitSpec, batch_request, derived_port, parse_job_id
 from rota.backends.slurm.text import Gres, SlurmOutputError
 from rota.core import (
     DeviceShare, GpuRequest, InvalidSpec, Job, JobId, Placement, ReplicaPlacement,
@@ -244,3 +244,16 @@ def test_a_jobs_own_slurm_variables_are_refused_naming_them(name):
     with pytest.raises(InvalidSpec, match="reads .* as options") as caught:
         batch_request(job(), place(("h1", 0)), 1, replace(SPEC, env={name: "8"}), NODES)
     assert caught.value.field == f"env.{name}"
+
+
+def test_a_service_replica_gets_rota_port_named_or_the_master_ports():
+    named = batch_request(job(), place(("a1", 2)), 3, replace(SPEC, port=8000), NODES)
+    [step] = sruns(named.script)
+    assert "ROTA_PORT=8000" in step
+    derived = batch_request(job(), place(("a1", 2)), 3, replace(SPEC, master_port=None,
+                                                                  port=0), NODES)
+    [step] = sruns(derived.script)
+    assert "ROTA_PORT=$port" in step and "ROTA_MASTER_PORT=$port" in step
+    [step] = sruns(batch_request(job(), place(("a1", 2)), 3, SPEC, NODES).script)
+    assert not any(a.startswith("ROTA_PORT=") for a in step)
+    assert derived_port(20017) == 20017 and derived_port(40017) == 20017

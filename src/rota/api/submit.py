@@ -158,14 +158,14 @@ def run_of(spec: JobSpec, upload: str | None) -> dict[str, Any]:
     entry = spec.entrypoint
     command = ["/bin/sh", "-c", entry] if isinstance(entry, str) else list(entry or [])
     idle = None if spec.idle is None else spec.idle.stored()
-    return {
+    serving = {} if spec.service is None else {"port": spec.service.port or 0}
+    return {**serving,
         "command": command, "workdir": spec.workdir, "image": spec.image, "env": dict(spec.env),
         "upload": upload,
         "checkpoint": {"dir": spec.checkpoint.dir, "signal": spec.checkpoint.signal,
                        "grace_s": spec.checkpoint.grace},
         "restart": {"max_retries": spec.restart.max_retries,
                     "backoff_s": spec.restart.backoff}, "idle": idle,
-        "port": None if spec.service is None else spec.service.port or 0,
     }
 
 
@@ -234,7 +234,10 @@ def check_run(run: Mapping[str, Any], upload_exists: Callable[[str], bool],
         if not UPLOAD_ID.match(model.upload) or not upload_exists(model.upload):
             raise InvalidSpec(where("upload"), f"no upload {model.upload!r}: send the "
                               "directory to POST /v1/uploads first and pass the id it returns")
-    return model.model_dump()
+    dump = model.model_dump()
+    if dump["port"] is None:  # only a service's replica serves
+        del dump["port"]
+    return dump
 
 
 def _core_form(data: dict[str, Any], user: str,

@@ -1,0 +1,105 @@
+"""Services over HTTP and the gateway's answers that need no replica: who may create and see
+a service, errors that name the field, and OpenAI-shaped errors for models one cannot reach.
+(Requests that reach a replica are in tests/e2e/test_serving.py, with a real rota up.)"""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from apikit import job_file, seed_tenants
+from rota.api import create_app
+from rota.backends.local import LocalBackend
+from rota.control.serving import Serving
+from rota.store import Store
+
+
+@pytest.fixture
+def gw(tmp_path):
+    store = Store.open(tmp_path / "db", clock=lambda: 100.0)
+    tokens = seed_tenants(store)
+    backend = LocalBackend(tmp_path / "data", node=store.list_nodes()[0][0])
+    serving = Serving(store, backend, lambda: None)
+    client = TestClient(create_app(store, data_dir=tmp_path / "data", serving=serving),
+                        raise_server_exceptions=False)
+    client.serving = serving
+    client.who = {u: {"Authorization": f"Bearer {t}"} for u, t in tokens.items()}
+    yield client
+    store.close()
+
+
+def service(**changes):
+    body = job_file(name="tiny", kind="service", resources={"gpu": 1},
+                    service={"models": ["tiny"], "replicas": {"min": 0, "max": 2},
+                             "timeout": "1s"})
+    body.update(changes)
+    return body
+
+
+def test_a_member_creates_a_service_in_its_project_and_only_its_projects_see_it(gw):
+    made = gw.post("/v1/services", json=service(), headers=gw.who["alice"])
+    assert made.status_code == 201, made.text
+    assert (made.json()["models"], made.json()["replicas"]["max"]) == (["tiny"], 2)
+    assert [s["name"] for s in gw.get("/v1/services", headers=gw.who["alice"]).json()] == \
+        ["tiny"]
+    assert gw.get("/v1/services", headers=gw.who["bob"]).json() == []
+    assert gw.get("/v1/services/tiny", headers=gw.who["bob"]).status_code == 404
+    assert gw.delete("/v1/services/tiny", headers=gw.who["bob"]).status_code == 404
+    assert gw.get("/v1/services/tiny", headers=gw.who["root"]).status_code == 200
+    assert gw.delete("/v1/services/tiny", headers=gw.who["alice"]).json()["deleted"]
+    assert gw.get("/v1/services/tiny", headers=gw.who["alice"]).status_code == 404
+
+
+@pytest.mark.parametrize("body, status, field", [
+    (service(project="q"), 422, "project"),                   # alice is not in q
+    (service(service=None), 422, "service"),
+    (service(name=None), 422, "name"),
+    (service(kind="batch"), 422, "kind"),
+    (service(service={"models": ["tiny"], "replicas": {"min": 2, "max": 1}}), 422,
+     "service.replicas.min"),
+    (service(entrypoint=None), 422, "entrypoint"),
+], ids=["other-project", "no-service", "no-name", "not-kind-service", "min-above-max",
+        "no-entrypoint"])
+def test_a_bad_service_is_refused_naming_the_field(gw, body, status, field):
+    body = {k: v for k, v in body.items() if v is not None}
+    answer = gw.post("/v1/services", json=body, headers=gw.who["alice"])
+    assert answer.status_code == status, answer.text
+    assert answer.json()["error"]["field"] == field
+
+
+def test_a_model_served_already_is_refused_and_a_job_cannot_carry_a_service(gw):
+    assert gw.post("/v1/services", json=service(), headers=gw.who["alice"]).status_code == 201
+    again = gw.post("/v1/services", json=service(name="other"), headers=gw.who["root"])
+    assert (again.status_code, again.json()["error"]["code"]) == (409, "model_taken")
+    as_job = gw.post("/v1/jobs", json=service(name="x"), headers=gw.who["alice"])
+    assert (as_job.status_code, as_job.json()["error"]["field"]) == (422, "service")
+
+
+def test_the_gateway_lists_and_reaches_only_ones_own_models(gw):
+    gw.post("/v1/services", json=service(), headers=gw.who["alice"])
+    gw.serving.tick()  # the runtime reads the new service
+    models = gw.get("/v1/models", headers=gw.who["alice"]).json()
+    assert (models["object"], [m["id"] for m in models["data"]]) == ("list", ["tiny"])
+    assert gw.get("/v1/models", headers=gw.who["bob"]).json()["data"] == []
+    assert gw.get("/v1/models", headers={}).status_code == 401
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+    hidden = gw.post("/v1/chat/completions", json=body, headers=gw.who["bob"])
+    assert hidden.status_code == 404
+    assert hidden.json()["error"]["code"] == "model_not_found"
+    assert gw.get("/v1/models/tiny", headers=gw.who["bob"]).status_code == 404
+    assert gw.get("/v1/models/tiny", headers=gw.who["alice"]).json()["owned_by"] == "p"
+    nobody = gw.post("/v1/completions", json={"prompt": "x"}, headers=gw.who["alice"])
+    assert (nobody.status_code, nobody.json()["error"]["param"]) == (400, "model")
+    garbage = gw.post("/v1/embeddings", content=b"{", headers=gw.who["alice"])
+    assert garbage.status_code == 400
+
+
+def test_a_request_no_replica_answers_in_time_gets_503_with_retry_after(gw):
+    gw.post("/v1/services", json=service(), headers=gw.who["alice"])
+    gw.serving.tick()
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+    answer = gw.post("/v1/chat/completions", json=body, headers=gw.who["alice"])
+    assert answer.status_code == 503
+    assert int(answer.headers["Retry-After"]) > 0
+    assert "no replica of service tiny became ready within 1 s" in \
+        answer.json()["error"]["message"]
