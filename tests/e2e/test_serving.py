@@ -68,6 +68,7 @@ def test_a_cold_service_answers_its_first_request_streams_and_sleeps_again(rota_
     assert answer
     seen = services(rota_server)["tiny"]
     assert (seen["cold_starts"], seen["replicas"]["ready"]) == (1, 1)
+    assert set(seen["last_cold_start"]) == {"to_running_s", "to_ready_s", "total_s"}
 
     chunks = [ch.choices[0].delta.content or "" for ch in chat(c, stream=True) if ch.choices]
     assert len([ch for ch in chunks if ch]) > 1 and "".join(chunks) == answer
@@ -183,3 +184,19 @@ def test_a_client_that_goes_away_stops_the_generation_on_the_replica(rota_server
         return httpx.get(f"http://{endpoint}/stats", timeout=10).json()
     until("the replica to see the stream cancelled",
           lambda: stats()["cancelled"] == 1 and stats()["in_flight"] == 0)
+
+
+def test_a_replica_that_keeps_failing_is_replaced_after_a_back_off_not_in_a_spin(rota_server,
+                                                                              tmp_path):
+    path = service_file(tmp_path, name="broken", model="broken", timeout="3s")
+    spec = yaml.safe_load(path.read_text())
+    spec["entrypoint"] = "exit 3"
+    path.write_text(yaml.safe_dump(spec))
+    ok(rota(rota_server, "serve", str(path)))
+    with pytest.raises(openai.APIStatusError) as raised:
+        client(rota_server, max_retries=0).completions.create(model="broken", prompt="x")
+    assert raised.value.status_code == 503
+    with rota_server.client() as http:
+        failed = http.get("/v1/jobs", params={"state": "failed", "limit": 100}).json()["items"]
+    # 1 s, then 2 s between replicas: at most 2 in 3 s (without a back-off: one every launch)
+    assert 1 <= len([j for j in failed if j["name"] == "broken"]) <= 3

@@ -106,6 +106,10 @@ def add_gateway(app: FastAPI, serving: Serving, principal: Callable[..., Any]) -
         if not upstream.headers.get("content-type", "").startswith("text/event-stream"):
             try:
                 content = await upstream.aread()
+            except httpx.HTTPError as exc:
+                return openai_error(502, f"replica job {replica.job_id} of service "
+                                    f"{record.name} broke off its answer: {exc}",
+                                    "service_unavailable", "replica_unreachable")
             finally:
                 await upstream.aclose()
                 serving.release(record.name, replica)

@@ -85,6 +85,9 @@ class ServiceState:
     failures: int = 0                      # replicas in a row that failed
     backoff_until: float = 0.0
     desired: int = 0
+    cold_since: float | None = None        # a request waits with no replica ready
+    cold_running_at: float | None = None   # ... and since then a replica runs
+    last_cold_start: dict[str, float] | None = None
 
     @property
     def name(self) -> str:
@@ -102,7 +105,7 @@ class ServiceState:
             "queued": len(self.waiting), "requests": self.requests,
             "requests_per_s": round(sum(1 for t in self.arrived_at if t > now - RATE_WINDOW_S)
                                     / RATE_WINDOW_S, 3),
-            "cold_starts": self.cold_starts,
+            "cold_starts": self.cold_starts, "last_cold_start": self.last_cold_start,
             "jobs": [{"id": r.job_id, "state": str(r.record.state), "ready": r.ready,
                       "endpoint": r.endpoint, "in_flight": r.in_flight, "draining": r.draining}
                      for r in self.replicas.values()],
@@ -208,6 +211,9 @@ class Serving:
                 if replica is None:
                     replica = svc.replicas[job_id] = Replica(job_id, rec)
                 replica.record = rec
+                if rec.state is JobState.RUNNING and svc.cold_since is not None \
+                        and svc.cold_running_at is None:
+                    svc.cold_running_at = now
                 if rec.state is not JobState.RUNNING:
                     replica.ready, replica.endpoint = False, None
                 elif replica.endpoint is None and rec.backend_handle:
@@ -246,9 +252,23 @@ class Serving:
                 replica.ready = ok
                 if became:
                     svc.failures, svc.backoff_until = 0, 0.0
+                    self._cold_start_over(svc, now)
                     log.info("replica job %s of service %s is ready at %s", replica.job_id,
                              svc.name, replica.endpoint)
                     self._wake_waiters(svc)
+
+    @staticmethod
+    def _cold_start_over(svc: ServiceState, now: float) -> None:
+        """A replica became ready while requests waited with none: how long rota took to
+        have it running (submit, schedule, launch) and the server to become ready."""
+        began, running = svc.cold_since, svc.cold_running_at
+        svc.cold_since = svc.cold_running_at = None
+        if began is None:
+            return
+        running = running if running is not None else now
+        svc.last_cold_start = {"to_running_s": round(running - began, 3),
+                               "to_ready_s": round(now - running, 3),
+                               "total_s": round(now - began, 3)}
 
     def _scale(self, svc: ServiceState, now: float) -> bool:
         settings = svc.record.settings
@@ -344,6 +364,8 @@ class Serving:
                                       "for a replica already, its most; try again later")
                 waiter = loop.create_future()
                 svc.waiting.append(waiter)
+                if svc.cold_since is None and not any(r.ready for r in svc.replicas.values()):
+                    svc.cold_since = self.clock()
             self.kick()
             left = began + timeout - self.clock()
             try:
