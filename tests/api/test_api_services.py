@@ -77,7 +77,6 @@ def test_a_model_served_already_is_refused_and_a_job_cannot_carry_a_service(gw):
 
 def test_the_gateway_lists_and_reaches_only_ones_own_models(gw):
     gw.post("/v1/services", json=service(), headers=gw.who["alice"])
-    gw.serving.tick()  # the runtime reads the new service
     models = gw.get("/v1/models", headers=gw.who["alice"]).json()
     assert (models["object"], [m["id"] for m in models["data"]]) == ("list", ["tiny"])
     assert gw.get("/v1/models", headers=gw.who["bob"]).json()["data"] == []
@@ -96,10 +95,17 @@ def test_the_gateway_lists_and_reaches_only_ones_own_models(gw):
 
 def test_a_request_no_replica_answers_in_time_gets_503_with_retry_after(gw):
     gw.post("/v1/services", json=service(), headers=gw.who["alice"])
-    gw.serving.tick()
     body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
     answer = gw.post("/v1/chat/completions", json=body, headers=gw.who["alice"])
     assert answer.status_code == 503
     assert int(answer.headers["Retry-After"]) > 0
     assert "no replica of service tiny became ready within 1 s" in \
         answer.json()["error"]["message"]
+
+
+def test_a_deleted_service_s_models_answer_404_at_once(gw):
+    gw.post("/v1/services", json=service(), headers=gw.who["alice"])
+    gw.delete("/v1/services/tiny", headers=gw.who["alice"])
+    assert gw.get("/v1/models", headers=gw.who["alice"]).json()["data"] == []
+    body = {"model": "tiny", "prompt": "hi"}
+    assert gw.post("/v1/completions", json=body, headers=gw.who["alice"]).status_code == 404

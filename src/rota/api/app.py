@@ -118,24 +118,27 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             except Exception:  # the change is durable; a failed wake-up only delays it
                 log.exception("on_change failed")
 
-    async def principal(request: Request,
-                        authorization: str | None = Header(None)) -> Principal:
-        """Answered from the store's cache on the event loop when it can be; a lookup in the
-        database runs on a worker thread. A job's own token reaches only ``JOB_ROUTES`` of its
-        job."""
+    async def identify(authorization: str | None, method: str, path: str) -> Principal:
+        """Who sends ``authorization`` for ``method path``: answered from the store's cache
+        on the event loop when it can be; a lookup in the database runs on a worker thread. A
+        job's own token reaches only ``JOB_ROUTES`` of its job."""
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise Unauthenticated("send Authorization: Bearer <token>")
         token = token.strip()
         who = store.cached_principal(token) or await run_in_threadpool(store.authenticate, token)
-        if who.role is Role.METRICS and request.url.path != "/metrics":
+        if who.role is Role.METRICS and path != "/metrics":
             raise Forbidden("a metrics token may only read /metrics")
         if who.job is not None:
             await run_in_threadpool(_job_token_alive, who)
-            if not _job_may(request, who.job):
+            if not _job_may(method, path, who.job):
                 raise Forbidden(f"the token of job {who.job} may only read that job and report "
                                 "its checkpoints")
         return who
+
+    async def principal(request: Request,
+                        authorization: str | None = Header(None)) -> Principal:
+        return await identify(authorization, request.method, request.url.path)
 
     def _job_token_alive(who: Principal) -> None:
         """A job token is good while its attempt runs (the cache may not have seen it end)."""
@@ -329,7 +332,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     if serving is not None:
         add_service_routes(app, store, serving, principal, upload_usable,
                            screen.refuse_if_never_runs)
-        add_gateway(app, serving, principal)
+        add_gateway(app, serving, principal, identify)
     return app
 
 
@@ -356,7 +359,7 @@ JOB_ROUTES = (("GET", "/v1/whoami"), ("GET", "/v1/jobs/{job}"),
               ("GET", "/v1/jobs/{job}/events"), ("POST", "/v1/jobs/{job}/checkpoint"))
 
 
-def _job_may(request: Request, job: str) -> bool:
-    """Whether a job token of ``job`` may make ``request`` (``JOB_ROUTES``)."""
-    return any(request.method == method and request.url.path == path.format(job=job)
-               for method, path in JOB_ROUTES)
+def _job_may(method: str, path: str, job: str) -> bool:
+    """Whether a job token of ``job`` may send ``method path`` (``JOB_ROUTES``)."""
+    return any(method == allowed and path == route.format(job=job)
+               for allowed, route in JOB_ROUTES)

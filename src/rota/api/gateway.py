@@ -15,38 +15,57 @@ serves it (``rota.control.serving``).
 
 Errors are in OpenAI's shape ``{"error": {"message", "type", "param", "code"}}`` so that clients
 raise their usual exceptions.
+
+The three POST routes are served in raw ASGI in front of the application's middleware and
+router (``Gateway``): a request through the gateway costs the control plane's process about half
+a millisecond of CPU that way, a third less than as a routed endpoint (bench/RESULTS.md). They
+authenticate exactly as every route does (``identify``: the same function as the API's), cap the
+body at the API's limit, and are left out of the OpenAPI schema; ``docs/serving.md`` lists them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any, AsyncIterator, Callable
+from typing import Any, Awaitable, Callable
 
-import httpx
-from fastapi import Depends, FastAPI, Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import Depends, FastAPI, Response
+from fastapi.responses import JSONResponse
 
+from rota.api.bodylimit import MAX_BODY_BYTES
+from rota.api.errors import status_of
 from rota.api.models import job_view
+from rota.api.upstream import Answer, Upstream, UpstreamError
 from rota.control.serving import Serving, Unavailable
+from rota.core import RotaError
 from rota.core.jobwords import why_lines
 from rota.store import Principal
 
-ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
-PASSED_HEADERS = ("content-type", "cache-control")
+ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/embeddings"})
+PASSED_HEADERS = frozenset({b"content-type", b"cache-control"})
+Identify = Callable[[str | None, str, str], Awaitable[Principal]]
+
+
+class Refusal(Exception):
+    """An answer in OpenAI's error shape instead of the replica's."""
+
+    def __init__(self, status: int, message: str, kind: str, code: str | None = None,
+                 param: str | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.body = status, {"error": {"message": message, "type": kind,
+                                                    "param": param, "code": code}}
+        self.headers = headers or {}
 
 
 def openai_error(status: int, message: str, kind: str, code: str | None = None,
-                 param: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind, "param": param,
-                                   "code": code}}, status, headers=headers)
+                 param: str | None = None) -> JSONResponse:
+    return JSONResponse(Refusal(status, message, kind, code, param).body, status)
 
 
-def add_gateway(app: FastAPI, serving: Serving, principal: Callable[..., Any]) -> None:
-    """The gateway's routes on ``app``; one HTTP client (a pool of kept-alive connections to
-    the replicas, for the life of the process) for all of them."""
-    client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0),
-                               limits=httpx.Limits(max_connections=None,
-                                                   max_keepalive_connections=512))
+def add_gateway(app: FastAPI, serving: Serving, principal: Callable[..., Any],
+                identify: Identify) -> None:
+    """The gateway on ``app``: ``GET /v1/models`` as routes, the POST routes in front of the
+    application (``Gateway``), with one client to the replicas (``rota.api.upstream``)."""
 
     def visible(who: Principal, model: str):
         record = serving.service_of_model(model)
@@ -66,74 +85,159 @@ def add_gateway(app: FastAPI, serving: Serving, principal: Callable[..., Any]) -
     def model(model: str, who: Principal = Depends(principal)) -> Response:
         s = visible(who, model)
         if s is None:
-            return _no_model(model)
+            return openai_error(*_no_model(model))
         return JSONResponse({"id": model, "object": "model", "created": int(s.created_at),
                              "owned_by": s.project})
 
-    async def forward(request: Request, who: Principal = Depends(principal)) -> Response:
-        body = await request.body()
+    build = app.build_middleware_stack
+    gateway = Gateway(serving, identify, visible)
+
+    def stack() -> Any:
+        gateway.app = build()
+        return gateway
+    app.build_middleware_stack = stack  # type: ignore[method-assign]
+
+
+class Gateway:
+    """Raw ASGI: the POST routes of the gateway, everything else to ``app``."""
+
+    def __init__(self, serving: Serving, identify: Identify,
+                 visible: Callable[[Principal, str], Any]) -> None:
+        self.serving, self.identify, self.visible = serving, identify, visible
+        self.upstream = Upstream()
+        self.app: Any = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in ROUTES:
+            await self.app(scope, receive, send)
+            return
         try:
-            data = json.loads(body)
-        except ValueError:
-            return openai_error(400, "the body is not JSON", "invalid_request_error")
-        name = data.get("model") if isinstance(data, dict) else None
-        if not isinstance(name, str) or not name:
-            return openai_error(400, "model is required: the name of a model rota serves "
-                                "(GET /v1/models lists them)", "invalid_request_error",
-                                param="model")
-        record = visible(who, name)
+            await self._forward(scope, receive, send)
+        except Refusal as refusal:
+            await _send_json(send, refusal.status, refusal.body, refusal.headers)
+
+    async def _forward(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        headers = dict(scope["headers"])
+        auth = headers.get(b"authorization")
+        try:
+            who = await self.identify(None if auth is None else auth.decode("latin-1"),
+                                      "POST", scope["path"])
+        except RotaError as exc:
+            status = status_of(exc)
+            raise Refusal(status, str(exc), "invalid_request_error",
+                          getattr(exc, "code", None),
+                          headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
+        body = await _body(receive)
+        name = _model_of(body)
+        record = self.visible(who, name)
         if record is None:
-            return _no_model(name)
+            raise Refusal(*_no_model(name))
         try:
-            replica = await serving.acquire(record.name)
+            replica = await self.serving.acquire(record.name)
         except Unavailable as exc:
             message = str(exc)
             if exc.pending is not None:
                 message += ": " + " ".join(why_lines(job_view(exc.pending)))
-            return openai_error(503, message, "service_unavailable", "no_ready_replica",
-                                headers={"Retry-After": str(exc.retry_after)})
+            raise Refusal(503, message, "service_unavailable", "no_ready_replica",
+                          headers={"Retry-After": str(exc.retry_after)}) from None
         try:
-            upstream = await client.send(client.build_request(
-                "POST", f"http://{replica.endpoint}{request.url.path}", content=body,
-                headers={"content-type": "application/json",
-                         "accept": request.headers.get("accept", "*/*")}), stream=True)
-        except httpx.HTTPError as exc:
-            serving.release(record.name, replica)
-            return openai_error(502, f"replica job {replica.job_id} of service {record.name} "
-                                f"did not answer: {exc}", "service_unavailable",
-                                "replica_unreachable")
-        headers = {k: v for k, v in upstream.headers.items() if k in PASSED_HEADERS}
-        if not upstream.headers.get("content-type", "").startswith("text/event-stream"):
-            try:
-                content = await upstream.aread()
-            except httpx.HTTPError as exc:
-                return openai_error(502, f"replica job {replica.job_id} of service "
-                                    f"{record.name} broke off its answer: {exc}",
-                                    "service_unavailable", "replica_unreachable")
-            finally:
-                await upstream.aclose()
-                serving.release(record.name, replica)
-            return Response(content, upstream.status_code, headers=headers)
-        return StreamingResponse(_passed(upstream, lambda: serving.release(record.name, replica)),
-                                 upstream.status_code, headers=headers)
+            await self._pass(scope, receive, send, record.name, replica, body,
+                             headers.get(b"accept", b"*/*").decode("latin-1"))
+        finally:
+            self.serving.release(record.name, replica)
 
-    for path in ROUTES:
-        app.add_api_route(path, forward, methods=["POST"], include_in_schema=True,
-                          summary=f"OpenAI-compatible {path}, routed to a replica by model")
+    async def _pass(self, scope, receive, send, service: str, replica, body: bytes,
+                    accept: str) -> None:
+        where = f"replica job {replica.job_id} of service {service}"
+        try:
+            answer = await self.upstream.send(
+                replica.endpoint or "", "POST", scope["path"], body,
+                (("Content-Type", "application/json"), ("Accept", accept)))
+        except UpstreamError as exc:
+            raise Refusal(502, f"{where} did not answer: {exc}", "service_unavailable",
+                          "replica_unreachable") from None
+        try:
+            passed = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers
+                      if k.encode("latin-1") in PASSED_HEADERS]
+            if not answer.header("content-type").startswith("text/event-stream"):
+                try:
+                    content = await answer.read()
+                except UpstreamError as exc:
+                    raise Refusal(502, f"{where} broke off its answer: {exc}",
+                                  "service_unavailable", "replica_unreachable") from None
+                await send({"type": "http.response.start", "status": answer.status,
+                            "headers": passed + [(b"content-length",
+                                                  str(len(content)).encode())]})
+                await send({"type": "http.response.body", "body": content})
+                return
+            await send({"type": "http.response.start", "status": answer.status,
+                        "headers": passed})
+            await _stream(answer, receive, send)
+        finally:
+            answer.close()
 
 
-async def _passed(upstream: httpx.Response, done: Callable[[], None]) -> AsyncIterator[bytes]:
-    """The replica's stream as it comes; closing it (the end, or a client gone away) closes
-    the replica's connection and gives the replica back."""
+async def _stream(answer: Answer, receive: Callable, send: Callable) -> None:
+    """The replica's stream to the client piece by piece as it comes, until its end or until
+    the client goes away (``http.disconnect``): then the replica's connection is closed (by
+    ``Answer.close``, the stream not being over), which tells it to stop generating."""
+    async def passing() -> None:
+        try:
+            async for piece in answer.chunks():
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+        except UpstreamError:
+            pass  # the replica broke off: the client's stream ends here
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def gone() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    tasks = [asyncio.ensure_future(passing()), asyncio.ensure_future(gone())]
     try:
-        async for chunk in upstream.aiter_raw():
-            yield chunk
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        await upstream.aclose()
-        done()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _no_model(model: str) -> JSONResponse:
-    return openai_error(404, f"the model {model!r} does not exist or you have no access to it "
-                        "(GET /v1/models lists yours)", "invalid_request_error",
-                        "model_not_found", "model")
+async def _body(receive: Callable) -> bytes:
+    parts, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise Refusal(400, "the client went away", "invalid_request_error")
+        size += len(message.get("body", b""))
+        if size > MAX_BODY_BYTES:
+            raise Refusal(413, f"the request body is over {MAX_BODY_BYTES} bytes",
+                          "invalid_request_error", "too_large")
+        parts.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(parts)
+
+
+def _model_of(body: bytes) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise Refusal(400, "the body is not JSON", "invalid_request_error") from None
+    name = data.get("model") if isinstance(data, dict) else None
+    if not isinstance(name, str) or not name:
+        raise Refusal(400, "model is required: the name of a model rota serves (GET /v1/models "
+                      "lists them)", "invalid_request_error", param="model")
+    return name
+
+
+async def _send_json(send: Callable, status: int, body: dict[str, Any],
+                     headers: dict[str, str]) -> None:
+    content = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(content)).encode()),
+        *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items())]})
+    await send({"type": "http.response.body", "body": content})
+
+
+def _no_model(model: str) -> tuple[int, str, str, str, str]:
+    return (404, f"the model {model!r} does not exist or you have no access to it "
+            "(GET /v1/models lists yours)", "invalid_request_error", "model_not_found", "model")

@@ -50,7 +50,7 @@ def add_service_routes(app: FastAPI, store: Store, serving: Serving,
         await run_in_threadpool(screen, template)  # refuses what can never run
         record = await run_in_threadpool(store.services.create, name, settings, template,
                                          not who.operator)
-        serving.kick()
+        serving.created(record)
         return view(record)
 
     @app.get("/v1/services")
@@ -65,5 +65,5 @@ def add_service_routes(app: FastAPI, store: Store, serving: Serving,
     def delete(name: str, who: Principal = Depends(principal)) -> dict[str, Any]:
         visible(name, who)
         record = store.services.remove(name)
-        serving.kick()
+        serving.deleted(name)
         return {"name": record.name, "deleted": True}

@@ -88,6 +88,7 @@ class ServiceState:
     cold_since: float | None = None        # a request waits with no replica ready
     cold_running_at: float | None = None   # ... and since then a replica runs
     last_cold_start: dict[str, float] | None = None
+    known_since: float = 0.0               # when this runtime first knew of the service
 
     @property
     def name(self) -> str:
@@ -156,6 +157,24 @@ class Serving:
         """Tick as soon as possible (a request waits, a service was created or deleted)."""
         self._kick.set()
 
+    def created(self, record: ServiceRecord) -> None:
+        """A service was just stored: its models are routed from now on, not from the next
+        tick."""
+        with self._lock:
+            if record.name not in self._services:
+                self._services[record.name] = ServiceState(record, known_since=self.clock())
+                self._models.update((m, record.name) for m in record.settings.models)
+        self.kick()
+
+    def deleted(self, name: str) -> None:
+        """A service was just removed: its models answer 404 from now on."""
+        with self._lock:
+            svc = self._services.pop(name, None)
+            self._models = {m: s for m, s in self._models.items() if s != name}
+            if svc is not None:
+                self._wake_waiters(svc)
+        self.kick()
+
     def _run(self) -> None:
         while not self._halt.is_set():
             self._kick.wait(self.tick_s)
@@ -173,7 +192,7 @@ class Serving:
         records = {s.name: s for s in self.store.services.list()}
         replica_jobs = self.store.services.replicas()
         with self._lock:
-            self._sync(records, replica_jobs, now)
+            self._sync(records, replica_jobs, now, now)
             states = list(self._services.values())
         self._probe_all(states, now)
         changed = False
@@ -187,17 +206,19 @@ class Serving:
             self.wake_loop()
 
     def _sync(self, records: dict[str, ServiceRecord], jobs: list[JobRecord],
-              now: float) -> None:
-        for name in list(self._services):
-            if name not in records:
-                svc = self._services.pop(name)
+              now: float, read_at: float) -> None:
+        """The runtime's view made equal to the store's as read at ``read_at``."""
+        for name, svc in list(self._services.items()):
+            if name not in records and svc.known_since < read_at:  # not one made since
+                del self._services[name]
                 self._wake_waiters(svc)
         for name, record in records.items():
             svc = self._services.get(name)
             if svc is None:
                 svc = self._services[name] = ServiceState(record)
             svc.record = record
-        self._models = {m: name for name, r in records.items() for m in r.settings.models}
+        self._models = {m: name for name, svc in self._services.items()
+                        for m in svc.record.settings.models}
         by_service: dict[str, list[JobRecord]] = {}
         for rec in jobs:
             by_service.setdefault(service_of(rec) or "", []).append(rec)
