@@ -1,5 +1,7 @@
 """Capacity gradient descent (``capgd``): its online mix, the stranding and scarcity terms, and
-its choices on hand-made nodes, with the arithmetic worked out next to each case."""
+its choices on hand-made nodes, with the arithmetic worked out next to each case. The mix is
+the caller's: each request is observed into it before it is placed (``arrive``), as the
+packing experiment does."""
 
 from __future__ import annotations
 
@@ -19,7 +21,17 @@ from rota.scheduler.plugins.registry import create
 from rota.simulator.pack import run
 
 
+def capgd_following(**args):
+    """A capgd scorer and the mix it follows (empty)."""
+    plugin = create("placement", "capgd", {"seed": 0, **args})
+    mix = plugin.new_mix()
+    return plugin.following(mix), mix
 
+
+def arrive(mix, *shapes):
+    for s in shapes:
+        mix.observe(class_of(s))
+    return shapes[-1]
 
 
 def score_of(cost):
@@ -36,7 +48,7 @@ def test_later_requests_weigh_more_by_the_half_life():
     mix = ArrivalMix(half_life=1, coverage=1.0)
     for m in (A, B, C):
         mix.observe(m)
-    got = {(m.cpu, m.milli, m.count, m.models): m.weight for m in mix.classes()}
+    got = {(m.cpu, m.milli, m.count, m.models): m.weight for m in mix.estimate}
     assert got == pytest.approx({(11_000, MILLI, 1, ("T4",)): 4 / 7, (3000, 810, 1, ()): 2 / 7,
                                  (1000, 0, 0, ()): 1 / 7})
 
@@ -53,7 +65,7 @@ def test_the_mix_keeps_the_most_popular_classes_up_to_the_coverage(coverage, kep
     mix = ArrivalMix(half_life=1e12, coverage=coverage)
     for m in (B, A, B, C, A, B):
         mix.observe(m)
-    got = {(m.cpu, m.milli): m.weight for m in mix.classes()}
+    got = {(m.cpu, m.milli): m.weight for m in mix.estimate}
     assert got == pytest.approx(kept)
     assert sum(got.values()) == pytest.approx(1.0)
 
@@ -62,13 +74,14 @@ def test_the_mix_is_refreshed_often_at_first_then_every_quarter_more_up_to_every
     # due when seen - last >= min(every, max(1, last // 4)): 1..8 one by one, then 8+2, 10+2,
     # 12+3, 15+3, 18+4, 22+5, 27+6 (= 33), 33+8 -> capped at every = 4 from 33 on: 37, 41
     mix = ArrivalMix(every=4)
-    refreshed = []
+    refreshed, estimate = [], mix.estimate
     for i in range(1, 42):
         mix.observe(A)
-        if mix.due():
-            mix.classes()
+        if mix.estimate is not estimate:
             refreshed.append(i)
+            estimate = mix.estimate
     assert refreshed == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 18, 22, 26, 30, 34, 38]
+    assert estimate == (TaskClass(1000, 0, 0, (), 1.0),) and not mix.due()
 
 
 def test_a_request_class_is_its_cpu_share_count_and_models():
@@ -156,9 +169,9 @@ def test_a_small_task_pays_for_the_rare_home_of_a_large_class_it_takes():
     #   no reserve -> cost -500
     st = state_with(node("g3a").gpus(8, "G3").cpu(128), node("g3b").gpus(8, "G3").cpu(128),
                     node("g2").gpus(8, "G2").cpu(96))
-    capgd = create("placement", "capgd", {"seed": 0, "half_life": 1e12})
-    assert find_replica(st, shape(120_000, 8), capgd, False) is not None
-    slot, _ = find_replica(st, shape(4000, 1), capgd, False)
+    capgd, mix = capgd_following(half_life=1e12)
+    assert find_replica(st, arrive(mix, shape(120_000, 8)), capgd, False) is not None
+    slot, _ = find_replica(st, arrive(mix, shape(4000, 1)), capgd, False)
     assert slot.name == "g2"
     assert capgd.reserve == pytest.approx({G3: 4 / 9, G2: 0.0})
     assert capgd.cost(st.by_name["g3b"], shape(4000, 1), list(range(8))) == pytest.approx(
@@ -173,8 +186,8 @@ def test_a_cpu_only_task_goes_where_it_strands_the_least_gpu():
     # g8: 8 GPUs, 96 cores; 32 cores taken -> stranded 2666.7 -> score floor(100/(1+e^2.667)) = 6
     # t2: 2 GPUs, 104 cores; 32 cores taken -> stranded 615.4 -> floor(100/(1+e^0.615)) = 35
     st = state_with(node("g8").gpus(8, "G2").cpu(96), node("t2").gpus(2, "T4").cpu(104))
-    capgd = create("placement", "capgd", {"seed": 0})
-    slot, positions = find_replica(st, shape(32_000), capgd, False)
+    capgd, mix = capgd_following()
+    slot, positions = find_replica(st, arrive(mix, shape(32_000)), capgd, False)
     assert (slot.name, positions) == ("t2", [])
     g8, t2 = st.by_name["g8"], st.by_name["t2"]
     assert capgd.cost(g8, shape(32_000), []) == pytest.approx(2666.67, abs=0.01)
@@ -191,10 +204,10 @@ def test_a_flexible_task_pays_for_the_scarce_model_it_spends():
     # on g (1000, 1000), 64 cores: F before 0.5 * 2000 (T4-only cannot use G2) + 0 = 1000,
     #   after (0, 1000) 0.5 * 1000 = 500: dF = -500; stranded 0; spent 0 -> cost -500, score 62
     st = state_with(node("t").gpus(2, "T4").cpu(64), node("g").gpus(2, "G2").cpu(64))
-    capgd = create("placement", "capgd", {"seed": 0, "half_life": 1e12})  # equal weights
-    first, _ = place_gang(st, shape(4000, 1, MILLI, ("T4",)), 1, capgd)
+    capgd, mix = capgd_following(half_life=1e12)  # equal weights
+    first, _ = place_gang(st, arrive(mix, shape(4000, 1, MILLI, ("T4",))), 1, capgd)
     assert first is not None and first.replicas[0].node == "t"
-    slot, _ = find_replica(st, shape(4000, 1), capgd, False)
+    slot, _ = find_replica(st, arrive(mix, shape(4000, 1)), capgd, False)
     assert slot.name == "g"
     assert capgd.scarce == pytest.approx({"T4": 1.0, "G2": 0.0})
     assert capgd.cost(st.by_name["t"], shape(4000, 1), [1]) == pytest.approx(1000)
@@ -208,19 +221,19 @@ def test_a_share_fills_the_partly_used_device_as_fgd_does():
     # dF picks dev0 here (FGD's rule: 400 still takes a 300); stranded: 32 cores cover 2.67 GPUs
     # of 2: nothing either way
     st = state_with(node("n").gpus(2, "G2").cpu(32), used=[(0, 0, {1: 600})])
-    capgd = create("placement", "capgd", {"seed": 0})
-    slot, positions = find_replica(st, shape(1000, 1, 300), capgd, False)
+    capgd, mix = capgd_following()
+    slot, positions = find_replica(st, arrive(mix, shape(1000, 1, 300)), capgd, False)
     assert positions == [0]
     # a second request of a share of 700: only dev0 (700 free) holds it
-    slot, positions = find_replica(st, shape(1000, 1, 700), capgd, False)
+    slot, positions = find_replica(st, arrive(mix, shape(1000, 1, 700)), capgd, False)
     assert positions == [0]
 
 
 def test_no_feasible_node_is_no_placement():
     st = state_with(node("n").gpus(1, "G2").cpu(4))
-    capgd = create("placement", "capgd", {"seed": 0})
-    assert find_replica(st, shape(8000, 1), capgd, False) is None  # 8 cores on a 4-core node
-    assert find_replica(st, shape(1000, 2), capgd, False) is None  # two GPUs on a 1-GPU node
+    capgd, mix = capgd_following()
+    assert find_replica(st, arrive(mix, shape(8000, 1)), capgd, False) is None  # 8 cores, 4 here
+    assert find_replica(st, arrive(mix, shape(1000, 2)), capgd, False) is None  # 2 GPUs, 1 here
 
 
 @pytest.mark.parametrize("args, field", [

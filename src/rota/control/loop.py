@@ -16,6 +16,9 @@ One pass (``ControlLoop.step``), in order:
 2. Bill: GPU-seconds of running jobs, per project, into the store.
 3. Schedule: ``store.snapshot(now)`` -> ``run_cycle(snapshot, policy, now)`` ->
    ``store.apply(decisions, now)``, one transaction, durable before anything is acted on.
+   For a placement that plans for the mix of arriving work (``capgd``), the loop keeps the
+   mix (``rota.scheduler.Arrivals``: each snapshot's new pending jobs are observed into it)
+   and passes it to the cycle.
    Pending jobs whose owner's OS account cannot run here (``rota.control.accounts``), or whose
    project reached its hard budget this month (``rota.control.budgets``), are left out of the
    cycle and wait with that reason, holding nothing. Wait explanations that did not
@@ -66,7 +69,7 @@ from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
 from rota.control.reconcile import PassReport, Reconciler
 from rota.core import JobState
-from rota.scheduler import Decisions, Policy, Snapshot, run_cycle
+from rota.scheduler import Arrivals, Decisions, Policy, Snapshot, run_cycle
 from rota.store import JobFilter, JobRecord, Store
 
 if TYPE_CHECKING:  # the metrics are composed in only by ``rota up``
@@ -90,6 +93,7 @@ class ControlLoop:
                  api_url: str | None = None, api_ca_file: str | None = None,
                  metrics: Metrics | None = None) -> None:
         self.store, self.backend, self.policy = store, backend, policy
+        self._arrivals = Arrivals.of(policy)
         self.metrics = metrics
         self.clock = clock or SystemClock()
         self.interval_s = interval_s
@@ -250,8 +254,9 @@ class ControlLoop:
             whole = self.store.snapshot(now)
         pending = {j.id for j in whole.pending}
         snapshot, held = self._held(whole, now)
+        mix = None if self._arrivals is None else self._arrivals.update(whole)
         with _snapshot_out_of_collector(), timer("cycle"):
-            decisions = run_cycle(snapshot, self.policy, now)
+            decisions = run_cycle(snapshot, self.policy, now, mix=mix)
         if self.metrics is not None:
             self._seen = (whole, {w.job: str(w.reasons[0].code) for w in
                                   (*decisions.waits, *held.waits) if w.reasons})

@@ -10,11 +10,14 @@ simulator are thin callers of it. Modules:
   placement; ``quota``: Kueue quota arithmetic;
 - ``plugins``: ordering, admission, placement scoring, preemption and backfill plugins, one
   registry; ``policy``: presets and specs that pick plugins;
-- ``cycle``: the steps of a cycle; ``apply``: applying decisions to a snapshot (dry runs).
+- ``cycle``: the steps of a cycle; ``apply``: applying decisions to a snapshot (dry runs);
+- ``Arrivals`` / ``ArrivalMix`` (``plugins.capacity``): what a caller carries from cycle to
+  cycle for a placement that plans for the mix of arriving work (``run_cycle(..., mix=)``).
 """
 
 from rota.scheduler.apply import apply_decisions
 from rota.scheduler.cycle import run_cycle
+from rota.scheduler.plugins.capacity import ArrivalMix, Arrivals
 from rota.core.decisions import (
     Bind, Decisions, Preempt, Reason, ReasonCode, Reject, Reserve, Wait,
 )
@@ -22,6 +25,6 @@ from rota.scheduler.policy import PRESETS, Policy, build_policy
 from rota.core.snapshot import Snapshot, Usage
 
 __all__ = [
-    "PRESETS", "Bind", "Decisions", "Policy", "Preempt", "Reason", "ReasonCode", "Reject",
+    "PRESETS", "ArrivalMix", "Arrivals", "Bind", "Decisions", "Policy", "Preempt", "Reason", "ReasonCode", "Reject",
     "Reserve", "Snapshot", "Usage", "Wait", "apply_decisions", "build_policy", "run_cycle",
 ]

@@ -34,13 +34,24 @@ class Attempt:
     quota_ok: bool
 
 
+def placement_for(plugin, snapshot: Snapshot, mix):
+    """What a cycle places with: the plugin's ``for_cycle(snapshot, mix)`` where it has one (a
+    copy with state of its own, planning for ``mix``), else the plugin itself."""
+    for_cycle = getattr(plugin, "for_cycle", None)
+    return plugin if for_cycle is None else for_cycle(snapshot, mix)
+
+
 class Cycle:
     """One cycle on top of a ``Base``: the base's overlay (through a view of its own), quota
     book and allocations, plus what this cycle changes, recorded so that ``close`` gives the
     base back exactly as it was (see ``rota.scheduler.base``)."""
 
-    def __init__(self, snapshot: Snapshot, policy, now: float, base: Base | None = None) -> None:
+    def __init__(self, snapshot: Snapshot, policy, now: float, base: Base | None = None,
+                 mix=None) -> None:
         self.snapshot, self.policy, self.now = snapshot, policy, now
+        # the placement plugin's copy for this cycle (see ``placement_for``): every placement
+        # of the cycle goes through it, so nothing of this cycle reaches the next
+        self.placement = placement_for(policy.placement, snapshot, mix)
         self.rng = random.Random(policy.seed)
         if base is None:
             base = Base.of(snapshot)
@@ -267,7 +278,7 @@ class Cycle:
         hit = self._failed.get(key)
         if hit is not None and hit[0] == self.state.epoch:
             return None, hit[1]
-        placement, fitted = place_gang(self.state, shape, job.replicas, self.policy.placement, capped)
+        placement, fitted = place_gang(self.state, shape, job.replicas, self.placement, capped)
         if placement is not None:
             return placement, Attempt([], True)
         attempt = Attempt([self.placement_reason(job, shape, fitted, capped)], True)
@@ -275,7 +286,7 @@ class Cycle:
         return None, attempt
 
     def bind(self, job: Job, flavor: str, placement: Placement) -> Bind:
-        bound = getattr(self.policy.placement, "bound", None)
+        bound = getattr(self.placement, "bound", None)
         if bound is not None:
             bound(placement)  # a plugin that follows its own binds (round-robin)
         self.book.charge(job.queue, flavor, job.total(), 1)
@@ -288,7 +299,7 @@ class Cycle:
     def placement_reason(self, job: Job, shape: Shape, fitted: int, capped: bool) -> Reason:
         if capped and self.reservation is not None:
             mark = self.state.mark()
-            free_fit, _ = place_gang(self.state, shape, job.replicas, self.policy.placement, False)
+            free_fit, _ = place_gang(self.state, shape, job.replicas, self.placement, False)
             self.state.undo(mark)
             if free_fit is not None:
                 return Reason(ReasonCode.RESERVED, detail=f"would delay {self.reservation.job}, "

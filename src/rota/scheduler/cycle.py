@@ -25,6 +25,12 @@ The steps:
       the rest of the cycle (no later job borrows what is owed to it).
 4. Return the decisions. Nothing is applied: the caller does that (and, with a base, tells it
    the deltas: ``Base.hold`` for bound jobs, ``Base.release`` for jobs that gave back).
+
+What a placement learns across cycles is an input, never plugin state: with ``mix=``, the
+arrival mix the caller keeps (``capgd`` plans for it; ``Arrivals`` observes each snapshot's new
+pending jobs into it before the cycle). The cycle places through a copy of the placement plugin
+of its own (``context.placement_for``) and changes neither the policy nor the mix, so the same
+snapshot, policy, time and mix always give the same decisions.
 """
 
 from __future__ import annotations
@@ -37,18 +43,20 @@ from rota.scheduler.context import Cycle
 from rota.core.decisions import (
     Bind, Decisions, Preempt, Reason, ReasonCode, Reject, Wait,
 )
+from rota.scheduler.plugins.capacity import ArrivalMix
 from rota.scheduler.policy import Policy
 from rota.core.snapshot import Snapshot
 from rota.scheduler.reasons import protected_reason, young_reason
 from rota.scheduler.turns import Turns
 
 
-def run_cycle(snapshot: Snapshot, policy: Policy, now: float, base: Base | None = None
-              ) -> Decisions:
+def run_cycle(snapshot: Snapshot, policy: Policy, now: float, base: Base | None = None,
+              mix: ArrivalMix | None = None) -> Decisions:
     if base is None:
-        return _run(Cycle(snapshot, policy, now), snapshot, policy, now)   # 1: a throwaway base
+        cycle = Cycle(snapshot, policy, now, mix=mix)                       # 1: a throwaway base
+        return _run(cycle, snapshot, policy, now)
     base.fits(snapshot)
-    cycle = Cycle(snapshot, policy, now, base)                              # 1
+    cycle = Cycle(snapshot, policy, now, base, mix)                         # 1
     try:
         return _run(cycle, snapshot, policy, now)
     finally:

@@ -189,6 +189,6 @@ def _needed(cycle, job: Job, shape: Shape) -> list[Job]:
 
 def _fits(cycle, job: Job, shape: Shape) -> bool:
     mark = cycle.state.mark()
-    placement, _ = place_gang(cycle.state, shape, job.replicas, cycle.policy.placement)
+    placement, _ = place_gang(cycle.state, shape, job.replicas, cycle.placement)
     cycle.state.undo(mark)
     return placement is not None

@@ -142,7 +142,7 @@ class Search:
         if not self.borrow and not within_nominal(self.book, job, self.flavor):
             return False
         mark = self.state.mark()
-        placement, _ = place_gang(self.state, self.shape, job.replicas, cycle.policy.placement,
+        placement, _ = place_gang(self.state, self.shape, job.replicas, cycle.placement,
                                   self.capped)
         self.state.undo(mark)
         return placement is not None
@@ -183,7 +183,7 @@ class Search:
                     self.release(v)
             sub = self.state.mark()
             placement, _ = place_gang(self.state, self.shape, self.job.replicas,
-                                      self.cycle.policy.placement, self.capped)
+                                      self.cycle.placement, self.capped)
             self.state.undo(sub)
             return Plan(victims, [v for v in released if v.state is JobState.PREEMPTING],
                         self.flavor, placement, self.borrow)

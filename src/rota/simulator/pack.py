@@ -9,7 +9,8 @@ One *run* (a pod list, a policy, a seed):
    loses random pods until it is at or below it;
 3. the pods arrive one at a time, never leave; each is placed by the policy's placement plugin
    through ``place_gang`` on one persistent ``ClusterState`` (the code ``run_cycle`` places
-   with), or dropped as failed;
+   with), or dropped as failed; for a policy that learns the mix of arriving work (``capgd``),
+   each pod with a GPU model of the cluster is observed into the mix before it is placed;
 4. after every arrival: arrived workload, allocated GPU and cluster fragmentation (``F`` of
    ``rota.scheduler.plugins.fragment`` under the target workload), as percentages;
 5. the series is discretised by arrived % (``bins``).
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 
 from rota.core import MILLI, InvalidSpec
 from rota.scheduler.placement import Shape, place_gang
+from rota.scheduler.plugins.capacity import class_of
 from rota.scheduler.plugins.fragment import Fragmenter, TaskClass
 from rota.scheduler.plugins.registry import arguments, create
 from rota.scheduler.state import ALL_MODELS, ClusterState
@@ -156,6 +158,10 @@ def run(nodes: list[TraceNode], pods: list[TracePod], policy: str, seed: int,
     if "workload" in arguments("placement", policy):  # a policy that takes the trace's prior
         args["workload"] = workload
     plugin = create("placement", policy, args)
+    new_mix = getattr(plugin, "new_mix", None)  # a policy that learns the mix as pods arrive
+    mix = None if new_mix is None else new_mix()
+    if mix is not None:
+        plugin = plugin.following(mix)
     meter = Meter(state, Fragmenter([TaskClass(c["cpu"], c["gpu_milli"], c["num_gpu"],
                                                tuple(c["models"]), c["weight"]) for c in workload]))
     if meter.total == 0:
@@ -168,6 +174,8 @@ def run(nodes: list[TraceNode], pods: list[TracePod], policy: str, seed: int,
         arrived += pod.gpu_total
         key = (pod.cpu_milli, pod.memory_mib, pod.num_gpu, pod.gpu_milli, pod.gpu_spec)
         shape = shapes[key] if key in shapes else shapes.setdefault(key, shape_of(pod, models))
+        if shape is not None and mix is not None:
+            mix.observe(class_of(shape))
         placement = None if shape is None else place_gang(state, shape, 1, plugin)[0]
         if placement is None:
             failed += 1

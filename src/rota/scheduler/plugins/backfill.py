@@ -81,7 +81,7 @@ class EasyBackfill:
                 continue
             mark = cycle.state.mark()
             placement, _ = place_gang(cycle.state, cycle.shape(job, models), job.replicas,
-                                      cycle.policy.placement)
+                                      cycle.placement)
             cycle.state.undo(mark)
             if placement is not None:
                 return flavor, placement

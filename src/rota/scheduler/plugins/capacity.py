@@ -5,10 +5,14 @@ models spent on tasks that could run elsewhere.
 Vocabulary:
 - *task class* ``m`` (``fragment.TaskClass``): CPU request, per-device share, device count,
   allowed models, popularity ``p_m``;
-- the *mix*: classes and popularity estimated online (``ArrivalMix``) from the requests the
-  plugin has been asked to place so far, with exponentially decaying counts, kept to the most
-  frequent classes covering ``coverage`` of the weight (FGD's rule, applied to what has arrived
-  instead of the whole trace in advance);
+- the *mix*: classes and popularity estimated online (``ArrivalMix``) from the requests that
+  have arrived so far, with exponentially decaying counts, kept to the most frequent classes
+  covering ``coverage`` of the weight (FGD's rule, applied to what has arrived instead of the
+  whole trace in advance). The mix is the caller's, not the plugin's: the caller observes each
+  arrival (``ArrivalMix.observe``, or ``Arrivals`` for the jobs of successive snapshots) and
+  hands the mix to the cycle (``run_cycle(..., mix=)``) or to a scorer that follows it
+  (``CapacityGradient.following``); placing never changes it. A cycle given no mix plans for
+  the classes of its own pending jobs;
 - ``F(n)``: FGD's expected fragment of node ``n`` under the mix (``fragment.Fragmenter``);
 - ``stranded(n) = max(0, idle(n) - cpu(n) * G / C)``: the node's idle GPU (milli) beyond what
   its free CPU covers at the node's own CPU-per-GPU ratio (``C`` milli-CPU for ``G`` GPUs).
@@ -38,24 +42,28 @@ large class: FGD weighs a class by how many tasks it has, not by how much GPU th
 a few large tasks that only a few nodes can hold lose those nodes to small ones
 (docs/simulator.md has the numbers).
 
-Invariants: the mix is refreshed after 1, 2, 3, 4, 5, 6, 7, 8, 10, ... requests (a quarter
-more than at the last refresh, at most ``every``); score caches are dropped at each refresh,
-so a score never mixes two estimates. Nodes are grouped by their total CPU as well as their
-free state, since ``stranded`` depends on it.
+Invariants: the mix's estimate is refreshed after 1, 2, 3, 4, 5, 6, 7, 8, 10, ... arrivals (a
+quarter more than at the last refresh, at most ``every``); a scorer's score caches are dropped
+whenever the estimate it follows changes, so a score never mixes two estimates, and a score is
+a function of the estimate, the node and the request only: the same snapshot and mix give the
+same placements, whatever was placed before. Nodes are grouped by their total CPU as well as
+their free state, since ``stranded`` depends on it.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from typing import Iterable
 
 from pydantic import Field
 
-from rota.core import MILLI
+from rota.core import MILLI, Job
 from rota.scheduler.placement import Shape, accepts
 from rota.scheduler.plugins.fragment import Fragmenter, TaskClass
 from rota.scheduler.plugins.packing import FragmentationGradient, PackingArgs, _Packing
 from rota.scheduler.plugins.registry import register
+from rota.core.snapshot import Snapshot
 from rota.scheduler.state import ClusterState, Slot
 
 
@@ -74,11 +82,13 @@ def class_of(shape: Shape) -> TaskClass:
 
 
 class ArrivalMix:
-    """Exponentially decaying counts of the classes of the requests seen so far.
+    """Exponentially decaying counts of the classes of the requests that arrived so far, and
+    the estimate drawn from them.
 
-    ``observe`` adds one request; ``due`` says whether the estimate has moved enough to
-    refresh; ``classes`` returns the kept classes with weights summing to 1 and marks the
-    refresh.
+    ``observe`` adds one arrival and, when the counts have moved enough since the last refresh
+    (``due``), refreshes ``estimate``: the kept classes (``classes``) with weights summing to 1,
+    as a tuple that is replaced, never changed, so that a scorer sees by identity whether the
+    estimate it follows moved.
     """
 
     def __init__(self, half_life: float = 2048, coverage: float = 0.95, every: int = 1024) -> None:
@@ -87,7 +97,8 @@ class ArrivalMix:
         self.counts: dict[TaskClass, float] = {}
         self.step = 1.0  # the weight of the next request: it grows instead of the rest decaying
         self.seen = 0
-        self.last = 0
+        self.last = 0  # ``seen`` at the last refresh
+        self.estimate: tuple[TaskClass, ...] = ()
 
     def observe(self, m: TaskClass) -> None:
         self.counts[m] = self.counts.get(m, 0.0) + self.step
@@ -96,6 +107,9 @@ class ArrivalMix:
         if self.step > 1e100:  # rescale before floats overflow; proportions are unchanged
             self.counts = {k: v / self.step for k, v in self.counts.items()}
             self.step = 1.0
+        if self.due():
+            self.estimate = tuple(self.classes())
+            self.last = self.seen
 
     def due(self) -> bool:
         return self.seen > self.last and \
@@ -103,7 +117,6 @@ class ArrivalMix:
 
     def classes(self) -> list[TaskClass]:
         """The most popular classes covering ``coverage`` of the weight, renormalised."""
-        self.last = self.seen
         ranked = sorted(self.counts.items(),
                         key=lambda kv: (-kv[1], kv[0].cpu, kv[0].milli, kv[0].count, kv[0].models))
         total = sum(self.counts.values())
@@ -115,6 +128,46 @@ class ArrivalMix:
                 break
         norm = sum(w for _, w in kept)
         return [TaskClass(m.cpu, m.milli, m.count, m.models, w / norm) for m, w in kept]
+
+    def observe_jobs(self, jobs: Iterable[Job]) -> None:
+        """Each job's class once per replica, in the given order."""
+        for job in jobs:
+            m = job_class(job)
+            for _ in range(job.replicas):
+                self.observe(m)
+
+
+def job_class(job: Job) -> TaskClass:
+    """The task class of one replica of ``job`` (its own GPU model patterns)."""
+    g = job.request.gpu
+    if g.count == 0:
+        return TaskClass(job.request.cpu_milli, 0, 0, ())
+    return TaskClass(job.request.cpu_milli, g.share, g.count, g.models)
+
+
+class Arrivals:
+    """The arrival mix of a caller that schedules successive snapshots (the control loop).
+
+    ``update(snapshot)`` observes the pending jobs that were not pending in the snapshot of the
+    call before (a job waiting over many cycles arrived once; a requeued job arrives again) and
+    returns the mix to run that snapshot's cycle with. ``of(policy)`` is None for a policy whose
+    placement plans for no mix.
+    """
+
+    def __init__(self, mix: ArrivalMix) -> None:
+        self.mix = mix
+        self._pending: set[str] = set()
+
+    @classmethod
+    def of(cls, policy) -> Arrivals | None:
+        new_mix = getattr(policy.placement, "new_mix", None)
+        return None if new_mix is None else cls(new_mix())
+
+    def update(self, snapshot: Snapshot) -> ArrivalMix:
+        pending = snapshot.pending
+        self.mix.observe_jobs(j for j in pending if j.id not in self._pending)
+        self._pending = {j.id for j in pending}
+        return self.mix
 
 
 def stranded(idle: int, cpu: int, node_cpu: int, gpus: int) -> float:
@@ -178,33 +231,64 @@ def scarcity(classes: list[TaskClass], gpus_by_model: dict[str, int]) -> dict[st
 
 @register("placement")
 class CapacityGradient(_Packing):
-    """The node (and device) of least cost: FGD's fragmentation gradient under the mix learned
-    online, plus the GPU the placement strands by CPU, plus the scarce-model GPU it spends."""
+    """The node (and device) of least cost: FGD's fragmentation gradient under the arrival mix,
+    plus the GPU the placement strands by CPU, plus the scarce-model GPU it spends.
+
+    The plugin of a policy holds only its arguments. It places through a *scorer* that follows
+    a mix (``following``; ``for_cycle`` makes the one of a cycle): the scorer reads the mix's
+    estimate at each placement and never changes the mix."""
 
     name = "capgd"
     Args = CapacityArgs
 
     def __init__(self, args: CapacityArgs) -> None:  # type: ignore[override]
         super().__init__(args)
-        self.mix = ArrivalMix(args.half_life, args.coverage)
+        self.half_life, self.coverage = args.half_life, args.coverage
+        self.mix: ArrivalMix | None = None  # the mix a scorer follows; None on the plugin
+        self.estimate: tuple[TaskClass, ...] | None = None  # what the cached scores are for
         self.frag: Fragmenter | None = None
         self.scarce: dict[str, float] = {}
         self.reserve: dict[Kind, float] = {}  # node kind -> its reserve (0 when absent)
+        # the Fragmenter of the latest estimate, shared by the plugin and its scorers: it
+        # remembers F by node state, which depends on the estimate alone
+        self._fragmenters: dict[tuple[TaskClass, ...], Fragmenter] = {}
+
+    def new_mix(self) -> ArrivalMix:
+        """An empty mix with this plugin's half-life and coverage."""
+        return ArrivalMix(self.half_life, self.coverage)
+
+    def following(self, mix: ArrivalMix) -> CapacityGradient:
+        """A scorer placing for ``mix`` as it stands at each placement, with caches of its own."""
+        scorer = self.fresh()
+        scorer.mix, scorer.estimate = mix, None
+        return scorer
+
+    def for_cycle(self, snapshot: Snapshot, mix: ArrivalMix | None) -> CapacityGradient:
+        """The scorer of a cycle: it follows ``mix``, or, when none is given (or nothing has
+        arrived in it), a mix of the snapshot's pending jobs."""
+        if mix is None or not mix.estimate:
+            mix = self.new_mix()
+            mix.observe_jobs(snapshot.pending)
+        return self.following(mix)
 
     def select(self, state: ClusterState, shape: Shape, capped: bool
                ) -> tuple[Slot, list[int]] | None:
-        self.mix.observe(class_of(shape))
-        if self.mix.due():
-            self._refresh(state)
+        if self.mix is None:
+            raise RuntimeError("capgd places for an arrival mix: place with following(mix)")
+        if self.mix.estimate is not self.estimate:
+            self._refresh(state, self.mix.estimate)
         return super().select(state, shape, capped)
 
-    def _refresh(self, state: ClusterState) -> None:
-        classes = self.mix.classes()
-        self.frag = Fragmenter(classes)
+    def _refresh(self, state: ClusterState, classes: tuple[TaskClass, ...]) -> None:
+        frag = self._fragmenters.get(classes)
+        if frag is None:
+            self._fragmenters.clear()
+            frag = self._fragmenters[classes] = Fragmenter(list(classes))
+        self.estimate, self.frag = classes, frag
         models = Counter(m for s in state.slots if s.pools for m in s.models)
-        self.scarce = scarcity(classes, dict(models))
+        self.scarce = scarcity(list(classes), dict(models))
         kinds = Counter((s.node.cpu_milli, s.models) for s in state.slots if s.pools)
-        self.reserve = shape_scarcity(classes, dict(kinds))
+        self.reserve = shape_scarcity(list(classes), dict(kinds))
         for cache in getattr(self, "_scores", {}).values():
             cache.clear()
 
@@ -239,5 +323,5 @@ class CapacityGradient(_Packing):
         return FragmentationGradient._best(self, slot, shape, fits)  # type: ignore[arg-type]
 
 
-__all__ = ["ArrivalMix", "CapacityGradient", "class_of", "fits_kind", "scarcity", "shape_scarcity",
-           "stranded"]
+__all__ = ["ArrivalMix", "Arrivals", "CapacityGradient", "class_of", "fits_kind", "job_class",
+           "scarcity", "shape_scarcity", "stranded"]

@@ -18,12 +18,17 @@ fits), a random device (``random``), or the device whose use adds the least frag
 
 Invariant: the groups mirror the ``ClusterState`` they were built from. The plugin follows the
 state's journal (entries appended since the last call regroup their nodes; an undo or another
-state rebuilds everything), so it may be used inside ``run_cycle`` as well as by a replay.
+state rebuilds everything), so it may place on one state over many requests (the packing
+experiment) as well as inside ``run_cycle``. A cycle places with a copy of its own
+(``for_cycle``): the groups, score caches and random draws of one cycle never reach another,
+and the plugin of the policy is left unchanged. What the copies share is ``fgd``'s memo of
+``F`` by node state, and ``F`` depends on nothing else (the target workload is fixed).
 """
 
 from __future__ import annotations
 
 import bisect
+import copy
 import math
 import random
 from typing import Any
@@ -31,6 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from rota.core import MILLI
+from rota.core.snapshot import Snapshot
 from rota.scheduler.placement import PACK, Shape, choose_devices, device_fits
 from rota.scheduler.plugins.fragment import Fragmenter, TaskClass
 from rota.scheduler.plugins.registry import register
@@ -86,6 +92,19 @@ class _Packing:
         self.seed = args.seed
         self.rng = random.Random(args.seed)
         self._state: ClusterState | None = None
+        self._seen, self._last = 0, None
+
+    def fresh(self) -> _Packing:
+        """A copy with this plugin's arguments and none of its state: no groups, no cached
+        scores, the random generator at its seed."""
+        other = copy.copy(self)
+        other._state, other._seen, other._last = None, 0, None
+        other.rng = random.Random(self.seed)
+        return other
+
+    def for_cycle(self, snapshot: Snapshot, mix: Any) -> _Packing:
+        """The copy a cycle places with (see the module docstring)."""
+        return self.fresh()
 
     # -- the extension point -----------------------------------------------------------------
 
@@ -163,7 +182,7 @@ class _Packing:
     # -- following the state -------------------------------------------------------------------
 
     def _sync(self, state: ClusterState) -> None:
-        journal, seen = state.journal, getattr(self, "_seen", 0)
+        journal, seen = state.journal, self._seen
         if state is not self._state or len(journal) < seen or (
                 seen and journal[seen - 1] is not self._last):
             self._rebuild(state)
