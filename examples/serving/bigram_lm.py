@@ -63,6 +63,7 @@ import bisect
 import hashlib
 import json
 import os
+import random
 import sys
 import time
 from typing import Any, Callable, Iterator
@@ -140,9 +141,9 @@ class BigramModel:
                 state = greedy[state]
                 yield chars[state]
             return
-        cdfs = self._cdf(temperature)
-        for u in np.random.default_rng(seed).random(max_tokens).tolist():
-            state = bisect.bisect_right(cdfs[state], u)
+        cdfs, draw = self._cdf(temperature), random.Random(seed).random
+        for _ in range(max_tokens):
+            state = bisect.bisect_right(cdfs[state], draw())
             yield chars[state]
 
     def _cdf(self, temperature: float) -> list[list[float]]:
@@ -292,7 +293,7 @@ async def read_json(receive: Callable) -> dict[str, Any] | None:
             return None
         parts.append(message.get("body", b""))
         more = message.get("more_body", False)
-        if more and sum(map(len, parts)) > MAX_BODY:
+        if sum(map(len, parts)) > MAX_BODY:
             raise BadRequest(f"the body is larger than {MAX_BODY} bytes", status=413)
     try:
         value = json.loads(b"".join(parts))
