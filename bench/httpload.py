@@ -9,10 +9,11 @@ too; a stream that ends without ``[DONE]`` is an error.
 
 What it reports: ``requests`` (answered or failed), ``errors`` by status code (a non-2xx answer)
 or by kind (``connection``: refused, reset or closed mid-answer; ``timeout``: no full answer in
-``--timeout`` seconds; ``no [DONE]``; ``not a stream``), ``rps`` (requests over the wall time of
-the run), and over the successful requests the latency from writing the request to the end of
-the answer (p50, p90, p99, max; nearest rank) and, for streams, to the first chunk of the body
-(p50, p99).
+``--timeout`` seconds; ``protocol``: an answer this client cannot read; ``no [DONE]``;
+``not a stream``: a 2xx answer that is not ``text/event-stream``), ``rps`` (requests over the
+wall time of the run), and over the successful requests the latency from writing the request to
+the end of the answer (p50, p90, p99, max; nearest rank) and, for streams, to the first chunk of
+the body (p50, p99).
 
     python bench/httpload.py http://127.0.0.1:8000/v1/completions --concurrency 64 \\
         --duration 10 --body '{"model": "tiny", "prompt": "hi"}' \\
@@ -126,6 +127,8 @@ async def read_answer(reader: asyncio.StreamReader, stream: bool,
             keep = b"close" not in value
         elif name == b"content-type":
             sse = value.startswith(b"text/event-stream")
+    if status in (204, 304) or status < 200:
+        length, chunked = 0, False  # no body, whatever the headers say
     reads_stream = stream and 200 <= status < 300
     if reads_stream and not sse:
         problem: str | None = "not a stream"
@@ -176,9 +179,11 @@ async def worker(host: str, port: int, request: bytes, stream: bool, timeout: fl
                 reader, writer = connection
                 writer.write(request)
                 status, first, keep, problem = await read_answer(reader, stream, started)
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError,
-                ProtocolError, TimeoutError) as e:
-            tally.fail("timeout" if isinstance(e, TimeoutError) else "connection")
+        except (OSError, asyncio.IncompleteReadError, ProtocolError, ValueError,
+                asyncio.LimitOverrunError) as e:
+            # TimeoutError is an OSError, IncompleteReadError an EOFError
+            tally.fail("timeout" if isinstance(e, TimeoutError) else "connection"
+                       if isinstance(e, (OSError, EOFError)) else "protocol")
             connection = close(connection)
             continue
         if not keep:

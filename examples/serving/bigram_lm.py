@@ -101,8 +101,8 @@ class BadRequest(Exception):
                  code: str | None = None, kind: str = "invalid_request_error",
                  headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
         super().__init__(message)
-        self.message, self.param, self.status, self.code, self.kind = message, param, status, code, kind
-        self.headers = headers
+        self.message, self.param, self.status = message, param, status
+        self.code, self.kind, self.headers = code, kind, headers
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.kind, "param": self.param,
@@ -160,8 +160,8 @@ class BigramModel:
         unknown = len(self.chars)
         ids = [self.index.get(c, unknown) for c in " " + text]
         pairs = np.array(ids[:-1]) * (unknown + 1) + np.array(ids[1:])
-        vector = np.bincount(pairs, minlength=(unknown + 1) ** 2).astype(np.float32) @ self.projection
-        vector = vector[:dimensions]
+        counts = np.bincount(pairs, minlength=(unknown + 1) ** 2).astype(np.float32)
+        vector = (counts @ self.projection)[:dimensions]
         return vector / np.linalg.norm(vector)
 
 
@@ -226,8 +226,8 @@ def chat_prompt(messages: Any) -> str:
         if isinstance(content, list):
             if not all(isinstance(p, dict) and p.get("type") == "text"
                        and isinstance(p.get("text"), str) for p in content):
-                raise BadRequest(f"'{where}.content' parts must be text parts "
-                                 "({\"type\": \"text\", \"text\": ...}): this model reads text only",
+                raise BadRequest(f"'{where}.content' parts must be text parts ({{\"type\": "
+                                 "\"text\", \"text\": ...}): this model reads text only",
                                  f"{where}.content")
             content = "".join(p["text"] for p in content)
         elif content is not None and not isinstance(content, str):
@@ -256,7 +256,8 @@ class Generation:
         tokens_field = "max_completion_tokens" if chat and body.get("max_completion_tokens") \
             is not None else "max_tokens"
         self.max_tokens = field(body, tokens_field, (int,), MAX_TOKENS_DEFAULT,
-                                lambda v: 1 <= v <= MAX_TOKENS_CAP, f"an integer, 1 to {MAX_TOKENS_CAP}")
+                                lambda v: 1 <= v <= MAX_TOKENS_CAP,
+                                f"an integer, 1 to {MAX_TOKENS_CAP}")
         self.temperature = float(field(body, "temperature", (int, float), 1.0,
                                        lambda v: 0 <= v <= 2, "a number from 0 to 2"))
         field(body, "n", (int,), 1, lambda v: v == 1, "1: this model gives one choice")
@@ -264,7 +265,8 @@ class Generation:
         self.stream = field(body, "stream", (bool,), False, rule="true or false")
         options = field(body, "stream_options", (dict,), {}, rule="an object")
         if options and not self.stream:
-            raise BadRequest("'stream_options' is only allowed when 'stream' is true", "stream_options")
+            raise BadRequest("'stream_options' is only allowed when 'stream' is true",
+                             "stream_options")
         self.include_usage = field(options, "include_usage", (bool,), False, rule="true or false")
         self.stops = stop_field(body)
 
@@ -339,8 +341,10 @@ class Server:
         self.serial = 0
         self.routes: dict[str, dict[str, Callable]] = {
             "/health": {"GET": self.health}, "/stats": {"GET": self.get_stats},
-            "/v1/models": {"GET": self.models}, "/v1/completions": {"POST": self.completions},
-            "/v1/chat/completions": {"POST": self.chat}, "/v1/embeddings": {"POST": self.embeddings},
+            "/v1/models": {"GET": self.models},
+            "/v1/completions": {"POST": self.completions},
+            "/v1/chat/completions": {"POST": self.chat},
+            "/v1/embeddings": {"POST": self.embeddings},
         }
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
@@ -431,7 +435,8 @@ class Server:
 
     async def models(self, scope: Any, receive: Callable, send: Callable) -> None:
         self.check_ready()
-        await send_json(send, 200, {"object": "list", "data": [self.model_card(n) for n in self.names]})
+        await send_json(send, 200, {"object": "list",
+                                    "data": [self.model_card(n) for n in self.names]})
 
     async def one_model(self, scope: Any, receive: Callable, send: Callable) -> None:
         self.check_ready()
@@ -523,8 +528,9 @@ class Server:
                 if encoding == "base64" else vector.tolist()
             data.append({"object": "embedding", "index": i, "embedding": value})
         tokens = sum(map(len, texts))
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
         return await send_json(send, 200, {"object": "list", "data": data, "model": name,
-                                           "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+                                           "usage": usage})
 
 
 class Reply:

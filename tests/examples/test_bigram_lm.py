@@ -56,7 +56,8 @@ def test_a_chat_stream_comes_in_chunks_that_add_up_to_the_whole_answer(bigram_se
     chunks = list(api.chat.completions.create(model="tiny", messages=HELLO, max_tokens=20,
                                               stream=True,
                                               stream_options={"include_usage": True}))
-    content = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    content = [c.choices[0].delta.content for c in chunks
+               if c.choices and c.choices[0].delta.content]
     assert len(content) > 5
     assert "".join(content) == whole.choices[0].message.content
     assert chunks[0].choices[0].delta.role == "assistant"
