@@ -597,15 +597,15 @@ class Reply:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="A toy OpenAI-compatible model server "
                                      "(a character bigram table) for tests and demos.")
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
     parser.add_argument("--port", type=int, help="default: $ROTA_PORT, else 8000")
     parser.add_argument("--model", action="append", dest="models", metavar="NAME",
                         help="a model name to serve (repeatable; default: tiny)")
-    parser.add_argument("--load-seconds", type=float, default=0.0,
+    parser.add_argument("--load-seconds", type=float, default=0.0, metavar="S",
                         help="pretend loading takes this long: /health answers 503 until then")
-    parser.add_argument("--token-delay", type=float, default=0.0,
+    parser.add_argument("--token-delay", type=float, default=0.0, metavar="S",
                         help="seconds per generated token (default 0)")
-    parser.add_argument("--embedding-dim", type=int, default=64,
+    parser.add_argument("--embedding-dim", type=int, default=64, metavar="N",
                         help="length of the embedding vectors (default 64)")
     args = parser.parse_args(argv)
     if args.port is None:
@@ -613,10 +613,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if not env.isdigit():
             parser.error(f"ROTA_PORT must be a port number, got {env!r}")
         args.port = int(env)
-    if not 0 <= args.port <= 65535:
-        parser.error(f"--port must be 0 to 65535, got {args.port}")
+    if not 1 <= args.port <= 65535:
+        parser.error(f"--port must be 1 to 65535, got {args.port}")
     for name in ("load_seconds", "token_delay"):
-        if not getattr(args, name) >= 0:
+        if not 0 <= getattr(args, name) < float("inf"):
             parser.error(f"--{name.replace('_', '-')} must be 0 or more seconds")
     if not 1 <= args.embedding_dim <= 4096:
         parser.error(f"--embedding-dim must be 1 to 4096, got {args.embedding_dim}")

@@ -106,6 +106,30 @@ def test_stop_sequences_are_never_shown(tokens, stops, shown, generated, stopped
     assert counter == [generated, stopped]
 
 
+def test_the_port_comes_from_the_option_then_rota_port_then_8000(monkeypatch):
+    monkeypatch.delenv("ROTA_PORT", raising=False)
+    assert bigram_lm.parse_args([]).port == 8000
+    monkeypatch.setenv("ROTA_PORT", "9123")
+    assert bigram_lm.parse_args([]).port == 9123
+    assert bigram_lm.parse_args(["--port", "9200"]).port == 9200
+    assert bigram_lm.parse_args(["--model", "a", "--model", "b", "--model", "a"]).models == ["a", "b"]
+
+
+@pytest.mark.parametrize("argv, env, message", [
+    (["--port", "70000"], None, "--port must be 1 to 65535"),
+    ([], "eighty", "ROTA_PORT must be a port number, got 'eighty'"),
+    (["--load-seconds", "-1"], None, "--load-seconds must be 0 or more"),
+    (["--token-delay", "nan"], None, "--token-delay must be 0 or more"),
+    (["--embedding-dim", "0"], None, "--embedding-dim must be 1 to 4096"),
+    (["--model", ""], None, "--model needs a non-empty name"),
+])
+def test_bad_options_are_named(monkeypatch, capsys, argv, env, message):
+    monkeypatch.setenv("ROTA_PORT", env or "8000")
+    with pytest.raises(SystemExit) as exited:
+        bigram_lm.parse_args(argv)
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_embeddings_are_deterministic_unit_vectors(bigram_server):
     api = client(bigram_server)
     texts = ["a GPU cluster", "a GPU clusters", "tea in the evening"]
