@@ -112,7 +112,8 @@ def test_the_port_comes_from_the_option_then_rota_port_then_8000(monkeypatch):
     monkeypatch.setenv("ROTA_PORT", "9123")
     assert bigram_lm.parse_args([]).port == 9123
     assert bigram_lm.parse_args(["--port", "9200"]).port == 9200
-    assert bigram_lm.parse_args(["--model", "a", "--model", "b", "--model", "a"]).models == ["a", "b"]
+    twice = bigram_lm.parse_args(["--model", "a", "--model", "b", "--model", "a"])
+    assert twice.models == ["a", "b"]
 
 
 @pytest.mark.parametrize("argv, env, message", [
