@@ -11,7 +11,7 @@ from functools import partial
 
 import pytest
 
-from conftest import SERVER, BigramServer
+from bigramkit import SERVER, BigramServer
 from waiting import poll
 
 openai = pytest.importorskip("openai", reason="the openai client is not installed (pip install "

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from bigramkit import ROOT
 
 spec = importlib.util.spec_from_file_location("httpload", ROOT / "bench" / "httpload.py")
 httpload = sys.modules["httpload"] = importlib.util.module_from_spec(spec)
