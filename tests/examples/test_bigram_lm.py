@@ -48,6 +48,8 @@ def test_chat_gives_the_same_answer_to_the_same_request_and_counts_characters(bi
     assert first.choices[0].finish_reason == "length"
     assert (first.usage.prompt_tokens, first.usage.completion_tokens,
             first.usage.total_tokens) == (len(HELLO_PROMPT), 24, len(HELLO_PROMPT) + 24)
+    newer = api.chat.completions.create(model="tiny", messages=HELLO, max_completion_tokens=5)
+    assert newer.choices[0].message.content == text[:5]  # the same draws, fewer of them
 
 
 def test_a_chat_stream_comes_in_chunks_that_add_up_to_the_whole_answer(bigram_server):
