@@ -47,8 +47,9 @@ once, without streaming or ``--token-delay``, has no moment between tokens and a
 
 Replacing it with a real model: a service that runs vLLM's OpenAI server instead,
 ``vllm serve MODEL --host 127.0.0.1 --port $ROTA_PORT --served-model-name NAME``, exposes the
-same routes and ``/health`` (answered once the weights are loaded), so a gateway that works with
-this file works with vLLM unchanged; ``/stats`` is this file's own (vLLM has ``/metrics``).
+same routes and ``/health``, so a gateway that works with this file works with vLLM unchanged.
+Two differences: vLLM listens only once its weights are loaded (a refused connection before,
+where this file answers 503), and ``/stats`` is this file's own (vLLM has ``/metrics``).
 
 Standard library, numpy and uvicorn only, one raw ASGI application (no framework): a few
 thousand requests per second on one core.
