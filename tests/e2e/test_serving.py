@@ -196,6 +196,7 @@ def test_a_replica_that_keeps_failing_is_replaced_after_a_back_off_not_in_a_spin
     with pytest.raises(openai.APIStatusError) as raised:
         client(rota_server, max_retries=0).completions.create(model="broken", prompt="x")
     assert raised.value.status_code == 503
+    assert "failed: " in raised.value.message  # why the last one ended
     with rota_server.client() as http:
         failed = http.get("/v1/jobs", params={"state": "failed", "limit": 100}).json()["items"]
     # 1 s, then 2 s between replicas: at most 2 in 3 s (without a back-off: one every launch)

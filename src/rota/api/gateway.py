@@ -17,10 +17,10 @@ Errors are in OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``
 raise their usual exceptions.
 
 The three POST routes are served in raw ASGI in front of the application's middleware and
-router (``Gateway``): a request through the gateway costs the control plane's process about half
-a millisecond of CPU that way, a third less than as a routed endpoint (bench/RESULTS.md). They
-authenticate exactly as every route does (``identify``: the same function as the API's), cap the
-body at the API's limit, and are left out of the OpenAPI schema; ``docs/serving.md`` lists them.
+router (``Gateway``), so that a request through the gateway costs the control plane's process
+a fraction of a millisecond of CPU (bench/RESULTS.md, "Serving"). They authenticate exactly as
+every route does (``identify``: the same function as the API's), cap the body at the API's
+limit, and are left out of the OpenAPI schema; ``docs/serving.md`` lists them.
 """
 
 from __future__ import annotations

@@ -89,6 +89,7 @@ class ServiceState:
     cold_running_at: float | None = None   # ... and since then a replica runs
     last_cold_start: dict[str, float] | None = None
     known_since: float = 0.0               # when this runtime first knew of the service
+    last_failure: str = ""                 # how the last replica that failed ended
 
     @property
     def name(self) -> str:
@@ -249,10 +250,11 @@ class Serving:
     def _ended(self, svc: ServiceState, replica: Replica, now: float) -> None:
         """A replica job ended: a failure backs the next one off."""
         try:
-            state = self.store.get_job(replica.job_id).state
+            rec = self.store.get_job(replica.job_id)
         except NotFound:
             return
-        if state is JobState.FAILED:
+        if rec.state is JobState.FAILED:
+            svc.last_failure = f"replica job {rec.id} failed: {rec.reason or 'no reason given'}"
             svc.failures += 1
             svc.backoff_until = now + min(MAX_BACKOFF_S, 2.0 ** (svc.failures - 1))
             log.warning("replica job %s of service %s failed; the next one in %.0f s",
@@ -418,6 +420,10 @@ class Serving:
         if live:
             return Unavailable(f"{head}: replica job {live[0].id} is {live[0].state} and not "
                                "ready yet")
+        with self._lock:
+            failed = svc.last_failure
+        if failed:
+            return Unavailable(f"{head}: {failed}; see rota show {failed.split()[2]}")
         return Unavailable(f"{head}: no replica could be started (see rota services)")
 
     def _wake_waiters(self, svc: ServiceState) -> None:
