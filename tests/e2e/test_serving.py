@@ -201,3 +201,15 @@ def test_a_replica_that_keeps_failing_is_replaced_after_a_back_off_not_in_a_spin
         failed = http.get("/v1/jobs", params={"state": "failed", "limit": 100}).json()["items"]
     # 1 s, then 2 s between replicas: at most 2 in 3 s (without a back-off: one every launch)
     assert 1 <= len([j for j in failed if j["name"] == "broken"]) <= 3
+
+
+def test_a_restarted_control_plane_routes_to_the_replica_that_kept_running(rota_server,
+                                                                           tmp_path):
+    ok(rota(rota_server, "serve", str(service_file(tmp_path))))
+    first = chat(client(rota_server)).choices[0].message.content
+    [replica] = services(rota_server)["tiny"]["jobs"]
+    rota_server.restart()
+    again = chat(client(rota_server)).choices[0].message.content  # no new replica needed
+    seen = services(rota_server)["tiny"]
+    assert again == first
+    assert [j["id"] for j in seen["jobs"]] == [replica["id"]] and seen["cold_starts"] == 0

@@ -13,6 +13,9 @@ It lives in the control plane's process, between two threads:
   replica jobs through the store like any job, waking the control loop: a replica is scheduled,
   preempts or waits on quota as any pending job does, and ``rota show`` explains it.
 
+A window of ``idle`` not yet seen whole (the runtime just started, after a restart of the
+control plane) never scales a service down: the replicas that kept running go on serving.
+
 Replicas that fail are replaced after a back-off (1 s, doubling up to a minute, reset by a replica
 that became ready), so that a broken command does not spin. A replica is stopped only when no
 request is in flight on it; it is taken out of the choice first (draining). Replicas of a
@@ -216,7 +219,7 @@ class Serving:
         for name, record in records.items():
             svc = self._services.get(name)
             if svc is None:
-                svc = self._services[name] = ServiceState(record)
+                svc = self._services[name] = ServiceState(record, known_since=now)
             svc.record = record
         self._models = {m: name for name, svc in self._services.items()
                         for m in svc.record.settings.models}
@@ -305,8 +308,11 @@ class Serving:
                 svc.samples.popleft()
             while svc.arrived_at and svc.arrived_at[0] < now - RATE_WINDOW_S:
                 svc.arrived_at.popleft()
-            svc.desired = desired = desired_replicas(settings, (c for _, c in svc.samples))
+            desired = desired_replicas(settings, (c for _, c in svc.samples))
             live = [r for r in svc.replicas.values() if not r.draining]
+            if now - svc.known_since < settings.idle_s:  # a window not seen whole yet (a
+                desired = max(desired, len(live))  # restart): no scaling down on it
+            svc.desired = desired
             cold = not any(r.ready for r in live) and bool(svc.waiting)
             if len(live) < desired and now < svc.backoff_until:
                 return False
