@@ -197,7 +197,7 @@ def run_slurm(jobs: int, clients: int) -> dict[str, Any]:
                 with lock:
                     if next(counter, None) is None:
                         return
-                done = subprocess.run(["sbatch", "--parsable", "-Q", "-c", "1", "--mem", "16M",
+                done = subprocess.run(["sbatch", "--parsable", "-c", "1", "--mem", "16M",
                                        "-o", "/dev/null", "-J", "drain", "--wrap", "true"],
                                       capture_output=True, text=True)
                 ids.append(done.stdout.strip().split(";")[0])

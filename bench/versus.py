@@ -154,7 +154,7 @@ def _wait_idle(rota: Rota) -> None:
 def slurm_parts(jobs: int, idle: int, calls: int) -> dict[str, Any]:
     out: dict[str, Any] = {"load_before": os.getloadavg()[0]}
     out["burst"] = run_slurm(jobs, 8)
-    sbatch = ["sbatch", "--parsable", "-Q", "-c", "1", "--mem", "16M", "-o", "/dev/null", "-J",
+    sbatch = ["sbatch", "--parsable", "-c", "1", "--mem", "16M", "-o", "/dev/null", "-J",
               "versus", "--wrap", "true"]
     try:
         out["idle"] = _slurm_idle(sbatch, idle)
