@@ -227,8 +227,15 @@ class Client:
              limit: int = 1000, queue: str | None = None,
              user: str | None = None) -> list[dict[str, Any]]:
         """Jobs newest first, following pages up to ``limit`` jobs."""
+        return self.jobs_page(projects, states, limit, queue, user)[0]
+
+    def jobs_page(self, projects: list[str] | None = None, states: list[str] | None = None,
+                  limit: int = 1000, queue: str | None = None, user: str | None = None,
+                  after: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+        """Up to ``limit`` jobs newest first, from after job ``after`` (the server's pages hold
+        1,000 at most: they are followed), and the cursor of the jobs that come next (None:
+        there are none)."""
         out: list[dict[str, Any]] = []
-        after = None
         while len(out) < limit:
             page = self._json("GET", "/v1/jobs", params=_params(
                 project=projects or None, state=states or None, queue=queue, user=user,
@@ -237,7 +244,7 @@ class Client:
             after = page["next_after"]
             if after is None:
                 break
-        return out
+        return out, after
 
     def job(self, job_id: str) -> dict[str, Any]:
         return self._json("GET", f"/v1/jobs/{_segment(job_id)}")
