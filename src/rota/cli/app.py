@@ -1,15 +1,19 @@
-"""The ``rota`` command: a Typer app whose subcommands live in their own modules.
+"""The Typer app of the ``rota`` command; its subcommands live in their own modules.
+
+``rota.cli.main`` is the entry point: it gives ``ps`` and ``logs`` to the small parser of
+``rota.cli.fast`` when it knows every word of the command line, and everything else to this app.
 
 Error convention for every command: bad input (a file, a field, an option value) prints one
 line ``error: <file>: <field>: <reason>`` on stderr and exits with status 2; no traceback.
 A mistake on the command line itself (an unknown option, a missing argument, a value of the
-wrong type) is no different: ``main`` turns click's usage errors into the same one line
+wrong type) is no different: ``rota.cli.main`` turns click's usage errors into the same one line
 (``rota.cli.usage``) instead of a box.
 
 Shell completion is Typer's: ``rota --install-completion SHELL`` (bash, zsh, fish) or
 ``rota --show-completion SHELL`` to print the script (``rota.cli.usage``).
 
-Start-up time: a command that only talks to a server loads typer, rich and the HTTP client.
+Start-up time: a command that only talks to a server loads typer, rich and the HTTP client
+(``rota.cli.main`` says which commands load none of them).
 The scheduler, the file parsers (pydantic), FastAPI, SQLAlchemy and the simulator are imported
 inside the commands that use them (``plan``, ``sim``, ``up``, ``submit``, ``show``), never at
 the top of a module this one imports; ``bench/cli.py`` measures it.
@@ -182,11 +186,3 @@ from rota.cli import people  # noqa: E402 (registers onto app)
 
 people.register(app)
 
-
-def main() -> None:
-    from rota.cli.usage import run
-    run(app)
-
-
-if __name__ == "__main__":
-    main()
