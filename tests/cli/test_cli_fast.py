@@ -38,8 +38,11 @@ TYPER = ("import sys\n"
 
 def rota_both(server, tmp_path: Path, *args: str, user: str = "alice", **env: str):
     """The command run by ``main`` and by the Typer app; the first's loaded modules."""
+    return run_both(server.env(user, **env), tmp_path, *args)
+
+
+def run_both(full: dict[str, str], tmp_path: Path, *args: str):
     where = tmp_path / "modules.json"
-    full = server.env(user, **env)
     fast = subprocess.run([sys.executable, "-c", FAST, str(where), *args], capture_output=True,
                           text=True, timeout=60, cwd=ROOT, env=full)
     typer = subprocess.run([sys.executable, "-c", TYPER, *args], capture_output=True,
@@ -252,3 +255,37 @@ def test_the_fast_age_is_rota_core_jobwords_age(seconds):
     now = time.time()
     assert jobrows.age(now - seconds, now) == jobwords.age(now - seconds, now)
     assert jobrows.age(None, now) == jobwords.age(None, now)
+
+
+def make_cert(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    cert, key = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return cert, key
+
+
+def test_https_verified_with_the_servers_certificate_and_refused_without(tmp_path):
+    """A real ``rota up --tls-cert``: the fast commands check its certificate with the CA
+    file of the credentials as the Typer ones do, and fail with the same line without it."""
+    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+    from serverkit import RotaServer
+    cert, key = make_cert(tmp_path, "server")
+    other, _ = make_cert(tmp_path, "other")
+    server = RotaServer(tmp_path, extra=("--tls-cert", str(cert), "--tls-key", str(key)),
+                        verify=str(cert))
+    try:
+        server.start()
+        env = {**server.env, "COLUMNS": "200"}
+        for args in (["ps", "-A"], ["ps", "--json"]):
+            fast, typer, loaded = run_both(env, tmp_path, *args)
+            assert (fast.stdout, fast.stderr, fast.returncode) == \
+                (typer.stdout, typer.stderr, typer.returncode) and fast.returncode == 0
+            assert [m for m in HEAVY + DOMAIN if m in loaded] == []
+        for wrong in ({"ROTA_CA_FILE": str(other)}, {"ROTA_CA_FILE": str(tmp_path / "none")}):
+            fast, typer, _ = run_both({**env, **wrong}, tmp_path, "ps")
+            assert (fast.stdout, fast.stderr, fast.returncode) == \
+                (typer.stdout, typer.stderr, typer.returncode)
+            assert fast.returncode in (1, 2) and fast.stderr.startswith("error: ")
+    finally:
+        server.close()

@@ -8,7 +8,8 @@ chunked, one kept-alive connection for the pages of a list, and a streamed body 
 
 Whatever goes wrong is raised as ``rota.client.http`` raises it (``Unreachable``,
 ``ConnectionLost``, ``ApiError``, ``InvalidSpec`` for a bad URL or CA file), imported only
-then: a command that fails says so in the same words through either client.
+then: a command that fails says so in the same words through either client. An https URL
+loads ``ssl`` (``tls_context``, which ``rota.client.http`` uses too).
 """
 
 from __future__ import annotations
@@ -166,10 +167,7 @@ class BareClient:
     def _tls(self, sock: socket.socket) -> socket.socket:
         import ssl
         if self._context is None:
-            from rota.client.http import _verify
-            verify = _verify(self.credentials.ca_file)
-            self._context = verify if isinstance(verify, ssl.SSLContext) else \
-                ssl.create_default_context()
+            self._context = tls_context(self.credentials.ca_file)
         try:
             return self._context.wrap_socket(sock, server_hostname=self.host)
         except ssl.SSLError as exc:
@@ -199,6 +197,18 @@ class BareClient:
         from rota.client.http import _raise_for
         from rota.client.wire import Response
         _raise_for(Response(status, headers, body))
+
+
+def tls_context(ca_file: str | None):
+    """The ``ssl.SSLContext`` an https server is checked with: ``ca_file``'s CAs when given,
+    else the system's; a CA file that cannot be read is an ``InvalidSpec`` naming ``ca_file``."""
+    import ssl
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        from rota.core import InvalidSpec
+        raise InvalidSpec("ca_file", f"cannot read CA certificates from {ca_file}: "
+                          f"{getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _head(reader) -> tuple[int, dict[str, str]]:

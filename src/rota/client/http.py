@@ -23,6 +23,7 @@ import uuid
 from typing import Any, BinaryIO, Callable, Iterator
 from urllib.parse import quote
 
+from rota.client.bare import tls_context
 from rota.client.credentials import Credentials, discover
 from rota.client.wire import Broken, Refused, Response, Wire
 from rota.core import InvalidSpec, RotaError
@@ -297,15 +298,9 @@ def _segment(job_id: str) -> str:
 
 
 def _verify(ca_file: str | None) -> ssl.SSLContext | bool:
-    """How an https server is checked: against ``ca_file`` when given, else the system's
-    CAs; a CA file that cannot be read is an ``InvalidSpec`` naming ``ca_file``."""
-    if ca_file is None:
-        return True
-    try:
-        return ssl.create_default_context(cafile=ca_file)
-    except (OSError, ssl.SSLError) as exc:
-        raise InvalidSpec("ca_file", f"cannot read CA certificates from {ca_file}: "
-                          f"{getattr(exc, 'strerror', None) or exc}") from None
+    """How an https server is checked: against ``ca_file`` when given (``tls_context``), else
+    the system's CAs."""
+    return True if ca_file is None else tls_context(ca_file)
 
 
 def _retry_after(response: Response) -> float | None:
