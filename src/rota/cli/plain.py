@@ -54,21 +54,19 @@ def table(headers: Sequence[str], justify: Sequence[str], rows: Sequence[Sequenc
                 widths[k] = len(cell)
     if sum(widths) + len(GAP) * (len(widths) - 1) > limit:
         return None
-    for row in rows:
-        for cell in row:
-            if not _simple(cell):
-                return None
+    # every cell at once: a space before, between and after them all makes a space at either
+    # end of a cell (or an empty cell) a double space, and neither a markup tag nor an emoji
+    # code can span two cells, since both need a character that is not a space after "[" or ":"
+    if not _simple(" " + " ".join(cell for row in rows for cell in row) + " "):
+        return None
     right = [j == "right" for j in justify]
     head = [h.rjust(w) if r else h.ljust(w) for h, w, r in zip(headers, widths, right)]
     if terminal:  # rich styles each cell and each space of padding on its own
         line = f"{BOLD} {RESET}{BOLD} {RESET}".join(f"{BOLD}{h}{RESET}" for h in head)
     else:
         line = GAP.join(head)
-    out = [line]
-    for row in rows:
-        out.append(GAP.join(c.rjust(w) if r else c.ljust(w)
-                            for c, w, r in zip(row, widths, right)))
-    return "\n".join(out) + "\n"
+    row_format = GAP.join(f"%{w}s" if r else f"%-{w}s" for w, r in zip(widths, right))
+    return "\n".join([line] + [row_format % tuple(row) for row in rows]) + "\n"
 
 
 def _terminal() -> bool | None:
@@ -85,10 +83,10 @@ def _terminal() -> bool | None:
     return terminal
 
 
-def _simple(cell: str) -> bool:
-    """A cell rich prints as it is: printable ASCII (one column a character), no markup (an
-    array's ``12[0-9]`` is none), no emoji code, no space at either end or twice in a row
-    (where wrapping could move it)."""
-    return (cell.isascii() and cell.isprintable() and "  " not in cell and cell == cell.strip()
-            and ("[" not in cell or not (_TAG.search(cell) or "\\[" in cell))
-            and (":" not in cell or not _EMOJI.search(cell)))
+def _simple(cells: str) -> bool:
+    """Cells rich prints as they are: printable ASCII (one column a character), no markup (an
+    array's ``12[0-9]`` is none), no emoji code, no space twice in a row (where wrapping could
+    move it), nor at either end of a cell (see ``table``)."""
+    return (cells.isascii() and cells.isprintable() and "  " not in cells
+            and ("[" not in cells or not (_TAG.search(cells) or "\\[" in cells))
+            and (":" not in cells or not _EMOJI.search(cells)))
