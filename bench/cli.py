@@ -9,7 +9,8 @@
 A real ``rota up --port 0 --gpus 4xH100-80GB`` runs in a subprocess (temporary XDG and data
 directories, as in ``bench/control.py``); each command is the installed ``rota`` script in a
 fresh process with that server's credentials, timed from spawn to exit with
-``time.perf_counter``. The commands: ``rota --help`` (no server), ``rota ps`` (one request),
+``time.perf_counter``, and its CPU time (user and system, from ``getrusage``: the command's
+own work, without the wait for the server). The commands: ``rota --help`` (no server), ``rota ps`` (one request),
 ``rota ps -A --json``, ``rota logs ID`` (a finished job's output, two requests), ``rota queues``
 and ``rota nodes`` (Typer commands: one or two requests), ``rota run`` and ``rota submit FILE``
 (each queues a job that waits behind one holding the 4 GPUs, so nothing runs while it is
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -68,14 +70,18 @@ def commands(logged: str, job_file: Path) -> list[tuple[str, list[str]]]:
             ("rota submit JOB.yaml", ["submit", str(job_file)])]
 
 
-def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
-    """Seconds from spawn to exit, and the last line the command printed."""
+def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Seconds from spawn to exit, the CPU seconds the command used (user and system: what
+    is not waiting for the server), and the last line it printed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, text=True)
     took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed: {done.stderr}")
-    return took, (done.stdout.strip().splitlines() or [""])[-1]
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return took, cpu, (done.stdout.strip().splitlines() or [""])[-1]
 
 
 def loaded(argv: list[str], env: dict[str, str]) -> list[str]:
@@ -97,20 +103,23 @@ def measure(envs: dict[str, dict[str, str]], runs: int,
     results = []
     for name, argv in cases:
         times: dict[str, list[float]] = {label: [] for label in envs}
+        cpus: dict[str, list[float]] = {label: [] for label in envs}
         heavy: dict[str, list[str]] = {}
         for _ in range(runs):
             for label, env in envs.items():
-                took, last = run_once(argv, env)
+                took, cpu, last = run_once(argv, env)
                 if argv[1] == "-c":
                     probe = json.loads(last)
                     took, heavy[label] = probe["s"], probe["heavy"]
                 times[label].append(took)
+                cpus[label].append(cpu)
         for label, env in envs.items():
             if label not in heavy:
                 heavy[label] = loaded(argv, env)
         for label, values in times.items():
             results.append({"tree": label, "command": name, "median_s": statistics.median(values),
-                            "min_s": min(values), "modules": heavy.get(label)})
+                            "min_s": min(values), "cpu_s": statistics.median(cpus[label]),
+                            "modules": heavy.get(label)})
     return results
 
 
@@ -201,12 +210,12 @@ def main() -> None:
     if extra:
         print(f"{args.jobs} jobs queued in {extra['queued_s']:.0f} s; one GET /v1/jobs?limit=1000 "
               f"from this process: {extra['server_page_s'] * 1000:.0f} ms (median)")
-    print("| tree | command | median | fastest | heavy modules imported |")
-    print("|---|---|---|---|---|")
+    print("| tree | command | median | fastest | CPU (median) | heavy modules imported |")
+    print("|---|---|--:|--:|--:|---|")
     for r in results:
         heavy = "" if r["modules"] is None else ", ".join(r["modules"]) or "none"
         print(f"| {r['tree']} | `{r['command']}` | {r['median_s'] * 1000:.0f} ms "
-              f"| {r['min_s'] * 1000:.0f} ms | {heavy} |")
+              f"| {r['min_s'] * 1000:.0f} ms | {r['cpu_s'] * 1000:.0f} ms | {heavy} |")
 
 
 if __name__ == "__main__":

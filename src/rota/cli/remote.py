@@ -27,7 +27,6 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "age", "die", "gpus", "job_id", "nod
            "placement", "print_json", "talking", "when"]
 
 
-
 def die(message: str, status: int = EXIT_FAILED) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     raise typer.Exit(status)
