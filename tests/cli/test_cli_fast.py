@@ -289,3 +289,33 @@ def test_https_verified_with_the_servers_certificate_and_refused_without(tmp_pat
             assert fast.returncode in (1, 2) and fast.stderr.startswith("error: ")
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["-Ao", "wide", "--limit=5"], {"all": True, "output": "wide", "limit": 5}),
+    (["-owide", "--json"], {"output": "wide", "json": True}),
+    (["--state", "a", "--state=b,c", "--project", "p"], {"state": ["a", "b,c"],
+                                                        "project": ["p"]}),
+    (["-u", "bob", "--user", "carol"], {"user": "carol"}),  # the last one wins, as in click
+    (["--after", "12", "-A"], {"after": "12", "all": True}),
+], ids=["cluster", "glued-value", "repeated", "last-wins", "after"])
+def test_the_fast_parser_reads_options_as_click_does(argv, expected):
+    from rota.cli.fast import PS, parse
+    assert parse(argv, PS, 0) == {**expected, "arguments": []}
+
+
+@pytest.mark.parametrize("argv", [
+    ["--json=yes"], ["--watch"], ["-w"], ["--help"], ["extra"], ["--limit", "x"],
+    ["--limit", "-1"], ["--queue"], ["--queue", "--json"], ["-Az"], ["--", "x"],
+], ids=lambda a: " ".join(a))
+def test_the_fast_parser_leaves_what_it_does_not_know_to_typer(argv):
+    from rota.cli.fast import PS, Usage, parse
+    with pytest.raises(Usage):
+        parse(argv, PS, 0)
+
+
+def test_the_fast_parser_takes_arguments_anywhere_and_after_a_double_dash():
+    from rota.cli.fast import LOGS, parse
+    assert parse(["-f", "12", "--tail", "3"], LOGS, 1) == {"follow": True, "tail": 3,
+                                                          "arguments": ["12"]}
+    assert parse(["--", "12"], LOGS, 1) == {"arguments": ["12"]}
