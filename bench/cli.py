@@ -1,17 +1,27 @@
 """CLI start-up benchmark: wall time of short ``rota`` commands, and what importing costs.
 
-    python bench/cli.py                 # 7 runs of each command, median and fastest
+    python bench/cli.py                 # 11 runs of each command, median and fastest
     python bench/cli.py --runs 15 --json
     git archive ecb6266 src | tar -x -C /tmp/before    # an earlier rota to compare with
     python bench/cli.py --baseline /tmp/before/src
+    python bench/cli.py --jobs 10000    # also rota ps over 10,000 queued jobs
 
-A real ``rota up --port 0 --gpus 1xH100-80GB`` runs in a subprocess (temporary XDG and data
+A real ``rota up --port 0 --gpus 4xH100-80GB`` runs in a subprocess (temporary XDG and data
 directories, as in ``bench/control.py``); each command is the installed ``rota`` script in a
 fresh process with that server's credentials, timed from spawn to exit with
-``time.perf_counter``. The commands: ``rota --help`` (no server), ``rota ps``, ``rota queues``
-and ``rota nodes`` (one or two HTTP requests to the plane). ``import rota.cli.main`` is the
-import alone, timed inside a fresh interpreter; ``modules`` says whether the heavy ones
-(FastAPI, SQLAlchemy, the scheduler, numpy, matplotlib, pydantic) were loaded by it.
+``time.perf_counter``, and its CPU time (user and system, from ``getrusage``: the command's
+own work, without the wait for the server). The commands: ``rota --help`` (no server), ``rota ps`` (one request),
+``rota ps -A --json``, ``rota logs ID`` (a finished job's output, two requests), ``rota queues``
+and ``rota nodes`` (Typer commands: one or two requests), ``rota run`` and ``rota submit FILE``
+(each queues a job that waits behind one holding the 4 GPUs, so nothing runs while it is
+measured).
+``import rota.cli.main`` is the import alone, timed inside a fresh interpreter; ``modules``
+says whether the heavy ones (typer, rich, pydantic, FastAPI, SQLAlchemy, the scheduler, numpy,
+matplotlib) were loaded by each command (``-X importtime``, in a run of its own).
+
+``--jobs N`` then queues N more jobs (they wait behind the one holding the GPUs), then times ``rota ps`` (the newest 1,000, and the note that more exist) and ``rota ps
+--limit N`` (all of them, in pages of 1,000), and one ``GET /v1/jobs?limit=1000`` from this
+process, which is the server's share.
 
 ``--baseline SRC`` also runs every command with ``PYTHONPATH=SRC`` (another checkout's
 ``src``), alternating run by run with this tree's, so that both see the same load on a shared
@@ -23,24 +33,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from control import server  # noqa: E402
 
-HEAVY = ("fastapi", "sqlalchemy", "rota.scheduler", "rota.store", "numpy", "matplotlib",
-         "pydantic", "uvicorn")
-COMMANDS = (("rota --help", ["--help"]), ("rota ps", ["ps"]), ("rota queues", ["queues"]),
-            ("rota nodes", ["nodes"]))
+HEAVY = ("typer", "rich", "pydantic", "fastapi", "sqlalchemy", "rota.scheduler", "rota.store",
+         "numpy", "matplotlib", "uvicorn")
 PROBE = ("import sys, time, json; t = time.perf_counter(); import rota.cli.main; "
          "print(json.dumps({'s': time.perf_counter() - t, 'heavy': [m for m in %r "
          "if m in sys.modules]}))" % (HEAVY,))
+JOB_FILE = "name: bench\nentrypoint: 'true'\nresources: {gpu: 1, cpu: 10m, memory: 16Mi}\n"
 
 
 def rota_script() -> list[str]:
@@ -49,62 +61,161 @@ def rota_script() -> list[str]:
     return [found] if found else [sys.executable, "-m", "rota.cli.main"]
 
 
-def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
-    """Seconds from spawn to exit, and the last line the command printed."""
+def commands(logged: str, job_file: Path) -> list[tuple[str, list[str]]]:
+    return [("rota --help", ["--help"]), ("rota ps", ["ps"]),
+            ("rota ps -A --json", ["ps", "-A", "--json"]),
+            (f"rota logs {logged}", ["logs", logged]), ("rota queues", ["queues"]),
+            ("rota nodes", ["nodes"]),
+            ("rota run --gpus 1 -- true", ["run", "--gpus", "1", "--", "true"]),
+            ("rota submit JOB.yaml", ["submit", str(job_file)])]
+
+
+def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Seconds from spawn to exit, the CPU seconds the command used (user and system: what
+    is not waiting for the server), and the last line it printed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, text=True)
     took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed: {done.stderr}")
-    return took, (done.stdout.strip().splitlines() or [""])[-1]
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return took, cpu, (done.stdout.strip().splitlines() or [""])[-1]
 
 
-def measure(envs: dict[str, dict[str, str]], runs: int) -> list[dict]:
+def loaded(argv: list[str], env: dict[str, str]) -> list[str]:
+    """The heavy modules a command imports (``-X importtime`` lists every import)."""
+    command = [sys.executable, "-X", "importtime", "-c",
+               "import sys; from rota.cli.main import main; sys.argv[0] = 'rota'; main()",
+               *argv[len(rota_script()):]]
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    names = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()
+             if line.startswith("import time:")}
+    return [m for m in HEAVY if m in names]
+
+
+def measure(envs: dict[str, dict[str, str]], runs: int,
+            cases: list[tuple[str, list[str]]]) -> list[dict]:
     """Every command ``runs`` times in each environment, alternating between them."""
-    cases = [("import rota.cli.main", [sys.executable, "-c", PROBE])]
-    cases += [(name, rota_script() + argv) for name, argv in COMMANDS]
+    cases = [("import rota.cli.main", [sys.executable, "-c", PROBE])] + \
+        [(name, rota_script() + argv) for name, argv in cases]
     results = []
     for name, argv in cases:
         times: dict[str, list[float]] = {label: [] for label in envs}
+        cpus: dict[str, list[float]] = {label: [] for label in envs}
         heavy: dict[str, list[str]] = {}
         for _ in range(runs):
             for label, env in envs.items():
-                took, last = run_once(argv, env)
+                took, cpu, last = run_once(argv, env)
                 if argv[1] == "-c":
                     probe = json.loads(last)
                     took, heavy[label] = probe["s"], probe["heavy"]
                 times[label].append(took)
+                cpus[label].append(cpu)
+        for label, env in envs.items():
+            if label not in heavy:
+                heavy[label] = loaded(argv, env)
         for label, values in times.items():
             results.append({"tree": label, "command": name, "median_s": statistics.median(values),
-                            "min_s": min(values), "modules": heavy.get(label)})
+                            "min_s": min(values), "cpu_s": statistics.median(cpus[label]),
+                            "modules": heavy.get(label)})
     return results
+
+
+def finished_job(s) -> str:
+    """A job that printed a line and ended: what ``rota logs`` reads."""
+    job = s.client.post("/v1/jobs", json={
+        "project": "default", "queue": "default", "entrypoint": ["echo", "hello from rota"],
+        "resources": {"gpu": 0, "cpu": "10m", "memory": "16Mi"}}).json()["id"]
+    end = time.monotonic() + 60
+    while s.client.get(f"/v1/jobs/{job}").json()["state"] != "succeeded":
+        if time.monotonic() > end:
+            raise SystemExit(f"job {job} did not finish")
+        time.sleep(0.2)
+    return job
+
+
+def hold_gpus(s) -> None:
+    """A job that holds the 4 GPUs for an hour: every job that asks for one waits."""
+    job = s.client.post("/v1/jobs", json={
+        "project": "default", "queue": "default", "entrypoint": ["sleep", "3600"],
+        "resources": {"gpu": 4, "cpu": "10m", "memory": "16Mi"}}).json()["id"]
+    end = time.monotonic() + 60
+    while s.client.get(f"/v1/jobs/{job}").json()["state"] != "running":
+        if time.monotonic() > end:
+            raise SystemExit(f"job {job} did not start")
+        time.sleep(0.2)
+
+
+def queue_jobs(s, n: int) -> float:
+    """``n`` more jobs that wait; seconds it took to queue them."""
+    start = time.perf_counter()
+    body = {"project": "default", "queue": "default", "entrypoint": ["true"],
+            "resources": {"gpu": 1, "cpu": "10m", "memory": "16Mi"}}
+
+    def submit(k: int) -> None:
+        answer = s.client.post("/v1/jobs", json={**body, "name": f"wait-{k}"})
+        answer.raise_for_status()
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(submit, range(n)))
+    return time.perf_counter() - start
+
+
+def server_page(s, runs: int) -> float:
+    """Median seconds of one ``GET /v1/jobs?limit=1000`` of queued jobs, from this process."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        s.client.get("/v1/jobs", params={"limit": 1000, "state": "pending"}).raise_for_status()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--baseline", metavar="SRC", help="another rota's src directory")
+    parser.add_argument("--jobs", type=int, default=0, metavar="N",
+                        help="also time rota ps over N queued jobs")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    with server() as s:
+    extra: dict = {}
+    with server() as s, tempfile.TemporaryDirectory(prefix="rota-bench-cli-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROTA_")}
         env.update(ROTA_URL=str(s.client.base_url).rstrip("/"),
-                   ROTA_TOKEN=s.client.headers["Authorization"].split()[1])
-        envs = {"this": env}
+                   ROTA_TOKEN=s.client.headers["Authorization"].split()[1],
+                   ROTA_PROJECT="default", ROTA_QUEUE="default")
+        envs = {"this": {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}}
         if args.baseline:
             envs["baseline"] = {**env, "PYTHONPATH": str(Path(args.baseline).resolve())}
-        results = measure(envs, args.runs)
+        job_file = Path(tmp) / "job.yaml"
+        job_file.write_text(JOB_FILE)
+        logged = finished_job(s)
+        hold_gpus(s)
+        results = measure(envs, args.runs, commands(logged, job_file))
+        if args.jobs:
+            extra["queued_s"] = queue_jobs(s, args.jobs)
+            extra["server_page_s"] = server_page(s, args.runs)
+            results += measure(envs, args.runs, [
+                (f"rota ps ({args.jobs} queued)", ["ps"])])[len(envs):]  # no second probe
+            results += measure({"this": envs["this"]}, args.runs, [  # before: no --limit
+                (f"rota ps --limit {args.jobs}", ["ps", "--limit", str(args.jobs)])])[1:]
     load = os.getloadavg()[0]
     if args.json:
-        print(json.dumps({"results": results, "load": load}, indent=2))
+        print(json.dumps({"results": results, "load": load, **extra}, indent=2))
         return
     print(f"{args.runs} runs each; 1-minute load average {load:.1f}")
-    print("| tree | command | median | fastest | heavy modules imported |")
-    print("|---|---|---|---|---|")
+    if extra:
+        print(f"{args.jobs} jobs queued in {extra['queued_s']:.0f} s; one GET /v1/jobs?limit=1000 "
+              f"from this process: {extra['server_page_s'] * 1000:.0f} ms (median)")
+    print("| tree | command | median | fastest | CPU (median) | heavy modules imported |")
+    print("|---|---|--:|--:|--:|---|")
     for r in results:
         heavy = "" if r["modules"] is None else ", ".join(r["modules"]) or "none"
-        print(f"| {r['tree']} | `{r['command']}` | {r['median_s']:.2f} s | {r['min_s']:.2f} s "
-              f"| {heavy} |")
+        print(f"| {r['tree']} | `{r['command']}` | {r['median_s'] * 1000:.0f} ms "
+              f"| {r['min_s'] * 1000:.0f} ms | {r['cpu_s'] * 1000:.0f} ms | {heavy} |")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ CLI call take most of a second). No timing is asserted: ``bench/cli.py`` measure
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -41,3 +42,27 @@ def test_client_commands_load_no_heavy_module(code):
 def test_the_help_lists_the_scheduler_presets():
     from rota.cli.main import PRESET_NAMES
     assert PRESET_NAMES == tuple(PRESETS)
+
+
+FAST_HEAVY = ("typer", "rich", "pydantic", "yaml", "rota.core", "rota.client.http",
+              "http.client", "email")
+
+
+@pytest.mark.parametrize("code", [
+    "import rota.cli.main",
+    "from rota.cli.main import main",  # the console script's line: asks the module for __path__
+    "from rota.cli import fast, jobrows, plain, logs, failures\nfrom rota.client.bare import "
+    "BareClient\nfrom rota.client.credentials import discover\ndiscover()",
+    "from rota.cli.fast import PS, LOGS, parse\nparse(['-Ao', 'wide', '--limit=5'], PS, 0)\n"
+    "parse(['12', '-f', '--tail', '3'], LOGS, 1)",
+], ids=["import", "from-import", "fast-modules", "parse"])
+def test_the_fast_commands_load_no_typer_rich_pydantic_or_domain_model(code):
+    """``rota ps`` and ``rota logs`` (``rota.cli.fast``): tests/cli/test_cli_fast.py checks the
+    same of the commands themselves, run against a server."""
+    probe = (f"import sys, json\n{code}\n"
+             f"print(json.dumps([m for m in {FAST_HEAVY!r} if m in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, env={**{k: v for k, v in os.environ.items()
+                                              if not k.startswith("ROTA_")},
+                                           "HOME": "/nonexistent", "XDG_CONFIG_HOME": ""})
+    assert json.loads(done.stdout.splitlines()[-1]) == []

@@ -1,2 +1,3 @@
-"""The ``rota`` command line: ``main`` (the app and error convention), ``plan`` (the dry-run
-loop and its report), ``render`` (rich tables), ``explain`` (reasons as sentences)."""
+"""The ``rota`` command line: ``main`` (the entry point), ``app`` (the Typer app and error
+convention), ``fast`` (``rota ps`` and ``rota logs`` without Typer), ``plan`` (the dry-run loop
+and its report), ``render`` (rich tables), ``explain`` (reasons as sentences)."""

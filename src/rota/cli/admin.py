@@ -71,7 +71,7 @@ def token_create(
 ) -> None:
     """Issue a token; it is shown once, here."""
     if operator and metrics:
-        from rota.cli.main import fail
+        from rota.cli.app import fail
         fail("--metrics", InvalidSpec("", "give --operator or --metrics, not both"))
     role = "operator" if operator else "metrics" if metrics else "member"
     with talking() as client:

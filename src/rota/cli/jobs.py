@@ -60,7 +60,7 @@ def submit(
             data["array"] = array
         local = _check_file(data, file.parent)
     except InvalidSpec as exc:
-        from rota.cli.main import fail
+        from rota.cli.app import fail
         fail(str(file), exc)
     mine = _defaults()
     body = json.loads(json.dumps(data, default=str))

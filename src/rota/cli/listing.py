@@ -1,11 +1,16 @@
 """The scientist's commands that look at jobs: ``ps``, ``show``, ``logs`` and ``cancel``.
 
-``rota ps`` folds an array's tasks into one line (``fold_arrays``). Its columns are data (``COLUMNS``): a name, how to read it from a job, and a drop rank
+``rota ps`` folds an array's tasks into one line (``fold_arrays``). Its columns are data
+(``COLUMNS``, from ``rota.cli.jobrows``): a name, how to read it from a job, and a drop rank
 (``rota.cli.tables``: on a narrow terminal the highest rank goes first, and no word is ever
 split). ``-o wide`` adds the queue, user, priority, CPU, memory and reason; ``-o id,state,...``
 picks columns by name, as ``kubectl -o custom-columns`` or ``squeue --format`` do; ``-o json``
-is ``--json``. ``--watch`` prints the list again every ``--interval`` seconds until Ctrl-C:
+is ``--json``. ``--limit N`` lists the newest N jobs (1,000 by default) and a note on stderr
+says when more exist, naming the ``--after ID`` that lists the next ones (``rota.cli.jobrows``). ``--watch`` prints the list again every ``--interval`` seconds until Ctrl-C:
 redrawn in place on a terminal, printed again when it changed otherwise.
+
+``rota ps`` without ``--watch`` and ``rota logs`` usually run through ``rota.cli.fast``
+instead, which must say and do the same: change both together.
 """
 
 from __future__ import annotations
@@ -17,14 +22,13 @@ from typing import Any, Callable, List, Optional
 
 import typer
 
-from rota.cli import remote
+from rota.cli import jobrows, remote
+from rota.cli.jobrows import ACTIVE, empty_line, fold_arrays
 from rota.cli.remote import EXIT_BAD_INPUT, EXIT_FAILED, age, die, gpus, placement, print_json
 from rota.cli.remote import talking
 from rota.cli.tables import Column, console, fit
 from rota.cli.units import amount
 from rota.core.jobwords import reason_column
-
-ACTIVE = ("pending", "scheduled", "running", "preempting")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,75 +37,40 @@ class Field:
     value: Callable[[dict[str, Any]], str]
 
 
-COLUMNS: dict[str, Field] = {
-    "id": Field(Column("ID"), lambda j: j["id"]),
-    "name": Field(Column("NAME", drop=1), lambda j: j["name"] or "-"),
-    "project": Field(Column("PROJECT", drop=4), lambda j: j["project"]),
-    "queue": Field(Column("QUEUE", drop=6), lambda j: j["queue"]),
-    "user": Field(Column("USER", drop=7), lambda j: j["user"]),
-    "state": Field(Column("STATE"), lambda j: j["state"]),
-    "priority": Field(Column("PRIORITY", drop=9, justify="right"), lambda j: str(j["priority"])),
-    "gpus": Field(Column("GPUS", drop=3), gpus),
-    "cpu": Field(Column("CPU", drop=8, justify="right"),
-                 lambda j: f"{j['request']['cpu_milli'] / 1000:g}"),
-    "memory": Field(Column("MEMORY", drop=8), lambda j: amount("memory",
-                                                                j["request"]["memory_mib"])),
-    "where": Field(Column("WHERE", wrap=True, drop=2), placement),
-    "age": Field(Column("AGE", drop=5), lambda j: age(j["submit_time"])),
-    "exit": Field(Column("EXIT", drop=9), lambda j: "-" if j.get("exit_code") is None
-                  else str(j["exit_code"])),
-    "reason": Field(Column("REASON", wrap=True, drop=10), reason_column),
+# the columns of rota.cli.jobrows, read with rota.core.jobwords (rota.cli.fast reads them with
+# jobrows' own copies: tests/cli/test_cli_fast.py compares the two)
+_VALUES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "id": lambda j: j["id"],
+    "name": lambda j: j["name"] or "-",
+    "project": lambda j: j["project"],
+    "queue": lambda j: j["queue"],
+    "user": lambda j: j["user"],
+    "state": lambda j: j["state"],
+    "priority": lambda j: str(j["priority"]),
+    "gpus": gpus,
+    "cpu": lambda j: f"{j['request']['cpu_milli'] / 1000:g}",
+    "memory": lambda j: amount("memory", j["request"]["memory_mib"]),
+    "where": placement,
+    "age": lambda j: age(j["submit_time"]),
+    "exit": lambda j: "-" if j.get("exit_code") is None else str(j["exit_code"]),
+    "reason": reason_column,
 }
-DEFAULT = ("id", "name", "project", "state", "gpus", "where", "age")
-WIDE = ("id", "name", "project", "queue", "user", "state", "priority", "gpus", "cpu",
-        "memory", "where", "age", "exit", "reason")
+COLUMNS: dict[str, Field] = {name: Field(Column(*spec), _VALUES[name])
+                             for name, spec in jobrows.COLUMNS.items()}
 
 
 def chosen_columns(output: str | None) -> tuple[str, ...] | None:
     """``-o``: the columns to show, or None for JSON."""
-    if output in (None, ""):
-        return DEFAULT
-    if output == "json":
-        return None
-    if output == "wide":
-        return WIDE
-    names = tuple(n.strip().lower() for n in output.split(",") if n.strip())
-    unknown = [n for n in names if n not in COLUMNS]
-    if unknown or not names:
-        die(f"-o: unknown column {unknown[0] if unknown else output!r}; give wide, json or "
-            f"columns separated by commas: {', '.join(COLUMNS)}", EXIT_BAD_INPUT)
-    return names
+    try:
+        return jobrows.chosen_columns(output)
+    except jobrows.BadColumns as exc:
+        die(str(exc), EXIT_BAD_INPUT)
 
 
 def jobs_table(jobs: list[dict[str, Any]], names: tuple[str, ...], width: int | None = None):
     fields = [COLUMNS[n] for n in names]
     return fit([f.column for f in fields], [[f.value(j) for f in fields]
                                             for j in fold_arrays(jobs)], width)
-
-
-def fold_arrays(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The jobs, each array's tasks folded into one line (``12[0-9]``, state ``3 running, 7
-    pending``) where its first task would be."""
-    from collections import Counter
-    tasks: dict[str, list[dict[str, Any]]] = {}
-    for j in jobs:
-        if j.get("array_id") is not None:
-            tasks.setdefault(j["array_id"], []).append(j)
-    out, done = [], set()
-    for j in jobs:
-        array = j.get("array_id")
-        if array is None:
-            out.append(j)
-        elif array not in done:
-            done.add(array)
-            mine = tasks[array]
-            indices = sorted(t["array_index"] for t in mine)
-            counts = Counter(t["state"] for t in mine)
-            limit = f"%{j['array_limit']}" if j.get("array_limit") else ""
-            out.append({**j, "id": f"{array}[{indices[0]}-{indices[-1]}{limit}]",
-                        "state": ", ".join(f"{n} {s}" for s, n in counts.most_common()),
-                        "placement": None})
-    return out
 
 
 def complete_job_ids(incomplete: str) -> list[str]:
@@ -129,6 +98,12 @@ def ps(
     output: Optional[str] = typer.Option(None, "--output", "-o", metavar="wide|json|COLS",
                                          help="wide (more columns), json, or columns by name: "
                                               + ",".join(COLUMNS) + "."),
+    limit: int = typer.Option(jobrows.LIMIT, "--limit", min=1, metavar="N",
+                              help="At most N jobs, the newest; a note on stderr says when "
+                                   "more exist."),
+    after: Optional[str] = typer.Option(None, "--after", metavar="ID",
+                                        help="Only jobs older than job ID: the next page, as "
+                                             "the note names it."),
     watch: bool = typer.Option(False, "--watch", "-w", help="Print again every --interval "
                                "seconds until Ctrl-C."),
     interval: float = typer.Option(2.0, "--interval", min=0.1, metavar="SECONDS",
@@ -137,27 +112,29 @@ def ps(
 ) -> None:
     """List jobs, newest first: active ones, or all with -A."""
     names = None if as_json else chosen_columns(output)
-    states = [s for v in state or [] for s in v.split(",") if s] or (None if all_ else list(ACTIVE))
+    states = jobrows.states_of(state, all_)
+    if after is not None:
+        remote.job_id(after)
 
-    def fetch(client) -> list[dict[str, Any]]:
-        return client.jobs(projects=project, states=states, queue=queue, user=user)
+    def fetch(client) -> tuple[list[dict[str, Any]], str | None]:
+        return client.jobs_page(projects=project, states=states, queue=queue, user=user,
+                                limit=limit, after=after)
 
     with talking() as client:
         if watch:
-            _watch(lambda: fetch(client), names, interval, empty=_empty(all_ or bool(state)))
+            _watch(lambda: fetch(client)[0], names, interval,
+                   empty=empty_line(all_ or bool(state)))
             return
-        jobs = fetch(client)
+        jobs, more = fetch(client)
     if names is None:
         print_json(jobs)
     elif not jobs:
-        print(_empty(all_ or bool(state)))
+        print(empty_line(all_ or bool(state)))
     else:
         console().print(jobs_table(jobs, names))
-
-
-def _empty(everything: bool) -> str:
-    return ("No jobs" + ("" if everything else " active (rota ps -A shows finished ones)")
-            + ". Submit one with rota submit JOB.yaml or rota run -- CMD.")
+    if more is not None:
+        sys.stdout.flush()
+        print(jobrows.more_line(len(jobs), more), file=sys.stderr)
 
 
 def _watch(fetch: Callable[[], list[dict[str, Any]]], names: tuple[str, ...] | None,

@@ -61,11 +61,11 @@ def _last_lines(data: bytes, n: int) -> bytes:
 
 def current(client: Client, job: str, replica: int, stream: str) -> bytes:
     """What the log holds now; nothing for a job that has not started (or never did)."""
-    from rota.client import ApiError
     try:
         return b"".join(client.logs(job, replica, stream, False))
-    except ApiError as exc:
-        if exc.code == "no_logs":
+    except Exception as exc:
+        from rota.client import ApiError  # here, not above: rota.cli.fast loads it on errors only
+        if isinstance(exc, ApiError) and exc.code == "no_logs":
             return b""
         raise
 

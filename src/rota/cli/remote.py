@@ -2,7 +2,8 @@
 
 Errors: a server's validation error (HTTP 422: ``invalid_spec``, ``queue_not_allowed``) and a
 bad local input exit with status 2, any other failure (not found, forbidden, in use, no server)
-with status 1; each prints one line ``error: <field>: <message>`` on stderr and no traceback.
+with status 1; each prints one line ``error: <field>: <message>`` on stderr and no traceback
+(the words are ``rota.cli.failures``', which the fast commands share).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Iterator, NoReturn
 
 import typer
 
-from rota.core import InvalidSpec, jobwords
+from rota.cli.failures import EXIT_BAD_INPUT, EXIT_FAILED, failure, not_a_job_id
+from rota.core import RotaError, jobwords
 from rota.core.jobwords import gpus, node_state, placement
 
 if TYPE_CHECKING:
@@ -23,9 +25,6 @@ if TYPE_CHECKING:
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "age", "die", "gpus", "job_id", "node_state",
            "placement", "print_json", "talking", "when"]
-
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
 
 
 def die(message: str, status: int = EXIT_FAILED) -> NoReturn:
@@ -36,19 +35,16 @@ def die(message: str, status: int = EXIT_FAILED) -> NoReturn:
 @contextmanager
 def talking() -> Iterator[Client]:
     """A client for the configured server; its errors become one line and an exit status."""
-    from rota.client import ApiError, Client, Unreachable  # httpx: only for commands that talk
+    from rota.client import Client
     try:
         with Client(on_retry=lambda message: print(f"note: {message}", file=sys.stderr)) \
                 as client:
             yield client
-    except InvalidSpec as exc:
-        die(str(exc), EXIT_BAD_INPUT)
-    except Unreachable as exc:
-        die(exc.message)
-    except ApiError as exc:
-        text = f"{exc.field}: {exc.message}" if exc.field and not exc.message.startswith(
-            f"{exc.field}:") else exc.message
-        die(text, EXIT_BAD_INPUT if exc.status == 422 else EXIT_FAILED)
+    except RotaError as exc:
+        known = failure(exc)
+        if known is None:
+            raise
+        die(*known)
 
 
 def print_json(value: Any) -> None:
@@ -56,9 +52,9 @@ def print_json(value: Any) -> None:
 
 
 def job_id(value: str) -> str:
-    if not value.isdigit() or len(value) > 18:
-        die(f"{value!r} is not a job id: ids are numbers, as rota ps shows them",
-            EXIT_BAD_INPUT)
+    problem = not_a_job_id(value)
+    if problem is not None:
+        die(problem, EXIT_BAD_INPUT)
     return value
 
 

@@ -85,7 +85,7 @@ def fetch_cmd(
     """Download the public traces rota sim reads, with their licences, into a cache directory
     ($ROTA_TRACES, else ~/.cache/rota/traces); each file's SHA-256 is checked and listed in
     SHA256SUMS."""
-    from rota.cli.main import fail
+    from rota.cli.app import fail
     from rota.simulator.fetch import TRACES, fetch, trace_dir
     unknown = [n for n in names or [] if n not in TRACES]
     if unknown:
@@ -104,7 +104,7 @@ def fetch_cmd(
 def _trace_file(given: Optional[Path], base: Path, default: str, trace: str) -> Path:
     """``given`` as it is, or as a name in ``base``; else ``base/default``. Missing: the error
     says what to run."""
-    from rota.cli.main import fail
+    from rota.cli.app import fail
     from rota.simulator.fetch import missing
     path = base / default if given is None else given
     if given is not None and not given.exists() and (base / given).exists():
@@ -138,7 +138,7 @@ def pack(
     jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1,
                              help="Worker processes (default: the number of cores)."),
 ) -> None:
-    from rota.cli.main import fail
+    from rota.cli.app import fail
     from rota.simulator.alibaba import load_nodes, load_pods
     from rota.simulator.fetch import trace_dir
     from rota.simulator.pack import POLICIES
@@ -240,7 +240,7 @@ def replay_cmd(
     plot_to: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png",
                                            help="JCT CDF and utilisation plot (PNG)."),
 ) -> None:
-    from rota.cli.main import fail
+    from rota.cli.app import fail
     from rota.simulator import philly
     from rota.simulator.replay import POLICIES, ReplayConfig, replay
     from rota.simulator.replay_metrics import summarise
@@ -312,7 +312,7 @@ def _print_replay(reports: list[dict], plot_to: Optional[Path]) -> None:
 
 def _policy_names(option: str, known) -> list[str]:
     """``--policy``: ``all``, or names separated by commas, each one of ``known``."""
-    from rota.cli.main import fail
+    from rota.cli.app import fail
 
     names = list(known) if option == "all" else [p.strip() for p in option.split(",")]
     for name in names:

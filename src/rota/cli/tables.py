@@ -5,7 +5,8 @@ Vocabulary:
   names, states or numbers does not), and a *drop rank*: 0 is never dropped, and when a table
   is wider than the terminal the column with the highest rank goes first.
 - The *width* is ``COLUMNS`` when set, else the terminal's, else (output to a file or a pipe)
-  ``PIPE_WIDTH``: scripts read whole rows, and ``--json`` is there for them.
+  ``PIPE_WIDTH``: scripts read whole rows, and ``--json`` is there for them
+  (``rota.cli.plain.width``).
 
 Invariant: no word is ever split by rota. A table first lets its wrapping columns shrink to
 their longest word (rich's own measurement), then drops columns, highest rank first, until its
@@ -18,10 +19,7 @@ A sentence wraps at spaces with a hanging indent, and keeps a command (``rota us
 from __future__ import annotations
 
 import io
-import os
 import re
-import shutil
-import sys
 import textwrap
 from dataclasses import dataclass
 from typing import Sequence
@@ -31,7 +29,10 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-PIPE_WIDTH = 160
+from rota.cli.plain import PIPE_WIDTH, width
+
+__all__ = ["PIPE_WIDTH", "Column", "console", "fit", "print_table", "width", "wrapped"]
+
 NBSP = "\u00a0"
 # a command in a sentence: the program and its words, up to punctuation that ends it
 _COMMAND = re.compile(r"\b(?:rota|useradd|chmod|pip) (?:[\w./:=$'\"*-]+(?: |(?=[,;.)]|$)))+")
@@ -43,15 +44,6 @@ class Column:
     wrap: bool = False
     drop: int = 0
     justify: str = "left"
-
-
-def width() -> int:
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    if sys.stdout.isatty():
-        return shutil.get_terminal_size((80, 24)).columns
-    return PIPE_WIDTH
 
 
 def console(file=None) -> Console:

@@ -122,7 +122,7 @@ def up(
                                 help="Run in the background; return once it answers. "
                                      "Stop it with rota down."),
 ) -> None:
-    from rota.cli.main import fail, resolve_policy
+    from rota.cli.app import fail, resolve_policy
     from rota.control import setup
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
@@ -169,7 +169,7 @@ def up(
 
 def _address(text: str, option: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6; ``:PORT`` for 127.0.0.1) as a (host, port)."""
-    from rota.cli.main import fail
+    from rota.cli.app import fail
     host, sep, port = text.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     if not sep or not port.isascii() or not port.isdigit() or not 0 <= int(port) <= 65535:
@@ -182,7 +182,7 @@ def _slurm_options(backend: str, gpus: Optional[str], node_file: Optional[Path],
                      partition: Optional[str]) -> dict[str, str]:
     """The Slurm options as ``ServerConfig.backend_options``; each refused with another
     backend, and this machine's inventory refused with Slurm."""
-    from rota.cli.main import fail
+    from rota.cli.app import fail
     given = {"--slurm-gpu-types": gpu_types, "--slurm-partition": partition,
              "--slurm-placement": None if placement == "rota" else placement}
     if backend != "slurm":
@@ -200,7 +200,7 @@ def _slurm_options(backend: str, gpus: Optional[str], node_file: Optional[Path],
 
 def _retention(workdirs: str, logs: str, uploads: str):
     """The ``--keep-*`` options as a ``Retention``, each error naming its option."""
-    from rota.cli.main import fail
+    from rota.cli.app import fail
     from rota.core import parse_duration_s
     from rota.server.retention import Retention
     seconds = {}
@@ -226,7 +226,7 @@ def _kube_options(backend: str, kubeconfig: Optional[Path], namespace: str,
                      tolerate: Optional[List[str]], node_selector: Optional[str]) -> dict:
     """The options of the chosen backend (``rota.server.ServerConfig.backend_options``); a
     kubernetes option given with another backend is refused."""
-    from rota.cli.main import fail
+    from rota.cli.app import fail
     given = {"--kubeconfig": kubeconfig, "--kube-namespace": namespace != "rota" or None,
              "--kube-default-image": image, "--kube-pod-user": pod_user,
              "--kube-tolerate": tolerate, "--kube-node-selector": node_selector}
@@ -258,7 +258,7 @@ def _database_url(db: Optional[str], db_file: Optional[Path]) -> Optional[str]:
     typed on the command line."""
     import os
 
-    from rota.cli.main import fail
+    from rota.cli.app import fail
     if db is not None and db_file is not None:
         fail("--db-file", InvalidSpec("", "give --db (or ROTA_DB_URL) or --db-file, not both"))
     if db_file is not None:

@@ -1,10 +1,25 @@
 """rota's HTTP client: where the server is (``credentials``) and how to talk to it (``http``).
 
-The CLI never touches the store: every command goes through ``Client`` to the API.
+The CLI never touches the store: every command goes through ``Client`` to the API; the fast
+commands of ``rota.cli.fast`` go through ``rota.client.bare``, which loads nothing of rota's
+domain model (``rota.core``) unless a request fails. So this package imports its modules when
+a name is first asked for, not when it is imported.
 """
 
-from rota.client.credentials import Credentials, credentials_path, discover, save
-from rota.client.http import ApiError, Client, ConnectionLost, Unreachable
+from __future__ import annotations
 
-__all__ = ["ApiError", "Client", "ConnectionLost", "Credentials", "Unreachable",
-           "credentials_path", "discover", "save"]
+from importlib import import_module
+
+
+_HOMES = {"ApiError": "http", "Client": "http", "ConnectionLost": "http", "Unreachable": "http",
+          "Credentials": "credentials", "credentials_path": "credentials",
+          "discover": "credentials", "save": "credentials"}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"rota.client.{home}"), name)

@@ -23,6 +23,7 @@ import uuid
 from typing import Any, BinaryIO, Callable, Iterator
 from urllib.parse import quote
 
+from rota.client.bare import tls_context
 from rota.client.credentials import Credentials, discover
 from rota.client.wire import Broken, Refused, Response, Wire
 from rota.core import InvalidSpec, RotaError
@@ -237,8 +238,15 @@ class Client:
              limit: int = 1000, queue: str | None = None,
              user: str | None = None) -> list[dict[str, Any]]:
         """Jobs newest first, following pages up to ``limit`` jobs."""
+        return self.jobs_page(projects, states, limit, queue, user)[0]
+
+    def jobs_page(self, projects: list[str] | None = None, states: list[str] | None = None,
+                  limit: int = 1000, queue: str | None = None, user: str | None = None,
+                  after: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+        """Up to ``limit`` jobs newest first, from after job ``after`` (the server's pages hold
+        1,000 at most: they are followed), and the cursor of the jobs that come next (None:
+        there are none)."""
         out: list[dict[str, Any]] = []
-        after = None
         while len(out) < limit:
             page = self._json("GET", "/v1/jobs", params=_params(
                 project=projects or None, state=states or None, queue=queue, user=user,
@@ -247,7 +255,7 @@ class Client:
             after = page["next_after"]
             if after is None:
                 break
-        return out
+        return out, after
 
     def job(self, job_id: str) -> dict[str, Any]:
         return self._json("GET", f"/v1/jobs/{_segment(job_id)}")
@@ -300,15 +308,9 @@ def _segment(job_id: str) -> str:
 
 
 def _verify(ca_file: str | None) -> ssl.SSLContext | bool:
-    """How an https server is checked: against ``ca_file`` when given, else the system's
-    CAs; a CA file that cannot be read is an ``InvalidSpec`` naming ``ca_file``."""
-    if ca_file is None:
-        return True
-    try:
-        return ssl.create_default_context(cafile=ca_file)
-    except (OSError, ssl.SSLError) as exc:
-        raise InvalidSpec("ca_file", f"cannot read CA certificates from {ca_file}: "
-                          f"{getattr(exc, 'strerror', None) or exc}") from None
+    """How an https server is checked: against ``ca_file`` when given (``tls_context``), else
+    the system's CAs."""
+    return True if ca_file is None else tls_context(ca_file)
 
 
 def _retry_after(response: Response) -> float | None:

@@ -14,6 +14,8 @@ little of it: one keep-alive connection, JSON bodies, a streamed answer (logs), 
   connection that the server had already closed is sent once more on a new one, as browsers do:
   the server never saw it. A streamed body (an upload) always goes on a new connection.
 - Timeouts: ``connect_s`` to connect, then ``timeout_s`` (None: none) for each read.
+- After a request is sent, what comes back is acknowledged at once (``bare.quick_ack``):
+  otherwise each request after the first on a kept-alive connection waits 40 ms.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import socket
 import ssl
 from typing import Any, Callable, Iterable, Iterator, Mapping
 from urllib.parse import urlencode, urlsplit
+
+from rota.client.bare import quick_ack
 
 READ_CHUNK = 64 * 1024
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
@@ -94,6 +98,7 @@ class Wire:
             conn, reused = self._connection(timeout_s)
             try:
                 conn.request(method, target, body=body, headers=sent)
+                quick_ack(conn.sock)
                 answer = conn.getresponse()
                 data = answer.read()
             except _STALE as exc:

@@ -1,0 +1,224 @@
+"""``rota ps`` and ``rota logs`` started in a few milliseconds: a small parser for their
+options, the standard library's socket (``rota.client.bare``) and plain tables
+(``rota.cli.plain``), and none of typer, rich, pydantic or rota's domain model.
+
+``run(argv)`` does the command and exits, or returns (having done nothing) when it does not
+know every word of the command line: ``--help``, ``rota ps --watch``, an option it does not
+know, a value it does not read as the Typer command would (a number that is not plain digits,
+a value that starts with ``-``), a stray argument. The Typer command (``rota.cli.listing``) then
+runs it, with its help and its error lines. What the fast command prints, its error lines and
+exit statuses are the Typer command's: ``tests/cli/test_cli_fast.py`` runs the two on the same
+server and compares them.
+
+Options are read as click reads them: ``--opt VALUE``, ``--opt=VALUE``, ``-o VALUE``,
+``-oVALUE``, short flags together (``-Af``), the last of a repeated single option wins,
+arguments and options in any order, ``--`` ends the options.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+
+from rota.cli.failures import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, failure
+from rota.cli.failures import not_a_job_id
+
+FLAG, VALUE, MANY, COUNT = "flag", "value", "many", "count"  # COUNT: a whole number >= 0
+
+
+class Usage(Exception):
+    """The command line is not one this module reads; the Typer command gets it."""
+
+
+def parse(argv: list[str], options: Mapping[str, tuple[str, str]], arguments: int
+          ) -> dict[str, object]:
+    """``options``: each spelling (``--all``, ``-A``) to (name, kind); ``arguments``: how many
+    positional arguments there must be. Raises ``Usage`` for anything else."""
+    given: dict[str, object] = {}
+    positional: list[str] = []
+    words = list(argv)
+    while words:
+        word = words.pop(0)
+        if word == "--":
+            positional += words
+            break
+        if not word.startswith("-") or word == "-":
+            positional.append(word)
+        elif word.startswith("--"):
+            spelling, eq, value = word.partition("=")
+            name, kind = _known(options, spelling)
+            if kind == FLAG:
+                if eq:
+                    raise Usage(word)
+                given[name] = True
+            else:
+                _take(given, name, kind, value if eq else _next(words))
+        else:
+            for k in range(1, len(word)):
+                name, kind = _known(options, "-" + word[k])
+                if kind == FLAG:
+                    given[name] = True
+                    continue
+                rest = word[k + 1:]
+                _take(given, name, kind, rest if rest else _next(words))
+                break
+    if len(positional) != arguments:
+        raise Usage(" ".join(positional))
+    given["arguments"] = positional
+    return given
+
+
+def _known(options: Mapping[str, tuple[str, str]], spelling: str) -> tuple[str, str]:
+    if spelling not in options:
+        raise Usage(spelling)
+    return options[spelling]
+
+
+def _next(words: list[str]) -> str:
+    if not words or words[0].startswith("-"):
+        raise Usage("a value")
+    return words.pop(0)
+
+
+def _take(given: dict[str, object], name: str, kind: str, value: str) -> None:
+    if value.startswith("-"):
+        raise Usage(value)
+    if kind == COUNT:
+        if not (value.isascii() and value.isdigit()):
+            raise Usage(value)
+        given[name] = int(value)
+    elif kind == MANY:
+        given.setdefault(name, []).append(value)
+    else:
+        given[name] = value
+
+
+def fail(message: str, status: int) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(status)
+
+
+def talking(work: Callable[[object], object]) -> object:
+    """``work(client)`` with a client of the configured server; a failed request becomes one
+    line and an exit status, as ``rota.cli.remote.talking`` says it."""
+    from rota.client.bare import BareClient
+    try:
+        with BareClient() as client:
+            return work(client)
+    except Exception as exc:  # noqa: BLE001 - sorted by failure(); the rest is re-raised
+        known = failure(exc)
+        if known is None:
+            raise
+        fail(*known)
+
+
+# -- rota ps --------------------------------------------------------------------------------------
+
+PS = {"--all": ("all", FLAG), "-A": ("all", FLAG), "--json": ("json", FLAG),
+      "--state": ("state", MANY), "--project": ("project", MANY), "--queue": ("queue", VALUE),
+      "--user": ("user", VALUE), "-u": ("user", VALUE), "--output": ("output", VALUE),
+      "-o": ("output", VALUE), "--limit": ("limit", COUNT), "--after": ("after", VALUE)}
+
+
+def ps(argv: list[str]) -> None:
+    from rota.cli import jobrows
+    given = parse(argv, PS, 0)
+    limit = given.get("limit", jobrows.LIMIT)
+    if limit < 1:
+        raise Usage("--limit")  # the Typer command says what the range is
+    everything = bool(given.get("all"))
+    try:
+        names = None if given.get("json") else jobrows.chosen_columns(given.get("output"))
+    except jobrows.BadColumns as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    states = jobrows.states_of(given.get("state"), everything)
+    after = given.get("after")
+    if after is not None and (problem := not_a_job_id(after)) is not None:
+        fail(problem, EXIT_BAD_INPUT)
+    jobs, more = talking(lambda client: client.jobs_page(
+        projects=given.get("project"), states=states, queue=given.get("queue"),
+        user=given.get("user"), limit=limit, after=after))
+    if names is None:
+        import json
+        print(json.dumps(jobs, indent=2, sort_keys=True))
+    elif not jobs:
+        print(jobrows.empty_line(everything or bool(given.get("state"))))
+    else:
+        _table(jobrows, names, jobs)
+    if more is not None:
+        sys.stdout.flush()
+        print(jobrows.more_line(len(jobs), more), file=sys.stderr)
+
+
+def _table(jobrows, names: tuple[str, ...], jobs: list[dict]) -> None:
+    from rota.cli import plain
+    read = jobrows.values(time.time())
+    specs = [jobrows.COLUMNS[n] for n in names]
+    rows = [[read[n](j) for n in names] for j in jobrows.fold_arrays(jobs)]
+    limit = plain.width()
+    text = plain.table([s.header for s in specs], [s.justify for s in specs], rows, limit)
+    if text is not None:
+        sys.stdout.write(text)
+        return
+    from rota.cli.tables import Column, console, fit  # rich lays out what plain cannot
+    console().print(fit([Column(*s) for s in specs], rows, limit))
+
+
+# -- rota logs ------------------------------------------------------------------------------------
+
+LOGS = {"--follow": ("follow", FLAG), "-f": ("follow", FLAG), "--stdout": ("stdout", FLAG),
+        "--stderr": ("stderr", FLAG), "--replica": ("replica", COUNT), "--tail": ("tail", COUNT)}
+
+
+def logs(argv: list[str]) -> None:
+    from rota.cli.logs import STREAMS, ended_line, follow, outcome, show_now
+    given = parse(argv, LOGS, 1)
+    job = given["arguments"][0]
+    if (problem := not_a_job_id(job)) is not None:
+        fail(problem, EXIT_BAD_INPUT)
+    if given.get("stdout") and given.get("stderr"):
+        fail("--stdout, --stderr: give one of them, or neither for both", EXIT_BAD_INPUT)
+    streams = ("stdout",) if given.get("stdout") else ("stderr",) if given.get("stderr") \
+        else STREAMS
+    replica, tail = given.get("replica", 0), given.get("tail")
+
+    def work(client):
+        if not given.get("follow"):
+            show_now(client, job, replica, streams, tail)
+            return None
+        try:
+            follow(client, job, replica, streams, tail)
+        except KeyboardInterrupt:
+            return None
+        return client.job(job)
+
+    final = talking(work)
+    if final is None:
+        return
+    if final["state"] != "succeeded":
+        print(ended_line(final), file=sys.stderr)
+    raise SystemExit(outcome(final))
+
+
+COMMANDS: dict[str, Callable[[list[str]], None]] = {"ps": ps, "logs": logs}
+
+
+def run(argv: list[str]) -> None:
+    """Do ``rota ARGV`` and exit, or return when the Typer app must (see the module)."""
+    command = COMMANDS.get(argv[0]) if argv else None
+    if command is None:
+        return
+    try:
+        command(argv[1:])
+        sys.stdout.flush()
+    except Usage:
+        return
+    except KeyboardInterrupt:
+        print(file=sys.stderr)  # as click does before it aborts
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    except BrokenPipeError:  # rota ps | head: as click, exit 1 and say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(EXIT_FAILED) from None
+    raise SystemExit(0)

@@ -1,0 +1,92 @@
+"""Output without rich, for the fast commands (``rota.cli.fast``): the terminal's width, and a
+table printed exactly as ``rota.cli.tables`` would print it, where that is simple.
+
+rich costs a short command about 40 ms to import. A table that fits the width with every
+column at its widest needs none of rich's layout: each column as wide as its widest cell, two
+spaces between columns, the header bold on a terminal. ``table`` prints that and answers
+None for anything else (a table that must drop or wrap columns, a cell rich would read as
+markup or measure differently, a terminal rich treats in a special way), so that the caller
+hands it to rich; the result is the same characters either way (``tests/cli/test_cli_fast.py``
+compares the two).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Sequence
+
+PIPE_WIDTH = 160
+BOLD, RESET = "\x1b[1m", "\x1b[0m"
+GAP = "  "  # rich's padding of (0, 1) on both sides of a column boundary
+_EMOJI = re.compile(r":\S*?:")  # what rich might replace by an emoji
+_TAG = re.compile(r"\[[a-z#/@]")  # the start of a tag of rich's markup (rich.markup.RE_TAGS)
+_RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR", "JUPYTER_COLUMNS",
+             "JUPYTER_LINES")
+
+
+def width() -> int:
+    """``COLUMNS`` when set, else the terminal's width, else (a file or a pipe) ``PIPE_WIDTH``:
+    scripts read whole rows, and ``--json`` is there for them."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if sys.stdout.isatty():
+        try:
+            found = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            found = 0
+        return found or 80  # what shutil.get_terminal_size((80, 24)) answers
+    return PIPE_WIDTH
+
+
+def table(headers: Sequence[str], justify: Sequence[str], rows: Sequence[Sequence[str]],
+          limit: int) -> str | None:
+    """The lines of the table, or None where rich must lay it out (see the module)."""
+    terminal = _terminal()
+    if terminal is None:
+        return None
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for k, cell in enumerate(row):
+            if len(cell) > widths[k]:
+                widths[k] = len(cell)
+    if sum(widths) + len(GAP) * (len(widths) - 1) > limit:
+        return None
+    # every cell at once: a space before, between and after them all makes a space at either
+    # end of a cell (or an empty cell) a double space, and neither a markup tag nor an emoji
+    # code can span two cells, since both need a character that is not a space after "[" or ":"
+    if not _simple(" " + " ".join(cell for row in rows for cell in row) + " "):
+        return None
+    right = [j == "right" for j in justify]
+    head = [h.rjust(w) if r else h.ljust(w) for h, w, r in zip(headers, widths, right)]
+    if terminal:  # rich styles each cell and each space of padding on its own
+        line = f"{BOLD} {RESET}{BOLD} {RESET}".join(f"{BOLD}{h}{RESET}" for h in head)
+    else:
+        line = GAP.join(head)
+    row_format = GAP.join(f"%{w}s" if r else f"%-{w}s" for w, r in zip(widths, right))
+    return "\n".join([line] + [row_format % tuple(row) for row in rows]) + "\n"
+
+
+def _terminal() -> bool | None:
+    """Whether rich would style the output (a terminal); None where this module cannot tell
+    what rich would do."""
+    if os.name == "nt" or any(name in os.environ for name in _RICH_ENV):
+        return None
+    try:
+        terminal = sys.stdout.isatty()
+    except ValueError:
+        return None
+    if terminal and os.environ.get("TERM", "").lower() in ("dumb", "unknown"):
+        return None
+    return terminal
+
+
+def _simple(cells: str) -> bool:
+    """Cells rich prints as they are: printable ASCII (one column a character), no markup (an
+    array's ``12[0-9]`` is none), no emoji code, no space twice in a row (where wrapping could
+    move it), nor at either end of a cell (see ``table``)."""
+    return (cells.isascii() and cells.isprintable() and "  " not in cells
+            and ("[" not in cells or not (_TAG.search(cells) or "\\[" in cells))
+            and (":" not in cells or not _EMOJI.search(cells)))
