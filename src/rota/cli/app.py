@@ -186,3 +186,6 @@ from rota.cli import people  # noqa: E402 (registers onto app)
 
 people.register(app)
 
+from rota.cli import serving  # noqa: E402 (registers onto app)
+
+serving.register(app)

@@ -20,10 +20,6 @@ import sys
 
 COMPLETE_VAR = "_ROTA_COMPLETE"  # set when a shell asks for completions (rota.cli.usage)
 
-from rota.cli import serving  # noqa: E402 (registers onto app)
-
-serving.register(app)
-
 
 def main() -> None:
     argv = sys.argv[1:]

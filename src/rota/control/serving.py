@@ -196,8 +196,10 @@ class Serving:
         records = {s.name: s for s in self.store.services.list()}
         replica_jobs = self.store.services.replicas()
         with self._lock:
-            self._sync(records, replica_jobs, now, now)
+            ended = self._sync(records, replica_jobs, now, now)
             states = list(self._services.values())
+        for svc, replica in ended:  # read outside the lock, which the gateway's requests take
+            self._ended(svc, replica, now)
         self._probe_all(states, now)
         changed = False
         for svc in states:
@@ -210,8 +212,10 @@ class Serving:
             self.wake_loop()
 
     def _sync(self, records: dict[str, ServiceRecord], jobs: list[JobRecord],
-              now: float, read_at: float) -> None:
-        """The runtime's view made equal to the store's as read at ``read_at``."""
+              now: float, read_at: float) -> list[tuple[ServiceState, Replica]]:
+        """The runtime's view made equal to the store's as read at ``read_at``; the replicas
+        whose jobs ended since."""
+        ended: list[tuple[ServiceState, Replica]] = []
         for name, svc in list(self._services.items()):
             if name not in records and svc.known_since < read_at:  # not one made since
                 del self._services[name]
@@ -230,7 +234,7 @@ class Serving:
             seen = {r.id: r for r in by_service.get(svc.name, [])}
             for job_id in list(svc.replicas):
                 if job_id not in seen:
-                    self._ended(svc, svc.replicas.pop(job_id), now)
+                    ended.append((svc, svc.replicas.pop(job_id)))
             for job_id, rec in seen.items():
                 replica = svc.replicas.get(job_id)
                 if replica is None:
@@ -243,6 +247,7 @@ class Serving:
                     replica.ready, replica.endpoint = False, None
                 elif replica.endpoint is None and rec.backend_handle:
                     replica.endpoint = self._endpoint(rec)
+        return ended
 
     def _endpoint(self, rec: JobRecord) -> str | None:
         try:
@@ -256,7 +261,9 @@ class Serving:
             rec = self.store.get_job(replica.job_id)
         except NotFound:
             return
-        if rec.state is JobState.FAILED:
+        if rec.state is not JobState.FAILED:
+            return
+        with self._lock:
             svc.last_failure = f"replica job {rec.id} failed: {rec.reason or 'no reason given'}"
             svc.failures += 1
             svc.backoff_until = now + min(MAX_BACKOFF_S, 2.0 ** (svc.failures - 1))
