@@ -99,7 +99,7 @@ POLICIES = [
 
 
 def _run(nodes, queues, jobs_at, spec) -> list:
-    policy = build_policy(spec)  # a fresh plugin each run (round-robin keeps its cursor)
+    policy = build_policy(spec)
     snap = Snapshot(nodes, queues, (), {}, FLAVORS)
     out = []
     for now, arrivals in jobs_at:

@@ -183,7 +183,7 @@ def test_decisions_do_not_depend_on_the_hash_seed():
 
 
 PLACEMENTS = ["binpack", "spread", "topology", "random", "dotprod", "bestfit", "gpupacking",
-              "gpuclustering", "fgd", "capgd"]
+              "gpuclustering", "fgd", "capgd", "round-robin"]
 ORDERS = ["fifo", "besteffort-fifo", "lifo", "priority", "drf", "fairshare", "shortest-first",
           "fair-shortest-first", "las"]
 

@@ -6,7 +6,8 @@ cpu, then memory; a fraction by its device's free share, then the node's free GP
 without GPUs on nodes without GPUs first), ties to the node first in name order; a plugin
 with ``sample = 1`` takes the first that fits, one with a larger sample scores that many
 feasible nodes and takes the best (ties: the earlier one). ``round-robin`` walks the nodes
-in name order instead, from after the last node it gave a replica to.
+in name order instead, from after the node of the latest bind (in the cycle, else in the
+snapshot).
 """
 
 from __future__ import annotations
@@ -73,13 +74,24 @@ class Topology(Binpack):
 class RoundRobin(Binpack):
     """Backend.AI's round-robin selector: each replica goes to the first node that fits after
     the node that took the last one, in name order, wrapping around. The last one is the
-    latest replica placed in this cycle, else the latest bound before it (the plugin keeps it
-    between cycles; what-ifs that are undone do not move it)."""
+    latest replica placed in this cycle, else the last replica of the job bound latest among
+    those the snapshot shows holding resources (``for_cycle``: read from the snapshot, so that
+    the same snapshot is decided the same way, after a restart too; what-ifs that are undone do
+    not move it)."""
 
     name = "round-robin"
 
     def __init__(self, args: NoArgs) -> None:
         self.last: str | None = None  # the node of the latest replica bound
+
+    def for_cycle(self, snapshot, mix) -> RoundRobin:
+        """This cycle's copy, starting after the node of the latest bind in ``snapshot``."""
+        copy = RoundRobin(NoArgs())
+        held = [j for j in snapshot.jobs if j.placement is not None and j.started_at is not None]
+        if held:
+            latest = max(held, key=lambda j: (j.started_at, _id_key(j.id)))
+            copy.last = latest.placement.replicas[-1].node
+        return copy
 
     def select(self, state: ClusterState, shape: Shape, capped: bool
                ) -> tuple[Slot, list[int]] | None:
@@ -100,6 +112,11 @@ class RoundRobin(Binpack):
 
     def bound(self, placement) -> None:
         self.last = placement.replicas[-1].node
+
+
+def _id_key(job_id: str) -> tuple[int, str]:
+    """Job ids in the order they were given (numeric ids by value), for ties in bind time."""
+    return (int(job_id), "") if job_id.isdigit() else (-1, job_id)
 
 
 def _latest_take(state: ClusterState) -> int | None:
