@@ -75,18 +75,32 @@ def test_a_model_served_already_is_refused_and_a_job_cannot_carry_a_service(gw):
     assert (as_job.status_code, as_job.json()["error"]["field"]) == (422, "service")
 
 
+def openai_client(gw, user: str):
+    """The official client, talking to the app in this process (the test client is an httpx
+    client); only what it cannot send (a body without a model, one that is not JSON) is sent
+    by hand below."""
+    openai = pytest.importorskip("openai", reason="the official openai client is a test "
+                                 "dependency")
+    token = gw.who[user]["Authorization"].split()[1]
+    return openai, openai.OpenAI(base_url="http://testserver/v1", api_key=token, http_client=gw,
+                                 max_retries=0)
+
+
 def test_the_gateway_lists_and_reaches_only_ones_own_models(gw):
     gw.post("/v1/services", json=service(), headers=gw.who["alice"])
-    models = gw.get("/v1/models", headers=gw.who["alice"]).json()
-    assert (models["object"], [m["id"] for m in models["data"]]) == ("list", ["tiny"])
-    assert gw.get("/v1/models", headers=gw.who["bob"]).json()["data"] == []
-    assert gw.get("/v1/models", headers={}).status_code == 401
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
-    hidden = gw.post("/v1/chat/completions", json=body, headers=gw.who["bob"])
-    assert hidden.status_code == 404
-    assert hidden.json()["error"]["code"] == "model_not_found"
-    assert gw.get("/v1/models/tiny", headers=gw.who["bob"]).status_code == 404
-    assert gw.get("/v1/models/tiny", headers=gw.who["alice"]).json()["owned_by"] == "p"
+    openai, alice = openai_client(gw, "alice")
+    _, bob = openai_client(gw, "bob")
+    assert [m.id for m in alice.models.list()] == ["tiny"]
+    assert alice.models.retrieve("tiny").owned_by == "p"
+    assert [m.id for m in bob.models.list()] == []
+    with pytest.raises(openai.NotFoundError) as hidden:
+        bob.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}])
+    assert hidden.value.code == "model_not_found"
+    with pytest.raises(openai.NotFoundError):
+        bob.models.retrieve("tiny")
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url="http://testserver/v1", api_key="nope", http_client=gw,
+                      max_retries=0).models.list()
     nobody = gw.post("/v1/completions", json={"prompt": "x"}, headers=gw.who["alice"])
     assert (nobody.status_code, nobody.json()["error"]["param"]) == (400, "model")
     garbage = gw.post("/v1/embeddings", content=b"{", headers=gw.who["alice"])
@@ -95,17 +109,18 @@ def test_the_gateway_lists_and_reaches_only_ones_own_models(gw):
 
 def test_a_request_no_replica_answers_in_time_gets_503_with_retry_after(gw):
     gw.post("/v1/services", json=service(), headers=gw.who["alice"])
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
-    answer = gw.post("/v1/chat/completions", json=body, headers=gw.who["alice"])
-    assert answer.status_code == 503
-    assert int(answer.headers["Retry-After"]) > 0
-    assert "no replica of service tiny became ready within 1 s" in \
-        answer.json()["error"]["message"]
+    openai, alice = openai_client(gw, "alice")
+    with pytest.raises(openai.APIStatusError) as raised:
+        alice.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}])
+    assert raised.value.status_code == 503
+    assert int(raised.value.response.headers["Retry-After"]) > 0
+    assert "no replica of service tiny became ready within 1 s" in raised.value.message
 
 
 def test_a_deleted_service_s_models_answer_404_at_once(gw):
     gw.post("/v1/services", json=service(), headers=gw.who["alice"])
     gw.delete("/v1/services/tiny", headers=gw.who["alice"])
-    assert gw.get("/v1/models", headers=gw.who["alice"]).json()["data"] == []
-    body = {"model": "tiny", "prompt": "hi"}
-    assert gw.post("/v1/completions", json=body, headers=gw.who["alice"]).status_code == 404
+    openai, alice = openai_client(gw, "alice")
+    assert [m.id for m in alice.models.list()] == []
+    with pytest.raises(openai.NotFoundError):
+        alice.completions.create(model="tiny", prompt="hi")
