@@ -32,6 +32,7 @@ from rota.control.metrics import Metrics, Reading
 from rota.control.logs import log_reader
 from rota.control.reconcile import PassReport
 from rota.control.serving import Serving
+from rota.control.servingmetrics import ServingMetrics
 from rota.core import InvalidSpec
 from rota.scheduler import Policy
 from rota.server.backends import build_backend
@@ -94,6 +95,8 @@ class ControlPlane:
         containers = self.loop.backend.capabilities.containers  # a workdir is in the image
         serving = Serving(self.store, self.loop.backend, self.loop.wake)
         serving.start()
+        if self.metrics is not None:
+            self.metrics.registry.register(ServingMetrics(serving))
         app = create_app(self.store, data_dir=self.config.data_dir, on_change=self.loop.wake,
                          read_log=log_reader(self.loop.backend),
                          workdir_refusal=None if containers else self.accounts.workdir_refusal,
