@@ -66,3 +66,11 @@ def test_the_fast_commands_load_no_typer_rich_pydantic_or_domain_model(code):
                                               if not k.startswith("ROTA_")},
                                            "HOME": "/nonexistent", "XDG_CONFIG_HOME": ""})
     assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+def test_reading_a_job_file_does_not_load_the_scheduler():
+    """``rota submit`` and ``rota serve`` validate a job file (rota.spec's job model); only the
+    cluster file of ``rota plan`` needs the scheduler (its policies), loaded when asked for."""
+    loaded = loaded_after("from rota.spec import JobFileSpec, parse_job, read_mapping")
+    assert loaded["rota.spec"] and not loaded["rota.scheduler"]
+    assert loaded_after("from rota.spec import build_cluster")["rota.scheduler"]
