@@ -63,16 +63,8 @@ def submit(
         from rota.cli.app import fail
         fail(str(file), exc)
     mine = _defaults()
-    body = json.loads(json.dumps(data, default=str))
     with talking() as client:
-        body["project"] = choose.project_of(client, project or data.get("project")
-                                            or mine.project)
-        body["queue"] = choose.queue_of(client, body["project"], queue or data.get("queue")
-                                        or mine.queue)
-        if local is not None:
-            from rota.cli.upload import upload_dir
-            body.pop("workdir", None)
-            body["upload"] = upload_dir(client, local, quiet=as_json)["id"]
+        body = file_body(client, data, local, project, queue, mine, quiet=as_json)
         job = client.submit(body)
         _submitted(job, as_json, wait)
         if wait:
@@ -100,6 +92,22 @@ def _check_file(data: dict[str, Any], base: Path) -> Path | None:
     if errors:
         raise combined(errors)
     return local
+
+
+def file_body(client: Client, data: dict[str, Any], local: Path | None, project: str | None,
+              queue: str | None, mine: Any, quiet: bool) -> dict[str, Any]:
+    """The request body of a checked job (or service) file: project and queue chosen as
+    ``rota run`` chooses them (``--project``/``--queue``, the file, then ``mine``, the
+    configured defaults), and a local working directory uploaded (its id in ``upload``)."""
+    body = json.loads(json.dumps(data, default=str))
+    body["project"] = choose.project_of(client, project or data.get("project") or mine.project)
+    body["queue"] = choose.queue_of(client, body["project"], queue or data.get("queue")
+                                    or mine.queue)
+    if local is not None:
+        from rota.cli.upload import upload_dir
+        body.pop("workdir", None)
+        body["upload"] = upload_dir(client, local, quiet=quiet)["id"]
+    return body
 
 
 def _defaults():

@@ -11,7 +11,6 @@ from typing import Any, Optional
 
 import typer
 
-from rota.cli import choose
 from rota.cli.remote import talking
 from rota.core import InvalidSpec
 
@@ -28,7 +27,7 @@ def serve(
 ) -> None:
     """Create a service: its replicas start when requests for its models come to the gateway
     (the OpenAI API of rota up), and stop when they stop."""
-    from rota.cli.jobs import _check_file, _defaults
+    from rota.cli.jobs import _check_file, _defaults, file_body
     from rota.spec import read_mapping
     try:
         data = read_mapping(file, "name, kind: service, entrypoint, resources, service")
@@ -41,17 +40,9 @@ def serve(
         from rota.cli.main import fail
         fail(str(file), exc)
     mine = _defaults()
-    body = json.loads(json.dumps(data, default=str))
     with talking() as client:
-        body["project"] = choose.project_of(client, project or data.get("project")
-                                            or mine.project)
-        body["queue"] = choose.queue_of(client, body["project"], queue or data.get("queue")
-                                        or mine.queue)
-        if local is not None:
-            from rota.cli.upload import upload_dir
-            body.pop("workdir", None)
-            body["upload"] = upload_dir(client, local, quiet=as_json)["id"]
-        made = client.create_service(body)
+        made = client.create_service(file_body(client, data, local, project, queue, mine,
+                                               quiet=as_json))
         url = client.url
     if as_json:
         print(json.dumps(made, indent=2))
