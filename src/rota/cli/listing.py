@@ -17,46 +17,16 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, List, Optional
 
 import typer
 
 from rota.cli import jobrows, remote
 from rota.cli.jobrows import ACTIVE, empty_line, fold_arrays
-from rota.cli.remote import EXIT_BAD_INPUT, EXIT_FAILED, age, die, gpus, placement, print_json
-from rota.cli.remote import talking
+from rota.cli.remote import EXIT_BAD_INPUT, EXIT_FAILED, die, print_json, talking
 from rota.cli.tables import Column, console, fit
-from rota.cli.units import amount
-from rota.core.jobwords import reason_column
 
-
-@dataclass(frozen=True, slots=True)
-class Field:
-    column: Column
-    value: Callable[[dict[str, Any]], str]
-
-
-# the columns of rota.cli.jobrows, read with rota.core.jobwords (rota.cli.fast reads them with
-# jobrows' own copies: tests/cli/test_cli_fast.py compares the two)
-_VALUES: dict[str, Callable[[dict[str, Any]], str]] = {
-    "id": lambda j: j["id"],
-    "name": lambda j: j["name"] or "-",
-    "project": lambda j: j["project"],
-    "queue": lambda j: j["queue"],
-    "user": lambda j: j["user"],
-    "state": lambda j: j["state"],
-    "priority": lambda j: str(j["priority"]),
-    "gpus": gpus,
-    "cpu": lambda j: f"{j['request']['cpu_milli'] / 1000:g}",
-    "memory": lambda j: amount("memory", j["request"]["memory_mib"]),
-    "where": placement,
-    "age": lambda j: age(j["submit_time"]),
-    "exit": lambda j: "-" if j.get("exit_code") is None else str(j["exit_code"]),
-    "reason": reason_column,
-}
-COLUMNS: dict[str, Field] = {name: Field(Column(*spec), _VALUES[name])
-                             for name, spec in jobrows.COLUMNS.items()}
+COLUMNS = jobrows.COLUMNS  # name -> (header, wrap, drop rank)
 
 
 def chosen_columns(output: str | None) -> tuple[str, ...] | None:
@@ -68,9 +38,11 @@ def chosen_columns(output: str | None) -> tuple[str, ...] | None:
 
 
 def jobs_table(jobs: list[dict[str, Any]], names: tuple[str, ...], width: int | None = None):
-    fields = [COLUMNS[n] for n in names]
-    return fit([f.column for f in fields], [[f.value(j) for f in fields]
-                                            for j in fold_arrays(jobs)], width)
+    """The table of ``rota.cli.fast``'s ``rota ps`` too: the same columns, read by the same
+    functions (``rota.cli.jobrows.values``)."""
+    read = jobrows.values(time.time())
+    return fit([Column(*COLUMNS[n]) for n in names],
+               [[read[n](j) for n in names] for j in fold_arrays(jobs)], width)
 
 
 def complete_job_ids(incomplete: str) -> list[str]:
