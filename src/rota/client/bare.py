@@ -240,24 +240,23 @@ def _body(reader, headers: Mapping[str, str]) -> Iterator[bytes]:
                 while reader.readline(MAX_LINE + 1) not in (b"\r\n", b"\n", b""):
                     pass  # trailers
                 return
-            while size:
-                chunk = reader.read1(min(size, READ_CHUNK))
-                if not chunk:
-                    raise _Lost("IncompleteRead")
-                size -= len(chunk)
-                yield chunk
+            yield from _exactly(reader, size)
             reader.readline(MAX_LINE + 1)
     elif "content-length" in headers:
-        left = int(headers["content-length"])
-        while left:
-            chunk = reader.read1(min(left, READ_CHUNK))
-            if not chunk:
-                raise _Lost("IncompleteRead")
-            left -= len(chunk)
-            yield chunk
+        yield from _exactly(reader, int(headers["content-length"]))
     else:
         while chunk := reader.read1(READ_CHUNK):
             yield chunk
+
+
+def _exactly(reader, size: int) -> Iterator[bytes]:
+    """``size`` bytes as they arrive; the connection ending first is ``IncompleteRead``."""
+    while size:
+        chunk = reader.read1(min(size, READ_CHUNK))
+        if not chunk:
+            raise _Lost("IncompleteRead")
+        size -= len(chunk)
+        yield chunk
 
 
 def _text(value: object) -> str:
