@@ -23,8 +23,11 @@ def add_service_routes(app: FastAPI, store: Store, serving: Serving,
                        principal: Callable[..., Any],
                        upload_usable: Callable[[Principal], Callable[[str], bool]],
                        screen: Callable[[Any], None]) -> None:
-    def view(record: ServiceRecord) -> dict[str, Any]:
-        live = serving.views().get(record.name)
+    def view(record: ServiceRecord, views: dict[str, dict[str, Any]] | None = None
+             ) -> dict[str, Any]:
+        """What the runtime sees of the service (``views``: ``serving.views()`` when read
+        already), else its stored settings with nothing running yet."""
+        live = (serving.views() if views is None else views).get(record.name)
         if live is not None:
             return live
         s = record.settings
@@ -55,7 +58,8 @@ def add_service_routes(app: FastAPI, store: Store, serving: Serving,
 
     @app.get("/v1/services")
     def services(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
-        return [view(r) for r in store.services.list() if who.may_see(r.project)]
+        views = serving.views()
+        return [view(r, views) for r in store.services.list() if who.may_see(r.project)]
 
     @app.get("/v1/services/{name}")
     def service(name: str, who: Principal = Depends(principal)) -> dict[str, Any]:

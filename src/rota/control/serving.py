@@ -6,7 +6,8 @@ It lives in the control plane's process, between two threads:
   fewest requests in flight, and gives it back with ``release``; with none ready, the request
   waits (at most ``queue`` of them, each at most ``timeout_s``), and the runtime is woken at once
   to start one;
-- the runtime's own thread (``tick``, every ``tick_s``) reads the services and their replica jobs
+- the runtime's own thread (``tick``, every ``tick_s``; every ``IDLE_TICK_S`` while there is no
+  service, since creating one through the API kicks it) reads the services and their replica jobs
   from the store, asks the backend where each running replica listens (``Backend.endpoint``),
   probes its readiness path, samples each service's concurrency (in flight + waiting), decides
   the replicas it should have (``rota.core.serving.desired_replicas``), and submits or cancels
@@ -47,6 +48,7 @@ log = logging.getLogger("rota.serving")
 MAX_BACKOFF_S = 60.0
 PROBE_TIMEOUT_S = 2.0
 REPROBE_S = 10.0        # a ready replica is probed again this often
+IDLE_TICK_S = 2.0       # the period while no service exists (a created one kicks at once)
 RATE_WINDOW_S = 10.0    # requests per second are counted over this long
 OWNER = "rota (service scaling)"
 
@@ -181,7 +183,9 @@ class Serving:
 
     def _run(self) -> None:
         while not self._halt.is_set():
-            self._kick.wait(self.tick_s)
+            with self._lock:
+                idle = not self._services
+            self._kick.wait(IDLE_TICK_S if idle else self.tick_s)
             self._kick.clear()
             if self._halt.is_set():
                 return
