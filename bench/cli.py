@@ -123,29 +123,27 @@ def measure(envs: dict[str, dict[str, str]], runs: int,
     return results
 
 
-def finished_job(s) -> str:
-    """A job that printed a line and ended: what ``rota logs`` reads."""
+def job_until(s, entrypoint: list[str], gpus: int, state: str) -> str:
+    """A job of ``entrypoint`` on ``gpus`` GPUs, once it is in ``state`` (at most a minute)."""
     job = s.client.post("/v1/jobs", json={
-        "project": "default", "queue": "default", "entrypoint": ["echo", "hello from rota"],
-        "resources": {"gpu": 0, "cpu": "10m", "memory": "16Mi"}}).json()["id"]
+        "project": "default", "queue": "default", "entrypoint": entrypoint,
+        "resources": {"gpu": gpus, "cpu": "10m", "memory": "16Mi"}}).json()["id"]
     end = time.monotonic() + 60
-    while s.client.get(f"/v1/jobs/{job}").json()["state"] != "succeeded":
+    while s.client.get(f"/v1/jobs/{job}").json()["state"] != state:
         if time.monotonic() > end:
-            raise SystemExit(f"job {job} did not finish")
+            raise SystemExit(f"job {job} did not become {state}")
         time.sleep(0.2)
     return job
 
 
+def finished_job(s) -> str:
+    """A job that printed a line and ended: what ``rota logs`` reads."""
+    return job_until(s, ["echo", "hello from rota"], 0, "succeeded")
+
+
 def hold_gpus(s) -> None:
     """A job that holds the 4 GPUs for an hour: every job that asks for one waits."""
-    job = s.client.post("/v1/jobs", json={
-        "project": "default", "queue": "default", "entrypoint": ["sleep", "3600"],
-        "resources": {"gpu": 4, "cpu": "10m", "memory": "16Mi"}}).json()["id"]
-    end = time.monotonic() + 60
-    while s.client.get(f"/v1/jobs/{job}").json()["state"] != "running":
-        if time.monotonic() > end:
-            raise SystemExit(f"job {job} did not start")
-        time.sleep(0.2)
+    job_until(s, ["sleep", "3600"], 4, "running")
 
 
 def queue_jobs(s, n: int) -> float:

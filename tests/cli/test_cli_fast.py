@@ -257,19 +257,11 @@ def test_the_fast_age_is_rota_core_jobwords_age(seconds):
     assert jobrows.age(None, now) == jobwords.age(None, now)
 
 
-def make_cert(tmp_path: Path, name: str) -> tuple[Path, Path]:
-    cert, key = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-    return cert, key
-
-
 def test_https_verified_with_the_servers_certificate_and_refused_without(tmp_path):
     """A real ``rota up --tls-cert``: the fast commands check its certificate with the CA
     file of the credentials as the Typer ones do, and fail with the same line without it."""
     sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-    from serverkit import RotaServer
+    from serverkit import RotaServer, make_cert
     cert, key = make_cert(tmp_path, "server")
     other, _ = make_cert(tmp_path, "other")
     server = RotaServer(tmp_path, extra=("--tls-cert", str(cert), "--tls-key", str(key)),

@@ -98,3 +98,12 @@ class RotaServer:
             self.proc.wait()
             self.proc = None
         kill_everything_under(self.data_dir)
+
+
+def make_cert(tmp_path: Path, name: str = "server") -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key, for ``rota up --tls-cert``."""
+    cert, key = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return cert, key

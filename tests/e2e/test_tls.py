@@ -12,16 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 from commands import rota_command
-from serverkit import RotaServer
+from serverkit import RotaServer, make_cert
 from waiting import poll
-
-
-def make_cert(tmp_path: Path, name: str = "server") -> tuple[Path, Path]:
-    cert, key = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-    return cert, key
 
 
 def test_rota_up_serves_https_and_the_cli_verifies_it(tmp_path):

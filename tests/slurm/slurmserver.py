@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import httpx
 
@@ -116,3 +119,17 @@ class SlurmServer:
             live = [str(j.id) for j in self.slurm_jobs() if not j.phase.ended]
             if live:
                 subprocess.run(["scancel", *live], env=self.env, capture_output=True)
+
+
+@contextmanager
+def running(slurm_env: dict[str, str], prefix: str) -> Iterator[SlurmServer]:
+    """A started ``SlurmServer`` in a new temporary directory (not pytest's: every account of
+    the cluster must pass through it), closed and removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    plane = SlurmServer(root, slurm_env)
+    try:
+        plane.start()
+        yield plane
+    finally:
+        plane.close()
+        shutil.rmtree(root, ignore_errors=True)

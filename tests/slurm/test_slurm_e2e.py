@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from slurmserver import SlurmServer
+from slurmserver import SlurmServer, running
 from waiting import poll
 
 wait = functools.partial(poll, timeout=120.0, every=0.5)
@@ -26,17 +25,9 @@ WHERE = 'echo "host=$SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES rank=$ROTA_REPLI
 
 
 @pytest.fixture
-def server(slurm_env, tmp_path_factory) -> Iterator[SlurmServer]:
-    import tempfile
-    root = Path(tempfile.mkdtemp(prefix="rota-slurm-e2e-"))
-    plane = SlurmServer(root, slurm_env)
-    try:
-        plane.start()
+def server(slurm_env) -> Iterator[SlurmServer]:
+    with running(slurm_env, "rota-slurm-e2e-") as plane:
         yield plane
-    finally:
-        plane.close()
-        import shutil
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def state_of(server: SlurmServer, job: str, *states: str) -> dict:

@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 import yaml
 
-from slurmserver import SlurmServer
+from slurmserver import SlurmServer, running
 
 openai = pytest.importorskip("openai", reason="the official openai client is a test dependency")
 
@@ -24,14 +23,8 @@ MODEL_SERVER = Path(__file__).resolve().parents[2] / "examples" / "serving" / "b
 
 @pytest.fixture
 def server(slurm_env) -> Iterator[SlurmServer]:
-    root = Path(tempfile.mkdtemp(prefix="rota-slurm-serving-"))
-    plane = SlurmServer(root, slurm_env)
-    try:
-        plane.start()
+    with running(slurm_env, "rota-slurm-serving-") as plane:
         yield plane
-    finally:
-        plane.close()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_a_service_replica_runs_as_a_slurm_job_and_the_gateway_reaches_it(server):
