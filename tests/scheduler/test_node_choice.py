@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from builders import bound, cluster, codes, decide, devices_of, job, node
 from rota.core import ANY_FLAVOR, Flavor, Snapshot
 from rota.scheduler import apply_decisions, build_policy, run_cycle
+from rota.scheduler.base import Base
 
 from .test_properties import FLAVORS, random_job, random_nodes, random_queues
 
@@ -132,3 +133,22 @@ def test_no_placement_changes_when_the_node_list_is_shuffled(spec, seed):
     shuffled = list(nodes)
     rng.shuffle(shuffled)
     assert _run(tuple(shuffled), queues, jobs_at, spec) == _run(nodes, queues, jobs_at, spec)
+
+
+@pytest.mark.parametrize("fresh_base", [True, False], ids=["full-snapshot", "kept-base"])
+def test_gpuclustering_sees_the_kinds_of_task_running_jobs_host(fresh_base):
+    # n-a hosts three 2-GPU jobs (6 of 8 busy), n-b one 1-GPU job: a 1-GPU job belongs with
+    # its kind on n-b (band 75..100) rather than among other kinds on the fuller n-a (0..25).
+    # Both are running when the cycle starts, so the plugin learns them from what the base
+    # holds, not from the cycle's own placements.
+    snap = cluster().nodes(node("n-a").gpus(8), node("n-b").gpus(8)).jobs(
+        *[job(f"pair{k}").gpus(2).running_on(("n-a", [2 * k, 2 * k + 1])) for k in range(3)],
+        job("single").gpus(1).running_on(("n-b", [0])),
+        job("new").gpus(1)).build()
+    policy = build_policy({"preset": "default", "placement": "gpuclustering"})
+    if fresh_base:
+        decisions = run_cycle(snap, policy, 0.0)
+    else:
+        base = Base.of(replace(snap, jobs=tuple(j for j in snap.jobs if j.id != "new")))
+        decisions = run_cycle(replace(snap, jobs=snap.pending), policy, 0.0, base=base)
+    assert _nodes_of(decisions) == {"new": "n-b"}

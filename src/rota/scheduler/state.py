@@ -112,6 +112,15 @@ class Pool:
         self.ordered_frac: list[list[tuple]] = [[] for _ in range(FRAC_LEVELS)]
 
 
+SHARE = "share"  # the task kind of a fraction of one device
+
+
+def task_kind(devices) -> str | int:
+    """A job's kind of task from its device deltas ``(position, milli, memory)``: ``SHARE``
+    (a fraction of one device) or the number of devices it holds."""
+    return SHARE if len(devices) == 1 and abs(devices[0][1]) < MILLI else len(devices)
+
+
 @dataclass(slots=True)
 class Entry:
     slot: int
@@ -127,6 +136,7 @@ class ClusterState:
         self.by_name = {s.name: s for s in self.slots}
         self.pools: dict[tuple[str, str], Pool] = {}
         self.journal: list[Entry] = []
+        self.loaded_kinds: dict[int, dict[str | int, int]] = {}  # slot -> task kind -> loaded jobs
         self.epoch = 0
         max_gpus = max((len(n.devices) for n in nodes), default=0)
         shared: dict[tuple, tuple[Pool, ...]] = {}  # nodes alike share one tuple of pools
@@ -158,12 +168,20 @@ class ClusterState:
 
     def load(self, slot: Slot, cpu: int, mem: int, deltas: list[tuple[int, int, int]]) -> None:
         """Like ``take``, for what active jobs hold when the overlay is built: nothing to undo,
-        so nothing goes to the journal."""
+        so nothing goes to the journal; the kind of task it is (``task_kind``) is counted in
+        ``loaded_kinds`` (negative deltas: a job released)."""
         self._unorder(slot)
         slot.cpu -= cpu
         slot.mem -= mem
         if deltas:
             self._change_devices(slot, deltas, 1)
+            kinds = self.loaded_kinds.setdefault(slot.i, {})
+            kind = task_kind(deltas)
+            n = kinds.get(kind, 0) + (1 if deltas[0][1] > 0 else -1)
+            if n > 0:
+                kinds[kind] = n
+            else:
+                kinds.pop(kind, None)
         self._order(slot)
 
     def give(self, slot: Slot, cpu: int, mem: int, deltas: tuple[tuple[int, int, int], ...]) -> None:

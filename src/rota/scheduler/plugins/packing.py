@@ -40,11 +40,10 @@ from rota.core.snapshot import Snapshot
 from rota.scheduler.placement import PACK, Shape, choose_devices, device_fits
 from rota.scheduler.plugins.fragment import Fragmenter, TaskClass
 from rota.scheduler.plugins.registry import register
-from rota.scheduler.state import ClusterState, Entry, Slot
+from rota.scheduler.state import SHARE, ClusterState, Entry, Slot, task_kind
 
 MAX_CPU = 128_000  # the largest node's CPU (milli) and GPUs (milli): the scales of the scores
 MAX_GPU = 8 * MILLI
-SHARE = "share"
 _MISS = object()
 
 
@@ -73,10 +72,7 @@ def kind(shape: Shape) -> str | int | None:
 
 
 def _entry_kind(e: Entry) -> str | int | None:
-    if not e.devices:
-        return None
-    milli = abs(e.devices[0][1])
-    return SHARE if len(e.devices) == 1 and milli < MILLI else len(e.devices)
+    return task_kind(e.devices) if e.devices else None
 
 
 class _Packing:
@@ -210,7 +206,8 @@ class _Packing:
         self._scores: dict[int, dict[tuple, Any]] = {}
         self._members: dict[int, list[int]] = {}
         self._group = [-1] * len(order)
-        self._kinds: list[dict[Any, int]] = [{} for _ in order]
+        loaded = state.loaded_kinds  # what running jobs host, then the cycle's own changes
+        self._kinds: list[dict[Any, int]] = [dict(loaded.get(i, ())) for i in range(len(order))]
         for e in state.journal:
             self._note(e)
         for slot in state.slots:
