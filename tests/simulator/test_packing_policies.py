@@ -12,6 +12,7 @@ from builders import node, shape, state_with
 from rota.core import MILLI, InvalidSpec
 from rota.scheduler import build_policy
 from rota.scheduler.placement import find_replica, place_gang
+from rota.scheduler.plugins import fragment
 from rota.scheduler.plugins.fragment import Fragmenter, TaskClass, class_fragment
 from rota.scheduler.plugins.registry import create
 
@@ -52,6 +53,15 @@ def test_node_fragment_is_the_weighted_sum_over_classes():
     frag = Fragmenter([TaskClass(2000, 300, 1, (), 2), TaskClass(4000, MILLI, 2, (), 1),
                        TaskClass(4000, MILLI, 1, (), 1)])
     assert frag.node(10_000, DEVS) == pytest.approx(700)
+
+
+def test_the_memo_of_node_states_is_bounded_and_answers_stay_the_same(monkeypatch):
+    monkeypatch.setattr(fragment, "MEMO_LIMIT", 4)
+    frag = Fragmenter([TaskClass(2000, 300, 1, (), 2), TaskClass(4000, MILLI, 1, (), 1)])
+    states = [(cpu, (("G", free), ("G", 1000))) for cpu in (1000, 3000) for free in (0, 200, 500)]
+    first = [frag.node(cpu, devs) for cpu, devs in states]
+    assert len(frag._cache) <= 4
+    assert [frag.node(cpu, devs) for cpu, devs in states] == first
 
 
 WORKLOAD = [  # p = 0.5 share 300, 0.5 one whole GPU
