@@ -19,7 +19,7 @@ from functools import cached_property
 from rota.core import Job, JobState, Placement
 from rota.scheduler.base import Base, position
 from rota.core.decisions import Bind, Reason, ReasonCode, Reserve
-from rota.scheduler.placement import Shape, holds, place_gang
+from rota.scheduler.placement import Shape, find_replica, holds, place_gang
 from rota.scheduler.reasons import resource_reason
 from rota.core.snapshot import Snapshot
 from rota.scheduler.state import ALL_MODELS, Cap, Slot
@@ -266,12 +266,22 @@ class Cycle:
         nothing is taken or charged)."""
         for flavor, models in self.flavors(job):
             if self.policy.admission.check(self.book, job.queue, flavor, job.total()) is None:
-                mark = self.state.mark()
-                placement, _ = self.place(job, self.shape(job, models), False)
-                self.state.undo(mark)
-                if placement is not None:
+                if self.fits(job, self.shape(job, models)):
                     return True
         return False
+
+    def fits(self, job: Job, shape: Shape) -> bool:
+        """Whether ``place`` would find room for ``job`` now (a what-if: nothing is taken;
+        one replica needs no trial placement, a gang is placed and undone)."""
+        if job.replicas > 1:
+            mark = self.state.mark()
+            placement, _ = self.place(job, shape, False)
+            self.state.undo(mark)
+            return placement is not None
+        hit = self._failed.get((shape, 1, False))
+        if hit is not None and hit[0] == self.state.epoch:
+            return False
+        return find_replica(self.state, shape, self.placement, False) is not None
 
     def place(self, job: Job, shape: Shape, capped: bool) -> tuple[Placement | None, Attempt]:
         key = (shape, job.replicas, capped)
