@@ -11,6 +11,8 @@ from apikit import job_file, seed_tenants
 from rota.api import create_app
 from rota.backends.local import LocalBackend
 from rota.control.serving import Serving
+from rota.core import JobState
+from rota.scheduler import build_policy, run_cycle
 from rota.store import Store
 
 
@@ -124,3 +126,36 @@ def test_a_deleted_service_s_models_answer_404_at_once(gw):
     assert [m.id for m in alice.models.list()] == []
     with pytest.raises(openai.NotFoundError):
         alice.completions.create(model="tiny", prompt="hi")
+
+
+def test_a_job_s_own_token_calls_only_the_models_of_its_project(gw):
+    store = gw.serving.store
+    store.create_user("carol", ["p", "q"])
+    carol = {"Authorization": f"Bearer {store.issue_token('carol', 't').token}"}
+    assert gw.post("/v1/services", json=service(), headers=gw.who["alice"]).status_code == 201
+    other = service(name="other", project="q", queue="q",
+                    service={"models": ["other"], "replicas": {"min": 0, "max": 1}})
+    assert gw.post("/v1/services", json=other, headers=gw.who["bob"]).status_code == 201
+    assert {m["id"] for m in gw.get("/v1/models", headers=carol).json()["data"]} == \
+        {"tiny", "other"}
+    job = gw.post("/v1/jobs", json=job_file(name="eval", project="q", queue="q"),
+                  headers=carol).json()["id"]
+    store.apply(run_cycle(store.snapshot(100.0), build_policy("default"), 100.0), 100.0)
+    store.transition(job, JobState.RUNNING, backend_handle={"launch_id": "x"})
+    own = {"Authorization": f"Bearer {store.issue_job_token(job, 0)}"}
+    # carol sees both projects' models; her job's token, only those of the job's project q
+    listed = gw.get("/v1/models", headers=own)
+    assert listed.status_code == 200, listed.text
+    assert [m["id"] for m in listed.json()["data"]] == ["other"]
+    assert gw.get("/v1/models/other", headers=own).status_code == 200
+    hidden = gw.get("/v1/models/tiny", headers=own)
+    assert (hidden.status_code, hidden.json()["error"]["code"]) == (404, "model_not_found")
+    call = gw.post("/v1/chat/completions", headers=own,
+                   json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
+    assert (call.status_code, call.json()["error"]["code"]) == (404, "model_not_found")
+    # the rest of the API stays closed to it
+    assert gw.get("/v1/services", headers=own).status_code == 403
+    assert gw.post("/v1/jobs", json=job_file(project="q", queue="q"),
+                   headers=own).status_code == 403
+    store.transition(job, JobState.SUCCEEDED, exit_code=0)  # the attempt ends, its token too
+    assert gw.get("/v1/models", headers=own).status_code == 401

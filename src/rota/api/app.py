@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,7 +28,7 @@ from rota.api.accounting import add_accounting_routes
 from rota.api.admin_routes import add_admin_routes
 from rota.api.bodylimit import MAX_BODY_BYTES, BodyLimit
 from rota.api.dashboard import add_dashboard
-from rota.api.gateway import add_gateway
+from rota.api.gateway import add_gateway, job_may_call
 from rota.api.service_routes import add_service_routes
 from rota.control.serving import Serving
 from rota.api.io_routes import MAX_KEY, add_io_routes
@@ -121,7 +122,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     async def identify(authorization: str | None, method: str, path: str) -> Principal:
         """Who sends ``authorization`` for ``method path``: answered from the store's cache
         on the event loop when it can be; a lookup in the database runs on a worker thread. A
-        job's own token reaches only ``JOB_ROUTES`` of its job."""
+        job's own token reaches only ``JOB_ROUTES`` of its job, and the gateway's routes
+        (``rota.api.gateway.JOB_PATHS``) for the models of its job's project only."""
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise Unauthenticated("send Authorization: Bearer <token>")
@@ -130,18 +132,22 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         if who.role is Role.METRICS and path != "/metrics":
             raise Forbidden("a metrics token may only read /metrics")
         if who.job is not None:
-            await run_in_threadpool(_job_token_alive, who)
-            if not _job_may(method, path, who.job):
-                raise Forbidden(f"the token of job {who.job} may only read that job and report "
-                                "its checkpoints")
+            project = await run_in_threadpool(_job_token_alive, who)
+            if _job_may(method, path, who.job):
+                return who
+            if job_may_call(method, path):
+                return replace(who, projects=frozenset({project}))
+            raise Forbidden(f"the token of job {who.job} may only read that job, report its "
+                            "checkpoints and call its project's models")
         return who
 
     async def principal(request: Request,
                         authorization: str | None = Header(None)) -> Principal:
         return await identify(authorization, request.method, request.url.path)
 
-    def _job_token_alive(who: Principal) -> None:
-        """A job token is good while its attempt runs (the cache may not have seen it end)."""
+    def _job_token_alive(who: Principal) -> str:
+        """A job token is good while its attempt runs (the cache may not have seen it end);
+        returns the job's project."""
         try:
             rec = store.get_job(who.job or "")
         except NotFound:
@@ -149,6 +155,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         if rec is None or rec.attempts != who.attempt or not rec.state.holds_resources:
             raise Unauthenticated(f"attempt {who.attempt} of job {who.job} has ended, and its "
                                   "token with it")
+        return rec.job.project
 
     def operator(who: Principal = Depends(principal)) -> Principal:
         if not who.operator:

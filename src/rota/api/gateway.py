@@ -42,6 +42,15 @@ from rota.core.jobwords import why_lines
 from rota.store import Principal
 
 ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/embeddings"})
+
+
+def job_may_call(method: str, path: str) -> bool:
+    """Whether a job's own token may send ``method path``: the gateway's routes, so that a job
+    (an evaluation, an agent) calls the models of its project (the API narrows the token's
+    projects to its job's before any route sees it)."""
+    if method == "POST":
+        return path in ROUTES
+    return method == "GET" and (path == "/v1/models" or path.startswith("/v1/models/"))
 PASSED_HEADERS = frozenset({b"content-type", b"cache-control"})
 Identify = Callable[[str | None, str, str], Awaitable[Principal]]
 
