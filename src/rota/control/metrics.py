@@ -7,9 +7,10 @@ Three sources, none of which costs a pass anything but keeping a reference:
   pending jobs per queue and reason, quota nominal, used and borrowed per queue and flavour (the
   scheduler's own book), GPUs allocated per queue and project and per device, fractions
   counted by their share. Computed when scraped, so a pass pays only for the reference.
-- **The jobs' history** in the store: each scrape (and each pass) reads the state changes
-  recorded since the last read and counts preemptions, requeues (by how the attempt ended) and
-  outcomes per queue, and observes each job's wait from submission to its first start. Counting
+- **The jobs' history** in the store: each scrape (not each pass, which would re-read the
+  window below every time) reads the state changes recorded since the last one, counts
+  preemptions, requeues (by how the attempt ended) and outcomes per queue, and observes each
+  job's wait from submission to its first start. Counting
   starts with the control plane (counters restart at 0, as Prometheus expects); changes that
   another writer committed out of id order (PostgreSQL) are still counted, within a window of
   ``WINDOW`` events.
@@ -115,7 +116,6 @@ class Metrics:
         self.pass_seconds.observe(seconds)
         if errors:
             self.pass_errors.inc()
-        self.read_moves()
 
     # -- the jobs' history -------------------------------------------------------------------
 
