@@ -4,7 +4,8 @@ replica answers its first request once a replica has started (a cold start), str
 chunk, scales out under a burst and back to zero when idle, which frees its GPU for a queued
 batch job; a member of another project gets 404; a service whose queue has no quota left
 answers 503 with ``Retry-After`` while ``rota show`` says why its replica waits; a client that
-goes away mid-stream stops the generation on the replica."""
+goes away mid-stream stops the generation on the replica; a job calls its project's model with
+the token rota gives it."""
 
 from __future__ import annotations
 
@@ -213,3 +214,27 @@ def test_a_restarted_control_plane_routes_to_the_replica_that_kept_running(rota_
     seen = services(rota_server)["tiny"]
     assert again == first
     assert [j["id"] for j in seen["jobs"]] == [replica["id"]] and seen["cold_starts"] == 0
+
+
+EVAL_JOB = """\
+import os, openai
+c = openai.OpenAI(base_url=os.environ["ROTA_URL"] + "/v1", api_key=os.environ["ROTA_TOKEN"],
+                  timeout=120)
+print("models:", ",".join(m.id for m in c.models.list()))
+r = c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
+                              max_tokens=8)
+print("answer:", r.choices[0].message.content)
+"""
+
+
+def test_a_job_calls_its_project_s_model_with_its_own_token(rota_server, tmp_path):
+    # an evaluation job: no personal token in its environment, only what rota gives each job
+    ok(rota(rota_server, "serve", str(service_file(tmp_path))))
+    (tmp_path / "eval.py").write_text(EVAL_JOB)
+    job = json.loads(ok(rota(rota_server, "run", "--json", "--workdir", str(tmp_path), "--",
+                             sys.executable, "eval.py")))["id"]
+    until(f"job {job} to end", lambda: shown(rota_server, job)["state"] in (
+        "succeeded", "failed"))
+    out = ok(rota(rota_server, "logs", job))
+    assert shown(rota_server, job)["state"] == "succeeded", out
+    assert "models: tiny" in out and "answer: " in out
