@@ -139,7 +139,8 @@ def ps(argv: list[str]) -> None:
         fail(problem, EXIT_BAD_INPUT)
     jobs, more = talking(lambda client: client.jobs_page(
         projects=given.get("project"), states=states, queue=given.get("queue"),
-        user=given.get("user"), limit=limit, after=after))
+        user=given.get("user"), limit=limit, after=after,
+        view="full" if names is None else "brief"))  # a table needs only what it shows
     if names is None:
         import json
         print(json.dumps(jobs, indent=2, sort_keys=True))

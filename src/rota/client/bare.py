@@ -22,6 +22,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from rota.client.credentials import Credentials, discover
 
 READ_CHUNK = 64 * 1024
+PAGES = {"full": 1000, "brief": 10_000}  # the most jobs of each view GET /v1/jobs gives at once
 MAX_LINE = 64 * 1024  # a status or header line longer than this is not an answer we read
 _STALE = (ConnectionResetError, BrokenPipeError)
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
@@ -84,14 +85,16 @@ class BareClient:
     # routes
     def jobs_page(self, projects: list[str] | None = None, states: list[str] | None = None,
                   limit: int = 1000, queue: str | None = None, user: str | None = None,
-                  after: str | None = None) -> tuple[list[dict], str | None]:
+                  after: str | None = None, view: str = "full") -> tuple[list[dict], str | None]:
         """Up to ``limit`` jobs, newest first, from after job ``after``; and the cursor of the
-        jobs that come next (None: there are none), as ``Client.jobs_page``."""
+        jobs that come next (None: there are none), as ``Client.jobs_page``. ``view="brief"``
+        asks for the fields ``rota ps`` shows only, in pages ten times larger (``PAGES``)."""
         out: list[dict] = []
         while len(out) < limit:
             page = self.get("/v1/jobs", {"project": projects or None, "state": states or None,
                                          "queue": queue, "user": user, "after": after,
-                                         "limit": min(1000, limit - len(out))})
+                                         "limit": min(PAGES[view], limit - len(out)),
+                                         "view": None if view == "full" else view})
             out.extend(page["items"])
             after = page["next_after"]
             if after is None:
