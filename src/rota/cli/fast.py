@@ -1,6 +1,8 @@
-"""``rota ps`` and ``rota logs`` started in a few milliseconds: a small parser for their
-options, the standard library's socket (``rota.client.bare``) and plain tables
-(``rota.cli.plain``), and none of typer, rich, pydantic or rota's domain model.
+"""``rota ps``, ``rota logs``, ``rota run`` and ``rota submit`` started in a few milliseconds:
+a small parser for their options, the standard library's socket (``rota.client.bare``) and
+plain tables (``rota.cli.plain``), and none of typer, rich, pydantic or rota's domain model.
+``rota run`` and ``rota submit`` are in ``rota.cli.fastjobs``, which says what they leave to
+the Typer commands.
 
 ``run(argv)`` does the command and exits, or returns (having done nothing) when it does not
 know every word of the command line: ``--help``, ``rota ps --watch``, an option it does not
@@ -32,10 +34,13 @@ class Usage(Exception):
     """The command line is not one this module reads; the Typer command gets it."""
 
 
-def parse(argv: list[str], options: Mapping[str, tuple[str, str]], arguments: int
-          ) -> dict[str, object]:
+def parse(argv: list[str], options: Mapping[str, tuple[str, str]], arguments: int,
+          rest: bool = False) -> dict[str, object]:
     """``options``: each spelling (``--all``, ``-A``) to (name, kind); ``arguments``: how many
-    positional arguments there must be. Raises ``Usage`` for anything else."""
+    positional arguments there must be. ``rest``: the first positional argument ends the
+    options, and it and every word after it are the arguments, ``arguments`` of them at least
+    (``rota run CMD ARGS``, as click reads a command without interspersed arguments). Raises
+    ``Usage`` for anything else."""
     given: dict[str, object] = {}
     positional: list[str] = []
     words = list(argv)
@@ -46,6 +51,9 @@ def parse(argv: list[str], options: Mapping[str, tuple[str, str]], arguments: in
             break
         if not word.startswith("-") or word == "-":
             positional.append(word)
+            if rest:
+                positional += words
+                break
         elif word.startswith("--"):
             spelling, eq, value = word.partition("=")
             name, kind = _known(options, spelling)
@@ -64,7 +72,7 @@ def parse(argv: list[str], options: Mapping[str, tuple[str, str]], arguments: in
                 rest = word[k + 1:]
                 _take(given, name, kind, rest if rest else _next(words))
                 break
-    if len(positional) != arguments:
+    if len(positional) < arguments or (len(positional) > arguments and not rest):
         raise Usage(" ".join(positional))
     given["arguments"] = positional
     return given
@@ -105,8 +113,11 @@ def talking(work: Callable[[object], object]) -> object:
     line and an exit status, as ``rota.cli.remote.talking`` says it."""
     from rota.client.bare import BareClient
     try:
-        with BareClient() as client:
+        with BareClient(on_retry=lambda message: print(f"note: {message}", file=sys.stderr)) \
+                as client:
             return work(client)
+    except Usage:
+        raise
     except Exception as exc:  # noqa: BLE001 - sorted by failure(); the rest is re-raised
         known = failure(exc)
         if known is None:
@@ -203,7 +214,20 @@ def logs(argv: list[str]) -> None:
     raise SystemExit(outcome(final))
 
 
-COMMANDS: dict[str, Callable[[list[str]], None]] = {"ps": ps, "logs": logs}
+# -- rota run, rota submit (rota.cli.fastjobs) ------------------------------------------------
+
+def run_job(argv: list[str]) -> None:
+    from rota.cli.fastjobs import run
+    run(argv)
+
+
+def submit(argv: list[str]) -> None:
+    from rota.cli.fastjobs import submit
+    submit(argv)
+
+
+COMMANDS: dict[str, Callable[[list[str]], None]] = {"ps": ps, "logs": logs, "run": run_job,
+                                                    "submit": submit}
 
 
 def run(argv: list[str]) -> None:
