@@ -222,3 +222,30 @@ def test_wait_follows_the_job_and_exits_with_its_status(server, tmp_path):
     assert out == "working\n" and f"rota: job {job} failed" in err
     loaded = set(json.loads((tmp_path / "modules.json").read_text()))
     assert [m for m in ("typer", "rich", "pydantic") if m in loaded] == []
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["python", "x.py", "--lr", "3"], {"arguments": ["python", "x.py", "--lr", "3"]}),
+    (["--gpus", "1", "-w", "--", "sh", "-c", "x"], {"gpus": "1", "wait": True,
+                                                   "arguments": ["sh", "-c", "x"]}),
+    (["--replicas=2", "torchrun", "--", "x"], {"replicas": 2,
+                                               "arguments": ["torchrun", "--", "x"]}),
+    (["--name", "a", "--name", "b", "-", "x"], {"name": "b", "arguments": ["-", "x"]}),
+], ids=["command-ends-options", "double-dash", "later-double-dash-is-the-commands",
+        "last-wins"])
+def test_the_fast_parser_reads_rota_run_as_click_does(argv, expected):
+    """The first word of the command ends rota run's options (click without interspersed
+    arguments): what follows is the command's, a ``--`` included."""
+    from rota.cli.fast import parse
+    from rota.cli.fastjobs import RUN
+    assert parse(argv, RUN, 1, rest=True) == expected
+
+
+@pytest.mark.parametrize("argv", [[], ["--"], ["--gpus", "1"], ["--replicas", "-1", "x"],
+                                  ["--replicas", "+2", "x"], ["--gpus", "--", "x"],
+                                  ["--help"], ["--colour", "x"]], ids=lambda a: " ".join(a))
+def test_the_fast_parser_leaves_rota_runs_odd_lines_to_typer(argv):
+    from rota.cli.fast import Usage, parse
+    from rota.cli.fastjobs import RUN
+    with pytest.raises(Usage):
+        parse(argv, RUN, 1, rest=True)

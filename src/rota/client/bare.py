@@ -101,14 +101,19 @@ class BareClient:
                   after: str | None = None, view: str = "full") -> tuple[list[dict], str | None]:
         """Up to ``limit`` jobs, newest first, from after job ``after``; and the cursor of the
         jobs that come next (None: there are none), as ``Client.jobs_page``. ``view="brief"``
-        asks for the fields ``rota ps`` shows only, in pages ten times larger (``PAGES``)."""
+        asks for the values ``rota ps`` shows only, in pages ten times larger (``PAGES``),
+        each job a mapping of the page's ``columns`` to its values."""
         out: list[dict] = []
         while len(out) < limit:
             page = self.get("/v1/jobs", {"project": projects or None, "state": states or None,
                                          "queue": queue, "user": user, "after": after,
                                          "limit": min(PAGES[view], limit - len(out)),
                                          "view": None if view == "full" else view})
-            out.extend(page["items"])
+            if view == "brief":
+                columns = page["columns"]
+                out.extend(dict(zip(columns, values)) for values in page["items"])
+            else:
+                out.extend(page["items"])
             after = page["next_after"]
             if after is None:
                 break
