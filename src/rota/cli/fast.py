@@ -134,7 +134,11 @@ PS = {"--all": ("all", FLAG), "-A": ("all", FLAG), "--json": ("json", FLAG),
 
 
 def ps(argv: list[str]) -> None:
+    import gc
     from rota.cli import jobrows
+    # a short command that builds a dict and a row for each of up to 10,000s of jobs: the
+    # collector, run again and again as they pile up, would take longer than it frees
+    gc.disable()
     given = parse(argv, PS, 0)
     limit = given.get("limit", jobrows.LIMIT)
     if limit < 1:

@@ -188,7 +188,20 @@ def age(since: float | None, now: float) -> str:
 
 
 def values(now: float) -> dict[str, Callable[[dict], str]]:
-    """How each column reads a job's brief view, ``age`` counted to ``now``."""
+    """How each column reads a job's brief view, ``age`` counted to ``now`` (each age in
+    whole seconds worded once: jobs submitted together share it)."""
+    ages: dict[int, str] = {}
+
+    def age_of(job: dict) -> str:
+        since = job["submit_time"]
+        if since is None:
+            return "-"
+        seconds = round(now - since)
+        found = ages.get(seconds)
+        if found is None:
+            found = ages[seconds] = duration(seconds)
+        return found
+
     return {
         "id": lambda j: j["id"],
         "name": lambda j: j["name"] or "-",
@@ -201,7 +214,7 @@ def values(now: float) -> dict[str, Callable[[dict], str]]:
         "cpu": lambda j: f"{j['cpu_milli'] / 1000:g}",
         "memory": lambda j: memory(j["memory_mib"]),
         "where": placement,
-        "age": lambda j: age(j["submit_time"], now),
+        "age": age_of,
         "exit": lambda j: "-" if j.get("exit_code") is None else str(j["exit_code"]),
         "reason": reason_column,
     }
