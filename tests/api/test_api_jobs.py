@@ -139,6 +139,8 @@ def test_the_brief_view_is_the_full_views_values_that_rota_ps_shows(world):
                          "memory_mib": request["memory_mib"], "gpu_count": gpu["count"],
                          "gpu_share": gpu["share"], "gpu_memory_mib": gpu["memory_mib"],
                          "wait_codes": [r["code"] for r in f["wait_reasons"]]}
+    asked = client.get("/v1/jobs?view=brief&project=q", headers=auth["alice"]).json()
+    assert asked["items"] == []  # another project's jobs, asked for by name: none
     full = client.get("/v1/jobs", headers=auth["alice"]).json()["items"]
     assert any(j["placement"] for j in full) and any(j["wait_reasons"] for j in full)
     assert any(j["array_id"] for j in full) and any(j["request"]["gpu"]["memory_mib"]

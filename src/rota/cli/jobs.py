@@ -6,8 +6,9 @@ validates the job file locally with ``rota.spec`` first, with the same rules as 
 that every mistake of the file is named at once (``error: job.yaml: resources.gpu: ...``, one
 line each, exit 2) before anything is sent. A valid job without an upload is usually sent by
 the fast twins of these commands (``rota.cli.fastjobs``) without validating it here; they hand
-a job the server refuses to these commands, which then name its mistakes. A job file may leave out ``project`` and
-``queue``: they are chosen as for ``rota run`` (``rota.client.config`` gives the order).
+a job the server refuses to these commands, which then name its mistakes. A job file may leave
+out ``project`` and ``queue``: they are chosen as for ``rota run`` (``rota.client.config``
+gives the order).
 A job file's relative ``workdir`` is a directory beside the file: it is packed and uploaded
 (``rota.cli.upload``) and the job runs in a copy of it. It may not climb out of the file's
 directory (``..``, or a link that leads out): a job file someone gave you cannot make you
