@@ -4,13 +4,16 @@ plain tables (``rota.cli.plain``), and none of typer, rich, pydantic or rota's d
 ``rota run`` and ``rota submit`` are in ``rota.cli.fastjobs``, which says what they leave to
 the Typer commands.
 
-``run(argv)`` does the command and exits, or returns (having done nothing) when it does not
-know every word of the command line: ``--help``, ``rota ps --watch``, an option it does not
-know, a value it does not read as the Typer command would (a number that is not plain digits,
-a value that starts with ``-``), a stray argument. The Typer command (``rota.cli.listing``) then
-runs it, with its help and its error lines. What the fast command prints, its error lines and
-exit statuses are the Typer command's: ``tests/cli/test_cli_fast.py`` runs the two on the same
-server and compares them.
+``run(argv)`` does the command and exits, or returns (having changed nothing, and printed
+nothing) when it does not know every word of the command line: ``--help``, ``rota ps
+--watch``, an option it does not know, a value it does not read as the Typer command would (a
+number that is not plain digits, a value that starts with ``-``), a stray argument; and for
+``rota run`` and ``rota submit``, whatever ``rota.cli.fastjobs`` leaves to the Typer command (a
+job the server refused, an upload, ...). The Typer command (``rota.cli.listing``,
+``rota.cli.jobs``) then runs it, with its help and its error lines. What the fast command
+prints, its error lines and exit statuses are the Typer command's:
+``tests/cli/test_cli_fast.py`` and ``test_cli_fast_jobs.py`` run the two on the same server
+and compare them.
 
 Options are read as click reads them: ``--opt VALUE``, ``--opt=VALUE``, ``-o VALUE``,
 ``-oVALUE``, short flags together (``-Af``), the last of a repeated single option wins,
