@@ -14,14 +14,15 @@ own work, without the wait for the server). The commands: ``rota --help`` (no se
 ``rota ps -A --json``, ``rota logs ID`` (a finished job's output, two requests), ``rota queues``
 and ``rota nodes`` (Typer commands: one or two requests), ``rota run`` and ``rota submit FILE``
 (each queues a job that waits behind one holding the 4 GPUs, so nothing runs while it is
-measured).
+measured), the latter of a YAML file and of the same job as a ``.json`` file.
 ``import rota.cli.main`` is the import alone, timed inside a fresh interpreter; ``modules``
 says whether the heavy ones (typer, rich, pydantic, FastAPI, SQLAlchemy, the scheduler, numpy,
 matplotlib) were loaded by each command (``-X importtime``, in a run of its own).
 
 ``--jobs N`` then queues N more jobs (they wait behind the one holding the GPUs), then times ``rota ps`` (the newest 1,000, and the note that more exist) and ``rota ps
---limit N`` (all of them, in pages of 1,000), and one ``GET /v1/jobs?limit=1000`` from this
-process, which is the server's share.
+--limit N`` (all of them, in pages of 10,000 brief views, or 1,000 full ones before them), and
+from this process one ``GET /v1/jobs?limit=1000`` and one ``GET /v1/jobs?view=brief&limit=N``
+(at most 10,000), which are the server's share.
 
 ``--baseline SRC`` also runs every command with ``PYTHONPATH=SRC`` (another checkout's
 ``src``), alternating run by run with this tree's, so that both see the same load on a shared
@@ -53,6 +54,8 @@ PROBE = ("import sys, time, json; t = time.perf_counter(); import rota.cli.main;
          "print(json.dumps({'s': time.perf_counter() - t, 'heavy': [m for m in %r "
          "if m in sys.modules]}))" % (HEAVY,))
 JOB_FILE = "name: bench\nentrypoint: 'true'\nresources: {gpu: 1, cpu: 10m, memory: 16Mi}\n"
+JOB = {"name": "bench", "entrypoint": "true", "resources": {"gpu": 1, "cpu": "10m",
+                                                             "memory": "16Mi"}}  # the same
 
 
 def rota_script() -> list[str]:
@@ -62,12 +65,14 @@ def rota_script() -> list[str]:
 
 
 def commands(logged: str, job_file: Path) -> list[tuple[str, list[str]]]:
+    json_file = job_file.with_suffix(".json")
     return [("rota --help", ["--help"]), ("rota ps", ["ps"]),
             ("rota ps -A --json", ["ps", "-A", "--json"]),
             (f"rota logs {logged}", ["logs", logged]), ("rota queues", ["queues"]),
             ("rota nodes", ["nodes"]),
             ("rota run --gpus 1 -- true", ["run", "--gpus", "1", "--", "true"]),
-            ("rota submit JOB.yaml", ["submit", str(job_file)])]
+            ("rota submit JOB.yaml", ["submit", str(job_file)]),
+            ("rota submit JOB.json", ["submit", str(json_file)])]
 
 
 def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
@@ -161,12 +166,14 @@ def queue_jobs(s, n: int) -> float:
     return time.perf_counter() - start
 
 
-def server_page(s, runs: int) -> float:
-    """Median seconds of one ``GET /v1/jobs?limit=1000`` of queued jobs, from this process."""
+def server_page(s, runs: int, **params: object) -> float:
+    """Median seconds of one ``GET /v1/jobs`` of queued jobs (``limit=1000`` unless
+    ``params`` say otherwise), from this process."""
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        s.client.get("/v1/jobs", params={"limit": 1000, "state": "pending"}).raise_for_status()
+        s.client.get("/v1/jobs", params={"limit": 1000, "state": "pending", **params}
+                     ).raise_for_status()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -190,24 +197,29 @@ def main() -> None:
             envs["baseline"] = {**env, "PYTHONPATH": str(Path(args.baseline).resolve())}
         job_file = Path(tmp) / "job.yaml"
         job_file.write_text(JOB_FILE)
+        job_file.with_suffix(".json").write_text(json.dumps(JOB))
         logged = finished_job(s)
         hold_gpus(s)
         results = measure(envs, args.runs, commands(logged, job_file))
         if args.jobs:
             extra["queued_s"] = queue_jobs(s, args.jobs)
             extra["server_page_s"] = server_page(s, args.runs)
+            extra["server_brief_s"] = server_page(s, args.runs, limit=min(args.jobs, 10_000),
+                                                  view="brief")
             results += measure(envs, args.runs, [
-                (f"rota ps ({args.jobs} queued)", ["ps"])])[len(envs):]  # no second probe
-            results += measure({"this": envs["this"]}, args.runs, [  # before: no --limit
-                (f"rota ps --limit {args.jobs}", ["ps", "--limit", str(args.jobs)])])[1:]
+                (f"rota ps ({args.jobs} queued)", ["ps"]),
+                (f"rota ps --limit {args.jobs}", ["ps", "--limit", str(args.jobs)])
+            ])[len(envs):]  # no second probe
     load = os.getloadavg()[0]
     if args.json:
         print(json.dumps({"results": results, "load": load, **extra}, indent=2))
         return
     print(f"{args.runs} runs each; 1-minute load average {load:.1f}")
     if extra:
-        print(f"{args.jobs} jobs queued in {extra['queued_s']:.0f} s; one GET /v1/jobs?limit=1000 "
-              f"from this process: {extra['server_page_s'] * 1000:.0f} ms (median)")
+        print(f"{args.jobs} jobs queued in {extra['queued_s']:.0f} s; from this process, one "
+              f"GET /v1/jobs?limit=1000: {extra['server_page_s'] * 1000:.0f} ms, one "
+              f"GET /v1/jobs?view=brief&limit={min(args.jobs, 10_000)}: "
+              f"{extra['server_brief_s'] * 1000:.0f} ms (medians)")
     print("| tree | command | median | fastest | CPU (median) | heavy modules imported |")
     print("|---|---|--:|--:|--:|---|")
     for r in results:

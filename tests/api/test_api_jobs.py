@@ -108,3 +108,57 @@ def test_operator_only_routes_and_token_issue(world):
         "user": "alice", "role": "member", "projects": ["p"]}
     escalate = client.post("/v1/tokens", headers=auth["alice"], json={"name": "x", "role": "operator"})
     assert escalate.status_code == 403
+
+
+SAME = ("id", "name", "project", "user", "queue", "state", "priority", "replicas", "placement",
+        "submit_time", "exit_code", "reason", "array_id", "array_index", "array_limit")
+
+
+def test_the_brief_view_is_the_full_views_values_that_rota_ps_shows(world):
+    """Placed, waiting with reasons, an array, another project's job: each brief view holds
+    the full view's values as they are, the request's numbers, and the wait reasons' codes;
+    a member sees only its projects' jobs in either view."""
+    store, client, auth = world
+    for body in ({"resources": {"gpu": 1}, "name": "placed"},
+                 {"resources": {"gpu": 0.5, "gpu_memory": "20Gi"}, "name": "waits"},
+                 {"array": "0-2%2"}):
+        posted = client.post("/v1/jobs", headers=auth["alice"],
+                             json={"project": "p", "queue": "q", "entrypoint": "x", **body})
+        assert posted.status_code == 201, posted.text
+    client.post("/v1/jobs", headers=auth["bob"], json={"project": "q", "queue": "q",
+                                                       "entrypoint": "true"})
+    store.apply(run_cycle(store.snapshot(100.0), build_policy("default"), 100.0), 100.0)
+    for who, seen in (("alice", {"p"}), ("root", {"p", "q"})):
+        full = client.get("/v1/jobs", headers=auth[who]).json()["items"]
+        page = client.get("/v1/jobs?view=brief", headers=auth[who]).json()
+        brief = [dict(zip(page["columns"], values)) for values in page["items"]]
+        assert {j["project"] for j in brief} == seen and len(brief) == len(full)
+        for b, f in zip(brief, full):
+            request, gpu = f["request"], f["request"]["gpu"]
+            assert b == {**{k: f[k] for k in SAME}, "cpu_milli": request["cpu_milli"],
+                         "memory_mib": request["memory_mib"], "gpu_count": gpu["count"],
+                         "gpu_share": gpu["share"], "gpu_memory_mib": gpu["memory_mib"],
+                         "wait_codes": [r["code"] for r in f["wait_reasons"]]}
+    asked = client.get("/v1/jobs?view=brief&project=q", headers=auth["alice"]).json()
+    assert asked["items"] == []  # another project's jobs, asked for by name: none
+    full = client.get("/v1/jobs", headers=auth["alice"]).json()["items"]
+    assert any(j["placement"] for j in full) and any(j["wait_reasons"] for j in full)
+    assert any(j["array_id"] for j in full) and any(j["request"]["gpu"]["memory_mib"]
+                                                    for j in full)
+
+
+def test_brief_pages_hold_up_to_ten_thousand_jobs_and_full_ones_a_thousand(world):
+    _, client, auth = world
+    for _ in range(3):
+        client.post("/v1/jobs", headers=auth["root"], json={"project": "p", "queue": "q",
+                                                            "entrypoint": "true"})
+    page = client.get("/v1/jobs?view=brief&limit=2", headers=auth["root"]).json()
+    rest = client.get(f"/v1/jobs?view=brief&after={page['next_after']}",
+                      headers=auth["root"]).json()
+    assert [len(page["items"]), len(rest["items"]), rest["next_after"]] == [2, 1, None]
+    assert len(client.get("/v1/jobs?view=brief&limit=10000",
+                          headers=auth["root"]).json()["items"]) == 3
+    for query, field in (("view=brief&limit=10001", "limit"), ("limit=1001", "limit"),
+                         ("view=short", "view")):
+        bad = client.get(f"/v1/jobs?{query}", headers=auth["root"])
+        assert bad.status_code == 422 and bad.json()["error"]["field"] == field, bad.text

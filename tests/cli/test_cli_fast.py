@@ -242,9 +242,10 @@ JOB_VIEWS = [
 
 @pytest.mark.parametrize("view", JOB_VIEWS, ids=["no-gpu", "share", "gang"])
 def test_the_fast_columns_say_what_rota_core_jobwords_says(view):
-    assert jobrows.gpus(view) == jobwords.gpus(view)
-    assert jobrows.placement(view) == jobwords.placement(view)
-    assert jobrows.reason_column(view) == jobwords.reason_column(view)
+    brief = jobrows.brief(view)
+    assert jobrows.gpus(brief) == jobwords.gpus(view)
+    assert jobrows.placement(brief) == jobwords.placement(view)
+    assert jobrows.reason_column(brief) == jobwords.reason_column(view)
     from rota.core.wording import amount
     assert jobrows.memory(view["request"]["memory_mib"]) == \
         amount("memory", view["request"]["memory_mib"])

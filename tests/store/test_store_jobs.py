@@ -246,3 +246,36 @@ def test_events_page_after_an_id(store):
     first, *rest = store.events(job_id)
     assert store.events(job_id, after=first.id) == rest
     assert store.events(job_id, after=first.id, limit=1) == rest[:1]
+
+
+def test_brief_views_are_read_from_the_rows_on_either_database(store):
+    """``list_briefs``: the values ``rota ps`` shows, the request's numbers extracted in SQL
+    (JSON paths on SQLite and PostgreSQL alike), newest first, filtered and paged as
+    ``list_jobs`` is."""
+    from builders import job
+    from rota.store.convert import BRIEF_COLUMNS
+    seed(store)
+    half = store.submit(Submission.from_job(job("x").gpus(0.5, memory_gib=20).cpu(2)
+                                            .user("alice").project("p").build(), name="half"))
+    placed = running(store)
+    other = store.submit(submission(0, user="bob", project="q"))
+    rows, after = store.list_briefs(JobFilter(projects=frozenset({"p"})), limit=10)
+    briefs = [dict(zip(BRIEF_COLUMNS, r)) for r in rows]
+    assert after is None and [b["id"] for b in briefs] == [placed, half]
+    for b in briefs:
+        rec = store.get_job(b["id"])
+        gpu = rec.job.request.gpu
+        assert (b["cpu_milli"], b["memory_mib"], b["gpu_count"], b["gpu_share"],
+                b["gpu_memory_mib"]) == (rec.job.request.cpu_milli, rec.job.request.memory_mib,
+                                         gpu.count, gpu.share, gpu.memory_mib)
+        assert (b["name"], b["state"], b["user"], b["submit_time"]) == (
+            rec.name, str(rec.job.state), rec.job.user, rec.job.submit_time)
+    assert briefs[1]["gpu_share"] == 500 and briefs[1]["gpu_memory_mib"] == 20 * 1024
+    assert briefs[0]["placement"] == [{"node": "n1", "devices": [
+        {"index": 0, "milli": 1000, "memory_mib": 80 * 1024}]}]
+    first, after = store.list_briefs(limit=1)
+    assert [r[0] for r in first] == [other] and after == other
+    rest, end = store.list_briefs(limit=5, after=after)
+    assert [r[0] for r in rest] == [placed, half] and end is None
+    with pytest.raises(InvalidSpec):
+        store.list_briefs(limit=10_001)

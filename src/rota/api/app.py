@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fastapi import Body, Depends, FastAPI, Header, Query, Request, Response
+from fastapi.responses import JSONResponse
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict
 
@@ -42,6 +43,7 @@ from rota.api.submit import array_tasks, parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
 from rota.core import InvalidSpec
 from rota.core.archive import MAX_UNPACKED_BYTES
+from rota.store.jobs import MAX_BRIEF_PAGE
 from rota.store import JobRecord, NotFound, Principal, Role, Store, Submission, Unauthenticated
 from rota.store.records import Replayed, SubmitOptions
 from rota.store.submit import check_key
@@ -285,9 +287,12 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     @app.get("/v1/jobs")
     def list_jobs(project: list[str] | None = Query(None), state: list[str] | None = Query(None),
                   user: str | None = None, queue: str | None = None,
-                  limit: int = Query(100, ge=1, le=1000), after: str | None = None,
-                  who: Principal = Depends(principal)) -> dict[str, Any]:
-        return reads.jobs(who, project, state, user, queue, limit, after)
+                  limit: int = Query(100, ge=1, le=MAX_BRIEF_PAGE), after: str | None = None,
+                  view: str = "full", who: Principal = Depends(principal)) -> Response:
+        """A page of jobs newest first (``rota.api.reads``); ``view=brief`` for the fields
+        ``rota ps`` shows, in pages of up to 10,000. The answer is plain JSON types, so it is
+        written as it is, without FastAPI's encoder (which took as long as the read)."""
+        return JSONResponse(reads.jobs(who, project, state, user, queue, limit, after, view))
 
     @app.get("/v1/jobs/{job_id}")
     def show(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:

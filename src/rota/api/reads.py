@@ -22,7 +22,10 @@ from rota.api.views import nodes_view
 from rota.control.queueview import queues_view
 from rota.core import InvalidSpec, JobState
 from rota.store import JobFilter, JobRecord, NotFound, Principal, Store
+from rota.store.convert import BRIEF_COLUMNS
 from rota.store.jobs import ascii_digits
+
+VIEWS = ("full", "brief")  # of GET /v1/jobs
 
 
 class Reads:
@@ -42,14 +45,22 @@ class Reads:
 
     def jobs(self, who: Principal, projects: list[str] | None = None,
              states: list[str] | None = None, user: str | None = None, queue: str | None = None,
-             limit: int = 100, after: str | None = None) -> dict[str, Any]:
-        """A page of jobs, newest first, and the cursor of the next (``next_after``)."""
+             limit: int = 100, after: str | None = None, view: str = "full") -> dict[str, Any]:
+        """A page of jobs, newest first, and the cursor of the next (``next_after``).
+        ``view``: ``full`` (``job_view``, pages of 1,000 at most) or ``brief``: the values
+        ``rota ps`` shows, one list per job in the order of ``columns``, read straight from the
+        rows (pages of 10,000 at most; a third the size of full views, in JSON)."""
+        if view not in VIEWS:
+            raise InvalidSpec("view", f"unknown view {view!r}; known: {', '.join(VIEWS)}")
         if after is not None and (not ascii_digits(after) or len(after) > 18):
             raise InvalidSpec("after", f"not a cursor from a previous page: {after!r}")
         wanted = frozenset(projects) if projects else None
         if not who.operator:
             wanted = who.projects if wanted is None else wanted & who.projects
         where = JobFilter(projects=wanted, states=parse_states(states), user=user, queue=queue)
+        if view == "brief":
+            items, next_after = self.store.list_briefs(where, limit=limit, after=after)
+            return {"columns": BRIEF_COLUMNS, "items": items, "next_after": next_after}
         page = self.store.list_jobs(where, limit=limit, after=after, newest_first=True)
         return {"items": [job_view(r) for r in page.items], "next_after": page.next_after}
 

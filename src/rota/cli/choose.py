@@ -7,27 +7,27 @@ The order (option, job file, environment, config file, then this module) is docu
 - queue: among the queues that admit that project (a queue's ``projects`` lists them, null
   admits every project), the one named ``default``, else the only one.
 
-Otherwise the error lists only what the user may choose from, and says how to set a default.
+Otherwise the error lists only what the user may choose from, and says how to set a default
+(one line on stderr, exit 2). ``client`` is ``rota.client.Client`` or the fast commands'
+``rota.client.bare.BareClient``: this module imports neither typer nor rota's domain model
+(nor ``typing``: ``rota run`` loads it on its fast path).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import sys
 
-from rota.cli.remote import EXIT_BAD_INPUT, die
-
-if TYPE_CHECKING:
-    from rota.client import Client
+from rota.cli.failures import EXIT_BAD_INPUT
 
 DEFAULT = "default"
 HOW = "or set a default (ROTA_{key} or {key_lower} = \"...\" in ~/.config/rota/config.toml)"
 
 
-def usable_queues(queues: list[dict[str, Any]], project: str) -> list[str]:
+def usable_queues(queues: list[dict], project: str) -> list[str]:
     return [q["name"] for q in queues if q.get("projects") is None or project in q["projects"]]
 
 
-def project_of(client: Client, given: str | None) -> str:
+def project_of(client, given: str | None) -> str:
     if given:
         return given
     projects = client.whoami()["projects"]
@@ -40,7 +40,7 @@ def project_of(client: Client, given: str | None) -> str:
         + HOW.format(key="PROJECT", key_lower="project"), EXIT_BAD_INPUT)
 
 
-def queue_of(client: Client, project: str, given: str | None) -> str:
+def queue_of(client, project: str, given: str | None) -> str:
     if given:
         return given
     usable = usable_queues(client.queues(), project)
@@ -53,3 +53,8 @@ def queue_of(client: Client, project: str, given: str | None) -> str:
             "who may use each)", EXIT_BAD_INPUT)
     die(f"--queue: choose one of the queues project {project} may use, {', '.join(usable)}, "
         "with --queue, " + HOW.format(key="QUEUE", key_lower="queue"), EXIT_BAD_INPUT)
+
+
+def die(message: str, status: int):  # never returns
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(status)

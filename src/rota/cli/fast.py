@@ -1,14 +1,19 @@
-"""``rota ps`` and ``rota logs`` started in a few milliseconds: a small parser for their
-options, the standard library's socket (``rota.client.bare``) and plain tables
-(``rota.cli.plain``), and none of typer, rich, pydantic or rota's domain model.
+"""``rota ps``, ``rota logs``, ``rota run`` and ``rota submit`` started in a few milliseconds:
+a small parser for their options, the standard library's socket (``rota.client.bare``) and
+plain tables (``rota.cli.plain``), and none of typer, rich, pydantic or rota's domain model.
+``rota run`` and ``rota submit`` are in ``rota.cli.fastjobs``, which says what they leave to
+the Typer commands.
 
-``run(argv)`` does the command and exits, or returns (having done nothing) when it does not
-know every word of the command line: ``--help``, ``rota ps --watch``, an option it does not
-know, a value it does not read as the Typer command would (a number that is not plain digits,
-a value that starts with ``-``), a stray argument. The Typer command (``rota.cli.listing``) then
-runs it, with its help and its error lines. What the fast command prints, its error lines and
-exit statuses are the Typer command's: ``tests/cli/test_cli_fast.py`` runs the two on the same
-server and compares them.
+``run(argv)`` does the command and exits, or returns (having changed nothing, and printed
+nothing) when it does not know every word of the command line: ``--help``, ``rota ps
+--watch``, an option it does not know, a value it does not read as the Typer command would (a
+number that is not plain digits, a value that starts with ``-``), a stray argument; and for
+``rota run`` and ``rota submit``, whatever ``rota.cli.fastjobs`` leaves to the Typer command (a
+job the server refused, an upload, ...). The Typer command (``rota.cli.listing``,
+``rota.cli.jobs``) then runs it, with its help and its error lines. What the fast command
+prints, its error lines and exit statuses are the Typer command's:
+``tests/cli/test_cli_fast.py`` and ``test_cli_fast_jobs.py`` run the two on the same server
+and compare them.
 
 Options are read as click reads them: ``--opt VALUE``, ``--opt=VALUE``, ``-o VALUE``,
 ``-oVALUE``, short flags together (``-Af``), the last of a repeated single option wins,
@@ -32,10 +37,13 @@ class Usage(Exception):
     """The command line is not one this module reads; the Typer command gets it."""
 
 
-def parse(argv: list[str], options: Mapping[str, tuple[str, str]], arguments: int
-          ) -> dict[str, object]:
+def parse(argv: list[str], options: Mapping[str, tuple[str, str]], arguments: int,
+          rest: bool = False) -> dict[str, object]:
     """``options``: each spelling (``--all``, ``-A``) to (name, kind); ``arguments``: how many
-    positional arguments there must be. Raises ``Usage`` for anything else."""
+    positional arguments there must be. ``rest``: the first positional argument ends the
+    options, and it and every word after it are the arguments, ``arguments`` of them at least
+    (``rota run CMD ARGS``, as click reads a command without interspersed arguments). Raises
+    ``Usage`` for anything else."""
     given: dict[str, object] = {}
     positional: list[str] = []
     words = list(argv)
@@ -46,6 +54,9 @@ def parse(argv: list[str], options: Mapping[str, tuple[str, str]], arguments: in
             break
         if not word.startswith("-") or word == "-":
             positional.append(word)
+            if rest:
+                positional += words
+                break
         elif word.startswith("--"):
             spelling, eq, value = word.partition("=")
             name, kind = _known(options, spelling)
@@ -64,7 +75,7 @@ def parse(argv: list[str], options: Mapping[str, tuple[str, str]], arguments: in
                 rest = word[k + 1:]
                 _take(given, name, kind, rest if rest else _next(words))
                 break
-    if len(positional) != arguments:
+    if len(positional) < arguments or (len(positional) > arguments and not rest):
         raise Usage(" ".join(positional))
     given["arguments"] = positional
     return given
@@ -105,8 +116,11 @@ def talking(work: Callable[[object], object]) -> object:
     line and an exit status, as ``rota.cli.remote.talking`` says it."""
     from rota.client.bare import BareClient
     try:
-        with BareClient() as client:
+        with BareClient(on_retry=lambda message: print(f"note: {message}", file=sys.stderr)) \
+                as client:
             return work(client)
+    except Usage:
+        raise
     except Exception as exc:  # noqa: BLE001 - sorted by failure(); the rest is re-raised
         known = failure(exc)
         if known is None:
@@ -123,7 +137,11 @@ PS = {"--all": ("all", FLAG), "-A": ("all", FLAG), "--json": ("json", FLAG),
 
 
 def ps(argv: list[str]) -> None:
+    import gc
     from rota.cli import jobrows
+    # a short command that builds a dict and a row for each of up to 10,000s of jobs: the
+    # collector, run again and again as they pile up, would take longer than it frees
+    gc.disable()
     given = parse(argv, PS, 0)
     limit = given.get("limit", jobrows.LIMIT)
     if limit < 1:
@@ -139,7 +157,8 @@ def ps(argv: list[str]) -> None:
         fail(problem, EXIT_BAD_INPUT)
     jobs, more = talking(lambda client: client.jobs_page(
         projects=given.get("project"), states=states, queue=given.get("queue"),
-        user=given.get("user"), limit=limit, after=after))
+        user=given.get("user"), limit=limit, after=after,
+        view="full" if names is None else "brief"))  # a table needs only what it shows
     if names is None:
         import json
         print(json.dumps(jobs, indent=2, sort_keys=True))
@@ -202,7 +221,20 @@ def logs(argv: list[str]) -> None:
     raise SystemExit(outcome(final))
 
 
-COMMANDS: dict[str, Callable[[list[str]], None]] = {"ps": ps, "logs": logs}
+# -- rota run, rota submit (rota.cli.fastjobs) ------------------------------------------------
+
+def run_job(argv: list[str]) -> None:
+    from rota.cli.fastjobs import run
+    run(argv)
+
+
+def submit(argv: list[str]) -> None:
+    from rota.cli.fastjobs import submit
+    submit(argv)
+
+
+COMMANDS: dict[str, Callable[[list[str]], None]] = {"ps": ps, "logs": logs, "run": run_job,
+                                                    "submit": submit}
 
 
 def run(argv: list[str]) -> None:

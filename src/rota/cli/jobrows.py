@@ -4,11 +4,12 @@ into one line, and the lines around the table. ``rota.cli.listing`` (the Typer c
 
 - ``COLUMNS``: a column's header, whether it may wrap, its drop rank (``rota.cli.tables``) and
   its justification, by name; ``DEFAULT`` and ``WIDE`` are ``-o``'s sets.
-- ``VALUES``: how each column reads a job of the API (``GET /v1/jobs``). They say what
-  ``rota.core.jobwords`` says (``gpus``, ``placement``, ``reason_column``, ``age``), which
-  ``rota.cli.listing`` uses; they are written again here because importing ``rota.core``
-  costs a short command more than its whole budget. ``tests/cli/test_cli_fast.py`` holds the
-  two to the same answers.
+- ``values``: how each column reads a job's brief view: ``GET /v1/jobs?view=brief`` gives it
+  (a list of values per job, which ``rota.client.bare`` names by the page's ``columns``), and
+  ``brief`` makes it of a full view, for the Typer command (``rota.cli.listing``). They say
+  what ``rota.core.jobwords`` says (``gpus``, ``placement``, ``reason_column``, ``age``);
+  they are written again here because importing ``rota.core`` costs a short command more
+  than its whole budget. ``tests/cli/test_cli_fast.py`` holds the two to the same answers.
 - Paging: ``--limit`` jobs at most (the server sends 1,000 at a time; they are followed), and
   ``more_line`` says when more exist and how to see them (``--after ID``).
 """
@@ -132,14 +133,30 @@ def memory(mib: float | int | None) -> str:
     return f"{gib:g} GiB" if gib == int(gib) else f"{gib:.1f} GiB"
 
 
+def brief(job: dict) -> dict:
+    """The brief view (``GET /v1/jobs?view=brief``, ``rota.store.convert.BRIEF_COLUMNS``) of a
+    full one: the request's numbers at the top, the wait reasons' codes alone."""
+    out = {k: job.get(k) for k in ("id", "name", "project", "user", "queue", "state",
+                                   "priority", "replicas", "placement", "submit_time",
+                                   "exit_code", "reason", "array_id", "array_index",
+                                   "array_limit")}
+    request = job["request"]
+    gpu = request["gpu"]
+    out.update(cpu_milli=request.get("cpu_milli"), memory_mib=request.get("memory_mib"),
+               gpu_count=gpu["count"], gpu_share=gpu["share"],
+               gpu_memory_mib=gpu.get("memory_mib"),
+               wait_codes=[r.get("code", "") for r in job.get("wait_reasons") or ()])
+    return out
+
+
 def gpus(job: dict) -> str:
     """``1``, ``0.5 (20 GiB)``, ``2x4`` (replicas x per replica); ``-`` for none."""
-    g = job["request"]["gpu"]
-    if g["count"] == 0:
+    count, share = job["gpu_count"], job["gpu_share"]
+    if count == 0:
         return "-"
-    per = f"{g['share'] / 1000:g}" if g["share"] < 1000 else str(g["count"])
-    if g["share"] < 1000 and g.get("memory_mib"):
-        per += f" ({memory(g['memory_mib'])})"
+    per = f"{share / 1000:g}" if share < 1000 else str(count)
+    if share < 1000 and job.get("gpu_memory_mib"):
+        per += f" ({memory(job['gpu_memory_mib'])})"
     return per if job["replicas"] == 1 else f"{job['replicas']}x{per}"
 
 
@@ -163,8 +180,7 @@ def reason_column(job: dict) -> str:
     """The reason of the job's last move, else the codes of its wait reasons."""
     if job.get("reason"):
         return job["reason"]
-    codes = [r.get("code", "") for r in job.get("wait_reasons") or []]
-    return ", ".join(dict.fromkeys(c for c in codes if c)) or "-"
+    return ", ".join(dict.fromkeys(c for c in job.get("wait_codes") or () if c)) or "-"
 
 
 def age(since: float | None, now: float) -> str:
@@ -172,7 +188,20 @@ def age(since: float | None, now: float) -> str:
 
 
 def values(now: float) -> dict[str, Callable[[dict], str]]:
-    """How each column reads a job, ``age`` counted to ``now``."""
+    """How each column reads a job's brief view, ``age`` counted to ``now`` (each age in
+    whole seconds worded once: jobs submitted together share it)."""
+    ages: dict[int, str] = {}
+
+    def age_of(job: dict) -> str:
+        since = job["submit_time"]
+        if since is None:
+            return "-"
+        seconds = round(now - since)
+        found = ages.get(seconds)
+        if found is None:
+            found = ages[seconds] = duration(seconds)
+        return found
+
     return {
         "id": lambda j: j["id"],
         "name": lambda j: j["name"] or "-",
@@ -182,10 +211,10 @@ def values(now: float) -> dict[str, Callable[[dict], str]]:
         "state": lambda j: j["state"],
         "priority": lambda j: str(j["priority"]),
         "gpus": gpus,
-        "cpu": lambda j: f"{j['request']['cpu_milli'] / 1000:g}",
-        "memory": lambda j: memory(j["request"]["memory_mib"]),
+        "cpu": lambda j: f"{j['cpu_milli'] / 1000:g}",
+        "memory": lambda j: memory(j["memory_mib"]),
         "where": placement,
-        "age": lambda j: age(j["submit_time"], now),
+        "age": age_of,
         "exit": lambda j: "-" if j.get("exit_code") is None else str(j["exit_code"]),
         "reason": reason_column,
     }

@@ -4,8 +4,11 @@ cancelling are in ``rota.cli.listing``.
 Each talks to the server through ``rota.client`` (``rota.cli.remote.talking``). ``submit``
 validates the job file locally with ``rota.spec`` first, with the same rules as the server, so
 that every mistake of the file is named at once (``error: job.yaml: resources.gpu: ...``, one
-line each, exit 2) before anything is sent. A job file may leave out ``project`` and
-``queue``: they are chosen as for ``rota run`` (``rota.client.config`` gives the order).
+line each, exit 2) before anything is sent. A valid job without an upload is usually sent by
+the fast twins of these commands (``rota.cli.fastjobs``) without validating it here; they hand
+a job the server refuses to these commands, which then name its mistakes. A job file may leave
+out ``project`` and ``queue``: they are chosen as for ``rota run`` (``rota.client.config``
+gives the order).
 A job file's relative ``workdir`` is a directory beside the file: it is packed and uploaded
 (``rota.cli.upload``) and the job runs in a copy of it. It may not climb out of the file's
 directory (``..``, or a link that leads out): a job file someone gave you cannot make you
@@ -19,21 +22,21 @@ as they come (``rota.cli.logs``) and exits with the job's exit status; Ctrl-C ca
 from __future__ import annotations
 
 import json
-import re
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 
 from rota.cli import choose
-from rota.cli.remote import EXIT_BAD_INPUT, die, print_json, talking
+from rota.cli.making import (
+    attach, file_workdir, local_workdir, name_of, on_this_machine, option_field, submitted,
+)
+from rota.cli.remote import EXIT_BAD_INPUT, die, talking
 from rota.core import InvalidSpec
 
 if TYPE_CHECKING:
     from rota.client import Client
 
-EXIT_INTERRUPTED = 130
 WAIT = typer.Option(False, "--wait", "-w", help="Stay attached: print the job's output and "
                     "errors as they come, exit with its exit status; Ctrl-C cancels it.")
 
@@ -66,9 +69,9 @@ def submit(
     with talking() as client:
         body = file_body(client, data, local, project, queue, mine, quiet=as_json)
         job = client.submit(body)
-        _submitted(job, as_json, wait)
+        submitted(job, as_json, wait)
         if wait:
-            _attach(client, job)
+            attach(client, job)
 
 
 def _check_file(data: dict[str, Any], base: Path) -> Path | None:
@@ -86,7 +89,7 @@ def _check_file(data: dict[str, Any], base: Path) -> Path | None:
     local = None
     if isinstance(data.get("workdir"), str):
         try:
-            local = _file_workdir(data["workdir"], base)
+            local = file_workdir(data["workdir"], base)
         except InvalidSpec as exc:
             errors.append(exc)
     if errors:
@@ -116,77 +119,6 @@ def _defaults():
         return defaults()
     except InvalidSpec as exc:
         die(str(exc), EXIT_BAD_INPUT)
-
-
-def _file_workdir(workdir: str | None, base: Path) -> Path | None:
-    """The directory of a job file to upload, or None: no workdir, or an absolute path (a
-    directory on the server)."""
-    if workdir is None or Path(workdir).is_absolute():
-        return None
-    if workdir.startswith("~"):
-        raise InvalidSpec("workdir", f"{workdir!r}: give a directory relative to the job file "
-                          "(it is uploaded), or an absolute path on the server")
-    root = base.resolve()
-    path = (base / workdir).resolve()
-    if path != root and root not in path.parents:
-        raise InvalidSpec("workdir", f"{workdir!r} leads out of the job file's directory "
-                          f"{root} (to {path}); a job file may only upload what lies beside "
-                          "it: use rota run --workdir DIR to upload another directory")
-    if not path.is_dir():
-        raise InvalidSpec("workdir", f"no directory {str(path)!r} here to upload; give a "
-                          "directory beside the job file, or an absolute path on the server")
-    return path
-
-
-def _local_workdir(workdir: str | None, base: Path) -> Path | None:
-    """The directory to upload, or None: no workdir, or an absolute path on the server."""
-    if workdir is None:
-        return None
-    path = Path(workdir).expanduser()
-    path = path if path.is_absolute() else base / path
-    if path.is_dir():
-        return path
-    if Path(workdir).is_absolute():
-        return None
-    raise InvalidSpec("workdir", f"no directory {str(path)!r} here to upload; give an "
-                      "existing directory, or an absolute path on the server")
-
-
-def _submitted(job: dict[str, Any], as_json: bool, wait: bool = False) -> None:
-    if as_json:
-        print_json(job)
-        sys.stdout.flush()
-        return
-    out = sys.stderr if wait else sys.stdout  # attached: stdout is the job's
-    name = f" ({job['name']})" if job["name"] else ""
-    if job.get("array"):
-        array = job["array"]
-        limit = f", at most {array['limit']} at once" if array["limit"] else ""
-        print(f"Submitted array {array['id']}{name}: {array['tasks']} tasks (jobs "
-              f"{array['id']} on){limit}, to queue {job['queue']} of project {job['project']}.")
-        print("Next: rota ps shows them on one line; rota show ID for one task.")
-        return
-    print(f"Submitted job {job['id']}{name} to queue {job['queue']} of project "
-          f"{job['project']}: {job['state']}.", file=out)
-    if not wait:
-        print(f"Next: rota show {job['id']} to see where it runs or why it waits; "
-              f"rota logs {job['id']} -f to follow its output.", file=out)
-    out.flush()
-
-
-def _attach(client: Client, job: dict[str, Any]) -> None:
-    """Follow the job's first replica until it ends; exit with its status (``--wait``)."""
-    from rota.cli.logs import ended_line, follow, outcome
-    try:
-        follow(client, job["id"])
-    except KeyboardInterrupt:
-        client.cancel(job["id"])
-        print(f"rota: cancelled job {job['id']} (Ctrl-C)", file=sys.stderr)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    final = client.job(job["id"])
-    if final["state"] != "succeeded":
-        print(ended_line(final), file=sys.stderr)
-    raise typer.Exit(outcome(final))
 
 
 def run(
@@ -219,7 +151,7 @@ def run(
     resources: dict[str, Any] = {"gpu": gpus_, "cpu": cpu, "memory": memory}
     if gpu_memory is not None:
         resources["gpu_memory"] = gpu_memory
-    body: dict[str, Any] = {"name": name or _name_of(command[0]), "entrypoint": list(command),
+    body: dict[str, Any] = {"name": name or name_of(command[0]), "entrypoint": list(command),
                             "resources": resources, "replicas": replicas}
     if walltime is not None:
         body["walltime"] = walltime
@@ -229,41 +161,21 @@ def run(
         body["queue"] = choose.queue_of(client, body["project"], queue or mine.queue)
         try:
             parse_job(body)
-            local = None if workdir is None else _local_workdir(str(workdir), Path.cwd())
+            local = None if workdir is None else local_workdir(str(workdir), Path.cwd())
         except InvalidSpec as exc:
             from rota.spec.errors import every
-            die("; ".join(_option_field(e) for e in every(exc)), EXIT_BAD_INPUT)
+            die("; ".join(option_field(e.field, e.reason) for e in every(exc)), EXIT_BAD_INPUT)
         if local is not None:
             from rota.cli.upload import upload_dir
             body["upload"] = upload_dir(client, local, quiet=as_json or wait)["id"]
         elif workdir is not None:
             body["workdir"] = str(workdir)  # absolute and not here: a directory on the server
-        elif _on_this_machine(client.url):
+        elif on_this_machine(client.url):
             body["workdir"] = str(Path.cwd())  # like srun: the job runs where you are
         job = client.submit(body)
-        _submitted(job, as_json, wait)
+        submitted(job, as_json, wait)
         if wait:
-            _attach(client, job)
-
-
-_OPTIONS = {"resources.gpu": "--gpus", "resources.cpu": "--cpu", "resources.memory": "--memory",
-           "resources.gpu_memory": "--gpu-memory", "walltime": "--walltime",
-           "replicas": "--replicas", "name": "--name", "project": "--project",
-           "queue": "--queue", "workdir": "--workdir"}
-
-
-def _option_field(exc: InvalidSpec) -> str:
-    return f"{_OPTIONS.get(exc.field, exc.field)}: {exc.reason}"
-
-
-def _on_this_machine(url: str) -> bool:
-    from urllib.parse import urlsplit
-    return (urlsplit(url).hostname or "") in ("127.0.0.1", "localhost", "::1")
-
-
-def _name_of(program: str) -> str:
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(program).name).strip("-._")[:63]
-    return stem or "job"
+            attach(client, job)
 
 
 def register(app: typer.Typer) -> None:

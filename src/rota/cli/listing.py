@@ -38,11 +38,12 @@ def chosen_columns(output: str | None) -> tuple[str, ...] | None:
 
 
 def jobs_table(jobs: list[dict[str, Any]], names: tuple[str, ...], width: int | None = None):
-    """The table of ``rota.cli.fast``'s ``rota ps`` too: the same columns, read by the same
-    functions (``rota.cli.jobrows.values``)."""
+    """The table of full views of jobs, read in their brief form (``rota.cli.jobrows.brief``)
+    by the functions ``rota.cli.fast``'s ``rota ps`` reads the server's brief views with."""
     read = jobrows.values(time.time())
     return fit([Column(*COLUMNS[n]) for n in names],
-               [[read[n](j) for n in names] for j in fold_arrays(jobs)], width)
+               [[read[n](j) for n in names]
+                for j in fold_arrays([jobrows.brief(j) for j in jobs])], width)
 
 
 def complete_job_ids(incomplete: str) -> list[str]:

@@ -1,13 +1,16 @@
 """The ``rota`` command's entry point (``rota = rota.cli.main:main``).
 
 Most commands are the Typer app of ``rota.cli.app``. Typer imports pydantic for every command
-(about 90 ms here) and rich (about 40 ms), so ``rota ps`` and ``rota logs``, which people type
-all day, first go to ``rota.cli.fast``: a small parser and plain output that load none of
-them, and do the command when they know every word of the command line. Anything else, their
-``--help`` and shell completion included, goes to the Typer app, which behaves the same.
+(about 90 ms here) and rich (about 40 ms), so ``rota ps``, ``rota logs``, ``rota run`` and
+``rota submit``, which people type all day, first go to ``rota.cli.fast``: a small parser and
+plain output that load none of them, and do the command when they know every word of the
+command line (``rota.cli.fastjobs`` says what else ``run`` and ``submit`` leave). Anything
+else, their ``--help`` and shell completion included, goes to the Typer app, which behaves the
+same.
 
 A new command is registered in ``rota.cli.app`` like the others; it gets a fast twin only by
-an entry in ``rota.cli.fast.COMMANDS`` and a comparison in ``tests/cli/test_cli_fast.py``.
+an entry in ``rota.cli.fast.COMMANDS`` and a comparison in ``tests/cli/test_cli_fast.py`` (or
+``test_cli_fast_jobs.py``).
 
 ``rota.cli.main.app`` (and the app module's other names) still answer here, imported when
 asked for.

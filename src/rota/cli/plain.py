@@ -47,17 +47,15 @@ def table(headers: Sequence[str], justify: Sequence[str], rows: Sequence[Sequenc
     terminal = _terminal()
     if terminal is None:
         return None
-    widths = [len(h) for h in headers]
-    for row in rows:
-        for k, cell in enumerate(row):
-            if len(cell) > widths[k]:
-                widths[k] = len(cell)
+    # column by column, with the built-in functions: 10,000 rows take a few milliseconds
+    widths = [max(len(h), *map(len, cells)) if cells else len(h)
+              for h, cells in zip(headers, zip(*rows) if rows else [()] * len(headers))]
     if sum(widths) + len(GAP) * (len(widths) - 1) > limit:
         return None
     # every cell at once: a space before, between and after them all makes a space at either
     # end of a cell (or an empty cell) a double space, and neither a markup tag nor an emoji
     # code can span two cells, since both need a character that is not a space after "[" or ":"
-    if not _simple(" " + " ".join(cell for row in rows for cell in row) + " "):
+    if not _simple(" " + " ".join(map(" ".join, rows)) + " "):
         return None
     right = [j == "right" for j in justify]
     head = [h.rjust(w) if r else h.ljust(w) for h, w, r in zip(headers, widths, right)]

@@ -1,10 +1,16 @@
-"""The HTTP client of the fast commands (``rota.cli.fast``): GET requests on one socket.
+"""The HTTP client of the fast commands (``rota.cli.fast``): requests on one socket.
 
 ``http.client`` alone costs a short command about 25 ms of its start-up (it imports the email
 package to parse headers), and ``rota.client.http`` loads rota's domain model (``rota.core``,
-dataclasses and enums: about 50 ms more). ``rota ps`` and ``rota logs`` only read, so this
-module speaks the little of HTTP/1.1 they need on a socket: a GET, a body of known length or
-chunked, one kept-alive connection for the pages of a list, and a streamed body for logs.
+dataclasses and enums: about 50 ms more). ``rota ps``, ``rota logs``, ``rota run`` and ``rota
+submit`` need little of HTTP/1.1, so this module speaks it on a socket: a GET or a POST of a
+JSON body, a body of known length or chunked, one kept-alive connection for the requests of a
+command, and a streamed body for logs.
+
+A submit is sent as ``Client.submit`` sends it (``rota.client.http``): with an
+``Idempotency-Key``, again with the same key when the connection fails or breaks before an
+answer (``RETRY_DELAYS_S``) and when the server asks to come back later (429 or 503 with
+``Retry-After``, at most ``MAX_RETRY_AFTER_S``), each retry told to ``on_retry``.
 
 Whatever goes wrong is raised as ``rota.client.http`` raises it (``Unreachable``,
 ``ConnectionLost``, ``ApiError``, ``InvalidSpec`` for a bad URL or CA file), imported only
@@ -15,13 +21,18 @@ loads ``ssl`` (``tls_context``, which ``rota.client.http`` uses too).
 from __future__ import annotations
 
 import json
+import os
 import socket
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from urllib.parse import quote, urlencode, urlsplit
 
 from rota.client.credentials import Credentials, discover
 
 READ_CHUNK = 64 * 1024
+RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0)  # between the tries of a submit
+MAX_RETRY_AFTER_S = 60.0  # a longer wait asked by the server is an error, not a retry
+PAGES = {"full": 1000, "brief": 10_000}  # the most jobs of each view GET /v1/jobs gives at once
 MAX_LINE = 64 * 1024  # a status or header line longer than this is not an answer we read
 _STALE = (ConnectionResetError, BrokenPipeError)
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
@@ -49,10 +60,13 @@ class _Lost(Exception):
 
 
 class BareClient:
-    """``jobs_page``, ``job`` and ``logs`` as ``rota.client.Client`` has them."""
+    """``jobs_page``, ``job``, ``logs``, ``whoami``, ``queues``, ``submit`` and ``cancel`` as
+    ``rota.client.Client`` has them."""
 
     def __init__(self, credentials: Credentials | None = None, timeout_s: float = 30.0,
-                 connect_s: float = 5.0) -> None:
+                 connect_s: float = 5.0, on_retry: Callable[[str], None] = lambda message: None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.on_retry, self._sleep = on_retry, sleep
         self.credentials = credentials or discover()
         self.url = self.credentials.url
         parts = urlsplit(self.url)
@@ -84,15 +98,22 @@ class BareClient:
     # routes
     def jobs_page(self, projects: list[str] | None = None, states: list[str] | None = None,
                   limit: int = 1000, queue: str | None = None, user: str | None = None,
-                  after: str | None = None) -> tuple[list[dict], str | None]:
+                  after: str | None = None, view: str = "full") -> tuple[list[dict], str | None]:
         """Up to ``limit`` jobs, newest first, from after job ``after``; and the cursor of the
-        jobs that come next (None: there are none), as ``Client.jobs_page``."""
+        jobs that come next (None: there are none), as ``Client.jobs_page``. ``view="brief"``
+        asks for the values ``rota ps`` shows only, in pages ten times larger (``PAGES``),
+        each job a mapping of the page's ``columns`` to its values."""
         out: list[dict] = []
         while len(out) < limit:
             page = self.get("/v1/jobs", {"project": projects or None, "state": states or None,
                                          "queue": queue, "user": user, "after": after,
-                                         "limit": min(1000, limit - len(out))})
-            out.extend(page["items"])
+                                         "limit": min(PAGES[view], limit - len(out)),
+                                         "view": None if view == "full" else view})
+            if view == "brief":
+                columns = page["columns"]
+                out.extend(dict(zip(columns, values)) for values in page["items"])
+            else:
+                out.extend(page["items"])
             after = page["next_after"]
             if after is None:
                 break
@@ -100,6 +121,40 @@ class BareClient:
 
     def job(self, job_id: str) -> dict:
         return self.get(f"/v1/jobs/{quote(str(job_id), safe='')}")
+
+    def whoami(self) -> dict:
+        return self.get("/v1/whoami")
+
+    def queues(self) -> list[dict]:
+        return self.get("/v1/queues")
+
+    def cancel(self, job_id: str) -> dict:
+        return self.post(f"/v1/jobs/{quote(str(job_id), safe='')}/cancel")
+
+    def submit(self, body: Mapping[str, object], key: str | None = None) -> dict:
+        """Submit a job (an array) once, however often it must be sent (see the module)."""
+        head = f"Idempotency-Key: {key or os.urandom(16).hex()}\r\n"
+        for delay in (*RETRY_DELAYS_S, None):
+            try:
+                status, headers, answer = self._exchange("POST", self._target("/v1/jobs", None),
+                                                         body, head)
+            except Exception as exc:  # noqa: BLE001 - only Unreachable is retried
+                from rota.client.http import Unreachable
+                if delay is None or not isinstance(exc, Unreachable):
+                    raise
+                self.on_retry(f"{exc.message}; sending it again in {delay:g} s")
+                self._sleep(delay)
+                continue
+            wait = _retry_after(status, headers)
+            if delay is not None and wait is not None and wait <= MAX_RETRY_AFTER_S:
+                self.on_retry(f"the server asks to wait ({_message_of(status, answer)}); "
+                              f"sending it again in {wait:g} s")
+                self._sleep(wait)
+                continue
+            if status >= 400:
+                self._fail(status, headers, answer)
+            return json.loads(answer)
+        raise AssertionError("unreachable")
 
     def logs(self, job_id: str, replica: int = 0, stream: str = "stdout",
              follow: bool = False) -> Iterator[bytes]:
@@ -126,16 +181,31 @@ class BareClient:
     # plumbing
     def get(self, path: str, params: Mapping[str, object] | None = None) -> object:
         """The JSON answer to a GET; an error answer raised as ``ApiError``."""
-        target = self._target(path, params)
+        return self._answer(*self._exchange("GET", self._target(path, params)))
+
+    def post(self, path: str, body: Mapping[str, object] | None = None) -> object:
+        """The JSON answer to a POST of ``body`` as JSON; an error raised as ``ApiError``."""
+        return self._answer(*self._exchange("POST", self._target(path, None), body))
+
+    def _answer(self, status: int, headers: Mapping[str, str], body: bytes) -> object:
+        if status >= 400:
+            self._fail(status, headers, body)
+        return json.loads(body)
+
+    def _exchange(self, method: str, target: str, body: Mapping[str, object] | None = None,
+                  head: str = "") -> tuple[int, dict[str, str], bytes]:
+        """Send a request on the kept connection (a new one if none is kept, or if the server
+        had closed it unseen) and read its answer: status, headers and body."""
+        request = self._request(target, method, head, body)
         for last in (False, True):
             reused = self._kept is not None
             sock, reader = self._kept or self._open()
             try:
                 sock.settimeout(self.timeout_s)
-                sock.sendall(self._request(target))
+                sock.sendall(request)
                 quick_ack(sock)
                 status, headers = _head(reader)
-                body = b"".join(_body(reader, headers))
+                answer = b"".join(_body(reader, headers))
             except (OSError, ValueError, _Lost) as exc:
                 self.close()
                 stale = isinstance(exc, _STALE) or getattr(exc, "what", "") == "RemoteDisconnected"
@@ -144,9 +214,7 @@ class BareClient:
                 raise self._lost(getattr(exc, "what", exc.__class__.__name__)) from None
             if headers.get("connection", "").lower() == "close":
                 self.close()
-            if status >= 400:
-                self._fail(status, headers, body)
-            return json.loads(body)
+            return status, headers, answer
         raise AssertionError("unreachable")
 
     def _open(self) -> tuple[socket.socket, object]:
@@ -187,8 +255,14 @@ class BareClient:
                                        else _text(v) for k, v in given.items()}, doseq=True)
         return target
 
-    def _request(self, target: str) -> bytes:
-        return f"GET {target} HTTP/1.1\r\n{self._head}\r\n".encode("latin-1")
+    def _request(self, target: str, method: str = "GET", head: str = "",
+                 body: Mapping[str, object] | None = None) -> bytes:
+        if method == "GET":
+            return f"GET {target} HTTP/1.1\r\n{self._head}{head}\r\n".encode("latin-1")
+        data = b"" if body is None else json.dumps(body).encode()
+        return (f"{method} {target} HTTP/1.1\r\n{self._head}{head}Content-Type: "
+                f"application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+                ).encode("latin-1") + data
 
     def _lost(self, what: str) -> Exception:
         from rota.client.http import ConnectionLost
@@ -257,6 +331,21 @@ def _exactly(reader, size: int) -> Iterator[bytes]:
             raise _Lost("IncompleteRead")
         size -= len(chunk)
         yield chunk
+
+
+def _retry_after(status: int, headers: Mapping[str, str]) -> float | None:
+    """The seconds a 429 or 503 asks to wait (1 when it does not say); None otherwise."""
+    if status not in (429, 503):
+        return None
+    text = headers.get("retry-after", "1").strip()
+    return float(text) if text.isascii() and text.isdigit() else 1.0
+
+
+def _message_of(status: int, body: bytes) -> str:
+    try:
+        return str(json.loads(body)["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {status}"
 
 
 def _text(value: object) -> str:

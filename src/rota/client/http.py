@@ -23,14 +23,12 @@ import uuid
 from typing import Any, BinaryIO, Callable, Iterator
 from urllib.parse import quote
 
-from rota.client.bare import tls_context
+from rota.client.bare import MAX_RETRY_AFTER_S, RETRY_DELAYS_S, tls_context
 from rota.client.credentials import Credentials, discover
 from rota.client.wire import Broken, Refused, Response, Wire
 from rota.core import InvalidSpec, RotaError
 
 UPLOAD_CHUNK = 256 * 1024
-RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0)  # between the tries of a submit
-MAX_RETRY_AFTER_S = 60.0  # a longer wait asked by the server is an error, not a retry
 
 
 class ApiError(RotaError):

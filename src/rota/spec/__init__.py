@@ -11,47 +11,57 @@ Every error is ``rota.core.InvalidSpec(field, reason)`` with a dotted field path
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from importlib import import_module
 
-from rota.spec.job import DEFAULT_MEMORY, JobFileSpec, JobSpec, parse_job, to_job
-from rota.spec.load import parse_yaml, read_mapping, read_yaml
-
+TYPE_CHECKING = False  # as typing's, without importing typing (a tenth of a short command)
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rota.spec.build import (
         Binding, Cluster, QueueSet, build_cluster, build_jobs, build_queues, check_policy,
     )
+    from rota.spec.job import DEFAULT_MEMORY, JobFileSpec, JobSpec, parse_job, to_job
+    from rota.spec.load import parse_yaml, read_mapping, read_yaml
 
-# ``build`` checks policies against the scheduler's registry, so it loads the scheduler: only
-# ``rota plan`` and the simulator need it, not a command that reads one job file (rota submit)
-_BUILD = frozenset({"Binding", "Cluster", "QueueSet", "build_cluster", "build_jobs",
-                    "build_queues", "check_policy"})
+# Each name is imported from its module when first asked for: ``build`` checks policies against
+# the scheduler's registry, so it loads the scheduler, which only ``rota plan`` and the
+# simulator need; ``job`` loads pydantic, which reading a YAML file does not (``rota.spec.load``
+# alone is what ``rota submit``'s fast path reads a job file with, ``rota.cli.fast``).
+_HOMES = {**dict.fromkeys(("Binding", "Cluster", "QueueSet", "build_cluster", "build_jobs",
+                           "build_queues", "check_policy"), "build"),
+          **dict.fromkeys(("DEFAULT_MEMORY", "JobFileSpec", "JobSpec", "parse_job", "to_job"),
+                          "job"),
+          **dict.fromkeys(("parse_yaml", "read_mapping", "read_yaml"), "load")}
 
 
-def __getattr__(name: str) -> Any:
-    if name in _BUILD:
-        from rota.spec import build
-        return getattr(build, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"rota.spec.{home}"), name)
 
 
 def load_cluster(path: str | Path) -> Cluster:
     from rota.spec.build import build_cluster
+    from rota.spec.load import read_mapping
     return build_cluster(read_mapping(path, "nodes, queues, ..."))
 
 
 def load_jobs(path: str | Path, cluster: Cluster):
     from rota.spec.build import build_jobs
+    from rota.spec.load import read_mapping
     return build_jobs(cluster, read_mapping(path, "a jobs: list"))
 
 
 def load_job(path: str | Path) -> JobSpec:
     """A single-job file: one job spec at the top level."""
+    from rota.spec.job import parse_job
+    from rota.spec.load import read_mapping
     return parse_job(read_mapping(path, "name, project, queue, ..."))
 
 
 __all__ = [
-    "Binding", "Cluster", "DEFAULT_MEMORY", "JobFileSpec", "JobSpec", "QueueSet", "build_cluster", "build_jobs", "build_queues", "check_policy",
-    "load_cluster",
-    "load_job", "load_jobs", "parse_job", "parse_yaml", "read_yaml", "to_job",
+    "Binding", "Cluster", "DEFAULT_MEMORY", "JobFileSpec", "JobSpec", "QueueSet", "build_cluster",
+    "build_jobs", "build_queues", "check_policy", "load_cluster", "load_job", "load_jobs",
+    "parse_job", "parse_yaml", "read_mapping", "read_yaml", "to_job",
 ]

@@ -2,7 +2,8 @@
 
 Every failure is an ``InvalidSpec``: a file that cannot be read has an empty field, a YAML
 syntax error names ``line N`` as its field, and so does a byte that is not UTF-8. The caller
-adds the file name.
+adds the file name. ``rota.core`` is imported only to raise one: ``rota submit``'s fast path
+(``rota.cli.fast``) reads a job file with this module alone.
 
 Aliases (``*name``) share the value of their anchor, so a few lines can stand for billions of
 values (an alias bomb: each level refers to the one above ten times). Nothing is built from a
@@ -14,11 +15,8 @@ node once, so a bomb is refused at the cost of its size on disk.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import yaml
-
-from rota.core import InvalidSpec
 
 MAX_VALUES = 1_000_000
 
@@ -27,17 +25,17 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that refuses a key written twice in one mapping (YAML would keep the last)."""
 
     def construct_mapping(self, node, deep=False):  # type: ignore[override]
-        seen: dict[Any, int] = {}
+        seen: dict[object, int] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             line = key_node.start_mark.line + 1
             if key in seen:
-                raise InvalidSpec(f"line {line}", f"key {key!r} repeats the one on line "
+                raise _invalid(f"line {line}", f"key {key!r} repeats the one on line "
                                   f"{seen[key]}; a key may appear once per mapping")
             try:
                 seen[key] = line
             except TypeError:
-                raise InvalidSpec(f"line {line}", "a mapping key must be a plain value") from None
+                raise _invalid(f"line {line}", "a mapping key must be a plain value") from None
         return super().construct_mapping(node, deep=deep)
 
     def construct_document(self, node):  # type: ignore[override]
@@ -59,20 +57,20 @@ def check_expansion(root: yaml.Node) -> None:
             open_.discard(key)
             total = 1 + sum(sizes[id(c)] for c in children)
             if total > MAX_VALUES:
-                raise InvalidSpec(f"line {node.start_mark.line + 1}", "its aliases expand to "
+                raise _invalid(f"line {node.start_mark.line + 1}", "its aliases expand to "
                                   f"more than {MAX_VALUES} values; write the values out")
             sizes[key] = total
             continue
         if key in sizes:
             continue
         if key in open_:
-            raise InvalidSpec(f"line {node.start_mark.line + 1}",
+            raise _invalid(f"line {node.start_mark.line + 1}",
                               "a value refers to itself through an alias")
         open_.add(key)
         stack.append((node, True))
         for child in children:
             if id(child) in open_:
-                raise InvalidSpec(f"line {child.start_mark.line + 1}",
+                raise _invalid(f"line {child.start_mark.line + 1}",
                                   "a value refers to itself through an alias")
             if id(child) not in sizes:
                 stack.append((child, False))
@@ -86,14 +84,14 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def read_yaml(path: str | Path) -> Any:
+def read_yaml(path: str | Path) -> object:
     """The parsed content of ``path``; an empty file is ``None``."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise InvalidSpec("", "no such file") from None
+        raise _invalid("", "no such file") from None
     except OSError as exc:
-        raise InvalidSpec("", f"cannot read the file ({exc.strerror or exc.__class__.__name__})"
+        raise _invalid("", f"cannot read the file ({exc.strerror or exc.__class__.__name__})"
                           ) from None
     return parse_yaml(decode(data))
 
@@ -105,26 +103,31 @@ def decode(data: bytes) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise InvalidSpec(f"line {line}", f"byte {data[exc.start]:#04x} at column {column} is "
+        raise _invalid(f"line {line}", f"byte {data[exc.start]:#04x} at column {column} is "
                           "not UTF-8; save the file as UTF-8") from None
 
 
-def parse_yaml(text: str) -> Any:
+def parse_yaml(text: str) -> object:
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}" if mark is not None else ""
         problem = exc.problem or exc.context or "invalid YAML"
-        raise InvalidSpec(where, f"not valid YAML: {problem}") from None
+        raise _invalid(where, f"not valid YAML: {problem}") from None
     except yaml.YAMLError as exc:
-        raise InvalidSpec("", f"not valid YAML: {exc.__class__.__name__}") from None
+        raise _invalid("", f"not valid YAML: {exc.__class__.__name__}") from None
 
 
-def read_mapping(path: str | Path, what: str) -> dict[str, Any]:
+def read_mapping(path: str | Path, what: str) -> dict:
     """A file whose top level must be a mapping (``what`` says which keys it expects)."""
     data = read_yaml(path)
     if not isinstance(data, dict):
-        raise InvalidSpec("", f"expected a mapping at the top level with {what}, got "
+        raise _invalid("", f"expected a mapping at the top level with {what}, got "
                           f"{'an empty file' if data is None else type(data).__name__}")
     return data
+
+
+def _invalid(field: str, reason: str) -> Exception:
+    from rota.core import InvalidSpec
+    return InvalidSpec(field, reason)

@@ -363,6 +363,13 @@ class Store:
         with self._read() as conn:
             return jobs.list_jobs(conn, where, limit, after, newest_first)
 
+    def list_briefs(self, where: JobFilter = JobFilter(), limit: int = 100,
+                    after: str | None = None) -> tuple[list[list[Any]], str | None]:
+        """Jobs newest first as brief views (``jobs.list_briefs``: a list of values per job,
+        ``convert.BRIEF_COLUMNS``), and the next cursor."""
+        with self._read() as conn:
+            return jobs.list_briefs(conn, where, limit, after)
+
     def events(self, job_id: str, after: int = 0, limit: int = 1000) -> list[JobEvent]:
         with self._read() as conn:
             return jobs.events(conn, job_id, after, limit)

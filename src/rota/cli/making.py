@@ -1,0 +1,121 @@
+"""What ``rota submit`` and ``rota run`` do around the request, on either path: the Typer
+commands (``rota.cli.jobs``) and their fast twins (``rota.cli.fastjobs``), which load neither
+typer, rich, pydantic nor rota's domain model. So this module imports none of them, and
+``rota.core`` only to raise ``InvalidSpec``.
+
+- ``local_workdir`` and ``file_workdir``: which directory a command uploads, if any;
+- ``name_of``: a job's default name, from the program it runs;
+- ``on_this_machine``: whether the server is on this machine (``rota run`` then runs the job in
+  the current directory, as ``srun`` does);
+- ``submitted``: the lines that say a job was submitted and what to do next (or its JSON);
+- ``attach``: ``--wait``: follow the job's output until it ends, exit with its status, cancel
+  it on Ctrl-C;
+- ``option_field``: a mistake of ``rota run`` named by its option (``--gpus``), not its field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from rota.cli.failures import EXIT_INTERRUPTED
+
+# the fields of a job that rota run sets from its options
+OPTIONS = {"resources.gpu": "--gpus", "resources.cpu": "--cpu", "resources.memory": "--memory",
+           "resources.gpu_memory": "--gpu-memory", "walltime": "--walltime",
+           "replicas": "--replicas", "name": "--name", "project": "--project",
+           "queue": "--queue", "workdir": "--workdir"}
+
+
+def option_field(field: str, reason: str) -> str:
+    return f"{OPTIONS.get(field, field)}: {reason}"
+
+
+def local_workdir(workdir: str | None, base: Path) -> Path | None:
+    """``rota run --workdir``: the directory to upload, or None: no workdir, or an absolute
+    path on the server."""
+    if workdir is None:
+        return None
+    path = Path(workdir).expanduser()
+    path = path if path.is_absolute() else base / path
+    if path.is_dir():
+        return path
+    if Path(workdir).is_absolute():
+        return None
+    raise _invalid("workdir", f"no directory {str(path)!r} here to upload; give an existing "
+                   "directory, or an absolute path on the server")
+
+
+def file_workdir(workdir: str | None, base: Path) -> Path | None:
+    """A job file's ``workdir``: the directory beside the file to upload, or None: no workdir,
+    or an absolute path (a directory on the server)."""
+    if workdir is None or Path(workdir).is_absolute():
+        return None
+    if workdir.startswith("~"):
+        raise _invalid("workdir", f"{workdir!r}: give a directory relative to the job file "
+                       "(it is uploaded), or an absolute path on the server")
+    root = base.resolve()
+    path = (base / workdir).resolve()
+    if path != root and root not in path.parents:
+        raise _invalid("workdir", f"{workdir!r} leads out of the job file's directory {root} "
+                       f"(to {path}); a job file may only upload what lies beside it: use "
+                       "rota run --workdir DIR to upload another directory")
+    if not path.is_dir():
+        raise _invalid("workdir", f"no directory {str(path)!r} here to upload; give a "
+                       "directory beside the job file, or an absolute path on the server")
+    return path
+
+
+def name_of(program: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(program).name).strip("-._")[:63]
+    return stem or "job"
+
+
+def on_this_machine(url: str) -> bool:
+    from urllib.parse import urlsplit
+    return (urlsplit(url).hostname or "") in ("127.0.0.1", "localhost", "::1")
+
+
+def submitted(job: dict, as_json: bool, wait: bool = False) -> None:
+    if as_json:
+        print(json.dumps(job, indent=2, sort_keys=True))
+        sys.stdout.flush()
+        return
+    out = sys.stderr if wait else sys.stdout  # attached: stdout is the job's
+    name = f" ({job['name']})" if job["name"] else ""
+    if job.get("array"):
+        array = job["array"]
+        limit = f", at most {array['limit']} at once" if array["limit"] else ""
+        print(f"Submitted array {array['id']}{name}: {array['tasks']} tasks (jobs "
+              f"{array['id']} on){limit}, to queue {job['queue']} of project {job['project']}.")
+        print("Next: rota ps shows them on one line; rota show ID for one task.")
+        return
+    print(f"Submitted job {job['id']}{name} to queue {job['queue']} of project "
+          f"{job['project']}: {job['state']}.", file=out)
+    if not wait:
+        print(f"Next: rota show {job['id']} to see where it runs or why it waits; "
+              f"rota logs {job['id']} -f to follow its output.", file=out)
+    out.flush()
+
+
+def attach(client, job: dict) -> None:
+    """Follow the job's first replica until it ends; exit with its status (``--wait``).
+    ``client``: ``rota.client.Client`` or ``rota.client.bare.BareClient``."""
+    from rota.cli.logs import ended_line, follow, outcome
+    try:
+        follow(client, job["id"])
+    except KeyboardInterrupt:
+        client.cancel(job["id"])
+        print(f"rota: cancelled job {job['id']} (Ctrl-C)", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    final = client.job(job["id"])
+    if final["state"] != "succeeded":
+        print(ended_line(final), file=sys.stderr)
+    raise SystemExit(outcome(final))
+
+
+def _invalid(field: str, reason: str) -> Exception:
+    from rota.core import InvalidSpec
+    return InvalidSpec(field, reason)
