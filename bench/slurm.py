@@ -14,7 +14,9 @@
   the client submitted a job to the moment its command started (the command writes the time
   first thing; for rota inside its ``srun`` step), p50 and p99 over all jobs: with 16 GPUs,
   most of it is waiting for a GPU, so it measures how quickly each system refills freed GPUs.
-  Drain: from the first submit to the end of the last job.
+  Drain: from the first submit to the end of the last job. Refill: the median time a freed
+  GPU stood idle, from a job's end to the start of the next job's command on its node (each
+  command writes its node too; see ``refill_gaps``): what each system adds per GPU turn.
 - fairness: project ``a`` submits ``--first`` jobs, then project ``b`` submits ``--second``.
   Slurm (priority/basic, as the fixture and many small sites run it) starts them in the order
   they came, one partition queue for all; rota (``--policy fair``: dominant-resource fairness
@@ -47,8 +49,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from rota.backends.slurm.attempts import instance  # noqa: E402
 GPU_TYPES = "h100=H100-80GB,a100=A100-40GB"
-COMMAND = ('echo "$0 start $(date +%s.%N)" >> {starts}; sleep {seconds}; '
-           'echo "$0 end $(date +%s.%N)" >> {starts}')
+COMMAND = ('echo "$0 start $(date +%s.%N) $SLURMD_NODENAME" >> {starts}; sleep {seconds}; '
+           'echo "$0 end $(date +%s.%N) $SLURMD_NODENAME" >> {starts}')
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -64,12 +66,33 @@ def fresh(work: Path) -> Path:
     return where
 
 
-def read_times(starts: Path) -> tuple[dict[str, float], dict[str, float]]:
+def read_times(starts: Path, nodes: dict[str, str] | None = None
+               ) -> tuple[dict[str, float], dict[str, float]]:
+    """When each job's command started and ended; ``nodes`` gets the node it ran on."""
     begun, ended = {}, {}
     for line in starts.read_text().splitlines() if starts.exists() else ():
-        name, what, when = line.split()
+        name, what, when, *node = line.split()
         (begun if what == "start" else ended)[name] = float(when)
+        if nodes is not None and node:
+            nodes[name] = node[0]
     return begun, ended
+
+
+def refill_gaps(begun: dict[str, float], ended: dict[str, float],
+                nodes: dict[str, str]) -> list[float]:
+    """Per node, the time from each job's end to the start of the job that took its place:
+    the k-th start on a node after its first ``slots`` (the most jobs it ran at once) is
+    matched with the (k - slots)-th end there. All jobs ask for the same (one GPU), so this
+    is the time a freed GPU stood idle."""
+    gaps: list[float] = []
+    for node in set(nodes.values()):
+        names = [n for n in nodes if nodes[n] == node and n in begun and n in ended]
+        events = sorted([(begun[n], 1) for n in names] + [(ended[n], -1) for n in names])
+        slots = max((sum(d for _, d in events[:k + 1]) for k in range(len(events))), default=0)
+        starts = sorted(begun[n] for n in names)
+        ends = sorted(ended[n] for n in names)
+        gaps.extend(s - e for s, e in zip(starts[slots:], ends))
+    return gaps
 
 
 def wait_ended(starts: Path, names: set[str], timeout: float) -> None:
@@ -82,12 +105,15 @@ def wait_ended(starts: Path, names: set[str], timeout: float) -> None:
 
 
 def summary(submitted: dict[str, float], starts: Path, submit_s: float) -> dict[str, Any]:
-    begun, ended = read_times(starts)
+    nodes: dict[str, str] = {}
+    begun, ended = read_times(starts, nodes)
     waits = [begun[n] - t for n, t in submitted.items()]
     first = min(submitted.values())
+    gaps = refill_gaps(begun, ended, nodes)
     return {"jobs": len(submitted), "submits_per_s": round(len(submitted) / submit_s, 1),
             "p50_s": round(percentile(waits, 50), 2), "p99_s": round(percentile(waits, 99), 2),
-            "drain_s": round(max(ended[n] for n in submitted) - first, 1)}
+            "drain_s": round(max(ended[n] for n in submitted) - first, 1),
+            "refill_p50_s": round(percentile(gaps, 50), 2) if gaps else None}
 
 
 # -- plain sbatch ------------------------------------------------------------------------------
@@ -253,13 +279,14 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
         t = results["throughput"]
         lines += [f"{args.jobs} one-GPU jobs of {args.seconds:g} s on 16 GPUs "
                   f"(rota --interval {args.interval:g})", "",
-                  "| | submits/s | submit-to-running p50 | p99 | drain |", "|---|---|---|---|---|"]
+                  "| | submits/s | submit-to-running p50 | p99 | drain | refill p50 |",
+                  "|---|---|---|---|---|---|"]
         for who in ("plain", "rota"):
             r = t[who]
             extra = (f" (to Slurm: {r['slurm_submits_per_s']}/s)"
                      if "slurm_submits_per_s" in r else "")
             lines.append(f"| {who} | {r['submits_per_s']}{extra} | {r['p50_s']} s | "
-                         f"{r['p99_s']} s | {r['drain_s']} s |")
+                         f"{r['p99_s']} s | {r['drain_s']} s | {r['refill_p50_s']} s |")
         lines.append("")
     if "fairness" in results:
         f = results["fairness"]

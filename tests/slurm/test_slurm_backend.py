@@ -68,6 +68,37 @@ def test_a_gang_over_two_nodes_reports_each_replica_and_stops_the_peers_of_a_fai
     assert hosts == {"host=node1", "host=node2"}
 
 
+class Recorded:
+    """Slurm's commands, each one's program and first argument noted before it runs."""
+
+    def __init__(self, commands) -> None:
+        self.commands, self.slurm_conf, self.seen = commands, commands.slurm_conf, []
+
+    def run(self, argv, *args, **kwargs):
+        self.seen.append(" ".join(argv[:2]))
+        return self.commands.run(argv, *args, **kwargs)
+
+
+def test_a_gang_that_succeeded_is_seen_ended_from_squeue_alone(slurm, data_dir, job_id,
+                                                               tmp_path):
+    """Slurm lists a job COMPLETED only when its batch script exited 0, which it does only
+    when every replica did: no sacct, and no whole queue, is needed to say so."""
+    from rota.backends.slurm.backend import SlurmBackend
+    config = slurm_backend(data_dir).config
+    recorded = Recorded(slurm_backend(data_dir).commands)
+    backend = SlurmBackend(data_dir, config, recorded)
+    handle = backend.launch(rota_job(job_id, replicas=2), on(("node1", 1), ("node2", 1)),
+                            run_spec("sleep 1", tmp_path), attempt=0)
+    wait(lambda: (j := slurm.job(int(handle.launch_id))) is not None and j.phase.ended,
+         "the gang to end in Slurm")
+    recorded.seen.clear()
+    done = backend.poll([handle])[0]
+    assert [(r.state, r.exit_code) for r in done.replicas] == [(R.EXITED, 0), (R.EXITED, 0)]
+    assert done.finished_at is not None
+    assert not [c for c in recorded.seen if c.startswith("sacct") or c == "squeue --all"]
+    assert backend.tracked() == []
+
+
 def test_a_fraction_runs_on_shards_and_lands_on_their_gpu(slurm, data_dir, tmp_path, job_id):
     backend = slurm_backend(data_dir)
     handle = backend.launch(rota_job(job_id, share=500), on(("node4", 1, 500)),

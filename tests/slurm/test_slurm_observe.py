@@ -96,6 +96,21 @@ def test_a_gang_waits_for_its_steps_in_accounting_then_takes_the_jobs_code():
     assert without.state is R.EXITED                       # no accounting: nothing to wait for
 
 
+def test_a_gang_slurm_lists_completed_exited_0_everywhere_without_waiting_for_sacct():
+    """The batch script exits 0 only when every replica did: squeue's brief record (no exit
+    code, no step) says enough, at once."""
+    gang = handle(("n1", 0), ("n2", 0))
+    done = sjob("COMPLETED", nodes=("n1", "n2"), end=150.0)
+    status = attempt_status(gang, Seen(done, None, now=151.0))
+    assert states(status) == [(R.EXITED, 0, ""), (R.EXITED, 0, "")]
+    assert status.finished_at == 150.0
+    # where sacct has the steps, their own end times stand
+    steps = (step(0, "COMPLETED", 0, end=149.0), step(1, "COMPLETED", 0, end=150.0))
+    accounted = replace(done, steps=steps, exit=ExitCode(0))
+    assert [r.finished_at for r in attempt_status(gang, Seen(done, accounted)).replicas] == [
+        149.0, 150.0]
+
+
 @pytest.mark.parametrize("state, reason", [("NODE_FAIL", "a Slurm node failed"),
                                            ("PREEMPTED", "preempted by Slurm")])
 def test_a_job_slurm_ended_for_its_own_reasons_is_lost(state, reason):

@@ -27,8 +27,9 @@ one is recorded, and the one not recorded is cancelled wherever it is seen (``re
 
 Status (``poll``): one ``squeue`` of the handles' names in brief (``records.squeue_named``),
 the node states (``sinfo`` and the reservations, at most ``node_refresh_s`` old), one
-``sacct`` for the attempts that ended (exit codes, a gang's per replica) or that slurmctld
-forgot, and the whole queue (``squeue --all --json``) only when a job started and where it
+``sacct`` for the attempts that ended (exit codes, a gang's per replica; not for those
+``squeue`` lists ``COMPLETED``: every replica exited 0) or that slurmctld forgot, and the
+whole queue (``squeue --all --json``) only when a job started and where it
 landed is not known yet, or ended and ``sacct`` has no exit code for it; ``observe`` reads
 them.
 Slurm has no push notification: ``watch`` asks ``squeue`` about the tracked launches twice a
@@ -67,7 +68,7 @@ from rota.backends.slurm.attempts import AttemptFiles
 from rota.backends.slurm.commands import SlurmCommands, SlurmCommandError
 from rota.backends.slurm.config import SlurmConfig
 from rota.backends.slurm.nodes import NodeReport, fractional_refusal, inventory, node_report
-from rota.backends.slurm.observe import Seen, attempt_status
+from rota.backends.slurm.observe import COMPLETED, Seen, attempt_status
 from rota.backends.slurm.records import (
     SINFO_NODES, SQUEUE_JOBS, SlurmJob, SlurmNode, parse_sinfo, parse_squeue, parse_squeue_named,
     squeue_named,
@@ -305,9 +306,11 @@ class SlurmBackend:
         brief = {j.id: j for j in named if j.id in set(ids)}
         self._release_held(list(brief.values()))
         losing = self._losing()
+        # a job squeue lists COMPLETED says enough by itself (``observe``)
+        asked = [i for i in ids if i not in brief or brief[i].state != COMPLETED]
         accounted = self.accounting.jobs(tuple(sorted(
-            i for i in ids if i not in brief or brief[i].phase.ended)))
-        full = self._in_full(ids, brief, accounted)
+            i for i in asked if i not in brief or brief[i].phase.ended)))
+        full = self._in_full(asked, brief, accounted)
         now, out = self.clock(), []
         for handle, slurm_id in zip(handles, ids):
             queued = full.get(slurm_id) or brief.get(slurm_id)

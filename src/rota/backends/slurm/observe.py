@@ -10,7 +10,9 @@ keeps accounting, and the time) into the backend's ``Status``:
   where it is pinned to the node; Slurm places an unpinned one elsewhere by itself.
 - **Ended**: each replica is its ``srun`` step (``rank-<r>``, from ``sacct``): exited with the
   step's exit code (``128 + signal`` when a signal ended it), or lost when Slurm's state says
-  the node or Slurm itself ended it (``JobPhase.LOST``). Without a step (accounting off, the
+  the node or Slurm itself ended it (``JobPhase.LOST``). A job Slurm lists ``COMPLETED``
+  needs no step: its batch script exits 0 only when every replica did, so each replica
+  exited 0 (``squeue`` says so; ``sacct`` is not asked). Without a step (accounting off, the
   step never started, a job of one replica), the job's own exit code stands for the replica;
   a job that never started ended before its command ran (no exit code). Right after a job
   ends, ``sacct`` may not have its steps yet: a gang's replicas are reported running for up
@@ -38,6 +40,7 @@ from rota.backends.slurm.states import JobPhase, end_reason, job_phase
 from rota.core import MILLI, DeviceShare, Placement, ReplicaPlacement
 
 ACCOUNTING_WAIT_S = 30.0
+COMPLETED = "COMPLETED"  # Slurm's state of a job whose batch script exited 0
 RUNNING, EXITED, LOST = ReplicaState.RUNNING, ReplicaState.EXITED, ReplicaState.LOST
 
 
@@ -94,6 +97,8 @@ def _ended(handle: Handle, rank: int, seen: Seen) -> ReplicaStatus:
     step = _step(seen.accounted, rank)
     if step is not None:
         return _from_step(rank, step)
+    if job.state == COMPLETED:  # the batch script exits 0 only when every replica did
+        return ReplicaStatus(rank, EXITED, 0, finished_at=job.end_time)
     if job.phase is JobPhase.LOST:
         return ReplicaStatus(rank, LOST, reason=end_reason(job.state))
     if job.start_time is None or not job.nodes:  # a job cancelled while pending has no nodes
