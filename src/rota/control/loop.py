@@ -23,9 +23,15 @@ One pass (``ControlLoop.step``), in order:
    project reached its hard budget this month (``rota.control.budgets``), are left out of the
    cycle and wait with that reason, holding nothing. Wait explanations that did not
    change since the last pass are not written again.
-4. Launch: every job bound in step 3 is started through the backend, all of them at once
-   (``rota.control.launcher``); their handles are persisted with their moves to RUNNING, in one
-   transaction.
+4. Launch: every job bound in step 3 is handed to the launcher, which starts them through
+   the backend all at once (``rota.control.launcher``) while the next passes go on; each pass
+   first records the launches that ended since the last (their handles with their moves to
+   RUNNING, in one transaction). A job in flight stays SCHEDULED and so holds its devices in
+   every snapshot meanwhile; it is neither judged nor launched again, nor chosen as a victim
+   (a preemption that would evict it is left for a later pass), until its launch is recorded.
+   So a Pod created while a pass's Bindings are still being answered is scheduled by the
+   next pass, not after all of them. ``step()``, the pass that tests and ``start`` run, ends
+   only once its own launches are recorded too.
 
 Passes run on a background thread: after ``wake()`` (a submit or cancel through the API, a
 launch that the backend saw end: ``Backend.watch``) and every ``interval_s`` otherwise. Wake-ups coalesce: many
@@ -68,7 +74,7 @@ from rota.control.intake import Intake
 from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
 from rota.control.reconcile import PassReport, Reconciler
-from rota.core import JobState
+from rota.core import JobState, Preempt
 from rota.scheduler import Arrivals, Decisions, Policy, Snapshot, run_cycle
 from rota.store import JobFilter, JobRecord, Store
 
@@ -130,18 +136,30 @@ class ControlLoop:
         self._wakeup.set()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Finish the current pass and stop; release the lease. Jobs keep running: the next
-        start adopts them."""
+        """Finish the current pass and the launches under way, record them while this process
+        may still act, and stop; release the lease. Jobs keep running: the next start adopts
+        them (and launches again, finding its attempt, a job whose launch was not recorded)."""
         self._halt.set()
         self._wakeup.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
             self._thread = None
         self.backend.unwatch()
+        self._land_all()
         self.reconciler.launcher.close()
         if self.lease is not None:
             with self._step_lock:
                 self.lease.release()
+
+    def _land_all(self) -> None:
+        with self._step_lock:
+            now = self.clock.now()
+            if self.lease is not None and not self.lease.ensure(now):
+                return
+            try:
+                self.reconciler.land(now, PassReport(), wait=True)
+            except Exception:  # the next start finds them (``Reconciler``)
+                log.exception("recording the last launches failed")
 
     def _run(self) -> None:
         period = self.interval_s
@@ -154,7 +172,7 @@ class ControlLoop:
                 break
             began = time.monotonic()
             try:
-                self.step()
+                self._pass(settle=False)
                 self.last_error = None
             except Exception as exc:  # a bad pass must not end the loop: the next one retries
                 self.last_error = repr(exc)
@@ -166,7 +184,11 @@ class ControlLoop:
     # -- one pass ----------------------------------------------------------------------------
 
     def step(self) -> PassReport:
-        """One pass (see the module docstring), at ``clock.now()``."""
+        """One pass (see the module docstring), at ``clock.now()``, ended once the launches
+        it started are recorded."""
+        return self._pass(settle=True)
+
+    def _pass(self, settle: bool) -> PassReport:
         with self._step_lock:
             began = time.perf_counter()
             now = self.clock.now()
@@ -176,6 +198,7 @@ class ControlLoop:
                     self._halt.set()
                     self.on_lease_lost()
                 return report
+            self._land(now, report, wait=False)                     # 4, of earlier passes
             self._sync_inventory(now, report)                                       # 0
             try:
                 self.intake.take(now)
@@ -188,14 +211,19 @@ class ControlLoop:
             self.reconciler.flush_usage(now)                                        # 2
             bound = self._schedule(now)                                             # 3
             if bound:                                                               # 4
-                try:
-                    self.reconciler.launch(self.store.get_jobs(list(bound)), now, report)
-                except Exception as exc:
-                    report.errors.append(f"launch: {exc!r}")
-                    log.exception("launching %d job(s) failed", len(bound))
+                self.reconciler.launch(self.store.get_jobs(list(bound)))
+            if settle:
+                self._land(now, report, wait=True)
             self.passes += 1
             self._measured(began, report)
             return report
+
+    def _land(self, now: float, report: PassReport, wait: bool) -> None:
+        try:
+            self.reconciler.land(now, report, wait)
+        except Exception as exc:  # the landed launches are lost to this process: the next
+            report.errors.append(f"launch: {exc!r}")  # restart finds them (``Reconciler``)
+            log.exception("recording launches failed")
 
     def _measured(self, began: float, report: PassReport) -> None:
         if self.metrics is None or self._seen is None:
@@ -263,7 +291,8 @@ class ControlLoop:
         self._written_waits = {j: w for j, w in self._written_waits.items() if j in pending}
         waits = [w for w in (*decisions.waits, *held.waits)
                  if self._written_waits.get(w.job) != hash((w.reasons, w.estimated_start))]
-        todo = Decisions(binds=decisions.binds, preemptions=decisions.preemptions,
+        todo = Decisions(binds=decisions.binds,
+                         preemptions=_sparing(decisions.preemptions, self.reconciler.in_flight),
                          rejects=[*decisions.rejects, *held.rejects], waits=waits)
         if not (todo.changes_anything or todo.waits):
             return ()
@@ -277,6 +306,15 @@ class ControlLoop:
         if result.stale:
             log.info("dropped stale decisions: %s", dict(result.stale))
         return result.bound
+
+
+def _sparing(preemptions: list[Preempt], flying: frozenset[str]) -> list[Preempt]:
+    """The preemptions but those of a preemptor that would evict a job whose launch is in
+    flight: its victims are chosen again by a later pass, once that launch is recorded."""
+    if not flying:
+        return preemptions
+    spared = {p.by for p in preemptions if p.job in flying}
+    return [p for p in preemptions if p.by not in spared]
 
 
 class _Timer:
