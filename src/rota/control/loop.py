@@ -9,7 +9,8 @@ One pass (``ControlLoop.step``), in order:
    Intake: a backend that offers work of its own (``Offering``: Kubernetes Pods created with
    ``schedulerName: rota``) has its new offers submitted as pending jobs
    (``rota.control.intake``).
-1. Reconcile: every job the store says holds resources (SCHEDULED, RUNNING, PREEMPTING) is
+1. Reconcile: every job the store says holds resources (SCHEDULED, RUNNING, PREEMPTING; read
+   in full only where it changed since the last pass: ``Store.held_jobs``) is
    compared with what its backend reports (all of them in one ``poll``), and moved, signalled
    or stopped accordingly (``rota.control.verdict``); a SCHEDULED job that was never launched
    is launched.
@@ -74,16 +75,14 @@ from rota.control.intake import Intake
 from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
 from rota.control.reconcile import PassReport, Reconciler
-from rota.core import JobState, Preempt
+from rota.core import Preempt
 from rota.scheduler import Arrivals, Decisions, Policy, Snapshot, run_cycle
-from rota.store import JobFilter, JobRecord, Store
+from rota.store import JobRecord, Store
 
 if TYPE_CHECKING:  # the metrics are composed in only by ``rota up``
     from rota.control.metrics import Metrics
 
 log = logging.getLogger("rota.control")
-ACTIVE = frozenset({JobState.SCHEDULED, JobState.RUNNING, JobState.PREEMPTING})
-PAGE = 1000
 MAX_REST_S = 1.0
 
 
@@ -205,7 +204,7 @@ class ControlLoop:
             except Exception as exc:  # the offers wait for the next pass
                 report.errors.append(f"intake: {exc!r}")
                 log.exception("intake of %s's offers failed", self.backend.name)
-            self.reconciler.reconcile(self.active_jobs(), now, report)              # 1
+            self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
             if report.faults:  # a node or GPU failed: the cycle must see it before placing
                 self._sync_inventory(now, report, force=True)
             self.reconciler.flush_usage(now)                                        # 2
@@ -239,15 +238,6 @@ class ControlLoop:
         except Exception as exc:  # schedule on the last known inventory meanwhile
             report.errors.append(f"inventory: {exc!r}")
             log.exception("inventory of %s failed", self.backend.name)
-
-    def active_jobs(self) -> list[JobRecord]:
-        where, found, after = JobFilter(states=ACTIVE), [], None
-        while True:
-            page = self.store.list_jobs(where, limit=PAGE, after=after)
-            found.extend(page.items)
-            if page.next_after is None:
-                return found
-            after = page.next_after
 
     def _run_as(self, rec: JobRecord) -> RunAs | None:
         if self.accounts is None:
