@@ -55,8 +55,8 @@ from rota.control.idle import IdleWatch
 from rota.control.launcher import Launcher
 from rota.control.runspec import RunSpec, parse_run
 from rota.control.verdict import JobView, Verdict, judge
-from rota.core import MILLI, End, InvalidSpec, JobState
-from rota.store import JobRecord, Move, Store
+from rota.core import MILLI, End, IllegalTransition, InvalidSpec, JobState
+from rota.store import Conflict, JobRecord, Move, NotFound, Store
 
 log = logging.getLogger("rota.control")
 KILL_MARGIN_S = 2.0  # after a stop's grace, SIGKILL whatever still runs this much later
