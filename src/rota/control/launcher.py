@@ -111,30 +111,27 @@ class Launcher:
         """Start launching the SCHEDULED jobs ``recs`` (those not in flight already) and
         return at once; their outcomes come from ``landed``. Called by one thread (the
         control loop's)."""
-        todo, known = [], []
-        for rec in recs:
-            if rec.id in self._in_flight:
-                continue
-            self._in_flight.add(rec.id)
-            if rec.cancel_requested:
-                known.append(Launched(rec, verdict=Verdict(
-                    JobState.CANCELLED, reason="cancelled on request", end=End.CANCELLED)))
-            else:
-                todo.append(rec)
-        now, prepared = self._unpacked(todo)
-        waiting = {r.id for r in todo} - {r.id for r in now} - {
-            p.rec.id for p in prepared}
-        self._in_flight -= waiting  # left SCHEDULED until their unpack ends
+        fresh = [r for r in recs if r.id not in self._in_flight]
+        cancelled = [Launched(r, verdict=Verdict(JobState.CANCELLED, reason="cancelled on "
+                                                 "request", end=End.CANCELLED))
+                     for r in fresh if r.cancel_requested]
+        now, prepared = self._unpacked([r for r in fresh if not r.cancel_requested])
+        ready = [p for p in prepared if isinstance(p, _Ready)]
+        known = [*cancelled, *(p for p in prepared if isinstance(p, Launched))]
+        # from here on each job in flight gets its outcome (jobs still unpacking are not)
+        self._in_flight.update(o.rec.id for o in (*known, *ready))
+        self._in_flight.update(r.id for r in now)
         with self._changed:
-            self._waiting += len(known) + len(now) + len(prepared)
+            self._waiting += len(known) + len(ready) + len(now)
         for outcome in known:
             self._land(outcome)
-        ready = [p for p in prepared if isinstance(p, _Ready)]
-        for p in prepared:
-            if isinstance(p, Launched):
-                self._land(p)
-        if now or ready:
+        if not (now or ready):
+            return
+        try:
             self._rounds.submit(self._round, now, ready)
+        except RuntimeError as exc:  # closed: nothing was started
+            for rec in (*now, *(r.rec for r in ready)):
+                self._land(Launched(rec, error=repr(exc)))
 
     def landed(self) -> list[Launched]:
         """The outcomes known since the last call; their jobs are no longer in flight."""

@@ -157,7 +157,7 @@ class ControlLoop:
                 return
             try:
                 self.reconciler.land(now, PassReport(), wait=True)
-            except Exception:  # the next start finds them (``Reconciler``)
+            except Exception:  # the next start launches them again, finding their attempts
                 log.exception("recording the last launches failed")
 
     def _run(self) -> None:
@@ -220,9 +220,9 @@ class ControlLoop:
     def _land(self, now: float, report: PassReport, wait: bool) -> None:
         try:
             self.reconciler.land(now, report, wait)
-        except Exception as exc:  # the landed launches are lost to this process: the next
-            report.errors.append(f"launch: {exc!r}")  # restart finds them (``Reconciler``)
-            log.exception("recording launches failed")
+        except Exception as exc:  # their jobs are still SCHEDULED without a handle: the
+            report.errors.append(f"launch: {exc!r}")  # next pass launches them again, which
+            log.exception("recording launches failed")  # finds the attempts that started
 
     def _measured(self, began: float, report: PassReport) -> None:
         if self.metrics is None or self._seen is None:
