@@ -155,7 +155,8 @@ def pct(values: list[float], q: float) -> float:
 
 
 def clear(api: KubeApi, namespace: str) -> None:
-    api.request("DELETE", pods_path(namespace), body={"gracePeriodSeconds": 0})
+    # deleting 10,000 Pods takes the loaded API server longer than a request's usual 30 s
+    api.request("DELETE", pods_path(namespace), body={"gracePeriodSeconds": 0}, timeout=600.0)
     wait(lambda: not api.list(pods_path(namespace), limit=1).items, "the Pods to be deleted",
          600)
 
@@ -266,6 +267,7 @@ def main() -> None:
                     helper.terminate()
                     helper.wait(30)
             results.append({**result, "scheduler": scheduler})
+            progress(f"{scheduler}: {json.dumps(results[-1])}")  # kept if a later one fails
             clear(api, run)
             load.append(os.getloadavg()[0])
     finally:
