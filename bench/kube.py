@@ -50,7 +50,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from rota.backends.kube.api import NODES, KubeApi, connect, pods_path  # noqa: E402
+from rota.backends.kube.api import NODES, KubeApi, KubeError, connect, pods_path  # noqa: E402
 
 BENCH_LABEL = "rota.dev/bench"
 UNTHROTTLED = "bench-unthrottled"
@@ -155,9 +155,15 @@ def pct(values: list[float], q: float) -> float:
 
 
 def clear(api: KubeApi, namespace: str) -> None:
-    api.request("DELETE", pods_path(namespace), body={"gracePeriodSeconds": 0})
-    wait(lambda: not api.list(pods_path(namespace), limit=1).items, "the Pods to be deleted",
-         600)
+    def deleted() -> bool:
+        try:
+            api.request("DELETE", pods_path(namespace), body={"gracePeriodSeconds": 0},
+                        timeout=120.0)
+        except KubeError as exc:  # a loaded API server ends a long collection delete at its
+            progress(f"deleting the Pods: {exc}; asking again")  # request timeout (60 s)
+            return False
+        return not api.list(pods_path(namespace), limit=1).items
+    wait(deleted, "the Pods to be deleted", 900)
 
 
 def wait(predicate, what: str, timeout_s: float) -> Any:
@@ -266,6 +272,7 @@ def main() -> None:
                     helper.terminate()
                     helper.wait(30)
             results.append({**result, "scheduler": scheduler})
+            progress(f"{scheduler}: {json.dumps(results[-1])}")  # kept if a later one fails
             clear(api, run)
             load.append(os.getloadavg()[0])
     finally:

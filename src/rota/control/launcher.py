@@ -16,18 +16,31 @@ it) or the verdict that ends or requeues it. Steps, each over all the jobs toget
 
 Steps 1, 2 and 4 run on a pool of threads: they wait on disks and on the backend (a spawner,
 ``sbatch``, the Kubernetes API), so that hundreds of launches of one pass do not wait for each
-other. The caller records the handles (one transaction for all: ``Reconciler``).
+other.
+
+Launches are pipelined with the passes: ``submit(recs)`` hands the jobs to the pool and
+returns at once, and each job's outcome is collected by ``landed()`` as soon as it is known,
+whatever the other launches of its pass are doing; ``settle()`` waits for every launch
+submitted. The caller records the outcomes (one transaction for all that landed:
+``Reconciler``); until a job's outcome is taken by ``landed()`` it is in ``in_flight``, and
+the caller leaves it alone (it is neither launched again nor judged). A launch that failed
+for a reason nobody foresaw (a bug, the store unreachable for the tokens) lands with its
+``error``: nothing is known of it, so the job stays SCHEDULED and the next pass launches it
+again, which finds an attempt that had started (step 2).
 
 A job whose working directory is still to be unpacked from an upload (seconds per GiB) is
 prepared on a pool of its own, outside any pass: the pass that first sees it starts the unpack
 and goes on without it (the job stays SCHEDULED), and the first pass after the unpack ended
-launches it (``on_ready`` wakes the loop for that). A control plane that dies meanwhile
+launches it (``on_ready`` wakes the loop for that, as it does when the last launch under way
+has landed). A control plane that dies meanwhile
 unpacks again after its restart (``prepare_workdir`` moves a finished directory into place in
 one rename), so no pass ever waits for an archive.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +54,7 @@ from rota.control.verdict import Verdict
 from rota.core import End, InvalidSpec, JobState
 from rota.store import JobRecord, Store
 
+log = logging.getLogger("rota.control")
 LAUNCH_FAILED = "launch failed"
 MAX_LAUNCH_FAILURES = 3
 WORKERS = 32  # launches of one pass at once: Pod bindings wait on the API server
@@ -49,11 +63,13 @@ UNPACKERS = 2  # archives unpacked at once, outside the passes
 
 @dataclass(frozen=True, slots=True)
 class Launched:
-    """What became of one job: its attempt's ``handle``, or the ``verdict`` that moves it."""
+    """What became of one job: its attempt's ``handle``, the ``verdict`` that moves it, or the
+    ``error`` that left it as it was (to be launched again)."""
 
     rec: JobRecord
     handle: Handle | None = None
     verdict: Verdict | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,35 +90,106 @@ class Launcher:
         self.account, self.api_url, self.api_ca_file = account, api_url, api_ca_file
         self.on_ready = on_ready
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="rota-launch")
+        self._rounds = ThreadPoolExecutor(1, thread_name_prefix="rota-launch-round")
         self._unpacker = ThreadPoolExecutor(UNPACKERS, thread_name_prefix="rota-unpack")
         self._unpacking: dict[tuple[str, int], Future] = {}  # (job, attempt) -> its prepare
+        self._in_flight: set[str] = set()  # submitted, outcome not taken by ``landed`` yet
+        self._outcomes: list[Launched] = []  # known, not taken yet
+        self._waiting = 0  # submitted launches whose outcome is not known yet
+        self._changed = threading.Condition()
 
     def close(self) -> None:
+        self._rounds.shutdown(wait=True)
         self._pool.shutdown(wait=True)
         self._unpacker.shutdown(wait=True, cancel_futures=True)
 
-    def launch(self, recs: Iterable[JobRecord]) -> list[Launched]:
-        out: list[Launched] = []
-        todo = []
-        for rec in recs:
-            if rec.cancel_requested:
-                out.append(Launched(rec, verdict=Verdict(
-                    JobState.CANCELLED, reason="cancelled on request", end=End.CANCELLED)))
-            else:
-                todo.append(rec)
-        ready: list[_Ready] = []
-        todo, prepared = self._unpacked(todo)
-        for found in [*prepared, *self._pool.map(self._prepare, todo)]:
-            (ready if isinstance(found, _Ready) else out).append(found)  # type: ignore[arg-type]
-        fresh: list[_Ready] = []
-        for r, found in zip(ready, self._pool.map(self._recover, ready)):
-            if isinstance(found, Launched):
-                out.append(found)
-            else:
-                fresh.append(r)
-        tokens = self._tokens(fresh)
-        out.extend(self._pool.map(lambda r: self._start(r, tokens.get(r.rec.id)), fresh))
+    @property
+    def in_flight(self) -> frozenset[str]:
+        return frozenset(self._in_flight)
+
+    def submit(self, recs: Iterable[JobRecord]) -> None:
+        """Start launching the SCHEDULED jobs ``recs`` (those not in flight already) and
+        return at once; their outcomes come from ``landed``. Called by one thread (the
+        control loop's)."""
+        fresh = [r for r in recs if r.id not in self._in_flight]
+        cancelled = [Launched(r, verdict=Verdict(JobState.CANCELLED, reason="cancelled on "
+                                                 "request", end=End.CANCELLED))
+                     for r in fresh if r.cancel_requested]
+        now, prepared = self._unpacked([r for r in fresh if not r.cancel_requested])
+        ready = [p for p in prepared if isinstance(p, _Ready)]
+        known = [*cancelled, *(p for p in prepared if isinstance(p, Launched))]
+        # from here on each job in flight gets its outcome (jobs still unpacking are not)
+        self._in_flight.update(o.rec.id for o in (*known, *ready))
+        self._in_flight.update(r.id for r in now)
+        with self._changed:
+            self._waiting += len(known) + len(ready) + len(now)
+        for outcome in known:
+            self._land(outcome)
+        if not (now or ready):
+            return
+        try:
+            self._rounds.submit(self._round, now, ready)
+        except RuntimeError as exc:  # closed: nothing was started
+            for rec in (*now, *(r.rec for r in ready)):
+                self._land(Launched(rec, error=repr(exc)))
+
+    def landed(self) -> list[Launched]:
+        """The outcomes known since the last call; their jobs are no longer in flight."""
+        with self._changed:
+            out, self._outcomes = self._outcomes, []
+        self._in_flight -= {o.rec.id for o in out}
         return out
+
+    def settle(self, timeout: float | None = None) -> bool:
+        """Wait until every launch submitted has its outcome (False: ``timeout`` passed)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._waiting == 0, timeout)
+
+    def _land(self, outcome: Launched) -> None:
+        """Keep ``outcome`` for ``landed``; once no launch is left under way, wake the loop
+        (``on_ready``) to record them (while launches keep landing, the passes that run
+        anyway record them as they come)."""
+        with self._changed:
+            self._outcomes.append(outcome)
+            self._waiting -= 1
+            self._changed.notify_all()
+            last = self._waiting == 0
+        if last:
+            self.on_ready()
+
+    def _round(self, todo: list[JobRecord], prepared: list[_Ready]) -> None:
+        """Steps 1 to 4 for the jobs of one ``submit``, each outcome landed as it is known."""
+        left = {r.id: r for r in (*todo, *(p.rec for p in prepared))}
+        guard = threading.Lock()  # starts land from the pool's threads
+
+        def land(outcome: Launched) -> None:
+            with guard:
+                if left.pop(outcome.rec.id, None) is None:
+                    return
+            self._land(outcome)
+        try:
+            ready = list(prepared)
+            for found in self._pool.map(self._prepare, todo):
+                if isinstance(found, _Ready):
+                    ready.append(found)
+                else:
+                    land(found)
+            fresh: list[_Ready] = []
+            for r, found in zip(ready, self._pool.map(self._recover, ready)):
+                if isinstance(found, Launched):
+                    land(found)
+                else:
+                    fresh.append(r)
+            tokens = self._tokens(fresh)
+            for r in fresh:
+                future = self._pool.submit(self._start, r, tokens.get(r.rec.id))
+                future.add_done_callback(lambda f, rec=r.rec: land(_outcome(f, rec)))
+        except Exception as exc:  # nothing known of what is left: it is launched again
+            log.exception("launching %d job(s) failed", len(left))
+            with guard:
+                unknown = list(left.values())
+            for rec in unknown:
+                land(Launched(rec, error=repr(exc)))
 
     def _unpacked(self, recs: list[JobRecord]) -> tuple[list[JobRecord], list[_Ready | Launched]]:
         """The jobs to prepare in this pass, and those whose unpack has ended since an earlier
@@ -195,6 +282,15 @@ class Launcher:
         except (BackendError, OSError) as exc:
             return Launched(rec, verdict=launch_failed(rec, exc))
         return Launched(rec, handle=handle)
+
+
+def _outcome(future: Future, rec: JobRecord) -> Launched:
+    """What a start's ``future`` came to (``_start`` returns failures it foresaw)."""
+    exc = future.exception()
+    if exc is None:
+        return future.result()
+    log.error("job %s: launch failed", rec.id, exc_info=exc)
+    return Launched(rec, error=repr(exc))
 
 
 def job_env(spec: RunSpec, rec: JobRecord, checkpoints: Path | str | None) -> dict[str, str]:

@@ -9,7 +9,8 @@ One pass (``ControlLoop.step``), in order:
    Intake: a backend that offers work of its own (``Offering``: Kubernetes Pods created with
    ``schedulerName: rota``) has its new offers submitted as pending jobs
    (``rota.control.intake``).
-1. Reconcile: every job the store says holds resources (SCHEDULED, RUNNING, PREEMPTING) is
+1. Reconcile: every job the store says holds resources (SCHEDULED, RUNNING, PREEMPTING; read
+   in full only where it changed since the last pass: ``Store.held_jobs``) is
    compared with what its backend reports (all of them in one ``poll``), and moved, signalled
    or stopped accordingly (``rota.control.verdict``); a SCHEDULED job that was never launched
    is launched.
@@ -23,9 +24,15 @@ One pass (``ControlLoop.step``), in order:
    project reached its hard budget this month (``rota.control.budgets``), are left out of the
    cycle and wait with that reason, holding nothing. Wait explanations that did not
    change since the last pass are not written again.
-4. Launch: every job bound in step 3 is started through the backend, all of them at once
-   (``rota.control.launcher``); their handles are persisted with their moves to RUNNING, in one
-   transaction.
+4. Launch: every job bound in step 3 is handed to the launcher, which starts them through
+   the backend all at once (``rota.control.launcher``) while the next passes go on; each pass
+   first records the launches that ended since the last (their handles with their moves to
+   RUNNING, in one transaction). A job in flight stays SCHEDULED and so holds its devices in
+   every snapshot meanwhile; it is neither judged nor launched again, nor chosen as a victim
+   (a preemption that would evict it is left for a later pass), until its launch is recorded.
+   So a Pod created while a pass's Bindings are still being answered is scheduled by the
+   next pass, not after all of them. ``step()``, the pass that tests and ``start`` run, ends
+   only once its own launches are recorded too.
 
 Passes run on a background thread: after ``wake()`` (a submit or cancel through the API, a
 launch that the backend saw end: ``Backend.watch``) and every ``interval_s`` otherwise. Wake-ups coalesce: many
@@ -68,16 +75,14 @@ from rota.control.intake import Intake
 from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
 from rota.control.reconcile import PassReport, Reconciler
-from rota.core import JobState
+from rota.core import Preempt
 from rota.scheduler import Arrivals, Decisions, Policy, Snapshot, run_cycle
-from rota.store import JobFilter, JobRecord, Store
+from rota.store import JobRecord, Store
 
 if TYPE_CHECKING:  # the metrics are composed in only by ``rota up``
     from rota.control.metrics import Metrics
 
 log = logging.getLogger("rota.control")
-ACTIVE = frozenset({JobState.SCHEDULED, JobState.RUNNING, JobState.PREEMPTING})
-PAGE = 1000
 MAX_REST_S = 1.0
 
 
@@ -130,18 +135,30 @@ class ControlLoop:
         self._wakeup.set()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Finish the current pass and stop; release the lease. Jobs keep running: the next
-        start adopts them."""
+        """Finish the current pass and the launches under way, record them while this process
+        may still act, and stop; release the lease. Jobs keep running: the next start adopts
+        them (and launches again, finding its attempt, a job whose launch was not recorded)."""
         self._halt.set()
         self._wakeup.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
             self._thread = None
         self.backend.unwatch()
+        self._land_all()
         self.reconciler.launcher.close()
         if self.lease is not None:
             with self._step_lock:
                 self.lease.release()
+
+    def _land_all(self) -> None:
+        with self._step_lock:
+            now = self.clock.now()
+            if self.lease is not None and not self.lease.ensure(now):
+                return
+            try:
+                self.reconciler.land(now, PassReport(), wait=True)
+            except Exception:  # the next start launches them again, finding their attempts
+                log.exception("recording the last launches failed")
 
     def _run(self) -> None:
         period = self.interval_s
@@ -154,7 +171,7 @@ class ControlLoop:
                 break
             began = time.monotonic()
             try:
-                self.step()
+                self._pass(settle=False)
                 self.last_error = None
             except Exception as exc:  # a bad pass must not end the loop: the next one retries
                 self.last_error = repr(exc)
@@ -166,7 +183,11 @@ class ControlLoop:
     # -- one pass ----------------------------------------------------------------------------
 
     def step(self) -> PassReport:
-        """One pass (see the module docstring), at ``clock.now()``."""
+        """One pass (see the module docstring), at ``clock.now()``, ended once the launches
+        it started are recorded."""
+        return self._pass(settle=True)
+
+    def _pass(self, settle: bool) -> PassReport:
         with self._step_lock:
             began = time.perf_counter()
             now = self.clock.now()
@@ -176,26 +197,32 @@ class ControlLoop:
                     self._halt.set()
                     self.on_lease_lost()
                 return report
+            self._land(now, report, wait=False)                     # 4, of earlier passes
             self._sync_inventory(now, report)                                       # 0
             try:
                 self.intake.take(now)
             except Exception as exc:  # the offers wait for the next pass
                 report.errors.append(f"intake: {exc!r}")
                 log.exception("intake of %s's offers failed", self.backend.name)
-            self.reconciler.reconcile(self.active_jobs(), now, report)              # 1
+            self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
             if report.faults:  # a node or GPU failed: the cycle must see it before placing
                 self._sync_inventory(now, report, force=True)
             self.reconciler.flush_usage(now)                                        # 2
             bound = self._schedule(now)                                             # 3
             if bound:                                                               # 4
-                try:
-                    self.reconciler.launch(self.store.get_jobs(list(bound)), now, report)
-                except Exception as exc:
-                    report.errors.append(f"launch: {exc!r}")
-                    log.exception("launching %d job(s) failed", len(bound))
+                self.reconciler.launch(self.store.get_jobs(list(bound)))
+            if settle:
+                self._land(now, report, wait=True)
             self.passes += 1
             self._measured(began, report)
             return report
+
+    def _land(self, now: float, report: PassReport, wait: bool) -> None:
+        try:
+            self.reconciler.land(now, report, wait)
+        except Exception as exc:  # their jobs are still SCHEDULED without a handle: the
+            report.errors.append(f"launch: {exc!r}")  # next pass launches them again, which
+            log.exception("recording launches failed")  # finds the attempts that started
 
     def _measured(self, began: float, report: PassReport) -> None:
         if self.metrics is None or self._seen is None:
@@ -211,15 +238,6 @@ class ControlLoop:
         except Exception as exc:  # schedule on the last known inventory meanwhile
             report.errors.append(f"inventory: {exc!r}")
             log.exception("inventory of %s failed", self.backend.name)
-
-    def active_jobs(self) -> list[JobRecord]:
-        where, found, after = JobFilter(states=ACTIVE), [], None
-        while True:
-            page = self.store.list_jobs(where, limit=PAGE, after=after)
-            found.extend(page.items)
-            if page.next_after is None:
-                return found
-            after = page.next_after
 
     def _run_as(self, rec: JobRecord) -> RunAs | None:
         if self.accounts is None:
@@ -263,7 +281,8 @@ class ControlLoop:
         self._written_waits = {j: w for j, w in self._written_waits.items() if j in pending}
         waits = [w for w in (*decisions.waits, *held.waits)
                  if self._written_waits.get(w.job) != hash((w.reasons, w.estimated_start))]
-        todo = Decisions(binds=decisions.binds, preemptions=decisions.preemptions,
+        todo = Decisions(binds=decisions.binds,
+                         preemptions=_sparing(decisions.preemptions, self.reconciler.in_flight),
                          rejects=[*decisions.rejects, *held.rejects], waits=waits)
         if not (todo.changes_anything or todo.waits):
             return ()
@@ -277,6 +296,15 @@ class ControlLoop:
         if result.stale:
             log.info("dropped stale decisions: %s", dict(result.stale))
         return result.bound
+
+
+def _sparing(preemptions: list[Preempt], flying: frozenset[str]) -> list[Preempt]:
+    """The preemptions but those of a preemptor that would evict a job whose launch is in
+    flight: its victims are chosen again by a later pass, once that launch is recorded."""
+    if not flying:
+        return preemptions
+    spared = {p.by for p in preemptions if p.job in flying}
+    return [p for p in preemptions if p.by not in spared]
 
 
 class _Timer:

@@ -19,10 +19,14 @@ that the scheduler counts what is really taken and ``rota show`` says where the 
 Launch (``rota.control.launcher``, all bound jobs of a pass at once): attempt ``n`` of a job is
 its ``attempts`` column; ``backend.launch(..., attempt=n)`` never starts an attempt twice, so a
 job found SCHEDULED after a restart (bound, maybe launched, handle never saved) is launched
-through the same steps and adopted if it had started. The handles of a pass's launches are
-recorded together; a launch that cannot be recorded is stopped, so nothing runs unrecorded. A stored handle of an earlier attempt (a job requeued and bound again) is not the
-job's: it is ignored. A job being preempted or cancelled without a handle of its current
-attempt is looked for with ``backend.recover`` first, so that nothing it started runs on.
+through the same steps and adopted if it had started. Launches run while later passes go on:
+a job in flight (``in_flight``) keeps its SCHEDULED state, and with it its devices in every
+snapshot, and is neither judged nor launched again until ``land`` has recorded what became
+of it. The handles that landed since the last pass are recorded together; a launch that
+cannot be recorded is stopped, so nothing runs unrecorded. A stored handle of an earlier
+attempt (a job requeued and bound again) is not the job's: it is ignored. A job being
+preempted or cancelled without a handle of its current attempt is looked for with
+``backend.recover`` first, so that nothing it started runs on.
 
 Restart budget: ``attempts`` counts every requeue, ``failures`` those that spend the budget;
 requeues after a preemption do not, every other one (a failed run, a failed
@@ -51,8 +55,8 @@ from rota.control.idle import IdleWatch
 from rota.control.launcher import Launcher
 from rota.control.runspec import RunSpec, parse_run
 from rota.control.verdict import JobView, Verdict, judge
-from rota.core import MILLI, End, InvalidSpec, JobState
-from rota.store import JobRecord, Move, Store
+from rota.core import MILLI, End, IllegalTransition, InvalidSpec, JobState
+from rota.store import Conflict, JobRecord, Move, NotFound, Store
 
 log = logging.getLogger("rota.control")
 KILL_MARGIN_S = 2.0  # after a stop's grace, SIGKILL whatever still runs this much later
@@ -98,8 +102,11 @@ class Reconciler:
     # -- reconcile ---------------------------------------------------------------------------
 
     def reconcile(self, recs: list[JobRecord], now: float, report: PassReport) -> None:
-        """Every active job: launched ones observed together (one ``poll``), then each judged
-        and its verdict carried out; one job's fault does not stop the others."""
+        """Every active job but those in flight: launched ones observed together (one
+        ``poll``), then each judged and its verdict carried out; one job's fault does not stop
+        the others. Jobs never launched are handed to the launcher (``land`` records them)."""
+        flying = self.in_flight
+        recs = [r for r in recs if r.id not in flying]
         observed = self._observe([r for r in recs if current_handle(r) is not None])
         running = [(rec, observed[rec.id][0]) for rec in recs if rec.state is JobState.RUNNING
                    and rec.id in observed and observed[rec.id][1].state is ReplicaState.RUNNING]
@@ -120,7 +127,7 @@ class Reconciler:
                 log.exception("job %s: reconcile failed", rec.id)
         self.flush(report)
         if unlaunched:
-            self.launch(unlaunched, now, report)
+            self.launch(unlaunched)
 
     def _judge(self, rec: JobRecord, handle: Handle, status: Status, now: float,
                report: PassReport) -> None:
@@ -271,15 +278,30 @@ class Reconciler:
 
     # -- launch ------------------------------------------------------------------------------
 
-    def launch(self, recs: list[JobRecord], now: float, report: PassReport) -> None:
-        """Start SCHEDULED jobs (``rota.control.launcher``) and record their handles, moving
-        them to RUNNING, in one transaction."""
+    def launch(self, recs: list[JobRecord]) -> None:
+        """Start launching SCHEDULED jobs (``rota.control.launcher``) and return at once;
+        ``land`` records what became of them."""
+        self.launcher.submit(recs)
+
+    @property
+    def in_flight(self) -> frozenset[str]:
+        """The jobs whose launch is under way, not recorded yet: left alone until it is."""
+        return self.launcher.in_flight
+
+    def land(self, now: float, report: PassReport, wait: bool = False) -> None:
+        """Record the launches that ended (with ``wait``: every one under way, once it
+        ended): handles with their moves to RUNNING in one transaction, failures with theirs.
+        A launch that failed unforeseen leaves its job SCHEDULED, to be launched again."""
+        if wait:
+            self.launcher.settle()
         launched = []
-        for outcome in self.launcher.launch(recs):
+        for outcome in self.launcher.landed():
             if outcome.handle is not None:
                 launched.append((outcome.rec, outcome.handle))
             elif outcome.verdict is not None:
                 self._move(outcome.rec, outcome.verdict, report, now)
+            else:
+                report.errors.append(f"launch of job {outcome.rec.id}: {outcome.error}")
         self.flush(report)
         if launched:
             self._launched(launched, now, report)

@@ -37,6 +37,7 @@ from rota.core import (
 from rota.core import Decisions, Snapshot, Usage
 from rota.core.accounting import BudgetStatus, Report, check_budget, tally
 from rota.store import access, accounting, admin, cycle, jobs, lease, submit
+from rota.store.held import HeldCache
 from rota.store.engine import WRITE, display_url, make_engine, migrate, resolve_url
 from rota.store.authcache import DEFAULT_TTL_S, AuthCache
 from rota.store.errors import Conflict, NotFound
@@ -67,6 +68,7 @@ class Store:
         self.revision = migrate(self._engine)
         self._auth = AuthCache(auth_ttl_s)
         self._jobs = cycle.JobCache()
+        self._held = HeldCache()
         self._fair_use: FairUse | None = None  # read once, cleared by ``put_fair_use``
         self.group: GroupCommit[tuple[Submission, SubmitOptions], JobRecord | Replayed] = \
             GroupCommit(self._write, lambda conn, subs: submit.submit_many(
@@ -400,6 +402,12 @@ class Store:
         def run(conn: Connection) -> list[JobRecord | RotaError]:
             return jobs.transition_many(conn, moves, self.clock())
         return self._retry(run)
+
+    def held_jobs(self) -> list[JobRecord]:
+        """Every job that holds resources (SCHEDULED, RUNNING, PREEMPTING), in id order; read
+        in full only where it changed since the last call (``rota.store.held``)."""
+        with self._read() as conn:
+            return self._held.held(conn)
 
     def get_jobs(self, job_ids: list[str]) -> list[JobRecord]:
         """The jobs that exist among ``job_ids``, in id order."""

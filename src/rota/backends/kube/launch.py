@@ -220,7 +220,7 @@ class Launcher:
                      attempt: int) -> Handle | None:
         """The handle of the offered Pods once all are bound; None when none is bound yet
         (or they are gone: ``start_offered`` says so)."""
-        pods = gang_of(self.cluster.every_pod(), key)
+        pods = self._gang(key)
         if not any(p.node for p in pods):
             return None
         return self._bind_all(job, self._offered_members(job, placement, key), attempt,
@@ -228,7 +228,7 @@ class Launcher:
 
     def _offered_members(self, job: Job, placement: Placement, key: OfferKey) -> list[Member]:
         members = self._members(placement)
-        pods = gang_of(self.cluster.every_pod(), key)
+        pods = self._gang(key)
         if len(pods) != len(members):
             raise InvalidSpec("labels.rota.offer", (
                 f"the Pods offered as this job ({key.text()}) are gone or no longer waiting: "
@@ -237,6 +237,14 @@ class Launcher:
         for m, pod in zip(members, pods):
             m.pod = pod
         return members
+
+    def _gang(self, key: OfferKey) -> list[PodInfo]:
+        """``gang_of`` the cached Pods; a single Pod's offer is looked up by its name (a
+        launch of one Pod must not read all of a cluster's Pods: thousands per pass)."""
+        if key.kind == "pod":
+            pod = self.cluster.pod(key.namespace, key.name)
+            return [pod] if pod is not None and pod.uid == key.uid else []
+        return gang_of(self.cluster.every_pod(), key)
 
     # -- binding -----------------------------------------------------------------------------
 
