@@ -13,7 +13,8 @@ import pytest
 from kubekit import HamiPlugin, watch_deletion
 from rota.backends.base import BackendError, LaunchSpec, ReplicaState
 from rota.backends.kube import hami
-from rota.backends.kube.api import NODES, pods_path, services_path
+from rota.backends.kube.api import NODES, KubeApi, KubeError, pods_path, services_path
+from rota.backends.kube.backend import KubeBackend, KubeConfig
 from rota.core import (
     DeviceShare, GpuRequest, Job, JobId, Placement, ReplicaPlacement, ReplicaRequest,
 )
@@ -68,6 +69,31 @@ def test_a_one_gpu_job_is_one_pod_bound_where_rota_placed_it(cluster):
     # launching the same attempt again creates nothing: the same Pod is the answer
     again = backend.launch(a_job("11"), on((node, whole(3))), SPEC, attempt=0)
     assert again == handle
+
+
+class LostBindingAnswers(KubeApi):
+    """The real API server binds each Pod; the answer to the Binding is lost on the way (a
+    timeout on a loaded server), and a second Binding of the same Pod answers 409."""
+
+    def bind(self, namespace: str, pod: str, uid: str, node: str) -> None:
+        super().bind(namespace, pod, uid, node)
+        raise KubeError(0, "Unreachable", "read timed out")
+
+
+def test_a_binding_whose_answer_is_lost_is_read_back_and_the_pods_are_kept(cluster):
+    a, b = cluster.add_node("a"), cluster.add_node("b")
+    backend = KubeBackend(KubeConfig(namespace=cluster.namespace, default_image="busybox",
+                                     pod_user="alice", node_selector=cluster.selector),
+                          api=LostBindingAnswers(cluster.api.client))
+    try:
+        handle = backend.launch(a_job("13", replicas=2), on((a, whole(0)), (b, whole(1))),
+                                SPEC, attempt=0)
+    finally:
+        backend.close()
+    made = [pod(cluster, f"rota-13-0-{rank}") for rank in (0, 1)]
+    assert [p["spec"]["nodeName"] for p in made] == [a, b]  # bound where rota placed them
+    assert [r.ref["uid"] for r in handle.replicas] == [p["metadata"]["uid"] for p in made]
+    assert not any(p["metadata"].get("deletionTimestamp") for p in made)  # none removed
 
 
 def test_a_gang_of_two_is_bound_whole_with_rank_0s_address(cluster):

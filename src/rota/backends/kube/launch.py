@@ -14,7 +14,10 @@ Steps of ``Launcher.start`` (each one safe to run again after a crash at any poi
    lock the node (waiting, up to ``lock_wait_s``, while HAMi's device plugin serves another
    Pod), write HAMi's device annotations for an offered Pod and the bind annotations, bind;
    the device plugin releases the lock once it has allocated the devices.
-4. If a bind fails, the gang is removed: every Pod of it that was bound is deleted at once
+4. A Binding that gets no answer, a server error or 409 (bound already) is read back: the
+   server may have bound the Pod and the answer been lost, and a Pod bound where rota placed
+   it is bound (so a user's Pod is never left bound to a node while its job waits again).
+   If a bind fails, the gang is removed: every Pod of it that was bound is deleted at once
    (and, for rota's own Pods, the unbound ones too), the lock of a failed bind released, and
    ``BackendError`` raised, so that the job is requeued and no part of it runs alone.
 
@@ -283,10 +286,26 @@ class Launcher:
                 self.api.merge_patch(f"{pods_path(pod.namespace)}/{pod.name}", {"metadata": {
                     "annotations": annotations, "labels": labels}})
             self.api.bind(pod.namespace, pod.name, pod.uid, node_name)
-        except KubeError:
+        except KubeError as exc:
+            if self._bound_anyway(pod, node_name, exc):
+                return
             if hami_bind:
                 lock.release(self.api, node_name, pod.namespace, pod.name)
             raise
+
+    def _bound_anyway(self, pod: PodInfo, node_name: str, exc: KubeError) -> bool:
+        """Whether a Binding that failed without a refusal (no answer, a server error, or
+        409: bound already) bound the Pod all the same: the server may have bound it and the
+        answer been lost. Read back, a Pod bound to ``node_name`` is bound; otherwise, or if
+        it cannot be read, the Binding failed."""
+        if not (exc.status == 0 or exc.status >= 500 or exc.conflict):
+            return False
+        try:
+            now = self.api.get(f"{pods_path(pod.namespace)}/{pod.name}")
+        except KubeError:
+            return False
+        meta, spec = now.get("metadata") or {}, now.get("spec") or {}
+        return meta.get("uid") == pod.uid and spec.get("nodeName") == node_name
 
     def _lock(self, node: str, pod: PodInfo) -> None:
         deadline = time.monotonic() + self.settings.lock_wait_s
