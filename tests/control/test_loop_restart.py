@@ -18,6 +18,7 @@ from controlkit import drive, python, state_is, submit, wait_until, workdir
 from rota.backends.local import LocalBackend
 from rota.backends.procs import is_running, read_json
 from rota.control import ControlLoop
+from rota.control.reconcile import FLUSH_S
 from rota.core import JobState
 from rota.scheduler import Decisions, Preempt, build_policy
 
@@ -98,6 +99,28 @@ def test_time_the_plane_was_down_is_billed(store, loop, backend, data_dir, clock
     again = restarted(store, backend, data_dir, clock)
     again.step()
     assert store.usage(clock.now())["p"] == pytest.approx(2 * 110, rel=1e-3)
+    (workdir(data_dir, job) / "go").write_text("")
+    drive(again, state_is(store, job, S.SUCCEEDED), "the job to succeed")
+    again.stop()
+
+
+def test_usage_is_stored_every_few_seconds_and_a_crash_loses_none_of_a_running_job(
+        store, loop, backend, data_dir, clock) -> None:
+    job = submit(store, python(RUNNER))
+    loop.step()  # bound and launched at this time
+    began = clock.now()
+    clock.advance(FLUSH_S + 1)
+    loop.step()
+    stored = store.get_job(job).billed_until
+    assert stored == clock.now()
+    clock.advance(FLUSH_S / 4)
+    loop.step()  # a pass soon after: nothing written for the running job
+    assert store.get_job(job).billed_until == stored
+    clock.advance(3)  # then the control plane dies without storing the last passes
+
+    again = restarted(store, backend, data_dir, clock)
+    again.step()  # billed again from what was stored: every second held is counted
+    assert store.usage(clock.now())["p"] == pytest.approx(clock.now() - began, rel=1e-3)
     (workdir(data_dir, job) / "go").write_text("")
     drive(again, state_is(store, job, S.SUCCEEDED), "the job to succeed")
     again.stop()

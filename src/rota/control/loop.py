@@ -159,6 +159,10 @@ class ControlLoop:
                 self.reconciler.land(now, PassReport(), wait=True)
             except Exception:  # the next start launches them again, finding their attempts
                 log.exception("recording the last launches failed")
+            try:
+                self.reconciler.flush_usage(now, force=True)
+            except Exception:  # the next start bills again from what was stored
+                log.exception("storing the last usage failed")
 
     def _run(self) -> None:
         period = self.interval_s

@@ -34,15 +34,20 @@ launch) does.
 
 Usage is billed per pass: GPU-seconds (devices x their share x seconds) of every job holding
 devices since it was last billed, stored per project together with each job's
-``billed_until`` (``Store.bill``, one transaction). A job seen for the first time after a
-restart is billed from its ``billed_until`` (else its ``started_at``), so the time the control
-plane was down is billed; one that ended meanwhile is billed up to when it ended, as its
-backend reports it. A crash loses at most the usage of the pass it interrupted.
+``billed_until`` (``Store.bill``, one transaction) every ``FLUSH_S`` seconds, not every pass
+(the write touches every running job), and when the loop stops. A job seen for the first time
+after a restart is billed from its stored ``billed_until`` (else its ``started_at``), so the
+time the control plane was down is billed, and so is what a crash kept from being stored of a
+job still running; one that ended meanwhile is billed up to when it ended, as its backend
+reports it. A crash loses at most ``FLUSH_S`` seconds of usage of the jobs that ended within
+them (fair share's figures, which decay over hours; the exact accounting of ``rota usage``
+comes from the attempts and loses nothing).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import signal as signals
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +64,7 @@ from rota.core import MILLI, End, IllegalTransition, InvalidSpec, JobState
 from rota.store import Conflict, JobRecord, Move, NotFound, Store
 
 log = logging.getLogger("rota.control")
+FLUSH_S = 10.0  # seconds between two writes of the usage billed
 KILL_MARGIN_S = 2.0  # after a stop's grace, SIGKILL whatever still runs this much later
 
 
@@ -98,6 +104,7 @@ class Reconciler:
         self.billed_until: dict[str, float] = {}
         self.usage: dict[str, float] = {}  # project -> GPU-seconds not yet stored
         self._flushed: dict[str, float] = {}  # job -> billed_until last stored
+        self._flush_at = -math.inf  # when usage was last stored
 
     # -- reconcile ---------------------------------------------------------------------------
 
@@ -331,8 +338,12 @@ class Reconciler:
         if gpus:
             self.usage[rec.job.project] = self.usage.get(rec.job.project, 0.0) + gpus * (now - since)
 
-    def flush_usage(self, now: float) -> None:
-        """Store the usage billed since the last flush and each job's ``billed_until``."""
+    def flush_usage(self, now: float, force: bool = False) -> None:
+        """Store the usage billed since the last flush and each job's ``billed_until``, if
+        ``FLUSH_S`` seconds passed since the last (``force``: at once)."""
+        if not force and now - self._flush_at < FLUSH_S:
+            return
+        self._flush_at = now
         pending, self.usage = self.usage, {}
         billed = {j: t for j, t in self.billed_until.items() if t > self._flushed.get(j, 0.0)}
         if not pending and not billed:
