@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import signal
+import time
 
 import pytest
 
@@ -200,7 +201,7 @@ def finish(cluster, name: str, phase: str, code: int, reason: str) -> None:
 
 def test_a_node_that_goes_not_ready_loses_its_replicas(cluster):
     node = cluster.add_node("a")
-    backend = cluster.backend()
+    backend = cluster.backend(node_lost_after_s=0.0)  # no grace (the next test has one)
     handle = backend.launch(a_job("19"), on((node, whole(0))), SPEC, attempt=0)
     make_not_ready(cluster, node)
     status = wait(lambda: (s := backend.poll([handle])[0]).state is ReplicaState.LOST and s,
@@ -211,15 +212,36 @@ def test_a_node_that_goes_not_ready_loses_its_replicas(cluster):
     assert "Ready is False" in problem
 
 
-def make_not_ready(cluster, node: str) -> None:
+def test_a_node_not_ready_for_less_than_the_grace_keeps_its_replicas_running(cluster):
+    # a blip (a kubelet that misses its heartbeats for a minute) does not cost a running job
+    # its run: only a node NotReady for node_lost_after_s loses its replicas
+    node = cluster.add_node("a")
+    backend = cluster.backend(node_lost_after_s=120.0)
+    handle = backend.launch(a_job("21"), on((node, whole(0))), SPEC, attempt=0)
+    make_not_ready(cluster, node, since=time.time() - 30)
+    wait(lambda: next(n for n in backend.inventory() if n.name == node).problem,
+         "the node's problem")
+    assert state(backend, handle) is ReplicaState.RUNNING
+    make_not_ready(cluster, node, since=time.time() - 150)
+    status = wait(lambda: (s := backend.poll([handle])[0]).state is ReplicaState.LOST and s,
+                  "the replica to be lost once the grace is over")
+    assert f"node {node} is not Ready" in status.replicas[0].reason
+
+
+def make_not_ready(cluster, node: str, since: float | None = None) -> None:
     """Take kwok's annotation off (kwok then leaves the node's status alone) and report the
-    Ready condition False, as a kubelet that lost its runtime would."""
+    Ready condition False, as a kubelet that lost its runtime would (``since``: its
+    ``lastTransitionTime``)."""
     cluster.api.merge_patch(f"{NODES}/{node}", {"metadata": {"annotations": {
         "kwok.x-k8s.io/node": None}}})
-    cluster.api.request("PATCH", f"{NODES}/{node}/status", body={"status": {"conditions": [{
-        "type": "Ready", "status": "False", "reason": "KubeletNotReady",
-        "message": "container runtime is down"}]}},
-        content_type="application/strategic-merge-patch+json")
+    condition = {"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                 "message": "container runtime is down"}
+    if since is not None:
+        condition["lastTransitionTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                        time.gmtime(since))
+    cluster.api.request("PATCH", f"{NODES}/{node}/status",
+                        body={"status": {"conditions": [condition]}},
+                        content_type="application/strategic-merge-patch+json")
 
 
 def test_a_pod_evicted_by_a_drain_is_lost_with_the_eviction(cluster):

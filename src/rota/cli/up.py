@@ -118,6 +118,10 @@ def up(
         None, "--kube-tolerate", metavar="KEY",
         help="kubernetes: a taint key rota's Pods tolerate (repeat) [default: nvidia.com/gpu]; "
              "nodes tainted with others take no job."),
+    kube_node_lost_after: float = typer.Option(
+        300.0, "--kube-node-lost-after", metavar="SECONDS", min=0,
+        help="kubernetes: how long a node may stay NotReady before the jobs on it count as "
+             "lost and are requeued (Kubernetes' own default before it evicts Pods)."),
     detach: bool = typer.Option(False, "--detach", "-d",
                                 help="Run in the background; return once it answers. "
                                      "Stop it with rota down."),
@@ -155,7 +159,8 @@ def up(
     except InvalidSpec as exc:
         fail("--node-file" if node_file else "--gpus", exc)
     options |= _kube_options(backend, kubeconfig, kube_namespace, kube_default_image,
-                             kube_pod_user, kube_tolerate, kube_node_selector)
+                             kube_pod_user, kube_tolerate, kube_node_selector,
+                             kube_node_lost_after)
     try:
         _serve(directory, db, host, port, inventory, chosen, interval, backend, options, tls,
                retention, metrics_at)
@@ -223,19 +228,21 @@ _BACKEND_FIELDS = {"backend": "--backend", "kubeconfig": "--kubeconfig",
 
 def _kube_options(backend: str, kubeconfig: Optional[Path], namespace: str,
                      image: Optional[str], pod_user: Optional[str],
-                     tolerate: Optional[List[str]], node_selector: Optional[str]) -> dict:
+                     tolerate: Optional[List[str]], node_selector: Optional[str],
+                     node_lost_after: float = 300.0) -> dict:
     """The options of the chosen backend (``rota.server.ServerConfig.backend_options``); a
     kubernetes option given with another backend is refused."""
     from rota.cli.app import fail
     given = {"--kubeconfig": kubeconfig, "--kube-namespace": namespace != "rota" or None,
              "--kube-default-image": image, "--kube-pod-user": pod_user,
-             "--kube-tolerate": tolerate, "--kube-node-selector": node_selector}
+             "--kube-tolerate": tolerate, "--kube-node-selector": node_selector,
+             "--kube-node-lost-after": node_lost_after != 300.0 or None}
     if backend != "kubernetes":
         for option, value in given.items():
             if value:
                 fail(option, InvalidSpec("", "is an option of --backend kubernetes"))
         return {}
-    options: dict = {"namespace": namespace}
+    options: dict = {"namespace": namespace, "node_lost_after_s": node_lost_after}
     if kubeconfig is not None:
         options["kubeconfig"] = str(kubeconfig)
     if image is not None:

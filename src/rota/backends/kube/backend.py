@@ -74,6 +74,7 @@ class KubeConfig:
     tolerate: tuple[str, ...] = (GPU_RESOURCE,)
     master_port: int = 29500
     lock_wait_s: float = 60.0
+    node_lost_after_s: float = 300.0  # a NotReady node's replicas are lost after this long
     node_selector: str | None = None  # a label selector: the nodes rota may use (None: all)
 
 
@@ -82,7 +83,7 @@ class KubeBackend:
 
     def __init__(self, config: KubeConfig, api: KubeApi | None = None,
                  clock: Callable[[], float] = time.time) -> None:
-        self.config = config
+        self.config, self.clock = config, clock
         self.api = api or KubeApi(connect(config.kubeconfig))
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -292,7 +293,8 @@ class KubeBackend:
         if kube is None:
             return "is gone from the cluster"
         for p in kube.problems:
-            if p.code is Problem.NOT_READY:
+            if p.code is Problem.NOT_READY and (
+                    p.since is None or self.clock() - p.since >= self.config.node_lost_after_s):
                 return f"is not Ready ({p.detail})"
         return None
 

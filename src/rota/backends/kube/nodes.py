@@ -16,7 +16,7 @@ How each part is read:
   of GPU Feature Discovery's labels ``nvidia.com/gpu.product`` and ``nvidia.com/gpu.memory``;
   without those labels rota cannot tell what the GPUs are and offers none.
 - Schedulable unless cordoned (``spec.unschedulable``), not Ready (the ``Ready`` condition
-  missing, ``False`` or ``Unknown``), or tainted ``NoSchedule`` or ``NoExecute`` with a key
+  missing, ``False`` or ``Unknown``; since its ``lastTransitionTime``, when given), or tainted ``NoSchedule`` or ``NoExecute`` with a key
   rota's Pods do not tolerate (``tolerated``: the keys rota's Pods carry a toleration for; the
   taints Kubernetes itself puts on cordoned and NotReady nodes are reported as those);
   ``problems`` says why, with Kubernetes' own reason.
@@ -31,11 +31,12 @@ naming the field.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from rota.backends.kube import hami
 from rota.backends.kube.names import GFD_MEMORY, GFD_PRODUCT, GPU_RESOURCE, LABEL_RESOURCE_GROUP
+from rota.backends.kube.podinfo import parse_time
 from rota.backends.kube.quantity import milli_value, parse_quantity, value
 from rota.core import DEFAULT_GROUP, GpuDevice, InvalidSpec, Node, NodeName
 
@@ -62,6 +63,7 @@ class NodeProblem:
 
     code: Problem
     detail: str
+    since: float | None = field(default=None, compare=False)  # when it began, if Kubernetes said
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,8 +175,19 @@ def _problems(spec: Mapping[str, Any], status: Mapping[str, Any],
     elif ready.get("status") != "True":
         words = ": ".join(str(ready.get(k)) for k in ("reason", "message") if ready.get(k))
         detail = f"Ready is {ready.get('status')}" + (f" ({words})" if words else "")
-        problems.append(NodeProblem(Problem.NOT_READY, detail))
+        problems.append(NodeProblem(Problem.NOT_READY, detail, _since(ready)))
     return tuple(problems)
+
+
+def _since(condition: Mapping[str, Any]) -> float | None:
+    """A condition's ``lastTransitionTime`` in seconds (None: absent or unreadable)."""
+    when = condition.get("lastTransitionTime", condition.get("last_transition_time"))
+    if hasattr(when, "timestamp"):
+        return when.timestamp()
+    try:
+        return parse_time(when)
+    except InvalidSpec:
+        return None
 
 
 def _hami_devices(annotations: Mapping[str, str]) -> tuple[
