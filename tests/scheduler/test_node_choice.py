@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builders import bound, cluster, codes, decide, devices_of, job, node
-from rota.core import ANY_FLAVOR, Flavor, Snapshot
+from rota.core import Snapshot
 from rota.scheduler import apply_decisions, build_policy, run_cycle
 from rota.scheduler.base import Base
 

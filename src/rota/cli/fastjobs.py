@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 from rota.cli.fast import COUNT, FLAG, VALUE, Usage, parse, talking

@@ -64,7 +64,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from rota.backends.base import Backend, BackendError, RunAs
 from rota.control.accounts import Accounts

@@ -38,8 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from rota.backends.base import (
-    OFFER_LABEL, BackendError, Capabilities, Handle, LaunchSpec, Offer, ReplicaHandle,
-    ReplicaState, Status,
+    OFFER_LABEL, BackendError, Capabilities, Handle, LaunchSpec, Offer, ReplicaHandle, Status,
 )
 from rota.backends.kube.api import NODES, KubeApi, KubeError, connect, pods_path
 from rota.backends.kube.informer import Informer
