@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_support import cycle, ok
+from cli_support import FAST, TYPER, cycle, ok
 from rota.backends.base import Handle, ReplicaHandle
 from rota.backends.local import Proc
 from rota.cli import jobrows
@@ -24,16 +24,6 @@ ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("typer", "rich", "pydantic", "rota.spec", "rota.scheduler")
 # loaded by the fast commands only to say what failed (rota.client.bare)
 DOMAIN = ("rota.core", "rota.client.http", "http.client")
-FAST = ("import sys, json, atexit\n"
-        "where = sys.argv.pop(1)\n"
-        "atexit.register(lambda: open(where, 'w').write(json.dumps(sorted(sys.modules))))\n"
-        "sys.argv[0] = 'rota'\n"
-        "from rota.cli.main import main\n"
-        "main()\n")
-TYPER = ("import sys\n"
-         "sys.argv[0] = 'rota'\n"
-         "from rota.cli.main import typer_main\n"
-         "typer_main()\n")
 
 
 def rota_both(server, tmp_path: Path, *args: str, user: str = "alice", **env: str):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_support import cycle
+from cli_support import FAST, TYPER, cycle
 from rota.backends.base import Handle, ReplicaHandle
 from rota.backends.local import Proc
 from rota.core import JobState
@@ -23,16 +23,6 @@ from rota.core import JobState
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("typer", "rich", "pydantic", "rota.spec.job", "rota.scheduler", "rota.core",
          "rota.client.http", "http.client")
-FAST = ("import sys, json, atexit\n"
-        "where = sys.argv.pop(1)\n"
-        "atexit.register(lambda: open(where, 'w').write(json.dumps(sorted(sys.modules))))\n"
-        "sys.argv[0] = 'rota'\n"
-        "from rota.cli.main import main\n"
-        "main()\n")
-TYPER = ("import sys\n"
-         "sys.argv[0] = 'rota'\n"
-         "from rota.cli.main import typer_main\n"
-         "typer_main()\n")
 
 
 def both(server, tmp_path: Path, *args: str | Path, cwd: Path = ROOT, **env: str):

@@ -15,3 +15,17 @@ def ok(result) -> str:
 def cycle(server) -> None:
     now = server.store.clock()
     server.store.apply(run_cycle(server.store.snapshot(now), build_policy("default"), now), now)
+
+
+# A command line run by ``rota.cli.main.main`` (the fast paths first), writing the modules it
+# loaded to the file named by its first argument; and the same run by the Typer app alone.
+FAST = ("import sys, json, atexit\n"
+        "where = sys.argv.pop(1)\n"
+        "atexit.register(lambda: open(where, 'w').write(json.dumps(sorted(sys.modules))))\n"
+        "sys.argv[0] = 'rota'\n"
+        "from rota.cli.main import main\n"
+        "main()\n")
+TYPER = ("import sys\n"
+         "sys.argv[0] = 'rota'\n"
+         "from rota.cli.main import typer_main\n"
+         "typer_main()\n")
