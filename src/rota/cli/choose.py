@@ -27,6 +27,14 @@ def usable_queues(queues: list[dict], project: str) -> list[str]:
     return [q["name"] for q in queues if q.get("projects") is None or project in q["projects"]]
 
 
+def chosen_queue(usable: list[str]) -> str | None:
+    """The queue rota chooses among ``usable``: ``default``, else the only one (None: no
+    single choice, which the caller asks the user for)."""
+    if DEFAULT in usable:
+        return DEFAULT
+    return usable[0] if len(usable) == 1 else None
+
+
 def project_of(client, given: str | None) -> str:
     if given:
         return given
@@ -44,10 +52,9 @@ def queue_of(client, project: str, given: str | None) -> str:
     if given:
         return given
     usable = usable_queues(client.queues(), project)
-    if DEFAULT in usable:
-        return DEFAULT
-    if len(usable) == 1:
-        return usable[0]
+    chosen = chosen_queue(usable)
+    if chosen is not None:
+        return chosen
     if not usable:
         die(f"--queue: no queue admits project {project}; ask an operator (rota queues shows "
             "who may use each)", EXIT_BAD_INPUT)

@@ -182,12 +182,10 @@ def _project(client, given: str | None) -> str:
 
 def _queue(client, project: str, given: str | None) -> str:
     """``rota.cli.choose.queue_of``, but without a queue to choose: the Typer command."""
-    from rota.cli.choose import DEFAULT, usable_queues
+    from rota.cli.choose import chosen_queue, usable_queues
     if given:
         return given
-    usable = usable_queues(client.queues(), project)
-    if DEFAULT in usable:
-        return DEFAULT
-    if len(usable) != 1:
+    chosen = chosen_queue(usable_queues(client.queues(), project))
+    if chosen is None:
         raise Usage("--queue")
-    return usable[0]
+    return chosen
