@@ -85,9 +85,22 @@ def test_an_idle_service_frees_its_gpu_for_a_queued_batch_job(rota_server, tmp_p
     replica = services(rota_server)["tiny"]["jobs"][0]["id"]
     batch = json.loads(ok(rota(rota_server, "run", "--gpus", "4", "--json", "--", "sleep",
                                "600")))["id"]
-    assert shown(rota_server, batch)["state"] == "pending"  # the replica holds one of four
     until("the batch job to run", lambda: shown(rota_server, batch)["state"] == "running")
-    assert shown(rota_server, replica)["state"] == "cancelled"
+    freed = shown(rota_server, replica)
+    assert freed["state"] == "cancelled"
+    # the replica held one of the four GPUs: the batch job was bound only after it ended (an
+    # order of the store's events, not of moments: under load the replica may go idle before
+    # the batch job is first seen pending, and clocks of one pass differ by milliseconds)
+    ended = first_event(rota_server, replica, "-> cancelled")
+    assert first_event(rota_server, batch, "bound to") > ended
+
+
+def first_event(server, job: str, text: str) -> int:
+    """The id (the store's order) of the job's first event whose message holds ``text``."""
+    found = httpx.get(f"{server.url}/v1/jobs/{job}/events", timeout=30,
+                      headers={"Authorization": f"Bearer {server.token}"})
+    found.raise_for_status()
+    return next(e["id"] for e in found.json() if text in e["message"])
 
 
 def test_a_waking_service_preempts_the_batch_job_that_borrowed_its_gpus(rota_server,
