@@ -35,8 +35,8 @@ class Offering(LocalBackend):
         self.declined.append((offer.key, reason))
 
 
-def an_offer(key: str, queue: str = "q") -> Offer:
-    built = job("x").gpus(1).user("alice").project("p").queue(queue).build()
+def an_offer(key: str, queue: str = "q", gpus: int = 1) -> Offer:
+    built = job("x").gpus(gpus).user("alice").project("p").queue(queue).build()
     return Offer(key=key, job=built, name="offered",
                  run={"command": [sys.executable, "-c", "import time; time.sleep(30)"]})
 
@@ -81,6 +81,29 @@ def test_an_offer_the_store_refuses_is_declined_and_tried_again_later(
     clock.advance(RETRY_S)
     loop.step()
     assert len(offering.declined) == 2
+    loop.stop()
+
+
+def test_a_pending_job_whose_offer_is_no_longer_made_is_cancelled_and_a_running_one_is_not(
+        store, backend, data_dir, clock):
+    offering = Offering(data_dir, backend.node)
+    whole = len(backend.node.devices)  # waits while the first holds one GPU
+    offering.waiting = [an_offer("pod:ml/runs@1"), an_offer("pod:ml/waits@2", gpus=whole)]
+    loop = loop_over(store, offering, data_dir, clock)
+    drive(loop, lambda: len(offered_jobs(store)) == 2, "the offers to become jobs")
+    by_key = {dict(r.job.labels)[OFFER_LABEL]: r.id for r in offered_jobs(store)}
+    runs, waits = by_key["pod:ml/runs@1"], by_key["pod:ml/waits@2"]
+    drive(loop, state_is(store, runs, S.RUNNING), "the offered job that fits to run")
+    loop.step()
+    assert store.get_job(waits).state is S.PENDING
+
+    offering.waiting = []  # both Pods gone (or bound): no longer made
+    loop.step()
+    gone = store.get_job(waits)
+    assert gone.state is S.CANCELLED
+    assert gone.reason.startswith("the work offered as this job (pod:ml/waits@2) no longer "
+                                  "waits for rota")
+    assert store.get_job(runs).state is S.RUNNING  # launched: its work is not an offer any more
     loop.stop()
 
 

@@ -144,6 +144,40 @@ def test_a_kubectl_pod_for_rota_waits_in_its_queue_under_its_quota(cluster, up):
     wait(lambda: job_state(server, waiting["id"], "running"), "the second to run in its turn")
 
 
+def test_a_kubectl_pod_deleted_or_evicted_ends_its_job_instead_of_being_placed_again(
+        cluster, up):
+    cluster.add_node("a", gpus=1)
+    cluster.add_node("b", gpus=1)
+    server = up()
+    ns = cluster.namespace
+    server.ok("project", "create", ns)
+    queues = server.root / "queues.yaml"
+    queues.write_text("queues:\n  - name: research\n    quota:\n      any: {nominal: {gpu: 1}}\n")
+    server.ok("queue", "apply", str(queues))
+    for name in ("first", "second"):
+        cluster.api.create(pods_path(ns), kubectl_pod(name, 1, {"rota.dev/queue": "research"}))
+    running = wait(lambda: next((j for j in server.json("ps", "-A") if j["project"] == ns
+                                 and j["state"] == "running"), None), "one of them to run")
+    waiting = wait(lambda: next((j for j in server.json("ps", "-A") if j["project"] == ns
+                                 and j["state"] == "pending"), None), "the other to wait")
+    # the owner deletes the waiting Pod (kubectl delete pod): its job must not keep its place
+    cluster.api.delete(f"{pods_path(ns)}/{waiting['name']}", grace_s=0)
+    gone = wait(lambda: job_state(server, waiting["id"], "cancelled"), "its job to be cancelled")
+    assert "no longer waits for rota" in gone["reason"]
+
+    # kubectl drain evicts the running Pod: a bare Pod does not come back, so its job ends
+    # instead of being placed on the other node, where its launch could only fail
+    drained = server.json("show", running["id"])["placement"][0]["node"]
+    cluster.api.merge_patch(f"{NODES}/{drained}", {"spec": {"unschedulable": True}})
+    cluster.api.create(f"{pods_path(ns)}/{running['name']}/eviction", {
+        "apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": running["name"], "namespace": ns}})
+    ended = wait(lambda: job_state(server, running["id"], "cancelled", "failed"),
+                 "the evicted Pod's job to end")
+    assert ended["state"] == "cancelled" and "no longer waits for rota" in ended["reason"]
+    assert len(ended["history"]) == 1  # never bound again
+
+
 def test_rota_places_around_the_gpus_a_pod_of_another_scheduler_holds(cluster, up):
     node = cluster.add_node("plain", gpus=4)
     cluster.api.create(pods_path(cluster.namespace),

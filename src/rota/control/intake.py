@@ -10,16 +10,24 @@ yet (read once from the store), so that a restart between a submit and the launc
 submits an offer twice. An offer the store refuses (an unknown queue or project) is not
 submitted: the backend is told why (``Offering.decline``, to tell whoever made it), and it is
 tried again ``RETRY_S`` later (the operator may have created the queue meanwhile).
+
+An offered job that is pending while its offer is no longer made (``Intake.withdraw``: its
+Pods were deleted, or evicted or preempted, which they do not come back from, or another
+scheduler bound them) is cancelled, saying so, before the cycle could place it: placing it
+would take GPUs, perhaps by preempting others, for a launch that can only fail. Whoever made
+the work makes it again, and that is a new offer and a new job. An offer no longer made whose
+job is not pending is forgotten: the work it named never waits for rota again.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from typing import Iterable
 
 from rota.backends.base import OFFER_LABEL, Backend, Offering
-from rota.core import JobState, RotaError
-from rota.store import JobFilter, Store, Submission
+from rota.core import Job, JobState, RotaError
+from rota.store import JobFilter, Move, Store, Submission
 
 log = logging.getLogger("rota.control")
 UNFINISHED = frozenset({JobState.PENDING, JobState.SCHEDULED, JobState.RUNNING,
@@ -33,12 +41,15 @@ class Intake:
         self.store, self.backend = store, backend
         self._known: dict[str, str] | None = None  # offer key -> job id
         self._declined: dict[str, float] = {}  # offer key -> when to try it again
+        self._offered: set[str] | None = None  # the keys made in this pass's ``take``
 
     def take(self, now: float) -> list[str]:
         """Submit the new offers; the ids of the jobs submitted."""
+        self._offered = None
         if not isinstance(self.backend, Offering):
             return []
         offers = self.backend.offers()
+        self._offered = {o.key for o in offers}
         if not offers:
             return []
         known = self._known if self._known is not None else self._read_known()
@@ -65,6 +76,42 @@ class Intake:
             log.info("%d job(s) submitted for work %s offered", len(submitted),
                      self.backend.name)
         return submitted
+
+    def withdraw(self, pending: Iterable[Job]) -> set[str]:
+        """Cancel the ``pending`` jobs whose offer this pass's ``take`` no longer saw made;
+        their ids. Nothing when ``take`` did not complete in this pass."""
+        offered = self._offered
+        if offered is None:
+            return set()
+        gone: dict[str, str] = {}
+        pending_keys: set[str] = set()
+        for job in pending:
+            key = next((v for k, v in job.labels if k == OFFER_LABEL), None)
+            if key is None:
+                continue
+            pending_keys.add(key)
+            if key not in offered:
+                gone[job.id] = key
+        if self._known is not None:
+            self._known = {k: j for k, j in self._known.items()
+                           if k in offered or k in pending_keys}
+        if not gone:
+            return set()
+        moves = [Move(job_id, JobState.CANCELLED, reason=(
+            f"the work offered as this job ({key}) no longer waits for rota: it was deleted, "
+            f"evicted or preempted (which it does not come back from), or bound by another "
+            f"scheduler; whoever made it makes it again, as a new job"))
+            for job_id, key in sorted(gone.items())]
+        done = set()
+        for move, outcome in zip(moves, self.store.transition_many(moves)):
+            if isinstance(outcome, RotaError):  # moved meanwhile: judged as it is now
+                log.info("withdrawn offer of job %s not cancelled: %s", move.job, outcome)
+                continue
+            done.add(move.job)
+        if done:
+            log.info("%d job(s) cancelled: the work %s offered for them is gone", len(done),
+                     self.backend.name)
+        return done
 
     def _read_known(self) -> dict[str, str]:
         known: dict[str, str] = {}

@@ -7,7 +7,8 @@ One pass (``ControlLoop.step``), in order:
    (``rota.control.inventory``); again right after step 1 when it requeued a job for a fault
    of its node or GPU, so that step 3 does not place work there again.
    Intake: a backend that offers work of its own (``Offering``: Kubernetes Pods created with
-   ``schedulerName: rota``) has its new offers submitted as pending jobs
+   ``schedulerName: rota``) has its new offers submitted as pending jobs, and in step 3 the
+   pending jobs whose offers are no longer made are cancelled before the cycle
    (``rota.control.intake``).
 1. Reconcile: every job the store says holds resources (SCHEDULED, RUNNING, PREEMPTING; read
    in full only where it changed since the last pass: ``Store.held_jobs``) is
@@ -274,6 +275,9 @@ class ControlLoop:
         timer = _Timer(self.metrics)
         with timer("snapshot"):
             whole = self.store.snapshot(now)
+        gone = self.intake.withdraw(whole.pending)
+        if gone:  # offered work that no longer waits: cancelled, not placed
+            whole = replace(whole, jobs=tuple(j for j in whole.jobs if j.id not in gone))
         pending = {j.id for j in whole.pending}
         snapshot, held = self._held(whole, now)
         mix = None if self._arrivals is None else self._arrivals.update(whole)
