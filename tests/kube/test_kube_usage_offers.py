@@ -4,6 +4,8 @@ Pod. Tables of cases, no server."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kubekit import hami_devices, node_object
@@ -200,3 +202,24 @@ def test_a_pod_object_reads_as_the_kubelet_counts_its_request():
     assert (info.gpu_cores, info.gpu_memory_mib, info.grace_s) == (40, 10000, 10)
     assert info.annotations == {"hami.io/vgpu-node": "n"}
     assert info.command == ("run", "--x")
+
+
+def test_offers_remembered_from_the_last_look_follow_every_change_of_their_pods():
+    memo: dict = {}
+    a, b = waiting_pod("a"), waiting_pod("b", **{"rota.dev/queue": ""})
+    group = [waiting_pod(f"w-{i}", **GROUP) for i in range(2)]
+    offers, refused = find_offers([a, b, *group], "alice", memo)
+    assert [o.key for o in offers] == ["pod:vision/a@uid-a", "group:vision/ddp@uid-w-0"]
+    assert [r.pods[0].name for r in refused] == ["b"]
+
+    again, refused_again = find_offers([a, b, *group], "alice", memo)
+    assert again == offers and refused_again == refused
+    assert all(x is y for x, y in zip(again, offers))  # made once, not again
+
+    bigger = replace(a, gpus=2)  # the same Pod, changed (a new PodInfo from the watch)
+    fixed = replace(b, labels={"rota.dev/queue": "research"})
+    changed, refused_now = find_offers([bigger, fixed, group[0]], "alice", memo)
+    assert [(o.key, o.job.request.gpu.count) for o in changed] == [
+        ("pod:vision/a@uid-a", 2), ("pod:vision/b@uid-b", 1)]  # the group lost a member
+    assert refused_now == []
+    assert sorted(memo) == ["pod:vision/a@uid-a", "pod:vision/b@uid-b"]  # only what is there

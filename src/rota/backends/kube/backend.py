@@ -47,7 +47,7 @@ from rota.backends.kube.names import (
     ANNOTATION_DEVICES, GPU_RESOURCE, LABEL_GPU_SHARING, LABEL_JOB, LABEL_RESOURCE_GROUP,
 )
 from rota.backends.kube.nodes import Grain, KubeNode, Problem, node_from_kube
-from rota.backends.kube.offers import Refusal, find_offers, gang_of, parse_key
+from rota.backends.kube.offers import Made, Refusal, find_offers, gang_of, parse_key
 from rota.backends.kube.podinfo import PodInfo, pod_info
 from rota.backends.kube.pods import PORT_ANNOTATION
 from rota.backends.kube.status import Gone, replica_status
@@ -90,6 +90,7 @@ class KubeBackend:
         self._mine: dict[str, str] = {}        # uid of a Pod of a known handle -> its job
         self._deleting: dict[str, str] = {}    # uid -> why rota deleted it
         self._gone: dict[str, Gone] = {}       # uid -> its last state, deleted since
+        self._offered: dict[str, Made] = {}    # what the waiting Pods made last time
         self._refused: dict[str, str] = {}     # uid -> the refusal last written on it
         self._check()
         self.nodes: Informer[KubeNode] = Informer(self.api, NODES, self._parse_node,
@@ -351,7 +352,7 @@ class KubeBackend:
     # -- offers ------------------------------------------------------------------------------
 
     def offers(self) -> list[Offer]:
-        found, refusals = find_offers(self.pods.items(), self.config.pod_user)
+        found, refusals = find_offers(self.pods.items(), self.config.pod_user, self._offered)
         for refusal in refusals:
             self._refuse(refusal)
         return found

@@ -21,6 +21,11 @@ deleted, not one rota created itself (those carry ``rota.dev/job``). It becomes 
 The offer's key, ``<kind>:<namespace>/<name>@<uid>`` (kind ``pod`` or ``group``, the uid of
 its first Pod), stays the same while those Pods exist and changes when they are made anew.
 What cannot become a job is a ``Refusal`` naming its Pods and the reason.
+
+``find_offers`` with a ``memo`` (a dict it keeps for its caller, the backend, from one call to
+the next) makes the offer of Pods that did not change since the last call once, not every
+call: every pass asks for the offers, and with thousands of Pods waiting, making each one's
+job again was most of that.
 """
 
 from __future__ import annotations
@@ -70,7 +75,14 @@ def waiting(pod: PodInfo) -> bool:
             and not pod.terminal and LABEL_JOB not in pod.labels)
 
 
-def find_offers(pods: Iterable[PodInfo], user: str) -> tuple[list[Offer], list[Refusal]]:
+Made = tuple[tuple[PodInfo, ...], "Offer | Refusal"]  # the Pods, and what they made
+
+
+def find_offers(pods: Iterable[PodInfo], user: str, memo: dict[str, Made] | None = None
+                ) -> tuple[list[Offer], list[Refusal]]:
+    """The offers of the Pods that wait for rota, and the refusals of those that cannot be
+    jobs; with ``memo``, what Pods equal to the last call's made is taken from there, and
+    ``memo`` then holds this call's."""
     singles: list[PodInfo] = []
     groups: dict[tuple[str, str], list[PodInfo]] = {}
     for pod in pods:
@@ -83,8 +95,11 @@ def find_offers(pods: Iterable[PodInfo], user: str) -> tuple[list[Offer], list[R
             singles.append(pod)
     offers: list[Offer] = []
     refusals: list[Refusal] = []
+    made: dict[str, Made] = {}
+    last = memo or {}
     for pod in sorted(singles, key=lambda p: p.key):
-        _add(OfferKey("pod", pod.namespace, pod.name, pod.uid), [pod], user, offers, refusals)
+        _add(OfferKey("pod", pod.namespace, pod.name, pod.uid), [pod], user, offers, refusals,
+             last, made)
     for (namespace, group), members in sorted(groups.items()):
         members.sort(key=lambda p: p.name)
         size = _group_size(members)
@@ -93,7 +108,10 @@ def find_offers(pods: Iterable[PodInfo], user: str) -> tuple[list[Offer], list[R
         elif len(members) >= size:
             chosen = members[:size]
             _add(OfferKey("group", namespace, group, chosen[0].uid), chosen, user, offers,
-                 refusals)
+                 refusals, last, made)
+    if memo is not None:
+        memo.clear()
+        memo.update(made)
     return offers, refusals
 
 
@@ -124,12 +142,22 @@ def _group_size(members: list[PodInfo]) -> int | str:
 
 
 def _add(key: OfferKey, pods: list[PodInfo], user: str, offers: list[Offer],
-         refusals: list[Refusal]) -> None:
-    try:
-        offers.append(offer_of(key, pods, user))
-    except InvalidSpec as exc:
-        refusals.append(Refusal(tuple(pods), f"{exc.field}: {exc.reason}" if exc.field
-                                else exc.reason))
+         refusals: list[Refusal], last: dict[str, Made], made: dict[str, Made]) -> None:
+    text, these = key.text(), tuple(pods)
+    before = last.get(text)
+    if before is not None and len(before[0]) == len(these) and all(
+            a is b or a == b for a, b in zip(before[0], these)):
+        outcome = before[1]
+    else:
+        try:
+            outcome = offer_of(key, pods, user)
+        except InvalidSpec as exc:
+            outcome = Refusal(these, f"{exc.field}: {exc.reason}" if exc.field else exc.reason)
+    made[text] = (these, outcome)
+    if isinstance(outcome, Refusal):
+        refusals.append(outcome)
+    else:
+        offers.append(outcome)
 
 
 def offer_of(key: OfferKey, pods: list[PodInfo], user: str) -> Offer:
