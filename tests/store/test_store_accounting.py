@@ -174,7 +174,7 @@ def test_attempts_recorded_before_models_were_stored_read_them_from_the_inventor
         store, clock, db_url):
     two_models(store)
     clock.t = T0
-    job = run(store, clock, submission(1), [("n2", [(2, 1000)])])
+    run(store, clock, submission(1), [("n2", [(2, 1000)])])
     engine = create_engine(db_url)
     try:
         with engine.begin() as conn:
@@ -182,6 +182,31 @@ def test_attempts_recorded_before_models_were_stored_read_them_from_the_inventor
     finally:
         engine.dispose()
     assert rows(store.report(T0, T0 + H, ["model"], T0 + H)[0]) == {("A100-40GB",): 1.0}
+
+
+def test_a_budget_counts_ended_attempts_once_and_running_ones_up_to_now_as_the_report_does(
+        store, clock):
+    week(two_models(store), clock)  # in November 2026: p 5.5 GPU-hours, q 5.0 (b still runs)
+    store.set_budget("p", soft=100, hard=None)
+    store.set_budget("q", soft=100, hard=None)
+    for now in (T0 + 6 * H, T0 + 11 * H):
+        report, _ = store.report(*month_bounds(now)[:2], ["project"], now=now)
+        used = {p: s.used_gpu_hours for p, s in store.budget_status(now).items()}
+        assert used == pytest.approx({key[0]: v for key, v in rows(report).items()})
+    assert used == pytest.approx({"p": 5.5, "q": 10.0})  # b: 2 x 0.5 GPU x 10 h by then
+
+
+def test_an_attempt_over_a_months_end_counts_in_each_month_for_its_part(store, clock):
+    two_models(store)
+    december = datetime(2026, 12, 1, tzinfo=timezone.utc).timestamp()
+    clock.t = december - 3 * H
+    job = run(store, clock, submission(2), [("n1", [(0, 1000), (1, 1000)])])
+    store.set_budget("p", soft=100, hard=None)
+    assert store.budget_status(december + H)["p"].used_gpu_hours == pytest.approx(2.0)  # runs
+    clock.t = december + 2 * H
+    end(store, job)
+    assert store.budget_status(december - H / 2)["p"].used_gpu_hours == pytest.approx(6.0)
+    assert store.budget_status(december + 5 * H)["p"].used_gpu_hours == pytest.approx(4.0)
 
 
 def test_month_bounds_are_calendar_months_in_utc():

@@ -3,6 +3,7 @@ build exactly the tables ``rota.store.schema`` declares; URLs and paths resolve 
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -15,23 +16,23 @@ from sqlalchemy import create_engine, inspect, text
 from rota.core import InvalidSpec
 from rota.store import Store
 from rota.store.engine import MIGRATIONS, resolve_url
-from rota.store.schema import job_events, metadata
+from rota.store.schema import attempts, job_events, metadata
 from storekit import seed, submission
 
 TABLES = {"projects", "users", "memberships", "api_tokens", "flavors", "queues", "nodes", "jobs",
           "attempts", "idle_policies", "idempotency_keys", "fair_use", "idle_spans", "prices",
-          "budgets", "services", "service_models",
+          "budgets", "services", "service_models", "gpu_months",
           "job_events", "usage", "leases", "alembic_version"}
 
 
 def test_opening_an_empty_database_creates_every_table_at_the_head_revision(db_url):
     with Store.open(db_url) as store:
-        assert store.revision == "0011"
+        assert store.revision == "0012"
     engine = create_engine(db_url)
     try:
         assert set(inspect(engine).get_table_names()) == TABLES
         with engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0011"
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0012"
     finally:
         engine.dispose()
 
@@ -102,5 +103,38 @@ def test_revision_0003_counts_the_failures_of_jobs_stored_before_it(db_url):
     finally:
         engine.dispose()
     with Store.open(db_url) as store:
-        assert store.revision == "0011"
+        assert store.revision == "0012"
         assert (store.get_job(job).attempts, store.get_job(job).failures) == (3, 1)
+
+
+def test_revision_0012_adds_up_the_attempts_that_ended_before_it_per_month(db_url):
+    """At 0011: an attempt of 1.5 H100s and half an A100 (2 GPUs) from 1 h before December
+    to 2 h into it, and one stored before ``gpus`` was, of one GPU for 3 h in December."""
+    december = datetime(2026, 12, 1, tzinfo=timezone.utc).timestamp()
+    with Store.open(db_url) as store:
+        job = seed(store).submit(submission())
+    engine = create_engine(db_url)
+    try:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0011")
+            conn.execute(attempts.insert().values(
+                job=int(job), attempt=0, bound_at=december - 3600, ended_at=december + 7200,
+                reason="", gpus={"H100-80GB": 1500, "A100-40GB": 500}))
+            conn.execute(attempts.insert().values(
+                job=int(job), attempt=1, bound_at=december + 7200, ended_at=december + 18000,
+                reason="", placement=[{"node": "gone", "devices": [[3, 1000, 0]]}]))
+            conn.execute(attempts.insert().values(  # still running: counted when it ends
+                job=int(job), attempt=2, bound_at=december + 18000, reason="",
+                gpus={"H100-80GB": 1000}))
+    finally:
+        engine.dispose()
+    with Store.open(db_url) as store:
+        assert store.revision == "0012"
+        store.set_budget("p", soft=100, hard=None)
+        assert store.budget_status(december - 1)["p"].used_gpu_hours == pytest.approx(2.0)
+        # December: 2 GPUs x 2 h, 1 GPU x 3 h, and the running one's hour by then
+        assert store.budget_status(december + 6 * 3600)["p"].used_gpu_hours == \
+            pytest.approx(8.0)

@@ -8,6 +8,10 @@ What counts (``rota.core.accounting`` does the arithmetic):
   holds, as the inventory said when it was bound (and again when its backend placed it
   elsewhere: ``record_placement``); rows written before that column existed are read from their
   placement and today's inventory (``unknown`` for a device no node reports any more).
+- ``gpu_months``: when an attempt ends, the GPU-seconds it held are added to its project's
+  row of each calendar month its span falls in (``add_ended``); a budget's figure for a month
+  is that row plus the attempts still holding their GPUs (``used_gpu_hours``), so that the
+  control loop, which asks every pass, never reads the month's attempts again.
 - ``idle_spans``: the times an attempt's GPUs were measured idle, read the same way.
 - Unlike the ``usage`` table (fair share's figure, decayed with a half-life), nothing here is
   decayed or sampled: a range's GPU-hours are the sum of what each attempt held in it.
@@ -25,7 +29,9 @@ from sqlalchemy import Connection, and_, delete, insert, or_, select, update
 from rota.core import MILLI
 from rota.core.accounting import Allocation, Budget
 from rota.store.errors import NotFound
-from rota.store.schema import attempts, budgets, idle_spans, jobs, nodes, prices, projects
+from rota.store.schema import (
+    attempts, budgets, gpu_months, idle_spans, jobs, nodes, prices, projects,
+)
 
 UNKNOWN_MODEL = "unknown"
 
@@ -37,6 +43,17 @@ def month_bounds(t: float) -> tuple[float, float, str]:
     start = datetime(day.year, day.month, 1, tzinfo=timezone.utc)
     after = datetime(day.year + day.month // 12, day.month % 12 + 1, 1, tzinfo=timezone.utc)
     return start.timestamp(), after.timestamp(), f"{day.year:04d}-{day.month:02d}"
+
+
+def months_of(since: float, until: float) -> list[tuple[str, float, float]]:
+    """The calendar months (UTC) that ``[since, until)`` falls in: each one's name and the part
+    of the span in it."""
+    out, t = [], since
+    while t < until:
+        _, end, name = month_bounds(t)
+        out.append((name, t, min(end, until)))
+        t = end
+    return out
 
 
 # -- what an attempt holds ---------------------------------------------------------------------
@@ -87,6 +104,60 @@ def _allocations(conn: Connection, row: Any, start: float, end: float | None
     held = row.gpus if row.gpus is not None else gpus_by_model(conn, row.placement)
     return [Allocation(row.project, row.user, row.queue, model, milli / MILLI, start, end)
             for model, milli in sorted(held.items()) if milli > 0]
+
+
+def held_milli(gpus: Mapping[str, int] | None, placement: list[dict[str, Any]] | None) -> int:
+    """The milli-GPUs an attempt holds, all models together: its ``gpus``, else (a row stored
+    before that column) its placement's devices."""
+    if gpus is not None:
+        return sum(int(m) for m in gpus.values())
+    return sum(int(d[1]) for r in placement or () for d in r["devices"])
+
+
+def add_ended(conn: Connection, job: int, attempt: int, project: str, ended_at: float) -> None:
+    """Add what attempt ``attempt`` of job ``job`` (of ``project``), ending at ``ended_at``,
+    held to ``gpu_months``."""
+    row = conn.execute(select(attempts.c.bound_at, attempts.c.gpus, attempts.c.placement)
+                       .where(attempts.c.job == job, attempts.c.attempt == attempt)).first()
+    if row is None:
+        return
+    gpus = held_milli(row.gpus, row.placement) / MILLI
+    if gpus <= 0:
+        return
+    for month, start, end in months_of(row.bound_at, ended_at):
+        this = and_(gpu_months.c.project == project, gpu_months.c.month == month)
+        found = conn.execute(select(gpu_months.c.gpu_seconds).where(this)
+                             .with_for_update()).first()
+        if found is None:
+            conn.execute(insert(gpu_months).values(project=project, month=month,
+                                                   gpu_seconds=gpus * (end - start)))
+        else:
+            conn.execute(update(gpu_months).where(this)
+                         .values(gpu_seconds=found.gpu_seconds + gpus * (end - start)))
+
+
+def used_gpu_hours(conn: Connection, now: float, project_names: Iterable[str]
+                   ) -> dict[str, float]:
+    """GPU-hours each of ``project_names`` used in the calendar month (UTC) of ``now`` up to
+    ``now``: its ``gpu_months`` row (the attempts that ended) and the attempts that hold
+    GPUs now, counted up to ``now``."""
+    names = sorted(set(project_names))
+    start, end, month = month_bounds(now)
+    used = dict.fromkeys(names, 0.0)
+    if not names:
+        return used
+    for project, seconds in conn.execute(
+            select(gpu_months.c.project, gpu_months.c.gpu_seconds)
+            .where(gpu_months.c.month == month, gpu_months.c.project.in_(names))):
+        used[project] += seconds / 3600.0
+    running = (select(jobs.c.project, attempts.c.bound_at, attempts.c.gpus, attempts.c.placement)
+               .join(jobs, jobs.c.id == attempts.c.job)
+               .where(attempts.c.ended_at.is_(None), attempts.c.bound_at < end,
+                      jobs.c.project.in_(names)))
+    for row in conn.execute(running):
+        seconds = max(0.0, min(now, end) - max(row.bound_at, start))
+        used[row.project] += held_milli(row.gpus, row.placement) / MILLI * seconds / 3600.0
+    return used
 
 
 def allocations(conn: Connection, since: float, until: float,

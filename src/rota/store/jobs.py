@@ -220,6 +220,7 @@ def _history(conn: Connection, row: Any, old: JobState, new: JobState, now: floa
         conn.execute(update(attempts).where(this).values(
             ended_at=now, end=str(end or _end_of(old, new)), exit_code=values.get("exit_code"),
             reason=values.get("reason") or ""))
+        accounting.add_ended(conn, row.id, row.attempts, row.project, now)
         conn.execute(update(api_tokens).where(  # the attempt's own token dies with it
             api_tokens.c.user == row.user,
             api_tokens.c.name == JOB_TOKEN.format(job=row.id, attempt=row.attempts),

@@ -42,6 +42,10 @@ Why these tables, and why these shapes:
 - ``prices``: the price of one GPU-hour per GPU model, all in one currency (queues file).
 - ``budgets``: per project, soft and hard limits in GPU-hours per calendar month (UTC), and
   the month whose soft limit it was last warned of.
+- ``gpu_months``: per project and calendar month (UTC), the GPU-seconds its attempts held in
+  that month, added when each attempt ends (an attempt over a month's end adds to both):
+  with the attempts still running, what a budget has used, without reading the month's
+  attempts again (``rota.store.accounting.used_gpu_hours``).
 - ``idle_policies``: operators' idle reclamation defaults, per queue and for all (scope
   ``*``), as ``rota.scheduler.idle.IdlePolicy`` reads them.
 - ``idempotency_keys``: the ``Idempotency-Key`` of a submit, per user, with the job it made
@@ -295,6 +299,14 @@ usage = Table(
            primary_key=True),
     Column("gpu_seconds", Float(precision=53), nullable=False),
     Column("as_of", Time, nullable=False),
+)
+
+gpu_months = Table(  # GPU-seconds of the attempts that ended, per project and month (UTC)
+    "gpu_months", metadata,
+    Column("project", String(NAME), ForeignKey("projects.name", ondelete="CASCADE"),
+           primary_key=True),
+    Column("month", String(7), primary_key=True),  # 2026-11
+    Column("gpu_seconds", Float(precision=53), nullable=False),
 )
 
 leases = Table(

@@ -602,10 +602,7 @@ class Store:
             found = accounting.read_budgets(conn)
             if projects is not None:
                 found = {p: b for p, b in found.items() if p in set(projects)}
-            held = accounting.allocations(conn, start, end, sorted(found)) if found else []
-        used = {p: 0.0 for p in found}
-        for a in held:
-            used[a.project] += a.gpus * a.seconds_in(start, end, now) / 3600.0
+            used = accounting.used_gpu_hours(conn, now, found) if found else {}
         return {p: BudgetStatus(p, budget, month, start, end, used[p])
                 for p, (budget, _) in found.items()}
 
