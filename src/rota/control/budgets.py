@@ -1,8 +1,8 @@
 """Project budgets, carried out: which projects' new jobs wait, and the soft limit's warning.
 
 Each pass, ``BudgetWatch.review`` reads every project's budget and what it used in the
-calendar month (UTC) so far (``Store.budget_status``, exact: from the attempts, jobs still
-running counted up to now) and:
+calendar month (UTC) so far (``Store.budget_status``, exact: the month's total of the attempts
+that ended, kept as each ends, and the attempts still running counted up to now) and:
 
 - returns the projects at or past their hard limit: their pending jobs wait with reason
   ``budget`` (``rota.control.eligibility``), until the month ends or an operator raises or
