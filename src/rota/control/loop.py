@@ -43,6 +43,15 @@ active job's handle (``backend.adopt``): a job still running is kept, one that f
 the control plane was down has its exit code recorded, one whose processes vanished is
 requeued (or failed) per its restart policy. No accepted job is lost: the store holds it.
 
+Early ends (``exited``): a job's own report that its attempt ended (``POST
+/v1/jobs/{id}/exited``, sent by a Slurm batch script before it exits) is handed to the backend
+(``Backend.reported``), which reports the attempt exited from then on; the loop is woken, and
+the report is answered once the pass that took it has launched what it placed and the backend
+has those launches out (``Backend.flush_launches``; Slurm: submitted and released), or after
+``HANDOFF_WAIT_S``. So the job that takes the freed GPUs is queued in Slurm before the
+reporting job lets them go. Every pass also stops the attempts the backend still runs long
+after they reported their end (``Backend.overdue``), and says so in the job's events.
+
 With a ``LeaseKeeper`` (``rota.control.lease``), every pass first makes sure this process
 still holds the database's ``control-loop`` lease, renewing it when due, and the loop wakes at
 least every third of its time to live to do so. A pass that may not act does nothing. A lease
@@ -66,7 +75,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from rota.backends.base import Backend, BackendError, RunAs
+from rota.backends.base import REPORT_TRUST_S, Backend, BackendError, Handle, RunAs
 from rota.control.accounts import Accounts
 from rota.control.budgets import BudgetWatch
 from rota.control import eligibility
@@ -74,16 +83,17 @@ from rota.control.clock import Clock, SystemClock
 from rota.control.intake import Intake
 from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
-from rota.control.reconcile import PassReport, Reconciler
+from rota.control.reconcile import PassReport, Reconciler, current_handle
 from rota.core import Preempt
 from rota.scheduler import Arrivals, Decisions, Policy, Snapshot, run_cycle
-from rota.store import JobRecord, Store
+from rota.store import JobRecord, NotFound, Store
 
 if TYPE_CHECKING:  # the metrics are composed in only by ``rota up``
     from rota.control.metrics import Metrics
 
 log = logging.getLogger("rota.control")
 MAX_REST_S = 1.0
+HANDOFF_WAIT_S = 5.0  # the longest a job's report of its end waits for the pass that takes it
 
 
 class ControlLoop:
@@ -118,6 +128,8 @@ class ControlLoop:
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
         self._step_lock = threading.Lock()
+        self._handoffs: list[threading.Event] = []  # reports waiting for the pass that takes them
+        self._handoff_lock = threading.Lock()
 
     # -- running in the background ---------------------------------------------------------
 
@@ -133,6 +145,29 @@ class ControlLoop:
     def wake(self) -> None:
         """Ask for a pass as soon as possible (coalesced with other requests)."""
         self._wakeup.set()
+
+    def exited(self, job_id: str, attempt: int, exit_code: int,
+               wait_s: float = HANDOFF_WAIT_S) -> bool:
+        """Attempt ``attempt`` of job ``job_id`` says it ended with ``exit_code`` (the module
+        docstring's early ends). True once the pass that took the report has its launches out
+        (or ``wait_s`` passed); False at once when it is not taken: the attempt is not the
+        job's current launch, or the backend takes no such word (its own report of the end
+        counts then, as always)."""
+        try:
+            rec = self.store.get_job(job_id)
+        except NotFound:
+            return False
+        stored = current_handle(rec)
+        if stored is None or rec.attempts != attempt or not rec.state.holds_resources:
+            return False
+        if not self.backend.reported(Handle.from_dict(stored), exit_code):
+            return False
+        taken = threading.Event()
+        with self._handoff_lock:
+            self._handoffs.append(taken)
+        self.wake()
+        taken.wait(wait_s)
+        return True
 
     def stop(self, timeout: float = 30.0) -> None:
         """Finish the current pass and the launches under way, record them while this process
@@ -201,25 +236,63 @@ class ControlLoop:
                     self._halt.set()
                     self.on_lease_lost()
                 return report
-            self._land(now, report, wait=False)                     # 4, of earlier passes
-            self._sync_inventory(now, report)                                       # 0
+            with self._handoff_lock:  # the reports this pass takes (the backend has them)
+                handoffs, self._handoffs = self._handoffs, []
             try:
-                self.intake.take(now)
-            except Exception as exc:  # the offers wait for the next pass
-                report.errors.append(f"intake: {exc!r}")
-                log.exception("intake of %s's offers failed", self.backend.name)
-            self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
-            if report.faults:  # a node or GPU failed: the cycle must see it before placing
-                self._sync_inventory(now, report, force=True)
-            self.reconciler.flush_usage(now)                                        # 2
-            bound = self._schedule(now)                                             # 3
-            if bound:                                                               # 4
-                self.reconciler.launch(self.store.get_jobs(list(bound)))
-            if settle:
-                self._land(now, report, wait=True)
-            self.passes += 1
-            self._measured(began, report)
-            return report
+                return self._steps(now, report, settle, began)
+            finally:
+                self._answer_after_launches(handoffs)
+
+    def _steps(self, now: float, report: PassReport, settle: bool, began: float) -> PassReport:
+        """The steps of a pass (module docstring) that may act."""
+        self._land(now, report, wait=False)                     # 4, of earlier passes
+        self._sync_inventory(now, report)                                       # 0
+        try:
+            self.intake.take(now)
+        except Exception as exc:  # the offers wait for the next pass
+            report.errors.append(f"intake: {exc!r}")
+            log.exception("intake of %s's offers failed", self.backend.name)
+        self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
+        self._stop_overdue(report)
+        if report.faults:  # a node or GPU failed: the cycle must see it before placing
+            self._sync_inventory(now, report, force=True)
+        self.reconciler.flush_usage(now)                                        # 2
+        bound = self._schedule(now)                                             # 3
+        if bound:                                                               # 4
+            self.reconciler.launch(self.store.get_jobs(list(bound)))
+        if settle:
+            self._land(now, report, wait=True)
+        self.passes += 1
+        self._measured(began, report)
+        return report
+
+    def _answer_after_launches(self, handoffs: list[threading.Event]) -> None:
+        """Answer the reports a pass took once its launches are out in the backend."""
+        if not handoffs:
+            return
+
+        def answer() -> None:
+            try:
+                self.backend.flush_launches()
+            except Exception:  # the launches are released later (Slurm: by ``poll``)
+                log.exception("flushing the launches of %s failed", self.backend.name)
+            for taken in handoffs:
+                taken.set()
+        self.reconciler.launcher.then(answer)
+
+    def _stop_overdue(self, report: PassReport) -> None:
+        """Stop the attempts that reported their end but still run in the backend."""
+        try:
+            for handle in self.backend.overdue():
+                log.warning("job %s: attempt %s reported its end, but %s still runs it: "
+                            "stopped", handle.job_id, handle.attempt, self.backend.name)
+                self.backend.cancel(handle, 0.0)
+                self.store.note(handle.job_id, "stopped-after-report", (
+                    f"attempt {handle.attempt} reported its end, but {self.backend.name} "
+                    f"still ran it {REPORT_TRUST_S:.0f} s later: stopped there"))
+        except Exception as exc:  # the next pass asks again
+            report.errors.append(f"overdue: {exc!r}")
+            log.exception("stopping attempts that reported their end failed")
 
     def _land(self, now: float, report: PassReport, wait: bool) -> None:
         try:

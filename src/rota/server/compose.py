@@ -102,7 +102,7 @@ class ControlPlane:
                          workdir_refusal=None if containers else self.accounts.workdir_refusal,
                          on_touch=self.loop.reconciler.idle.touch,
                          metrics=None if self.metrics is None else self.metrics.exposition,
-                         serving=serving)
+                         serving=serving, on_exit=self.loop.exited)
         cert, key = self.config.tls or (None, None)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                                lifespan="off", ssl_certfile=cert,
