@@ -162,6 +162,7 @@ class ControlLoop:
             return False
         if not self.backend.reported(Handle.from_dict(stored), exit_code):
             return False
+        log.info("job %s: attempt %d reported its end (status %d)", job_id, attempt, exit_code)
         taken = threading.Event()
         with self._handoff_lock:
             self._handoffs.append(taken)
