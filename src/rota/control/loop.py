@@ -289,8 +289,8 @@ class ControlLoop:
                             "stopped", handle.job_id, handle.attempt, self.backend.name)
                 self.backend.cancel(handle, 0.0)
                 self.store.note(handle.job_id, "stopped-after-report", (
-                    f"attempt {handle.attempt} reported its end, but {self.backend.name} "
-                    f"still ran it {REPORT_TRUST_S:.0f} s later: stopped there"))
+                    f"attempt {handle.attempt} reported its end, but the {self.backend.name} "
+                    f"backend still ran it {REPORT_TRUST_S:.0f} s later: stopped there"))
         except Exception as exc:  # the next pass asks again
             report.errors.append(f"overdue: {exc!r}")
             log.exception("stopping attempts that reported their end failed")

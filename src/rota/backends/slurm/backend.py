@@ -329,6 +329,7 @@ class SlurmBackend:
                 with self._lock:
                     self._tracked.pop(slurm_id, None)
                 self._landed.pop(slurm_id, None)
+                self.early.forget(slurm_id)
             out.append(status)
         return out
 

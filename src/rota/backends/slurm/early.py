@@ -60,6 +60,11 @@ class EarlyEnds:
         with self._lock:
             return set(self._ends)
 
+    def forget(self, slurm_id: int) -> None:
+        """Slurm said the job ended (``poll``): its own word stands from now on."""
+        with self._lock:
+            self._ends.pop(slurm_id, None)
+
     def due(self, now: float) -> dict[int, EarlyEnd]:
         """The reports older than ``trust_s`` not named before (each is named once)."""
         with self._lock:
