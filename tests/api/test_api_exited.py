@@ -3,6 +3,8 @@ attempt's token and handed to the control plane (``on_exit``)."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -19,9 +21,11 @@ def plane(tmp_path):
     tokens = seed_tenants(store)
     heard: list[tuple[str, int, int]] = []
 
-    def on_exit(job_id: str, attempt: int, status: int) -> bool:
+    def on_exit(job_id: str, attempt: int, status: int) -> Future[None]:
         heard.append((job_id, attempt, status))
-        return True
+        acted: Future[None] = Future()
+        acted.set_result(None)  # the control plane acted on it at once
+        return acted
     client = TestClient(create_app(store, on_exit=on_exit))
     yield store, client, tokens, heard
     store.close()
@@ -96,4 +100,17 @@ def test_without_a_control_plane_to_take_it_the_report_is_not_taken(tmp_path):
     answer = client.post(f"/v1/jobs/{job}/exited", headers=bearer(store.issue_job_token(job, 0)),
                          json={"status": 0})
     assert answer.status_code == 200 and answer.json()["taken"] is False
+    store.close()
+
+
+def test_the_answer_waits_for_the_control_plane_at_most_its_bound(tmp_path):
+    store = Store.open(tmp_path / "db", clock=lambda: 100.0)
+    tokens = seed_tenants(store)
+    never: Future[None] = Future()  # a control plane that never gets to it
+    client = TestClient(create_app(store, on_exit=lambda *report: never, exit_wait_s=0.2))
+    job = running_job(store, client, tokens)
+    answer = client.post(f"/v1/jobs/{job}/exited", headers=bearer(store.issue_job_token(job, 0)),
+                         json={"status": 0})
+    assert answer.status_code == 200 and answer.json()["taken"] is True
+    assert not never.cancelled()
     store.close()

@@ -83,17 +83,14 @@ def test_a_report_frees_the_gpus_and_is_answered_once_the_next_launch_is_out(
     wait_until(state_is(store, first, S.RUNNING), "the first job to run")
     second = submit(store, ["sleep", "60"], gpus=4)                # waits for them
     reporting.held.add(second)
-    answers: list[bool] = []
-    asked = threading.Thread(target=lambda: answers.append(
-        running_loop.exited(first, store.get_job(first).attempts, 3, wait_s=60)))
-    asked.start()
+    answered = running_loop.exited(first, store.get_job(first).attempts, 3)
+    assert answered is not None
     wait_until(lambda: second in reporting.entered, "the next job's launch to begin")
     done = store.get_job(first)
     assert (done.state, done.exit_code) == (S.FAILED, 3)           # ended as reported
-    assert asked.is_alive() and answers == []                     # no answer: launch under way
+    assert not answered.done()                                    # its launch is under way
     reporting.release()
-    asked.join(30)
-    assert answers == [True]
+    answered.result(30)
     assert reporting.order[-2:] == [f"launched {second}", "flushed"]
     wait_until(state_is(store, second, S.RUNNING), "the next job to be recorded running")
 
@@ -102,8 +99,8 @@ def test_a_report_of_an_attempt_that_is_not_the_current_one_is_not_taken(
         store, reporting, running_loop):
     job = submit(store, ["sleep", "60"], gpus=1)
     rec = wait_until(state_is(store, job, S.RUNNING), "the job to run")
-    assert running_loop.exited(job, rec.attempts + 1, 0) is False
-    assert running_loop.exited("no-such-job", 0, 0) is False
+    assert running_loop.exited(job, rec.attempts + 1, 0) is None
+    assert running_loop.exited("no-such-job", 0, 0) is None
     assert reporting.reports == {} and store.get_job(job).state is S.RUNNING
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -100,7 +101,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                on_touch: Callable[[str], None] = lambda job_id: None,
                metrics: Callable[[], bytes] | None = None,
                serving: Serving | None = None,
-               on_exit: Callable[[str, int, int], bool] | None = None) -> FastAPI:
+               on_exit: Callable[[str, int, int], Future[None] | None] | None = None,
+               exit_wait_s: float = 5.0) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
     submitted or cancelled, to wake the control loop; an upload is refused past
     ``max_upload_bytes`` as sent and ``max_unpacked_bytes`` unpacked; ``read_log`` reads jobs' logs from the
@@ -112,8 +114,9 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     (Prometheus's text format) to operators and metrics tokens (no such route without it);
     ``serving`` (``rota.control.serving``) adds services (``rota.api.service_routes``) and the
     OpenAI-compatible gateway (``rota.api.gateway``); ``on_exit(job_id, attempt, status)`` takes
-    an attempt's own report of its end (``ControlLoop.exited``: it returns once the control plane
-    acted on it) and says whether it was taken (none: never)."""
+    an attempt's own report of its end (``ControlLoop.exited``): None when not taken, else a
+    future done once the control plane acted on it, which the answer waits for, at most
+    ``exit_wait_s`` (without ``on_exit`` no report is taken)."""
     clock = clock or store.clock
     app = FastAPI(title="rota", version="0.1.0")
     errors.install(app)
@@ -318,19 +321,26 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         return job_view(store.record_checkpoint(job_id, who.attempt))
 
     @app.post("/v1/jobs/{job_id}/exited")
-    def exited(job_id: str, body: ExitedBody, who: Principal = Depends(principal)
-               ) -> dict[str, Any]:
+    async def exited(job_id: str, body: ExitedBody, who: Principal = Depends(principal)
+                     ) -> dict[str, Any]:
         """The job's running attempt ended with ``status``: sent by the attempt itself (a
         Slurm batch script, after its replicas ended and before it exits), with its own token;
         any other token is refused (403). Answered once the control plane has acted on it:
         the attempt counts as ended, and what it placed on the freed GPUs is launched
-        (``taken``: false when the control plane leaves it to its backend to see the end)."""
-        visible_job(job_id, who)
+        (``taken``: false when the control plane leaves it to its backend to see the end).
+        The wait holds no worker thread: every running job may be waiting at once."""
+        await run_in_threadpool(visible_job, job_id, who)
         if who.job != job_id or who.attempt is None:
             raise Forbidden("only the attempt's own token ($ROTA_TOKEN inside the job) may "
                             "report its end")
-        taken = on_exit is not None and on_exit(job_id, who.attempt, body.status)
-        return {"job": job_id, "attempt": who.attempt, "taken": taken}
+        taken = None if on_exit is None else await run_in_threadpool(
+            on_exit, job_id, who.attempt, body.status)
+        if taken is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(taken)), exit_wait_s)
+            except asyncio.TimeoutError:
+                pass  # answered anyway: the script must not wait longer
+        return {"job": job_id, "attempt": who.attempt, "taken": taken is not None}
 
     @app.post("/v1/jobs/{job_id}/hold")
     def hold(job_id: str, body: HoldBody = Body(HoldBody()),

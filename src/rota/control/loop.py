@@ -46,9 +46,9 @@ requeued (or failed) per its restart policy. No accepted job is lost: the store 
 Early ends (``exited``): a job's own report that its attempt ended (``POST
 /v1/jobs/{id}/exited``, sent by a Slurm batch script before it exits) is handed to the backend
 (``Backend.reported``), which reports the attempt exited from then on; the loop is woken, and
-the report is answered once the pass that took it has launched what it placed and the backend
-has those launches out (``Backend.flush_launches``; Slurm: submitted and released), or after
-``HANDOFF_WAIT_S``. So the job that takes the freed GPUs is queued in Slurm before the
+the future ``exited`` returns is done once the pass that took the report has launched what it
+placed and the backend has those launches out (``Backend.flush_launches``; Slurm: submitted
+and released); the API answers the report then, or after ``HANDOFF_WAIT_S``. So the job that takes the freed GPUs is queued in Slurm before the
 reporting job lets them go. Every pass also stops the attempts the backend still runs long
 after they reported their end (``Backend.overdue``), and says so in the job's events.
 
@@ -70,6 +70,7 @@ import gc
 import logging
 import threading
 import time
+from concurrent.futures import Future, InvalidStateError
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -84,7 +85,7 @@ from rota.control.intake import Intake
 from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
 from rota.control.reconcile import PassReport, Reconciler, current_handle
-from rota.core import Preempt
+from rota.core import InvalidSpec, Preempt
 from rota.scheduler import Arrivals, Decisions, Policy, Snapshot, run_cycle
 from rota.store import JobRecord, NotFound, Store
 
@@ -93,7 +94,7 @@ if TYPE_CHECKING:  # the metrics are composed in only by ``rota up``
 
 log = logging.getLogger("rota.control")
 MAX_REST_S = 1.0
-HANDOFF_WAIT_S = 5.0  # the longest a job's report of its end waits for the pass that takes it
+HANDOFF_WAIT_S = 5.0  # the longest the API keeps a job's report of its end waiting (``exited``)
 
 
 class ControlLoop:
@@ -128,7 +129,7 @@ class ControlLoop:
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
         self._step_lock = threading.Lock()
-        self._handoffs: list[threading.Event] = []  # reports waiting for the pass that takes them
+        self._handoffs: list[Future[None]] = []  # reports waiting for the pass that takes them
         self._handoff_lock = threading.Lock()
 
     # -- running in the background ---------------------------------------------------------
@@ -146,29 +147,28 @@ class ControlLoop:
         """Ask for a pass as soon as possible (coalesced with other requests)."""
         self._wakeup.set()
 
-    def exited(self, job_id: str, attempt: int, exit_code: int,
-               wait_s: float = HANDOFF_WAIT_S) -> bool:
+    def exited(self, job_id: str, attempt: int, exit_code: int) -> Future[None] | None:
         """Attempt ``attempt`` of job ``job_id`` says it ended with ``exit_code`` (the module
-        docstring's early ends). True once the pass that took the report has its launches out
-        (or ``wait_s`` passed); False at once when it is not taken: the attempt is not the
-        job's current launch, or the backend takes no such word (its own report of the end
-        counts then, as always)."""
+        docstring's early ends). Returns at once: a future done once the pass that took the
+        report has its launches out, or None when the report is not taken (the attempt is
+        not the job's current launch, or the backend takes no such word: its own report of
+        the end counts then, as always)."""
         try:
             rec = self.store.get_job(job_id)
-        except NotFound:
-            return False
-        stored = current_handle(rec)
-        if stored is None or rec.attempts != attempt or not rec.state.holds_resources:
-            return False
-        if not self.backend.reported(Handle.from_dict(stored), exit_code):
-            return False
+            stored = current_handle(rec)
+            if stored is None or rec.attempts != attempt or not rec.state.holds_resources:
+                return None
+            handle = Handle.from_dict(stored)
+        except (NotFound, InvalidSpec):
+            return None
+        if not self.backend.reported(handle, exit_code):
+            return None
         log.info("job %s: attempt %d reported its end (status %d)", job_id, attempt, exit_code)
-        taken = threading.Event()
+        taken: Future[None] = Future()
         with self._handoff_lock:
             self._handoffs.append(taken)
         self.wake()
-        taken.wait(wait_s)
-        return True
+        return taken
 
     def stop(self, timeout: float = 30.0) -> None:
         """Finish the current pass and the launches under way, record them while this process
@@ -267,7 +267,7 @@ class ControlLoop:
         self._measured(began, report)
         return report
 
-    def _answer_after_launches(self, handoffs: list[threading.Event]) -> None:
+    def _answer_after_launches(self, handoffs: list[Future[None]]) -> None:
         """Answer the reports a pass took once its launches are out in the backend."""
         if not handoffs:
             return
@@ -278,7 +278,10 @@ class ControlLoop:
             except Exception:  # the launches are released later (Slurm: by ``poll``)
                 log.exception("flushing the launches of %s failed", self.backend.name)
             for taken in handoffs:
-                taken.set()
+                try:
+                    taken.set_result(None)
+                except InvalidStateError:  # given up on (cancelled) meanwhile
+                    pass
         self.reconciler.launcher.then(answer)
 
     def _stop_overdue(self, report: PassReport) -> None:

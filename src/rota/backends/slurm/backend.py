@@ -32,6 +32,9 @@ the node states (``sinfo`` and the reservations, at most ``node_refresh_s`` old)
 whole queue (``squeue --all --json``) only when a job started and where it
 landed is not known yet, or ended and ``sacct`` has no exit code for it; ``observe`` reads
 them.
+A job's batch script reports its own end before it exits (``reported``, ``early``): ``poll``
+says the attempt exited while Slurm still lists it, until Slurm says so itself, and
+``overdue`` names an attempt Slurm still runs ``REPORT_TRUST_S`` after its report.
 Slurm has no push notification: ``watch`` asks ``squeue`` about the tracked launches twice a
 second (``watch.SlurmWatcher``) and wakes the control loop when one changed state.
 

@@ -41,7 +41,8 @@ Slurm chooses which devices of a node a job gets: rota pins nodes, and learns th
 ``squeue`` (``records.NodeAllocation``). The batch script waits for its replicas; when one
 fails (a non-zero exit), it stops the others (``srun`` ends its step when signalled), since a
 gang cannot go on without a member, and exits with that first failure's status (0 when all
-succeeded). Each step's own status is in ``sacct``.
+succeeded). Before it exits it reports that status to rota and waits, bounded, for the answer
+(``_report``; ``early``). Each step's own status is in ``sacct``.
 """
 
 from __future__ import annotations
