@@ -38,7 +38,7 @@ Passes run on a background thread: after ``wake()`` (a submit or cancel through 
 launch that the backend saw end: ``Backend.watch``) and every ``interval_s`` otherwise. Wake-ups coalesce: many
 submits in a burst cost one pass, not one each, and after each pass the loop rests as long as
 the pass took, so that a long pass (many pending jobs) cannot starve the API sharing its
-process. The first pass after ``start`` adopts every
+process (a job waiting with its report of its end, below, cuts the rest short). The first pass after ``start`` adopts every
 active job's handle (``backend.adopt``): a job still running is kept, one that finished while
 the control plane was down has its exit code recorded, one whose processes vanished is
 requeued (or failed) per its restart policy. No accepted job is lost: the store holds it.
@@ -127,6 +127,7 @@ class ControlLoop:
         self._written_waits: dict[str, int] = {}  # job -> hash of (reasons, estimate) applied
         self._wakeup = threading.Event()
         self._halt = threading.Event()
+        self._urgent = threading.Event()  # a report waits: cut the rest after a pass short
         self._thread: threading.Thread | None = None
         self._step_lock = threading.Lock()
         self._handoffs: list[Future[None]] = []  # reports waiting for the pass that takes them
@@ -167,6 +168,7 @@ class ControlLoop:
         taken: Future[None] = Future()
         with self._handoff_lock:
             self._handoffs.append(taken)
+            self._urgent.set()
         self.wake()
         return taken
 
@@ -176,6 +178,7 @@ class ControlLoop:
         them (and launches again, finding its attempt, a job whose launch was not recorded)."""
         self._halt.set()
         self._wakeup.set()
+        self._urgent.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
             self._thread = None
@@ -217,8 +220,9 @@ class ControlLoop:
                 self.last_error = repr(exc)
                 log.exception("control pass failed; retrying in the next pass")
             # rest as long as the pass took (at most MAX_REST_S): during a burst of submits
-            # the loop takes at most half of the process, and the API the other half
-            self._halt.wait(min(time.monotonic() - began, MAX_REST_S))
+            # the loop takes at most half of the process, and the API the other half; a job
+            # waiting with its report (``exited``) ends the rest
+            self._urgent.wait(min(time.monotonic() - began, MAX_REST_S))
 
     # -- one pass ----------------------------------------------------------------------------
 
@@ -239,6 +243,8 @@ class ControlLoop:
                 return report
             with self._handoff_lock:  # the reports this pass takes (the backend has them)
                 handoffs, self._handoffs = self._handoffs, []
+                if not self._halt.is_set():
+                    self._urgent.clear()
             try:
                 return self._steps(now, report, settle, began)
             finally:
