@@ -82,7 +82,7 @@ class HoldBody(BaseModel):
 
 class ExitedBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    status: int = Field(ge=0, le=255, strict=True)  # the attempt's exit status, as its batch script exits
+    status: int = Field(ge=0, le=255, strict=True)  # the attempt's, as its batch script exits
 
 
 class TokenBody(BaseModel):

@@ -120,8 +120,8 @@ class LaunchSpec:
                              # finds free on the replica's host; None: the job serves nothing
 
 
-DEFAULT_SERVICE_PORT = 8000
-REPORT_TRUST_S = 30.0  # how long an attempt reported ended may still run in its backend  # ROTA_PORT where a replica has an address of its own (a Pod)
+DEFAULT_SERVICE_PORT = 8000  # ROTA_PORT where a replica has an address of its own (a Pod)
+REPORT_TRUST_S = 30.0  # how long an attempt reported ended may still run in its backend
 
 
 @dataclass(frozen=True, slots=True)

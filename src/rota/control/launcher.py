@@ -18,16 +18,16 @@ Steps 1, 2 and 4 run on a pool of threads: they wait on disks and on the backend
 ``sbatch``, the Kubernetes API), so that hundreds of launches of one pass do not wait for each
 other.
 
-Launches are pipelined with the passes: ``submit(recs)`` hands the jobs to the pool and
-returns at once, and each job's outcome is collected by ``landed()`` as soon as it is known,
-whatever the other launches of its pass are doing; ``settle()`` waits for every launch
-submitted, and ``then(callback)`` calls back once every launch submitted so far has its
-outcome (without waiting for those submitted later). The caller records the outcomes (one transaction for all that landed:
-``Reconciler``); until a job's outcome is taken by ``landed()`` it is in ``in_flight``, and
-the caller leaves it alone (it is neither launched again nor judged). A launch that failed
-for a reason nobody foresaw (a bug, the store unreachable for the tokens) lands with its
-``error``: nothing is known of it, so the job stays SCHEDULED and the next pass launches it
-again, which finds an attempt that had started (step 2).
+Launches are pipelined with the passes: ``submit(recs)`` hands the jobs to the pool and returns
+at once, and each job's outcome is collected by ``landed()`` as soon as it is known, whatever
+the other launches of its pass are doing; ``settle()`` waits for every launch submitted, and
+``then(callback)`` calls back once every launch submitted so far has its outcome (without
+waiting for those submitted later). The caller records the outcomes (one transaction for all
+that landed: ``Reconciler``); until a job's outcome is taken by ``landed()`` it is in
+``in_flight``, and the caller leaves it alone (it is neither launched again nor judged). A
+launch that failed for a reason nobody foresaw (a bug, the store unreachable for the tokens)
+lands with its ``error``: nothing is known of it, so the job stays SCHEDULED and the next pass
+launches it again, which finds an attempt that had started (step 2).
 
 A job whose working directory is still to be unpacked from an upload (seconds per GiB) is
 prepared on a pool of its own, outside any pass: the pass that first sees it starts the unpack

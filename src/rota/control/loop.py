@@ -35,22 +35,24 @@ One pass (``ControlLoop.step``), in order:
    only once its own launches are recorded too.
 
 Passes run on a background thread: after ``wake()`` (a submit or cancel through the API, a
-launch that the backend saw end: ``Backend.watch``) and every ``interval_s`` otherwise. Wake-ups coalesce: many
-submits in a burst cost one pass, not one each, and after each pass the loop rests as long as
-the pass took, so that a long pass (many pending jobs) cannot starve the API sharing its
-process (a job waiting with its report of its end, below, cuts the rest short). The first pass after ``start`` adopts every
-active job's handle (``backend.adopt``): a job still running is kept, one that finished while
-the control plane was down has its exit code recorded, one whose processes vanished is
-requeued (or failed) per its restart policy. No accepted job is lost: the store holds it.
+launch that the backend saw end: ``Backend.watch``) and every ``interval_s`` otherwise.
+Wake-ups coalesce: many submits in a burst cost one pass, not one each, and after each pass the
+loop rests as long as the pass took, so that a long pass (many pending jobs) cannot starve the
+API sharing its process (a job waiting with its report of its end, below, cuts the rest short).
+The first pass after ``start`` adopts every active job's handle (``backend.adopt``): a job
+still running is kept, one that finished while the control plane was down has its exit code
+recorded, one whose processes vanished is requeued (or failed) per its restart policy. No
+accepted job is lost: the store holds it.
 
 Early ends (``exited``): a job's own report that its attempt ended (``POST
 /v1/jobs/{id}/exited``, sent by a Slurm batch script before it exits) is handed to the backend
 (``Backend.reported``), which reports the attempt exited from then on; the loop is woken, and
 the future ``exited`` returns is done once the pass that took the report has launched what it
-placed and the backend has those launches out (``Backend.flush_launches``; Slurm: submitted
-and released); the API answers the report then, or after ``HANDOFF_WAIT_S``. So the job that takes the freed GPUs is queued in Slurm before the
-reporting job lets them go. Every pass also stops the attempts the backend still runs long
-after they reported their end (``Backend.overdue``), and says so in the job's events.
+placed and the backend has those launches out (``Backend.flush_launches``; Slurm: submitted and
+released); the API answers the report then, or after ``HANDOFF_WAIT_S``. So the job that takes
+the freed GPUs is queued in Slurm before the reporting job lets them go. Every pass also stops
+the attempts the backend still runs long after they reported their end (``Backend.overdue``),
+and says so in the job's events.
 
 With a ``LeaseKeeper`` (``rota.control.lease``), every pass first makes sure this process
 still holds the database's ``control-loop`` lease, renewing it when due, and the loop wakes at
