@@ -7,6 +7,7 @@ import re
 import shlex
 import shutil
 import socket
+import ssl
 import subprocess
 import threading
 from dataclasses import replace
@@ -290,6 +291,26 @@ def reports():
     server.server_close()
 
 
+@pytest.fixture
+def https_reports(tmp_path):
+    """The recorder behind HTTPS, with a self-signed certificate for 127.0.0.1 (its file)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl makes the test certificate")
+    cert, key = tmp_path / "api.pem", tmp_path / "api.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    _Recorder.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"https://127.0.0.1:{server.server_address[1]}", _Recorder.seen, cert
+    server.shutdown()
+    server.server_close()
+
+
 def run_report(script: str, status: int, env: dict[str, str]) -> subprocess.CompletedProcess:
     """The script's lines from its report on, run by bash after the replicas ended with
     ``status``."""
@@ -311,6 +332,17 @@ def test_the_script_reports_its_status_with_the_token_off_its_command_line(repor
     assert seen == [("/v1/jobs/17/exited", "Bearer secret-token", f'{{"status": {status}}}')]
     assert "secret-token" not in done.stdout + done.stderr
     assert "secret-token" not in req.script  # it comes from the environment at run time
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the report is sent with curl")
+def test_over_https_the_report_verifies_the_api_with_rota_ca_file(https_reports):
+    url, seen, cert = https_reports
+    req = batch_request(job(), place(("h1", 0)), 1, SPEC, NODES)
+    env = {"PATH": os.environ["PATH"], "ROTA_URL": url, "ROTA_TOKEN": "t"}
+    assert run_report(req.script, 2, env).returncode == 2   # unverified: not sent
+    assert seen == []
+    assert run_report(req.script, 2, {**env, "ROTA_CA_FILE": str(cert)}).returncode == 2
+    assert seen == [("/v1/jobs/17/exited", "Bearer t", '{"status": 2}')]
 
 
 def test_without_curl_or_without_rota_url_the_script_exits_with_its_status_unreported(
