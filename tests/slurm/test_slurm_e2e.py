@@ -159,3 +159,32 @@ def test_a_control_plane_killed_while_jobs_run_adopts_them_and_launches_nothing_
     assert sorted(runs.read_text().split()) == sorted([f"{one}-0", f"{gang}-0", f"{gang}-1"])
     names = [j.name for j in server.slurm_jobs()]
     assert sorted(names) == sorted([f"rota-{one}-0", f"rota-{gang}-0"])
+
+
+def test_the_next_job_is_queued_in_slurm_before_the_gpus_it_takes_are_freed(server, slurm):
+    """Each job's batch script reports its end and keeps its allocation until rota answered,
+    once the next job is placed on its GPUs and released in Slurm: the next job's Slurm submit
+    time is not after its predecessor's end. The recorded exit codes are the scripts'."""
+    slurm.require_accounting()
+    first = [server.submit("--gpus", "4", "--", "sh", "-c",
+                           f"while [ ! -e go ]; do sleep 0.2; done; exit {code}")
+             for code in (0, 3, 0, 3)]                              # 4 x 4 GPUs: all 16
+    then = [server.submit("--gpus", "4", "--", "true") for _ in range(4)]
+    for job in first:
+        state_of(server, job, "running")
+    (server.work / "go").write_text("")  # the next four wait in rota's queue by now
+    done = {job: state_of(server, job, "succeeded", "failed") for job in (*first, *then)}
+    assert [done[j]["exit_code"] for j in first] == [0, 3, 0, 3]
+    assert [done[j]["state"] for j in first] == ["succeeded", "failed", "succeeded", "failed"]
+    ids = {j.name: j.id for j in server.slurm_jobs()}
+    times = {}
+    for line in slurm.run(["sacct", "-n", "-P", "-X", "-o", "JobID,Submit,End", "-j",
+                           ",".join(str(ids[f"rota-{j}-0"]) for j in done)]).splitlines():
+        slurm_id, submitted, ended = line.split("|")
+        times[int(slurm_id)] = (submitted, ended)
+    node_of = {j: nodes_of(done[j]) for j in done}
+    for successor in then:
+        [predecessor] = [p for p in first if node_of[p] == node_of[successor]]
+        submitted = times[ids[f"rota-{successor}-0"]][0]
+        ended = times[ids[f"rota-{predecessor}-0"]][1]
+        assert submitted <= ended, (successor, predecessor, submitted, ended)

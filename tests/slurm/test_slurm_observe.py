@@ -52,6 +52,15 @@ def test_a_job_pending_or_running_in_slurm_runs():
     assert states(attempt_status(one, Seen(sjob()))) == [(R.RUNNING, None, "")]
 
 
+def test_a_job_pending_behind_the_job_that_still_holds_its_gpus_runs_where_placed():
+    # the next job, queued on GPUs that a job which reported its end still holds: Slurm keeps
+    # it pending for Resources, with no nodes yet; rota counts it running where it placed it
+    successor = handle(("n1", 2))
+    waiting = replace(sjob("PENDING", nodes=(), start=None), reason="Resources")
+    status = attempt_status(successor, Seen(waiting, reports=REPORTS))
+    assert states(status) == [(R.RUNNING, None, "")] and status.placement is None
+
+
 def test_a_replica_on_a_drained_node_is_lost_with_slurms_reason():
     gang = handle(("n1", 0), ("n2", 0))
     seen = Seen(sjob(nodes=("n1", "n2")), losing={"n2": "drained in Slurm: fan"})

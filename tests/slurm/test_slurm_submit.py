@@ -1,9 +1,15 @@
 """The sbatch command line and batch script of one placed attempt (pure; the fixture tests run
 what it produces)."""
 
+import http.server
+import os
 import re
 import shlex
+import shutil
+import socket
+import ssl
 import subprocess
+import threading
 from dataclasses import replace
 
 import pytest
@@ -257,3 +263,106 @@ def test_a_service_replica_gets_rota_port_named_or_the_master_ports():
     [step] = sruns(batch_request(job(), place(("a1", 2)), 3, SPEC, NODES).script)
     assert not any(a.startswith("ROTA_PORT=") for a in step)
     assert derived_port(20017) == 20017 and derived_port(40017) == 20017
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Records each report it is sent (path, Authorization, body) and answers 200."""
+
+    seen: list[tuple[str, str, str]] = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+        self.seen.append((self.path, self.headers.get("Authorization", ""), body))
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def reports():
+    _Recorder.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", _Recorder.seen
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def https_reports(tmp_path):
+    """The recorder behind HTTPS, with a self-signed certificate for 127.0.0.1 (its file)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl makes the test certificate")
+    cert, key = tmp_path / "api.pem", tmp_path / "api.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    _Recorder.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"https://127.0.0.1:{server.server_address[1]}", _Recorder.seen, cert
+    server.shutdown()
+    server.server_close()
+
+
+def run_report(script: str, status: int, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The script's lines from its report on, run by bash after the replicas ended with
+    ``status``."""
+    lines = script.splitlines()
+    tail = "\n".join(lines[next(k for k, line in enumerate(lines) if line.startswith("if [ -n")):])
+    bash = shutil.which("bash") or "/bin/bash"  # found here, whatever PATH the script gets
+    return subprocess.run([bash, "-c", f"status={status}\n{tail}"], capture_output=True,
+                          text=True, env=env, timeout=60)
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the report is sent with curl")
+@pytest.mark.parametrize("status", [0, 3])
+def test_the_script_reports_its_status_with_the_token_off_its_command_line(reports, status):
+    url, seen = reports
+    req = batch_request(job(), place(("h1", 0)), 1, SPEC, NODES)
+    done = run_report(req.script, status, {"PATH": os.environ["PATH"], "ROTA_URL": url,
+                                           "ROTA_TOKEN": "secret-token"})
+    assert done.returncode == status
+    assert seen == [("/v1/jobs/17/exited", "Bearer secret-token", f'{{"status": {status}}}')]
+    assert "secret-token" not in done.stdout + done.stderr
+    assert "secret-token" not in req.script  # it comes from the environment at run time
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the report is sent with curl")
+def test_over_https_the_report_verifies_the_api_with_rota_ca_file(https_reports):
+    url, seen, cert = https_reports
+    req = batch_request(job(), place(("h1", 0)), 1, SPEC, NODES)
+    env = {"PATH": os.environ["PATH"], "ROTA_URL": url, "ROTA_TOKEN": "t"}
+    assert run_report(req.script, 2, env).returncode == 2   # unverified: not sent
+    assert seen == []
+    assert run_report(req.script, 2, {**env, "ROTA_CA_FILE": str(cert)}).returncode == 2
+    assert seen == [("/v1/jobs/17/exited", "Bearer t", '{"status": 2}')]
+
+
+def test_without_curl_or_without_rota_url_the_script_exits_with_its_status_unreported(
+        reports, tmp_path):
+    url, seen = reports
+    req = batch_request(job(), place(("h1", 0)), 1, SPEC, NODES)
+    bare = tmp_path / "bin"  # a node without curl: bash's builtins only
+    bare.mkdir()
+    done = run_report(req.script, 4, {"PATH": str(bare), "ROTA_URL": url, "ROTA_TOKEN": "t"})
+    assert (done.returncode, done.stderr) == (4, "")
+    done = run_report(req.script, 5, {"PATH": os.environ["PATH"], "ROTA_TOKEN": "t"})
+    assert (done.returncode, done.stderr) == (5, "")
+    nobody = f"http://127.0.0.1:{free_port()}"  # nothing listens: curl fails, status stays
+    done = run_report(req.script, 0, {"PATH": os.environ["PATH"], "ROTA_URL": nobody,
+                                      "ROTA_TOKEN": "t"})
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert seen == []
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

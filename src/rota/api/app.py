@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -20,7 +21,7 @@ from typing import Any, Callable
 from fastapi import Body, Depends, FastAPI, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from rota.api import errors
 from rota.api.errors import Forbidden
@@ -79,6 +80,11 @@ class HoldBody(BaseModel):
     reason: str = ""
 
 
+class ExitedBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    status: int = Field(ge=0, le=255, strict=True)  # the attempt's, as its batch script exits
+
+
 class TokenBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -94,7 +100,9 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                workdir_refusal: Callable[[str, str], str | None] | None = None,
                on_touch: Callable[[str], None] = lambda job_id: None,
                metrics: Callable[[], bytes] | None = None,
-               serving: Serving | None = None) -> FastAPI:
+               serving: Serving | None = None,
+               on_exit: Callable[[str, int, int], Future[None] | None] | None = None,
+               exit_wait_s: float = 5.0) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
     submitted or cancelled, to wake the control loop; an upload is refused past
     ``max_upload_bytes`` as sent and ``max_unpacked_bytes`` unpacked; ``read_log`` reads jobs' logs from the
@@ -105,7 +113,10 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     reclamation counts it as activity; ``metrics`` gives what ``GET /metrics`` serves
     (Prometheus's text format) to operators and metrics tokens (no such route without it);
     ``serving`` (``rota.control.serving``) adds services (``rota.api.service_routes``) and the
-    OpenAI-compatible gateway (``rota.api.gateway``)."""
+    OpenAI-compatible gateway (``rota.api.gateway``); ``on_exit(job_id, attempt, status)`` takes
+    an attempt's own report of its end (``ControlLoop.exited``): None when not taken, else a
+    future done once the control plane acted on it, which the answer waits for, at most
+    ``exit_wait_s`` (without ``on_exit`` no report is taken)."""
     clock = clock or store.clock
     app = FastAPI(title="rota", version="0.1.0")
     errors.install(app)
@@ -140,7 +151,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             if job_may_call(method, path):
                 return replace(who, projects=frozenset({project}))
             raise Forbidden(f"the token of job {who.job} may only read that job, report its "
-                            "checkpoints and call its project's models")
+                            "checkpoints and its end, and call its project's models")
         return who
 
     async def principal(request: Request,
@@ -309,6 +320,28 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         visible_job(job_id, who)
         return job_view(store.record_checkpoint(job_id, who.attempt))
 
+    @app.post("/v1/jobs/{job_id}/exited")
+    async def exited(job_id: str, body: ExitedBody, who: Principal = Depends(principal)
+                     ) -> dict[str, Any]:
+        """The job's running attempt ended with ``status``: sent by the attempt itself (a
+        Slurm batch script, after its replicas ended and before it exits), with its own token;
+        any other token is refused (403). Answered once the control plane has acted on it:
+        the attempt counts as ended, and what it placed on the freed GPUs is launched
+        (``taken``: false when the control plane leaves it to its backend to see the end).
+        The wait holds no worker thread: every running job may be waiting at once."""
+        await run_in_threadpool(visible_job, job_id, who)
+        if who.job != job_id or who.attempt is None:
+            raise Forbidden("only the attempt's own token ($ROTA_TOKEN inside the job) may "
+                            "report its end")
+        taken = None if on_exit is None else await run_in_threadpool(
+            on_exit, job_id, who.attempt, body.status)
+        if taken is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(taken)), exit_wait_s)
+            except asyncio.TimeoutError:
+                pass  # answered anyway: the script must not wait longer
+        return {"job": job_id, "attempt": who.attempt, "taken": taken is not None}
+
     @app.post("/v1/jobs/{job_id}/hold")
     def hold(job_id: str, body: HoldBody = Body(HoldBody()),
              who: Principal = Depends(principal)) -> dict[str, Any]:
@@ -368,7 +401,8 @@ def _created(made: JobRecord | Replayed | list[JobRecord], replayed: bool = Fals
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 JOB_ROUTES = (("GET", "/v1/whoami"), ("GET", "/v1/jobs/{job}"),
-              ("GET", "/v1/jobs/{job}/events"), ("POST", "/v1/jobs/{job}/checkpoint"))
+              ("GET", "/v1/jobs/{job}/events"), ("POST", "/v1/jobs/{job}/checkpoint"),
+              ("POST", "/v1/jobs/{job}/exited"))
 
 
 def _job_may(method: str, path: str, job: str) -> bool:

@@ -41,6 +41,16 @@ Vocabulary:
   labelled ``OFFER_LABEL: <key>``, and the backend's ``launch`` of that job starts the work
   that was offered instead of creating new work.
 
+- An **early end** (``reported``) is an attempt's own word that it ended, sent from inside it
+  before the backend's system says so (a Slurm batch script reports its status and keeps its
+  allocation until rota answered, so that the next job is queued on its GPUs before they
+  free up). A backend that takes it reports the attempt exited with that code from its next
+  ``poll`` on, while its system finishes the attempt; its system stays the truth: once it
+  reports the end itself, that is what ``poll`` says, and an attempt it still runs
+  ``REPORT_TRUST_S`` after the report is named by ``overdue`` for the control loop to stop.
+  The word is kept in memory only: a control plane that restarts asks the system again. A
+  backend whose system reports ends at once (local processes, Pods) takes no such word.
+
 Backends report outcomes as ``Status`` values; ``BackendError`` is for faults (a handle from
 another backend, a process that cannot be started) and carries a stable ``code``.
 """
@@ -111,6 +121,7 @@ class LaunchSpec:
 
 
 DEFAULT_SERVICE_PORT = 8000  # ROTA_PORT where a replica has an address of its own (a Pod)
+REPORT_TRUST_S = 30.0  # how long an attempt reported ended may still run in its backend
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +366,22 @@ class Backend(Protocol):
     def notify(self, handle: Handle, message: str) -> None:
         """Put ``message`` where the job's owner reads its output (a warning before idle
         reclamation); a backend without such a place does nothing."""
+
+    def reported(self, handle: Handle, exit_code: int) -> bool:
+        """The attempt says every replica of it ended, the batch with ``exit_code`` (an early
+        end, see the module docstring). True: taken, ``poll`` says so from now on; False:
+        this backend takes no such word, or the attempt is not one it tracks (nothing
+        changes)."""
+
+    def overdue(self) -> list[Handle]:
+        """The attempts reported ended that the backend's system still runs
+        ``REPORT_TRUST_S`` after their report, each named once: the control loop stops them.
+        Empty for a backend that takes no reports."""
+
+    def flush_launches(self) -> None:
+        """Finish now what the launches made so far left to do in the background (Slurm:
+        release the held jobs queued for one ``scontrol release``), so that they are in the
+        backend's system when this returns; nothing where ``launch`` leaves nothing behind."""
 
     def watch(self, wake: Callable[[], None]) -> None:
         """From now on, call ``wake`` soon after a launch this backend tracks changes state

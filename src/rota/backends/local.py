@@ -142,6 +142,16 @@ class LocalBackend:
         for handle in self.tracked():
             self._watch(handle)
 
+    def reported(self, handle: Handle, exit_code: int) -> bool:
+        """No early ends here: a process's exit is seen at once (``Backend.reported``)."""
+        return False
+
+    def overdue(self) -> list[Handle]:
+        return []
+
+    def flush_launches(self) -> None:
+        """Nothing: a launch is complete when ``launch`` returns."""
+
     def unwatch(self) -> None:
         if self._exits is not None:
             self._exits.stop()

@@ -18,15 +18,16 @@ Steps 1, 2 and 4 run on a pool of threads: they wait on disks and on the backend
 ``sbatch``, the Kubernetes API), so that hundreds of launches of one pass do not wait for each
 other.
 
-Launches are pipelined with the passes: ``submit(recs)`` hands the jobs to the pool and
-returns at once, and each job's outcome is collected by ``landed()`` as soon as it is known,
-whatever the other launches of its pass are doing; ``settle()`` waits for every launch
-submitted. The caller records the outcomes (one transaction for all that landed:
-``Reconciler``); until a job's outcome is taken by ``landed()`` it is in ``in_flight``, and
-the caller leaves it alone (it is neither launched again nor judged). A launch that failed
-for a reason nobody foresaw (a bug, the store unreachable for the tokens) lands with its
-``error``: nothing is known of it, so the job stays SCHEDULED and the next pass launches it
-again, which finds an attempt that had started (step 2).
+Launches are pipelined with the passes: ``submit(recs)`` hands the jobs to the pool and returns
+at once, and each job's outcome is collected by ``landed()`` as soon as it is known, whatever
+the other launches of its pass are doing; ``settle()`` waits for every launch submitted, and
+``then(callback)`` calls back once every launch submitted so far has its outcome (without
+waiting for those submitted later). The caller records the outcomes (one transaction for all
+that landed: ``Reconciler``); until a job's outcome is taken by ``landed()`` it is in
+``in_flight``, and the caller leaves it alone (it is neither launched again nor judged). A
+launch that failed for a reason nobody foresaw (a bug, the store unreachable for the tokens)
+lands with its ``error``: nothing is known of it, so the job stays SCHEDULED and the next pass
+launches it again, which finds an attempt that had started (step 2).
 
 A job whose working directory is still to be unpacked from an upload (seconds per GiB) is
 prepared on a pool of its own, outside any pass: the pass that first sees it starts the unpack
@@ -96,6 +97,8 @@ class Launcher:
         self._in_flight: set[str] = set()  # submitted, outcome not taken by ``landed`` yet
         self._outcomes: list[Launched] = []  # known, not taken yet
         self._waiting = 0  # submitted launches whose outcome is not known yet
+        self._open: set[str] = set()  # their jobs
+        self._after: list[tuple[set[str], Callable[[], None]]] = []  # ``then``'s callbacks
         self._changed = threading.Condition()
 
     def close(self) -> None:
@@ -123,6 +126,8 @@ class Launcher:
         self._in_flight.update(r.id for r in now)
         with self._changed:
             self._waiting += len(known) + len(ready) + len(now)
+            self._open.update(r.id for r in (*now, *(o.rec for o in known),
+                                             *(p.rec for p in ready)))
         for outcome in known:
             self._land(outcome)
         if not (now or ready):
@@ -145,15 +150,34 @@ class Launcher:
         with self._changed:
             return self._changed.wait_for(lambda: self._waiting == 0, timeout)
 
+    def then(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (from whichever thread lands the last of them) once every launch
+        submitted until now has its outcome; at once when none is under way."""
+        with self._changed:
+            if self._open:
+                self._after.append((set(self._open), callback))
+                return
+        callback()
+
     def _land(self, outcome: Launched) -> None:
         """Keep ``outcome`` for ``landed``; once no launch is left under way, wake the loop
         (``on_ready``) to record them (while launches keep landing, the passes that run
-        anyway record them as they come)."""
+        anyway record them as they come). Call the ``then`` callbacks it was the last for."""
         with self._changed:
             self._outcomes.append(outcome)
             self._waiting -= 1
+            self._open.discard(outcome.rec.id)
+            for ids, _ in self._after:
+                ids.discard(outcome.rec.id)
+            due = [cb for ids, cb in self._after if not ids]
+            self._after = [(ids, cb) for ids, cb in self._after if ids]
             self._changed.notify_all()
             last = self._waiting == 0
+        for callback in due:
+            try:
+                callback()
+            except Exception:  # a callback's fault must not lose this outcome
+                log.exception("a callback after launches failed")
         if last:
             self.on_ready()
 

@@ -36,13 +36,24 @@ One pass (``ControlLoop.step``), in order:
    only once its own launches are recorded too.
 
 Passes run on a background thread: after ``wake()`` (a submit or cancel through the API, a
-launch that the backend saw end: ``Backend.watch``) and every ``interval_s`` otherwise. Wake-ups coalesce: many
-submits in a burst cost one pass, not one each, and after each pass the loop rests as long as
-the pass took, so that a long pass (many pending jobs) cannot starve the API sharing its
-process. The first pass after ``start`` adopts every
-active job's handle (``backend.adopt``): a job still running is kept, one that finished while
-the control plane was down has its exit code recorded, one whose processes vanished is
-requeued (or failed) per its restart policy. No accepted job is lost: the store holds it.
+launch that the backend saw end: ``Backend.watch``) and every ``interval_s`` otherwise.
+Wake-ups coalesce: many submits in a burst cost one pass, not one each, and after each pass the
+loop rests as long as the pass took, so that a long pass (many pending jobs) cannot starve the
+API sharing its process (a job waiting with its report of its end, below, cuts the rest short).
+The first pass after ``start`` adopts every active job's handle (``backend.adopt``): a job
+still running is kept, one that finished while the control plane was down has its exit code
+recorded, one whose processes vanished is requeued (or failed) per its restart policy. No
+accepted job is lost: the store holds it.
+
+Early ends (``exited``): a job's own report that its attempt ended (``POST
+/v1/jobs/{id}/exited``, sent by a Slurm batch script before it exits) is handed to the backend
+(``Backend.reported``), which reports the attempt exited from then on; the loop is woken, and
+the future ``exited`` returns is done once the pass that took the report has launched what it
+placed and the backend has those launches out (``Backend.flush_launches``; Slurm: submitted and
+released); the API answers the report then, or after ``HANDOFF_WAIT_S``. So the job that takes
+the freed GPUs is queued in Slurm before the reporting job lets them go. Every pass also stops
+the attempts the backend still runs long after they reported their end (``Backend.overdue``),
+and says so in the job's events.
 
 With a ``LeaseKeeper`` (``rota.control.lease``), every pass first makes sure this process
 still holds the database's ``control-loop`` lease, renewing it when due, and the loop wakes at
@@ -62,12 +73,13 @@ import gc
 import logging
 import threading
 import time
+from concurrent.futures import Future, InvalidStateError
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from rota.backends.base import Backend, BackendError, RunAs
+from rota.backends.base import REPORT_TRUST_S, Backend, BackendError, Handle, RunAs
 from rota.control.accounts import Accounts
 from rota.control.budgets import BudgetWatch
 from rota.control import eligibility
@@ -75,16 +87,17 @@ from rota.control.clock import Clock, SystemClock
 from rota.control.intake import Intake
 from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
-from rota.control.reconcile import PassReport, Reconciler
-from rota.core import Preempt
+from rota.control.reconcile import PassReport, Reconciler, current_handle
+from rota.core import InvalidSpec, Preempt
 from rota.scheduler import Arrivals, Decisions, Policy, Snapshot, run_cycle
-from rota.store import JobRecord, Store
+from rota.store import JobRecord, NotFound, Store
 
 if TYPE_CHECKING:  # the metrics are composed in only by ``rota up``
     from rota.control.metrics import Metrics
 
 log = logging.getLogger("rota.control")
 MAX_REST_S = 1.0
+HANDOFF_WAIT_S = 5.0  # the longest the API keeps a job's report of its end waiting (``exited``)
 
 
 class ControlLoop:
@@ -117,8 +130,11 @@ class ControlLoop:
         self._written_waits: dict[str, int] = {}  # job -> hash of (reasons, estimate) applied
         self._wakeup = threading.Event()
         self._halt = threading.Event()
+        self._urgent = threading.Event()  # a report waits: cut the rest after a pass short
         self._thread: threading.Thread | None = None
         self._step_lock = threading.Lock()
+        self._handoffs: list[Future[None]] = []  # reports waiting for the pass that takes them
+        self._handoff_lock = threading.Lock()
 
     # -- running in the background ---------------------------------------------------------
 
@@ -135,12 +151,37 @@ class ControlLoop:
         """Ask for a pass as soon as possible (coalesced with other requests)."""
         self._wakeup.set()
 
+    def exited(self, job_id: str, attempt: int, exit_code: int) -> Future[None] | None:
+        """Attempt ``attempt`` of job ``job_id`` says it ended with ``exit_code`` (the module
+        docstring's early ends). Returns at once: a future done once the pass that took the
+        report has its launches out, or None when the report is not taken (the attempt is
+        not the job's current launch, or the backend takes no such word: its own report of
+        the end counts then, as always)."""
+        try:
+            rec = self.store.get_job(job_id)
+            stored = current_handle(rec)
+            if stored is None or rec.attempts != attempt or not rec.state.holds_resources:
+                return None
+            handle = Handle.from_dict(stored)
+        except (NotFound, InvalidSpec):
+            return None
+        if not self.backend.reported(handle, exit_code):
+            return None
+        log.info("job %s: attempt %d reported its end (status %d)", job_id, attempt, exit_code)
+        taken: Future[None] = Future()
+        with self._handoff_lock:
+            self._handoffs.append(taken)
+            self._urgent.set()
+        self.wake()
+        return taken
+
     def stop(self, timeout: float = 30.0) -> None:
         """Finish the current pass and the launches under way, record them while this process
         may still act, and stop; release the lease. Jobs keep running: the next start adopts
         them (and launches again, finding its attempt, a job whose launch was not recorded)."""
         self._halt.set()
         self._wakeup.set()
+        self._urgent.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
             self._thread = None
@@ -182,8 +223,9 @@ class ControlLoop:
                 self.last_error = repr(exc)
                 log.exception("control pass failed; retrying in the next pass")
             # rest as long as the pass took (at most MAX_REST_S): during a burst of submits
-            # the loop takes at most half of the process, and the API the other half
-            self._halt.wait(min(time.monotonic() - began, MAX_REST_S))
+            # the loop takes at most half of the process, and the API the other half; a job
+            # waiting with its report (``exited``) ends the rest
+            self._urgent.wait(min(time.monotonic() - began, MAX_REST_S))
 
     # -- one pass ----------------------------------------------------------------------------
 
@@ -202,25 +244,68 @@ class ControlLoop:
                     self._halt.set()
                     self.on_lease_lost()
                 return report
-            self._land(now, report, wait=False)                     # 4, of earlier passes
-            self._sync_inventory(now, report)                                       # 0
+            with self._handoff_lock:  # the reports this pass takes (the backend has them)
+                handoffs, self._handoffs = self._handoffs, []
+                if not self._halt.is_set():
+                    self._urgent.clear()
             try:
-                self.intake.take(now)
-            except Exception as exc:  # the offers wait for the next pass
-                report.errors.append(f"intake: {exc!r}")
-                log.exception("intake of %s's offers failed", self.backend.name)
-            self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
-            if report.faults:  # a node or GPU failed: the cycle must see it before placing
-                self._sync_inventory(now, report, force=True)
-            self.reconciler.flush_usage(now)                                        # 2
-            bound = self._schedule(now)                                             # 3
-            if bound:                                                               # 4
-                self.reconciler.launch(self.store.get_jobs(list(bound)))
-            if settle:
-                self._land(now, report, wait=True)
-            self.passes += 1
-            self._measured(began, report)
-            return report
+                return self._steps(now, report, settle, began)
+            finally:
+                self._answer_after_launches(handoffs)
+
+    def _steps(self, now: float, report: PassReport, settle: bool, began: float) -> PassReport:
+        """The steps of a pass (module docstring) that may act."""
+        self._land(now, report, wait=False)                     # 4, of earlier passes
+        self._sync_inventory(now, report)                                       # 0
+        try:
+            self.intake.take(now)
+        except Exception as exc:  # the offers wait for the next pass
+            report.errors.append(f"intake: {exc!r}")
+            log.exception("intake of %s's offers failed", self.backend.name)
+        self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
+        self._stop_overdue(report)
+        if report.faults:  # a node or GPU failed: the cycle must see it before placing
+            self._sync_inventory(now, report, force=True)
+        self.reconciler.flush_usage(now)                                        # 2
+        bound = self._schedule(now)                                             # 3
+        if bound:                                                               # 4
+            self.reconciler.launch(self.store.get_jobs(list(bound)))
+        if settle:
+            self._land(now, report, wait=True)
+        self.passes += 1
+        self._measured(began, report)
+        return report
+
+    def _answer_after_launches(self, handoffs: list[Future[None]]) -> None:
+        """Answer the reports a pass took once its launches are out in the backend."""
+        if not handoffs:
+            return
+
+        def answer() -> None:
+            try:
+                self.backend.flush_launches()
+            except Exception:  # the launches are released later (Slurm: by ``poll``)
+                log.exception("flushing the launches of %s failed", self.backend.name)
+            for taken in handoffs:
+                try:
+                    taken.set_result(None)
+                except InvalidStateError:  # given up on (cancelled) meanwhile
+                    pass
+        self.reconciler.launcher.then(answer)
+
+    def _stop_overdue(self, report: PassReport) -> None:
+        """Stop the attempts that reported their end but still run in the backend."""
+        try:
+            for handle in self.backend.overdue():
+                log.warning("job %s: attempt %s reported its end, but %s still runs it: "
+                            "stopped", handle.job_id, handle.attempt, self.backend.name)
+                self.backend.cancel(handle, 0.0)
+                self.store.note(handle.job_id, "stopped-after-report", (
+                    f"attempt {handle.attempt} reported its end, but the {self.backend.name} "
+                    f"backend still ran it {REPORT_TRUST_S:.0f} s later: stopped there"))
+        except Exception as exc:  # the next pass asks again
+            report.errors.append(f"overdue: {exc!r}")
+            log.exception("stopping attempts that reported their end failed")
 
     def _land(self, now: float, report: PassReport, wait: bool) -> None:
         try:

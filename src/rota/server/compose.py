@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 from rota.control import ControlLoop, DataDirLock, setup
 from rota.control.accounts import Accounts
 from rota.control.lease import LeaseKeeper
+from rota.control.loop import HANDOFF_WAIT_S
 from rota.control.metrics import Metrics, Reading
 from rota.control.logs import log_reader
 from rota.control.reconcile import PassReport
@@ -102,7 +103,8 @@ class ControlPlane:
                          workdir_refusal=None if containers else self.accounts.workdir_refusal,
                          on_touch=self.loop.reconciler.idle.touch,
                          metrics=None if self.metrics is None else self.metrics.exposition,
-                         serving=serving)
+                         serving=serving, on_exit=self.loop.exited,
+                         exit_wait_s=HANDOFF_WAIT_S)
         cert, key = self.config.tls or (None, None)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                                lifespan="off", ssl_certfile=cert,

@@ -189,6 +189,16 @@ class KubeBackend:
     def watch(self, wake: Callable[[], None]) -> None:
         self._wake = wake
 
+    def reported(self, handle: Handle, exit_code: int) -> bool:
+        """No early ends here: a Pod's end is seen at once (``Backend.reported``)."""
+        return False
+
+    def overdue(self) -> list[Handle]:
+        return []
+
+    def flush_launches(self) -> None:
+        """Nothing: a launch is complete when ``launch`` returns."""
+
     def unwatch(self) -> None:
         self._wake = None
 

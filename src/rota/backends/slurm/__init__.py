@@ -10,5 +10,6 @@ beside it, and ``submit`` returns the ``sbatch`` argv and script for one attempt
   its exit codes from the parseable format) and the partitions;
 - ``nodes``: Slurm nodes as core ``Node`` objects, and the foreign allocations of jobs that
   rota did not submit;
-- ``submit``: one placed attempt as an ``sbatch`` command and batch script.
+- ``submit``: one placed attempt as an ``sbatch`` command and batch script;
+- ``early``: the ends that batch scripts report before Slurm does, kept until Slurm agrees.
 """

@@ -32,6 +32,9 @@ the node states (``sinfo`` and the reservations, at most ``node_refresh_s`` old)
 whole queue (``squeue --all --json``) only when a job started and where it
 landed is not known yet, or ended and ``sacct`` has no exit code for it; ``observe`` reads
 them.
+A job's batch script reports its own end before it exits (``reported``, ``early``): ``poll``
+says the attempt exited while Slurm still lists it, until Slurm says so itself, and
+``overdue`` names an attempt Slurm still runs ``REPORT_TRUST_S`` after its report.
 Slurm has no push notification: ``watch`` asks ``squeue`` about the tracked launches twice a
 second (``watch.SlurmWatcher``) and wakes the control loop when one changed state.
 
@@ -67,6 +70,7 @@ from rota.backends.slurm.accounting import Accounting
 from rota.backends.slurm.attempts import AttemptFiles
 from rota.backends.slurm.commands import SlurmCommands, SlurmCommandError
 from rota.backends.slurm.config import SlurmConfig
+from rota.backends.slurm.early import EarlyEnds
 from rota.backends.slurm.nodes import NodeReport, fractional_refusal, inventory, node_report
 from rota.backends.slurm.observe import COMPLETED, Seen, attempt_status
 from rota.backends.slurm.records import (
@@ -107,6 +111,7 @@ class SlurmBackend:
         self._tracked: dict[int, Handle] = {}  # launches not known to have ended
         self._watcher: SlurmWatcher | None = None
         self._releaser: Releaser | None = None
+        self.early = EarlyEnds()  # what attempts said of their end before Slurm did
 
     # -- nodes -------------------------------------------------------------------------------
 
@@ -319,10 +324,15 @@ class SlurmBackend:
                 now, self._landed.get(slurm_id)))
             if queued is not None and queued.allocations:
                 self._landed[slurm_id] = status.placement
+            early = self.early.get(slurm_id)
+            if early is not None and status.state is ReplicaState.RUNNING:
+                out.append(early.status())  # reported ended; still tracked until Slurm agrees
+                continue
             if status.state is not ReplicaState.RUNNING:
                 with self._lock:
                     self._tracked.pop(slurm_id, None)
                 self._landed.pop(slurm_id, None)
+                self.early.forget(slurm_id)
             out.append(status)
         return out
 
@@ -351,6 +361,45 @@ class SlurmBackend:
                     and owner(j.name, j.comment, self.instance) and j.comment:
                 self._duplicate(j.id, j.name)
 
+    # -- early ends (``early``) ---------------------------------------------------------------
+
+    def reported(self, handle: Handle, exit_code: int) -> bool:
+        """The batch script says the attempt ended with ``exit_code``: ``poll`` says so while
+        Slurm still lists the job (``early``). Only for a launch tracked here, not ended."""
+        slurm_id = _slurm_id(handle)
+        with self._lock:
+            if slurm_id not in self._tracked:
+                return False
+        self.early.take(slurm_id, handle, exit_code, self.clock())
+        return True
+
+    def overdue(self) -> list[Handle]:
+        """The attempts reported ended that Slurm still runs ``REPORT_TRUST_S`` after their
+        report (one ``squeue`` of their names, only when there are such reports)."""
+        due = self.early.due(self.clock())
+        if not due:
+            return []
+        listed = {j.id: j.state for j in self._named([str(e.handle.ref.get("name"))
+                                                       for e in due.values()])}
+        self._confirmed(listed, list(due))
+        return [e.handle for i, e in due.items() if self.early.get(i) is not None]
+
+    def _confirmed(self, states: dict[int, str], asked: list[int]) -> None:
+        """Slurm listed ``asked`` as ``states``: the reported ends it confirms are forgotten,
+        and so are their launches."""
+        gone = self.early.confirm(states, asked)
+        if gone:
+            with self._lock:
+                for slurm_id in gone:
+                    self._tracked.pop(slurm_id, None)
+            for slurm_id in gone:
+                self._landed.pop(slurm_id, None)
+
+    def flush_launches(self) -> None:
+        """Release now the held jobs queued for the releaser (``release``)."""
+        if self._releaser is not None:
+            self._releaser.flush()
+
     def endpoint(self, handle: Handle) -> str | None:
         found = handle.ref.get("endpoint")
         return found if isinstance(found, str) else None
@@ -373,7 +422,7 @@ class SlurmBackend:
     def watch(self, wake: Callable[[], None]) -> None:
         """Call ``wake`` soon after a tracked launch starts or ends (``watch.SlurmWatcher``)."""
         if self._watcher is None:
-            self._watcher = SlurmWatcher(self.commands, self.tracked, wake)
+            self._watcher = SlurmWatcher(self.commands, self.tracked, wake, self._confirmed)
             self._watcher.start()
             self._releaser = Releaser(self.commands)
             self._releaser.start()

@@ -37,6 +37,10 @@ class Releaser:
             self._queued.append(slurm_id)
             self._cond.notify()
 
+    def flush(self) -> None:
+        """Release what is queued now, without waiting for the window."""
+        self._flush()
+
     def queued(self) -> set[int]:
         with self._cond:
             return set(self._queued)

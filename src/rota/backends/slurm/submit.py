@@ -41,7 +41,8 @@ Slurm chooses which devices of a node a job gets: rota pins nodes, and learns th
 ``squeue`` (``records.NodeAllocation``). The batch script waits for its replicas; when one
 fails (a non-zero exit), it stops the others (``srun`` ends its step when signalled), since a
 gang cannot go on without a member, and exits with that first failure's status (0 when all
-succeeded). Each step's own status is in ``sacct``.
+succeeded). Before it exits it reports that status to rota and waits, bounded, for the answer
+(``_report``; ``early``). Each step's own status is in ``sacct``.
 """
 
 from __future__ import annotations
@@ -279,9 +280,36 @@ def _script(job: Job, placement: Placement, attempt: int, spec: SubmitSpec,
         "        kill -TERM \"${pids[@]}\" 2>/dev/null  # a gang cannot go on without a member",
         "    fi",
         "done",
+        *_report(job.id),
         "exit \"$status\"",
     ]
     return "\n".join(lines) + "\n"
+
+
+REPORT_MAX_S = 10  # the longest the batch script waits for rota's answer to its report
+REPORT_CONNECT_S = 3
+
+
+def _report(job_id: str) -> list[str]:
+    """The batch script's last words before ``exit``: it tells rota how the attempt ended
+    (``POST $ROTA_URL/v1/jobs/<job>/exited`` with ``{"status": N}``, authenticated with the
+    attempt's own token, which goes to ``curl`` on its standard input, never on a command
+    line) and waits for the answer, at most ``REPORT_MAX_S`` seconds, so that the job that
+    takes its GPUs is pending in Slurm before they are freed. Without ``ROTA_URL`` or without
+    ``curl`` on the node it says nothing; whatever ``curl`` does, the script exits with the
+    attempt's status."""
+    url = shlex.quote(f"/v1/jobs/{job_id}/exited")
+    return [
+        'if [ -n "${ROTA_URL:-}" ] && [ -n "${ROTA_TOKEN:-}" ] && '
+        'command -v curl >/dev/null 2>&1; then',
+        "    printf 'Authorization: Bearer %s\\n' \"$ROTA_TOKEN\" | curl --silent "
+        f"--output /dev/null --max-time {REPORT_MAX_S} --connect-timeout {REPORT_CONNECT_S} "
+        '${ROTA_CA_FILE:+--cacert "$ROTA_CA_FILE"} --header @- '
+        "--header 'Content-Type: application/json' "
+        '--data "{\\"status\\": $status}" '
+        f'"$ROTA_URL"{url} || true',
+        "fi",
+    ]
 
 
 def _srun(job: Job, spec: SubmitSpec, files: RankFiles, replica: ReplicaPlacement,

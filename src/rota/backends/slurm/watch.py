@@ -5,7 +5,9 @@ for administrators), so ``SlurmWatcher`` asks: every ``period_s``, while rota ha
 Slurm, one ``squeue --noheader --format=%i|%T --states=all --jobs=<those>`` (a few hundred bytes
 of text for the jobs named, unlike ``--json``, which lists every job of the cluster). When a
 job's state differs from the last answer (it started, ended, or Slurm forgot it), it calls
-``wake``; the control loop's pass then looks at everything through ``poll``. A failed
+``wake``; the control loop's pass then looks at everything through ``poll``. Each answer also
+goes to ``seen`` (the states by job id, and the ids asked about), which confirms the ends that
+jobs reported early (``early``). A failed
 ``squeue`` is skipped: the loop's periodic pass covers the time it takes to answer again.
 """
 
@@ -23,8 +25,10 @@ PERIOD_S = 0.5
 
 class SlurmWatcher:
     def __init__(self, commands: SlurmCommands, tracked: Callable[[], list[int]],
-                 wake: Callable[[], None], period_s: float = PERIOD_S) -> None:
-        self.commands, self.tracked, self.wake = commands, tracked, wake
+                 wake: Callable[[], None],
+                 seen: Callable[[dict[int, str], list[int]], None] = lambda states, ids: None,
+                 period_s: float = PERIOD_S) -> None:
+        self.commands, self.tracked, self.wake, self.seen = commands, tracked, wake, seen
         self.period_s = period_s
         self._last: dict[int, str] = {}
         self._halt = threading.Event()
@@ -51,6 +55,7 @@ class SlurmWatcher:
             if any(states.get(i) != self._last.get(i) for i in ids):
                 self.wake()
             self._last = states
+            self.seen(states, ids)
 
     def states(self, ids: list[int]) -> dict[int, str]:
         out = self.commands.run(("squeue", "--noheader", "--format=%i|%T", "--states=all",

@@ -1,0 +1,96 @@
+"""Early ends: what rota's Slurm jobs say of their own end before Slurm does.
+
+Each attempt's batch script, once every replica ended, reports its status to rota and waits
+for the answer before it exits (``submit._report``); Slurm frees the job's GPUs only when the
+script exits. rota takes the report (``Backend.reported``) as an early observation of what
+Slurm will say: the control loop sees the attempt exited with that status, frees its GPUs in
+its own books and launches the next job there, pending in Slurm while the reporting job
+still holds them, and answers; the script exits and Slurm starts the next job in the
+scheduling pass that the end asks for (``docs/slurm.md``).
+
+``EarlyEnds`` keeps the reports, by Slurm job id, until Slurm confirms the end: the watcher's
+``squeue`` lists the job ended, or no longer lists it (``confirm``). Slurm stays the truth:
+``poll`` uses a report only while Slurm lists the job as not ended yet, and a job Slurm still
+runs ``REPORT_TRUST_S`` after its report (a script that lied, or hung after reporting) is
+``due``: the control loop stops it and says so in the job's events. Reports live in memory
+only; a control plane that restarts asks Slurm, as without them.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from rota.backends.base import REPORT_TRUST_S, Handle, ReplicaState, ReplicaStatus, Status
+from rota.backends.slurm.states import job_phase
+from rota.backends.slurm.text import SlurmOutputError
+
+
+@dataclass(slots=True)
+class EarlyEnd:
+    handle: Handle
+    exit_code: int
+    at: float              # when it was reported (seconds since the epoch)
+    named: bool = False    # already named by ``due``: it is being stopped
+
+    def status(self) -> Status:
+        """Every replica exited: 0 each for a status of 0 (the script exits 0 only when every
+        replica did); otherwise the status, the script's first failure, for each."""
+        return Status(tuple(ReplicaStatus(r.rank, ReplicaState.EXITED, self.exit_code,
+                                          finished_at=self.at)
+                            for r in self.handle.replicas))
+
+
+class EarlyEnds:
+    def __init__(self, trust_s: float = REPORT_TRUST_S) -> None:
+        self.trust_s = trust_s
+        self._ends: dict[int, EarlyEnd] = {}
+        self._lock = threading.Lock()
+
+    def take(self, slurm_id: int, handle: Handle, exit_code: int, now: float) -> None:
+        with self._lock:
+            self._ends.setdefault(slurm_id, EarlyEnd(handle, exit_code, now))
+
+    def get(self, slurm_id: int) -> EarlyEnd | None:
+        with self._lock:
+            return self._ends.get(slurm_id)
+
+    def ids(self) -> set[int]:
+        with self._lock:
+            return set(self._ends)
+
+    def forget(self, slurm_id: int) -> None:
+        """Slurm said the job ended (``poll``): its own word stands from now on."""
+        with self._lock:
+            self._ends.pop(slurm_id, None)
+
+    def due(self, now: float) -> dict[int, EarlyEnd]:
+        """The reports older than ``trust_s`` not named before (each is named once)."""
+        with self._lock:
+            found = {i: e for i, e in self._ends.items()
+                     if not e.named and now - e.at >= self.trust_s}
+            for e in found.values():
+                e.named = True
+            return found
+
+    def confirm(self, states: Mapping[int, str], asked: Iterable[int]) -> list[int]:
+        """Forget the reports of the jobs among ``asked`` that Slurm (``states``: job id ->
+        Slurm state, as ``squeue`` listed them) lists ended or no longer lists; returns
+        their ids."""
+        gone = []
+        with self._lock:
+            for slurm_id in asked:
+                if slurm_id in self._ends and _ended(states.get(slurm_id)):
+                    del self._ends[slurm_id]
+                    gone.append(slurm_id)
+        return gone
+
+
+def _ended(state: str | None) -> bool:
+    if state is None:
+        return True  # slurmctld forgot it: it ended long ago
+    try:
+        return job_phase(state.split()[0], "a reported job").ended
+    except SlurmOutputError:
+        return False  # a state rota does not know: Slurm has not said it ended

@@ -1,0 +1,144 @@
+"""Early ends on the real Slurm of tests/slurm/fixture: a batch script reports its status to
+``$ROTA_URL`` (here a recording HTTP server on loopback) and keeps its allocation until it is
+answered; the backend takes the report and says the attempt exited while Slurm still runs it,
+until Slurm says so itself; a script without ``curl`` ends as before, unreported; a job Slurm
+still runs long after it reported its end is named overdue, once.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from rota.backends.base import REPORT_TRUST_S, ReplicaState as R
+from rota.backends.slurm.backend import SlurmBackend
+from slurmkit import on, rota_job, run_spec, slurm_backend, status_of, wait
+
+pytestmark = pytest.mark.usefixtures("leftovers")
+
+
+class Reports(http.server.ThreadingHTTPServer):
+    """Answers each report once ``on_report(path, authorization, body)`` returned."""
+
+    def __init__(self, on_report: Callable[[str, str, dict], None]) -> None:
+        self.on_report = on_report
+        self.seen: list[tuple[str, str, dict]] = []
+        super().__init__(("127.0.0.1", 0), _Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: Reports
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        seen = (self.path, self.headers.get("Authorization", ""), body)
+        self.server.seen.append(seen)
+        self.server.on_report(*seen)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def reports():
+    made: list[Reports] = []
+
+    def make(on_report=lambda *seen: None) -> Reports:
+        made.append(Reports(on_report))
+        return made[-1]
+    yield make
+    for server in made:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_reported_end_counts_while_slurm_still_holds_the_job_until_slurm_says_so(
+        slurm, data_dir, tmp_path, job_id, reports):
+    backend = slurm_backend(data_dir)
+    launched = threading.Event()
+    handles = []
+    during: list[tuple[str | None, object]] = []
+
+    def on_report(path, authorization, body):
+        launched.wait(30)
+        [handle] = handles
+        assert backend.reported(handle, body["status"])
+        during.append((slurm.job(int(handle.launch_id)).state, backend.poll([handle])[0]))
+    server = reports(on_report)
+    env = {"ROTA_URL": server.url, "ROTA_TOKEN": "attempt-token"}
+    handles.append(backend.launch(rota_job(job_id), on(("node2", 0)),
+                                  run_spec("sleep 1; exit 3", tmp_path, env=env), attempt=0))
+    launched.set()
+    slurm_id = int(handles[0].launch_id)
+    wait(lambda: during and slurm.ended(slurm_id), "the report, then Slurm's end")
+    done = backend.poll(handles)[0]
+    assert server.seen == [(f"/v1/jobs/{job_id}/exited", "Bearer attempt-token", {"status": 3})]
+    [(state, early)] = during
+    assert state == "RUNNING"                       # the script waits for the answer
+    assert early.state is R.EXITED and early.exit_codes == (3,)
+    assert done.exit_codes == (3,)                  # and Slurm, once it ended, says the same
+    assert backend.early.ids() == set()
+    assert "attempt-token" not in (data_dir / "jobs" / job_id / "attempt-0-logs" /
+                                   "batch.log").read_text()
+
+
+def test_a_script_without_curl_on_the_node_ends_as_before_unreported(
+        slurm, data_dir, tmp_path, job_id, reports):
+    server = reports()
+    bare = tmp_path / "bin"  # the node's programs but curl: srun and env, which the script runs
+    bare.mkdir()
+    for program in ("srun", "env"):
+        (bare / program).symlink_to(Path("/usr/bin", program))
+    backend = slurm_backend(data_dir)
+    env = {"ROTA_URL": server.url, "ROTA_TOKEN": "t", "PATH": str(bare)}
+    handle = backend.launch(rota_job(job_id), on(("node2", 1)),
+                            run_spec("exit 4", tmp_path, env=env), attempt=0)
+    done = status_of(backend, handle, lambda s: s.state is not R.RUNNING, "the job to end")
+    assert done.state is R.EXITED and done.exit_codes == (4,)
+    assert server.seen == []
+
+
+def test_a_job_slurm_still_runs_long_after_its_report_is_named_overdue_once(
+        slurm, data_dir, tmp_path, job_id):
+    now = [1000.0]
+    config = slurm_backend(data_dir).config
+    backend = SlurmBackend(data_dir, config, clock=lambda: now[0])
+    handle = backend.launch(rota_job(job_id), on(("node2", 2)),
+                            run_spec("sleep 120", tmp_path), attempt=0)
+    status_of(backend, handle, lambda s: s.state is R.RUNNING, "the job to be submitted")
+    assert backend.reported(handle, 0)              # a report that lies: it runs on
+    assert backend.poll([handle])[0].exit_codes == (0,)
+    now[0] += REPORT_TRUST_S - 1
+    assert backend.overdue() == []
+    now[0] += 2
+    assert [h.launch_id for h in backend.overdue()] == [handle.launch_id]
+    assert backend.overdue() == []                  # named once
+    backend.cancel(handle, 0.0)
+    slurm.ended(int(handle.launch_id))
+    now[0] += 1
+    assert backend.overdue() == []
+
+
+def test_a_job_not_launched_here_is_not_taken(data_dir, tmp_path, job_id, slurm):
+    backend = slurm_backend(data_dir)
+    other = slurm_backend(data_dir)
+    handle = backend.launch(rota_job(job_id), on(("node2", 3)), run_spec("sleep 30", tmp_path),
+                            attempt=0)
+    backend.cancel(handle, 0.0)
+    slurm.ended(int(handle.launch_id))
+    status_of(backend, handle, lambda s: s.state is not R.RUNNING, "the end")
+    assert not backend.reported(handle, 0)          # ended: Slurm's word stands
+    assert not other.reported(handle, 0)            # never tracked by that one
