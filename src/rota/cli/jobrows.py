@@ -134,7 +134,7 @@ def memory(mib: float | int | None) -> str:
 
 
 def brief(job: dict) -> dict:
-    """The brief view (``GET /v1/jobs?view=brief``, ``rota.store.convert.BRIEF_COLUMNS``) of a
+    """The brief view (``GET /v1/jobs?view=brief``, ``rota.store.briefs.BRIEF_COLUMNS``) of a
     full one: the request's numbers at the top, the wait reasons' codes alone."""
     out = {k: job.get(k) for k in ("id", "name", "project", "user", "queue", "state",
                                    "priority", "replicas", "placement", "submit_time",

@@ -1,0 +1,105 @@
+"""Brief views of jobs (``GET /v1/jobs?view=brief``: the values ``rota ps`` shows), written
+as JSON by the database itself.
+
+A page is one statement whose answer is one row: the page's JSON text, a JSON array with one
+array per job, its values in the order of ``BRIEF_COLUMNS``. No Python object is made per job,
+and the database is entered once: SQLite's driver gives the interpreter's lock up around each
+step of a statement, and with a row per job a page of 10,000 waited 10,000 times to get it
+back from the control loop's thread (up to the 5 ms switch interval each).
+
+Each value is the full view's (``rota.api.models.job_view``): ``id`` and ``array_id`` as
+strings, the request's numbers from the spec (``cpu_milli``, ``gpu_count``, ...), the
+placement with each device named (``{"index", "milli", "memory_mib"}``; stored as a list of
+three numbers), and ``wait_codes`` the ``code`` of each wait reason (``[]`` for none). The
+page is the one ``rota.store.jobs.list_jobs`` would list: the same filter, newest first, after
+the same cursor. SQLite writes a number with fifteen significant digits in JSON, which would
+round a submit time, so it is written with seventeen (``printf('%!.17g')``), which read back
+as the same number; PostgreSQL writes each number exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Text, cast, func, literal_column, select
+from sqlalchemy.dialects.postgresql import aggregate_order_by
+
+from rota.core import InvalidSpec
+from rota.store.jobs import filtered, request_number
+from rota.store.records import JobFilter
+from rota.store.schema import jobs
+
+MAX_BRIEF_PAGE = 10_000  # brief views are a tenth of the size: a page holds ten times more
+
+# a job's brief view: the columns ``rota ps`` reads, in this order
+BRIEF_COLUMNS = ("id", "name", "project", "user", "queue", "state", "priority", "replicas",
+                 "cpu_milli", "memory_mib", "gpu_count", "gpu_share", "gpu_memory_mib",
+                 "placement", "submit_time", "exit_code", "reason", "wait_codes", "array_id",
+                 "array_index", "array_limit")
+
+# the values that are JSON (placement, wait_codes) or that JSON would round (submit_time), in
+# each database's own words; stored JSON that is not an array (SQL NULL, JSON null) is none
+_SQLITE = {
+    "placement": """CASE WHEN json_type(jobs.placement) = 'array' THEN json((
+        SELECT json_group_array(json_object('node', r.value ->> 'node', 'devices', json((
+            SELECT json_group_array(json_object('index', d.value ->> 0, 'milli', d.value ->> 1,
+                                                'memory_mib', d.value ->> 2))
+            FROM json_each(r.value, '$.devices') AS d))))
+        FROM json_each(jobs.placement) AS r)) END""",
+    "submit_time": "json(printf('%!.17g', jobs.submit_time))",
+    "wait_codes": """json((SELECT json_group_array(w.value ->> 'code')
+        FROM json_each(jobs.wait_reasons) AS w WHERE w.type = 'object'))""",
+}
+_POSTGRES = {
+    "placement": """CASE WHEN json_typeof(jobs.placement) = 'array' THEN (
+        SELECT coalesce(json_agg(json_build_object('node', r -> 'node', 'devices', (
+            SELECT coalesce(json_agg(json_build_object('index', d -> 0, 'milli', d -> 1,
+                                                       'memory_mib', d -> 2) ORDER BY dn),
+                            '[]'::json)
+            FROM json_array_elements(r -> 'devices') WITH ORDINALITY AS ds(d, dn))) ORDER BY rn),
+            '[]'::json)
+        FROM json_array_elements(jobs.placement) WITH ORDINALITY AS rs(r, rn)) END""",
+    "submit_time": "jobs.submit_time",
+    "wait_codes": """CASE WHEN json_typeof(jobs.wait_reasons) = 'array' THEN (
+        SELECT coalesce(json_agg(w -> 'code' ORDER BY wn), '[]'::json)
+        FROM json_array_elements(jobs.wait_reasons) WITH ORDINALITY AS ws(w, wn)
+        WHERE json_typeof(w) = 'object') ELSE '[]'::json END""",
+}
+
+
+def brief_page(conn: Connection, where: JobFilter, limit: int, after: str | None
+               ) -> tuple[str, str | None]:
+    """The JSON text of up to ``limit`` (at most ``MAX_BRIEF_PAGE``) jobs' brief views, newest
+    first, from after job ``after``; and the cursor of the next page (None: no more)."""
+    if not 1 <= limit <= MAX_BRIEF_PAGE:
+        raise InvalidSpec("limit", f"must be between 1 and {MAX_BRIEF_PAGE}, got {limit}")
+    postgres = conn.dialect.name == "postgresql"
+    values = _values(_POSTGRES if postgres else _SQLITE)
+    row = (func.json_build_array if postgres else func.json_array)(*values).label("row")
+    page = filtered(select(jobs.c.id, row), where, after, newest_first=True).limit(limit) \
+        .subquery("page")
+    # the job after the page's last, if any: then the page's last (its oldest) is the cursor
+    beyond = filtered(select(jobs.c.id), where, after, newest_first=True).offset(limit) \
+        .limit(1).scalar_subquery()
+    if postgres:  # json_agg keeps the order it is told; the text as PostgreSQL wrote it
+        items = cast(func.json_agg(aggregate_order_by(page.c.row, page.c.id.desc())), Text)
+    else:
+        # SQLite before 3.44 takes no ORDER BY in an aggregate: it adds the rows in the order
+        # the subquery yields them (the subquery has a LIMIT, so it is not merged into this
+        # query). json() again: a JSON value loses its JSON type on the way out of a subquery
+        items = func.json_group_array(func.json(page.c.row))
+    text, oldest, more = conn.execute(select(items, func.min(page.c.id), beyond)
+                                      .select_from(page)).one()
+    return text or "[]", None if more is None else str(oldest)
+
+
+def _values(words: dict[str, str]) -> list[Any]:
+    """One SQL expression per ``BRIEF_COLUMNS``."""
+    c = jobs.c
+    plain = {"id": cast(c.id, Text), "array_id": cast(c.array_id, Text),
+             "cpu_milli": request_number("cpu_milli"), "memory_mib": request_number("memory_mib"),
+             "gpu_count": request_number("gpu", "count"),
+             "gpu_share": request_number("gpu", "share"),
+             "gpu_memory_mib": request_number("gpu", "memory_mib")}
+    return [literal_column(words[name]) if name in words else plain[name] if name in plain
+            else c[name] for name in BRIEF_COLUMNS]
