@@ -318,3 +318,22 @@ def test_brief_views_are_written_by_either_database_as_python_made_them(store, c
     assert briefs_of(store, where=JobFilter(states=frozenset({S.SUCCEEDED}))) == ([], None)
     with pytest.raises(InvalidSpec):
         store.brief_page(limit=10_001)
+
+
+def test_eligibility_facts_are_those_of_the_pending_jobs_something_may_keep_back(store, clock):
+    """Held, not before a time ahead, with dependencies, a task of an array with a limit: in
+    the facts; a plain pending job (its dependencies stored as JSON null) and a running one
+    are not, on either database."""
+    seed(store)
+    plain = store.submit(submission(1))
+    held = store.submit(submission(1))
+    store.hold(held, "wait for me", by="alice")
+    later = store.submit(replace(submission(1), start_at=clock.t + 60))
+    after = store.submit(replace(submission(1), depends=(("after_ok", plain),)))
+    tasks = store.submit_array([replace(submission(1), array_limit=1) for _ in range(2)])
+    placed = running(store)
+    facts = store.eligibility_facts(clock.t)
+    assert set(facts.pending) == {held, later, after, *(t.id for t in tasks)}
+    assert not {plain, placed} & set(facts.pending)
+    assert facts.pending[after].depends == (("after_ok", plain),)
+    assert facts.states == {plain: S.PENDING}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
+from sqlalchemy import Connection, Text, bindparam, cast, func, insert, or_, select, update
 
 from rota.core import (
     End, IllegalTransition, InvalidSpec, JobState, Placement, RotaError, check_transition,
@@ -372,10 +372,12 @@ def records(conn: Connection, job_ids: list[str]) -> list[JobRecord]:
 def eligibility_facts(conn: Connection, now: float) -> EligibilityFacts:
     """What may keep pending jobs from starting now: holds, times ahead, dependencies (with
     the states of the jobs depended on), arrays (with their tasks holding resources)."""
+    # a job without dependencies has them stored as JSON null, not as SQL NULL: "is not
+    # null" alone read every pending job, each with nothing to keep it back
     rows = conn.execute(select(jobs.c.id, jobs.c.held, jobs.c.eligible_at, jobs.c.depends,
                                jobs.c.array_id, jobs.c.array_index, jobs.c.array_limit).where(
         jobs.c.state == str(JobState.PENDING),
-        or_(jobs.c.held != "", jobs.c.eligible_at > now, jobs.c.depends.is_not(None),
+        or_(jobs.c.held != "", jobs.c.eligible_at > now, cast(jobs.c.depends, Text) != "null",
             jobs.c.array_limit.is_not(None)))).all()
     pending = {str(r.id): PendingFacts(
         r.held, r.eligible_at, tuple((k, str(j)) for k, j in r.depends or ()),
