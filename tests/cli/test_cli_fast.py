@@ -232,10 +232,10 @@ JOB_VIEWS = [
 
 @pytest.mark.parametrize("view", JOB_VIEWS, ids=["no-gpu", "share", "gang"])
 def test_the_fast_columns_say_what_rota_core_jobwords_says(view):
-    brief = jobrows.brief(view)
-    assert jobrows.gpus(brief) == jobwords.gpus(view)
-    assert jobrows.placement(brief) == jobwords.placement(view)
-    assert jobrows.reason_column(brief) == jobwords.reason_column(view)
+    cells = jobrows.cells(("gpus", "where", "reason"), jobrows.BRIEF, [jobrows.brief(view)] * 2,
+                          time.time())
+    expected = [jobwords.gpus(view), jobwords.placement(view), jobwords.reason_column(view)]
+    assert cells == [[e, e] for e in expected]  # the second job's worded as the first's
     from rota.core.wording import amount
     assert jobrows.memory(view["request"]["memory_mib"]) == \
         amount("memory", view["request"]["memory_mib"])
@@ -302,3 +302,8 @@ def test_the_fast_parser_takes_arguments_anywhere_and_after_a_double_dash():
     assert parse(["-f", "12", "--tail", "3"], LOGS, 1) == {"follow": True, "tail": 3,
                                                           "arguments": ["12"]}
     assert parse(["--", "12"], LOGS, 1) == {"arguments": ["12"]}
+
+
+def test_the_brief_values_the_typer_command_makes_are_in_the_servers_order():
+    from rota.store.briefs import BRIEF_COLUMNS
+    assert jobrows.BRIEF == BRIEF_COLUMNS
