@@ -60,8 +60,8 @@ class _Lost(Exception):
 
 
 class BareClient:
-    """``jobs_page`` (and ``briefs``), ``job``, ``logs``, ``whoami``, ``queues``, ``submit`` and ``cancel`` as
-    ``rota.client.Client`` has them."""
+    """``jobs_page``, ``job``, ``logs``, ``whoami``, ``queues``, ``submit`` and ``cancel`` as
+    ``rota.client.Client`` has them, and ``briefs``: the brief views ``rota ps`` shows."""
 
     def __init__(self, credentials: Credentials | None = None, timeout_s: float = 30.0,
                  connect_s: float = 5.0, on_retry: Callable[[str], None] = lambda message: None,
