@@ -38,16 +38,19 @@ BRIEF_COLUMNS = ("id", "name", "project", "user", "queue", "state", "priority", 
                  "array_index", "array_limit")
 
 # the values that are JSON (placement, wait_codes) or that JSON would round (submit_time), in
-# each database's own words; stored JSON that is not an array (SQL NULL, JSON null) is none
+# each database's own words; stored JSON that is not an array (SQL NULL, JSON null) is none.
+# On SQLite json_extract, not ->>, which only 3.38 and later know
 _SQLITE = {
     "placement": """CASE WHEN json_type(jobs.placement) = 'array' THEN json((
-        SELECT json_group_array(json_object('node', r.value ->> 'node', 'devices', json((
-            SELECT json_group_array(json_object('index', d.value ->> 0, 'milli', d.value ->> 1,
-                                                'memory_mib', d.value ->> 2))
+        SELECT json_group_array(json_object('node', json_extract(r.value, '$.node'), 'devices',
+                                            json((
+            SELECT json_group_array(json_object('index', json_extract(d.value, '$[0]'),
+                                                'milli', json_extract(d.value, '$[1]'),
+                                                'memory_mib', json_extract(d.value, '$[2]')))
             FROM json_each(r.value, '$.devices') AS d))))
         FROM json_each(jobs.placement) AS r)) END""",
     "submit_time": "json(printf('%!.17g', jobs.submit_time))",
-    "wait_codes": """json((SELECT json_group_array(w.value ->> 'code')
+    "wait_codes": """json((SELECT json_group_array(json_extract(w.value, '$.code'))
         FROM json_each(jobs.wait_reasons) AS w WHERE w.type = 'object'))""",
 }
 _POSTGRES = {
