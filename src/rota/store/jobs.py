@@ -83,11 +83,6 @@ def list_jobs(conn: Connection, where: JobFilter, limit: int, after: str | None,
     return Page(items, str(rows[limit - 1].id) if len(rows) > limit else None)
 
 
-def request_number(*path: str) -> Any:
-    """A number of the job's request, read from its spec in SQL (no JSON parsed here)."""
-    return jobs.c.spec[("request", *path)].as_integer()
-
-
 def _listed(query: Any, where: JobFilter, limit: int, after: str | None,
             newest_first: bool) -> Any:
     """``query`` narrowed to ``where`` (``filtered``), one row past ``limit`` (which says
