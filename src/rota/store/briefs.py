@@ -103,7 +103,8 @@ def brief_page(conn: Connection, where: JobFilter, limit: int, after: str | None
         items = cast(func.json_agg(aggregate_order_by(page.c.row, page.c.id.desc())), Text)
         # the planner prices the per-job subqueries high enough to compile the statement
         # first (JIT), which took longer than running it
-        conn.execute(sql_text("SET LOCAL jit = off"))
+        if conn.dialect.server_version_info >= (11,):  # JIT came with PostgreSQL 11
+            conn.execute(sql_text("SET LOCAL jit = off"))
     else:
         # SQLite before 3.44 takes no ORDER BY in an aggregate: it adds the rows in the order
         # the subquery yields them (the subquery has a LIMIT, so it is not merged into this
