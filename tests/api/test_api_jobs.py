@@ -169,7 +169,14 @@ def test_brief_pages_hold_up_to_ten_thousand_jobs_and_full_ones_a_thousand(eithe
     assert [len(page["items"]), len(rest["items"]), rest["next_after"]] == [2, 1, None]
     assert len(client.get("/v1/jobs?view=brief&limit=10000",
                           headers=auth["root"]).json()["items"]) == 3
+    some = client.get("/v1/jobs?view=brief&columns=state,id&columns=gpu_count",
+                      headers=auth["root"]).json()
+    every = client.get("/v1/jobs?view=brief", headers=auth["root"]).json()
+    assert some["columns"] == ["id", "state", "gpu_count"]  # in the brief view's own order
+    assert some["items"] == [[i[every["columns"].index(c)] for c in some["columns"]]
+                             for i in every["items"]]
     for query, field in (("view=brief&limit=10001", "limit"), ("limit=1001", "limit"),
-                         ("view=short", "view")):
+                         ("view=short", "view"), ("view=brief&columns=id,nope", "columns"),
+                         ("columns=id", "columns")):
         bad = client.get(f"/v1/jobs?{query}", headers=auth["root"])
         assert bad.status_code == 422 and bad.json()["error"]["field"] == field, bad.text

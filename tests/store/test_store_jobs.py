@@ -318,6 +318,10 @@ def test_brief_views_are_written_by_either_database_as_python_made_them(store, c
     assert briefs_of(store, where=JobFilter(states=frozenset({S.SUCCEEDED}))) == ([], None)
     with pytest.raises(InvalidSpec):
         store.brief_page(limit=10_001)
+    for some in (("id",), ("id", "gpu_share", "placement", "wait_codes"), ("cpu_milli", "reason")):
+        picked, _ = briefs_of(store, limit=20, columns=some)
+        at = [BRIEF_COLUMNS.index(c) for c in some]
+        assert picked == [[full[k] for k in at] for full in briefs_of(store, limit=20)[0]]
 
 
 def test_eligibility_facts_are_those_of_the_pending_jobs_something_may_keep_back(store, clock):

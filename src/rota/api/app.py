@@ -288,15 +288,16 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     def list_jobs(project: list[str] | None = Query(None), state: list[str] | None = Query(None),
                   user: str | None = None, queue: str | None = None,
                   limit: int = Query(100, ge=1, le=MAX_BRIEF_PAGE), after: str | None = None,
-                  view: str = "full", who: Principal = Depends(principal)) -> Response:
+                  view: str = "full", columns: list[str] | None = Query(None),
+                  who: Principal = Depends(principal)) -> Response:
         """A page of jobs newest first (``rota.api.reads``); ``view=brief`` for the fields
-        ``rota ps`` shows, in pages of up to 10,000, sent as the database wrote them. The full
-        views are plain JSON types, so they are written as they are, without FastAPI's encoder
-        (which took as long as the read)."""
-        check_view(view)
+        ``rota ps`` shows (``columns``: only those), in pages of up to 10,000, sent as the
+        database wrote them. The full views are plain JSON types, so they are written as they
+        are, without FastAPI's encoder (which took as long as the read)."""
+        check_view(view, columns)
         if view == "brief":
-            return Response(reads.brief_jobs(who, project, state, user, queue, limit, after),
-                            media_type="application/json")
+            return Response(reads.brief_jobs(who, project, state, user, queue, limit, after,
+                                             columns), media_type="application/json")
         return JSONResponse(reads.jobs(who, project, state, user, queue, limit, after))
 
     @app.get("/v1/jobs/{job_id}")

@@ -23,12 +23,17 @@ from rota.api.views import nodes_view
 from rota.control.queueview import queues_view
 from rota.core import InvalidSpec, JobState
 from rota.store import JobFilter, JobRecord, NotFound, Principal, Store
-from rota.store.briefs import BRIEF_COLUMNS
+from rota.store.briefs import BRIEF_COLUMNS, chosen_columns
 from rota.store.jobs import ascii_digits
 
 VIEWS = ("full", "brief")  # of GET /v1/jobs
-_BRIEF_HEAD = b'{"columns":' + json.dumps(BRIEF_COLUMNS, separators=(",", ":")).encode() + \
-    b',"items":'
+
+
+def _brief_head(columns: tuple[str, ...]) -> bytes:
+    return b'{"columns":' + json.dumps(columns, separators=(",", ":")).encode() + b',"items":'
+
+
+_BRIEF_HEAD = _brief_head(BRIEF_COLUMNS)
 
 
 class Reads:
@@ -57,15 +62,19 @@ class Reads:
 
     def brief_jobs(self, who: Principal, projects: list[str] | None = None,
                    states: list[str] | None = None, user: str | None = None,
-                   queue: str | None = None, limit: int = 100, after: str | None = None) -> bytes:
+                   queue: str | None = None, limit: int = 100, after: str | None = None,
+                   columns: list[str] | None = None) -> bytes:
         """The same page as brief views, as the JSON answer's bytes: the values ``rota ps``
-        shows, one array per job in the order of ``columns`` (pages of 10,000 at most; a
-        third the size of full views), written by the database (``rota.store.briefs``) and
-        sent as they are."""
+        shows (those of ``columns`` only, when named), one array per job in the order of the
+        answer's ``columns`` (pages of 10,000 at most; a third the size of full views),
+        written by the database (``rota.store.briefs``) and sent as they are."""
+        chosen = chosen_columns(columns)
         where = self._where(who, projects, states, user, queue, after)
-        items, next_after = self.store.brief_page(where, limit=limit, after=after)
-        return b"".join((_BRIEF_HEAD, items.encode(), b',"next_after":',
-                         json.dumps(next_after).encode(), b"}"))
+        items, next_after = self.store.brief_page(where, limit=limit, after=after,
+                                                  columns=chosen)
+        head = _BRIEF_HEAD if chosen == BRIEF_COLUMNS else _brief_head(chosen)
+        return b"".join((head, items.encode(), b',"next_after":', json.dumps(next_after).encode(),
+                         b"}"))
 
     def _where(self, who: Principal, projects: list[str] | None, states: list[str] | None,
                user: str | None, queue: str | None, after: str | None) -> JobFilter:
@@ -118,10 +127,12 @@ class Reads:
                 for p in seen]
 
 
-def check_view(view: str) -> None:
-    """``view`` of ``GET /v1/jobs``: one of ``VIEWS``."""
+def check_view(view: str, columns: list[str] | None = None) -> None:
+    """``view`` of ``GET /v1/jobs``: one of ``VIEWS``; ``columns`` only with the brief one."""
     if view not in VIEWS:
         raise InvalidSpec("view", f"unknown view {view!r}; known: {', '.join(VIEWS)}")
+    if columns and view != "brief":
+        raise InvalidSpec("columns", "names the values of brief views: give view=brief too")
 
 
 def parse_states(values: list[str] | None) -> frozenset[JobState] | None:

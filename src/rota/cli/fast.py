@@ -162,7 +162,8 @@ def ps(argv: list[str]) -> None:
         import json
         print(json.dumps(jobs, indent=2, sort_keys=True))
     else:  # a table needs only what it shows: brief views
-        columns, rows, more = talking(lambda client: client.briefs(**asked))
+        columns, rows, more = talking(lambda client: client.briefs(
+            **asked, values=jobrows.values_for(names)))
         if rows:
             _table(jobrows, names, columns, rows)
         else:

@@ -200,6 +200,22 @@ def age(since: float | None, now: float) -> str:
     return "-" if since is None else duration(now - since)
 
 
+# the values of a brief view each column reads; every table also folds arrays with the first
+FOLDED = ("id", "state", "placement", "array_id", "array_index", "array_limit")
+READS = {"id": (), "name": ("name",), "project": ("project",), "queue": ("queue",),
+         "user": ("user",), "state": (), "priority": ("priority",),
+         "gpus": ("replicas", "gpu_count", "gpu_share", "gpu_memory_mib"), "cpu": ("cpu_milli",),
+         "memory": ("memory_mib",), "where": (), "age": ("submit_time",),
+         "exit": ("exit_code",), "reason": ("reason", "wait_codes")}
+
+
+def values_for(names: tuple[str, ...]) -> list[str]:
+    """The values of brief views the table of columns ``names`` reads (``GET /v1/jobs?view=
+    brief&columns=...``: a server sends those alone, in its own order)."""
+    wanted = set(FOLDED).union(*(READS[n] for n in names))
+    return [v for v in BRIEF if v in wanted]
+
+
 def cells(names: tuple[str, ...], columns: list[str] | tuple[str, ...], rows: list[list],
           now: float) -> list[list[str]]:
     """The cells of the columns ``names``, one list per column, of the brief views ``rows``

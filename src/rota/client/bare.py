@@ -113,16 +113,18 @@ class BareClient:
 
     def briefs(self, projects: list[str] | None = None, states: list[str] | None = None,
                limit: int = 1000, queue: str | None = None, user: str | None = None,
-               after: str | None = None) -> tuple[list[str], list[list], str | None]:
+               after: str | None = None, values: list[str] | None = None
+               ) -> tuple[list[str], list[list], str | None]:
         """The same jobs as brief views (``view=brief``: the values ``rota ps`` shows, in
-        pages ten times larger): the names of their values (the page's ``columns``), a list
-        of values per job in that order, and the cursor."""
+        pages ten times larger; ``values`` of them only, where the server takes ``columns``):
+        the names of their values (the page's ``columns``), a list of values per job in that
+        order, and the cursor."""
         columns: list[str] = []
         out: list[list] = []
         while len(out) < limit:
             page = self.get("/v1/jobs", {**self._listing(
                 projects, states, queue, user, after, min(BRIEF_PAGE, limit - len(out))),
-                "view": "brief"})
+                "view": "brief", "columns": ",".join(values) if values else None})
             items = page["items"]
             if not out:
                 columns = page["columns"]

@@ -74,10 +74,23 @@ _POSTGRES = {
 }
 
 
-def brief_page(conn: Connection, where: JobFilter, limit: int, after: str | None
-               ) -> tuple[str, str | None]:
+def chosen_columns(names: list[str] | None) -> tuple[str, ...]:
+    """The values asked for (repeated, or separated by commas), in the order of
+    ``BRIEF_COLUMNS``; all of them when none is named. An unknown name is an ``InvalidSpec``
+    naming ``columns``."""
+    wanted = {n.strip() for value in names or () for n in value.split(",") if n.strip()}
+    unknown = sorted(wanted.difference(BRIEF_COLUMNS))
+    if unknown:
+        raise InvalidSpec("columns", f"unknown column {unknown[0]!r}; known: "
+                                     f"{', '.join(BRIEF_COLUMNS)}")
+    return tuple(c for c in BRIEF_COLUMNS if c in wanted) if wanted else BRIEF_COLUMNS
+
+
+def brief_page(conn: Connection, where: JobFilter, limit: int, after: str | None,
+               columns: tuple[str, ...] = BRIEF_COLUMNS) -> tuple[str, str | None]:
     """The JSON text of up to ``limit`` (at most ``MAX_BRIEF_PAGE``) jobs' brief views, newest
-    first, from after job ``after``; and the cursor of the next page (None: no more)."""
+    first, from after job ``after``, each the values of ``columns`` (``chosen_columns``) in
+    that order; and the cursor of the next page (None: no more)."""
     if not 1 <= limit <= MAX_BRIEF_PAGE:
         raise InvalidSpec("limit", f"must be between 1 and {MAX_BRIEF_PAGE}, got {limit}")
     postgres = conn.dialect.name == "postgresql"
@@ -87,12 +100,12 @@ def brief_page(conn: Connection, where: JobFilter, limit: int, after: str | None
         request = select(cast(jobs.c.spec["request"], JSONB).label("r")).correlate(jobs) \
             .offset(0).lateral("request")  # OFFSET 0: not merged, so read once
         numbers = {name: request.c.r[path] for name, path in _NUMBERS.items()}
-        row = func.json_build_array(*_values(_POSTGRES, numbers))
-        source: Any = jobs.join(request, true())
+        row = func.json_build_array(*_values(columns, _POSTGRES, numbers))
+        source: Any = jobs.join(request, true()) if _NUMBERS.keys() & set(columns) else jobs
     else:
         numbers = {name: jobs.c.spec[("request", *path)].as_integer()
                    for name, path in _NUMBERS.items()}
-        row = func.json_array(*_values(_SQLITE, numbers))
+        row = func.json_array(*_values(columns, _SQLITE, numbers))
         source = jobs
     page = filtered(select(jobs.c.id, row.label("row")).select_from(source), where, after,
                     newest_first=True).limit(limit).subquery("page")
@@ -121,9 +134,10 @@ _NUMBERS = {"cpu_milli": ("cpu_milli",), "memory_mib": ("memory_mib",),
             "gpu_memory_mib": ("gpu", "memory_mib")}
 
 
-def _values(words: dict[str, str], numbers: dict[str, Any]) -> list[Any]:
-    """One SQL expression per ``BRIEF_COLUMNS``."""
+def _values(columns: tuple[str, ...], words: dict[str, str], numbers: dict[str, Any]
+            ) -> list[Any]:
+    """One SQL expression per column."""
     c = jobs.c
     plain = {"id": cast(c.id, Text), "array_id": cast(c.array_id, Text), **numbers}
     return [literal_column(words[name]) if name in words else plain[name] if name in plain
-            else c[name] for name in BRIEF_COLUMNS]
+            else c[name] for name in columns]

@@ -366,12 +366,13 @@ class Store:
             return jobs.list_jobs(conn, where, limit, after, newest_first)
 
     def brief_page(self, where: JobFilter = JobFilter(), limit: int = 100,
-                   after: str | None = None) -> tuple[str, str | None]:
+                   after: str | None = None,
+                   columns: tuple[str, ...] = briefs.BRIEF_COLUMNS) -> tuple[str, str | None]:
         """Jobs newest first as brief views, as the JSON text the database wrote
-        (``briefs.brief_page``: an array of values per job, ``briefs.BRIEF_COLUMNS``), and
-        the next cursor."""
+        (``briefs.brief_page``: an array of the values of ``columns`` per job), and the next
+        cursor."""
         with self._read() as conn:
-            return briefs.brief_page(conn, where, limit, after)
+            return briefs.brief_page(conn, where, limit, after, columns)
 
     def events(self, job_id: str, after: int = 0, limit: int = 1000) -> list[JobEvent]:
         with self._read() as conn:
