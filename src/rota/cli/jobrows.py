@@ -13,6 +13,8 @@ into one line, and the lines around the table. ``rota.cli.listing`` (the Typer c
   ``placement``, ``reason_column``, ``age``); they are written again here because importing
   ``rota.core`` costs a short command more than its whole budget.
   ``tests/cli/test_cli_fast.py`` holds the two to the same answers.
+- ``values_for``: the values of brief views a table reads, which ``rota ps`` asks the server
+  for alone (``columns``).
 - Paging: ``--limit`` jobs at most (the server sends 1,000 at a time; they are followed), and
   ``more_line`` says when more exist and how to see them (``--after ID``).
 """
