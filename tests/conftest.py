@@ -1,4 +1,58 @@
+"""Fixtures for every test directory. ``db_url``: the URL of an empty database, once a fresh
+SQLite file and once a fresh schema of a real PostgreSQL, so a test that takes it runs on both.
+
+PostgreSQL comes from ``ROTA_TEST_POSTGRES_URL`` (``.ci/postgres`` starts one and prints it).
+This test session creates its own database there and drops it at the end, so that parallel
+runs never share tables. Without the variable the PostgreSQL cases skip, unless ``CI`` is set:
+then they fail, because CI must test both databases.
+"""
+
+import os
 import sys
+import uuid
 from pathlib import Path
+from typing import Iterator
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+PG_ENV = "ROTA_TEST_POSTGRES_URL"
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    base = os.environ.get(PG_ENV)
+    if not base:
+        message = (f"{PG_ENV} is not set: run `export {PG_ENV}=$(.ci/postgres)` to test the "
+                   "store on PostgreSQL too")
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set, so PostgreSQL must be tested: {message}")
+        pytest.skip(message)
+    name = f"rota_t_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path) -> Iterator[str]:
+    """The URL of an empty database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'rota.db'}"
+        return
+    url = request.getfixturevalue("postgres_database")
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text("DROP SCHEMA public CASCADE"))
+        conn.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+    yield url

@@ -232,10 +232,10 @@ JOB_VIEWS = [
 
 @pytest.mark.parametrize("view", JOB_VIEWS, ids=["no-gpu", "share", "gang"])
 def test_the_fast_columns_say_what_rota_core_jobwords_says(view):
-    brief = jobrows.brief(view)
-    assert jobrows.gpus(brief) == jobwords.gpus(view)
-    assert jobrows.placement(brief) == jobwords.placement(view)
-    assert jobrows.reason_column(brief) == jobwords.reason_column(view)
+    cells = jobrows.cells(("gpus", "where", "reason"), jobrows.BRIEF, [jobrows.brief(view)] * 2,
+                          time.time())
+    expected = [jobwords.gpus(view), jobwords.placement(view), jobwords.reason_column(view)]
+    assert cells == [[e, e] for e in expected]  # the second job's worded as the first's
     from rota.core.wording import amount
     assert jobrows.memory(view["request"]["memory_mib"]) == \
         amount("memory", view["request"]["memory_mib"])
@@ -302,3 +302,25 @@ def test_the_fast_parser_takes_arguments_anywhere_and_after_a_double_dash():
     assert parse(["-f", "12", "--tail", "3"], LOGS, 1) == {"follow": True, "tail": 3,
                                                           "arguments": ["12"]}
     assert parse(["--", "12"], LOGS, 1) == {"arguments": ["12"]}
+
+
+def test_the_brief_values_the_typer_command_makes_are_in_the_servers_order():
+    from rota.store.briefs import BRIEF_COLUMNS
+    assert jobrows.BRIEF == BRIEF_COLUMNS
+
+
+def test_a_table_reads_only_the_brief_values_it_asks_the_server_for():
+    """``values_for``: for every column, and the sets of ``-o wide`` and the default, the
+    cells of brief views cut down to the values asked for are those of whole ones (an array's
+    tasks folded included)."""
+    rows = [jobrows.brief({**view, "id": str(k), "name": f"n{k}", "project": "p",
+                           "user": "u", "queue": "q", "state": "pending", "priority": 0,
+                           "submit_time": 100.0, "exit_code": None,
+                           "array_id": "7" if k > 2 else None, "array_index": k,
+                           "array_limit": 2 if k > 2 else None})
+            for k, view in enumerate(JOB_VIEWS * 2)]
+    for names in [(n,) for n in jobrows.COLUMNS] + [jobrows.WIDE, jobrows.DEFAULT]:
+        asked = jobrows.values_for(names)
+        cut = [[r[jobrows.BRIEF.index(v)] for v in asked] for r in rows]
+        assert jobrows.cells(names, asked, cut, 200.0) == \
+            jobrows.cells(names, jobrows.BRIEF, rows, 200.0), names

@@ -3,6 +3,7 @@ cancel, backend-reported transitions through the state table, and events."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -248,34 +249,95 @@ def test_events_page_after_an_id(store):
     assert store.events(job_id, after=first.id, limit=1) == rest[:1]
 
 
-def test_brief_views_are_read_from_the_rows_on_either_database(store):
-    """``list_briefs``: the values ``rota ps`` shows, the request's numbers extracted in SQL
-    (JSON paths on SQLite and PostgreSQL alike), newest first, filtered and paged as
-    ``list_jobs`` is."""
+def brief_of(rec) -> list:
+    """A job's brief view as it was made in Python before the database wrote it: the values
+    of ``JobRecord`` in the order of ``BRIEF_COLUMNS``."""
+    request, gpu = rec.job.request, rec.job.request.gpu
+    placement = None if rec.job.placement is None else [
+        {"node": r.node, "devices": [{"index": d.index, "milli": d.milli,
+                                      "memory_mib": d.memory_mib} for d in r.devices]}
+        for r in rec.job.placement.replicas]
+    return [rec.id, rec.name, rec.job.project, rec.job.user, rec.job.queue, str(rec.job.state),
+            rec.job.priority, rec.job.replicas, request.cpu_milli, request.memory_mib, gpu.count,
+            gpu.share, gpu.memory_mib, placement, rec.job.submit_time, rec.exit_code, rec.reason,
+            [str(r.code) for r in rec.wait_reasons], rec.array_id, rec.array_index,
+            rec.array_limit]
+
+
+def briefs_of(store: Store, **asked) -> tuple[list[list], str | None]:
+    text, after = store.brief_page(**asked)
+    return json.loads(text), after
+
+
+def test_brief_views_are_written_by_either_database_as_python_made_them(store, clock):
+    """``brief_page``: the values ``rota ps`` shows, as JSON the database writes (the request's
+    numbers from the spec, a placement's devices named, the wait reasons' codes; exact times,
+    any text), newest first, filtered and paged as ``list_jobs`` is."""
     from builders import job
-    from rota.store.convert import BRIEF_COLUMNS
+    from rota.core import Reason, ReasonCode
+    from rota.scheduler import Wait
+    from rota.store.briefs import BRIEF_COLUMNS
     seed(store)
+    clock.t = 1_764_230_400.123_456_7  # seventeen significant digits
     half = store.submit(Submission.from_job(job("x").gpus(0.5, memory_gib=20).cpu(2)
                                             .user("alice").project("p").build(), name="half"))
+    clock.advance(0.1)
     placed = running(store)
+    gang = store.submit(submission(0, replicas=2, name="gang"))
+    store.apply(Decisions(binds=[Bind(gang, Placement((
+        ReplicaPlacement("n1", ()), ReplicaPlacement("n1", (DeviceShare(3, 250, None),)))),
+        "any")]), 6.0)
+    waiting = store.submit(submission(1, name="waits"))
+    store.apply(Decisions(waits=[Wait(waiting, (
+        Reason(ReasonCode("resources"), "gpu", 1, 0, 8),
+        Reason(ReasonCode("quota"), detail='"quoted" \\ ünïcode ✓')))]), 7.0)
+    failed = store.submit(submission(0, name="failed"))
+    store.transition(failed, S.CANCELLED, reason='stopped: "why" \\ ünïcode ✓\ttab')
+    tasks = store.submit_array([submission(0, name="arr") for _ in range(3)])
     other = store.submit(submission(0, user="bob", project="q"))
-    rows, after = store.list_briefs(JobFilter(projects=frozenset({"p"})), limit=10)
-    briefs = [dict(zip(BRIEF_COLUMNS, r)) for r in rows]
-    assert after is None and [b["id"] for b in briefs] == [placed, half]
-    for b in briefs:
-        rec = store.get_job(b["id"])
-        gpu = rec.job.request.gpu
-        assert (b["cpu_milli"], b["memory_mib"], b["gpu_count"], b["gpu_share"],
-                b["gpu_memory_mib"]) == (rec.job.request.cpu_milli, rec.job.request.memory_mib,
-                                         gpu.count, gpu.share, gpu.memory_mib)
-        assert (b["name"], b["state"], b["user"], b["submit_time"]) == (
-            rec.name, str(rec.job.state), rec.job.user, rec.job.submit_time)
-    assert briefs[1]["gpu_share"] == 500 and briefs[1]["gpu_memory_mib"] == 20 * 1024
-    assert briefs[0]["placement"] == [{"node": "n1", "devices": [
+    items, after = briefs_of(store, where=JobFilter(projects=frozenset({"p"})), limit=20)
+    mine = [r.id for r in tasks][::-1] + [failed, waiting, gang, placed, half]
+    assert after is None and [i[0] for i in items] == mine
+    assert items == [brief_of(store.get_job(i)) for i in mine]
+    assert all(len(i) == len(BRIEF_COLUMNS) for i in items)
+    by_id = {i[0]: dict(zip(BRIEF_COLUMNS, i)) for i in items}
+    assert by_id[half]["submit_time"] == 1_764_230_400.123_456_7
+    assert by_id[half]["gpu_share"] == 500 and by_id[half]["gpu_memory_mib"] == 20 * 1024
+    assert by_id[placed]["placement"] == [{"node": "n1", "devices": [
         {"index": 0, "milli": 1000, "memory_mib": 80 * 1024}]}]
-    first, after = store.list_briefs(limit=1)
+    assert by_id[gang]["placement"][0] == {"node": "n1", "devices": []}
+    assert by_id[waiting]["wait_codes"] == ["resources", "quota"]
+    assert "ünïcode ✓\t" in by_id[failed]["reason"] and by_id[placed]["wait_codes"] == []
+    assert by_id[tasks[0].id]["array_id"] == tasks[0].id
+    first, after = briefs_of(store, limit=1)
     assert [r[0] for r in first] == [other] and after == other
-    rest, end = store.list_briefs(limit=5, after=after)
-    assert [r[0] for r in rest] == [placed, half] and end is None
+    rest, end = briefs_of(store, limit=2, after=after)
+    assert [r[0] for r in rest] == mine[:2] and end == mine[1]
+    rest, end = briefs_of(store, limit=len(mine), after=after)
+    assert [r[0] for r in rest] == mine and end is None
+    assert briefs_of(store, where=JobFilter(states=frozenset({S.SUCCEEDED}))) == ([], None)
     with pytest.raises(InvalidSpec):
-        store.list_briefs(limit=10_001)
+        store.brief_page(limit=10_001)
+    for some in (("id",), ("id", "gpu_share", "placement", "wait_codes"), ("cpu_milli", "reason")):
+        picked, _ = briefs_of(store, limit=20, columns=some)
+        at = [BRIEF_COLUMNS.index(c) for c in some]
+        assert picked == [[full[k] for k in at] for full in briefs_of(store, limit=20)[0]]
+
+
+def test_eligibility_facts_are_those_of_the_pending_jobs_something_may_keep_back(store, clock):
+    """Held, not before a time ahead, with dependencies, a task of an array with a limit: in
+    the facts; a plain pending job (its dependencies stored as JSON null) and a running one
+    are not, on either database."""
+    seed(store)
+    plain = store.submit(submission(1))
+    held = store.submit(submission(1))
+    store.hold(held, "wait for me", by="alice")
+    later = store.submit(replace(submission(1), start_at=clock.t + 60))
+    after = store.submit(replace(submission(1), depends=(("after_ok", plain),)))
+    tasks = store.submit_array([replace(submission(1), array_limit=1) for _ in range(2)])
+    placed = running(store)
+    facts = store.eligibility_facts(clock.t)
+    assert set(facts.pending) == {held, later, after, *(t.id for t in tasks)}
+    assert not {plain, placed} & set(facts.pending)
+    assert facts.pending[after].depends == (("after_ok", plain),)
+    assert facts.states == {plain: S.PENDING}

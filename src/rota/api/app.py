@@ -37,14 +37,14 @@ from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader
 from rota.control.screen import Screen
 from rota.api.models import job_view
-from rota.api.reads import Reads
+from rota.api.reads import Reads, check_view
 from rota.api.fairuse import SubmitRate, fingerprint
 from rota.api.storage import check_storage
 from rota.api.submit import array_tasks, parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
 from rota.core import InvalidSpec
 from rota.core.archive import MAX_UNPACKED_BYTES
-from rota.store.jobs import MAX_BRIEF_PAGE
+from rota.store.briefs import MAX_BRIEF_PAGE
 from rota.store import JobRecord, NotFound, Principal, Role, Store, Submission, Unauthenticated
 from rota.store.records import Replayed, SubmitOptions
 from rota.store.submit import check_key
@@ -299,11 +299,17 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     def list_jobs(project: list[str] | None = Query(None), state: list[str] | None = Query(None),
                   user: str | None = None, queue: str | None = None,
                   limit: int = Query(100, ge=1, le=MAX_BRIEF_PAGE), after: str | None = None,
-                  view: str = "full", who: Principal = Depends(principal)) -> Response:
+                  view: str = "full", columns: list[str] | None = Query(None),
+                  who: Principal = Depends(principal)) -> Response:
         """A page of jobs newest first (``rota.api.reads``); ``view=brief`` for the fields
-        ``rota ps`` shows, in pages of up to 10,000. The answer is plain JSON types, so it is
-        written as it is, without FastAPI's encoder (which took as long as the read)."""
-        return JSONResponse(reads.jobs(who, project, state, user, queue, limit, after, view))
+        ``rota ps`` shows (``columns``: only those), in pages of up to 10,000, sent as the
+        database wrote them. The full views are plain JSON types, so they are written as they
+        are, without FastAPI's encoder (which took as long as the read)."""
+        check_view(view, columns)
+        if view == "brief":
+            return Response(reads.brief_jobs(who, project, state, user, queue, limit, after,
+                                             columns), media_type="application/json")
+        return JSONResponse(reads.jobs(who, project, state, user, queue, limit, after))
 
     @app.get("/v1/jobs/{job_id}")
     def show(job_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:

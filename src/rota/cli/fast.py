@@ -139,8 +139,8 @@ PS = {"--all": ("all", FLAG), "-A": ("all", FLAG), "--json": ("json", FLAG),
 def ps(argv: list[str]) -> None:
     import gc
     from rota.cli import jobrows
-    # a short command that builds a dict and a row for each of up to 10,000s of jobs: the
-    # collector, run again and again as they pile up, would take longer than it frees
+    # a short command that reads up to 10,000s of jobs' values: the collector, run again and
+    # again as they pile up, would take longer than it frees
     gc.disable()
     given = parse(argv, PS, 0)
     limit = given.get("limit", jobrows.LIMIT)
@@ -155,34 +155,35 @@ def ps(argv: list[str]) -> None:
     after = given.get("after")
     if after is not None and (problem := not_a_job_id(after)) is not None:
         fail(problem, EXIT_BAD_INPUT)
-    jobs, more = talking(lambda client: client.jobs_page(
-        projects=given.get("project"), states=states, queue=given.get("queue"),
-        user=given.get("user"), limit=limit, after=after,
-        view="full" if names is None else "brief"))  # a table needs only what it shows
+    asked = {"projects": given.get("project"), "states": states, "queue": given.get("queue"),
+             "user": given.get("user"), "limit": limit, "after": after}
     if names is None:
+        jobs, more = talking(lambda client: client.jobs_page(**asked))
         import json
         print(json.dumps(jobs, indent=2, sort_keys=True))
-    elif not jobs:
-        print(jobrows.empty_line(everything or bool(given.get("state"))))
-    else:
-        _table(jobrows, names, jobs)
+    else:  # a table needs only what it shows: brief views
+        columns, rows, more = talking(lambda client: client.briefs(
+            **asked, values=jobrows.values_for(names)))
+        if rows:
+            _table(jobrows, names, columns, rows)
+        else:
+            print(jobrows.empty_line(everything or bool(given.get("state"))))
     if more is not None:
         sys.stdout.flush()
-        print(jobrows.more_line(len(jobs), more), file=sys.stderr)
+        print(jobrows.more_line(len(jobs if names is None else rows), more), file=sys.stderr)
 
 
-def _table(jobrows, names: tuple[str, ...], jobs: list[dict]) -> None:
+def _table(jobrows, names: tuple[str, ...], columns: list[str], rows: list[list]) -> None:
     from rota.cli import plain
-    read = jobrows.values(time.time())
     specs = [jobrows.COLUMNS[n] for n in names]
-    rows = [[read[n](j) for n in names] for j in jobrows.fold_arrays(jobs)]
+    cells = jobrows.cells(names, columns, rows, time.time())
     limit = plain.width()
-    text = plain.table([s.header for s in specs], [s.justify for s in specs], rows, limit)
+    text = plain.table([s.header for s in specs], [s.justify for s in specs], cells, limit)
     if text is not None:
         sys.stdout.write(text)
         return
     from rota.cli.tables import Column, console, fit  # rich lays out what plain cannot
-    console().print(fit([Column(*s) for s in specs], rows, limit))
+    console().print(fit([Column(*s) for s in specs], [list(r) for r in zip(*cells)], limit))
 
 
 # -- rota logs ------------------------------------------------------------------------------------

@@ -4,12 +4,17 @@ into one line, and the lines around the table. ``rota.cli.listing`` (the Typer c
 
 - ``COLUMNS``: a column's header, whether it may wrap, its drop rank (``rota.cli.tables``) and
   its justification, by name; ``DEFAULT`` and ``WIDE`` are ``-o``'s sets.
-- ``values``: how each column reads a job's brief view: ``GET /v1/jobs?view=brief`` gives it
-  (a list of values per job, which ``rota.client.bare`` names by the page's ``columns``), and
-  ``brief`` makes it of a full view, for the Typer command (``rota.cli.listing``). They say
-  what ``rota.core.jobwords`` says (``gpus``, ``placement``, ``reason_column``, ``age``);
-  they are written again here because importing ``rota.core`` costs a short command more
-  than its whole budget. ``tests/cli/test_cli_fast.py`` holds the two to the same answers.
+- ``cells``: the table's cells, column by column, of jobs' brief views: ``GET /v1/jobs?view=
+  brief`` gives them (a list of values per job, in the order of the page's ``columns``), and
+  ``brief`` makes one of a full view, for the Typer command (``rota.cli.listing``). A column
+  is read down all the rows at once, by position, and a value that many jobs share (an age
+  in seconds, a GPU request) is worded once: no mapping per job, no call per cell where a
+  column is copied as it is. They say what ``rota.core.jobwords`` says (``gpus``,
+  ``placement``, ``reason_column``, ``age``); they are written again here because importing
+  ``rota.core`` costs a short command more than its whole budget.
+  ``tests/cli/test_cli_fast.py`` holds the two to the same answers.
+- ``values_for``: the values of brief views a table reads, which ``rota ps`` asks the server
+  for alone (``columns``).
 - Paging: ``--limit`` jobs at most (the server sends 1,000 at a time; they are followed), and
   ``more_line`` says when more exist and how to see them (``--after ID``).
 """
@@ -85,27 +90,32 @@ def more_line(shown: int, after: str) -> str:
             f"--limit N for more at once.")
 
 
-def fold_arrays(jobs: list[dict]) -> list[dict]:
-    """The jobs, each array's tasks folded into one line (``12[0-9]``, state ``3 running, 7
-    pending``) where its first task would be."""
-    tasks: dict[str, list[dict]] = {}
-    for j in jobs:
-        if j.get("array_id") is not None:
-            tasks.setdefault(j["array_id"], []).append(j)
+def fold_arrays(rows: list[list], at: dict[str, int]) -> list[list]:
+    """The brief views (``at``: the position of each value), each array's tasks folded into
+    one line (``12[0-9]``, state ``3 running, 7 pending``) where its first task would be."""
+    array_id, index, state = at["array_id"], at["array_index"], at["state"]
+    tasks: dict[str, list[list]] = {}
+    for r in rows:
+        if r[array_id] is not None:
+            tasks.setdefault(r[array_id], []).append(r)
+    if not tasks:
+        return rows
     out, done = [], set()
-    for j in jobs:
-        array = j.get("array_id")
+    for r in rows:
+        array = r[array_id]
         if array is None:
-            out.append(j)
+            out.append(r)
         elif array not in done:
             done.add(array)
             mine = tasks[array]
-            indices = sorted(t["array_index"] for t in mine)
-            counts = Counter(t["state"] for t in mine)
-            limit = f"%{j['array_limit']}" if j.get("array_limit") else ""
-            out.append({**j, "id": f"{array}[{indices[0]}-{indices[-1]}{limit}]",
-                        "state": ", ".join(f"{n} {s}" for s, n in counts.most_common()),
-                        "placement": None})
+            indices = sorted(t[index] for t in mine)
+            counts = Counter(t[state] for t in mine)
+            limit = f"%{r[at['array_limit']]}" if r[at["array_limit"]] else ""
+            folded = list(r)
+            folded[at["id"]] = f"{array}[{indices[0]}-{indices[-1]}{limit}]"
+            folded[state] = ", ".join(f"{n} {s}" for s, n in counts.most_common())
+            folded[at["placement"]] = None
+            out.append(folded)
     return out
 
 
@@ -133,39 +143,44 @@ def memory(mib: float | int | None) -> str:
     return f"{gib:g} GiB" if gib == int(gib) else f"{gib:.1f} GiB"
 
 
-def brief(job: dict) -> dict:
-    """The brief view (``GET /v1/jobs?view=brief``, ``rota.store.convert.BRIEF_COLUMNS``) of a
-    full one: the request's numbers at the top, the wait reasons' codes alone."""
+# the values of a brief view, in the server's order (``rota.store.briefs.BRIEF_COLUMNS``)
+BRIEF = ("id", "name", "project", "user", "queue", "state", "priority", "replicas", "cpu_milli",
+         "memory_mib", "gpu_count", "gpu_share", "gpu_memory_mib", "placement", "submit_time",
+         "exit_code", "reason", "wait_codes", "array_id", "array_index", "array_limit")
+
+
+def brief(job: dict) -> list:
+    """The brief view (``GET /v1/jobs?view=brief``, in the order of ``BRIEF``) of a full one:
+    the request's numbers at the top, the wait reasons' codes alone."""
+    request = job["request"]
+    gpu = request["gpu"]
     out = {k: job.get(k) for k in ("id", "name", "project", "user", "queue", "state",
                                    "priority", "replicas", "placement", "submit_time",
                                    "exit_code", "reason", "array_id", "array_index",
                                    "array_limit")}
-    request = job["request"]
-    gpu = request["gpu"]
     out.update(cpu_milli=request.get("cpu_milli"), memory_mib=request.get("memory_mib"),
                gpu_count=gpu["count"], gpu_share=gpu["share"],
                gpu_memory_mib=gpu.get("memory_mib"),
                wait_codes=[r.get("code", "") for r in job.get("wait_reasons") or ()])
-    return out
+    return [out[k] for k in BRIEF]
 
 
-def gpus(job: dict) -> str:
+def gpus(count: int, share: int, memory_mib: int | None, replicas: int) -> str:
     """``1``, ``0.5 (20 GiB)``, ``2x4`` (replicas x per replica); ``-`` for none."""
-    count, share = job["gpu_count"], job["gpu_share"]
     if count == 0:
         return "-"
     per = f"{share / 1000:g}" if share < 1000 else str(count)
-    if share < 1000 and job.get("gpu_memory_mib"):
-        per += f" ({memory(job['gpu_memory_mib'])})"
-    return per if job["replicas"] == 1 else f"{job['replicas']}x{per}"
+    if share < 1000 and memory_mib:
+        per += f" ({memory(memory_mib)})"
+    return per if replicas == 1 else f"{replicas}x{per}"
 
 
-def placement(job: dict) -> str:
+def placement(replicas: list[dict] | None) -> str:
     """``n1: GPU 0,1`` per replica; a share shows as ``GPU 0 (0.5)``."""
-    if not job.get("placement"):
+    if not replicas:
         return "-"
     out = []
-    for rep in job["placement"]:
+    for rep in replicas:
         devs = rep["devices"]
         if not devs:
             out.append(f"{rep['node']}: no GPU")
@@ -176,45 +191,118 @@ def placement(job: dict) -> str:
     return "; ".join(out)
 
 
-def reason_column(job: dict) -> str:
+def reason_column(reason: str | None, codes: list[str] | None) -> str:
     """The reason of the job's last move, else the codes of its wait reasons."""
-    if job.get("reason"):
-        return job["reason"]
-    return ", ".join(dict.fromkeys(c for c in job.get("wait_codes") or () if c)) or "-"
+    if reason:
+        return reason
+    return ", ".join(dict.fromkeys(c for c in codes or () if c)) or "-"
 
 
 def age(since: float | None, now: float) -> str:
     return "-" if since is None else duration(now - since)
 
 
-def values(now: float) -> dict[str, Callable[[dict], str]]:
-    """How each column reads a job's brief view, ``age`` counted to ``now`` (each age in
-    whole seconds worded once: jobs submitted together share it)."""
-    ages: dict[int, str] = {}
+# the values of a brief view each column reads; every table also folds arrays with the first
+FOLDED = ("id", "state", "placement", "array_id", "array_index", "array_limit")
+READS = {"id": (), "name": ("name",), "project": ("project",), "queue": ("queue",),
+         "user": ("user",), "state": (), "priority": ("priority",),
+         "gpus": ("replicas", "gpu_count", "gpu_share", "gpu_memory_mib"), "cpu": ("cpu_milli",),
+         "memory": ("memory_mib",), "where": (), "age": ("submit_time",),
+         "exit": ("exit_code",), "reason": ("reason", "wait_codes")}
 
-    def age_of(job: dict) -> str:
-        since = job["submit_time"]
-        if since is None:
-            return "-"
-        seconds = round(now - since)
-        found = ages.get(seconds)
+
+def values_for(names: tuple[str, ...]) -> list[str]:
+    """The values of brief views the table of columns ``names`` reads (``GET /v1/jobs?view=
+    brief&columns=...``: a server sends those alone, in its own order)."""
+    wanted = set(FOLDED).union(*(READS[n] for n in names))
+    return [v for v in BRIEF if v in wanted]
+
+
+def cells(names: tuple[str, ...], columns: list[str] | tuple[str, ...], rows: list[list],
+          now: float) -> list[list[str]]:
+    """The cells of the columns ``names``, one list per column, of the brief views ``rows``
+    (their values in the order of ``columns``) with arrays folded; ``age`` counted to
+    ``now``."""
+    at = {name: k for k, name in enumerate(columns)}
+    rows = fold_arrays(rows, at)
+    return [_READERS[name](rows, at, now) for name in names]
+
+
+def _as_is(name: str) -> Callable[[list[list], dict[str, int], float], list[str]]:
+    def read(rows: list[list], at: dict[str, int], now: float) -> list[str]:
+        k = at[name]
+        return [r[k] for r in rows]
+    return read
+
+
+def _worded(name: str, word: Callable[[object], str]
+            ) -> Callable[[list[list], dict[str, int], float], list[str]]:
+    """A column of one value, each value worded once."""
+    def read(rows: list[list], at: dict[str, int], now: float) -> list[str]:
+        k, memo = at[name], {}
+        return [memo[v] if v in memo else memo.setdefault(v, word(v)) for v in
+                (r[k] for r in rows)]
+    return read
+
+
+def _named(rows: list[list], at: dict[str, int], now: float) -> list[str]:
+    k = at["name"]
+    return [r[k] or "-" for r in rows]
+
+
+def _gpus(rows: list[list], at: dict[str, int], now: float) -> list[str]:
+    c, s, m, n = at["gpu_count"], at["gpu_share"], at["gpu_memory_mib"], at["replicas"]
+    memo: dict[tuple, str] = {}
+    out = []
+    for r in rows:
+        key = (r[c], r[s], r[m], r[n])
+        found = memo.get(key)
         if found is None:
-            found = ages[seconds] = duration(seconds)
-        return found
+            found = memo[key] = gpus(*key)
+        out.append(found)
+    return out
 
-    return {
-        "id": lambda j: j["id"],
-        "name": lambda j: j["name"] or "-",
-        "project": lambda j: j["project"],
-        "queue": lambda j: j["queue"],
-        "user": lambda j: j["user"],
-        "state": lambda j: j["state"],
-        "priority": lambda j: str(j["priority"]),
-        "gpus": gpus,
-        "cpu": lambda j: f"{j['cpu_milli'] / 1000:g}",
-        "memory": lambda j: memory(j["memory_mib"]),
-        "where": placement,
-        "age": age_of,
-        "exit": lambda j: "-" if j.get("exit_code") is None else str(j["exit_code"]),
-        "reason": reason_column,
-    }
+
+def _age(rows: list[list], at: dict[str, int], now: float) -> list[str]:
+    """Each age in whole seconds worded once: jobs submitted together share it."""
+    k, memo = at["submit_time"], {}
+    out = []
+    for r in rows:
+        since = r[k]
+        if since is None:
+            out.append("-")
+            continue
+        seconds = round(now - since)
+        found = memo.get(seconds)
+        if found is None:
+            found = memo[seconds] = duration(seconds)
+        out.append(found)
+    return out
+
+
+def _where(rows: list[list], at: dict[str, int], now: float) -> list[str]:
+    k = at["placement"]
+    return [placement(r[k]) if r[k] else "-" for r in rows]
+
+
+def _reasons(rows: list[list], at: dict[str, int], now: float) -> list[str]:
+    k, w = at["reason"], at["wait_codes"]
+    return [r[k] or reason_column(None, r[w]) for r in rows]
+
+
+_READERS: dict[str, Callable[[list[list], dict[str, int], float], list[str]]] = {
+    "id": _as_is("id"),
+    "name": _named,
+    "project": _as_is("project"),
+    "queue": _as_is("queue"),
+    "user": _as_is("user"),
+    "state": _as_is("state"),
+    "priority": _worded("priority", str),
+    "gpus": _gpus,
+    "cpu": _worded("cpu_milli", lambda v: f"{v / 1000:g}"),
+    "memory": _worded("memory_mib", memory),
+    "where": _where,
+    "age": _age,
+    "exit": _worded("exit_code", lambda v: "-" if v is None else str(v)),
+    "reason": _reasons,
+}

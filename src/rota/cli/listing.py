@@ -22,7 +22,7 @@ from typing import Any, Callable, List, Optional
 import typer
 
 from rota.cli import jobrows, remote
-from rota.cli.jobrows import ACTIVE, empty_line, fold_arrays
+from rota.cli.jobrows import ACTIVE, empty_line
 from rota.cli.remote import EXIT_BAD_INPUT, EXIT_FAILED, die, print_json, talking
 from rota.cli.tables import Column, console, fit
 
@@ -39,11 +39,9 @@ def chosen_columns(output: str | None) -> tuple[str, ...] | None:
 
 def jobs_table(jobs: list[dict[str, Any]], names: tuple[str, ...], width: int | None = None):
     """The table of full views of jobs, read in their brief form (``rota.cli.jobrows.brief``)
-    by the functions ``rota.cli.fast``'s ``rota ps`` reads the server's brief views with."""
-    read = jobrows.values(time.time())
-    return fit([Column(*COLUMNS[n]) for n in names],
-               [[read[n](j) for n in names]
-                for j in fold_arrays([jobrows.brief(j) for j in jobs])], width)
+    by the function ``rota.cli.fast``'s ``rota ps`` reads the server's brief views with."""
+    cells = jobrows.cells(names, jobrows.BRIEF, [jobrows.brief(j) for j in jobs], time.time())
+    return fit([Column(*COLUMNS[n]) for n in names], [list(r) for r in zip(*cells)], width)
 
 
 def complete_job_ids(incomplete: str) -> list[str]:

@@ -41,21 +41,21 @@ def width() -> int:
     return PIPE_WIDTH
 
 
-def table(headers: Sequence[str], justify: Sequence[str], rows: Sequence[Sequence[str]],
+def table(headers: Sequence[str], justify: Sequence[str], columns: Sequence[Sequence[str]],
           limit: int) -> str | None:
-    """The lines of the table, or None where rich must lay it out (see the module)."""
+    """The lines of the table of ``columns`` (each the cells of one column, top to bottom),
+    or None where rich must lay it out (see the module)."""
     terminal = _terminal()
     if terminal is None:
         return None
     # column by column, with the built-in functions: 10,000 rows take a few milliseconds
-    widths = [max(len(h), *map(len, cells)) if cells else len(h)
-              for h, cells in zip(headers, zip(*rows) if rows else [()] * len(headers))]
+    widths = [max(len(h), max(map(len, cells), default=0)) for h, cells in zip(headers, columns)]
     if sum(widths) + len(GAP) * (len(widths) - 1) > limit:
         return None
     # every cell at once: a space before, between and after them all makes a space at either
     # end of a cell (or an empty cell) a double space, and neither a markup tag nor an emoji
     # code can span two cells, since both need a character that is not a space after "[" or ":"
-    if not _simple(" " + " ".join(map(" ".join, rows)) + " "):
+    if not _simple(" " + " ".join(map(" ".join, columns)) + " "):
         return None
     right = [j == "right" for j in justify]
     head = [h.rjust(w) if r else h.ljust(w) for h, w, r in zip(headers, widths, right)]
@@ -64,7 +64,7 @@ def table(headers: Sequence[str], justify: Sequence[str], rows: Sequence[Sequenc
     else:
         line = GAP.join(head)
     row_format = GAP.join(f"%{w}s" if r else f"%-{w}s" for w, r in zip(widths, right))
-    return "\n".join([line] + [row_format % tuple(row) for row in rows]) + "\n"
+    return "\n".join([line, *map(row_format.__mod__, zip(*columns))]) + "\n"
 
 
 def _terminal() -> bool | None:

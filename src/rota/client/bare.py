@@ -32,7 +32,7 @@ from rota.client.credentials import Credentials, discover
 READ_CHUNK = 64 * 1024
 RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0)  # between the tries of a submit
 MAX_RETRY_AFTER_S = 60.0  # a longer wait asked by the server is an error, not a retry
-PAGES = {"full": 1000, "brief": 10_000}  # the most jobs of each view GET /v1/jobs gives at once
+FULL_PAGE, BRIEF_PAGE = 1000, 10_000  # the most jobs of each view GET /v1/jobs gives at once
 MAX_LINE = 64 * 1024  # a status or header line longer than this is not an answer we read
 _STALE = (ConnectionResetError, BrokenPipeError)
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
@@ -61,7 +61,7 @@ class _Lost(Exception):
 
 class BareClient:
     """``jobs_page``, ``job``, ``logs``, ``whoami``, ``queues``, ``submit`` and ``cancel`` as
-    ``rota.client.Client`` has them."""
+    ``rota.client.Client`` has them, and ``briefs``: the brief views ``rota ps`` shows."""
 
     def __init__(self, credentials: Credentials | None = None, timeout_s: float = 30.0,
                  connect_s: float = 5.0, on_retry: Callable[[str], None] = lambda message: None,
@@ -98,26 +98,50 @@ class BareClient:
     # routes
     def jobs_page(self, projects: list[str] | None = None, states: list[str] | None = None,
                   limit: int = 1000, queue: str | None = None, user: str | None = None,
-                  after: str | None = None, view: str = "full") -> tuple[list[dict], str | None]:
+                  after: str | None = None) -> tuple[list[dict], str | None]:
         """Up to ``limit`` jobs, newest first, from after job ``after``; and the cursor of the
-        jobs that come next (None: there are none), as ``Client.jobs_page``. ``view="brief"``
-        asks for the values ``rota ps`` shows only, in pages ten times larger (``PAGES``),
-        each job a mapping of the page's ``columns`` to its values."""
+        jobs that come next (None: there are none), as ``Client.jobs_page``."""
         out: list[dict] = []
         while len(out) < limit:
-            page = self.get("/v1/jobs", {"project": projects or None, "state": states or None,
-                                         "queue": queue, "user": user, "after": after,
-                                         "limit": min(PAGES[view], limit - len(out)),
-                                         "view": None if view == "full" else view})
-            if view == "brief":
-                columns = page["columns"]
-                out.extend(dict(zip(columns, values)) for values in page["items"])
-            else:
-                out.extend(page["items"])
+            page = self.get("/v1/jobs", self._listing(projects, states, queue, user, after,
+                                                      min(FULL_PAGE, limit - len(out))))
+            out.extend(page["items"])
             after = page["next_after"]
             if after is None:
                 break
         return out, after
+
+    def briefs(self, projects: list[str] | None = None, states: list[str] | None = None,
+               limit: int = 1000, queue: str | None = None, user: str | None = None,
+               after: str | None = None, values: list[str] | None = None
+               ) -> tuple[list[str], list[list], str | None]:
+        """The same jobs as brief views (``view=brief``: the values ``rota ps`` shows, in
+        pages ten times larger; ``values`` of them only, where the server takes ``columns``):
+        the names of their values (the page's ``columns``), a list of values per job in that
+        order, and the cursor."""
+        columns: list[str] = []
+        out: list[list] = []
+        while len(out) < limit:
+            page = self.get("/v1/jobs", {**self._listing(
+                projects, states, queue, user, after, min(BRIEF_PAGE, limit - len(out))),
+                "view": "brief", "columns": ",".join(values) if values else None})
+            items = page["items"]
+            if not out:
+                columns = page["columns"]
+            elif page["columns"] != columns:  # a server upgraded between two pages
+                where = {name: k for k, name in enumerate(page["columns"])}
+                items = [[i[where[c]] if c in where else None for c in columns] for i in items]
+            out += items
+            after = page["next_after"]
+            if after is None:
+                break
+        return columns, out, after
+
+    @staticmethod
+    def _listing(projects: list[str] | None, states: list[str] | None, queue: str | None,
+                 user: str | None, after: str | None, limit: int) -> dict[str, object]:
+        return {"project": projects or None, "state": states or None, "queue": queue,
+                "user": user, "after": after, "limit": limit}
 
     def job(self, job_id: str) -> dict:
         return self.get(f"/v1/jobs/{quote(str(job_id), safe='')}")

@@ -121,31 +121,6 @@ def record_from_row(row: Any) -> JobRecord:
     )
 
 
-# a job's brief view: the columns ``rota ps`` reads, in this order (``GET /v1/jobs?view=brief``)
-BRIEF_COLUMNS = ("id", "name", "project", "user", "queue", "state", "priority", "replicas",
-                 "cpu_milli", "memory_mib", "gpu_count", "gpu_share", "gpu_memory_mib",
-                 "placement", "submit_time", "exit_code", "reason", "wait_codes", "array_id",
-                 "array_index", "array_limit")
-
-
-def brief_from_row(row: Any) -> list[Any]:
-    """A job's brief view, one value per ``BRIEF_COLUMNS``, from the columns
-    ``jobs.list_briefs`` selects in that order: the values the full view gives, the request's
-    as scalars (``cpu_milli``, ``gpu_count``, ...), and the codes alone of the wait reasons.
-    Built from the row as a tuple (reading a row's columns by name costs more than the rest),
-    with no core objects on the way."""
-    (key, name, project, user, queue, state, priority, replicas, cpu, memory, count, share,
-     gpu_memory, placement, submit_time, exit_code, reason, waits, array_id, array_index,
-     array_limit) = row
-    return [str(key), name, project, user, queue, state, priority, replicas, cpu, memory, count,
-            share, gpu_memory, None if placement is None else [
-                {"node": r["node"], "devices": [{"index": d[0], "milli": d[1],
-                                                 "memory_mib": d[2]} for d in r["devices"]]}
-                for r in placement],
-            submit_time, exit_code, reason, [r["code"] for r in waits] if waits else [],
-            None if array_id is None else str(array_id), array_index, array_limit]
-
-
 def node_values(node: Node) -> dict[str, Any]:
     """The columns a backend reports of a node (not ``schedulable``, ``drain``, ``reason``:
     the operator's; nor ``backend``, ``last_seen``)."""

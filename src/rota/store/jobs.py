@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
+from sqlalchemy import Connection, Text, bindparam, cast, func, insert, or_, select, update
 
 from rota.core import (
     End, IllegalTransition, InvalidSpec, JobState, Placement, RotaError, check_transition,
@@ -34,7 +34,6 @@ from rota.store.tokens import JOB_TOKEN
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 MAX_PAGE = 1000
-MAX_BRIEF_PAGE = 10_000  # brief views are a tenth of the size: a page holds ten times more
 
 
 def check_name(value: object, field: str, required: bool = True) -> str:
@@ -84,34 +83,15 @@ def list_jobs(conn: Connection, where: JobFilter, limit: int, after: str | None,
     return Page(items, str(rows[limit - 1].id) if len(rows) > limit else None)
 
 
-def _request(*path: str) -> Any:
-    return jobs.c.spec[("request", *path)].as_integer()  # in SQL: no JSON parsed here
-
-
-# what a brief view reads of a job row: of its spec, the request's numbers alone
-_BRIEF = (jobs.c.id, jobs.c.name, jobs.c.project, jobs.c.user, jobs.c.queue, jobs.c.state,
-          jobs.c.priority, jobs.c.replicas, _request("cpu_milli"), _request("memory_mib"),
-          _request("gpu", "count"), _request("gpu", "share"), _request("gpu", "memory_mib"),
-          jobs.c.placement, jobs.c.submit_time, jobs.c.exit_code, jobs.c.reason,
-          jobs.c.wait_reasons, jobs.c.array_id, jobs.c.array_index, jobs.c.array_limit)
-
-
-def list_briefs(conn: Connection, where: JobFilter, limit: int, after: str | None
-                ) -> tuple[list[list[Any]], str | None]:
-    """Up to ``limit`` (at most ``MAX_BRIEF_PAGE``) jobs newest first as brief views (the
-    values ``rota ps`` shows, ``convert.brief_from_row``), read without building a record;
-    and the cursor of the next page."""
-    if not 1 <= limit <= MAX_BRIEF_PAGE:
-        raise InvalidSpec("limit", f"must be between 1 and {MAX_BRIEF_PAGE}, got {limit}")
-    rows = conn.execute(_listed(select(*_BRIEF), where, limit, after, True)).all()
-    return ([convert.brief_from_row(r) for r in rows[:limit]],
-            str(rows[limit - 1].id) if len(rows) > limit else None)
-
-
 def _listed(query: Any, where: JobFilter, limit: int, after: str | None,
             newest_first: bool) -> Any:
-    """``query`` narrowed to ``where``, after job ``after``, in id order, one row past
-    ``limit`` (which says whether another page follows)."""
+    """``query`` narrowed to ``where`` (``filtered``), one row past ``limit`` (which says
+    whether another page follows)."""
+    return filtered(query, where, after, newest_first).limit(limit + 1)
+
+
+def filtered(query: Any, where: JobFilter, after: str | None, newest_first: bool) -> Any:
+    """``query`` narrowed to ``where``, after job ``after``, in id order."""
     if where.projects is not None:
         query = query.where(jobs.c.project.in_(sorted(where.projects)))
     if where.states is not None:
@@ -124,7 +104,7 @@ def _listed(query: Any, where: JobFilter, limit: int, after: str | None,
         if not ascii_digits(after) or len(after) > 18:
             raise InvalidSpec("after", f"not a cursor from a previous page: {after!r}")
         query = query.where(jobs.c.id < int(after) if newest_first else jobs.c.id > int(after))
-    return query.order_by(jobs.c.id.desc() if newest_first else jobs.c.id).limit(limit + 1)
+    return query.order_by(jobs.c.id.desc() if newest_first else jobs.c.id)
 
 
 def events(conn: Connection, job_id: object, after: int, limit: int) -> list[JobEvent]:
@@ -388,10 +368,12 @@ def records(conn: Connection, job_ids: list[str]) -> list[JobRecord]:
 def eligibility_facts(conn: Connection, now: float) -> EligibilityFacts:
     """What may keep pending jobs from starting now: holds, times ahead, dependencies (with
     the states of the jobs depended on), arrays (with their tasks holding resources)."""
+    # a job without dependencies has them stored as JSON null, not as SQL NULL: "is not
+    # null" alone read every pending job, each with nothing to keep it back
     rows = conn.execute(select(jobs.c.id, jobs.c.held, jobs.c.eligible_at, jobs.c.depends,
                                jobs.c.array_id, jobs.c.array_index, jobs.c.array_limit).where(
         jobs.c.state == str(JobState.PENDING),
-        or_(jobs.c.held != "", jobs.c.eligible_at > now, jobs.c.depends.is_not(None),
+        or_(jobs.c.held != "", jobs.c.eligible_at > now, cast(jobs.c.depends, Text) != "null",
             jobs.c.array_limit.is_not(None)))).all()
     pending = {str(r.id): PendingFacts(
         r.held, r.eligible_at, tuple((k, str(j)) for k, j in r.depends or ()),

@@ -36,7 +36,7 @@ from rota.core import (
 )
 from rota.core import Decisions, Snapshot, Usage
 from rota.core.accounting import BudgetStatus, Report, check_budget, tally
-from rota.store import access, accounting, admin, cycle, jobs, lease, submit
+from rota.store import access, accounting, admin, briefs, cycle, jobs, lease, submit
 from rota.store.held import HeldCache
 from rota.store.engine import WRITE, display_url, make_engine, migrate, resolve_url
 from rota.store.authcache import DEFAULT_TTL_S, AuthCache
@@ -365,12 +365,14 @@ class Store:
         with self._read() as conn:
             return jobs.list_jobs(conn, where, limit, after, newest_first)
 
-    def list_briefs(self, where: JobFilter = JobFilter(), limit: int = 100,
-                    after: str | None = None) -> tuple[list[list[Any]], str | None]:
-        """Jobs newest first as brief views (``jobs.list_briefs``: a list of values per job,
-        ``convert.BRIEF_COLUMNS``), and the next cursor."""
+    def brief_page(self, where: JobFilter = JobFilter(), limit: int = 100,
+                   after: str | None = None,
+                   columns: tuple[str, ...] = briefs.BRIEF_COLUMNS) -> tuple[str, str | None]:
+        """Jobs newest first as brief views, as the JSON text the database wrote
+        (``briefs.brief_page``: an array of the values of ``columns`` per job), and the next
+        cursor."""
         with self._read() as conn:
-            return jobs.list_briefs(conn, where, limit, after)
+            return briefs.brief_page(conn, where, limit, after, columns)
 
     def events(self, job_id: str, after: int = 0, limit: int = 1000) -> list[JobEvent]:
         with self._read() as conn:
