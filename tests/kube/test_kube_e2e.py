@@ -119,14 +119,20 @@ def kubectl_pod(name: str, gpus: int, labels: dict | None = None, scheduler: str
             "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
 
 
-def test_a_kubectl_pod_for_rota_waits_in_its_queue_under_its_quota(cluster, up):
-    cluster.add_node("plain", gpus=4)
-    server = up()
-    ns = cluster.namespace
-    server.ok("project", "create", ns)
+def research_queue(server: KubeServer, cluster) -> str:
+    """Project = the test namespace, and queue ``research`` with a quota of one GPU; the
+    namespace."""
+    server.ok("project", "create", cluster.namespace)
     queues = server.root / "queues.yaml"
     queues.write_text("queues:\n  - name: research\n    quota:\n      any: {nominal: {gpu: 1}}\n")
     server.ok("queue", "apply", str(queues))
+    return cluster.namespace
+
+
+def test_a_kubectl_pod_for_rota_waits_in_its_queue_under_its_quota(cluster, up):
+    cluster.add_node("plain", gpus=4)
+    server = up()
+    ns = research_queue(server, cluster)
     for name in ("first", "second"):
         cluster.api.create(pods_path(ns), kubectl_pod(name, 1, {"rota.dev/queue": "research"}))
     jobs = wait(lambda: j if len(j := [x for x in server.json("ps", "-A")
@@ -149,11 +155,7 @@ def test_a_kubectl_pod_deleted_or_evicted_ends_its_job_instead_of_being_placed_a
     cluster.add_node("a", gpus=1)
     cluster.add_node("b", gpus=1)
     server = up()
-    ns = cluster.namespace
-    server.ok("project", "create", ns)
-    queues = server.root / "queues.yaml"
-    queues.write_text("queues:\n  - name: research\n    quota:\n      any: {nominal: {gpu: 1}}\n")
-    server.ok("queue", "apply", str(queues))
+    ns = research_queue(server, cluster)
     for name in ("first", "second"):
         cluster.api.create(pods_path(ns), kubectl_pod(name, 1, {"rota.dev/queue": "research"}))
     running = wait(lambda: next((j for j in server.json("ps", "-A") if j["project"] == ns

@@ -7,49 +7,17 @@ still runs long after it reported its end is named overdue, once.
 
 from __future__ import annotations
 
-import http.server
-import json
 import threading
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from rota.backends.base import REPORT_TRUST_S, ReplicaState as R
 from rota.backends.slurm.backend import SlurmBackend
+from reportkit import Reports
 from slurmkit import on, rota_job, run_spec, slurm_backend, status_of, wait
 
 pytestmark = pytest.mark.usefixtures("leftovers")
-
-
-class Reports(http.server.ThreadingHTTPServer):
-    """Answers each report once ``on_report(path, authorization, body)`` returned."""
-
-    def __init__(self, on_report: Callable[[str, str, dict], None]) -> None:
-        self.on_report = on_report
-        self.seen: list[tuple[str, str, dict]] = []
-        super().__init__(("127.0.0.1", 0), _Handler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    server: Reports
-
-    def do_POST(self):  # noqa: N802 - http.server's name
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-        seen = (self.path, self.headers.get("Authorization", ""), body)
-        self.server.seen.append(seen)
-        self.server.on_report(*seen)
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"{}")
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture
@@ -61,8 +29,7 @@ def reports():
         return made[-1]
     yield make
     for server in made:
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 def test_a_reported_end_counts_while_slurm_still_holds_the_job_until_slurm_says_so(
@@ -85,7 +52,7 @@ def test_a_reported_end_counts_while_slurm_still_holds_the_job_until_slurm_says_
     slurm_id = int(handles[0].launch_id)
     wait(lambda: during and slurm.ended(slurm_id), "the report, then Slurm's end")
     done = backend.poll(handles)[0]
-    assert server.seen == [(f"/v1/jobs/{job_id}/exited", "Bearer attempt-token", {"status": 3})]
+    assert server.seen == [(f"/v1/jobs/{job_id}/exited", "Bearer attempt-token", '{"status": 3}')]
     [(state, early)] = during
     assert state == "RUNNING"                       # the script waits for the answer
     assert early.state is R.EXITED and early.exit_codes == (3,)

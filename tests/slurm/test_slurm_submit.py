@@ -1,15 +1,12 @@
 """The sbatch command line and batch script of one placed attempt (pure; the fixture tests run
 what it produces)."""
 
-import http.server
 import os
 import re
 import shlex
 import shutil
 import socket
-import ssl
 import subprocess
-import threading
 from dataclasses import replace
 
 import pytest
@@ -21,6 +18,7 @@ from rota.core import (
     DeviceShare, GpuRequest, InvalidSpec, Job, JobId, Placement, ReplicaPlacement,
     ReplicaRequest,
 )
+from reportkit import Reports
 from slurmkit import GPU_TYPES, slurm_node
 
 
@@ -265,30 +263,11 @@ def test_a_service_replica_gets_rota_port_named_or_the_master_ports():
     assert derived_port(20017) == 20017 and derived_port(40017) == 20017
 
 
-class _Recorder(http.server.BaseHTTPRequestHandler):
-    """Records each report it is sent (path, Authorization, body) and answers 200."""
-
-    seen: list[tuple[str, str, str]] = []
-
-    def do_POST(self):  # noqa: N802 - http.server's name
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
-        self.seen.append((self.path, self.headers.get("Authorization", ""), body))
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"{}")
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def reports():
-    _Recorder.seen = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", _Recorder.seen
-    server.shutdown()
-    server.server_close()
+    server = Reports()
+    yield server.url, server.seen
+    server.close()
 
 
 @pytest.fixture
@@ -300,15 +279,9 @@ def https_reports(tmp_path):
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
                     "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
                     "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-    _Recorder.seen = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"https://127.0.0.1:{server.server_address[1]}", _Recorder.seen, cert
-    server.shutdown()
-    server.server_close()
+    server = Reports(tls=(str(cert), str(key)))
+    yield server.url, server.seen, cert
+    server.close()
 
 
 def run_report(script: str, status: int, env: dict[str, str]) -> subprocess.CompletedProcess:

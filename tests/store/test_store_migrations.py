@@ -3,15 +3,17 @@ build exactly the tables ``rota.store.schema`` declares; URLs and paths resolve 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import Connection, create_engine, inspect, text
 
 from rota.core import InvalidSpec
 from rota.store import Store
@@ -81,6 +83,22 @@ def test_unsupported_urls_are_refused_naming_the_field(url):
     assert err.value.field == "store.url"
 
 
+@contextmanager
+def downgraded(db_url: str, revision: str) -> Iterator[Connection]:
+    """The database taken back to ``revision``, to write what an older rota would have: a
+    connection in one transaction."""
+    engine = create_engine(db_url)
+    try:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, revision)
+            yield conn
+    finally:
+        engine.dispose()
+
+
 def test_revision_0003_counts_the_failures_of_jobs_stored_before_it(db_url):
     """A job stored at 0002 with attempts 3, whose history has two requeues after a preemption
     and one after a failed run: failures 3 - 2 = 1 once migrated."""
@@ -88,20 +106,12 @@ def test_revision_0003_counts_the_failures_of_jobs_stored_before_it(db_url):
         job = seed(store).submit(submission())
     history = [("preempting", "pending"), ("running", "pending"), ("preempting", "pending"),
                ("pending", "scheduled")]
-    engine = create_engine(db_url)
-    try:
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
-        with engine.begin() as conn:
-            config.attributes["connection"] = conn
-            command.downgrade(config, "0002")
-            conn.execute(text("UPDATE jobs SET attempts = 3"))
-            for old, new in history:
-                conn.execute(job_events.insert().values(
-                    job=int(job), time=0.0, kind="state", message=f"{old} -> {new}",
-                    data={"from": old, "to": new}))
-    finally:
-        engine.dispose()
+    with downgraded(db_url, "0002") as conn:
+        conn.execute(text("UPDATE jobs SET attempts = 3"))
+        for old, new in history:
+            conn.execute(job_events.insert().values(
+                job=int(job), time=0.0, kind="state", message=f"{old} -> {new}",
+                data={"from": old, "to": new}))
     with Store.open(db_url) as store:
         assert store.revision == "0012"
         assert (store.get_job(job).attempts, store.get_job(job).failures) == (3, 1)
@@ -113,24 +123,16 @@ def test_revision_0012_adds_up_the_attempts_that_ended_before_it_per_month(db_ur
     december = datetime(2026, 12, 1, tzinfo=timezone.utc).timestamp()
     with Store.open(db_url) as store:
         job = seed(store).submit(submission())
-    engine = create_engine(db_url)
-    try:
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
-        with engine.begin() as conn:
-            config.attributes["connection"] = conn
-            command.downgrade(config, "0011")
-            conn.execute(attempts.insert().values(
-                job=int(job), attempt=0, bound_at=december - 3600, ended_at=december + 7200,
-                reason="", gpus={"H100-80GB": 1500, "A100-40GB": 500}))
-            conn.execute(attempts.insert().values(
-                job=int(job), attempt=1, bound_at=december + 7200, ended_at=december + 18000,
-                reason="", placement=[{"node": "gone", "devices": [[3, 1000, 0]]}]))
-            conn.execute(attempts.insert().values(  # still running: counted when it ends
-                job=int(job), attempt=2, bound_at=december + 18000, reason="",
-                gpus={"H100-80GB": 1000}))
-    finally:
-        engine.dispose()
+    with downgraded(db_url, "0011") as conn:
+        conn.execute(attempts.insert().values(
+            job=int(job), attempt=0, bound_at=december - 3600, ended_at=december + 7200,
+            reason="", gpus={"H100-80GB": 1500, "A100-40GB": 500}))
+        conn.execute(attempts.insert().values(
+            job=int(job), attempt=1, bound_at=december + 7200, ended_at=december + 18000,
+            reason="", placement=[{"node": "gone", "devices": [[3, 1000, 0]]}]))
+        conn.execute(attempts.insert().values(  # still running: counted when it ends
+            job=int(job), attempt=2, bound_at=december + 18000, reason="",
+            gpus={"H100-80GB": 1000}))
     with Store.open(db_url) as store:
         assert store.revision == "0012"
         store.set_budget("p", soft=100, hard=None)
