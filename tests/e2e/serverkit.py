@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -25,7 +26,9 @@ class RotaServer:
                  extra: tuple[str, ...] = (), verify: str | bool = True) -> None:
         """``gpus``: the virtual GPUs (``--gpus``), None for the machine's own through NVML;
         ``extra``: more options of ``rota up``; ``verify``: a CA file for its HTTPS."""
-        self.root, self.extra, self.verify = root, extra, verify
+        self.root, self.extra = root, extra
+        self.verify: ssl.SSLContext | bool = (ssl.create_default_context(cafile=verify)
+                                              if isinstance(verify, str) else verify)
         self.data_dir = root / "data"
         self.gpus = gpus
         self.env = {k: v for k, v in os.environ.items() if k not in ("ROTA_URL", "ROTA_TOKEN")}
