@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from sqlalchemy import Connection, and_, delete, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from rota.core import MILLI
 from rota.core.accounting import Allocation, Budget
@@ -124,16 +125,13 @@ def add_ended(conn: Connection, job: int, attempt: int, project: str, ended_at: 
     gpus = held_milli(row.gpus, row.placement) / MILLI
     if gpus <= 0:
         return
+    upsert = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}[conn.dialect.name]
     for month, start, end in months_of(row.bound_at, ended_at):
-        this = and_(gpu_months.c.project == project, gpu_months.c.month == month)
-        found = conn.execute(select(gpu_months.c.gpu_seconds).where(this)
-                             .with_for_update()).first()
-        if found is None:
-            conn.execute(insert(gpu_months).values(project=project, month=month,
-                                                   gpu_seconds=gpus * (end - start)))
-        else:
-            conn.execute(update(gpu_months).where(this)
-                         .values(gpu_seconds=found.gpu_seconds + gpus * (end - start)))
+        adding = upsert(gpu_months).values(project=project, month=month,
+                                           gpu_seconds=gpus * (end - start))
+        conn.execute(adding.on_conflict_do_update(  # one statement: two writers never collide
+            index_elements=[gpu_months.c.project, gpu_months.c.month],
+            set_={"gpu_seconds": gpu_months.c.gpu_seconds + adding.excluded.gpu_seconds}))
 
 
 def used_gpu_hours(conn: Connection, now: float, project_names: Iterable[str]
