@@ -169,11 +169,18 @@ def test_the_next_job_is_queued_in_slurm_before_the_gpus_it_takes_are_freed(serv
     first = [server.submit("--gpus", "4", "--", "sh", "-c",
                            f"while [ ! -e go ]; do sleep 0.2; done; exit {code}")
              for code in (0, 3, 0, 3)]                              # 4 x 4 GPUs: all 16
-    then = [server.submit("--gpus", "4", "--", "true") for _ in range(4)]
+    # the next four hold their nodes until told to end, so that each can only take the node
+    # of one of the first four (a quick one would free its node for the last of them)
+    then = [server.submit("--gpus", "4", "--", "sh", "-c",
+                          "while [ ! -e done ]; do sleep 0.2; done") for _ in range(4)]
     for job in first:
         state_of(server, job, "running")
     (server.work / "go").write_text("")  # the next four wait in rota's queue by now
-    done = {job: state_of(server, job, "succeeded", "failed") for job in (*first, *then)}
+    done = {job: state_of(server, job, "succeeded", "failed") for job in first}
+    for job in then:
+        state_of(server, job, "running")
+    (server.work / "done").write_text("")
+    done |= {job: state_of(server, job, "succeeded") for job in then}
     assert [done[j]["exit_code"] for j in first] == [0, 3, 0, 3]
     assert [done[j]["state"] for j in first] == ["succeeded", "failed", "succeeded", "failed"]
     ids = {j.name: j.id for j in server.slurm_jobs()}
