@@ -19,18 +19,15 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from requires import required_env  # noqa: E402
+
 PG_ENV = "ROTA_TEST_POSTGRES_URL"
 
 
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
-    base = os.environ.get(PG_ENV)
-    if not base:
-        message = (f"{PG_ENV} is not set: run `export {PG_ENV}=$(.ci/postgres)` to test the "
-                   "store on PostgreSQL too")
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set, so PostgreSQL must be tested: {message}")
-        pytest.skip(message)
+    base = required_env(PG_ENV, f"run `export {PG_ENV}=$(.ci/postgres)` to test the store on "
+                                "PostgreSQL too", "PostgreSQL")
     name = f"rota_t_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:

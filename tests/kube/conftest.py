@@ -11,12 +11,12 @@ deleted after it, with the Pods it left.
 
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Any, Iterator
 
 import pytest
 
+from requires import required_env
 from waiting import poll
 
 KUBE_ENV = "ROTA_TEST_KUBECONFIG"
@@ -25,13 +25,9 @@ KUBE_ENV = "ROTA_TEST_KUBECONFIG"
 @pytest.fixture(scope="session")
 def kube_api() -> Any:
     """An ``ApiClient`` of the fixture's API server, as its admin."""
-    path = os.environ.get(KUBE_ENV)
-    if not path:
-        message = (f"{KUBE_ENV} is not set: run `eval \"$(.ci/kube)\"` to build and start a "
-                   "real API server (kube-apiserver, etcd, kwok) for the Kubernetes tests")
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set, so Kubernetes must be tested: {message}")
-        pytest.skip(message)
+    path = required_env(KUBE_ENV, "run `eval \"$(.ci/kube)\"` to build and start a real API "
+                        "server (kube-apiserver, etcd, kwok) for the Kubernetes tests",
+                        "Kubernetes")
     kubernetes = pytest.importorskip("kubernetes", reason="the kubernetes client is not "
                                                           "installed: pip install -e '.[kube]'")
     return kubernetes.config.new_client_from_config(config_file=path)

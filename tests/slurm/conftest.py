@@ -23,17 +23,13 @@ from typing import Iterator
 
 import pytest
 
+from requires import required_env
 from slurmkit import Slurm
 
 
 def _cluster_env() -> dict[str, str]:
-    conf = os.environ.get("SLURM_CONF")
-    if not conf:
-        message = ("SLURM_CONF is not set: run `eval \"$(.ci/slurm)\"` to test against the "
-                   "real Slurm of tests/slurm/fixture")
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set, so the Slurm tests must run: {message}")
-        pytest.skip(message)
+    conf = required_env("SLURM_CONF", "run `eval \"$(.ci/slurm)\"` to test against the real "
+                        "Slurm of tests/slurm/fixture", "Slurm")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_",
                                                                      "SQUEUE_", "SACCT_"))}
     env["SLURM_CONF"] = conf

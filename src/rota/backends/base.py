@@ -309,6 +309,12 @@ class Status:
 OFFER_LABEL = "rota.offer"  # the label of a job submitted for an offer: the offer's key
 
 
+def offer_key(job: Job) -> str | None:
+    """The key of the offer ``job`` was submitted for (its ``OFFER_LABEL``); None for a job
+    submitted otherwise."""
+    return dict(job.labels).get(OFFER_LABEL)
+
+
 @dataclass(frozen=True, slots=True)
 class Offer:
     """Work a backend holds that asks rota to schedule it. ``key`` names it in its backend,

@@ -25,7 +25,7 @@ import logging
 from dataclasses import replace
 from typing import Iterable
 
-from rota.backends.base import OFFER_LABEL, Backend, Offering
+from rota.backends.base import OFFER_LABEL, Backend, Offering, offer_key
 from rota.core import Job, JobState, RotaError
 from rota.store import JobFilter, Move, Store, Submission
 
@@ -86,7 +86,7 @@ class Intake:
         gone: dict[str, str] = {}
         pending_keys: set[str] = set()
         for job in pending:
-            key = next((v for k, v in job.labels if k == OFFER_LABEL), None)
+            key = offer_key(job)
             if key is None:
                 continue
             pending_keys.add(key)
@@ -119,7 +119,7 @@ class Intake:
         while True:
             page = self.store.list_jobs(JobFilter(states=UNFINISHED), limit=PAGE, after=after)
             for rec in page.items:
-                key = dict(rec.job.labels).get(OFFER_LABEL)
+                key = offer_key(rec.job)
                 if key is not None:
                     known[key] = rec.id
             if page.next_after is None:

@@ -77,7 +77,7 @@ from concurrent.futures import Future, InvalidStateError
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Collection, Iterator
 
 from rota.backends.base import REPORT_TRUST_S, Backend, BackendError, Handle, RunAs
 from rota.control.accounts import Accounts
@@ -354,7 +354,7 @@ class ControlLoop:
         out = held.kept
         if not out:
             return snapshot, held
-        return replace(snapshot, jobs=tuple(j for j in snapshot.jobs if j.id not in out)), held
+        return _without(snapshot, out), held
 
     def _schedule(self, now: float) -> tuple[str, ...]:
         timer = _Timer(self.metrics)
@@ -362,7 +362,7 @@ class ControlLoop:
             whole = self.store.snapshot(now)
         gone = self.intake.withdraw(whole.pending)
         if gone:  # offered work that no longer waits: cancelled, not placed
-            whole = replace(whole, jobs=tuple(j for j in whole.jobs if j.id not in gone))
+            whole = _without(whole, gone)
         pending = {j.id for j in whole.pending}
         snapshot, held = self._held(whole, now)
         mix = None if self._arrivals is None else self._arrivals.update(whole)
@@ -389,6 +389,11 @@ class ControlLoop:
         if result.stale:
             log.info("dropped stale decisions: %s", dict(result.stale))
         return result.bound
+
+
+def _without(snapshot: Snapshot, job_ids: Collection[str]) -> Snapshot:
+    """``snapshot`` without the jobs ``job_ids``."""
+    return replace(snapshot, jobs=tuple(j for j in snapshot.jobs if j.id not in job_ids))
 
 
 def _sparing(preemptions: list[Preempt], flying: frozenset[str]) -> list[Preempt]:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from rota.backends.base import (
-    OFFER_LABEL, BackendError, Capabilities, Handle, LaunchSpec, Offer, ReplicaHandle, Status,
+    BackendError, Capabilities, Handle, LaunchSpec, Offer, ReplicaHandle, Status, offer_key,
 )
 from rota.backends.kube.api import NODES, KubeApi, KubeError, connect, pods_path
 from rota.backends.kube.informer import Informer
@@ -242,7 +242,7 @@ class KubeBackend:
         if len(placement.replicas) != job.replicas:
             raise InvalidSpec("placement.replicas", f"has {len(placement.replicas)} replicas, "
                                                     f"job {job.id} has {job.replicas}")
-        key = dict(job.labels).get(OFFER_LABEL)
+        key = offer_key(job)
         if key is not None:
             offer = parse_key(key)
             handle = (self.launcher.find_offered(job, placement, offer, attempt)
@@ -253,7 +253,7 @@ class KubeBackend:
         return self._track(handle)
 
     def recover(self, job: Job, placement: Placement, attempt: int) -> Handle | None:
-        key = dict(job.labels).get(OFFER_LABEL)
+        key = offer_key(job)
         if key is not None:
             found = self.launcher.find_offered(job, placement, parse_key(key), attempt)
         else:
