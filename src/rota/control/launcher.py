@@ -96,8 +96,7 @@ class Launcher:
         self._unpacking: dict[tuple[str, int], Future] = {}  # (job, attempt) -> its prepare
         self._in_flight: set[str] = set()  # submitted, outcome not taken by ``landed`` yet
         self._outcomes: list[Launched] = []  # known, not taken yet
-        self._waiting = 0  # submitted launches whose outcome is not known yet
-        self._open: set[str] = set()  # their jobs
+        self._open: set[str] = set()  # jobs of submitted launches whose outcome is not known yet
         self._after: list[tuple[set[str], Callable[[], None]]] = []  # ``then``'s callbacks
         self._changed = threading.Condition()
 
@@ -125,7 +124,6 @@ class Launcher:
         self._in_flight.update(o.rec.id for o in (*known, *ready))
         self._in_flight.update(r.id for r in now)
         with self._changed:
-            self._waiting += len(known) + len(ready) + len(now)
             self._open.update(r.id for r in (*now, *(o.rec for o in known),
                                              *(p.rec for p in ready)))
         for outcome in known:
@@ -148,7 +146,7 @@ class Launcher:
     def settle(self, timeout: float | None = None) -> bool:
         """Wait until every launch submitted has its outcome (False: ``timeout`` passed)."""
         with self._changed:
-            return self._changed.wait_for(lambda: self._waiting == 0, timeout)
+            return self._changed.wait_for(lambda: not self._open, timeout)
 
     def then(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (from whichever thread lands the last of them) once every launch
@@ -165,14 +163,13 @@ class Launcher:
         anyway record them as they come). Call the ``then`` callbacks it was the last for."""
         with self._changed:
             self._outcomes.append(outcome)
-            self._waiting -= 1
             self._open.discard(outcome.rec.id)
             for ids, _ in self._after:
                 ids.discard(outcome.rec.id)
             due = [cb for ids, cb in self._after if not ids]
             self._after = [(ids, cb) for ids, cb in self._after if ids]
             self._changed.notify_all()
-            last = self._waiting == 0
+            last = not self._open
         for callback in due:
             try:
                 callback()
