@@ -21,7 +21,7 @@ from rota.backends.local import Proc
 from rota.core import JobState
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("typer", "rich", "pydantic", "rota.spec.job", "rota.scheduler", "rota.core",
+HEAVY = ("typer", "rich", "pydantic", "yaml", "rota.spec.job", "rota.scheduler", "rota.core",
          "rota.client.http", "http.client")
 
 
@@ -101,7 +101,6 @@ def test_submit_makes_the_job_the_typer_command_makes(server, tmp_path, name, co
     path.write_text(content)
     fast, typer, loaded = both(server, tmp_path, "submit", path)
     assert [m for m in HEAVY if m in loaded] == []
-    assert ("yaml" in loaded) == name.endswith(".yaml")
     made_alike(server, fast, typer)
 
 
@@ -169,14 +168,34 @@ def test_a_local_workdir_is_uploaded_by_the_typer_command(server, tmp_path):
         assert (server.data_dir / "uploads" / f"{run['upload']}.tar.gz").is_file()
 
 
-def test_a_project_rota_cannot_choose_is_left_to_the_typer_command(server, tmp_path):
+@pytest.mark.parametrize("command", ["run", "submit"])
+def test_a_project_rota_cannot_choose_is_left_to_the_typer_command(server, tmp_path, command):
+    path = tmp_path / "job.yaml"
+    path.write_text("name: x\nentrypoint: 'true'\n")
+    args = ["run", "--", "true"] if command == "run" else ["submit", path]
     server.store.add_member("alice", "speech")
     try:
-        fast, typer, loaded = both(server, tmp_path, "run", "--", "true")
+        fast, typer, loaded = both(server, tmp_path, *args)
     finally:
         server.store.remove_member("alice", "speech")
     fell_back(fast, typer, loaded)
     assert "--project: choose one of your projects" in fast.stderr
+
+
+def test_the_configured_project_counts_where_the_file_names_none(server, tmp_path):
+    """The configured default goes with the file's bytes; the file's own project wins."""
+    server.store.add_member("alice", "speech")
+    try:
+        for content, project in (("name: x\nentrypoint: 'true'\n", "speech"),
+                                 ("name: x\nentrypoint: 'true'\nproject: vision\n", "vision")):
+            path = tmp_path / "job.yaml"
+            path.write_text(content)
+            fast, typer, loaded = both(server, tmp_path, "submit", path, ROTA_PROJECT="speech")
+            assert "typer" not in loaded
+            made_alike(server, fast, typer)
+            assert job_of(server, fast).job.project == project
+    finally:
+        server.store.remove_member("alice", "speech")
 
 
 @pytest.mark.parametrize("env", [{"ROTA_URL": "http://127.0.0.1:1", "ROTA_PROJECT": "vision"},

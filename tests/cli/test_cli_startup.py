@@ -55,7 +55,7 @@ FAST_HEAVY = ("typer", "rich", "pydantic", "yaml", "rota.core", "rota.client.htt
     "BareClient\nfrom rota.client.credentials import discover\ndiscover()",
     "from rota.cli.fast import PS, LOGS, parse\nparse(['-Ao', 'wide', '--limit=5'], PS, 0)\n"
     "parse(['12', '-f', '--tail', '3'], LOGS, 1)",
-    "from rota.cli import fastjobs, making, choose\nfrom rota.client.config import defaults\n"
+    "from rota.cli import fastjobs, making\nfrom rota.client.config import defaults\n"
     "defaults()\nfrom rota.cli.fast import parse\n"
     "parse(['--gpus', '1', 'python', '-c', 'x'], fastjobs.RUN, 1, rest=True)\n"
     "parse(['-w', 'job.yaml', '--array', '0-3'], fastjobs.SUBMIT, 1)",
@@ -79,31 +79,3 @@ def test_reading_a_job_file_does_not_load_the_scheduler():
     loaded = loaded_after("from rota.spec import JobFileSpec, parse_job, read_mapping")
     assert loaded["rota.spec"] and not loaded["rota.scheduler"]
     assert loaded_after("from rota.spec import build_cluster")["rota.scheduler"]
-
-
-def test_a_job_file_is_read_without_pydantic_or_the_domain_model():
-    """``rota submit``'s fast path reads YAML with ``rota.spec.load`` alone (PyYAML, the
-    same safe loader); the models load only when asked for, and ``rota.core`` only to say
-    what is wrong with a file."""
-    loaded = loaded_after("from rota.spec.load import decode, parse_yaml\n"
-                          "parse_yaml(decode(b'name: x\\nentrypoint: [a, b]\\n'))")
-    assert loaded["yaml"] and not loaded["pydantic"] and not loaded["rota.scheduler"]
-    assert "rota.core" not in _modules_after("import rota.spec.load")
-    assert "rota.core" in _modules_after("from rota.spec.load import parse_yaml\ntry:\n"
-                                         "    parse_yaml('a: 1\\na: 2')\nexcept Exception:\n"
-                                         "    pass")
-
-
-def _modules_after(code: str) -> list[str]:
-    done = subprocess.run([sys.executable, "-c", f"import sys, json\n{code}\n"
-                           "print(json.dumps(sorted(sys.modules)))"], capture_output=True,
-                          text=True, check=True)
-    return json.loads(done.stdout.splitlines()[-1])
-
-
-def test_the_fast_submit_knows_the_keys_of_the_compact_form():
-    """A job file with one of them goes to the Typer command, which refuses it as an unknown
-    key; the server would take it as the compact form (``rota.api.submit``)."""
-    from rota.api.submit import CORE_KEYS
-    from rota.cli.fastjobs import CORE_KEYS as FAST_KEYS
-    assert FAST_KEYS == CORE_KEYS

@@ -39,6 +39,7 @@ from rota.control.screen import Screen
 from rota.api.models import job_view
 from rota.api.reads import Reads, check_view
 from rota.api.fairuse import SubmitRate, fingerprint
+from rota.api.jobfile import Given, choose, given, is_job_file, read_job_file, unchosen
 from rota.api.storage import check_storage
 from rota.api.submit import array_tasks, parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
@@ -259,13 +260,20 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
 
     @app.post("/v1/jobs", status_code=201)
     async def submit(body: Any = Body(...), who: Principal = Depends(principal),
-                     idempotency_key: str | None = Header(None)) -> Response:
-        """A job file as JSON (see ``rota.api.submit``). Runs on the event loop: validation is
-        pure, and the insert is awaited (group commit, ``rota.store.group``) without holding a
-        worker thread; the answer comes once the job is committed. With ``Idempotency-Key``,
-        the same key and body again within a day answer the job the first made (200), never
-        a second one. A member is held to the fair-use caps (``rota.api.fairuse``): 429, and
-        to its project's storage quota (``rota.api.storage``): 507."""
+                     idempotency_key: str | None = Header(None),
+                     content_type: str | None = Header(None),
+                     options_given: Given = Depends(given)) -> Response:
+        """A job file as JSON (see ``rota.api.submit``), or as it is on disk, with the command
+        line's choices as query parameters and rota's choice of project and queue where none
+        is named (``rota.api.jobfile``). Runs on the event loop: validation is pure, and the
+        insert is awaited (group commit, ``rota.store.group``) without holding a worker
+        thread; the answer comes once the job is committed. With ``Idempotency-Key``, the same
+        key and body again within a day answer the job the first made (200), never a second
+        one. A member is held to the fair-use caps (``rota.api.fairuse``): 429, and to its
+        project's storage quota (``rota.api.storage``): 507."""
+        if is_job_file(content_type):
+            body = await run_in_threadpool(read_job_file, body)
+        body = options_given.applied(body)
         options = SubmitOptions(member=not who.operator, capped=not who.operator,
                                 key=idempotency_key, fingerprint=fingerprint(body))
         if idempotency_key is not None:
@@ -273,6 +281,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             found = await run_in_threadpool(store.replay, who.user, options)
             if found is not None:
                 return _created(found, replayed=True)
+        if unchosen(body):
+            body = await run_in_threadpool(choose, body, who.projects, store.bindings)
         sub = parse_body(body, who.user, upload_usable(who))
         if not who.may_see(sub.project):
             raise InvalidSpec("project", f"{who.user} is not a member of project {sub.project!r}")

@@ -4,13 +4,11 @@ The order (option, job file, environment, config file, then this module) is docu
 ``rota.client.config``. Here, rota's own choice, from what the server says:
 
 - project: the only project the user is a member of;
-- queue: among the queues that admit that project (a queue's ``projects`` lists them, null
-  admits every project), the one named ``default``, else the only one.
+- queue: the project's default queue (``rota.core.queues.chosen_queue``; the server chooses
+  by the same rule for a job sent without one, ``rota.api.jobfile``).
 
 Otherwise the error lists only what the user may choose from, and says how to set a default
-(one line on stderr, exit 2). ``client`` is ``rota.client.Client`` or the fast commands'
-``rota.client.bare.BareClient``: this module imports neither typer nor rota's domain model
-(nor ``typing``: ``rota run`` loads it on its fast path).
+(one line on stderr, exit 2). ``client`` is ``rota.client.Client``.
 """
 
 from __future__ import annotations
@@ -18,21 +16,9 @@ from __future__ import annotations
 import sys
 
 from rota.cli.failures import EXIT_BAD_INPUT
+from rota.core.queues import chosen_queue, usable_queues
 
-DEFAULT = "default"
 HOW = "or set a default (ROTA_{key} or {key_lower} = \"...\" in ~/.config/rota/config.toml)"
-
-
-def usable_queues(queues: list[dict], project: str) -> list[str]:
-    return [q["name"] for q in queues if q.get("projects") is None or project in q["projects"]]
-
-
-def chosen_queue(usable: list[str]) -> str | None:
-    """The queue rota chooses among ``usable``: ``default``, else the only one (None: no
-    single choice, which the caller asks the user for)."""
-    if DEFAULT in usable:
-        return DEFAULT
-    return usable[0] if len(usable) == 1 else None
 
 
 def project_of(client, given: str | None) -> str:
@@ -51,7 +37,7 @@ def project_of(client, given: str | None) -> str:
 def queue_of(client, project: str, given: str | None) -> str:
     if given:
         return given
-    usable = usable_queues(client.queues(), project)
+    usable = usable_queues({q["name"]: q.get("projects") for q in client.queues()}, project)
     chosen = chosen_queue(usable)
     if chosen is not None:
         return chosen

@@ -1,46 +1,43 @@
 """``rota run`` and ``rota submit FILE`` started in a few milliseconds, as ``rota ps`` is
-(``rota.cli.fast``): no typer, rich, pydantic or rota's domain model.
+(``rota.cli.fast``): no typer, rich, pydantic, YAML or rota's domain model, and one request.
 
-They do not validate the job: the server does, with the same models as ``rota.spec``, and
-refuses an invalid one (HTTP 422) before anything is made. They leave the command to the Typer
-commands (``rota.cli.jobs``), before any job is made, whenever it is not the plain case:
+They neither read nor validate the job: ``rota submit`` sends the file's bytes as they are
+(``Content-Type: application/yaml``), with ``--project``, ``--queue``, ``--array`` and the
+configured defaults as the query; ``rota run`` sends the job its options make, as JSON. The
+server reads the file as the Typer command does, validates the job with the same models as
+``rota.spec``, chooses the project and queue that nothing names as ``rota.cli.choose`` would
+(``rota.api.jobfile``), and refuses an invalid job (HTTP 422) before anything is made. They
+leave the command to the Typer commands (``rota.cli.jobs``), before any job is made, whenever
+it is not the plain case:
 
 - a command line the small parser does not read as click would (``rota.cli.fast.parse``), or
   ``--wait`` with ``--array`` (the Typer command says why not);
-- a working directory to upload (``rota run --workdir`` naming a directory here, a job file's
-  relative ``workdir``): the upload's progress bar is rich's, and packing and sending a
-  directory take longer than the start-up saved;
-- a job file that cannot be read or is not a mapping, one without a ``name``, or with keys the
-  server takes but a job file may not have (``upload``; ``CORE_KEYS``, the compact form);
-- defaults that cannot be read, and a project or queue that rota cannot choose alone;
-- a job the server refuses as invalid (422): the Typer command validates it locally with
+- ``rota run --workdir`` naming a directory here, to upload: the upload's progress bar is
+  rich's, and packing and sending a directory take longer than the start-up saved;
+- a job file that cannot be read, and defaults that cannot be read;
+- whatever the server refuses as invalid (422): a job file that is not YAML, not a job file
+  or not a valid job, one whose relative ``workdir`` is to be uploaded, a project or queue
+  that rota cannot choose alone. The Typer command reads and validates the file locally with
   ``rota.spec`` and names every mistake at once (``error: FILE: FIELD: REASON``, and for
-  ``rota run`` the option, ``--gpus: ...``), as it always has.
+  ``rota run`` the option, ``--gpus: ...``), uploads a working directory, or asks for the
+  project or queue, as it always has.
 
 So what either path prints for a job file or a command line is the same; a mistake costs the
 Typer command's start-up once more, a valid job none of it. A request that fails otherwise
 (no server, a refused token) is said here in ``rota.cli.failures``' words, after the submit's
 retries (``rota.client.bare``): before the Typer command's local validation, so an invalid
-file sent to a server that is down is answered "no rota server", not its mistakes.
-
-A job file ending in ``.json`` is read with ``json``; any other with PyYAML through
-``rota.spec.load`` (the same safe loader, without pydantic): importing PyYAML costs about 15
-ms of a start-up of 50.
+file sent to a server that is down is answered "no rota server", not its mistakes. A server
+older than ``rota.api.jobfile`` refuses the file's bytes (422), and the Typer command sends
+the job as it always has.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from rota.cli.fast import COUNT, FLAG, VALUE, Usage, parse, talking
 from rota.cli.making import attach, local_workdir, name_of, on_this_machine, submitted
-
-# the keys of the compact, core-level form of a submit (``rota.api.submit.CORE_KEYS``, which
-# tests/cli/test_cli_startup.py holds this to): a job file may not have them
-CORE_KEYS = frozenset({"cpu", "memory", "gpu", "gpu_memory", "gpu_model", "grace", "labels",
-                       "run"})
 
 WAIT = {"--wait": ("wait", FLAG), "-w": ("wait", FLAG), "--json": ("json", FLAG)}
 RUN = {**WAIT, "--gpus": ("gpus", VALUE), "--cpu": ("cpu", VALUE), "--memory": ("memory", VALUE),
@@ -72,11 +69,12 @@ def run(argv: list[str]) -> None:
     if "walltime" in given:
         body["walltime"] = given["walltime"]
     mine = _defaults()
+    for key in ("project", "queue"):  # else rota's choice, made by the server
+        if given.get(key) or getattr(mine, key):
+            body[key] = given.get(key) or getattr(mine, key)
     as_json, wait = bool(given.get("json")), bool(given.get("wait"))
 
     def work(client) -> None:
-        body["project"] = _project(client, given.get("project") or mine.project)
-        body["queue"] = _queue(client, body["project"], given.get("queue") or mine.queue)
         if workdir is not None:
             body["workdir"] = workdir  # absolute and not here: a directory on the server
         elif on_this_machine(client.url):
@@ -87,35 +85,27 @@ def run(argv: list[str]) -> None:
 
 
 def submit(argv: list[str]) -> None:
-    """``rota submit [OPTIONS] FILE``, the body ``rota.cli.jobs.submit`` sends."""
+    """``rota submit [OPTIONS] FILE``: the file's bytes as they are, with the options and the
+    configured defaults as the query (``rota.api.jobfile``)."""
     given = parse(argv, SUBMIT, 1)
     wait, array = bool(given.get("wait")), given.get("array")
     if wait and array:
         raise Usage("--wait --array")
-    data = _read(given["arguments"][0])
-    workdir = data.get("workdir")
-    if (not data.get("name") or not isinstance(data["name"], str) or "upload" in data
-            or CORE_KEYS & data.keys()
-            or (isinstance(workdir, str) and not os.path.isabs(workdir))):
-        raise Usage("the job file")
-    if array:
-        data["array"] = array
-    body = json.loads(json.dumps(data, default=str))  # YAML's dates, as rota.cli.jobs sends them
-    mine = _defaults()
-
-    def work(client) -> None:
-        body["project"] = _project(client, given.get("project") or data.get("project")
-                                   or mine.project)
-        body["queue"] = _queue(client, body["project"], given.get("queue") or data.get("queue")
-                               or mine.queue)
-        _send(client, body, bool(given.get("json")), wait)
-
-    talking(work)
-
-
-def _send(client, body: dict, as_json: bool, wait: bool) -> None:
+    file = given["arguments"][0]
     try:
-        job = client.submit(body)
+        data = Path(file).read_bytes()
+    except OSError:
+        raise Usage(file) from None  # the Typer command says why
+    mine = _defaults()
+    params = {"project": given.get("project"), "queue": given.get("queue"),
+              "default_project": mine.project, "default_queue": mine.queue, "array": array}
+    talking(lambda client: _send(client, data, bool(given.get("json")), wait, params))
+
+
+def _send(client, body: dict | bytes, as_json: bool, wait: bool,
+          params: dict | None = None) -> None:
+    try:
+        job = client.submit(body, params=params)
     except Exception as exc:  # noqa: BLE001 - a 422 goes to the Typer command; the rest is said
         if getattr(exc, "status", None) == 422:
             raise Usage("the server's validation") from None
@@ -125,67 +115,9 @@ def _send(client, body: dict, as_json: bool, wait: bool) -> None:
         attach(client, job)
 
 
-def _read(file: str) -> dict:
-    """The job file's mapping; ``Usage`` for anything the Typer command must say."""
-    try:
-        data = Path(file).read_bytes()
-        if file.endswith(".json"):
-            found = json.loads(data, object_pairs_hook=_unique, parse_float=_float,
-                               parse_constant=_constant)
-        else:
-            from rota.spec.load import decode, parse_yaml
-            found = parse_yaml(decode(data))
-    except Exception:  # noqa: BLE001 - unreadable, not UTF-8, not JSON or YAML, a key twice
-        raise Usage(file) from None
-    if not isinstance(found, dict):
-        raise Usage(file)
-    return found
-
-
-def _unique(pairs: list[tuple[str, object]]) -> dict:
-    found = dict(pairs)
-    if len(found) != len(pairs):
-        raise ValueError("a key written twice")  # as rota.spec.load refuses it in YAML
-    return found
-
-
-def _float(text: str) -> float:
-    """A JSON number with a fraction, as YAML reads it too; one with an exponent (``1e3``) is a
-    string to PyYAML, whose floats need a dot and a signed exponent: the Typer command reads
-    such a file."""
-    if "e" in text or "E" in text:
-        raise ValueError(text)
-    return float(text)
-
-
-def _constant(text: str) -> float:
-    raise ValueError(text)  # NaN and Infinity are strings to YAML
-
-
 def _defaults():
     from rota.client.config import defaults
     try:
         return defaults()
     except Exception:  # noqa: BLE001 - InvalidSpec: the Typer command names the file and key
         raise Usage("defaults") from None
-
-
-def _project(client, given: str | None) -> str:
-    """``rota.cli.choose.project_of``, but without a single project: the Typer command."""
-    if given:
-        return given
-    projects = client.whoami()["projects"]
-    if len(projects) != 1:
-        raise Usage("--project")
-    return projects[0]
-
-
-def _queue(client, project: str, given: str | None) -> str:
-    """``rota.cli.choose.queue_of``, but without a queue to choose: the Typer command."""
-    from rota.cli.choose import chosen_queue, usable_queues
-    if given:
-        return given
-    chosen = chosen_queue(usable_queues(client.queues(), project))
-    if chosen is None:
-        raise Usage("--queue")
-    return chosen

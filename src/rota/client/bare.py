@@ -4,8 +4,8 @@
 package to parse headers), and ``rota.client.http`` loads rota's domain model (``rota.core``,
 dataclasses and enums: about 50 ms more). ``rota ps``, ``rota logs``, ``rota run`` and ``rota
 submit`` need little of HTTP/1.1, so this module speaks it on a socket: a GET or a POST of a
-JSON body, a body of known length or chunked, one kept-alive connection for the requests of a
-command, and a streamed body for logs.
+JSON body (or of a job file's bytes, as YAML), a body of known length or chunked, one
+kept-alive connection for the requests of a command, and a streamed body for logs.
 
 A submit is sent as ``Client.submit`` sends it (``rota.client.http``): with an
 ``Idempotency-Key``, again with the same key when the connection fails or breaks before an
@@ -155,13 +155,16 @@ class BareClient:
     def cancel(self, job_id: str) -> dict:
         return self.post(f"/v1/jobs/{quote(str(job_id), safe='')}/cancel")
 
-    def submit(self, body: Mapping[str, object], key: str | None = None) -> dict:
-        """Submit a job (an array) once, however often it must be sent (see the module)."""
+    def submit(self, body: Mapping[str, object] | bytes, key: str | None = None,
+               params: Mapping[str, object] | None = None) -> dict:
+        """Submit a job (an array) once, however often it must be sent (see the module):
+        ``body`` as JSON, or the bytes of a job file as they are on disk, with ``params``
+        (``rota.api.jobfile``) as the query."""
         head = f"Idempotency-Key: {key or os.urandom(16).hex()}\r\n"
+        target = self._target("/v1/jobs", params)
         for delay in (*RETRY_DELAYS_S, None):
             try:
-                status, headers, answer = self._exchange("POST", self._target("/v1/jobs", None),
-                                                         body, head)
+                status, headers, answer = self._exchange("POST", target, body, head)
             except Exception as exc:  # noqa: BLE001 - only Unreachable is retried
                 from rota.client.http import Unreachable
                 if delay is None or not isinstance(exc, Unreachable):
@@ -216,8 +219,8 @@ class BareClient:
             self._fail(status, headers, body)
         return json.loads(body)
 
-    def _exchange(self, method: str, target: str, body: Mapping[str, object] | None = None,
-                  head: str = "") -> tuple[int, dict[str, str], bytes]:
+    def _exchange(self, method: str, target: str,
+                  body: Mapping[str, object] | bytes | None = None, head: str = "") -> tuple[int, dict[str, str], bytes]:
         """Send a request on the kept connection (a new one if none is kept, or if the server
         had closed it unseen) and read its answer: status, headers and body."""
         request = self._request(target, method, head, body)
@@ -280,13 +283,14 @@ class BareClient:
         return target
 
     def _request(self, target: str, method: str = "GET", head: str = "",
-                 body: Mapping[str, object] | None = None) -> bytes:
+                 body: Mapping[str, object] | bytes | None = None) -> bytes:
         if method == "GET":
             return f"GET {target} HTTP/1.1\r\n{self._head}{head}\r\n".encode("latin-1")
-        data = b"" if body is None else json.dumps(body).encode()
+        kind = "application/yaml" if isinstance(body, bytes) else "application/json"
+        data = body if isinstance(body, bytes) else b"" if body is None else \
+            json.dumps(body).encode()
         return (f"{method} {target} HTTP/1.1\r\n{self._head}{head}Content-Type: "
-                f"application/json\r\nContent-Length: {len(data)}\r\n\r\n"
-                ).encode("latin-1") + data
+                f"{kind}\r\nContent-Length: {len(data)}\r\n\r\n").encode("latin-1") + data
 
     def _lost(self, what: str) -> Exception:
         from rota.client.http import ConnectionLost

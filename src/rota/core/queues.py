@@ -15,6 +15,9 @@
 - ``strict_priority``: while a job of the queue waits for room (and no reservation says when
   it starts), jobs of lower priority of the queue do not take the nodes it could use.
 - A *project* is a tenant with a fair-share ``weight``.
+- A job that names no queue goes to its project's *default queue*: among the queues that admit
+  the project (a queue's binding lists the projects it admits; none admits every project), the
+  one named ``default``, else the only one (``usable_queues``, ``chosen_queue``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from rota.core.errors import InvalidSpec
 from rota.core.nodes import model_matches
 
 ANY_FLAVOR = "any"
+DEFAULT_QUEUE = "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,3 +123,18 @@ class Project:
     def __post_init__(self) -> None:
         if not self.weight > 0:
             raise InvalidSpec("weight", f"must be positive, got {self.weight}")
+
+
+def usable_queues(bindings: Mapping[str, tuple[str, ...] | None], project: str) -> list[str]:
+    """The queues that admit ``project``, in ``bindings``' order (queue name: the projects
+    it admits, None: every project)."""
+    return [name for name, admitted in bindings.items()
+            if admitted is None or project in admitted]
+
+
+def chosen_queue(usable: list[str]) -> str | None:
+    """The queue a job of a project goes to when it names none: ``default`` among ``usable``,
+    else the only one; None: no single choice, which the user must make."""
+    if DEFAULT_QUEUE in usable:
+        return DEFAULT_QUEUE
+    return usable[0] if len(usable) == 1 else None

@@ -2,8 +2,7 @@
 
 Every failure is an ``InvalidSpec``: a file that cannot be read has an empty field, a YAML
 syntax error names ``line N`` as its field, and so does a byte that is not UTF-8. The caller
-adds the file name. ``rota.core`` is imported only to raise one: ``rota submit``'s fast path
-(``rota.cli.fast``) reads a job file with this module alone.
+adds the file name (``rota submit``), or answers 422 with it (``rota.api.jobfile``).
 
 Aliases (``*name``) share the value of their anchor, so a few lines can stand for billions of
 values (an alias bomb: each level refers to the one above ten times). Nothing is built from a
@@ -17,6 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+
+from rota.core import InvalidSpec
 
 MAX_VALUES = 1_000_000
 
@@ -129,5 +130,4 @@ def read_mapping(path: str | Path, what: str) -> dict:
 
 
 def _invalid(field: str, reason: str) -> Exception:
-    from rota.core import InvalidSpec
     return InvalidSpec(field, reason)
