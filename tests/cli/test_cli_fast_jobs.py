@@ -155,6 +155,15 @@ def test_what_the_fast_path_does_not_send_is_the_typer_commands(server, tmp_path
     assert fast.returncode != 0 or "--help" in args
 
 
+def test_a_job_file_too_large_to_send_as_yaml_is_sent_by_the_typer_command(server, tmp_path):
+    from rota.cli.fastjobs import MAX_FILE_BYTES
+    path = tmp_path / "job.yaml"
+    path.write_text("name: big\nentrypoint: 'true'\n#" + "x" * MAX_FILE_BYTES + "\n")
+    fast, typer, loaded = both(server, tmp_path, "submit", path)
+    assert "typer" in loaded
+    made_alike(server, fast, typer)
+
+
 def test_a_local_workdir_is_uploaded_by_the_typer_command(server, tmp_path):
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "main.py").write_text("print('hello')\n")

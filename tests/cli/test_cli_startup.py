@@ -79,3 +79,10 @@ def test_reading_a_job_file_does_not_load_the_scheduler():
     loaded = loaded_after("from rota.spec import JobFileSpec, parse_job, read_mapping")
     assert loaded["rota.spec"] and not loaded["rota.scheduler"]
     assert loaded_after("from rota.spec import build_cluster")["rota.scheduler"]
+
+
+def test_the_fast_submit_sends_no_file_the_server_would_refuse_for_its_size():
+    """A larger job file goes to the Typer command, which sends it as JSON."""
+    from rota.api.jobfile import MAX_FILE_BYTES
+    from rota.cli.fastjobs import MAX_FILE_BYTES as FAST_MAX
+    assert FAST_MAX == MAX_FILE_BYTES

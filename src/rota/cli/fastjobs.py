@@ -14,7 +14,8 @@ it is not the plain case:
   ``--wait`` with ``--array`` (the Typer command says why not);
 - ``rota run --workdir`` naming a directory here, to upload: the upload's progress bar is
   rich's, and packing and sending a directory take longer than the start-up saved;
-- a job file that cannot be read, and defaults that cannot be read;
+- a job file that cannot be read, one larger than the server reads as YAML
+  (``MAX_FILE_BYTES``), and defaults that cannot be read;
 - whatever the server refuses as invalid (422): a job file that is not YAML, not a job file
   or not a valid job, one whose relative ``workdir`` is to be uploaded, a project or queue
   that rota cannot choose alone. The Typer command reads and validates the file locally with
@@ -44,6 +45,7 @@ RUN = {**WAIT, "--gpus": ("gpus", VALUE), "--cpu": ("cpu", VALUE), "--memory": (
        "--gpu-memory": ("gpu_memory", VALUE), "--project": ("project", VALUE),
        "--queue": ("queue", VALUE), "--name": ("name", VALUE), "--walltime": ("walltime", VALUE),
        "--replicas": ("replicas", COUNT), "--workdir": ("workdir", VALUE)}
+MAX_FILE_BYTES = 64 * 1024  # ``rota.api.jobfile.MAX_FILE_BYTES``: a larger file is sent as JSON
 SUBMIT = {**WAIT, "--project": ("project", VALUE), "--queue": ("queue", VALUE),
           "--array": ("array", VALUE)}
 
@@ -96,6 +98,8 @@ def submit(argv: list[str]) -> None:
         data = Path(file).read_bytes()
     except OSError:
         raise Usage(file) from None  # the Typer command says why
+    if len(data) > MAX_FILE_BYTES:
+        raise Usage(file)  # the server would refuse it as YAML: the Typer command sends JSON
     mine = _defaults()
     params = {"project": given.get("project"), "queue": given.get("queue"),
               "default_project": mine.project, "default_queue": mine.queue, "array": array}
