@@ -62,3 +62,22 @@ def test_a_jobs_own_token_reaches_only_its_job(rota_server) -> None:
     assert shown["history"][0]["last_checkpoint_at"] is not None
     with rota_server.client(token) as ended:  # the attempt is over: so is its token
         assert ended.get(f"/v1/jobs/{job}").status_code == 401
+
+
+def test_jobs_are_given_the_url_of_jobs_url(tmp_path) -> None:
+    """``rota up --jobs-url``: where jobs reach the API another way (a Service, a proxy); the
+    CLI's credentials keep the address it listens on."""
+    from serverkit import RotaServer
+    server = RotaServer(tmp_path, extra=("--jobs-url", "http://rota.rota.svc:8470"))
+    try:
+        server.start()
+        assert server.url.startswith("http://127.0.0.1:")
+        assert "jobs reach the API at http://rota.rota.svc:8470" in server.output()
+        with server.client() as op:
+            job = op.post("/v1/jobs", json={"project": "default", "queue": "default",
+                                            "entrypoint": ["sh", "-c", 'echo "$ROTA_URL"']}
+                          ).json()["id"]
+            assert _ended(op, job)["state"] == "succeeded"
+            assert op.get(f"/v1/jobs/{job}/logs").text == "http://rota.rota.svc:8470\n"
+    finally:
+        server.close()

@@ -50,6 +50,11 @@ def up(
     port: int = typer.Option(8470, "--port", min=0, max=65535,
                              help="Port of the HTTP API; 0 picks a free one."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address the HTTP API listens on."),
+    jobs_url: Optional[str] = typer.Option(
+        None, "--jobs-url", metavar="URL",
+        help="The API's URL as jobs reach it, their ROTA_URL (e.g. a Service's) [default: "
+             "--host's address; with --host 0.0.0.0, this machine's name for Slurm and "
+             "Kubernetes]."),
     gpus: Optional[str] = typer.Option(
         None, "--gpus", metavar="SPEC",
         help="Declare virtual GPUs instead of asking NVML, e.g. 4xH100-80GB."),
@@ -144,6 +149,8 @@ def up(
     retention = _retention(keep_workdirs, keep_logs, keep_uploads)
     metrics_at = None if metrics_address is None else _address(metrics_address,
                                                                "--metrics-address")
+    if jobs_url is not None:
+        _check_url(jobs_url, "--jobs-url")
     directory = (data_dir or setup.default_data_dir()).expanduser().resolve()
     db = _database_url(db, db_file)
     if detach:
@@ -163,13 +170,27 @@ def up(
                              kube_node_lost_after)
     try:
         _serve(directory, db, host, port, inventory, chosen, interval, backend, options, tls,
-               retention, metrics_at)
+               retention, metrics_at, jobs_url)
     except InvalidSpec as exc:
         if exc.field in _BACKEND_FIELDS:
             fail(_BACKEND_FIELDS[exc.field], InvalidSpec("", exc.reason))
         option = exc.field == "tls-cert" or exc.field.startswith("slurm-")
         fail(f"--{exc.field.split('.')[0]}" if option else "--db" if db else "--data-dir",
              InvalidSpec("", exc.reason) if option else exc)
+
+
+def _check_url(text: str, option: str) -> None:
+    from urllib.parse import urlsplit
+
+    from rota.cli.app import fail
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        fail(option, InvalidSpec("", f"{text!r} is not a URL: {exc}"))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        fail(option, InvalidSpec("", f"expected http://HOST[:PORT] or https://..., got "
+                                 f"{text!r}"))
 
 
 def _address(text: str, option: str) -> tuple[str, int]:
@@ -295,7 +316,7 @@ def _has_password(url: str) -> bool:
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
            interval: float, backend: str, options: dict[str, str],
            tls: tuple[Path, Path] | None = None, retention=None,
-           metrics_at: tuple[str, int] | None = None) -> None:
+           metrics_at: tuple[str, int] | None = None, jobs_url: str | None = None) -> None:
     from rota.control import DataDirBusy
     from rota.control.lease import held_message
     from rota.server import BackendError, LeaseHeld, ServerConfig, open_control_plane
@@ -303,7 +324,7 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
 
     config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend,
                           options, tls, *(() if retention is None else (retention,)),
-                          metrics_address=metrics_at)
+                          metrics_address=metrics_at, jobs_url=jobs_url)
     try:
         plane = open_control_plane(config)
     except DataDirBusy as exc:
@@ -367,7 +388,9 @@ def _announce(plane) -> None:
              f"  dashboard: {plane.url}/ui/ (log in with a token: rota token create web "
              "--operator prints one)", f"  store: {where}"]
     describe = getattr(plane.loop.backend, "describe", None)
-    lines += describe() if describe is not None else [_runs_on(plane)]
+    lines += describe(plane.jobs_url) if describe is not None else [_runs_on(plane)]
+    if plane.jobs_url != plane.url:
+        lines.append(f"  jobs reach the API at {plane.jobs_url}")
     lines += [f"  policy: {config.policy.name}", f"  jobs: {mode}"]
     lines.append(f"  metrics: {plane.url}/metrics (an operator's token, or one from rota token "
                  "create NAME --metrics)" + (f"; without a token at {plane.metrics_url}"

@@ -48,6 +48,9 @@ class BindError(OSError):
     """The API's address cannot be listened on."""
 
 
+WILDCARDS = ("0.0.0.0", "", "::")  # --host values that listen on every interface
+
+
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     data_dir: Path
@@ -62,6 +65,7 @@ class ServerConfig:
     tls: tuple[Path, Path] | None = None  # certificate and key files: serve HTTPS
     retention: Retention = Retention()    # what is removed from the data directory, when
     metrics_address: tuple[str, int] | None = None  # also serve /metrics there, without a token
+    jobs_url: str | None = None  # the API's URL as jobs reach it; None: ``jobs_api_url``
 
 
 @dataclass(slots=True)
@@ -80,6 +84,7 @@ class ControlPlane:
     lease_lost: bool = False
     metrics: Metrics | None = None
     metrics_url: str | None = None  # the metrics address's, when one was given
+    jobs_url: str | None = None     # the API's URL as jobs reach it (``jobs_api_url``)
     _metrics_server: Any = None
 
     def serve(self, on_started=lambda report: None) -> None:
@@ -158,6 +163,8 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         sock = _bind(config.host, config.port)
         scheme = "http" if config.tls is None else "https"
         url = f"{scheme}://{_url_host(config.host)}:{sock.getsockname()[1]}"
+        jobs_url = config.jobs_url or jobs_api_url(config.host, config.backend, scheme,
+                                                   sock.getsockname()[1])
         token, issued = setup.operator_token(store, setup.credentials_path(), operator)
         ca_file = None if config.tls is None else str(config.tls[0])
         setup.write_credentials(setup.credentials_path(), url, token, ca_file)
@@ -166,10 +173,10 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
                           lambda: None if keeper.held is None else keeper.held.expires_at)
         loop = ControlLoop(store, backend, config.policy, directory,
                            interval_s=config.interval_s, lease=keeper, accounts=accounts,
-                           api_url=url, api_ca_file=_public_certificate(config, directory),
+                           api_url=jobs_url, api_ca_file=_public_certificate(config, directory),
                            metrics=metrics)
         plane = ControlPlane(config, lock, store, loop, accounts, sock, url, token, issued,
-                             operator, cordoned, metrics=metrics)
+                             operator, cordoned, metrics=metrics, jobs_url=jobs_url)
         if config.metrics_address is not None:
             plane._metrics_server, plane.metrics_url = _serve_metrics(metrics,
                                                                       *config.metrics_address)
@@ -256,7 +263,19 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def jobs_api_url(host: str, backend: str, scheme: str, port: int) -> str:
+    """The API's URL as jobs reach it (their ``ROTA_URL``): the address it listens on
+    (``host``). On every interface (``0.0.0.0``, ``::``) that is loopback for jobs on this
+    machine, and this machine's name for a ``backend`` that runs them elsewhere (Slurm,
+    Kubernetes), where loopback is the node itself."""
+    if host in WILDCARDS and backend != "local":
+        return f"{scheme}://{_url_host(socket.getfqdn())}:{port}"
+    return f"{scheme}://{_url_host(host)}:{port}"
+
+
 def _url_host(host: str) -> str:
     if host in ("0.0.0.0", ""):
         return "127.0.0.1"
+    if host == "::":
+        host = "::1"
     return f"[{host}]" if ":" in host else host

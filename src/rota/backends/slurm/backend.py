@@ -136,11 +136,12 @@ class SlurmBackend:
             self._read_nodes()
         return self._reports
 
-    def describe(self) -> list[str]:
-        """What ``rota up`` says about the cluster when it starts."""
+    def describe(self, jobs_url: str | None = None) -> list[str]:
+        """What ``rota up`` says about the cluster when it starts (``jobs_url``: the API's
+        URL as jobs reach it)."""
         reports = self.reports()
         return describe(reports, self._slurm_nodes.values(), self.config,
-                        self.commands.slurm_conf or "Slurm's default configuration")
+                        self.commands.slurm_conf or "Slurm's default configuration", jobs_url)
 
     def _read_nodes(self) -> None:
         nodes = parse_sinfo(self.commands.run(SINFO_NODES))

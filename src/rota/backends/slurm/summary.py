@@ -1,10 +1,16 @@
 """What ``rota up --backend slurm`` says about the cluster when it starts: its nodes and GPU
 models, the placement mode, whether fractions can run, GPU types the site has not declared,
-and the nodes rota cannot use."""
+the nodes rota cannot use, and nodes that cannot reach the API at the URL jobs are given
+(``ROTA_URL``: a loopback address where some node is another machine, by its ``NodeAddr``).
+Such a node's jobs still run; they cannot report their ends (rota learns them from ``squeue``,
+seconds later per GPU turn) or call the API (``rota checkpoint``)."""
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from typing import Iterable, Mapping
+from urllib.parse import urlsplit
 
 from rota.backends.slurm.config import SlurmConfig
 from rota.backends.slurm.nodes import GPU, NodeReport, fractional_refusal
@@ -12,7 +18,7 @@ from rota.backends.slurm.records import SlurmNode
 
 
 def describe(reports: Mapping[str, NodeReport], nodes: Iterable[SlurmNode], config: SlurmConfig,
-             where: str) -> list[str]:
+             where: str, jobs_url: str | None = None) -> list[str]:
     models: dict[str, int] = {}
     for r in reports.values():
         for d in r.node.devices:
@@ -35,4 +41,27 @@ def describe(reports: Mapping[str, NodeReport], nodes: Iterable[SlurmNode], conf
     blocked = sorted(n for n, r in reports.items() if r.reason)
     if blocked:
         lines.append(f"  unavailable: {', '.join(blocked)} (rota nodes says why)")
+    here = {"localhost", socket.gethostname().lower(), socket.getfqdn().lower()}
+    elsewhere = sorted(n.name for n in nodes
+                       if n.address.lower() not in here and not _loopback(n.address))
+    if jobs_url is not None and elsewhere and _loopback(urlsplit(jobs_url).hostname or ""):
+        lines.append(f"  warning: jobs are given the API at {jobs_url}, which "
+                     f"{_listed(elsewhere)} cannot reach: their jobs run, but cannot report "
+                     "their ends (rota learns them from squeue, seconds later) or call rota; "
+                     "start rota up with --host set to an address the nodes reach, or "
+                     "0.0.0.0 (docs/slurm.md)")
     return lines
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:3])
+    return f"nodes {shown}" + (f" and {len(names) - 3} more" if len(names) > 3 else "")
