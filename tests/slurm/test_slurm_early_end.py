@@ -57,7 +57,8 @@ def test_a_reported_end_counts_while_slurm_still_holds_the_job_until_slurm_says_
     assert state == "RUNNING"                       # the script waits for the answer
     assert early.state is R.EXITED and early.exit_codes == (3,)
     assert done.exit_codes == (3,)                  # and Slurm, once it ended, says the same
-    assert backend.early.ids() == set()
+    assert backend.early.handles() == {}
+    assert slurm_backend(data_dir).early.handles() == {}  # nor kept for a restart
     assert "attempt-token" not in (data_dir / "jobs" / job_id / "attempt-0-logs" /
                                    "batch.log").read_text()
 
@@ -78,15 +79,21 @@ def test_a_script_without_curl_on_the_node_ends_as_before_unreported(
     assert server.seen == []
 
 
+def lied(data_dir, tmp_path, job_id, node: str):
+    """A backend on a hand-moved clock, and an attempt of ``sleep 120`` on ``node`` that
+    reported its end: a report that lies, it runs on."""
+    now = [1000.0]
+    backend = SlurmBackend(data_dir, slurm_backend(data_dir).config, clock=lambda: now[0])
+    handle = backend.launch(rota_job(job_id), on((node, 2)), run_spec("sleep 120", tmp_path),
+                            attempt=0)
+    status_of(backend, handle, lambda s: s.state is R.RUNNING, "the job to be submitted")
+    assert backend.reported(handle, 0)
+    return now, backend, handle
+
+
 def test_a_job_slurm_still_runs_long_after_its_report_is_named_overdue_once(
         slurm, data_dir, tmp_path, job_id):
-    now = [1000.0]
-    config = slurm_backend(data_dir).config
-    backend = SlurmBackend(data_dir, config, clock=lambda: now[0])
-    handle = backend.launch(rota_job(job_id), on(("node2", 2)),
-                            run_spec("sleep 120", tmp_path), attempt=0)
-    status_of(backend, handle, lambda s: s.state is R.RUNNING, "the job to be submitted")
-    assert backend.reported(handle, 0)              # a report that lies: it runs on
+    now, backend, handle = lied(data_dir, tmp_path, job_id, "node2")
     assert backend.poll([handle])[0].exit_codes == (0,)
     now[0] += REPORT_TRUST_S - 1
     assert backend.overdue() == []
@@ -97,6 +104,20 @@ def test_a_job_slurm_still_runs_long_after_its_report_is_named_overdue_once(
     slurm.ended(int(handle.launch_id))
     now[0] += 1
     assert backend.overdue() == []
+
+
+def test_a_job_that_lied_is_stopped_after_a_restart_too(slurm, data_dir, tmp_path, job_id):
+    """The store counts the attempt ended once its report is taken, so after a restart only
+    the kept report says to look at it: the new backend tracks it and names it overdue."""
+    now, before, handle = lied(data_dir, tmp_path, job_id, "node3")
+    after = SlurmBackend(data_dir, before.config, clock=lambda: now[0])     # rota up again
+    assert int(handle.launch_id) in after.tracked()
+    now[0] += REPORT_TRUST_S + 1
+    assert [h.launch_id for h in after.overdue()] == [handle.launch_id]
+    after.cancel(handle, 0.0)
+    slurm.ended(int(handle.launch_id))
+    after._confirmed({}, [int(handle.launch_id)])   # the watcher's squeue no longer lists it
+    assert SlurmBackend(data_dir, before.config).early.handles() == {}
 
 
 def test_a_job_not_launched_here_is_not_taken(data_dir, tmp_path, job_id, slurm):

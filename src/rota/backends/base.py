@@ -48,7 +48,8 @@ Vocabulary:
   ``poll`` on, while its system finishes the attempt; its system stays the truth: once it
   reports the end itself, that is what ``poll`` says, and an attempt it still runs
   ``REPORT_TRUST_S`` after the report is named by ``overdue`` for the control loop to stop.
-  The word is kept in memory only: a control plane that restarts asks the system again. A
+  A backend keeps the word until its system confirms the end, across a restart of the
+  control plane (which counts the attempt ended already): ``overdue`` names it then too. A
   backend whose system reports ends at once (local processes, Pods) takes no such word.
 
 Backends report outcomes as ``Status`` values; ``BackendError`` is for faults (a handle from

@@ -1,7 +1,8 @@
 """Where the Slurm backend keeps each attempt, and how it knows whether one was submitted.
 
 Layout under the data directory: ``slurm-instance`` (this control plane's instance id, see
-``rota.backends.slurm.backend``), and for attempt ``n`` of job ``J``::
+``rota.backends.slurm.backend``), ``slurm-reports.json`` (the reported ends Slurm has not
+confirmed yet, ``rota.backends.slurm.early``), and for attempt ``n`` of job ``J``::
 
     jobs/J/attempt-n/          0700, the control plane's: submit.json, handle.json
     jobs/J/attempt-n-logs/     0700, owned by the account the job runs as: batch.log,

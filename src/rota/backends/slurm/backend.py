@@ -111,7 +111,9 @@ class SlurmBackend:
         self._tracked: dict[int, Handle] = {}  # launches not known to have ended
         self._watcher: SlurmWatcher | None = None
         self._releaser: Releaser | None = None
-        self.early = EarlyEnds()  # what attempts said of their end before Slurm did
+        # what attempts said of their end before Slurm did, kept across restarts
+        self.early = EarlyEnds(path=self.data_dir / "slurm-reports.json")
+        self._tracked.update(self.early.handles())  # a restart tracks them again
 
     # -- nodes -------------------------------------------------------------------------------
 

@@ -12,19 +12,30 @@ scheduling pass that the end asks for (``docs/slurm.md``).
 ``squeue`` lists the job ended, or no longer lists it (``confirm``). Slurm stays the truth:
 ``poll`` uses a report only while Slurm lists the job as not ended yet, and a job Slurm still
 runs ``REPORT_TRUST_S`` after its report (a script that lied, or hung after reporting) is
-``due``: the control loop stops it and says so in the job's events. Reports live in memory
-only; a control plane that restarts asks Slurm, as without them.
+``due``: the control loop stops it and says so in the job's events.
+
+The reports not confirmed yet are also kept on disk (``path``: ``slurm-reports.json`` in the
+data directory, written durably before a report is taken), and a control plane that restarts
+reads them back: the store already counts those attempts ended, so nothing else would look at
+them again, and a job that lied about its end would keep its GPUs, unseen, after a restart.
+The restarted backend tracks them again, so the same ``due`` stops it, and the watcher's
+``squeue`` forgets those Slurm ended meanwhile.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Mapping
 
 from rota.backends.base import REPORT_TRUST_S, Handle, ReplicaState, ReplicaStatus, Status
+from rota.backends.procs import read_json, write_json_atomic
 from rota.backends.slurm.states import job_phase
 from rota.backends.slurm.text import SlurmOutputError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -43,27 +54,31 @@ class EarlyEnd:
 
 
 class EarlyEnds:
-    def __init__(self, trust_s: float = REPORT_TRUST_S) -> None:
-        self.trust_s = trust_s
-        self._ends: dict[int, EarlyEnd] = {}
+    def __init__(self, trust_s: float = REPORT_TRUST_S, path: Path | None = None) -> None:
+        self.trust_s, self.path = trust_s, path
         self._lock = threading.Lock()
+        self._ends: dict[int, EarlyEnd] = _load(path) if path is not None else {}
 
     def take(self, slurm_id: int, handle: Handle, exit_code: int, now: float) -> None:
         with self._lock:
-            self._ends.setdefault(slurm_id, EarlyEnd(handle, exit_code, now))
+            if slurm_id not in self._ends:
+                self._ends[slurm_id] = EarlyEnd(handle, exit_code, now)
+                self._save()
 
     def get(self, slurm_id: int) -> EarlyEnd | None:
         with self._lock:
             return self._ends.get(slurm_id)
 
-    def ids(self) -> set[int]:
+    def handles(self) -> dict[int, Handle]:
+        """The attempts of the reports kept, by Slurm job id."""
         with self._lock:
-            return set(self._ends)
+            return {i: e.handle for i, e in self._ends.items()}
 
     def forget(self, slurm_id: int) -> None:
         """Slurm said the job ended (``poll``): its own word stands from now on."""
         with self._lock:
-            self._ends.pop(slurm_id, None)
+            if self._ends.pop(slurm_id, None) is not None:
+                self._save()
 
     def due(self, now: float) -> dict[int, EarlyEnd]:
         """The reports older than ``trust_s`` not named before (each is named once)."""
@@ -84,7 +99,29 @@ class EarlyEnds:
                 if slurm_id in self._ends and _ended(states.get(slurm_id)):
                     del self._ends[slurm_id]
                     gone.append(slurm_id)
+            if gone:
+                self._save()
         return gone
+
+    def _save(self) -> None:
+        """Under the lock: the reports to ``path``, durably (a report is taken after)."""
+        if self.path is not None:
+            write_json_atomic(self.path, [
+                {"slurm_job": i, "handle": e.handle.to_dict(), "exit_code": e.exit_code,
+                 "at": e.at} for i, e in sorted(self._ends.items())], mode=0o600)
+
+
+def _load(path: Path) -> dict[int, EarlyEnd]:
+    """The reports ``path`` kept; none, said in the log, from a file that cannot be read."""
+    try:
+        return {int(r["slurm_job"]): EarlyEnd(Handle.from_dict(r["handle"], str(path)),
+                                              int(r["exit_code"]), float(r["at"]))
+                for r in read_json(path) or []}
+    except Exception as exc:  # noqa: BLE001 - a damaged file must not stop rota up
+        log.warning("%s: cannot read the reported ends kept there (%r); a job that reported "
+                    "its end but still runs is stopped only by a control plane that took "
+                    "its report", path, exc)
+        return {}
 
 
 def _ended(state: str | None) -> bool:

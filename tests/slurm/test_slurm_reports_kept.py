@@ -1,0 +1,39 @@
+"""The reported ends the Slurm backend keeps on disk (``rota.backends.slurm.early``): what a
+restart reads back is what was taken and not yet confirmed, and a damaged file costs a warning,
+not the start."""
+
+from __future__ import annotations
+
+import logging
+
+from rota.backends.base import Handle, ReplicaHandle
+from rota.backends.slurm.early import EarlyEnds
+
+
+def handle(slurm_id: int) -> Handle:
+    return Handle("slurm", "7", str(slurm_id), (ReplicaHandle(0, "node1"),), 0,
+                  {"slurm_job": slurm_id, "name": "rota-7-0"})
+
+
+def test_what_is_taken_is_read_back_until_slurm_confirms_it(tmp_path):
+    path = tmp_path / "slurm-reports.json"
+    ends = EarlyEnds(path=path)
+    ends.take(41, handle(41), 3, 1000.0)
+    ends.take(42, handle(42), 0, 1001.0)
+    ends.take(42, handle(42), 9, 1002.0)             # the first report stands
+    again = EarlyEnds(path=path)
+    assert again.handles() == {41: handle(41), 42: handle(42)}
+    assert (again.get(41).exit_code, again.get(41).at) == (3, 1000.0)
+    assert (again.get(42).exit_code, again.get(42).at) == (0, 1001.0)
+    assert again.confirm({41: "COMPLETED", 42: "RUNNING"}, [41, 42]) == [41]
+    again.forget(42)
+    assert EarlyEnds(path=path).handles() == {}
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_damaged_file_is_said_in_the_log_and_read_as_none(tmp_path, caplog):
+    path = tmp_path / "slurm-reports.json"
+    path.write_text('[{"slurm_job": 1}')
+    with caplog.at_level(logging.WARNING):
+        assert EarlyEnds(path=path).handles() == {}
+    assert "cannot read the reported ends kept there" in caplog.text
