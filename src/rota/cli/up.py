@@ -19,6 +19,9 @@ from typing import List, Optional
 
 import typer
 
+from rota.cli.upoptions import (
+    BACKEND_FIELDS, address, check_url, database_url, kube_options, retention_of, slurm_options,
+)
 from rota.core import InvalidSpec
 
 UP_HELP = (
@@ -146,171 +149,37 @@ def up(
              InvalidSpec("", "give both --tls-cert and --tls-key to serve HTTPS"))
     tls = None if tls_cert is None or tls_key is None else (
         tls_cert.expanduser().resolve(), tls_key.expanduser().resolve())
-    retention = _retention(keep_workdirs, keep_logs, keep_uploads)
-    metrics_at = None if metrics_address is None else _address(metrics_address,
+    retention = retention_of(keep_workdirs, keep_logs, keep_uploads)
+    metrics_at = None if metrics_address is None else address(metrics_address,
                                                                "--metrics-address")
     if jobs_url is not None:
-        _check_url(jobs_url, "--jobs-url")
+        check_url(jobs_url, "--jobs-url")
     directory = (data_dir or setup.default_data_dir()).expanduser().resolve()
-    db = _database_url(db, db_file)
+    db = database_url(db, db_file)
     if detach:
         from rota.cli.daemon import detach as start_detached
         argv = [a for a in sys.argv[2:] if a not in ("-d", "--detach")]
         start_detached(argv, directory, setup.credentials_path())
         return
-    options = _slurm_options(backend, gpus, node_file, slurm_gpu_types, slurm_placement,
+    options = slurm_options(backend, gpus, node_file, slurm_gpu_types, slurm_placement,
                              slurm_partition)
     try:
         inventory = (setup.this_machine(gpus, node_file) if backend != "slurm" else
                      setup.elsewhere("not used: jobs run on the Slurm cluster"))
     except InvalidSpec as exc:
         fail("--node-file" if node_file else "--gpus", exc)
-    options |= _kube_options(backend, kubeconfig, kube_namespace, kube_default_image,
+    options |= kube_options(backend, kubeconfig, kube_namespace, kube_default_image,
                              kube_pod_user, kube_tolerate, kube_node_selector,
                              kube_node_lost_after)
     try:
         _serve(directory, db, host, port, inventory, chosen, interval, backend, options, tls,
                retention, metrics_at, jobs_url)
     except InvalidSpec as exc:
-        if exc.field in _BACKEND_FIELDS:
-            fail(_BACKEND_FIELDS[exc.field], InvalidSpec("", exc.reason))
+        if exc.field in BACKEND_FIELDS:
+            fail(BACKEND_FIELDS[exc.field], InvalidSpec("", exc.reason))
         option = exc.field == "tls-cert" or exc.field.startswith("slurm-")
         fail(f"--{exc.field.split('.')[0]}" if option else "--db" if db else "--data-dir",
              InvalidSpec("", exc.reason) if option else exc)
-
-
-def _check_url(text: str, option: str) -> None:
-    from urllib.parse import urlsplit
-
-    from rota.cli.app import fail
-    try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018 - raises on a port that is not a number
-    except ValueError as exc:
-        fail(option, InvalidSpec("", f"{text!r} is not a URL: {exc}"))
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        fail(option, InvalidSpec("", f"expected http://HOST[:PORT] or https://..., got "
-                                 f"{text!r}"))
-
-
-def _address(text: str, option: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; ``:PORT`` for 127.0.0.1) as a (host, port)."""
-    from rota.cli.app import fail
-    host, sep, port = text.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
-    if not sep or not port.isascii() or not port.isdigit() or not 0 <= int(port) <= 65535:
-        fail(option, InvalidSpec("", f"must be HOST:PORT with a port 0-65535, got {text!r}"))
-    return host, int(port)
-
-
-def _slurm_options(backend: str, gpus: Optional[str], node_file: Optional[Path],
-                     gpu_types: Optional[str], placement: str,
-                     partition: Optional[str]) -> dict[str, str]:
-    """The Slurm options as ``ServerConfig.backend_options``; each refused with another
-    backend, and this machine's inventory refused with Slurm."""
-    from rota.cli.app import fail
-    given = {"--slurm-gpu-types": gpu_types, "--slurm-partition": partition,
-             "--slurm-placement": None if placement == "rota" else placement}
-    if backend != "slurm":
-        for option, value in given.items():
-            if value is not None:
-                fail(option, InvalidSpec("", "applies only with --backend slurm"))
-        return {}
-    for option, value in (("--gpus", gpus), ("--node-file", node_file)):
-        if value is not None:
-            fail(option, InvalidSpec("", "describes this machine for --backend local; with "
-                                         "--backend slurm the nodes come from Slurm (name "
-                                         "their GPU models with --slurm-gpu-types)"))
-    return {"gpu_types": gpu_types or "", "placement": placement, "partition": partition or ""}
-
-
-def _retention(workdirs: str, logs: str, uploads: str):
-    """The ``--keep-*`` options as a ``Retention``, each error naming its option."""
-    from rota.cli.app import fail
-    from rota.core import parse_duration_s
-    from rota.server.retention import Retention
-    seconds = {}
-    for option, text in (("keep-workdirs", workdirs), ("keep-logs", logs),
-                         ("keep-uploads", uploads)):
-        try:
-            seconds[option] = parse_duration_s(text, option)
-        except InvalidSpec as exc:
-            fail(f"--{option}", InvalidSpec("", exc.reason))
-    try:
-        return Retention(seconds["keep-workdirs"], seconds["keep-logs"], seconds["keep-uploads"])
-    except InvalidSpec as exc:
-        fail(f"--{exc.field}", InvalidSpec("", exc.reason))
-
-
-_BACKEND_FIELDS = {"backend": "--backend", "kubeconfig": "--kubeconfig",
-                   "namespace": "--kube-namespace", "image": "--kube-default-image",
-                   "node_selector": "--kube-node-selector"}
-
-
-def _kube_options(backend: str, kubeconfig: Optional[Path], namespace: str,
-                     image: Optional[str], pod_user: Optional[str],
-                     tolerate: Optional[List[str]], node_selector: Optional[str],
-                     node_lost_after: float = 300.0) -> dict:
-    """The options of the chosen backend (``rota.server.ServerConfig.backend_options``); a
-    kubernetes option given with another backend is refused."""
-    from rota.cli.app import fail
-    given = {"--kubeconfig": kubeconfig, "--kube-namespace": namespace != "rota" or None,
-             "--kube-default-image": image, "--kube-pod-user": pod_user,
-             "--kube-tolerate": tolerate, "--kube-node-selector": node_selector,
-             "--kube-node-lost-after": node_lost_after != 300.0 or None}
-    if backend != "kubernetes":
-        for option, value in given.items():
-            if value:
-                fail(option, InvalidSpec("", "is an option of --backend kubernetes"))
-        return {}
-    options: dict = {"namespace": namespace, "node_lost_after_s": node_lost_after}
-    if kubeconfig is not None:
-        options["kubeconfig"] = str(kubeconfig)
-    if image is not None:
-        from rota.spec.types import check_image
-        try:
-            options["default_image"] = check_image(image)
-        except InvalidSpec as exc:
-            fail("--kube-default-image", InvalidSpec("", exc.reason))
-    if pod_user is not None:
-        options["pod_user"] = pod_user
-    if tolerate:
-        options["tolerate"] = tuple(tolerate)
-    if node_selector:
-        options["node_selector"] = node_selector
-    return options
-
-
-def _database_url(db: Optional[str], db_file: Optional[Path]) -> Optional[str]:
-    """The URL from ``--db``/``ROTA_DB_URL`` or ``--db-file``; a warning when a password was
-    typed on the command line."""
-    import os
-
-    from rota.cli.app import fail
-    if db is not None and db_file is not None:
-        fail("--db-file", InvalidSpec("", "give --db (or ROTA_DB_URL) or --db-file, not both"))
-    if db_file is not None:
-        try:
-            lines = db_file.read_text().splitlines()
-        except OSError as exc:
-            fail("--db-file", InvalidSpec("", f"cannot read {db_file}: {exc.strerror}"))
-        if not lines or not lines[0].strip():
-            fail("--db-file", InvalidSpec("", f"{db_file} is empty; write the URL on its first "
-                                              "line"))
-        return lines[0].strip()
-    if db is not None and db != os.environ.get("ROTA_DB_URL") and _has_password(db):
-        print("warning: --db: the database password on the command line is visible to every "
-              "local user in ps; give the URL in ROTA_DB_URL or --db-file instead",
-              file=sys.stderr)
-    return db
-
-
-def _has_password(url: str) -> bool:
-    from sqlalchemy.engine import make_url
-    try:
-        return bool(make_url(url).password)
-    except Exception:  # not a URL: the store says so, naming --db
-        return False
 
 
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
