@@ -20,7 +20,7 @@ from __future__ import annotations
 import ssl
 import time
 import uuid
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterator, Mapping
 from urllib.parse import quote
 
 from rota.client.bare import MAX_RETRY_AFTER_S, RETRY_DELAYS_S, tls_context
@@ -226,11 +226,20 @@ class Client:
         return self._json("DELETE", f"/v1/services/{_segment(name)}")
 
     # jobs
-    def submit(self, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+    def submit(self, body: dict[str, Any] | bytes, key: str | None = None,
+               params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Submit a job (an array) once, however often it must be sent: with ``key`` (a new
-        random one by default) as its ``Idempotency-Key``."""
-        return self._retried("POST", "/v1/jobs", json=body,
-                             headers={"Idempotency-Key": key or uuid.uuid4().hex}).json()
+        random one by default) as its ``Idempotency-Key``. ``body`` is the job as JSON, or a
+        job file's bytes as they are on disk, sent as YAML; ``params``: the query
+        (``project``, ``queue``, ``default_project``, ``default_queue``, ``array``; see
+        ``rota.api.jobfile``)."""
+        headers = {"Idempotency-Key": key or uuid.uuid4().hex}
+        given = {k: v for k, v in (params or {}).items() if v is not None} or None
+        if isinstance(body, bytes):
+            return self._retried("POST", "/v1/jobs", content=body, params=given, headers={
+                **headers, "Content-Type": "application/yaml"}).json()
+        return self._retried("POST", "/v1/jobs", json=body, params=given,
+                             headers=headers).json()
 
     def jobs(self, projects: list[str] | None = None, states: list[str] | None = None,
              limit: int = 1000, queue: str | None = None,
