@@ -82,8 +82,9 @@ def test_a_json_job_file_is_read_as_rota_submit_reads_it(api):
      b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, "
      b"*c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, "
      b"*e, *e, *e, *e]\n", "line 6", "expand to more than"),
+    (b"name: x\nentrypoint: " + b"[" * 600 + b"]" * 600 + b"\n", "", "nested too deeply"),
 ], ids=["syntax", "key-twice", "not-utf8", "not-a-mapping", "no-name", "upload", "core-key",
-        "relative-workdir", "unknown-key", "alias-bomb"])
+        "relative-workdir", "unknown-key", "alias-bomb", "too-deep"])
 def test_a_bad_job_file_is_422_naming_where(api, data, field, words):
     status, where, message = error_of(post_file(api, data))
     assert (status, where) == (422, field) and words in message, message

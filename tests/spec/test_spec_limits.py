@@ -33,6 +33,15 @@ def test_an_alias_bomb_is_refused_naming_its_line(tmp_path):
     assert f"more than {MAX_VALUES} values" in err.value.reason
 
 
+def test_values_nested_too_deeply_are_refused_not_a_crash(tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(InvalidSpec, match="nested too deeply"):
+        read_yaml(path)
+    path.write_text("a: " + "[" * 20 + "]" * 20 + "\n")  # a few levels read as ever
+    assert read_yaml(path)["a"] == [[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]
+
+
 def test_aliases_that_expand_modestly_are_fine(tmp_path):
     path = tmp_path / "job.yaml"
     path.write_text("common: &env {A: '1', B: '2'}\nlist: [*env, *env, *env]\n")

@@ -118,6 +118,9 @@ def parse_yaml(text: str) -> object:
         raise _invalid(where, f"not valid YAML: {problem}") from None
     except yaml.YAMLError as exc:
         raise _invalid("", f"not valid YAML: {exc.__class__.__name__}") from None
+    except RecursionError:  # PyYAML composes nested values recursively
+        raise _invalid("", "values nested too deeply to read (a few hundred levels); a rota "
+                           "file needs a handful") from None
 
 
 def read_mapping(path: str | Path, what: str) -> dict:
