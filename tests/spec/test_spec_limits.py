@@ -42,6 +42,22 @@ def test_values_nested_too_deeply_are_refused_not_a_crash(tmp_path):
     assert read_yaml(path)["a"] == [[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]
 
 
+@pytest.mark.parametrize("value, field, words", [
+    ("start_at: 2026-13-45", "line 2", "cannot read '2026-13-45' as timestamp: month must be"),
+    ("x: !!bool maybe", "line 2", "cannot read 'maybe' as bool"),
+    ("x: " + "9" * 5000, "line 2", "as int: Exceeds the limit"),
+    ("x: 0b" + "1" * 100, "line 2", "as int: a number too large"),
+    ("? [a, b]\n: c", "line 2", "a mapping key must be a plain value"),
+    ("x: !!map -1", "", "cannot read a value"),
+], ids=["month-13", "bool", "digits", "bits", "list-key", "tagged-map"])
+def test_a_value_yaml_cannot_make_is_refused_by_its_line(tmp_path, value, field, words):
+    path = tmp_path / "job.yaml"
+    path.write_text(f"name: x\n{value}\n")
+    with pytest.raises(InvalidSpec) as err:
+        read_yaml(path)
+    assert err.value.field == field and words in err.value.reason, err.value
+
+
 def test_aliases_that_expand_modestly_are_fine(tmp_path):
     path = tmp_path / "job.yaml"
     path.write_text("common: &env {A: '1', B: '2'}\nlist: [*env, *env, *env]\n")

@@ -30,14 +30,39 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             line = key_node.start_mark.line + 1
-            if key in seen:
+            try:
+                repeated = key in seen
+            except TypeError:  # a list or mapping as a key (``? [a, b]``)
+                raise _invalid(f"line {line}", "a mapping key must be a plain value") from None
+            if repeated:
                 raise _invalid(f"line {line}", f"key {key!r} repeats the one on line "
                                   f"{seen[key]}; a key may appear once per mapping")
-            try:
-                seen[key] = line
-            except TypeError:
-                raise _invalid(f"line {line}", "a mapping key must be a plain value") from None
+            seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+    def construct_object(self, node, deep=False):  # type: ignore[override]
+        """A value PyYAML's constructors cannot make (a date with month 13, ``!!int xyz``,
+        ``!!bool maybe``) is a YAML error at its line, not a crash (``parse_yaml`` says the
+        same without a line where a mapping or list tagged wrong fails after its node was
+        made: PyYAML fills those in later); so is an integer beyond
+        64 bits, which no rota file needs and which ``json`` cannot read back past 4,300
+        digits."""
+        try:
+            value = super().construct_object(node, deep=deep)
+        except (yaml.YAMLError, InvalidSpec, RecursionError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - any constructor's failure on its value
+            raise self._unreadable(node, str(exc) or exc.__class__.__name__) from None
+        if type(value) is int and value.bit_length() > 64:
+            raise self._unreadable(node, "a number too large")
+        return value
+
+    @staticmethod
+    def _unreadable(node, why: str) -> yaml.YAMLError:
+        text = node.value if len(node.value) <= 40 else node.value[:37] + "..."
+        return yaml.constructor.ConstructorError(
+            None, None, f"cannot read {text!r} as {node.tag.rsplit(':', 1)[-1]}: {why}",
+            node.start_mark)
 
     def construct_document(self, node):  # type: ignore[override]
         check_expansion(node)
@@ -121,6 +146,10 @@ def parse_yaml(text: str) -> object:
     except RecursionError:  # PyYAML composes nested values recursively
         raise _invalid("", "values nested too deeply to read (a few hundred levels); a rota "
                            "file needs a handful") from None
+    except InvalidSpec:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a tagged mapping or list that is not one
+        raise _invalid("", f"not valid YAML: cannot read a value: {exc}") from None
 
 
 def read_mapping(path: str | Path, what: str) -> dict:
