@@ -42,11 +42,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
     def construct_object(self, node, deep=False):  # type: ignore[override]
         """A value PyYAML's constructors cannot make (a date with month 13, ``!!int xyz``,
-        ``!!bool maybe``) is a YAML error at its line, not a crash (``parse_yaml`` says the
-        same without a line where a mapping or list tagged wrong fails after its node was
-        made: PyYAML fills those in later); so is an integer beyond
-        64 bits, which no rota file needs and which ``json`` cannot read back past 4,300
-        digits."""
+        ``!!bool maybe``) is a YAML error at its line, not a crash; so is an integer beyond 64
+        bits, which no rota file needs and which ``json`` cannot read back past 4,300 digits.
+        (A mapping or list tagged wrong fails after its node was made, as PyYAML fills those
+        in later: ``parse_yaml`` says so without a line.)"""
         try:
             value = super().construct_object(node, deep=deep)
         except (yaml.YAMLError, InvalidSpec, RecursionError):
@@ -59,9 +58,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
     @staticmethod
     def _unreadable(node, why: str) -> yaml.YAMLError:
-        text = node.value if len(node.value) <= 40 else node.value[:37] + "..."
+        value = node.value if isinstance(node.value, str) else None
+        shown = "the value" if value is None else repr(
+            value if len(value) <= 40 else value[:37] + "...")
         return yaml.constructor.ConstructorError(
-            None, None, f"cannot read {text!r} as {node.tag.rsplit(':', 1)[-1]}: {why}",
+            None, None, f"cannot read {shown} as {node.tag.rsplit(':', 1)[-1]}: {why}",
             node.start_mark)
 
     def construct_document(self, node):  # type: ignore[override]
