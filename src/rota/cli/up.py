@@ -151,7 +151,7 @@ def up(
         tls_cert.expanduser().resolve(), tls_key.expanduser().resolve())
     retention = retention_of(keep_workdirs, keep_logs, keep_uploads)
     metrics_at = None if metrics_address is None else address(metrics_address,
-                                                               "--metrics-address")
+                                                              "--metrics-address")
     if jobs_url is not None:
         check_url(jobs_url, "--jobs-url")
     directory = (data_dir or setup.default_data_dir()).expanduser().resolve()
@@ -162,15 +162,15 @@ def up(
         start_detached(argv, directory, setup.credentials_path())
         return
     options = slurm_options(backend, gpus, node_file, slurm_gpu_types, slurm_placement,
-                             slurm_partition)
+                            slurm_partition)
     try:
         inventory = (setup.this_machine(gpus, node_file) if backend != "slurm" else
                      setup.elsewhere("not used: jobs run on the Slurm cluster"))
     except InvalidSpec as exc:
         fail("--node-file" if node_file else "--gpus", exc)
     options |= kube_options(backend, kubeconfig, kube_namespace, kube_default_image,
-                             kube_pod_user, kube_tolerate, kube_node_selector,
-                             kube_node_lost_after)
+                            kube_pod_user, kube_tolerate, kube_node_selector,
+                            kube_node_lost_after)
     try:
         _serve(directory, db, host, port, inventory, chosen, interval, backend, options, tls,
                retention, metrics_at, jobs_url)

@@ -37,8 +37,8 @@ def address(text: str, option: str) -> tuple[str, int]:
 
 
 def slurm_options(backend: str, gpus: Optional[str], node_file: Optional[Path],
-                     gpu_types: Optional[str], placement: str,
-                     partition: Optional[str]) -> dict[str, str]:
+                  gpu_types: Optional[str], placement: str,
+                  partition: Optional[str]) -> dict[str, str]:
     """The Slurm options as ``ServerConfig.backend_options``; each refused with another
     backend, and this machine's inventory refused with Slurm."""
     from rota.cli.app import fail
@@ -81,9 +81,9 @@ BACKEND_FIELDS = {"backend": "--backend", "kubeconfig": "--kubeconfig",
 
 
 def kube_options(backend: str, kubeconfig: Optional[Path], namespace: str,
-                     image: Optional[str], pod_user: Optional[str],
-                     tolerate: Optional[List[str]], node_selector: Optional[str],
-                     node_lost_after: float = 300.0) -> dict:
+                 image: Optional[str], pod_user: Optional[str],
+                 tolerate: Optional[List[str]], node_selector: Optional[str],
+                 node_lost_after: float = 300.0) -> dict:
     """The options of the chosen backend (``rota.server.ServerConfig.backend_options``); a
     kubernetes option given with another backend is refused."""
     from rota.cli.app import fail
