@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rota.api import errors
 from rota.api.errors import Forbidden
+from rota.backends.base import HANDOFF_WAIT_S
 from rota.api.access_routes import add_access_routes
 from rota.api.accounting import add_accounting_routes
 from rota.api.admin_routes import add_admin_routes
@@ -103,7 +104,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                metrics: Callable[[], bytes] | None = None,
                serving: Serving | None = None,
                on_exit: Callable[[str, int, int], Future[None] | None] | None = None,
-               exit_wait_s: float = 5.0) -> FastAPI:
+               exit_wait_s: float = HANDOFF_WAIT_S) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
     submitted or cancelled, to wake the control loop; an upload is refused past
     ``max_upload_bytes`` as sent and ``max_unpacked_bytes`` unpacked; ``read_log`` reads jobs' logs from the

@@ -123,6 +123,7 @@ class LaunchSpec:
 
 DEFAULT_SERVICE_PORT = 8000  # ROTA_PORT where a replica has an address of its own (a Pod)
 REPORT_TRUST_S = 30.0  # how long an attempt reported ended may still run in its backend
+HANDOFF_WAIT_S = 5.0  # the longest the API keeps an attempt's report of its end waiting
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,6 +340,21 @@ class Offering(Protocol):
 
     def decline(self, offer: Offer, reason: str) -> None:
         """The offer could not be submitted as a job, for ``reason``; tell its maker."""
+
+
+class NoEarlyEnds:
+    """The early-end methods of a backend whose system reports an attempt's end at once
+    (local processes, Pods): it takes no report, none is ever overdue, and a launch is
+    complete when ``launch`` returns."""
+
+    def reported(self, handle: Handle, exit_code: int) -> bool:
+        return False
+
+    def overdue(self) -> list[Handle]:
+        return []
+
+    def flush_launches(self) -> None:
+        pass
 
 
 class Backend(Protocol):

@@ -51,8 +51,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import quote
 
 from rota.backends.base import (
-    Activity, BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, ReplicaState,
-    ReplicaStatus, Status,
+    Activity, BackendError, Capabilities, Handle, LaunchSpec, NoEarlyEnds, ReplicaHandle,
+    ReplicaState, ReplicaStatus, Status,
 )
 from rota.backends.env import ReplicaContext, account_env, check_job_env, inherited, replica_env
 from rota.backends.exits import ExitWatcher
@@ -77,7 +77,7 @@ from rota.core import (
 UTIL_WINDOW_S = 10.0  # per-process GPU utilisation samples of the last this many seconds
 
 
-class LocalBackend:
+class LocalBackend(NoEarlyEnds):
     """Runs jobs on this machine. ``nvml`` (``Nvml.load()`` on a GPU machine) is used for the
     inventory when ``node`` is not given; ``device_ids`` chooses what ``CUDA_VISIBLE_DEVICES``
     holds: device ``index`` or ``uuid``."""
@@ -141,16 +141,6 @@ class LocalBackend:
             self.health.start()
         for handle in self.tracked():
             self._watch(handle)
-
-    def reported(self, handle: Handle, exit_code: int) -> bool:
-        """No early ends here: a process's exit is seen at once (``Backend.reported``)."""
-        return False
-
-    def overdue(self) -> list[Handle]:
-        return []
-
-    def flush_launches(self) -> None:
-        """Nothing: a launch is complete when ``launch`` returns."""
 
     def unwatch(self) -> None:
         if self._exits is not None:

@@ -38,7 +38,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from rota.backends.base import (
-    BackendError, Capabilities, Handle, LaunchSpec, Offer, ReplicaHandle, Status, offer_key,
+    BackendError, Capabilities, Handle, LaunchSpec, NoEarlyEnds, Offer, ReplicaHandle, Status,
+    offer_key,
 )
 from rota.backends.kube.api import NODES, KubeApi, KubeError, connect, pods_path
 from rota.backends.kube.informer import Informer
@@ -77,7 +78,7 @@ class KubeConfig:
     node_selector: str | None = None  # a label selector: the nodes rota may use (None: all)
 
 
-class KubeBackend:
+class KubeBackend(NoEarlyEnds):
     name = BACKEND
 
     def __init__(self, config: KubeConfig, api: KubeApi | None = None,
@@ -188,16 +189,6 @@ class KubeBackend:
 
     def watch(self, wake: Callable[[], None]) -> None:
         self._wake = wake
-
-    def reported(self, handle: Handle, exit_code: int) -> bool:
-        """No early ends here: a Pod's end is seen at once (``Backend.reported``)."""
-        return False
-
-    def overdue(self) -> list[Handle]:
-        return []
-
-    def flush_launches(self) -> None:
-        """Nothing: a launch is complete when ``launch`` returns."""
 
     def unwatch(self) -> None:
         self._wake = None
