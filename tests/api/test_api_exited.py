@@ -19,10 +19,10 @@ from rota.store import Store
 def plane(tmp_path):
     store = Store.open(tmp_path / "db", clock=lambda: 100.0)
     tokens = seed_tenants(store)
-    heard: list[tuple[str, int, int]] = []
+    heard: list[tuple] = []
 
-    def on_exit(job_id: str, attempt: int, status: int) -> Future[None]:
-        heard.append((job_id, attempt, status))
+    def on_exit(job_id: str, attempt: int, status: int, replicas=None) -> Future[None]:
+        heard.append((job_id, attempt, status) + ((replicas,) if replicas else ()))
         acted: Future[None] = Future()
         acted.set_result(None)  # the control plane acted on it at once
         return acted
@@ -51,6 +51,26 @@ def test_the_attempts_own_token_reports_its_status_to_the_control_plane(plane):
     assert answer.status_code == 200, answer.text
     assert answer.json() == {"job": job, "attempt": 0, "taken": True}
     assert heard == [(job, 0, 3)]
+
+
+def test_each_replicas_code_is_passed_on_by_rank(plane):
+    store, client, tokens, heard = plane
+    job = running_job(store, client, tokens)
+    answer = client.post(f"/v1/jobs/{job}/exited", headers=bearer(store.issue_job_token(job, 0)),
+                         json={"status": 3, "replicas": [143, 3]})
+    assert answer.status_code == 200, answer.text
+    assert heard == [(job, 0, 3, (143, 3))]
+
+
+@pytest.mark.parametrize("replicas", [[256], [-1], ["3"], [1.5], [0] * 10_001, "3"],
+                         ids=["over-255", "negative", "text", "fraction", "too-many", "not-list"])
+def test_a_replicas_code_that_is_not_one_is_refused(plane, replicas):
+    store, client, tokens, heard = plane
+    job = running_job(store, client, tokens)
+    answer = client.post(f"/v1/jobs/{job}/exited", headers=bearer(store.issue_job_token(job, 0)),
+                         json={"status": 3, "replicas": replicas})
+    assert answer.status_code == 422 and heard == []
+    assert answer.json()["error"]["field"].startswith("replicas"), answer.text
 
 
 def test_any_other_token_is_refused_with_the_reason(plane):

@@ -31,13 +31,15 @@ class Reporting(LocalBackend):
         self.entered: set[str] = set()
         self.order: list[str] = []
         self.late: list[Handle] = []
+        self.codes: dict[str, tuple[int, ...] | None] = {}
         self._go = threading.Event()
 
     def release(self) -> None:
         self._go.set()
 
-    def reported(self, handle: Handle, exit_code: int) -> bool:
+    def reported(self, handle: Handle, exit_code: int, replicas=None) -> bool:
         self.reports[handle.launch_id] = exit_code
+        self.codes[handle.launch_id] = replicas
         return True
 
     def poll(self, handles):
@@ -102,6 +104,17 @@ def test_a_report_of_an_attempt_that_is_not_the_current_one_is_not_taken(
     assert running_loop.exited(job, rec.attempts + 1, 0) is None
     assert running_loop.exited("no-such-job", 0, 0) is None
     assert reporting.reports == {} and store.get_job(job).state is S.RUNNING
+
+
+def test_each_replicas_code_goes_to_the_backend_only_for_this_attempts_ranks(
+        store, reporting, running_loop):
+    one, two = (submit(store, ["sleep", "60"], gpus=1) for _ in range(2))
+    for job in (one, two):
+        wait_until(state_is(store, job, S.RUNNING), "the job to run")
+    assert running_loop.exited(one, store.get_job(one).attempts, 3, (3,)) is not None
+    assert running_loop.exited(two, store.get_job(two).attempts, 3, (3, 0)) is not None
+    # one replica each: two codes are not this attempt's, and the batch's status stands
+    assert list(reporting.codes.values()) == [(3,), None]
 
 
 def test_an_attempt_still_running_long_after_its_report_is_stopped_and_the_events_say_so(

@@ -7,6 +7,7 @@ still runs long after it reported its end is named overdue, once.
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -52,7 +53,8 @@ def test_a_reported_end_counts_while_slurm_still_holds_the_job_until_slurm_says_
     slurm_id = int(handles[0].launch_id)
     wait(lambda: during and slurm.ended(slurm_id), "the report, then Slurm's end")
     done = backend.poll(handles)[0]
-    assert server.seen == [(f"/v1/jobs/{job_id}/exited", "Bearer attempt-token", '{"status": 3}')]
+    assert server.seen == [(f"/v1/jobs/{job_id}/exited", "Bearer attempt-token",
+                            '{"status": 3, "replicas": [3]}')]
     [(state, early)] = during
     assert state == "RUNNING"                       # the script waits for the answer
     assert early.state is R.EXITED and early.exit_codes == (3,)
@@ -61,6 +63,30 @@ def test_a_reported_end_counts_while_slurm_still_holds_the_job_until_slurm_says_
     assert slurm_backend(data_dir).early.handles() == {}  # nor kept for a restart
     assert "attempt-token" not in (data_dir / "jobs" / job_id / "attempt-0-logs" /
                                    "batch.log").read_text()
+
+
+def test_a_gang_reports_each_replicas_own_code(slurm, data_dir, tmp_path, job_id, reports):
+    """Rank 1 fails; the script stops rank 0 (a gang cannot go on) and says which did what."""
+    backend = slurm_backend(data_dir)
+    launched, handles, during = threading.Event(), [], []
+
+    def on_report(path, authorization, body):
+        launched.wait(30)
+        [handle] = handles
+        assert backend.reported(handle, body["status"], tuple(body["replicas"]))
+        during.append(backend.poll([handle])[0])
+    server = reports(on_report)
+    env = {"ROTA_URL": server.url, "ROTA_TOKEN": "attempt-token"}
+    command = 'if [ "$ROTA_REPLICA_RANK" = 1 ]; then sleep 1; exit 3; fi; exec sleep 60'
+    handles.append(backend.launch(rota_job(job_id, replicas=2), on(("node1", 1), ("node2", 1)),
+                                  run_spec(command, tmp_path, env=env), attempt=0))
+    launched.set()
+    wait(lambda: during and slurm.ended(int(handles[0].launch_id)), "the report, then the end")
+    [(_, _, sent)] = server.seen
+    body = json.loads(sent)
+    assert (body["status"], body["replicas"][1]) == (3, 3)
+    assert body["replicas"][0] > 128                # stopped by a signal (srun: 137 here)
+    assert during[0].exit_codes == tuple(body["replicas"])
 
 
 def test_a_script_without_curl_on_the_node_ends_as_before_unreported(

@@ -16,7 +16,7 @@ import logging
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 
 from fastapi import Body, Depends, FastAPI, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -85,6 +85,8 @@ class HoldBody(BaseModel):
 class ExitedBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     status: int = Field(ge=0, le=255, strict=True)  # the attempt's, as its batch script exits
+    replicas: list[Annotated[int, Field(ge=0, le=255, strict=True)]] | None = Field(
+        None, max_length=10_000)  # each replica's exit code, by rank, where the script knows
 
 
 class TokenBody(BaseModel):
@@ -103,7 +105,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                on_touch: Callable[[str], None] = lambda job_id: None,
                metrics: Callable[[], bytes] | None = None,
                serving: Serving | None = None,
-               on_exit: Callable[[str, int, int], Future[None] | None] | None = None,
+               on_exit: Callable[[str, int, int, tuple[int, ...] | None],
+                                 Future[None] | None] | None = None,
                exit_wait_s: float = HANDOFF_WAIT_S) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
     submitted or cancelled, to wake the control loop; an upload is refused past
@@ -115,8 +118,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     reclamation counts it as activity; ``metrics`` gives what ``GET /metrics`` serves
     (Prometheus's text format) to operators and metrics tokens (no such route without it);
     ``serving`` (``rota.control.serving``) adds services (``rota.api.service_routes``) and the
-    OpenAI-compatible gateway (``rota.api.gateway``); ``on_exit(job_id, attempt, status)`` takes
-    an attempt's own report of its end (``ControlLoop.exited``): None when not taken, else a
+    OpenAI-compatible gateway (``rota.api.gateway``); ``on_exit(job_id, attempt, status,
+    replicas)`` takes an attempt's own report of its end (``ControlLoop.exited``): None when not taken, else a
     future done once the control plane acted on it, which the answer waits for, at most
     ``exit_wait_s`` (without ``on_exit`` no report is taken)."""
     clock = clock or store.clock
@@ -340,7 +343,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     @app.post("/v1/jobs/{job_id}/exited")
     async def exited(job_id: str, body: ExitedBody, who: Principal = Depends(principal)
                      ) -> dict[str, Any]:
-        """The job's running attempt ended with ``status``: sent by the attempt itself (a
+        """The job's running attempt ended with ``status`` (and each replica with its code
+        in ``replicas``, by rank, where it knows them): sent by the attempt itself (a
         Slurm batch script, after its replicas ended and before it exits), with its own token;
         any other token is refused (403). Answered once the control plane has acted on it:
         the attempt counts as ended, and what it placed on the freed GPUs is launched
@@ -351,7 +355,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             raise Forbidden("only the attempt's own token ($ROTA_TOKEN inside the job) may "
                             "report its end")
         taken = None if on_exit is None else await run_in_threadpool(
-            on_exit, job_id, who.attempt, body.status)
+            on_exit, job_id, who.attempt, body.status,
+            None if body.replicas is None else tuple(body.replicas))
         if taken is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(taken)), exit_wait_s)

@@ -347,7 +347,8 @@ class NoEarlyEnds:
     (local processes, Pods): it takes no report, none is ever overdue, and a launch is
     complete when ``launch`` returns."""
 
-    def reported(self, handle: Handle, exit_code: int) -> bool:
+    def reported(self, handle: Handle, exit_code: int,
+                 replicas: tuple[int, ...] | None = None) -> bool:
         return False
 
     def overdue(self) -> list[Handle]:
@@ -390,11 +391,12 @@ class Backend(Protocol):
         """Put ``message`` where the job's owner reads its output (a warning before idle
         reclamation); a backend without such a place does nothing."""
 
-    def reported(self, handle: Handle, exit_code: int) -> bool:
-        """The attempt says every replica of it ended, the batch with ``exit_code`` (an early
-        end, see the module docstring). True: taken, ``poll`` says so from now on; False:
-        this backend takes no such word, or the attempt is not one it tracks (nothing
-        changes)."""
+    def reported(self, handle: Handle, exit_code: int,
+                 replicas: tuple[int, ...] | None = None) -> bool:
+        """The attempt says every replica of it ended, the batch with ``exit_code`` and each
+        replica with its code in ``replicas`` by rank, where it knows them (an early end, see
+        the module docstring). True: taken, ``poll`` says so from now on; False: this backend
+        takes no such word, or the attempt is not one it tracks (nothing changes)."""
 
     def overdue(self) -> list[Handle]:
         """The attempts reported ended that the backend's system still runs

@@ -150,9 +150,11 @@ class ControlLoop:
         """Ask for a pass as soon as possible (coalesced with other requests)."""
         self._wakeup.set()
 
-    def exited(self, job_id: str, attempt: int, exit_code: int) -> Future[None] | None:
-        """Attempt ``attempt`` of job ``job_id`` says it ended with ``exit_code`` (the module
-        docstring's early ends). Returns at once: a future done once the pass that took the
+    def exited(self, job_id: str, attempt: int, exit_code: int,
+               replicas: tuple[int, ...] | None = None) -> Future[None] | None:
+        """Attempt ``attempt`` of job ``job_id`` says it ended with ``exit_code``, and each
+        replica with its code in ``replicas`` where it knows them (the module docstring's
+        early ends). Returns at once: a future done once the pass that took the
         report has its launches out, or None when the report is not taken (the attempt is
         not the job's current launch, or the backend takes no such word: its own report of
         the end counts then, as always)."""
@@ -164,7 +166,9 @@ class ControlLoop:
             handle = Handle.from_dict(stored)
         except (NotFound, InvalidSpec):
             return None
-        if not self.backend.reported(handle, exit_code):
+        if replicas is not None and len(replicas) != len(handle.replicas):
+            replicas = None  # not this attempt's ranks: the batch's status stands for each
+        if not self.backend.reported(handle, exit_code, replicas):
             return None
         log.info("job %s: attempt %d reported its end (status %d)", job_id, attempt, exit_code)
         taken: Future[None] = Future()

@@ -366,14 +366,16 @@ class SlurmBackend:
 
     # -- early ends (``early``) ---------------------------------------------------------------
 
-    def reported(self, handle: Handle, exit_code: int) -> bool:
-        """The batch script says the attempt ended with ``exit_code``: ``poll`` says so while
-        Slurm still lists the job (``early``). Only for a launch tracked here, not ended."""
+    def reported(self, handle: Handle, exit_code: int,
+                 replicas: tuple[int, ...] | None = None) -> bool:
+        """The batch script says the attempt ended with ``exit_code`` (and each replica with
+        its code in ``replicas``): ``poll`` says so while Slurm still lists the job
+        (``early``). Only for a launch tracked here, not ended."""
         slurm_id = _slurm_id(handle)
         with self._lock:
             if slurm_id not in self._tracked:
                 return False
-        self.early.take(slurm_id, handle, exit_code, self.clock())
+        self.early.take(slurm_id, handle, exit_code, self.clock(), replicas)
         return True
 
     def overdue(self) -> list[Handle]:

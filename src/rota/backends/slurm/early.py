@@ -44,13 +44,19 @@ class EarlyEnd:
     exit_code: int
     at: float              # when it was reported (seconds since the epoch)
     named: bool = False    # already named by ``due``: it is being stopped
+    replicas: tuple[int, ...] | None = None  # each replica's code by rank, where the script
+                                             # knew them (bash 5.1 and later)
 
     def status(self) -> Status:
-        """Every replica exited: 0 each for a status of 0 (the script exits 0 only when every
-        replica did); otherwise the status, the script's first failure, for each."""
-        return Status(tuple(ReplicaStatus(r.rank, ReplicaState.EXITED, self.exit_code,
+        """Every replica exited, each with its own code where the report has one for every
+        rank; otherwise 0 each for a status of 0 (the script exits 0 only when every replica
+        did), and the status, the script's first failure, for each."""
+        codes = self.replicas if self.replicas is not None and \
+            len(self.replicas) == len(self.handle.replicas) else None
+        return Status(tuple(ReplicaStatus(r.rank, ReplicaState.EXITED,
+                                          self.exit_code if codes is None else codes[k],
                                           finished_at=self.at)
-                            for r in self.handle.replicas))
+                            for k, r in enumerate(self.handle.replicas)))
 
 
 class EarlyEnds:
@@ -59,10 +65,11 @@ class EarlyEnds:
         self._lock = threading.Lock()
         self._ends: dict[int, EarlyEnd] = _load(path) if path is not None else {}
 
-    def take(self, slurm_id: int, handle: Handle, exit_code: int, now: float) -> None:
+    def take(self, slurm_id: int, handle: Handle, exit_code: int, now: float,
+             replicas: tuple[int, ...] | None = None) -> None:
         with self._lock:
             if slurm_id not in self._ends:
-                self._ends[slurm_id] = EarlyEnd(handle, exit_code, now)
+                self._ends[slurm_id] = EarlyEnd(handle, exit_code, now, replicas=replicas)
                 self._save()
 
     def get(self, slurm_id: int) -> EarlyEnd | None:
@@ -108,14 +115,17 @@ class EarlyEnds:
         if self.path is not None:
             write_json_atomic(self.path, [
                 {"slurm_job": i, "handle": e.handle.to_dict(), "exit_code": e.exit_code,
-                 "at": e.at} for i, e in sorted(self._ends.items())], mode=0o600)
+                 "at": e.at, "replicas": e.replicas} for i, e in sorted(self._ends.items())],
+                mode=0o600)
 
 
 def _load(path: Path) -> dict[int, EarlyEnd]:
     """The reports ``path`` kept; none, said in the log, from a file that cannot be read."""
     try:
-        return {int(r["slurm_job"]): EarlyEnd(Handle.from_dict(r["handle"], str(path)),
-                                              int(r["exit_code"]), float(r["at"]))
+        return {int(r["slurm_job"]): EarlyEnd(
+                    Handle.from_dict(r["handle"], str(path)), int(r["exit_code"]),
+                    float(r["at"]), replicas=None if r.get("replicas") is None
+                    else tuple(int(c) for c in r["replicas"]))
                 for r in read_json(path) or []}
     except Exception as exc:  # noqa: BLE001 - a damaged file must not stop rota up
         log.warning("%s: cannot read the reported ends kept there (%r); a job that reported "

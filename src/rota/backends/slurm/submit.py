@@ -41,8 +41,9 @@ Slurm chooses which devices of a node a job gets: rota pins nodes, and learns th
 ``squeue`` (``records.NodeAllocation``). The batch script waits for its replicas; when one
 fails (a non-zero exit), it stops the others (``srun`` ends its step when signalled), since a
 gang cannot go on without a member, and exits with that first failure's status (0 when all
-succeeded). Before it exits it reports that status to rota and waits, bounded, for the answer
-(``_report``; ``early``). Each step's own status is in ``sacct``.
+succeeded). Before it exits it reports that status to rota, with each replica's own where
+bash can tell which ended (5.1 and later), and waits, bounded, for the answer (``_report``;
+``early``). Each step's own status is in ``sacct``.
 """
 
 from __future__ import annotations
@@ -272,9 +273,16 @@ def _script(job: Job, placement: Placement, attempt: int, spec: SubmitSpec,
         lines.append(_srun(job, spec, files, replica, gres, node, master, port) + " &")
         lines.append("pids+=($!)")
     lines += [
-        "status=0",
+        "status=0 codes=()",
         "for _ in \"${pids[@]}\"; do",
-        "    wait -n; code=$?",
+        "    if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501)); then  # wait -p",
+        "        ended=; wait -n -p ended; code=$?",
+        "        for r in \"${!pids[@]}\"; do",
+        "            if [ \"${pids[r]}\" = \"$ended\" ]; then codes[r]=$code; fi",
+        "        done",
+        "    else",
+        "        wait -n; code=$?",
+        "    fi",
         "    if [ \"$code\" != 0 ] && [ \"$status\" = 0 ]; then",
         "        status=$code",
         "        kill -TERM \"${pids[@]}\" 2>/dev/null  # a gang cannot go on without a member",
@@ -292,21 +300,26 @@ REPORT_CONNECT_S = 3
 
 def _report(job_id: str) -> list[str]:
     """The batch script's last words before ``exit``: it tells rota how the attempt ended
-    (``POST $ROTA_URL/v1/jobs/<job>/exited`` with ``{"status": N}``, authenticated with the
-    attempt's own token, which goes to ``curl`` on its standard input, never on a command
-    line) and waits for the answer, at most ``REPORT_MAX_S`` seconds, so that the job that
-    takes its GPUs is pending in Slurm before they are freed. Without ``ROTA_URL`` or without
-    ``curl`` on the node it says nothing; whatever ``curl`` does, the script exits with the
-    attempt's status."""
+    (``POST $ROTA_URL/v1/jobs/<job>/exited`` with ``{"status": N}``, and ``"replicas"``, each
+    replica's exit code by rank, where bash can say which replica ended: ``wait -n -p``, bash
+    5.1 and later), authenticated with the attempt's own token, which goes to ``curl`` on its
+    standard input, never on a command line, and waits for the answer, at most
+    ``REPORT_MAX_S`` seconds, so that the job that takes its GPUs is pending in Slurm before
+    they are freed. Without ``ROTA_URL`` or without ``curl`` on the node it says nothing;
+    whatever ``curl`` does, the script exits with the attempt's status."""
     url = shlex.quote(f"/v1/jobs/{job_id}/exited")
     return [
         'if [ -n "${ROTA_URL:-}" ] && [ -n "${ROTA_TOKEN:-}" ] && '
         'command -v curl >/dev/null 2>&1; then',
+        "    replicas=",
+        '    if [ "${#codes[@]}" -gt 0 ] && [ "${#codes[@]}" = "${#pids[@]}" ]; then',
+        '        replicas=$(IFS=,; echo ", \\"replicas\\": [${codes[*]}]")',
+        "    fi",
         "    printf 'Authorization: Bearer %s\\n' \"$ROTA_TOKEN\" | curl --silent "
         f"--output /dev/null --max-time {REPORT_MAX_S} --connect-timeout {REPORT_CONNECT_S} "
         '${ROTA_CA_FILE:+--cacert "$ROTA_CA_FILE"} --header @- '
         "--header 'Content-Type: application/json' "
-        '--data "{\\"status\\": $status}" '
+        '--data "{\\"status\\": $status$replicas}" '
         f'"$ROTA_URL"{url} || true',
         "fi",
     ]
