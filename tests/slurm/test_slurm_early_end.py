@@ -87,6 +87,7 @@ def test_a_gang_reports_each_replicas_own_code(slurm, data_dir, tmp_path, job_id
     assert (body["status"], body["replicas"][1]) == (3, 3)
     assert body["replicas"][0] > 128                # stopped by a signal (srun: 137 here)
     assert during[0].exit_codes == tuple(body["replicas"])
+    assert [r.reason for r in during[0].replicas] == ["stopped after replica 1 failed", ""]
 
 
 def test_a_script_without_curl_on_the_node_ends_as_before_unreported(

@@ -8,6 +8,8 @@ import logging
 
 from rota.backends.base import Handle, ReplicaHandle
 from rota.backends.slurm.early import EarlyEnds
+from rota.control.verdict import JobView, judge
+from rota.core import JobState
 
 
 def handle(slurm_id: int) -> Handle:
@@ -47,6 +49,10 @@ def test_each_replica_exits_with_its_own_code_where_the_report_has_them_all():
     gang = Handle("slurm", "8", "50", (R(0, "node1"), R(1, "node2")), 0, {"slurm_job": 50})
     ends = EarlyEnds()
     ends.take(50, gang, 3, 1000.0, (143, 3))
-    assert ends.get(50).status().exit_codes == (143, 3)
+    status = ends.get(50).status()
+    assert status.exit_codes == (143, 3)
+    assert [r.reason for r in status.replicas] == ["stopped after replica 1 failed", ""]
+    verdict = judge(JobView(JobState.RUNNING, status, job_id="8"), 1000.0)  # the record
+    assert (verdict.exit_code, verdict.reason) == (3, "replica 1 exited with code 3")
     ends.take(51, gang, 3, 1000.0)                  # an older bash: the status for each
     assert ends.get(51).status().exit_codes == (3, 3)

@@ -49,14 +49,22 @@ class EarlyEnd:
 
     def status(self) -> Status:
         """Every replica exited, each with its own code where the report has one for every
-        rank; otherwise 0 each for a status of 0 (the script exits 0 only when every replica
-        did), and the status, the script's first failure, for each."""
-        codes = self.replicas if self.replicas is not None and \
-            len(self.replicas) == len(self.handle.replicas) else None
-        return Status(tuple(ReplicaStatus(r.rank, ReplicaState.EXITED,
-                                          self.exit_code if codes is None else codes[k],
-                                          finished_at=self.at)
-                            for k, r in enumerate(self.handle.replicas)))
+        rank: the first with the batch's status failed first, and the others that did not
+        exit 0 were stopped by the script because of it (their reason says so, as Slurm's
+        ``CANCELLED`` would). Otherwise 0 each for a status of 0 (the script exits 0 only when
+        every replica did), and the status, the script's first failure, for each."""
+        ranks = self.handle.replicas
+        codes = self.replicas
+        if codes is None or len(codes) != len(ranks):
+            return Status(tuple(ReplicaStatus(r.rank, ReplicaState.EXITED, self.exit_code,
+                                              finished_at=self.at) for r in ranks))
+        first = next((k for k, c in enumerate(codes) if c == self.exit_code), None) \
+            if self.exit_code != 0 else None
+        return Status(tuple(ReplicaStatus(
+            r.rank, ReplicaState.EXITED, codes[k], finished_at=self.at,
+            reason="" if k == first or codes[k] == 0 or first is None else
+            f"stopped after replica {ranks[first].rank} failed")
+            for k, r in enumerate(ranks)))
 
 
 class EarlyEnds:
