@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rota.api import errors
 from rota.api.errors import Forbidden
-from rota.backends.base import HANDOFF_WAIT_S
 from rota.api.access_routes import add_access_routes
 from rota.api.accounting import add_accounting_routes
 from rota.api.admin_routes import add_admin_routes
@@ -33,6 +32,7 @@ from rota.api.bodylimit import MAX_BODY_BYTES, BodyLimit
 from rota.api.dashboard import add_dashboard
 from rota.api.gateway import add_gateway, job_may_call
 from rota.api.service_routes import add_service_routes
+from rota.control.loop import HANDOFF_WAIT_S
 from rota.control.serving import Serving
 from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader

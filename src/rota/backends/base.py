@@ -123,7 +123,6 @@ class LaunchSpec:
 
 DEFAULT_SERVICE_PORT = 8000  # ROTA_PORT where a replica has an address of its own (a Pod)
 REPORT_TRUST_S = 30.0  # how long an attempt reported ended may still run in its backend
-HANDOFF_WAIT_S = 5.0  # the longest the API keeps an attempt's report of its end waiting
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,8 +50,8 @@ Early ends (``exited``): a job's own report that its attempt ended (``POST
 (``Backend.reported``), which reports the attempt exited from then on; the loop is woken, and
 the future ``exited`` returns is done once the pass that took the report has launched what it
 placed and the backend has those launches out (``Backend.flush_launches``; Slurm: submitted and
-released); the API answers the report then, or after ``rota.backends.base.HANDOFF_WAIT_S``. So
-the job that takes the freed GPUs is queued in Slurm before the reporting job lets them go. Every pass also stops
+released); the API answers the report then, or after ``HANDOFF_WAIT_S``. So the job that takes
+the freed GPUs is queued in Slurm before the reporting job lets them go. Every pass also stops
 the attempts the backend still runs long after they reported their end (``Backend.overdue``),
 and says so in the job's events.
 
@@ -97,6 +97,7 @@ if TYPE_CHECKING:  # the metrics are composed in only by ``rota up``
 
 log = logging.getLogger("rota.control")
 MAX_REST_S = 1.0
+HANDOFF_WAIT_S = 5.0  # the longest the API keeps a job's report of its end waiting (``exited``)
 
 
 class ControlLoop:

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from rota.backends.base import HANDOFF_WAIT_S
 from rota.control import ControlLoop, DataDirLock, setup
 from rota.control.accounts import Accounts
 from rota.control.lease import LeaseKeeper
+from rota.control.loop import HANDOFF_WAIT_S
 from rota.control.metrics import Metrics, Reading
 from rota.control.logs import log_reader
 from rota.control.reconcile import PassReport
