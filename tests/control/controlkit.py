@@ -5,18 +5,41 @@ sleep)."""
 from __future__ import annotations
 
 import sys
+import threading
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
 from builders import job
 from waiting import poll
+from rota.backends.base import Handle, LaunchSpec
 from rota.backends.local import LocalBackend
 from rota.control import ControlLoop
 from rota.core import JobState, Queue
 from rota.store import JobRecord, Store, Submission
 
 DEADLINE_S = 30.0  # generous: the machine may be loaded; no test asserts how long it took
+
+
+class HeldLaunches(LocalBackend):
+    """The local backend, whose launches of the jobs in ``held`` wait until ``release`` (a
+    slow API server, a launch the test looks at while it is under way); ``entered`` names
+    every job whose launch began."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.held: set[str] = set()
+        self.entered: set[str] = set()
+        self._go = threading.Event()
+
+    def release(self) -> None:
+        self._go.set()
+
+    def launch(self, job, placement, spec: LaunchSpec, attempt: int) -> Handle:
+        self.entered.add(str(job.id))
+        if str(job.id) in self.held:
+            assert self._go.wait(30), "the test never released the launch"
+        return super().launch(job, placement, spec, attempt)
 
 
 class FakeClock:

@@ -8,28 +8,21 @@ import threading
 
 import pytest
 
-from controlkit import drive, state_is, submit, wait_until
+from controlkit import HeldLaunches, drive, state_is, submit, wait_until
 from rota.backends.base import Handle, LaunchSpec
-from rota.backends.local import LocalBackend
 from rota.control import ControlLoop
 from rota.core import JobState as S
 from rota.scheduler import build_policy
 
 
-class Held(LocalBackend):
-    """The local backend, whose launches of the jobs in ``held`` wait until ``release``
-    (a Binding the API server is slow to answer), and which counts every launch."""
+class Held(HeldLaunches):
+    """Launches held until ``release`` (a Binding the API server is slow to answer), each one
+    counted; a job in ``fail_once`` fails its first launch."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.held: set[str] = set()
-        self.entered: set[str] = set()
         self.launches: dict[str, int] = {}
         self.fail_once: set[str] = set()
-        self._go = threading.Event()
-
-    def release(self) -> None:
-        self._go.set()
 
     def launch(self, job, placement, spec: LaunchSpec, attempt: int) -> Handle:
         self.launches[str(job.id)] = self.launches.get(str(job.id), 0) + 1
@@ -37,8 +30,6 @@ class Held(LocalBackend):
         if str(job.id) in self.fail_once:
             self.fail_once.discard(str(job.id))
             raise RuntimeError("the backend broke down unforeseen")
-        if str(job.id) in self.held:
-            assert self._go.wait(30), "the test never released the launch"
         return super().launch(job, placement, spec, attempt)
 
 
