@@ -234,7 +234,7 @@ class Client:
         (``project``, ``queue``, ``default_project``, ``default_queue``, ``array``; see
         ``rota.api.jobfile``)."""
         headers = {"Idempotency-Key": key or uuid.uuid4().hex}
-        given = {k: v for k, v in (params or {}).items() if v is not None} or None
+        given = _params(**(params or {})) or None
         if isinstance(body, bytes):
             return self._retried("POST", "/v1/jobs", content=body, params=given, headers={
                 **headers, "Content-Type": "application/yaml"}).json()

@@ -332,9 +332,7 @@ class SlurmBackend:
                 out.append(early.status())  # reported ended; still tracked until Slurm agrees
                 continue
             if status.state is not ReplicaState.RUNNING:
-                with self._lock:
-                    self._tracked.pop(slurm_id, None)
-                self._landed.pop(slurm_id, None)
+                self._untrack([slurm_id])
                 self.early.forget(slurm_id)
             out.append(status)
         return out
@@ -392,13 +390,15 @@ class SlurmBackend:
     def _confirmed(self, states: dict[int, str], asked: list[int]) -> None:
         """Slurm listed ``asked`` as ``states``: the reported ends it confirms are forgotten,
         and so are their launches."""
-        gone = self.early.confirm(states, asked)
-        if gone:
-            with self._lock:
-                for slurm_id in gone:
-                    self._tracked.pop(slurm_id, None)
-            for slurm_id in gone:
-                self._landed.pop(slurm_id, None)
+        self._untrack(self.early.confirm(states, asked))
+
+    def _untrack(self, slurm_ids: list[int]) -> None:
+        """Forget the launches ``slurm_ids``: Slurm says they ended."""
+        with self._lock:
+            for slurm_id in slurm_ids:
+                self._tracked.pop(slurm_id, None)
+        for slurm_id in slurm_ids:
+            self._landed.pop(slurm_id, None)
 
     def flush_launches(self) -> None:
         """Release now the held jobs queued for the releaser (``release``)."""
