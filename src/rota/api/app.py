@@ -119,9 +119,9 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     (Prometheus's text format) to operators and metrics tokens (no such route without it);
     ``serving`` (``rota.control.serving``) adds services (``rota.api.service_routes``) and the
     OpenAI-compatible gateway (``rota.api.gateway``); ``on_exit(job_id, attempt, status,
-    replicas)`` takes an attempt's own report of its end (``ControlLoop.exited``): None when not taken, else a
-    future done once the control plane acted on it, which the answer waits for, at most
-    ``exit_wait_s`` (without ``on_exit`` no report is taken)."""
+    replicas)`` takes an attempt's own report of its end (``ControlLoop.exited``): None when
+    not taken, else a future done once the control plane acted on it, which the answer waits
+    for, at most ``exit_wait_s`` (without ``on_exit`` no report is taken)."""
     clock = clock or store.clock
     app = FastAPI(title="rota", version="0.1.0")
     errors.install(app)

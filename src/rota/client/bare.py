@@ -220,7 +220,8 @@ class BareClient:
         return json.loads(body)
 
     def _exchange(self, method: str, target: str,
-                  body: Mapping[str, object] | bytes | None = None, head: str = "") -> tuple[int, dict[str, str], bytes]:
+                  body: Mapping[str, object] | bytes | None = None,
+                  head: str = "") -> tuple[int, dict[str, str], bytes]:
         """Send a request on the kept connection (a new one if none is kept, or if the server
         had closed it unseen) and read its answer: status, headers and body."""
         request = self._request(target, method, head, body)
