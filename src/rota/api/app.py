@@ -40,7 +40,7 @@ from rota.control.screen import Screen
 from rota.api.models import job_view
 from rota.api.reads import Reads, check_view
 from rota.api.fairuse import SubmitRate, fingerprint
-from rota.api.jobfile import Given, choose, given, is_job_file, read_job_file, unchosen
+from rota.api.jobfile import Given, choose, is_job_file, read_job_file, unchosen
 from rota.api.storage import check_storage
 from rota.api.submit import array_tasks, parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
@@ -266,7 +266,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     async def submit(body: Any = Body(...), who: Principal = Depends(principal),
                      idempotency_key: str | None = Header(None),
                      content_type: str | None = Header(None),
-                     options_given: Given = Depends(given)) -> Response:
+                     options_given: Given = Depends(Given)) -> Response:
         """A job file as JSON (see ``rota.api.submit``), or as it is on disk, with the command
         line's choices as query parameters and rota's choice of project and queue where none
         is named (``rota.api.jobfile``). Runs on the event loop: validation is pure, and the

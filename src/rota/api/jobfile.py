@@ -39,7 +39,8 @@ REQUEST_ONLY = CORE_KEYS | {"upload"}  # keys of a request body that a job file 
 
 @dataclass(frozen=True, slots=True)
 class Given:
-    """The query parameters of a submit (see the module)."""
+    """The query parameters of a submit (see the module); FastAPI reads them by its fields
+    (``Depends(Given)``)."""
 
     project: str | None = None
     queue: str | None = None
@@ -61,13 +62,6 @@ class Given:
         if self.array is not None:
             out["array"] = self.array
         return out
-
-
-def given(project: str | None = None, queue: str | None = None,
-          default_project: str | None = None, default_queue: str | None = None,
-          array: str | None = None) -> Given:
-    """The query parameters of ``POST /v1/jobs`` (a FastAPI dependency)."""
-    return Given(project, queue, default_project, default_queue, array)
 
 
 def is_job_file(content_type: str | None) -> bool:
