@@ -72,8 +72,9 @@ def run(argv: list[str]) -> None:
         body["walltime"] = given["walltime"]
     mine = _defaults()
     for key in ("project", "queue"):  # else rota's choice, made by the server
-        if given.get(key) or getattr(mine, key):
-            body[key] = given.get(key) or getattr(mine, key)
+        chosen = given.get(key) or getattr(mine, key)
+        if chosen:
+            body[key] = chosen
     as_json, wait = bool(given.get("json")), bool(given.get("wait"))
 
     def work(client) -> None:
