@@ -23,14 +23,13 @@ nothing parsed on the client (``rota.cli.fastjobs``).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from rota.api.submit import CORE_KEYS
 from rota.core import InvalidSpec
 from rota.core.queues import chosen_queue, usable_queues
-from rota.spec.load import decode, parse_yaml
+from rota.spec.load import decode, json_ready, parse_yaml
 
 FILE_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
 MAX_FILE_BYTES = 64 * 1024
@@ -84,7 +83,7 @@ def read_job_file(data: bytes) -> dict[str, Any]:
     if extra:
         raise InvalidSpec(extra[0], "is not a key of a job file (docs/files.md); a request that "
                           "names it is sent as JSON")
-    return json.loads(json.dumps(found, default=str))
+    return json_ready(found)
 
 
 def unchosen(body: Any) -> bool:

@@ -21,7 +21,6 @@ as they come (``rota.cli.logs``) and exits with the job's exit status; Ctrl-C ca
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, List, Optional
 
@@ -102,7 +101,8 @@ def file_body(client: Client, data: dict[str, Any], local: Path | None, project:
     """The request body of a checked job (or service) file: project and queue chosen as
     ``rota run`` chooses them (``--project``/``--queue``, the file, then ``mine``, the
     configured defaults), and a local working directory uploaded (its id in ``upload``)."""
-    body = json.loads(json.dumps(data, default=str))
+    from rota.spec.load import json_ready
+    body = json_ready(data)
     body["project"] = choose.project_of(client, project or data.get("project") or mine.project)
     body["queue"] = choose.queue_of(client, body["project"], queue or data.get("queue")
                                     or mine.queue)

@@ -13,6 +13,7 @@ node once, so a bomb is refused at the cost of its size on disk.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -151,6 +152,12 @@ def parse_yaml(text: str) -> object:
         raise
     except Exception as exc:  # noqa: BLE001 - a tagged mapping or list that is not one
         raise _invalid("", f"not valid YAML: cannot read a value: {exc}") from None
+
+
+def json_ready(data: dict) -> dict:
+    """``data`` as read from YAML, with the values JSON has no type for (dates) as their text:
+    the body of a request, on either side of it (``rota submit``, ``rota.api.jobfile``)."""
+    return json.loads(json.dumps(data, default=str))
 
 
 def read_mapping(path: str | Path, what: str) -> dict:
