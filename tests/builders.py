@@ -180,8 +180,10 @@ class QueueBuilder:
         self._within, self._reclaim = WithinQueue(within), ReclaimWithinCohort(reclaim)
         return self
 
-    def borrow_within_cohort(self, policy: str = "lower-priority") -> QueueBuilder:
+    def borrow_within_cohort(self, policy: str = "lower-priority",
+                             max_priority_threshold: int | None = None) -> QueueBuilder:
         self._extra["borrow_within_cohort"] = BorrowWithinCohort(policy)
+        self._extra["max_priority_threshold"] = max_priority_threshold
         return self
 
     def strict_priority(self, on: bool = True) -> QueueBuilder:

@@ -191,21 +191,36 @@ def test_a_job_held_by_the_cohort_is_reserved_from_when_borrowed_quota_comes_bac
     assert codes(d, "a-more") == ["quota"] and d.binds == []
 
 
-def test_a_job_that_must_borrow_and_cannot_start_is_reserved_for_at_its_turn():
+def _big_borrower(*more):
     # cohort c: a (nominal 16) runs 8 GPUs on n1 until t=100 and 4 on n2 until t=1000; e
-    # (nominal 1) submits big first, a gang of 2 x 6 GPUs that must borrow 11 and cannot
-    # start. It keeps its turn (it would take nothing now), so EASY reserves for it, at 1000
-    # when both nodes can hold a replica, and holds its quota: a's later job, within a's
-    # nominal quota, does not take n2's free GPUs from under it.
-    snap = cluster().nodes(node("n1").gpus(8), node("n2").gpus(8)).queue(
+    # (nominal 1) submitted big first, a gang of 2 x 6 GPUs that must borrow 11 and cannot
+    # start now
+    return cluster().nodes(node("n1").gpus(8), node("n2").gpus(8)).queue(
         queue("a").quota(gpu=16).cohort("c"), queue("e").quota(gpu=1).cohort("c"),
+        queue("f").quota(gpu=1).cohort("c"),
     ).jobs(
         job("a1").queue("a").gpus(8).walltime(100).running_on(("n1", list(range(8))), since=0),
         job("a2").queue("a").gpus(4).walltime(1000).running_on(("n2", [0, 1, 2, 3]), since=0),
-        job("big").queue("e").gpus(6).replicas(2).submitted(1),
-        job("late").queue("a").gpus(4).submitted(2),
-    ).build()
+        job("big").queue("e").gpus(6).replicas(2).submitted(1), *more).build()
+
+
+def test_a_job_that_must_borrow_and_cannot_start_is_reserved_for_at_its_turn():
+    # big keeps its turn (it would take nothing now), so EASY reserves for it, at 1000 when
+    # both nodes can hold a replica, and holds the room and quota it will borrow against the
+    # jobs that would borrow too: f's job (nominal 1, 4 GPUs) would still run then, and waits
+    snap = _big_borrower(job("other").queue("f").gpus(4).submitted(2))
     d = decide(snap, {"preset": "besteffort", "backfill": "easy"}, 10.0)
     (r,) = d.reservations
     assert (r.job, r.start_at) == ("big", 1000.0)
-    assert d.binds == [] and codes(d, "late") == ["quota"]
+    assert d.binds == [] and codes(d, "other") == ["quota"]
+
+
+def test_a_borrowers_reservation_does_not_hold_what_a_lender_is_owed():
+    # a's late job (4 GPUs) keeps a within its nominal 16 (12 + 4): a is entitled to it, so
+    # the reservation of big, which would borrow 11 of a's quota, holds neither the quota nor
+    # the room against it: late starts now on n2's free GPUs, and big waits for a to give back
+    snap = _big_borrower(job("late").queue("a").gpus(4).submitted(2))
+    d = decide(snap, {"preset": "besteffort", "backfill": "easy"}, 10.0)
+    (r,) = d.reservations
+    assert (r.job, r.start_at) == ("big", 1000.0)
+    assert [b.job for b in d.binds] == ["late"]

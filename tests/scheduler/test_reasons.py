@@ -170,8 +170,10 @@ def test_a_lenders_lending_limit_is_named_with_its_numbers():
 
 
 def test_a_used_up_cohort_and_a_queue_without_cohort_are_told_apart():
+    # other borrows research's 4 GPUs with one job that may not be preempted, so research
+    # cannot reclaim them: more waits on the cohort's quota, s on its own queue's
     snap = _cohort().queue(queue("solo").quota(gpu=1)).jobs(
-        job("o").queue("other").gpus(8).running_on(("n2", list(range(8)))),
+        job("o").queue("other").gpus(8).preemptible(False).running_on(("n2", list(range(8)))),
         job("p").queue("product").gpus(8).running_on(("n1", list(range(8)))),
         job("more").queue("research").gpus(2),
         job("s").queue("solo").gpus(2)).build()

@@ -28,6 +28,7 @@ from rota.core import (
     Queue, ReclaimWithinCohort, ReplicaRequest, WithinQueue,
 )
 from rota.scheduler import Snapshot, build_policy
+from rota.scheduler.candidates import setting
 from rota.scheduler.victims import Search
 
 from .invariants import check_capacity, check_quota
@@ -95,8 +96,8 @@ def checked(policy):
 
 def assert_no_needless_victim(cycle, plugin, job, plan, capped) -> None:
     models = dict(cycle.flavors(job))[plan.flavor]
-    search = Search(cycle, job, plan.flavor, cycle.shape(job, models), capped, plan.borrow,
-                    plugin.exact_limit, plugin.budget, plugin.node_trials)
+    search = Search(cycle, job, setting(cycle, job, plan.flavor), cycle.shape(job, models),
+                    capped, plan.borrow, plugin.exact_limit, plugin.budget, plugin.node_trials)
     gone = [*plan.free, *plan.victims]
     assert search.fits_without(gone), f"{job.id} does not fit with its victims gone"
     for v in plan.victims:

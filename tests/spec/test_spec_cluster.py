@@ -78,6 +78,16 @@ def test_borrow_within_cohort_and_strict_priority():
     assert (str(other.borrow_within_cohort), other.strict_priority) == ("never", False)
 
 
+def test_borrow_within_cohort_with_a_priority_threshold():
+    data = setin(base_cluster(), "queues.0.preemption", {
+        "borrow_within_cohort": "lower-priority", "max_priority_threshold": 10,
+        "within_queue": "lower-or-newer-equal-priority"})
+    q = build_cluster(data).snapshot.queues["research"]
+    assert (q.max_priority_threshold, str(q.within_queue)) == (
+        10, "lower-or-newer-equal-priority")
+    assert build_cluster(base_cluster()).snapshot.queues["research"].max_priority_threshold is None
+
+
 def test_preemption_min_runtime():
     data = setin(base_cluster(), "queues.0.preemption", {"min_runtime": "10m"})
     assert build_cluster(data).snapshot.queues["research"].min_runtime_s == 600
@@ -155,7 +165,10 @@ CASES = [
      "queues[0].quota.h100.borrowing_limit.memory", "no nominal memory"),
     ("duplicate queue", "queues.1.name", "research", "queues[1].name", "already defined"),
     ("within_queue", "queues.0.preemption", {"within_queue": "always"},
-     "queues[0].preemption.within_queue", "'never' or 'lower-priority'"),
+     "queues[0].preemption.within_queue",
+     "'never', 'lower-priority' or 'lower-or-newer-equal-priority'"),
+    ("threshold without borrowing", "queues.0.preemption", {"max_priority_threshold": 5},
+     "queues[0].preemption.max_priority_threshold", "only with borrow_within_cohort"),
     ("borrow_within_cohort", "queues.0.preemption", {"borrow_within_cohort": "any"},
      "queues[0].preemption.borrow_within_cohort", "'never' or 'lower-priority'"),
     ("min_runtime", "queues.0.preemption", {"min_runtime": "-5m"},

@@ -86,13 +86,14 @@ def test_a_queue_with_live_jobs_is_not_deleted_and_its_finished_jobs_outlive_it(
 
 
 def test_a_queue_keeps_its_scheduling_settings(store):
-    store.put_queue(queue("r").cohort("lab").quota(gpu=1).borrow_within_cohort()
-                    .strict_priority().min_runtime(600).build())
+    store.put_queue(queue("r").cohort("lab").quota(gpu=1).borrow_within_cohort(
+        max_priority_threshold=3).strict_priority().min_runtime(600).build())
     store.put_queue(queue("q").build())
     got = {q.name: q for q in store.list_queues()}
     assert (str(got["r"].borrow_within_cohort), got["r"].strict_priority) == ("lower-priority", True)
     assert (str(got["q"].borrow_within_cohort), got["q"].strict_priority) == ("never", False)
     assert (got["r"].min_runtime_s, got["q"].min_runtime_s) == (600, 0)
+    assert (got["r"].max_priority_threshold, got["q"].max_priority_threshold) == (3, None)
 
 
 # -- deleting projects ----------------------------------------------------------------------

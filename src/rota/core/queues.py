@@ -10,8 +10,9 @@
   much of its unused nominal quota others may borrow (the rest is guaranteed to it).
 - Preemption settings: ``within_queue`` (whom a job may evict in its queue),
   ``reclaim_within_cohort`` (whom in borrowing queues of its cohort, to take back what its
-  queue lent), ``borrow_within_cohort`` (whether it may evict at all while its queue borrows),
-  ``min_runtime_s`` (a running job of the queue is never a victim before it has run that long).
+  queue lent), ``borrow_within_cohort`` and ``max_priority_threshold`` (whether, and whom, it
+  may evict in other queues while its own queue borrows), ``min_runtime_s`` (a running job of
+  the queue is never a victim before it has run that long).
 - ``strict_priority``: while a job of the queue waits for room (and no reservation says when
   it starts), jobs of lower priority of the queue do not take the nodes it could use.
 - A *project* is a tenant with a fair-share ``weight``.
@@ -65,10 +66,13 @@ class FlavorQuota:
 
 
 class WithinQueue(enum.StrEnum):
-    """Whom a pending job may evict inside its own queue (Kueue ``withinClusterQueue``)."""
+    """Whom a pending job may evict inside its own queue (Kueue ``withinClusterQueue``):
+    ``lower-or-newer-equal-priority`` also lets it evict a job of equal priority submitted
+    after it (Kueue's ``LowerOrNewerEqualPriority``)."""
 
     NEVER = "never"
     LOWER_PRIORITY = "lower-priority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "lower-or-newer-equal-priority"
 
 
 class ReclaimWithinCohort(enum.StrEnum):
@@ -80,9 +84,10 @@ class ReclaimWithinCohort(enum.StrEnum):
 
 
 class BorrowWithinCohort(enum.StrEnum):
-    """Whether a job may evict others while its queue borrows (Kueue ``borrowWithinCohort``):
-    ``never`` (the default), or ``lower-priority``: it may, and then only jobs of lower
-    priority than itself, in its own queue or in borrowing queues of its cohort."""
+    """Whether a job may evict jobs of other queues while its queue borrows (Kueue
+    ``borrowWithinCohort``): ``never`` (the default), or ``lower-priority``: it may, and then
+    only jobs of lower priority than itself (and, with ``max_priority_threshold``, of at
+    most that priority) in borrowing queues of its cohort."""
 
     NEVER = "never"
     LOWER_PRIORITY = "lower-priority"
@@ -99,6 +104,9 @@ class Queue:
     borrow_within_cohort: BorrowWithinCohort = BorrowWithinCohort.NEVER
     strict_priority: bool = False  # a job waiting for room holds it against lower priorities
     min_runtime_s: float = 0.0  # a running job of the queue younger than this is never a victim
+    # with borrow_within_cohort: jobs of other queues above this priority are evicted only by a
+    # job whose queue ends within nominal (Kueue ``maxPriorityThreshold``); None: no threshold
+    max_priority_threshold: int | None = None
 
     def __post_init__(self) -> None:
         if not self.min_runtime_s >= 0:

@@ -91,6 +91,7 @@ class Cycle:
         self.held: dict[tuple[str, str, str], int] = {}
         self.reservation: Reserve | None = None
         self.reserved_quota: tuple | None = None  # (queue, flavour, demand) of the reserved job
+        self.reserved_borrows = False  # the reserved job's queue is above nominal at its start
 
     def close(self) -> None:
         """Undo everything this cycle changed on its base: overlay (journal), caps, quota
@@ -260,6 +261,16 @@ class Cycle:
         finally:
             book.charge(*hold, -1)
             book.version = version  # the book is as it was: answers remembered still hold
+
+    def outranks_reservation(self, job: Job) -> bool:
+        """Whether ``job`` is not held back by the reservation: the reserved job borrows at
+        its start, and ``job`` is of another queue whose nominal quota covers it (in some
+        flavour, with what its queue uses now): a lender's entitlement comes before a
+        borrower's reservation."""
+        if self.reserved_quota is None or not self.reserved_borrows \
+                or self.reserved_quota[0] == job.queue:
+            return False
+        return any(within_nominal(self.book, job, flavor) for flavor, _ in self.flavors(job))
 
     def could_start(self, job: Job) -> bool:
         """Whether ``job`` would pass admission and placement now, in some flavour (a what-if:

@@ -14,7 +14,9 @@ The steps:
    a. strict ordering: a queue whose earlier job is blocked stays blocked; a job held by a
       higher-priority job of its queue that waits for room (``Walk.hold``) waits too;
    b. admit (quota) and place (gang, devices); if a backfill reservation exists and the job
-      would still run at its start, it must fit around it;
+      would still run at its start, it must fit around it (unless the reserved job borrows
+      and the job's queue's nominal quota covers it: a lender is not held back by a
+      borrower's reservation);
    c. otherwise try preemption (within the preemptor budget), unless the job would still run
       at a backfill reservation's start: such a job waits its turn after the reserved one, and
       what it could evict for (room around the reservation) would not stay its own;
@@ -103,7 +105,7 @@ class Walk:
             out.waits.append(Wait(job.id, held))
             return
         capped = cycle.reservation is not None and not policy.backfill.ends_before(
-            job, cycle.reservation, cycle.now)
+            job, cycle.reservation, cycle.now) and not cycle.outranks_reservation(job)
         result = cycle.try_start(job, capped)                               # b
         if isinstance(result, Bind):
             if cycle.reservation is not None:

@@ -15,9 +15,10 @@ rules that keep a cohort from churning (Kueue orders its queue heads much the sa
    highest-ranked job that cannot start. Under a blocking (strict FIFO) ordering, the jobs of
    a queue behind a deferred job wait with it, so the queue keeps its order.
 2. *Rivals first.* Where the policy preempts, a preemptible job is not tried before a pending
-   job of its queue with a higher priority that fits within nominal quota (a *rival*: it
-   could evict the job next cycle, and the room would change hands twice); the rival is
-   tried first, at once. In a ``strict_priority`` queue every job is tried after the
+   job of its queue with a higher priority (or, in a queue with ``within_queue:
+   lower-or-newer-equal-priority``, an equal priority submitted before it) that fits within
+   nominal quota (a *rival*: it could evict the job next cycle, and the room would change
+   hands twice); the rival is tried first, at once. In a ``strict_priority`` queue every job is tried after the
    higher-priority jobs of its queue, whatever the policy.
 3. *Behind a borrowing head.* In a queue that may evict while borrowing
    (``borrow_within_cohort``), a job with a pending rival that must borrow, and could ever
@@ -34,6 +35,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from rota.core import BorrowWithinCohort, Job, WithinQueue
+from rota.scheduler.candidates import allows, index_of
 from rota.scheduler.plugins.preempt import nominal_reachable
 from rota.scheduler.victims import within_nominal
 
@@ -56,6 +58,14 @@ class Turns:
     def may_preempt(self, job: Job) -> bool:
         return job.id not in self.behind
 
+    def _deferred_key(self, entry: tuple[int, Job]) -> tuple:
+        """Deferred jobs, where the policy preempts: highest priority first (in a queue that
+        lets an older equal priority evict a newer one, the older first), then in sequence."""
+        k, job = entry
+        newer = self.cycle.snapshot.queues[job.queue].within_queue \
+            is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+        return (-self.cycle.priority_of(job), (job.submit_time, job.id) if newer else (0.0, ""), k)
+
     def __iter__(self) -> Iterator[Job]:
         deferred: list[Job] = []
         held_back: set[str] = set()  # blocking order: queues whose later jobs wait behind
@@ -75,9 +85,7 @@ class Turns:
             self.done.add(job.id)
             yield job
         if self.preempts and not self.blocking:
-            prio = self.cycle.priority_of
-            deferred = [j for _, j in sorted(enumerate(deferred),
-                                             key=lambda e: (-prio(e[1]), e[0]))]
+            deferred = [j for _, j in sorted(enumerate(deferred), key=self._deferred_key)]
         for job in deferred:
             if job.id not in self.done:
                 self.done.add(job.id)
@@ -123,21 +131,40 @@ class Turns:
 
     def _would_borrow_now(self, job: Job) -> bool:
         """A job that must borrow goes after the jobs within nominal quota only if it could
-        start now (in a queue that may evict while borrowing, always: it could evict): one
-        that cannot start takes its turn in the sequence, where it waits, evicts within its
-        queue to fit within nominal, or is reserved for (EASY reserves for the highest-ranked
-        job that cannot start)."""
+        start now, or could evict while borrowing (``evicts_borrowing``): one that cannot
+        takes its turn in the sequence, where it waits, evicts within its queue to fit
+        within nominal, or is reserved for (EASY reserves for the highest-ranked job that
+        cannot start)."""
+        return self.evicts_borrowing(job) or self.cycle.could_start(job)
+
+    def evicts_borrowing(self, job: Job, running: bool = True) -> bool:
+        """Whether the job may evict while its queue ends borrowing: its queue sets
+        ``borrow_within_cohort``, or (Kueue's heuristic for a queue's own jobs) the policy
+        preempts, its request is within its queue's nominal quota in some flavour and, with
+        ``running``, a job of its queue that it may evict runs there."""
         queue = self.cycle.snapshot.queues[job.queue]
-        if queue.borrow_within_cohort is BorrowWithinCohort.LOWER_PRIORITY:
+        if queue.borrow_within_cohort is not BorrowWithinCohort.NEVER:
             return True
-        return self.cycle.could_start(job)
+        if not self.preempts or queue.within_queue is WithinQueue.NEVER:
+            return False
+        index, mine, demand = index_of(self.cycle), self.cycle.priority_of(job), job.total()
+        for flavor, _ in self.cycle.flavors(job):
+            quota = queue.quotas.get(flavor)
+            if quota is None or any(demand.get(r, 0) > n for r, n in quota.nominal.items()):
+                continue
+            if not running or any(
+                    v.flavor == flavor and allows(queue.within_queue, mine, index.prio[id(v)],
+                                                  job, v)
+                    for v in index.by_queue.get(job.queue, ())):
+                return True
+        return False
 
     def _index(self, pending: list[Job]) -> None:
         queues, prio = self.cycle.snapshot.queues, self.cycle.priority_of
         for job in pending:
             queue = queues.get(job.queue)
             if queue is not None and (queue.strict_priority or (
-                    self.preempts and queue.within_queue is WithinQueue.LOWER_PRIORITY)):
+                    self.preempts and queue.within_queue is not WithinQueue.NEVER)):
                 self.rivals.setdefault(job.queue, []).append(
                     (-prio(job), job.submit_time, job.id, job))
         for entries in self.rivals.values():
@@ -150,9 +177,9 @@ class Turns:
         entries = self.rivals.get(job.queue)
         if not entries or not (job.preemptible or self.cycle.snapshot.queues[job.queue].strict_priority):
             return
-        mine = self.cycle.priority_of(job)
+        bound = self._bound(job)
         i = self.next.get(job.queue, 0)
-        while i < len(entries) and -entries[i][0] > mine:
+        while i < len(entries) and entries[i][:3] < bound:
             rival = entries[i][3]
             i += 1
             self.next[job.queue] = i
@@ -166,12 +193,24 @@ class Turns:
                 yield rival
 
     def _may_lead(self, rival: Job) -> bool:
-        queue = self.cycle.snapshot.queues[rival.queue]
-        return queue.borrow_within_cohort is BorrowWithinCohort.LOWER_PRIORITY \
-            and self.cycle.book.admissible_ever(rival.queue, rival.total(),
-                                                [f for f, _ in self.cycle.flavors(rival)])
+        """A rival that must borrow leads its queue if it may evict while borrowing (whether
+        or not its victims have left already: what they freed is its own) and could ever be
+        admitted."""
+        return self.evicts_borrowing(rival, running=False) and self.cycle.book.admissible_ever(
+            rival.queue, rival.total(), [f for f, _ in self.cycle.flavors(rival)])
 
     def _behind_head(self, job: Job) -> bool:                                  # 3
         head = self.heads.get(job.queue)
         return (head is not None and head.id != job.id and job.preemptible
-                and self.cycle.priority_of(head) > self.cycle.priority_of(job))
+                and self._rank(head) < self._bound(job))
+
+    def _rank(self, job: Job) -> tuple:
+        return (-self.cycle.priority_of(job), job.submit_time, job.id)
+
+    def _bound(self, job: Job) -> tuple:
+        """What a rival of ``job`` ranks below: a higher priority, or, where the queue lets a
+        job evict equal priorities submitted after it, an older equal one."""
+        mine = self.cycle.priority_of(job)
+        newer = self.cycle.snapshot.queues[job.queue].within_queue \
+            is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+        return (-mine, job.submit_time, job.id) if newer else (-mine, float("-inf"), "")

@@ -168,7 +168,17 @@ class PreemptionSpec(Strict):
     within_queue: WithinQueue = WithinQueue.LOWER_PRIORITY
     reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.ANY
     borrow_within_cohort: BorrowWithinCohort = BorrowWithinCohort.NEVER
+    max_priority_threshold: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
     min_runtime: Duration = 0.0
+
+    @model_validator(mode="after")
+    def _threshold_needs_borrowing(self) -> PreemptionSpec:
+        if self.max_priority_threshold is not None \
+                and self.borrow_within_cohort is BorrowWithinCohort.NEVER:
+            raise reason_error("applies only with borrow_within_cohort: lower-priority (whom "
+                               "a job may evict while its queue borrows)",
+                               "max_priority_threshold")
+        return self
 
 
 class QueueSpec(Strict):

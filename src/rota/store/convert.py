@@ -152,7 +152,8 @@ def queue_values(queue: Queue) -> dict[str, Any]:
                        "reclaim_within_cohort": str(queue.reclaim_within_cohort),
                        "borrow_within_cohort": str(queue.borrow_within_cohort),
                        "strict_priority": queue.strict_priority,
-                       "min_runtime_s": queue.min_runtime_s},
+                       "min_runtime_s": queue.min_runtime_s,
+                       "max_priority_threshold": queue.max_priority_threshold},
         "resource_groups": list(queue.resource_groups),
     }
 
@@ -169,6 +170,7 @@ def queue_from_row(row: Any) -> Queue:
         borrow_within_cohort=BorrowWithinCohort(row.preemption.get("borrow_within_cohort", "never")),
         strict_priority=bool(row.preemption.get("strict_priority", False)),
         min_runtime_s=float(row.preemption.get("min_runtime_s", 0.0)),
+        max_priority_threshold=row.preemption.get("max_priority_threshold"),
     )
 
 

@@ -11,7 +11,11 @@ it:
 - any other job must also fit in what the reservation leaves on its nodes at that start (the
   reserved nodes are capped at "free at the shadow time minus the reservation"), and in the
   quota left with the reserved job's quota held (charged to its queue, even where borrowers
-  still hold it: no such job borrows it again before the reservation starts).
+  still hold it: no such job borrows it again before the reservation starts);
+- except a lender's: where the reserved job would borrow at its start (its queue above
+  nominal with it), a job of another queue that its own queue's nominal quota covers is not
+  held back by the reservation at all (neither its nodes nor its quota): a borrower's
+  reservation never holds what a lender is entitled to (``Cycle.outranks_reservation``).
 
 A running job without walltime is assumed to run forever; if the top job cannot fit even after
 every job with a walltime has ended, it gets no reservation (its start time is unknown).
@@ -25,6 +29,7 @@ from rota.core import Job
 from rota.core.decisions import Reserve
 from rota.scheduler.placement import place_gang
 from rota.scheduler.plugins.registry import register
+from rota.scheduler.victims import within_nominal
 
 
 class EasyArgs(BaseModel):
@@ -59,6 +64,7 @@ class EasyBackfill:
                 found = self._fit(cycle, job)
                 if found is not None:
                     flavor, placement = found
+                    borrows = not within_nominal(book, job, flavor)  # at the shadow time
                     reservation = Reserve(job.id, max(end, cycle.now), placement)
                     mark2 = state.mark()
                     cycle.hold(job, placement)  # the shadow state, minus the reservation
@@ -72,6 +78,7 @@ class EasyBackfill:
                 book.charge(ended.queue, ended.flavor, ended.total(), 1)
             state.undo(mark)
         cycle.reserved_quota = (job.queue, flavor, job.total())
+        cycle.reserved_borrows = borrows
         return reservation
 
     @staticmethod

@@ -1,42 +1,32 @@
-"""Preemption: evict the fewest jobs that let a blocked job start.
+"""Preemption plugins: evict jobs so that a blocked job starts, with Kueue's rules.
 
-Who may be evicted (Kueue's rules), in *candidate order*:
-1. jobs already being preempted (free: their room is on its way back);
-2. jobs of other queues of the job's cohort that use a resource the job needs and their
-   queue borrows in the flavour, when the job's queue's ``reclaim_within_cohort`` allows
-   (``any``, or ``lower-priority``: only lower priority);
-3. preemptible jobs of the job's own queue with lower priority (``within_queue:
-   lower-priority``);
-lower priority first, then the most recent checkpoint (or start, where there is none): the
-least work lost first. The priority compared is the ordering plugin's effective priority
-where it defines one (e.g. least attained service), else the job's own. Non-preemptible jobs
-are never candidates, nor jobs that have run less than their queue's ``min_runtime_s``.
+Who may be evicted, in which order and in which passes (Kueue's classic preemption: the
+eligibility of the job, its candidates, their order, the passes with and without borrowing)
+is ``rota.scheduler.candidates``; which of them, ``rota.scheduler.victims``. Two plugins:
 
-When a set *fits*: with its victims gone (own-queue ones included), the job passes admission
-and its queue stays within its nominal quota: reclaiming is for taking back what was lent,
-not for borrowing more. Only a queue with ``borrow_within_cohort: lower-priority`` may evict
-while borrowing, and then only jobs of lower priority than the preemptor (Kueue's
-``borrowWithinCohort``); its jobs try that first (fewer victims), then the search without
-borrowing.
+- ``classic``: Kueue's classic preemption exactly: in each pass, release the valid candidates
+  in order until the job fits, then give back, latest first, each one it can spare;
+- ``minimal-victims`` (rota's default): the same candidates and passes, but the fewest victims:
+  the minimum set while the candidates that matter are few (``exact_limit``), else the best of
+  several greedy orders (per node with candidates); equal-sized sets prefer candidates earlier
+  in Kueue's order. It differs from ``classic`` only where fewer victims suffice.
 
-The set itself is chosen by ``rota.scheduler.victims``: the minimum number of victims where
-the candidates that matter are few (``exact_limit``), a set from which none can be spared
-otherwise; among equal sets the lowest priorities, then the least work lost since the last
-checkpoint. Choosing victims is separate from evicting them: the cycle turns the plan into
-``Preempt`` decisions.
+A job whose queue could be within nominal quota only by evicting also has its place in the
+cycle's order decided from these rules (``nominal_reachable``, read by ``turns``). Choosing
+victims is separate from evicting them: the cycle turns the plan into ``Preempt`` decisions.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rota.core import (
-    BorrowWithinCohort, Job, JobState, ReclaimWithinCohort, WithinQueue,
-)
+from rota.core import Job
+from rota.scheduler.candidates import Candidate, Variant, allows, index_of, setting
 from rota.scheduler.plugins.registry import register
-from rota.scheduler.victims import Plan, Search, needs
+from rota.scheduler.victims import Plan, Search
 
-__all__ = ["MinimalVictims", "Plan", "VictimArgs", "may_fit", "nominal_reachable", "relevance"]
+__all__ = ["ClassicPreemption", "MinimalVictims", "Plan", "VictimArgs", "may_fit",
+           "nominal_reachable", "relevance"]
 
 
 class VictimArgs(BaseModel):
@@ -48,10 +38,16 @@ class VictimArgs(BaseModel):
     budget: int = Field(512, ge=1, description="fit checks one exact search may make")
 
 
+class ClassicArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_preemptors: int = Field(8, ge=1, description="jobs that may preempt in one cycle")
+
+
 @register("preemption")
 class MinimalVictims:
     name = "minimal-victims"
     Args = VictimArgs
+    minimum = True  # go on from Kueue's greedy set to the fewest victims
 
     def __init__(self, args: VictimArgs) -> None:
         self.max_preemptors = args.max_preemptors
@@ -59,141 +55,57 @@ class MinimalVictims:
         self.exact_limit = args.exact_limit
         self.budget = args.budget
 
-    def candidates(self, cycle, job: Job, flavor: str, borrow: bool = False) -> list[Job]:
-        """Jobs ``job`` may evict in ``flavor``, in candidate order (``borrow``: the search
-        that lets its queue borrow, which takes only lower priorities from other queues).
-        The answer depends on the job only through its queue, priority and the resources it
-        needs, and on which queues of its cohort borrow them, so it is remembered for those
-        until the cycle's evictable jobs change."""
-        index = _index(cycle)
-        wanted = needs(job)
-        own = cycle.snapshot.queues[job.queue]
-        lenders = tuple(q for q in index.cohorts.get(own.cohort, ()) if q != job.queue
-                        and cycle.book.borrowing(q, flavor, wanted))
-        key = (job.queue, cycle.priority_of(job), flavor, borrow, wanted, lenders)
-        hit = index.memo.get(key)
-        if hit is None:
-            hit = index.memo[key] = self._candidates(cycle, index, job, flavor, borrow,
-                                                     wanted, lenders)
-        return hit
-
-    @staticmethod
-    def _candidates(cycle, index, job: Job, flavor: str, borrow: bool, wanted: frozenset,
-                    lenders: tuple[str, ...]) -> list[Job]:
-        queues = cycle.snapshot.queues
-        own = queues[job.queue]
-        known, mine = index.prio, cycle.priority_of(job)
-
-        def prio(v: Job) -> float:
-            return known[id(v)]
-        out = list(index.preempting)
-        if own.within_queue is WithinQueue.LOWER_PRIORITY:
-            out += [v for v in index.by_queue.get(job.queue, ()) if prio(v) < mine]
-        policy = own.reclaim_within_cohort
-        if policy is not ReclaimWithinCohort.NEVER:
-            for q in lenders:  # queues of the cohort that borrow what the job needs
-                if not _limited(queues[q], flavor, wanted):
-                    continue
-                for v in index.by_queue.get(q, ()):
-                    if v.flavor != flavor or not wanted & needs(v):
-                        continue
-                    lower = prio(v) < mine
-                    if lower or (policy is ReclaimWithinCohort.ANY and not borrow):
-                        out.append(v)
-        out.sort(key=lambda v: (v.state is not JobState.PREEMPTING, v.queue == job.queue,
-                                prio(v), -_saved_at(v), v.id))
-        return out
-
     def find(self, cycle, job: Job, capped: bool = False) -> Plan | None:
-        """The best victim set over the job's flavours, or None if no set lets it start."""
-        queue = cycle.snapshot.queues[job.queue]
-        passes = [False]
-        if queue.borrow_within_cohort is BorrowWithinCohort.LOWER_PRIORITY:
-            passes = [True, False]
-        demand = job.total()
+        """The victim set of the first flavour and pass that lets the job start, or None."""
         for flavor, models in cycle.flavors(job):
-            quota = queue.quotas.get(flavor)
-            for borrow in passes:
-                if not borrow and quota is not None and not nominal_reachable(
-                        cycle, job, flavor, quota, demand):
-                    continue  # no eviction brings its queue within nominal with it
-                cands = self.candidates(cycle, job, flavor, borrow)
-                if not cands:
-                    continue
-                shape = cycle.shape(job, models)
-                search = Search(cycle, job, flavor, shape, capped, borrow, self.exact_limit,
+            found = setting(cycle, job, flavor)
+            if found is None or not found.candidates:
+                continue
+            shape = cycle.shape(job, models)
+            for borrow in found.passes:
+                search = Search(cycle, job, found, shape, capped, borrow, self.exact_limit,
                                 self.budget, self.node_trials)
-                real = [v for v in cands if v.state is not JobState.PREEMPTING]
+                cands = [c for c in found.candidates
+                         if not (borrow and c.variant is Variant.UNBORROWED)]
+                real = [c for c in cands if c.variant is not Variant.FREE]
                 if not search.quota_allows(real) or not may_fit(cycle, job, shape, cands):
                     continue  # even with every candidate gone: no quota, or too few GPUs
-                plan = search.best(cands, relevance(cycle, job, flavor, shape, cands))
+                plan = search.best(relevance(cycle, job, flavor, shape, cands), self.minimum)
                 if plan is not None:
                     return plan
         return None
 
 
-def _saved_at(v: Job) -> float:
-    """When the victim's work was last saved: its last checkpoint, else its start."""
-    if v.last_checkpoint_at is not None:
-        return v.last_checkpoint_at
-    return v.started_at or 0.0
+@register("preemption")
+class ClassicPreemption(MinimalVictims):
+    name = "classic"
+    Args = ClassicArgs
+    minimum = False
+
+    def __init__(self, args: ClassicArgs) -> None:
+        super().__init__(VictimArgs(max_preemptors=args.max_preemptors))
 
 
 def nominal_reachable(cycle, job: Job, flavor: str, quota, demand) -> bool:
     """Whether the job's queue could be within its nominal quota with the job once every job
     of the queue it may evict (and every one already leaving) were gone: a necessary
-    condition of the search without borrowing, from the queue's own jobs alone."""
-    index = _index(cycle)
+    condition of a pass without borrowing, from the queue's own jobs alone."""
+    index = index_of(cycle)
     own = cycle.snapshot.queues[job.queue]
     mine = cycle.priority_of(job)
     back: dict[str, int] = {}
     leaving = [v for v in index.preempting if v.queue == job.queue and v.flavor == flavor]
-    if own.within_queue is WithinQueue.LOWER_PRIORITY:
-        leaving += [v for v in index.by_queue.get(job.queue, ())
-                    if v.flavor == flavor and index.prio[id(v)] < mine]
+    leaving += [v for v in index.by_queue.get(job.queue, ())
+                if v.flavor == flavor and allows(own.within_queue, mine, index.prio[id(v)], job, v)]
     for v in leaving:
         for r, amount in v.total().items():
             back[r] = back.get(r, 0) + amount
     usage = cycle.book.usage
     return all(usage[(job.queue, flavor, r)] - back.get(r, 0) + demand.get(r, 0) <= n
-               for r, n in quota.nominal.items())
+               for r, n in quota.nominal.items() if demand.get(r, 0) > 0)
 
 
-class _Index:
-    """The cycle's evictable jobs, grouped once per change of them: those already being
-    preempted, the preemptible others by queue, and the queues of each cohort."""
-
-    def __init__(self, cycle) -> None:
-        self.evictable = cycle.evictable
-        self.preempting = [v for v in cycle.evictable if v.state is JobState.PREEMPTING]
-        self.by_queue: dict[str, list[Job]] = {}
-        queues, now = cycle.snapshot.queues, cycle.now
-        for v in cycle.evictable:
-            if v.state is not JobState.PREEMPTING and v.preemptible and not (
-                    v.queue in queues and queues[v.queue].protects(v, now)):
-                self.by_queue.setdefault(v.queue, []).append(v)
-        self.prio = {id(v): cycle.priority_of(v) for v in cycle.evictable}  # kept alive above
-        self.cohorts: dict[str, list[str]] = {}
-        for q in cycle.snapshot.queues.values():
-            if q.cohort is not None:
-                self.cohorts.setdefault(q.cohort, []).append(q.name)
-        self.memo: dict[tuple, list[Job]] = {}
-
-
-def _index(cycle) -> _Index:
-    index = cycle.__dict__.get("_victim_index")
-    if index is None or index.evictable is not cycle.evictable:
-        index = cycle.__dict__["_victim_index"] = _Index(cycle)
-    return index
-
-
-def _limited(queue, flavor: str, resources: frozenset[str]) -> bool:
-    """Whether the queue's quota in ``flavor`` limits one of ``resources`` (it can borrow it)."""
-    quota = queue.quotas.get(flavor)
-    return quota is not None and any(r in quota.nominal for r in resources)
-
-
-def may_fit(cycle, job: Job, shape, cands: list[Job]) -> bool:
+def may_fit(cycle, job: Job, shape, cands: list[Candidate]) -> bool:
     """False only if ``job`` cannot be placed even with every candidate released: a replica of
     whole GPUs needs that many wholly free devices on one node, and at most the devices free
     now or held by a candidate can be. A necessary condition, so a False spares trials that
@@ -209,8 +121,8 @@ def may_fit(cycle, job: Job, shape, cands: list[Job]) -> bool:
             for bucket in pool.whole[1:]:
                 nodes.update(bucket)
     held: dict[int, set[int]] = {}
-    for v in cands:
-        for rep in v.placement.replicas:
+    for c in cands:
+        for rep in c.job.placement.replicas:
             slot = state.by_name.get(rep.node)
             if slot is not None and any(p.key in keys for p in slot.pools):
                 held.setdefault(slot.i, set()).update(d.index for d in rep.devices)
@@ -223,7 +135,7 @@ def may_fit(cycle, job: Job, shape, cands: list[Job]) -> bool:
     return False
 
 
-def relevance(cycle, job: Job, flavor: str, shape, cands: list[Job]) -> dict[str, bool]:
+def relevance(cycle, job: Job, flavor: str, shape, cands: list[Candidate]) -> dict[str, bool]:
     """Per candidate: can releasing it change whether ``job`` fits in ``flavor``? Only if it
     frees quota that admission reads (same flavour, and the job's queue or a queue of its
     cohort) or capacity on a node of one of the shape's pools."""
@@ -231,7 +143,8 @@ def relevance(cycle, job: Job, flavor: str, shape, cands: list[Job]) -> dict[str
     cohort = queues[job.queue].cohort
     pools = set(shape.pools)
     out = {}
-    for v in cands:
+    for c in cands:
+        v = c.job
         quota = v.flavor == flavor and (
             v.queue == job.queue or (cohort is not None and queues[v.queue].cohort == cohort))
         out[v.id] = quota or any(
