@@ -568,6 +568,43 @@ SCHEDULE_CASES = [
         want(bound={"default/high-bop": "spot"}),
         id="BorrowingOverPreemption preference: borrow in second flavor instead of "
            "preempting in first"),
+    pytest.param(
+        up(T, "prefer reclamation over cq priority based preemption"),
+        # Kueue: on-demand needs a1 evicted within other-alpha (5 + 6 > 10); spot needs only
+        # b1 reclaimed (other-beta borrows all 5 of spot): reclaim is the better mode, so
+        # spot, and b1 is preempted.
+        # rota, too, prefers a flavour where only other queues' jobs are taken back.
+        lambda: schedule_lab(
+            kq("other-alpha", cohort="other", within="lower-priority", reclaim="lower-priority")
+            .limits("on-demand", nominal={"gpu": 10_000}).limits("spot", nominal={"gpu": 10_000}),
+            kq("other-beta", cohort="other", within="lower-priority", reclaim="lower-priority")
+            .limits("on-demand", nominal={"gpu": 0}).limits("spot", nominal={"gpu": 0}),
+        ).jobs(
+            admitted("eng-alpha/a1", "other-alpha", "on-demand", gpus=range5(0), priority=50),
+            admitted("eng-beta/b1", "other-beta", "spot", gpus=range5(5), priority=50),
+            pending("eng-alpha/preemptor", "other-alpha", gpus=6, priority=100),
+        ),
+        want(preempted={"eng-beta/b1"}, pending={"eng-alpha/preemptor"}),
+        id="prefer reclamation over cq priority based preemption"),
+    pytest.param(
+        up(T, "capacity blocked when lending clusterqueue not guaranteed to reclaim "
+              "(ReclaimWithinCohort=LowerPriority)"),
+        # Kueue: a2-pending (2 <= A's nominal 2) is in preempt mode with no candidate; A cannot
+        # always reclaim (lower-priority), so the scheduler reserves min(2, 2 - 1) = 1 of A's
+        # quota for it: B's b1-pending no longer fits -> both pending.
+        # rota holds the same part of A's nominal quota (Cycle.hold_owed).
+        lambda: schedule_lab(*_lender_pair("lower-priority")).jobs(*_lender_jobs()),
+        want(pending={"eng-alpha/a2-pending", "eng-beta/b1-pending"}),
+        id="capacity blocked when lending clusterqueue not guaranteed to reclaim "
+           "(ReclaimWithinCohort=LowerPriority)"),
+    pytest.param(
+        up(T, "capacity blocked when lending clusterqueue not guaranteed to reclaim "
+              "(ReclaimWithinCohort=Never)"),
+        # As above with reclaim never: Kueue reserves 1 for a2-pending -> both pending.
+        lambda: schedule_lab(*_lender_pair("never")).jobs(*_lender_jobs()),
+        want(pending={"eng-alpha/a2-pending", "eng-beta/b1-pending"}),
+        id="capacity blocked when lending clusterqueue not guaranteed to reclaim "
+           "(ReclaimWithinCohort=Never)"),
 ]
 
 
@@ -744,3 +781,35 @@ def test_a_victim_already_leaving_is_counted_once():
         victim, admitted("ns/other", "cq", "default", 2), pending("ns/incoming", "cq", 9),
     ).build()
     assert_outcome(decide(snap, POLICY), want(pending={"ns/incoming"}))
+
+
+# -- where rota deliberately differs -----------------------------------------------------------
+
+
+def test_a_flavour_is_chosen_again_after_the_cycles_earlier_binds():
+    """kubernetes-sigs/kueue@ff69552e79 pkg/scheduler/scheduler_test.go TestSchedule/"cannot
+    borrow if cohort was assigned and would result in overadmission". Kueue assigns each head
+    its flavour when the cycle starts: beta's 56 was assigned on-demand (borrowing 6); after
+    alpha's 45, on-demand has 100 - 45 = 55 < 56 and beta is left pending this cycle, to be
+    admitted in spot the next. rota tries beta's flavours again on the quota book as alpha
+    left it (docs/scheduler.md, "rota vs Kueue"): beta starts in spot in this cycle, which is
+    where Kueue puts it one cycle later. Neither over-admits."""
+    d = decide(schedule_lab().jobs(
+        pending("eng-alpha/new", "eng-alpha", 1, replicas=45),
+        pending("eng-beta/new", "eng-beta", 1, replicas=56),
+    ).build(), POLICY)
+    assert_outcome(d, want(bound={"eng-alpha/new": "on-demand", "eng-beta/new": "spot"}))
+
+
+def test_a_resource_a_quota_leaves_out_is_not_limited():
+    """kubernetes-sigs/kueue@ff69552e79 pkg/scheduler/scheduler_test.go TestSchedule/"cannot
+    borrow resource not listed in clusterQueue". Kueue: eng-alpha's quota names cpu only, so
+    a GPU request is unavailable there and stays pending. In rota a resource a flavour's quota
+    leaves out is not limited (docs/scheduler.md, Admission): the job starts. A quota of 0 GPUs
+    gives Kueue's answer."""
+    d = decide(schedule_lab().jobs(pending("eng-alpha/new", "eng-alpha", gpus=1)).build(), POLICY)
+    assert_outcome(d, want(bound={"eng-alpha/new": "on-demand"}))
+    zero = kq("eng-alpha", cohort="eng").limits("on-demand", nominal={"cpu": 50_000, "gpu": 0})
+    d = decide(schedule_lab(zero).jobs(pending("eng-alpha/new", "eng-alpha", gpus=1)).build(),
+               POLICY)
+    assert_outcome(d, want(pending={"eng-alpha/new"}))

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 import random
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from rota.core import Job, JobState, Placement
+from rota.core import Job, JobState, Placement, ReclaimWithinCohort
 from rota.scheduler.base import Base, position
 from rota.core.decisions import Bind, Reason, ReasonCode, Reserve
 from rota.scheduler.placement import Shape, find_replica, holds, place_gang
@@ -89,6 +90,10 @@ class Cycle:
         # quota charged for jobs that do not run yet (a reservation, quota owed to a waiting
         # job), per (queue, flavour, resource): not usage a reclaim could take back
         self.held: dict[tuple[str, str, str], int] = {}
+        # quota held for a queue against the other queues' jobs (``keep``): queue -> (job,
+        # flavour, amounts), lifted while a job of that queue is tried
+        self.kept: dict[str, list[tuple[str, str, dict[str, int]]]] = {}
+        self.partial: list[tuple[str, str, str, dict[str, int]]] = []  # see ``hold_owed``
         self.reservation: Reserve | None = None
         self.reserved_quota: tuple | None = None  # (queue, flavour, demand) of the reserved job
         self.reserved_borrows = False  # the reserved job's queue is above nominal at its start
@@ -366,10 +371,45 @@ class Cycle:
     def hold_owed(self, job: Job) -> None:
         """``job`` waits on quota although its queue's nominal quota covers it: the cohort has
         lent that quota out. Charge it to the queue for the rest of the cycle, so that no later
-        job borrows what is owed to it (Kueue reserves it so)."""
+        job borrows what is owed to it (Kueue reserves it so). A queue that may not take back
+        what it lent from anyone (``reclaim_within_cohort`` not ``any``) holds, for a job its
+        nominal quota covers only in part, that part: what is left of its nominal quota, up to
+        the request (Kueue's ``quotaResourcesToReserve``), so that the borrowers do not take
+        the rest of its quota away too: from when the jobs within nominal quota have had their
+        turn (``hold_partial``; Kueue tries borrowing workloads last)."""
         queue = self.snapshot.queues[job.queue]
         if queue.cohort is None:
             return
+        demand, partial = job.total(), None
+        for flavor, _ in self.flavors(job):
+            quota = queue.quotas.get(flavor)
+            if quota is None:
+                return
+            if within_nominal(self.book, job, flavor):
+                held = {r: demand[r] for r in quota.nominal if demand.get(r, 0) > 0}
+                if held:
+                    self.hold_quota(job.queue, flavor, held)
+                return
+            if partial is None:
+                left = {r: min(demand[r], n - self.book.usage[(job.queue, flavor, r)])
+                        for r, n in quota.nominal.items() if demand.get(r, 0) > 0}
+                partial = (flavor, {r: v for r, v in left.items() if v > 0})
+        if partial is not None and partial[1] \
+                and queue.reclaim_within_cohort is not ReclaimWithinCohort.ANY:
+            self.partial.append((job.id, job.queue, *partial))
+
+    def hold_partial(self) -> None:
+        """Hold the parts of nominal quota noted by ``hold_owed`` (once the jobs within nominal
+        quota have had their turn), against the other queues' jobs only (``keep``)."""
+        for job_id, queue, flavor, amounts in self.partial:
+            self.keep(job_id, queue, flavor, amounts)
+        self.partial = []
+
+    def hold_follower(self, job: Job) -> None:
+        """``job`` waits behind its queue's borrowing head although its queue's nominal quota
+        covers it: keep that quota for its queue against the jobs of other queues tried
+        before it (``keep``), as ``hold_owed`` does."""
+        queue = self.snapshot.queues[job.queue]
         for flavor, _ in self.flavors(job):
             quota = queue.quotas.get(flavor)
             if quota is None:
@@ -378,8 +418,38 @@ class Cycle:
                 demand = job.total()
                 held = {r: demand[r] for r in quota.nominal if demand.get(r, 0) > 0}
                 if held:
-                    self.hold_quota(job.queue, flavor, held)
+                    self.keep(job.id, job.queue, flavor, held)
                 return
+
+    def keep(self, job_id: str, queue: str, flavor: str, amounts: dict[str, int]) -> None:
+        """Hold ``amounts`` for ``queue`` on behalf of a waiting job, against the jobs of other
+        queues only: the queue's own jobs lift it while they are tried (``lifted``)."""
+        self.hold_quota(queue, flavor, amounts)
+        self.kept.setdefault(queue, []).append((job_id, flavor, amounts))
+
+    @contextmanager
+    def lifted(self, queue: str, tried: str | None = None):
+        """The quota kept for ``queue`` lifted for the duration (a job of the queue is tried
+        or weighed); afterwards the hold of ``tried`` is forgotten."""
+        if not self.kept.get(queue):
+            yield
+            return
+        self.lift(queue, -1)
+        try:
+            yield
+        finally:
+            self.lift(queue, 1, tried)
+
+    def lift(self, queue: str, sign: int, drop: str | None = None) -> None:
+        """Take back (``sign=-1``) or put back (``+1``) the quota kept for ``queue``; putting
+        back, forget the hold of ``drop`` (the job just tried)."""
+        holds = self.kept.get(queue, [])
+        if sign > 0 and drop is not None:
+            self.kept[queue] = holds = [h for h in holds if h[0] != drop]
+        for _, flavor, amounts in holds:
+            self.book.charge(queue, flavor, amounts, sign)
+            for r, v in amounts.items():
+                self.held[(queue, flavor, r)] += sign * v
 
     def hold_quota(self, queue: str, flavor: str, amounts) -> None:
         """Charge ``amounts`` to the queue for a job that does not run yet, for the rest of

@@ -25,8 +25,10 @@ The steps:
    e. otherwise it waits, with the reasons collected on the way; if its queue's nominal quota
       covers it and only the cohort's lending stands in its way, that quota is held for it for
       the rest of the cycle (no later job borrows what is owed to it).
-4. Return the decisions. Nothing is applied: the caller does that (and, with a base, tells it
-   the deltas: ``Base.hold`` for bound jobs, ``Base.release`` for jobs that gave back).
+4. Give back the victims the cycle's other evictions made unnecessary (``spare``: every
+   preemptor still fits, in turn, with that victim running), then return the decisions.
+   Nothing is applied: the caller does that (and, with a base, tells it the deltas:
+   ``Base.hold`` for bound jobs, ``Base.release`` for jobs that gave back).
 
 What a placement learns across cycles is an input, never plugin state: with ``mix=``, the
 arrival mix the caller keeps (``capgd`` plans for it; ``Arrivals`` observes each snapshot's new
@@ -49,6 +51,7 @@ from rota.scheduler.plugins.capacity import ArrivalMix
 from rota.scheduler.policy import Policy
 from rota.core.snapshot import Snapshot
 from rota.scheduler.reasons import protected_reason, young_reason
+from rota.scheduler.spare import Eviction, spare_victims
 from rota.scheduler.turns import Turns
 
 
@@ -77,6 +80,7 @@ def _run(cycle: Cycle, snapshot: Snapshot, policy: Policy, now: float) -> Decisi
     walk = Walk(cycle, out)
     for job in walk.turns(pending):                                         # 3
         walk.step(job)
+    spare_victims(cycle, out, walk.evictions)
     return out                                                              # 4
 
 
@@ -93,12 +97,19 @@ class Walk:
         self.blocked: dict[str, tuple[Reason, ...]] = {}  # queue -> why its later jobs wait
         self.holds: dict[str, list[tuple[float, frozenset, Reason]]] = {}
         self.shared = SharedReasons()
+        self.evictions: list[Eviction] = []  # the cycle's preemptions, in order
 
     def turns(self, pending: list[Job]):
         self._turns = Turns(self.cycle, pending)
         return self._turns
 
     def step(self, job: Job) -> None:
+        """Step 3 for one job, with the quota kept for its queue against the other queues
+        (``Cycle.keep``) lifted while it is tried."""
+        with self.cycle.lifted(job.queue, job.id):
+            self._step(job)
+
+    def _step(self, job: Job) -> None:
         cycle, policy, out = self.cycle, self.policy, self.out
         held = self.blocked.get(job.queue) or self._held(job)               # a
         if held is not None:
@@ -108,6 +119,7 @@ class Walk:
             job, cycle.reservation, cycle.now) and not cycle.outranks_reservation(job)
         result = cycle.try_start(job, capped)                               # b
         if isinstance(result, Bind):
+            self._turns.moves(job)
             if cycle.reservation is not None:
                 result = Bind(result.job, result.placement, result.flavor, result.borrowing, True)
             out.binds.append(result)
@@ -148,7 +160,10 @@ class Walk:
             self.hopeless.add(search)
             return False
         self.preemptors += 1
-        self.out.preemptions.extend(_evict(cycle, job, plan))
+        self._turns.moves(job)
+        preempts, extra = _evict(cycle, job, plan)
+        self.evictions.append(Eviction(job, plan, extra))
+        self.out.preemptions.extend(preempts)
         self.out.waits.append(Wait(job.id, (Reason(ReasonCode.PREEMPTING, detail=(
             _preempting_detail(plan))),)))
         return True
@@ -197,7 +212,7 @@ def _search_key(cycle: Cycle, job: Job, capped: bool) -> tuple:
             job.resource_group, job.selector)
 
 
-def _evict(cycle: Cycle, job: Job, plan) -> list[Preempt]:
+def _evict(cycle: Cycle, job: Job, plan) -> tuple[list[Preempt], dict[str, int]]:
     """Commit a victim plan in the overlay. Victims keep their space and quota until they have
     exited (a grace period may run for a while), and the preemptor's placement is held on top
     of them: nothing else in this cycle may be placed there. Its queue is charged only what the
@@ -222,7 +237,7 @@ def _evict(cycle: Cycle, job: Job, plan) -> list[Preempt]:
     cycle.bound.append(replace(job, state=JobState.SCHEDULED, placement=plan.placement,
                                flavor=plan.flavor, started_at=cycle.now))
     return [Preempt(v.id, job.id, v.grace_s, "priority" if v.queue == job.queue else "reclaim")
-            for v in plan.victims]
+            for v in plan.victims], extra
 
 
 def _preempting_detail(plan) -> str:

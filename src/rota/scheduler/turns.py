@@ -20,11 +20,16 @@ rules that keep a cohort from churning (Kueue orders its queue heads much the sa
    nominal quota (a *rival*: it could evict the job next cycle, and the room would change
    hands twice); the rival is tried first, at once. In a ``strict_priority`` queue every job is tried after the
    higher-priority jobs of its queue, whatever the policy.
-3. *Behind a borrowing head.* In a queue that may evict while borrowing
-   (``borrow_within_cohort``), a job with a pending rival that must borrow, and could ever
-   be admitted, is tried with the jobs that must borrow, after that rival, and does not
-   preempt in this cycle: the queue keeps priority order while its head borrows (Kueue keeps
-   a queue's jobs behind its head), so the room its head evicts for is not taken back.
+3. *Behind a borrowing head.* A job with a pending rival that must borrow, may evict while
+   borrowing (its queue sets ``borrow_within_cohort``, or its request is within its queue's
+   nominal quota), could ever be admitted and could start or evict now (its queue's *head*)
+   is tried with the jobs that must borrow, after that head, and does not preempt in this
+   cycle if the head started or evicted: the queue keeps priority order while its head
+   borrows (Kueue tries one head per queue), so the room its head evicts for is not taken
+   back. What its queue's nominal quota owes such a job is held for its queue from its turn
+   on (``Cycle.hold_follower``): the jobs of other queues tried in between do not borrow it.
+   A head that can do neither holds nobody back (Kueue's best-effort FIFO goes on to the
+   next job).
 
 Each pending job is yielded once. Whether a job must borrow is asked when its turn comes, on
 the quota book as the cycle has changed it so far.
@@ -48,7 +53,8 @@ class Turns:
         self.blocking = order.blocking
         self.preempts = cycle.policy.preemption is not None
         self.done: set[str] = set()
-        self.behind: set[str] = set()  # jobs waiting behind a borrowing head: no preemption
+        self.behind: dict[str, str] = {}  # job -> the borrowing head it waits behind
+        self.moved: set[str] = set()  # heads that started or evict in this cycle
         self.rivals: dict[str, list[tuple]] = {}  # queue -> its pending jobs, by priority
         self.next: dict[str, int] = {}  # queue -> first rival not looked at yet
         self.heads: dict[str, Job] = {}  # queue -> its borrowing head (rule 3)
@@ -56,15 +62,32 @@ class Turns:
         self._index(pending)
 
     def may_preempt(self, job: Job) -> bool:
-        return job.id not in self.behind
+        """A job behind a borrowing head does not preempt while that head started or evicts
+        in this cycle (the room it evicted for stays its own); behind a head that could do
+        neither, it goes on as any other (Kueue's best-effort FIFO tries the next job)."""
+        head = self.behind.get(job.id)
+        return head is None or head not in self.moved
 
-    def _deferred_key(self, entry: tuple[int, Job]) -> tuple:
-        """Deferred jobs, where the policy preempts: highest priority first (in a queue that
-        lets an older equal priority evict a newer one, the older first), then in sequence."""
-        k, job = entry
-        newer = self.cycle.snapshot.queues[job.queue].within_queue \
-            is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
-        return (-self.cycle.priority_of(job), (job.submit_time, job.id) if newer else (0.0, ""), k)
+    def moves(self, job: Job) -> None:
+        """``job`` started, or evicts, in this cycle."""
+        self.moved.add(job.id)
+
+    def _by_priority(self, deferred: list[Job]) -> list[Job]:
+        """Deferred jobs, where the policy preempts: highest priority first, then in sequence;
+        in a queue that lets an older equal priority evict a newer one, that queue's jobs of
+        equal priority take its places among them oldest first."""
+        prio = self.cycle.priority_of
+        out = [j for _, j in sorted(enumerate(deferred), key=lambda e: (-prio(e[1]), e[0]))]
+        queues = self.cycle.snapshot.queues
+        slots: dict[str, list[int]] = {}
+        for k, job in enumerate(out):
+            if queues[job.queue].within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY:
+                slots.setdefault(job.queue, []).append(k)
+        for places in slots.values():
+            jobs = sorted((out[k] for k in places), key=self._rank)
+            for k, job in zip(places, jobs):
+                out[k] = job
+        return out
 
     def __iter__(self) -> Iterator[Job]:
         deferred: list[Job] = []
@@ -74,7 +97,9 @@ class Turns:
                 continue
             yield from self._nominal_rivals(job)
             if self._behind_head(job):
-                self.behind.add(job.id)
+                self.behind[job.id] = self.heads[job.queue].id
+                if not self.borrows(job):
+                    self.cycle.hold_follower(job)  # what its queue owes it, kept from others
                 deferred.append(job)
                 continue
             if job.queue in held_back or (self.borrows(job) and self._would_borrow_now(job)):
@@ -84,18 +109,23 @@ class Turns:
                 continue
             self.done.add(job.id)
             yield job
+        self.cycle.hold_partial()  # what lenders that cannot reclaim keep, from now on
         if self.preempts and not self.blocking:
-            deferred = [j for _, j in sorted(enumerate(deferred), key=self._deferred_key)]
+            deferred = self._by_priority(deferred)
         for job in deferred:
             if job.id not in self.done:
                 self.done.add(job.id)
                 yield job
 
     def borrows(self, job: Job) -> bool:
-        """True if the job would make its queue, in a cohort, borrow in every flavour that
-        could take it: where quota admits it now, its queue would be above nominal with it;
-        where quota does not, the job alone is above nominal (otherwise evicting could make
-        room for it within nominal: Kueue's preempt mode without borrowing)."""
+        """See ``_borrowing``; weighed, as the job is tried, without the quota kept for its
+        queue against the others (``Cycle.keep``)."""
+        with self.cycle.lifted(job.queue):
+            return self._borrowing(job)
+
+    def _borrowing(self, job: Job) -> bool:
+        """True if the job would make its queue, in a cohort, borrow (``_borrows_now``),
+        remembered until the quota book changes."""
         queue = self.cycle.snapshot.queues.get(job.queue)
         if queue is None or queue.cohort is None:
             return False
@@ -108,18 +138,19 @@ class Turns:
         return answer
 
     def _borrows_now(self, job: Job, queue) -> bool:
+        """The flavour the job would be charged to decides: the first whose quota admits it
+        now (it borrows if its queue is above nominal there with it); where none admits it,
+        it borrows unless evicting could bring it within nominal in some flavour."""
         book, admission = self.cycle.book, self.cycle.policy.admission
         demand = job.total()
-        for flavor, _ in self.cycle.flavors(job):
-            quota = queue.quotas.get(flavor)
-            if quota is None:
+        flavors = self.cycle.flavors(job)
+        for flavor, _ in flavors:
+            if queue.quotas.get(flavor) is None:
                 return False
             if admission.check(book, job.queue, flavor, demand) is None:
-                if within_nominal(book, job, flavor):
-                    return False
-            elif self._nominal_by_evicting(job, flavor, quota, demand):
-                return False
-        return True
+                return not within_nominal(book, job, flavor)
+        return not any(self._nominal_by_evicting(job, flavor, queue.quotas[flavor], demand)
+                       for flavor, _ in flavors)
 
     def _nominal_by_evicting(self, job: Job, flavor: str, quota, demand) -> bool:
         """Whether evicting could bring the job's queue within nominal with it: where the
@@ -135,7 +166,10 @@ class Turns:
         takes its turn in the sequence, where it waits, evicts within its queue to fit
         within nominal, or is reserved for (EASY reserves for the highest-ranked job that
         cannot start)."""
-        return self.evicts_borrowing(job) or self.cycle.could_start(job)
+        if self.evicts_borrowing(job):
+            return True
+        with self.cycle.lifted(job.queue):
+            return self.cycle.could_start(job)
 
     def evicts_borrowing(self, job: Job, running: bool = True) -> bool:
         """Whether the job may evict while its queue ends borrowing: its queue sets
@@ -194,10 +228,16 @@ class Turns:
 
     def _may_lead(self, rival: Job) -> bool:
         """A rival that must borrow leads its queue if it may evict while borrowing (whether
-        or not its victims have left already: what they freed is its own) and could ever be
-        admitted."""
-        return self.evicts_borrowing(rival, running=False) and self.cycle.book.admissible_ever(
-            rival.queue, rival.total(), [f for f, _ in self.cycle.flavors(rival)])
+        or not its victims have left already: what they freed is its own), could ever be
+        admitted, and could start or evict now (a head that can do neither holds nobody back:
+        Kueue's best-effort FIFO goes on to the next job)."""
+        cycle = self.cycle
+        if not (self.evicts_borrowing(rival, running=False) and cycle.book.admissible_ever(
+                rival.queue, rival.total(), [f for f, _ in cycle.flavors(rival)])):
+            return False
+        plugin = cycle.policy.preemption
+        return cycle.could_start(rival) or (plugin is not None and
+                                            plugin.find(cycle, rival) is not None)
 
     def _behind_head(self, job: Job) -> bool:                                  # 3
         head = self.heads.get(job.queue)

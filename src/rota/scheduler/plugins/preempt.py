@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rota.core import Job
 from rota.scheduler.candidates import Candidate, Variant, allows, index_of, setting
 from rota.scheduler.plugins.registry import register
-from rota.scheduler.victims import Plan, Search
+from rota.scheduler.victims import Plan, Search, within_nominal
 
 __all__ = ["ClassicPreemption", "MinimalVictims", "Plan", "VictimArgs", "may_fit",
            "nominal_reachable", "relevance"]
@@ -56,24 +56,72 @@ class MinimalVictims:
         self.budget = args.budget
 
     def find(self, cycle, job: Job, capped: bool = False) -> Plan | None:
-        """The victim set of the first flavour and pass that lets the job start, or None."""
-        for flavor, models in cycle.flavors(job):
+        """The best victim set over the job's flavours, or None (Kueue's flavour choice: a
+        flavour where only other queues' jobs are taken back before one where its own queue's
+        are evicted, then one where its queue ends within nominal, then the queue's order).
+        In a flavour, ``classic`` takes the first pass that finds a set (Kueue);
+        ``minimal-victims`` the best of its passes (fewest victims, then rank; a tie goes to
+        the pass without borrowing, which takes back borrowed quota instead of evicting jobs
+        its queue is then owed back), and across flavours the fewest victims come after
+        Kueue's preferences."""
+        best, rank = None, None
+        for k, (flavor, models) in enumerate(cycle.flavors(job)):
             found = setting(cycle, job, flavor)
             if found is None or not found.candidates:
                 continue
-            shape = cycle.shape(job, models)
-            for borrow in found.passes:
-                search = Search(cycle, job, found, shape, capped, borrow, self.exact_limit,
-                                self.budget, self.node_trials)
-                cands = [c for c in found.candidates
-                         if not (borrow and c.variant is Variant.UNBORROWED)]
-                real = [c for c in cands if c.variant is not Variant.FREE]
-                if not search.quota_allows(real) or not may_fit(cycle, job, shape, cands):
-                    continue  # even with every candidate gone: no quota, or too few GPUs
-                plan = search.best(relevance(cycle, job, flavor, shape, cands), self.minimum)
-                if plan is not None:
-                    return plan
-        return None
+            plan, key = self._in_flavor(cycle, job, found, cycle.shape(job, models), capped)
+            if plan is None:
+                continue
+            own = any(v.queue == job.queue for v in plan.victims)
+            key = (own, borrows_after(cycle, job, plan), *(key if self.minimum else ()), k)
+            if rank is None or key < rank:
+                best, rank = plan, key
+        return best
+
+    def _in_flavor(self, cycle, job: Job, found, shape, capped: bool):
+        """The plan of one flavour, and its rank among the passes' (see ``find``)."""
+        best, rank = None, None
+        for borrow in found.passes:
+            plan = self._pass(cycle, job, found, shape, capped, borrow)
+            if plan is None:
+                continue
+            if not self.minimum:
+                return plan, ()
+            key = (*plan_rank(found, plan), borrow)
+            if rank is None or key < rank:
+                best, rank = plan, key
+        return best, rank
+
+    def _pass(self, cycle, job: Job, found, shape, capped: bool, borrow: bool) -> Plan | None:
+        search = Search(cycle, job, found, shape, capped, borrow, self.exact_limit,
+                        self.budget, self.node_trials)
+        cands = [c for c in found.candidates if not (borrow and c.variant is Variant.UNBORROWED)]
+        real = [c for c in cands if c.variant is not Variant.FREE]
+        if not search.quota_allows(real) or not may_fit(cycle, job, shape, cands):
+            return None  # even with every candidate gone: no quota, or too few GPUs
+        return search.best(relevance(cycle, job, found.flavor, shape, cands), self.minimum)
+
+
+def borrows_after(cycle, job: Job, plan: Plan) -> bool:
+    """Whether the job's queue would be above its nominal quota with the job once the plan's
+    victims (and the jobs already leaving it counts on) are gone."""
+    book = cycle.book
+    gone = [*plan.victims, *plan.free]
+    for v in gone:
+        book.charge(v.queue, v.flavor, v.total(), -1)
+    try:
+        return not within_nominal(book, job, plan.flavor)
+    finally:
+        for v in gone:
+            book.charge(v.queue, v.flavor, v.total(), 1)
+
+
+def plan_rank(found, plan: Plan) -> tuple:
+    """A plan's victims ranked as ``Search`` ranks sets: fewest, then earliest in candidate
+    order (latest member first)."""
+    position = {c.job.id: k for k, c in enumerate(found.candidates)}
+    victims = sorted((position[v.id] for v in plan.victims), reverse=True)
+    return (len(victims), victims)
 
 
 @register("preemption")
