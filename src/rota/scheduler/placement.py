@@ -6,15 +6,28 @@ none: replicas are tentatively taken in the ``ClusterState`` overlay and undone 
 
 Device choice inside a node:
 - a fraction goes on one device that has both the share and the memory free; the scorer's
-  direction picks the fullest such device (pack) or the emptiest (spread);
-- whole GPUs take wholly free devices, preferring a set inside one NVLink domain, then inside
-  one NUMA node, and among those the domain with the fewest free devices (best fit).
+  direction picks the fullest such device (pack) or the emptiest (spread); among devices
+  equally full, the least *crowded* (``crowding``), then the lowest index;
+- one whole GPU is a one-device request too: the least crowded wholly free device;
+- several whole GPUs take wholly free devices, preferring a set inside one NVLink domain, then
+  inside one NUMA node, and among those the domain with the fewest free devices (best fit).
+
+A device's *neighbours* are the other devices of its NVLink domain (none when it has no
+NVLink), and, a grade below, those of its NUMA node. Its *crowding* counts the neighbours that
+are wholly free (the devices a multi-GPU replica would take with it), NVLink then NUMA, and
+then the neighbours that could take the same request: a one-device request goes where it
+splits the fewest free NVLink domains (a device already in use, an unlinked device, or one
+in a domain already partly taken), keeping well-linked devices together for multi-GPU
+replicas, as HAMi's topology-aware policy picks the device with the lowest link score to the
+other candidates. It reads only the node's free state now: the same state gives the same
+device whatever the order of nodes, devices or earlier takes and gives.
 """
 
 from __future__ import annotations
 
 import heapq
 from bisect import bisect_left
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator, Protocol
@@ -131,11 +144,10 @@ def choose_devices(slot: Slot, shape: Shape, direction: str, capped: bool) -> li
     fits = fitting_devices(slot, shape, capped)
     if len(fits) < shape.count:
         return None
-    if shape.fractional:
-        key = (lambda p: (slot.milli[p], p)) if direction == PACK else (lambda p: (-slot.milli[p], p))
-        return [min(fits, key=key)]
     if len(fits) == shape.count:
         return fits
+    if shape.count == 1:
+        return [one_device(slot, fits, direction if shape.fractional else PACK)]
     for domain_of in (slot.nvlink, slot.numa):
         groups: dict[object, list[int]] = {}
         for p in fits:
@@ -145,6 +157,52 @@ def choose_devices(slot: Slot, shape: Shape, direction: str, capped: bool) -> li
         if enough:
             return min(enough, key=len)[: shape.count]
     return fits[: shape.count]
+
+
+def one_device(slot: Slot, fits: list[int], direction: str) -> int:
+    """The device for a one-device request among ``fits`` (two or more): the direction's level
+    (pack: the least free share; spread: the most), then the least crowded, then the lowest
+    index."""
+    milli = slot.milli
+    level = min(milli[p] for p in fits) if direction == PACK else max(milli[p] for p in fits)
+    tied = [p for p in fits if milli[p] == level]
+    if len(tied) == 1:
+        return tied[0]
+    crowded = crowding(slot, fits)
+    return min(tied, key=lambda p: (crowded(p), p))
+
+
+def crowding(slot: Slot, fits: list[int]):
+    """A function giving, for a device of ``fits``, its crowding (see the module docstring):
+    ``(wholly free NVLink neighbours, wholly free NUMA neighbours, NVLink neighbours in
+    fits, NUMA neighbours in fits)``. Fewer is a better place for a one-device request."""
+    links, numa = slot.nvlink, slot.numa
+    free = [p for p in range(len(links)) if slot.wholly_free(p)]
+    free_link = Counter(links[p] for p in free)
+    free_numa = Counter(numa[p] for p in free)
+    fit_link = Counter(links[p] for p in fits)
+    fit_numa = Counter(numa[p] for p in fits)
+
+    def crowded(p: int) -> tuple[int, int, int, int]:
+        own = 1 if slot.wholly_free(p) else 0
+        link = links[p]
+        if link is None:
+            return 0, free_numa[numa[p]] - own, 0, fit_numa[numa[p]] - 1
+        return (free_link[link] - own, free_numa[numa[p]] - own,
+                fit_link[link] - 1, fit_numa[numa[p]] - 1)
+
+    return crowded
+
+
+def free_link_neighbours(slot: Slot, p: int) -> int:
+    """How many other wholly free devices share device ``p``'s NVLink domain, if ``p`` is
+    wholly free itself (0 otherwise, and for a device without NVLink): how much a request
+    that takes ``p`` splits a free domain."""
+    link = slot.nvlink[p]
+    if link is None or not slot.wholly_free(p):
+        return 0
+    return sum(1 for q, other in enumerate(slot.nvlink)
+               if other == link and q != p and slot.wholly_free(q))
 
 
 def shares(slot: Slot, shape: Shape, positions: list[int]) -> list[DeviceShare]:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rota.scheduler.placement import PACK, SPREAD, Shape, choose_devices
+from rota.scheduler.placement import (
+    PACK, SPREAD, Shape, choose_devices, free_link_neighbours,
+)
 from rota.scheduler.plugins.registry import NoArgs, register
 from rota.scheduler.state import ClusterState, Slot
 
@@ -51,7 +53,10 @@ class TopologyArgs(BaseModel):
 @register("placement")
 class Topology(Binpack):
     """Binpack, but among the first ``sample`` nodes that fit prefer one where the replica's
-    GPUs share an NVLink domain, then one where they share a NUMA node."""
+    GPUs share an NVLink domain, then one where they share a NUMA node; a replica of one
+    device (a fraction, one GPU) prefers the node where its device has the fewest wholly free
+    NVLink neighbours (``placement.free_link_neighbours``: none where the device is already
+    in use, has no NVLink, or the rest of its domain is taken)."""
 
     name = "topology"
     Args = TopologyArgs
@@ -60,8 +65,10 @@ class Topology(Binpack):
         self.sample = args.sample
 
     def score(self, slot: Slot, shape: Shape, positions: list[int]) -> float:
-        if len(positions) <= 1:
+        if not positions:
             return 2.0
+        if len(positions) == 1:
+            return 2.0 - free_link_neighbours(slot, positions[0])
         links = {slot.nvlink[p] for p in positions}
         if len(links) == 1 and None not in links:
             return 2.0
