@@ -186,6 +186,10 @@ class QueueBuilder:
         self._extra["max_priority_threshold"] = max_priority_threshold
         return self
 
+    def weight(self, w: float) -> QueueBuilder:
+        self._extra["weight"] = w
+        return self
+
     def strict_priority(self, on: bool = True) -> QueueBuilder:
         self._extra["strict_priority"] = on
         return self

@@ -111,6 +111,28 @@ def test_preemption_moves_victims_to_preempting_with_a_deadline(store):
     assert result.bound == (high,) and store.get_job(low).attempts == 1
 
 
+def test_a_preemptor_is_nominated_from_its_eviction_until_it_starts(store, db_url):
+    # the cycle that evicts for high leaves it waiting for its victim: the next snapshots
+    # say so (the scheduler tries it first), a restarted control plane too; once it is
+    # bound, or waits for anything else, it is not
+    seed(store, gpus=8)
+    low = store.submit(submission(8, priority=0))
+    cycle(store, now=10.0)
+    store.transition(low, S.RUNNING)
+    high = store.submit(submission(8, priority=100))
+    other = store.submit(submission(8, priority=50))
+    assert store.snapshot(15.0).nominated == frozenset()
+    cycle(store, now=20.0)
+    assert store.snapshot(21.0).nominated == {high}
+    with Store.open(db_url) as reopened:
+        assert reopened.snapshot(22.0).nominated == {high}
+    store.transition(low, S.PENDING, reason="preempted")
+    _, result = cycle(store, now=70.0)
+    assert result.bound == (high,)
+    snap = store.snapshot(71.0)
+    assert snap.nominated == frozenset() and {j.id for j in snap.pending} == {low, other}
+
+
 def test_decisions_about_jobs_that_moved_on_are_dropped_and_the_rest_applied(store):
     seed(store, gpus=8)
     a, b = store.submit(submission(1)), store.submit(submission(1))

@@ -21,6 +21,7 @@ from rota.store.engine import MIGRATIONS, resolve_url
 from rota.store.schema import attempts, job_events, metadata
 from storekit import seed, submission
 
+HEAD = "0013"
 TABLES = {"projects", "users", "memberships", "api_tokens", "flavors", "queues", "nodes", "jobs",
           "attempts", "idle_policies", "idempotency_keys", "fair_use", "idle_spans", "prices",
           "budgets", "services", "service_models", "gpu_months",
@@ -29,12 +30,12 @@ TABLES = {"projects", "users", "memberships", "api_tokens", "flavors", "queues",
 
 def test_opening_an_empty_database_creates_every_table_at_the_head_revision(db_url):
     with Store.open(db_url) as store:
-        assert store.revision == "0012"
+        assert store.revision == HEAD
     engine = create_engine(db_url)
     try:
         assert set(inspect(engine).get_table_names()) == TABLES
         with engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0012"
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD
     finally:
         engine.dispose()
 
@@ -113,7 +114,7 @@ def test_revision_0003_counts_the_failures_of_jobs_stored_before_it(db_url):
                 job=int(job), time=0.0, kind="state", message=f"{old} -> {new}",
                 data={"from": old, "to": new}))
     with Store.open(db_url) as store:
-        assert store.revision == "0012"
+        assert store.revision == HEAD
         assert (store.get_job(job).attempts, store.get_job(job).failures) == (3, 1)
 
 
@@ -134,7 +135,7 @@ def test_revision_0012_adds_up_the_attempts_that_ended_before_it_per_month(db_ur
             job=int(job), attempt=2, bound_at=december + 18000, reason="",
             gpus={"H100-80GB": 1000}))
     with Store.open(db_url) as store:
-        assert store.revision == "0012"
+        assert store.revision == HEAD
         store.set_budget("p", soft=100, hard=None)
         assert store.budget_status(december - 1)["p"].used_gpu_hours == pytest.approx(2.0)
         # December: 2 GPUs x 2 h, 1 GPU x 3 h, and the running one's hour by then

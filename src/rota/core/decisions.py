@@ -100,3 +100,10 @@ class Decisions:
     @property
     def changes_anything(self) -> bool:
         return bool(self.binds or self.preemptions or self.rejects)
+
+    @property
+    def nominated(self) -> frozenset[str]:
+        """The jobs this cycle left waiting for their victims to exit (``preempting``): the
+        next snapshot's ``nominated``."""
+        return frozenset(w.job for w in self.waits
+                         if w.reasons and w.reasons[0].code is ReasonCode.PREEMPTING)

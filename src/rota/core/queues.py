@@ -15,6 +15,7 @@
   the queue is never a victim before it has run that long).
 - ``strict_priority``: while a job of the queue waits for room (and no reservation says when
   it starts), jobs of lower priority of the queue do not take the nodes it could use.
+- ``weight``: the queue's weight in fair sharing of its cohort (``rota.scheduler.fairshare``).
 - A *project* is a tenant with a fair-share ``weight``.
 - A job that names no queue goes to its project's *default queue*: among the queues that admit
   the project (a queue's binding lists the projects it admits; none admits every project), the
@@ -107,11 +108,16 @@ class Queue:
     # with borrow_within_cohort: jobs of other queues above this priority are evicted only by a
     # job whose queue ends within nominal (Kueue ``maxPriorityThreshold``); None: no threshold
     max_priority_threshold: int | None = None
+    # its share of what the cohort lends, under fair sharing (Kueue ``fairSharing.weight``):
+    # a queue's share of borrowed quota is divided by it; 0 borrows only what nobody else wants
+    weight: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.min_runtime_s >= 0:
             raise InvalidSpec("preemption.min_runtime",
                               f"must not be negative, got {self.min_runtime_s}")
+        if not 0 <= self.weight <= 1e6:
+            raise InvalidSpec("weight", f"must be between 0 and 1000000, got {self.weight}")
 
     def protects(self, job, now: float) -> bool:
         """Whether ``job`` (running in this queue) is still within its minimum runtime."""

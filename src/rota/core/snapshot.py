@@ -1,8 +1,8 @@
 """The immutable input of one scheduling cycle.
 
 A ``Snapshot`` holds everything ``run_cycle`` may read: inventory, queues, flavours, projects,
-the jobs that hold resources and the jobs that wait, and each project's decayed usage history
-for fair share. Nothing else is consulted: no store, no clock, no backend.
+the jobs that hold resources and the jobs that wait (and which of these evicted jobs for
+themselves in the cycle before), and each project's decayed usage history for fair share. Nothing else is consulted: no store, no clock, no backend.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ class Snapshot:
     projects: Mapping[str, Project] = field(default_factory=dict)
     flavors: Mapping[str, Flavor] = field(default_factory=lambda: {ANY_FLAVOR: Flavor(ANY_FLAVOR)})
     usage: Mapping[str, Usage] = field(default_factory=dict)
+    # pending jobs that evicted jobs for themselves and have not started since: the last
+    # cycle left them waiting for their victims (``Decisions.nominated``); they go first
+    nominated: frozenset[str] = frozenset()
 
     @property
     def pending(self) -> tuple[Job, ...]:

@@ -2,7 +2,8 @@
 
 Bound jobs start at ``now``; rejected jobs leave; victims of preemption either start their
 grace period (PREEMPTING, still holding their GPUs) or, with ``evict_now``, are requeued at once
-as if their grace period were over. Every move goes through the job state table.
+as if their grace period were over; the jobs left waiting for their victims are the next
+snapshot's ``nominated``. Every move goes through the job state table.
 """
 
 from __future__ import annotations
@@ -33,4 +34,4 @@ def apply_decisions(snapshot: Snapshot, decisions: Decisions, now: float,
             if evict_now:
                 job = job.move_to(JobState.PENDING, placement=None, flavor=None, started_at=None)
         jobs.append(job)
-    return replace(snapshot, jobs=tuple(jobs))
+    return replace(snapshot, jobs=tuple(jobs), nominated=decisions.nominated)

@@ -402,7 +402,12 @@ class Cycle:
         """Hold the parts of nominal quota noted by ``hold_owed`` (once the jobs within nominal
         quota have had their turn), against the other queues' jobs only (``keep``)."""
         for job_id, queue, flavor, amounts in self.partial:
-            self.keep(job_id, queue, flavor, amounts)
+            quota = self.snapshot.queues[queue].quotas[flavor]
+            left = {r: min(v, quota.nominal[r] - self.book.usage[(queue, flavor, r)])
+                    for r, v in amounts.items()}  # never beyond the queue's nominal quota
+            left = {r: v for r, v in left.items() if v > 0}
+            if left:
+                self.keep(job_id, queue, flavor, left)
         self.partial = []
 
     def hold_follower(self, job: Job) -> None:

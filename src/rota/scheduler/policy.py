@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from rota.core import InvalidSpec
-from rota.scheduler.plugins import admission, backfill, capacity, jct, order, packing, preempt, score  # noqa: F401
+from rota.scheduler.plugins import (  # noqa: F401
+    admission, backfill, capacity, fairshare, jct, order, packing, preempt, score,
+)
 from rota.scheduler.plugins.registry import create
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -34,6 +36,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                   "preemption": "minimal-victims", "backfill": "easy"},
     "fair-sjf": {"order": "fair-shortest-first", "admission": "quota", "placement": "binpack",
                  "preemption": "none", "backfill": "none"},
+    "fair-sharing": {"order": "queue-share", "admission": "quota", "placement": "binpack",
+                     "preemption": "fair-sharing", "backfill": "easy"},
     "spread": {"order": "priority", "admission": "quota", "placement": "spread",
                "preemption": "minimal-victims", "backfill": "easy"},
 }

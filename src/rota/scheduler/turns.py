@@ -1,6 +1,10 @@
 """The order in which a cycle tries its pending jobs: the ordering plugin's sequence, with the
 rules that keep a cohort from churning (Kueue orders its queue heads much the same way).
 
+0. *Preemptors first.* The jobs that evicted jobs for themselves and have not started since
+   (the snapshot's ``nominated``: the cycle before left them waiting for their victims) go
+   before every other, highest priority first: what was freed for them is theirs (Kueue's
+   ``PrioritizePreemptorWorkloads``).
 1. *Nominal first.* A job that fits within its queue's nominal quota (in some flavour of its
    queue; see ``borrows``) goes before every job that would start by borrowing from the
    cohort. One that quota refuses now counts as within nominal if evicting could make it so:
@@ -28,6 +32,10 @@ rules that keep a cohort from churning (Kueue orders its queue heads much the sa
    borrows (Kueue tries one head per queue), so the room its head evicts for is not taken
    back. What its queue's nominal quota owes such a job is held for its queue from its turn
    on (``Cycle.hold_follower``): the jobs of other queues tried in between do not borrow it.
+
+An ordering by share between queues (``queue-share``) is Kueue's fair-sharing tournament,
+which already tries the jobs that would not borrow first and keeps each queue's priority
+order: its sequence is taken as it is, without these rules.
    A head that can do neither holds nobody back (Kueue's best-effort FIFO goes on to the
    next job).
 
@@ -52,6 +60,8 @@ class Turns:
         self.sequence = order.sequence(pending, cycle)
         self.blocking = order.blocking
         self.preempts = cycle.policy.preemption is not None
+        # an ordering by share between queues (queue-share) orders every job itself
+        self.by_share = bool(getattr(order, "by_share", False))
         self.done: set[str] = set()
         self.behind: dict[str, str] = {}  # job -> the borrowing head it waits behind
         self.moved: set[str] = set()  # heads that started or evict in this cycle
@@ -59,6 +69,9 @@ class Turns:
         self.next: dict[str, int] = {}  # queue -> first rival not looked at yet
         self.heads: dict[str, Job] = {}  # queue -> its borrowing head (rule 3)
         self._borrows: dict[tuple, tuple[int, bool]] = {}  # answers at a book version
+        chosen = cycle.snapshot.nominated
+        self.nominated = sorted((j for j in pending if j.id in chosen),
+                                key=lambda j: (-cycle.priority_of(j), j.submit_time, j.id))
         self._index(pending)
 
     def may_preempt(self, job: Job) -> bool:
@@ -90,6 +103,17 @@ class Turns:
         return out
 
     def __iter__(self) -> Iterator[Job]:
+        for job in self.nominated:                                              # 0
+            self.done.add(job.id)
+            yield job
+        if self.by_share:
+            # the ordering is Kueue's fair-sharing tournament, which puts the jobs that would
+            # not borrow first and keeps each queue's priority order itself
+            for job in self.sequence:
+                if job.id not in self.done:
+                    self.done.add(job.id)
+                    yield job
+            return
         deferred: list[Job] = []
         held_back: set[str] = set()  # blocking order: queues whose later jobs wait behind
         for job in self.sequence:                                               # 1
@@ -111,8 +135,10 @@ class Turns:
             yield job
         self.cycle.hold_partial()  # what lenders that cannot reclaim keep, from now on
         if self.preempts and not self.blocking:
-            deferred = self._by_priority(deferred)
-        for job in deferred:
+            later = self._by_priority(deferred)
+        else:
+            later = deferred
+        for job in later:
             if job.id not in self.done:
                 self.done.add(job.id)
                 yield job
@@ -172,14 +198,17 @@ class Turns:
             return self.cycle.could_start(job)
 
     def evicts_borrowing(self, job: Job, running: bool = True) -> bool:
-        """Whether the job may evict while its queue ends borrowing: its queue sets
-        ``borrow_within_cohort``, or (Kueue's heuristic for a queue's own jobs) the policy
-        preempts, its request is within its queue's nominal quota in some flavour and, with
+        """Whether the job may evict while its queue ends borrowing: the preemption plugin
+        lets any job of its queue do so (``evicts_while_borrowing``: ``borrow_within_cohort``,
+        and under fair sharing ``reclaim_within_cohort``), or (Kueue's heuristic for a queue's
+        own jobs) its request is within its queue's nominal quota in some flavour and, with
         ``running``, a job of its queue that it may evict runs there."""
         queue = self.cycle.snapshot.queues[job.queue]
-        if queue.borrow_within_cohort is not BorrowWithinCohort.NEVER:
+        if not self.preempts:
+            return queue.borrow_within_cohort is not BorrowWithinCohort.NEVER
+        if self.cycle.policy.preemption.evicts_while_borrowing(queue):
             return True
-        if not self.preempts or queue.within_queue is WithinQueue.NEVER:
+        if queue.within_queue is WithinQueue.NEVER:
             return False
         index, mine, demand = index_of(self.cycle), self.cycle.priority_of(job), job.total()
         for flavor, _ in self.cycle.flavors(job):

@@ -195,6 +195,7 @@ class Engine:
         self.result = ReplayResult(policy, config.gpus, self.runs, [], [], [(0.0, 0)])
         self.freed = True  # capacity grew (or the start) since the last cycle
         self.last_bound = True
+        self.nominated: frozenset[str] = frozenset()  # left waiting for their victims
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -242,8 +243,10 @@ class Engine:
         jobs = [self._job(self.by_id[rid]) for lst in shown.values() for *_, rid in lst]
         usage = {vc: Usage(u, now) for vc, u in self.usage.items() if u}
         base = self.base
-        snap = Snapshot(base.nodes, base.queues, tuple(jobs), self.projects, base.flavors, usage)
+        snap = Snapshot(base.nodes, base.queues, tuple(jobs), self.projects, base.flavors, usage,
+                        self.nominated)
         decisions = run_cycle(snap, self.policy, now, base=base)
+        self.nominated = decisions.nominated  # the preemptors the next cycle tries first
         self.freed, self.last_bound = False, bool(decisions.binds)
         if not decisions.changes_anything:
             return False

@@ -238,7 +238,8 @@ def _queues(spec: ClusterFile | QueuesFile, flavors: Mapping[str, Flavor], group
         out[q.name] = Queue(q.name, quotas, q.cohort, q.preemption.within_queue,
                             q.preemption.reclaim_within_cohort, tuple(q.resource_groups),
                             q.preemption.borrow_within_cohort, q.strict_priority,
-                            q.preemption.min_runtime, q.preemption.max_priority_threshold)
+                            q.preemption.min_runtime, q.preemption.max_priority_threshold,
+                            q.weight)
     return out
 
 

@@ -187,6 +187,7 @@ class QueueSpec(Strict):
     quota: dict[Name, QuotaSpec] = Field(default_factory=dict)
     preemption: PreemptionSpec = PreemptionSpec()
     strict_priority: bool = False
+    weight: float = Field(1.0, ge=0, le=1e6)  # fair sharing of the cohort's lent quota
     resource_groups: list[Name] = Field(default_factory=list)
     projects: list[Name] | None = None  # None: every project; []: none (closed to new jobs)
     idle: IdleSpec | None = None        # the control plane's idle reclamation defaults

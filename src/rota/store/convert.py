@@ -153,7 +153,8 @@ def queue_values(queue: Queue) -> dict[str, Any]:
                        "borrow_within_cohort": str(queue.borrow_within_cohort),
                        "strict_priority": queue.strict_priority,
                        "min_runtime_s": queue.min_runtime_s,
-                       "max_priority_threshold": queue.max_priority_threshold},
+                       "max_priority_threshold": queue.max_priority_threshold,
+                       "weight": queue.weight},
         "resource_groups": list(queue.resource_groups),
     }
 
@@ -171,6 +172,7 @@ def queue_from_row(row: Any) -> Queue:
         strict_priority=bool(row.preemption.get("strict_priority", False)),
         min_runtime_s=float(row.preemption.get("min_runtime_s", 0.0)),
         max_priority_threshold=row.preemption.get("max_priority_threshold"),
+        weight=float(row.preemption.get("weight", 1.0)),
     )
 
 

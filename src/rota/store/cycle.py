@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, insert, select, update
 
 from rota.core import ANY_FLAVOR, Flavor, IllegalTransition, Job, JobState, Project
-from rota.core import Decisions, Reason, Snapshot, Usage
+from rota.core import Decisions, Reason, ReasonCode, Snapshot, Usage
 from rota.store import accounting, convert
 from rota.store import jobs as job_rows
 from rota.store.errors import NotFound
@@ -42,7 +42,8 @@ LIVE_STATES = tuple(str(s) for s in JobState if s is JobState.PENDING or s.holds
 
 
 # what a core job is made of: every column but the store's own notes
-_JOB_COLUMNS = [c for c in jobs.c if c.name not in ("wait_reasons", "backend_handle")]
+_JOB_COLUMNS = [c for c in jobs.c
+                if c.name not in ("wait_reasons", "backend_handle", "nominated")]
 _CHUNK = 500  # ids per ``IN`` list
 
 
@@ -88,6 +89,8 @@ def snapshot(conn: Connection, cache: JobCache | None = None) -> Snapshot:
                   for r in conn.execute(select(projects).order_by(projects.c.name))},
         flavors=flavor_map,
         usage=stored_usage(conn),
+        nominated=frozenset(str(r.id) for r in conn.execute(
+            select(jobs.c.id).where(jobs.c.state == str(JobState.PENDING), jobs.c.nominated))),
     )
 
 
@@ -108,7 +111,8 @@ def apply(conn: Connection, decisions: Decisions, now: float) -> ApplyResult:
             stale[job_id] = exc.message
     # lock every row this cycle touches, in key order, so concurrent writers cannot deadlock
     rows = {r.id: r for r in conn.execute(
-        select(jobs.c.id, jobs.c.state, jobs.c.wait_reasons, jobs.c.estimated_start)
+        select(jobs.c.id, jobs.c.state, jobs.c.wait_reasons, jobs.c.estimated_start,
+               jobs.c.nominated)
         .where(jobs.c.id.in_(sorted(keys.values()))).order_by(jobs.c.id).with_for_update())}
     stale.update({j: f"no job {j!r}" for j, k in keys.items() if k not in rows})
     done: dict[str, list[str]] = {"bound": [], "preempted": [], "rejected": [], "waiting": []}
@@ -136,7 +140,7 @@ def apply(conn: Connection, decisions: Decisions, now: float) -> ApplyResult:
         attempt(b.job, "bound", JobState.SCHEDULED, _bound_to(b),
                 {"flavor": b.flavor, "borrowing": b.borrowing, "backfilled": b.backfilled},
                 placement=convert.placement_json(b.placement), flavor=b.flavor, started_at=now,
-                reason="", models=models)
+                reason="", nominated=False, models=models)
     for p in decisions.preemptions:
         key = keys.get(p.job)
         if key in rows and rows[key].state == str(JobState.PREEMPTING):
@@ -177,7 +181,7 @@ def _bound(conn: Connection, decisions: Decisions, keys: dict[str, int], rows: d
         conn, update(jobs).values(updated_at=now, started_at=now, state=str(JobState.SCHEDULED),
                                   placement=bindparam("b_placement"),
                                   flavor=bindparam("b_flavor"), reason="", wait_reasons=None,
-                                  estimated_start=None),
+                                  estimated_start=None, nominated=False),
         [{"b_id": k, "b_version": full[k].version, "b_placement": p, "b_flavor": b.flavor}
          for k, b, p in zip(bound, binds, placements)],
         [{"job": k, "time": now, "kind": "state", "message": _bound_to(b),
@@ -192,7 +196,8 @@ def _bound(conn: Connection, decisions: Decisions, keys: dict[str, int], rows: d
 
 
 _WRITE_WAIT = (update(jobs).where(jobs.c.id == bindparam("key"))
-               .values(wait_reasons=bindparam("reasons"), estimated_start=bindparam("start")))
+               .values(wait_reasons=bindparam("reasons"), estimated_start=bindparam("start"),
+                       nominated=bindparam("nominated")))
 
 
 def _write_waits(conn: Connection, decisions: Decisions, keys: dict[str, int],
@@ -210,8 +215,11 @@ def _write_waits(conn: Connection, decisions: Decisions, keys: dict[str, int],
             continue
         waiting.append(w.job)
         reasons = convert.reasons_json(w.reasons)
-        if row.wait_reasons != reasons or row.estimated_start != w.estimated_start:
-            params.append({"key": row.id, "reasons": reasons, "start": w.estimated_start})
+        nominated = bool(w.reasons) and w.reasons[0].code is ReasonCode.PREEMPTING
+        if row.wait_reasons != reasons or row.estimated_start != w.estimated_start \
+                or row.nominated != nominated:
+            params.append({"key": row.id, "reasons": reasons, "start": w.estimated_start,
+                           "nominated": nominated})
     if params:
         conn.execute(_WRITE_WAIT, params)
 

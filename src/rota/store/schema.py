@@ -174,6 +174,9 @@ jobs = Table(
     Column("wait_reasons", JSON),
     Column("estimated_start", Time),
     Column("preempt_deadline", Time),
+    # a note beside the job, as wait_reasons: the last cycle left it waiting for the jobs it
+    # evicted for itself (the scheduler's ``Snapshot.nominated``)
+    Column("nominated", Boolean, nullable=False, server_default=false()),
     Column("cancel_requested", Boolean, nullable=False, default=False),
     Column("attempts", Integer, nullable=False, default=0),
     Column("failures", Integer, nullable=False, server_default="0"),

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rota.core import Job
+from rota.core import BorrowWithinCohort, Job
 from rota.scheduler.candidates import Candidate, Variant, allows, index_of, setting
+from rota.scheduler.placement import place_gang
 from rota.scheduler.plugins.registry import register
 from rota.scheduler.victims import Plan, Search, within_nominal
 
@@ -55,6 +56,12 @@ class MinimalVictims:
         self.exact_limit = args.exact_limit
         self.budget = args.budget
 
+    @staticmethod
+    def evicts_while_borrowing(queue) -> bool:
+        """Whether a job of ``queue`` may evict even where its own request is above its
+        queue's nominal quota (Kueue's ``borrowWithinCohort``)."""
+        return queue.borrow_within_cohort is not BorrowWithinCohort.NEVER
+
     def find(self, cycle, job: Job, capped: bool = False) -> Plan | None:
         """The best victim set over the job's flavours, or None (Kueue's flavour choice: a
         flavour where only other queues' jobs are taken back before one where its own queue's
@@ -69,9 +76,12 @@ class MinimalVictims:
             found = setting(cycle, job, flavor)
             if found is None or not found.candidates:
                 continue
-            plan, key = self._in_flavor(cycle, job, found, cycle.shape(job, models), capped)
+            shape = cycle.shape(job, models)
+            plan, key = self._in_flavor(cycle, job, found, shape, capped)
             if plan is None:
                 continue
+            if self.minimum and not plan.borrow:
+                plan = self._spare_own(cycle, job, found, shape, capped, plan)
             own = any(v.queue == job.queue for v in plan.victims)
             key = (own, borrows_after(cycle, job, plan), *(key if self.minimum else ()), k)
             if rank is None or key < rank:
@@ -91,6 +101,30 @@ class MinimalVictims:
             if rank is None or key < rank:
                 best, rank = plan, key
         return best, rank
+
+    def _spare_own(self, cycle, job: Job, found, shape, capped: bool, plan: Plan) -> Plan:
+        """A plan of a pass that let the job's queue end within nominal, without the victims
+        of its own queue it fits beside once its queue may borrow (latest first): such a
+        victim would start again at once by borrowing what the plan frees (rota's rule;
+        Kueue evicts it, and it comes back)."""
+        search = Search(cycle, job, found, shape, capped, True, 0, 1, 0)
+        victims = list(plan.victims)
+        for v in reversed(plan.victims):
+            if v.queue != job.queue:
+                continue
+            rest = [x for x in victims if x.id != v.id]
+            if search.fits_without([*plan.free, *rest]):
+                victims = rest
+        if len(victims) == len(plan.victims):
+            return plan
+        sub = cycle.state.mark()
+        search._handover(-1)
+        for x in (*plan.free, *victims):
+            search.release(x)
+        placement, _ = place_gang(cycle.state, shape, job.replicas, cycle.placement, capped)
+        search.restore(sub, [*plan.free, *victims])
+        search._handover(1)
+        return Plan(victims, plan.free, plan.flavor, placement, True)
 
     def _pass(self, cycle, job: Job, found, shape, capped: bool, borrow: bool) -> Plan | None:
         search = Search(cycle, job, found, shape, capped, borrow, self.exact_limit,
