@@ -6,7 +6,9 @@ reads queues and nodes; only an operator changes them (403 ``forbidden`` otherwi
 - ``PUT /v1/queues``: create or replace flavours and queues written as in a cluster file, each
   queue with its optional ``projects`` binding, and the defaults of the control plane (idle
   reclamation, ``fair_use`` caps) and ``prices`` (of a GPU-hour per model, for ``rota usage``);
-  all are validated before any is written.
+  all are validated before any is written. A file that defines quotas retires the queues
+  without quota open to every project that it does not list; the answer says what became of
+  each, and where each project's jobs go when they name no queue (``QueuesApplied``).
 - ``GET /v1/fair-use``: the caps per user and per project in force (everyone may read them).
 - ``DELETE /v1/queues/{name}``, ``DELETE /v1/projects/{name}``: refused with 409 while jobs
   hold them (``queue_in_use``, ``project_in_use``, ``project_has_jobs``; see
@@ -20,7 +22,7 @@ The control loop is woken (``changed``) after every change the next cycle must s
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from fastapi import Body, Depends, FastAPI
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,6 +33,38 @@ from rota.spec import build_queues
 from rota.store import NotFound, Principal, Store
 
 ACTIONS = ("cordon", "drain", "uncordon", "resume")
+
+
+class OpenQueueView(BaseModel):
+    """A queue without quota that admitted every project before the apply, or does after."""
+
+    name: str
+    action: Literal["deleted", "closed", "kept"] = Field(
+        description="deleted: it held no pending or running job; closed: it admits no new job, "
+                    "and its live jobs stay and run; kept: still open to every project")
+    why: Literal["not_listed", "listed", "no_quotas"] = Field(
+        description="not_listed: the file defines quotas and leaves it out; listed: the file "
+                    "lists it without quota nor projects; no_quotas: the file defines no quota")
+    jobs: dict[str, int] = Field(description="a closed queue's live jobs per state")
+
+
+class DefaultQueueView(BaseModel):
+    """Where a project's jobs go when they name no queue."""
+
+    project: str
+    queue: str | None = Field(description="the queue named default among those the project "
+                                           "may use, else the only one; null: no single one")
+    usable: list[str] = Field(description="the queues that admit the project (none: its jobs "
+                                          "are refused until a queue admits it)")
+
+
+class QueuesApplied(BaseModel):
+    """What ``PUT /v1/queues`` wrote and what it did to queues open to all without quota."""
+
+    flavors: list[str]
+    queues: list[str]
+    open_unlimited: list[OpenQueueView]
+    default_queues: list[DefaultQueueView]
 
 
 class NodeAction(BaseModel):
@@ -49,26 +83,31 @@ def add_admin_routes(app: FastAPI, store: Store, reads: Reads,
 
     @app.put("/v1/queues")
     def apply_queues(body: dict[str, Any] = Body(...), _: Principal = Depends(operator)
-                     ) -> dict[str, Any]:
+                     ) -> QueuesApplied:
         """Running jobs keep their flavour, and jobs already accepted stay whatever a new
-        binding says; the next cycle applies the new quotas."""
+        binding says; the next cycle applies the new quotas. A file that defines quotas
+        deletes, or closes while jobs hold it, each queue without quota that admits every
+        project and that it does not list (``rota.store.queueset``)."""
         groups = {node.resource_group for node, _, _ in store.list_nodes()}
         known = {f.name: f for f in store.list_flavors()}
         projects = [p.name for p in store.list_projects()]
         applied = build_queues(body, groups, known, projects)
-        for flavor in applied.flavors.values():
-            store.put_flavor(flavor)
-        for name, queue in applied.queues.items():
-            store.put_queue(queue, applied.bindings[name])
-        for scope, policy in applied.idle.items():
-            store.put_idle(scope, policy)
+        done = store.apply_queue_set(
+            applied.flavors.values(),
+            {name: (queue, applied.bindings[name]) for name, queue in applied.queues.items()},
+            applied.idle)
         if applied.fair_use_given:
             store.put_fair_use(applied.fair_use)
         if applied.prices_given:
             currency, per_model = applied.prices or (None, {})
             store.put_prices(currency, per_model)
         changed()
-        return {"flavors": sorted(applied.flavors), "queues": sorted(applied.queues)}
+        return QueuesApplied(
+            flavors=list(done.flavors), queues=list(done.queues),
+            open_unlimited=[OpenQueueView(name=o.name, action=o.action, why=o.why,
+                                          jobs=dict(o.jobs)) for o in done.open_unlimited],
+            default_queues=[DefaultQueueView(project=d.project, queue=d.queue,
+                                             usable=list(d.usable)) for d in done.defaults])
 
     @app.get("/v1/fair-use")
     def fair_use(_: Principal = Depends(principal)) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import typer
 
-from rota.cli.remote import EXIT_BAD_INPUT, die, print_json, talking
+from rota.cli.remote import EXIT_BAD_INPUT, EXIT_FAILED, die, print_json, talking
 from rota.cli.tables import Column, console, fit
 from rota.core import InvalidSpec
 
@@ -95,8 +95,13 @@ def queue_delete(name: str = typer.Argument(..., help="Queue name (rota queues l
 
 @queue_app.command("apply")
 def queue_apply(file: Path = typer.Argument(..., help="YAML with flavors: and queues:, as in a "
-                                                      "cluster file.")) -> None:
-    """Create or replace queues (quotas, cohort, preemption) and flavours from a file."""
+                                                      "cluster file."),
+                as_json: bool = typer.Option(False, "--json", help="Print the server's answer "
+                                             "(what was applied, removed or kept, and each "
+                                             "project's default queue).")) -> None:
+    """Create or replace queues (quotas, cohort, preemption) and flavours from a file. A file
+    that defines quotas deletes (or closes, while jobs hold it) each queue without quota open
+    to every project that it does not list."""
     from rota.client import ApiError
     from rota.spec import read_yaml
 
@@ -108,14 +113,55 @@ def queue_apply(file: Path = typer.Argument(..., help="YAML with flavors: and qu
         try:
             done = client.apply_queues(data)
         except ApiError as exc:
-            if exc.status != 422:
+            if exc.status not in (409, 422):
                 raise
             named = exc.message if not exc.field or exc.message.startswith(f"{exc.field}:") \
                 else f"{exc.field}: {exc.message}"
-            die(f"{file}: {named}", EXIT_BAD_INPUT)  # the server names the field; add the file
+            # the server names the field; add the file
+            die(f"{file}: {named}", EXIT_BAD_INPUT if exc.status == 422 else EXIT_FAILED)
+    if as_json:
+        print_json(done)
+        return
     print(f"Applied {len(done['queues'])} queue(s): {', '.join(done['queues'])}"
           + (f"; flavour(s): {', '.join(done['flavors'])}" if done["flavors"] else "")
           + ". rota queues shows their quota and use.")
+    for entry in done.get("open_unlimited", ()):
+        print(_open_queue_words(entry, str(file)))
+    if done.get("default_queues"):
+        print("Jobs that name no queue go to, by project:")
+        width = max(len(d["project"]) for d in done["default_queues"])
+        for entry in done["default_queues"]:
+            print(f"  {entry['project']:<{width}}  {_default_queue_words(entry)}")
+
+
+def _open_queue_words(entry: dict, file: str) -> str:
+    """One sentence on a queue without quota that was, or is, open to every project."""
+    name, jobs = entry["name"], entry.get("jobs") or {}
+    if entry["action"] == "deleted":
+        return (f"Deleted queue {name}: it had no quota and admitted every project, so jobs "
+                f"there would bypass the quotas of {file}, which does not list it (list it "
+                "there to keep it).")
+    if entry["action"] == "closed":
+        counted = ", ".join(f"{n} {state}" for state, n in sorted(jobs.items()))
+        return (f"Closed queue {name} to new jobs: it has no quota and admitted every project, "
+                f"so new jobs there would bypass the quotas of {file}, which does not list it. "
+                f"Its {sum(jobs.values())} job(s) ({counted}) stay and run; rota queue delete "
+                f"{name} once they have finished (rota ps --queue {name} lists them).")
+    if entry["why"] == "listed":
+        return (f"Queue {name} has no quota and admits every project, as {file} lists it: no "
+                "quota limits the jobs there.")
+    return (f"Queue {name} has no quota and admits every project, and stays so: {file} "
+            "defines no quota.")
+
+
+def _default_queue_words(entry: dict) -> str:
+    usable, chosen = entry["usable"], entry["queue"]
+    if chosen is not None:
+        others = [q for q in usable if q != chosen]
+        return chosen + (f" (may also use {', '.join(others)})" if others else "")
+    if usable:
+        return f"none: each job must name one of {', '.join(usable)} (--queue)"
+    return "none: no queue admits it; its new jobs are refused until one does"
 
 
 @project_app.command("create")

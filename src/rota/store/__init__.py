@@ -9,6 +9,7 @@ with usage accounting. Modules:
 - ``records``: values in and out (``Submission``, ``JobRecord``, ``Page``, ``JobEvent``);
 - ``convert``: rows and JSON columns <-> core values (the job spec format is documented there);
 - ``jobs``, ``admin``, ``cycle``: the operations, each on a connection the ``Store`` opened;
+  ``queueset``: a queues file applied in one transaction, and the open queues it retires;
 - ``lease``: named leases with a holder and an expiry (one control loop per database);
 - ``tokens``: token generation, hashing, roles and principals; ``errors``: stable error codes;
 - ``group``: group commit, one writer thread committing concurrent submits together;

@@ -298,7 +298,7 @@ def bindings(conn: Connection) -> dict[str, Binding]:
             for r in conn.execute(select(queues.c.name, queues.c.projects))}
 
 
-def _live_counts(conn: Connection, column, name: str) -> dict[str, int]:
+def live_counts(conn: Connection, column, name: str) -> dict[str, int]:
     query = (select(jobs.c.state, func.count()).where(column == name, jobs.c.state.in_(LIVE))
              .group_by(jobs.c.state))
     return {state: n for state, n in conn.execute(query)}
@@ -318,7 +318,7 @@ def _lock(conn: Connection, table, kind: str, name: str) -> None:
 def delete_queue(conn: Connection, name: str) -> None:
     """Delete a queue that holds no live job (see the module docstring)."""
     _lock(conn, queues, "queue", name)
-    live = _live_counts(conn, jobs.c.queue, name)
+    live = live_counts(conn, jobs.c.queue, name)
     if live:
         raise InUse("queue_in_use", f"queue {name} still holds {sum(live.values())} job(s) "
                     f"({_counted(live)}): cancel them (rota cancel ID) or wait until they "
@@ -331,7 +331,7 @@ def delete_project(conn: Connection, name: str) -> list[str]:
     """Delete a project without jobs, its memberships, usage and budget, and remove it from
     every binding; returns the queues whose binding changed."""
     _lock(conn, projects, "project", name)
-    live = _live_counts(conn, jobs.c.project, name)
+    live = live_counts(conn, jobs.c.project, name)
     if live:
         raise InUse("project_in_use", f"project {name} still has {sum(live.values())} job(s) "
                     f"({_counted(live)}): cancel them (rota cancel ID) or wait until they "

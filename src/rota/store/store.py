@@ -27,7 +27,7 @@ import time
 from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from sqlalchemy import Connection
 
@@ -36,7 +36,9 @@ from rota.core import (
 )
 from rota.core import Decisions, Snapshot, Usage
 from rota.core.accounting import BudgetStatus, Report, check_budget, tally
-from rota.store import access, accounting, admin, briefs, cycle, jobs, lease, submit
+from rota.store import (
+    access, accounting, admin, briefs, cycle, jobs, lease, queueset, submit,
+)
 from rota.store.held import HeldCache
 from rota.store.engine import WRITE, display_url, make_engine, migrate, resolve_url
 from rota.store.authcache import DEFAULT_TTL_S, AuthCache
@@ -245,6 +247,14 @@ class Store:
         """Create or replace ``queue``, admitting the jobs of ``projects`` (None: every one)."""
         with self._write() as conn:
             admin.put_queue(conn, queue, projects)
+
+    def apply_queue_set(self, flavors: Iterable[Flavor],
+                        listed: Mapping[str, tuple[Queue, tuple[str, ...] | None]],
+                        idle: Mapping[str, dict[str, Any] | None]) -> queueset.QueueSetApplied:
+        """A queues file's flavours, queues (name -> queue and binding) and idle defaults in
+        one transaction; open unlimited queues it leaves out retire (``rota.store.queueset``)."""
+        with self._write() as conn:
+            return queueset.apply(conn, flavors, listed, idle)
 
     def bindings(self) -> dict[str, tuple[str, ...] | None]:
         """The projects each queue admits (None: every project); see ``rota.store.admin``."""
