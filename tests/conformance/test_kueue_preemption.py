@@ -623,3 +623,28 @@ def test_kueue_candidates_ordering_evicted_workload_first():
     d = decide(snap, POLICY, CYCLE)
     assert d.preemptions == [], upstream
     assert codes(d, "in") == ["preempting"], upstream
+
+
+# -- where rota deliberately differs -----------------------------------------------------------
+
+
+def test_a_victim_taken_while_borrowing_keeps_its_queue_at_nominal():
+    """kubernetes-sigs/kueue@ff69552e79 pkg/scheduler/preemption/preemption_test.go
+    TestPreemption/"use BorrowWithinCohort; allow preempting a lower-priority workload from
+    another ClusterQueue while borrowing". with_shared_cq: 1 + 1 + 1 + 0 + 10 = 13; used
+    a_best_effort 10 (borrows 9), b_best_effort 1 (borrows 1): 2 free. in (a_standard, 10)
+    borrows 9 whatever goes; both jobs are -1, below it and not above the threshold 0.
+
+    Kueue takes a_best_effort_low (its queue still borrows at its turn), which takes
+    a_best_effort from 10 to 0, below its nominal 1. rota's minimal-victims does not take a
+    victim for a job that borrows where that leaves the victim's queue below nominal
+    (docs/scheduler.md, "rota vs Kueue": the victim would be owed its quota back and take it
+    at once); b_best_effort_low alone frees 1 (3 < 10), so nobody is evicted and in waits.
+    ``preemption: classic`` gives Kueue's answer."""
+    snap = kueue(admitted("a_best_effort_low", "a_best_effort", 10, priority=-1),
+                 admitted("b_best_effort_low", "b_best_effort", 1, priority=-1),
+                 incoming("a_standard", 10)).build()
+    rota = decide(snap, POLICY, CYCLE)
+    assert rota.preemptions == [] and "in" not in bound(rota)
+    run_classic = decide(snap, {**POLICY, "preemption": "classic"}, CYCLE)
+    assert {p.job: p.reason for p in run_classic.preemptions} == {"a_best_effort_low": RECLAIM}

@@ -285,16 +285,19 @@ def _candidates(cycle, index: Index, job: Job, flavor: str, short: frozenset[str
     return out
 
 
-def valid(cycle, c: Candidate, borrow: bool, short: frozenset[str]) -> bool:
+def valid(cycle, c: Candidate, borrow: bool, short: frozenset[str],
+          keep_nominal: bool = True) -> bool:
     """Whether candidate ``c`` may be released at its turn, in a pass that lets the queue end
-    borrowing (``borrow``) or not, with the victims released before it gone."""
+    borrowing (``borrow``) or not, with the victims released before it gone; without
+    ``keep_nominal`` (Kueue exactly), a BORROWED one too where its queue goes below nominal."""
     if c.variant in (Variant.FREE, Variant.OWN):
         return True
     if borrow and c.variant is Variant.UNBORROWED:
         return False
     if not borrows(cycle, c.job.queue, c.job.flavor, short & needs(c.job)):
         return False
-    return c.variant is not Variant.BORROWED or keeps_nominal(cycle, c.job, short)
+    return c.variant is not Variant.BORROWED or not keep_nominal \
+        or keeps_nominal(cycle, c.job, short)
 
 
 def keeps_nominal(cycle, v: Job, short: frozenset[str]) -> bool:

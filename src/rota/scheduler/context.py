@@ -24,7 +24,7 @@ from rota.scheduler.placement import Shape, find_replica, holds, place_gang
 from rota.scheduler.reasons import resource_reason
 from rota.core.snapshot import Snapshot
 from rota.scheduler.state import ALL_MODELS, Cap, Slot
-from rota.scheduler.victims import within_nominal
+from rota.scheduler.victims import Plan, within_nominal
 
 
 @dataclass(slots=True)
@@ -97,6 +97,10 @@ class Cycle:
         self.reservation: Reserve | None = None
         self.reserved_quota: tuple | None = None  # (queue, flavour, demand) of the reserved job
         self.reserved_borrows = False  # the reserved job's queue is above nominal at its start
+        self._outranks: dict[tuple, tuple[int, bool]] = {}  # answers at a book version
+        self.preemptors = 0  # jobs that evicted for themselves in this cycle
+        self.hopeless: set[tuple] = set()  # preemption searches that found no victim set
+        self._plans: dict[str, tuple[tuple, Plan]] = {}  # job -> (versions, its plan)
 
     def close(self) -> None:
         """Undo everything this cycle changed on its base: overlay (journal), caps, quota
@@ -275,7 +279,12 @@ class Cycle:
         if self.reserved_quota is None or not self.reserved_borrows \
                 or self.reserved_quota[0] == job.queue:
             return False
-        return any(within_nominal(self.book, job, flavor) for flavor, _ in self.flavors(job))
+        key = (job.queue, job.request, job.replicas)
+        hit = self._outranks.get(key)
+        if hit is None or hit[0] != self.book.version:
+            hit = self._outranks[key] = (self.book.version, any(
+                within_nominal(self.book, job, flavor) for flavor, _ in self.flavors(job)))
+        return hit[1]
 
     def could_start(self, job: Job) -> bool:
         """Whether ``job`` would pass admission and placement now, in some flavour (a what-if:
@@ -285,6 +294,28 @@ class Cycle:
                 if self.fits(job, self.shape(job, models)):
                     return True
         return False
+
+    def victims_for(self, job: Job, capped: bool) -> Plan | None:
+        """The preemption plugin's victim plan for ``job`` now, or None: none while the cycle's
+        preemptor budget is spent, or where a search with the same key failed before in this
+        cycle (``search_key``). A what-if: nothing is evicted; a plan found is the answer again
+        while neither the overlay nor the quota book has changed."""
+        plugin = self.policy.preemption
+        if plugin is None or self.preemptors >= plugin.max_preemptors:
+            return None
+        key = search_key(self, job, capped)
+        if key in self.hopeless:
+            return None
+        versions = (self.state.version, self.book.version, capped, len(self.gone))
+        hit = self._plans.get(job.id)
+        if hit is not None and hit[0] == versions:
+            return hit[1]
+        plan = plugin.find(self, job, capped)
+        if plan is None:
+            self.hopeless.add(key)
+        else:
+            self._plans[job.id] = (versions, plan)
+        return plan
 
     def fits(self, job: Job, shape: Shape) -> bool:
         """Whether ``place`` would find room for ``job`` now (a what-if: nothing is taken;
@@ -381,6 +412,7 @@ class Cycle:
         if queue.cohort is None:
             return
         demand, partial = job.total(), None
+        keeps = queue.reclaim_within_cohort is not ReclaimWithinCohort.ANY
         for flavor, _ in self.flavors(job):
             quota = queue.quotas.get(flavor)
             if quota is None:
@@ -390,12 +422,11 @@ class Cycle:
                 if held:
                     self.hold_quota(job.queue, flavor, held)
                 return
-            if partial is None:
+            if keeps and partial is None:
                 left = {r: min(demand[r], n - self.book.usage[(job.queue, flavor, r)])
                         for r, n in quota.nominal.items() if demand.get(r, 0) > 0}
                 partial = (flavor, {r: v for r, v in left.items() if v > 0})
-        if partial is not None and partial[1] \
-                and queue.reclaim_within_cohort is not ReclaimWithinCohort.ANY:
+        if partial is not None and partial[1]:
             self.partial.append((job.id, job.queue, *partial))
 
     def hold_partial(self) -> None:
@@ -470,3 +501,11 @@ class Cycle:
             s = self.state.by_name[name]
             self.state.set_cap(s, Cap(s.cpu, s.mem, list(s.milli), list(s.gmem)))
             self._capped.append(s)
+
+
+def search_key(cycle: Cycle, job: Job, capped: bool) -> tuple:
+    """What a preemption search depends on besides the overlay. Within a cycle the overlay only
+    loses free capacity and evictable jobs, so a search that failed fails again for any job
+    with the same key."""
+    return (job.queue, cycle.priority_of(job), capped, job.replicas, job.request,
+            job.resource_group, job.selector)

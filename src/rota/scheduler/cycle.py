@@ -80,7 +80,8 @@ def _run(cycle: Cycle, snapshot: Snapshot, policy: Policy, now: float) -> Decisi
     walk = Walk(cycle, out)
     for job in walk.turns(pending):                                         # 3
         walk.step(job)
-    spare_victims(cycle, out, walk.evictions)
+    if policy.preemption is not None and policy.preemption.spares:
+        spare_victims(cycle, out, walk.evictions)
     return out                                                              # 4
 
 
@@ -92,8 +93,6 @@ class Walk:
 
     def __init__(self, cycle: Cycle, out: Decisions) -> None:
         self.cycle, self.policy, self.out = cycle, cycle.policy, out
-        self.preemptors = 0
-        self.hopeless: set[tuple] = set()  # preemption searches that found no victim set
         self.blocked: dict[str, tuple[Reason, ...]] = {}  # queue -> why its later jobs wait
         self.holds: dict[str, list[tuple[float, frozenset, Reason]]] = {}
         self.shared = SharedReasons()
@@ -148,18 +147,13 @@ class Walk:
 
     def _preempt(self, job: Job) -> bool:
         """Step c: find victims for ``job`` and evict them; True if it did."""
-        cycle, plugin = self.cycle, self.policy.preemption
-        if (plugin is None or not self._turns.may_preempt(job)
-                or self.preemptors >= plugin.max_preemptors):
+        cycle = self.cycle
+        if not self._turns.may_preempt(job):
             return False
-        search = _search_key(cycle, job, False)
-        if search in self.hopeless:
-            return False
-        plan = plugin.find(cycle, job, False)
+        plan = cycle.victims_for(job, False)
         if plan is None:
-            self.hopeless.add(search)
             return False
-        self.preemptors += 1
+        cycle.preemptors += 1
         self._turns.moves(job)
         preempts, extra = _evict(cycle, job, plan)
         self.evictions.append(Eviction(job, plan, extra))
@@ -202,14 +196,6 @@ class Walk:
             if nodes & theirs:
                 return (reason,)
         return None
-
-
-def _search_key(cycle: Cycle, job: Job, capped: bool) -> tuple:
-    """What a preemption search depends on besides the overlay. Within a cycle the overlay only
-    loses free capacity and evictable jobs, so a search that failed fails again for any job
-    with the same key."""
-    return (job.queue, cycle.priority_of(job), capped, job.replicas, job.request,
-            job.resource_group, job.selector)
 
 
 def _evict(cycle: Cycle, job: Job, plan) -> tuple[list[Preempt], dict[str, int]]:

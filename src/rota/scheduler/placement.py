@@ -168,8 +168,16 @@ def one_device(slot: Slot, fits: list[int], direction: str) -> int:
     tied = [p for p in fits if milli[p] == level]
     if len(tied) == 1:
         return tied[0]
+    if flat(slot.nvlink, slot.numa):  # no topology: crowding differs only by the device itself
+        return min(tied, key=lambda p: (not slot.wholly_free(p), p))
     crowded = crowding(slot, fits)
     return min(tied, key=lambda p: (crowded(p), p))
+
+
+@lru_cache(maxsize=1024)
+def flat(links: tuple, numa: tuple) -> bool:
+    """Whether a node's devices share no NVLink domain and one NUMA node."""
+    return all(link is None for link in links) and len(set(numa)) <= 1
 
 
 def crowding(slot: Slot, fits: list[int]):

@@ -19,7 +19,8 @@ Nodes are indexed in name order, whatever the order of the node list: no decisio
 the order in which nodes are listed.
 
 ``epoch`` grows whenever free capacity grows beyond what an earlier moment had; a placement
-that failed at epoch ``e`` fails again while ``epoch == e``.
+that failed at epoch ``e`` fails again while ``epoch == e``. ``version`` counts every change
+(taken or undone): equal versions, equal overlay.
 
 A *cap* limits what a job that would still run at a reservation's start may take on a reserved
 node (see ``backfill``): it fits only where both the free capacity and the cap allow.
@@ -138,6 +139,7 @@ class ClusterState:
         self.journal: list[Entry] = []
         self.loaded_kinds: dict[int, dict[str | int, int]] = {}  # slot -> task kind -> loaded jobs
         self.epoch = 0
+        self.version = 0
         max_gpus = max((len(n.devices) for n in nodes), default=0)
         shared: dict[tuple, tuple[Pool, ...]] = {}  # nodes alike share one tuple of pools
         for slot in self.slots:
@@ -206,6 +208,7 @@ class ClusterState:
         self._change(e, 1)
 
     def _change(self, e: Entry, sign: int) -> None:
+        self.version += 1
         s = self.slots[e.slot]
         self._unorder(s)
         s.cpu -= sign * e.cpu

@@ -210,7 +210,17 @@ class Turns:
             return True
         if queue.within_queue is WithinQueue.NEVER:
             return False
-        index, mine, demand = index_of(self.cycle), self.cycle.priority_of(job), job.total()
+        index, mine = index_of(self.cycle), self.cycle.priority_of(job)
+        newer = queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+        key = ("evicts", job.queue, mine, job.request, job.replicas, running,
+               (job.submit_time, job.id) if newer else None)
+        hit = index.memo.get(key)  # the index's jobs change only with an eviction
+        if hit is None:
+            hit = index.memo[key] = self._evicts_own(job, queue, index, mine, running)
+        return hit
+
+    def _evicts_own(self, job: Job, queue, index, mine: float, running: bool) -> bool:
+        demand = job.total()
         for flavor, _ in self.cycle.flavors(job):
             quota = queue.quotas.get(flavor)
             if quota is None or any(demand.get(r, 0) > n for r, n in quota.nominal.items()):

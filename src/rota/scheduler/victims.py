@@ -74,6 +74,7 @@ class Search:
         self.state, self.book = cycle.state, cycle.book
         self.position = {c.job.id: k for k, c in enumerate(setting.candidates)}
         self.checks = 0
+        self.keep_nominal = True  # rota's rule for victims taken while borrowing (candidates)
 
     # -- moves ---------------------------------------------------------------------------------
 
@@ -91,7 +92,7 @@ class Search:
         self.state.undo(mark)
 
     def valid(self, c: Candidate) -> bool:
-        return valid(self.cycle, c, self.borrow, self.setting.short)
+        return valid(self.cycle, c, self.borrow, self.setting.short, self.keep_nominal)
 
     def fits(self) -> bool:
         self.checks += 1

@@ -70,6 +70,7 @@ POLICIES: dict[str, tuple[dict[str, Any], str]] = {
     "fairshare": ({"preset": "fairshare"}, "estimate"),
     "fair-sjf": ({"preset": "fair-sjf"}, "estimate"),
     "fair-sjf-easy": ({"preset": "fair-sjf", "backfill": "easy"}, "estimate"),
+    "fair-sharing": ({"preset": "fair-sharing"}, "estimate"),
 }
 END, LEVEL = 0, 1  # kinds of timed events: a job ends; a running job crosses a LAS threshold
 

@@ -94,15 +94,16 @@ class QueueShare(BestEffortFifo):
 
 
 def stuck(job: Job, view) -> bool:
-    """Whether ``job`` could neither start nor evict now (a what-if: nothing changes)."""
+    """Whether ``job`` could neither start nor evict now (a what-if: nothing changes; a
+    search that fails is remembered for the cycle, as the cycle's own are)."""
     if job.queue not in view.book.queues:
         return False
     if not view.book.admissible_ever(job.queue, job.total(), [f for f, _ in view.flavors(job)]):
         return True
-    if view.could_start(job):
-        return False
-    plugin = view.policy.preemption
-    return plugin is None or plugin.find(view, job) is None
+    with view.lifted(job.queue):  # as the cycle tries it
+        if view.could_start(job):
+            return False
+        return view.victims_for(job, False) is None
 
 
 class FairArgs(BaseModel):
@@ -124,6 +125,7 @@ class FairArgs(BaseModel):
 class FairSharing:
     name = "fair-sharing"
     Args = FairArgs
+    spares = True  # the cycle gives back the victims its later plans left unneeded
 
     def __init__(self, args: FairArgs) -> None:
         self.max_preemptors = args.max_preemptors

@@ -5,7 +5,9 @@ eligibility of the job, its candidates, their order, the passes with and without
 is ``rota.scheduler.candidates``; which of them, ``rota.scheduler.victims``. Two plugins:
 
 - ``classic``: Kueue's classic preemption exactly: in each pass, release the valid candidates
-  in order until the job fits, then give back, latest first, each one it can spare;
+  in order until the job fits, then give back, latest first, each one it can spare; none of
+  rota's rules against churn (a victim taken while borrowing keeps its queue at nominal, the
+  cycle's own fill-back across its preemptions);
 - ``minimal-victims`` (rota's default): the same candidates and passes, but the fewest victims:
   the minimum set while the candidates that matter are few (``exact_limit``), else the best of
   several greedy orders (per node with candidates); equal-sized sets prefer candidates earlier
@@ -49,6 +51,7 @@ class MinimalVictims:
     name = "minimal-victims"
     Args = VictimArgs
     minimum = True  # go on from Kueue's greedy set to the fewest victims
+    spares = True  # the cycle gives back the victims its later plans left unneeded
 
     def __init__(self, args: VictimArgs) -> None:
         self.max_preemptors = args.max_preemptors
@@ -129,6 +132,7 @@ class MinimalVictims:
     def _pass(self, cycle, job: Job, found, shape, capped: bool, borrow: bool) -> Plan | None:
         search = Search(cycle, job, found, shape, capped, borrow, self.exact_limit,
                         self.budget, self.node_trials)
+        search.keep_nominal = self.minimum  # classic: Kueue's rule exactly
         cands = [c for c in found.candidates if not (borrow and c.variant is Variant.UNBORROWED)]
         real = [c for c in cands if c.variant is not Variant.FREE]
         if not search.quota_allows(real) or not may_fit(cycle, job, shape, cands):
@@ -163,6 +167,7 @@ class ClassicPreemption(MinimalVictims):
     name = "classic"
     Args = ClassicArgs
     minimum = False
+    spares = False  # the cycle gives back no victim of its plans (Kueue's scheduler does not)
 
     def __init__(self, args: ClassicArgs) -> None:
         super().__init__(VictimArgs(max_preemptors=args.max_preemptors))
