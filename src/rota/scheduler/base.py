@@ -40,17 +40,20 @@ from rota.scheduler.state import ClusterState, Slot
 class UndoableBook(QuotaBook):
     """A quota book whose charges, between ``begin`` and ``rollback``, are taken back exactly
     (in reverse order) by ``rollback``; the answer caches follow, as every charge clears them.
-    ``version`` counts charges: equal versions, equal book."""
+    ``version`` names the book's content: each charge gives it a new name, never used before,
+    and whoever puts the book back as it was may put back its name (equal versions, equal
+    book), so that the answers remembered for it hold again."""
 
     def __init__(self, queues: Mapping[str, Queue], flavors: Mapping[str, Flavor]) -> None:
         self.log: list[tuple[str, str, Mapping[str, int], int]] | None = None
-        self.version = 0
+        self.version = self._names = 0
         super().__init__(queues, flavors, ())
 
     def charge(self, queue: str, f: str, demand: Mapping[str, int], sign: int) -> None:
         if self.log is not None:
             self.log.append((queue, f, demand, sign))
-        self.version += 1
+        self._names += 1
+        self.version = self._names
         super().charge(queue, f, demand, sign)
 
     def begin(self) -> None:
@@ -181,6 +184,7 @@ class Base:
         view = object.__new__(ClusterState)
         view.__dict__.update(self.state.__dict__)
         view.journal = []
+        view._before = []
         view.epoch = 0
         return view
 

@@ -46,6 +46,7 @@ is ``rota.scheduler.victims``; the plugins are ``rota.scheduler.plugins.preempt`
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Mapping
@@ -202,6 +203,17 @@ class Index:
             if q.cohort is not None:
                 self.cohorts.setdefault(q.cohort, []).append(q.name)
         self.memo: dict[tuple, list[Candidate]] = {}
+        self._lowest: dict[tuple[str, str], float] = {}
+
+    def lowest(self, queue: str, flavor: str) -> float:
+        """The lowest priority of the queue's evictable jobs in ``flavor`` (inf: none)."""
+        key = (queue, flavor)
+        hit = self._lowest.get(key)
+        if hit is None:
+            hit = self._lowest[key] = min(
+                (self.prio[id(v)] for v in self.by_queue.get(queue, ()) if v.flavor == flavor),
+                default=math.inf)
+        return hit
 
 
 def index_of(cycle) -> Index:
@@ -237,22 +249,28 @@ def setting(cycle, job: Job, flavor: str) -> Setting | None:
     if not eligible(queue, quota, demand, short, cycle, flavor):
         return None
     entitled = within_nominal_with(cycle.book, job.queue, flavor, demand)
-    cands = candidates(cycle, job, flavor, short, entitled)
+    # a queue above nominal with the job, that may not evict while borrowing and is not below
+    # nominal in what it is short of, has the one pass that allows borrowing: no job of
+    # another queue is valid in it (each would be UNBORROWED), so none is listed
+    others = entitled or queue.borrow_within_cohort is not BorrowWithinCohort.NEVER \
+        or below_nominal(cycle.book, job.queue, flavor, short)
+    cands = candidates(cycle, job, flavor, short, entitled, others)
     return Setting(flavor, short, entitled, cands,
                    passes_for(queue, cycle.book, flavor, short, cands))
 
 
 def candidates(cycle, job: Job, flavor: str, short: frozenset[str],
-               entitled: bool) -> list[Candidate]:
-    """The candidates of ``job`` in ``flavor``, in order (see the module docstring). The list
-    depends on the job only through its queue, priority (and submission, for
-    ``lower-or-newer-equal-priority``), the short resources, whether it is entitled, and which
-    queues of its cohort borrow them, so it is remembered for those until the cycle's
-    evictable jobs change."""
+               entitled: bool, others: bool = True) -> list[Candidate]:
+    """The candidates of ``job`` in ``flavor``, in order (see the module docstring); without
+    ``others``, those of its own queue only. The list depends on the job only through its
+    queue, priority (and submission, for ``lower-or-newer-equal-priority``), the short
+    resources, whether it is entitled, and which queues of its cohort borrow them, so it is
+    remembered for those until the cycle's evictable jobs change."""
     index = index_of(cycle)
     queue = cycle.snapshot.queues[job.queue]
     lenders = tuple(q for q in index.cohorts.get(queue.cohort, ()) if q != job.queue
-                    and borrows(cycle, q, flavor, short)) if queue.cohort is not None else ()
+                    and borrows(cycle, q, flavor, short)) \
+        if others and queue.cohort is not None else ()
     newer = queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
     key = (job.queue, cycle.priority_of(job), (job.submit_time, job.id) if newer else None,
            flavor, short, entitled, lenders)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -101,6 +101,9 @@ class Cycle:
         self.preemptors = 0  # jobs that evicted for themselves in this cycle
         self.hopeless: set[tuple] = set()  # preemption searches that found no victim set
         self._plans: dict[str, tuple[tuple, Plan]] = {}  # job -> (versions, its plan)
+        self._could: dict[tuple, tuple[tuple[int, int], bool]] = {}  # see ``could_start``
+        # (queue, book version) -> the version of that book with the queue's holds lifted
+        self.lift_names: dict[tuple[str, int], int] = {}
 
     def close(self) -> None:
         """Undo everything this cycle changed on its base: overlay (journal), caps, quota
@@ -288,12 +291,21 @@ class Cycle:
 
     def could_start(self, job: Job) -> bool:
         """Whether ``job`` would pass admission and placement now, in some flavour (a what-if:
-        nothing is taken or charged)."""
+        nothing is taken or charged). Jobs alike in queue, request, gang size, resource group
+        and selector get one answer while neither the overlay nor the book changes."""
+        key = (job.queue, job.request, job.replicas, job.resource_group, job.selector)
+        versions = (self.state.version, self.book.version)
+        hit = self._could.get(key)
+        if hit is not None and hit[0] == versions:
+            return hit[1]
+        answer = False
         for flavor, models in self.flavors(job):
             if self.policy.admission.check(self.book, job.queue, flavor, job.total()) is None:
                 if self.fits(job, self.shape(job, models)):
-                    return True
-        return False
+                    answer = True
+                    break
+        self._could[key] = (versions, answer)
+        return answer
 
     def victims_for(self, job: Job, capped: bool) -> Plan | None:
         """The preemption plugin's victim plan for ``job`` now, or None: none while the cycle's
@@ -310,12 +322,21 @@ class Cycle:
         hit = self._plans.get(job.id)
         if hit is not None and hit[0] == versions:
             return hit[1]
-        plan = plugin.find(self, job, capped)
+        plan = self.find_victims(job, capped)
         if plan is None:
             self.hopeless.add(key)
         else:
             self._plans[job.id] = (versions, plan)
         return plan
+
+    def find_victims(self, job: Job, capped: bool = False) -> Plan | None:
+        """The preemption plugin's search for ``job``, every time (a what-if: the overlay and
+        the quota book are as they were after it, and so are their versions)."""
+        before = self.book.version
+        try:
+            return self.policy.preemption.find(self, job, capped)
+        finally:
+            self.book.version = before  # what the search charged, it charged back
 
     def fits(self, job: Job, shape: Shape) -> bool:
         """Whether ``place`` would find room for ``job`` now (a what-if: nothing is taken;
@@ -463,18 +484,12 @@ class Cycle:
         self.hold_quota(queue, flavor, amounts)
         self.kept.setdefault(queue, []).append((job_id, flavor, amounts))
 
-    @contextmanager
     def lifted(self, queue: str, tried: str | None = None):
         """The quota kept for ``queue`` lifted for the duration (a job of the queue is tried
         or weighed); afterwards the hold of ``tried`` is forgotten."""
         if not self.kept.get(queue):
-            yield
-            return
-        self.lift(queue, -1)
-        try:
-            yield
-        finally:
-            self.lift(queue, 1, tried)
+            return _UNLIFTED
+        return _Lifted(self, queue, tried)
 
     def lift(self, queue: str, sign: int, drop: str | None = None) -> None:
         """Take back (``sign=-1``) or put back (``+1``) the quota kept for ``queue``; putting
@@ -509,3 +524,32 @@ def search_key(cycle: Cycle, job: Job, capped: bool) -> tuple:
     with the same key."""
     return (job.queue, cycle.priority_of(job), capped, job.replicas, job.request,
             job.resource_group, job.selector)
+
+
+_UNLIFTED = nullcontext()  # nothing kept for the queue: nothing to lift
+
+
+class _Lifted:
+    """``Cycle.lifted`` for a queue with quota kept: lift on entry, put back on exit; a book
+    put back as it was gets back its version, so the answers remembered for it hold again."""
+
+    __slots__ = ("cycle", "queue", "tried", "before", "inside")
+
+    def __init__(self, cycle: Cycle, queue: str, tried: str | None) -> None:
+        self.cycle, self.queue, self.tried = cycle, queue, tried
+
+    def __enter__(self) -> None:
+        cycle, book = self.cycle, self.cycle.book
+        self.before = book.version
+        cycle.lift(self.queue, -1)
+        # the same book with the same queue's holds lifted is the same book: same name
+        key = (self.queue, self.before)
+        book.version = self.inside = cycle.lift_names.setdefault(key, book.version)
+
+    def __exit__(self, *exc) -> None:
+        cycle, book = self.cycle, self.cycle.book
+        same = book.version == self.inside and all(
+            h[0] != self.tried for h in cycle.kept.get(self.queue, ()))
+        cycle.lift(self.queue, 1, self.tried)
+        if same:
+            book.version = self.before

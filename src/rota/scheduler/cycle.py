@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rota.core import Job, JobState
+from rota.core import Job, JobState, WithinQueue
 from rota.scheduler.base import Base
 from rota.scheduler.context import Cycle
 from rota.core.decisions import (
@@ -97,6 +97,8 @@ class Walk:
         self.holds: dict[str, list[tuple[float, frozenset, Reason]]] = {}
         self.shared = SharedReasons()
         self.evictions: list[Eviction] = []  # the cycle's preemptions, in order
+        # jobs alike whose step changed nothing: class -> (the cycle's state then, reasons)
+        self.dead: dict[tuple, tuple[tuple, tuple[Reason, ...]]] = {}
 
     def turns(self, pending: list[Job]):
         self._turns = Turns(self.cycle, pending)
@@ -116,6 +118,12 @@ class Walk:
             return
         capped = cycle.reservation is not None and not policy.backfill.ends_before(
             job, cycle.reservation, cycle.now) and not cycle.outranks_reservation(job)
+        kind, moment = self._kind(job, capped), self._moment()
+        dead = self.dead.get(kind)
+        if dead is not None and dead[0] == moment:  # a job alike waited, and nothing changed
+            out.waits.append(Wait(job.id, dead[1]))
+            self.hold(job, dead[1], None)
+            return
         result = cycle.try_start(job, capped)                               # b
         if isinstance(result, Bind):
             self._turns.moves(job)
@@ -139,11 +147,34 @@ class Walk:
                 reasons = young_reason(cycle, job, reasons)
         elif estimate is None and policy.preemption is not None and not capped:
             reasons = protected_reason(cycle, job, reasons)
-        out.waits.append(Wait(job.id, self.shared.of(reasons), estimate))   # e
+        shared = self.shared.of(reasons)
+        out.waits.append(Wait(job.id, shared, estimate))                    # e
         if policy.order.blocking and estimate is None:
             self.blocked[job.queue] = (Reason(ReasonCode.BLOCKED, detail=(
                 f"{job.id} is ahead of it in queue {job.queue}")),)
         self.hold(job, reasons, estimate)
+        if estimate is None and self._moment() == moment:
+            self.dead[kind] = (moment, shared)
+
+    def _kind(self, job: Job, capped: bool) -> tuple:
+        """What a step depends on of the job itself: jobs of one kind, tried when the cycle's
+        state is the same (``_moment``), wait for the same reasons. A step reads the job's
+        queue, request, gang size, resource group, selector and priority (with its submission
+        where the queue lets an older equal priority evict a newer job), whether the
+        reservation caps it, and whether it may preempt (behind a borrowing head)."""
+        queue = self.cycle.snapshot.queues[job.queue]
+        newer = queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+        return (job.queue, job.request, job.replicas, job.resource_group, job.selector,
+                self.cycle.priority_of(job), job.preemptible, capped,
+                self._turns.may_preempt(job), (job.submit_time, job.id) if newer else None)
+
+    def _moment(self) -> tuple:
+        """The cycle's state a step reads beyond the job: the overlay, the quota book, the
+        jobs leaving and evicting, the reservation and the quota to hold for partly covered
+        jobs (``hold_owed``)."""
+        cycle = self.cycle
+        return (cycle.state.version, cycle.book.version, len(cycle.gone), cycle.preemptors,
+                id(cycle.reservation), len(cycle.partial))
 
     def _preempt(self, job: Job) -> bool:
         """Step c: find victims for ``job`` and evict them; True if it did."""

@@ -19,8 +19,9 @@ Nodes are indexed in name order, whatever the order of the node list: no decisio
 the order in which nodes are listed.
 
 ``epoch`` grows whenever free capacity grows beyond what an earlier moment had; a placement
-that failed at epoch ``e`` fails again while ``epoch == e``. ``version`` counts every change
-(taken or undone): equal versions, equal overlay.
+that failed at epoch ``e`` fails again while ``epoch == e``. ``version`` names the overlay's
+content: every change gives it a new name, and an undo back to a mark the name it had there
+(equal versions, equal overlay).
 
 A *cap* limits what a job that would still run at a reservation's start may take on a reserved
 node (see ``backfill``): it fits only where both the free capacity and the cap allow.
@@ -139,7 +140,8 @@ class ClusterState:
         self.journal: list[Entry] = []
         self.loaded_kinds: dict[int, dict[str | int, int]] = {}  # slot -> task kind -> loaded jobs
         self.epoch = 0
-        self.version = 0
+        self.version = self._names = 0
+        self._before: list[int] = []  # the version before each journal entry
         max_gpus = max((len(n.devices) for n in nodes), default=0)
         shared: dict[tuple, tuple[Pool, ...]] = {}  # nodes alike share one tuple of pools
         for slot in self.slots:
@@ -202,13 +204,18 @@ class ClusterState:
             self._change(e, -1)
         if grew:
             self.epoch += 1
+        if len(self._before) > mark:  # the overlay is as it was at the mark, and so its name
+            self.version = self._before[mark]
+            del self._before[mark:]
 
     def _apply(self, e: Entry) -> None:
         self.journal.append(e)
+        self._before.append(self.version)
         self._change(e, 1)
 
     def _change(self, e: Entry, sign: int) -> None:
-        self.version += 1
+        self._names += 1
+        self.version = self._names
         s = self.slots[e.slot]
         self._unorder(s)
         s.cpu -= sign * e.cpu

@@ -69,6 +69,7 @@ class Turns:
         self.next: dict[str, int] = {}  # queue -> first rival not looked at yet
         self.heads: dict[str, Job] = {}  # queue -> its borrowing head (rule 3)
         self._borrows: dict[tuple, tuple[int, bool]] = {}  # answers at a book version
+        self._evicts: dict[tuple, tuple[list[Job], bool]] = {}  # see ``evicts_borrowing``
         chosen = cycle.snapshot.nominated
         self.nominated = sorted((j for j in pending if j.id in chosen),
                                 key=lambda j: (-cycle.priority_of(j), j.submit_time, j.id))
@@ -210,22 +211,30 @@ class Turns:
             return True
         if queue.within_queue is WithinQueue.NEVER:
             return False
-        index, mine = index_of(self.cycle), self.cycle.priority_of(job)
         newer = queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
-        key = ("evicts", job.queue, mine, job.request, job.replicas, running,
+        key = (job.queue, job.request, job.replicas, self.cycle.priority_of(job), running,
                (job.submit_time, job.id) if newer else None)
-        hit = index.memo.get(key)  # the index's jobs change only with an eviction
-        if hit is None:
-            hit = index.memo[key] = self._evicts_own(job, queue, index, mine, running)
-        return hit
+        jobs = self.cycle.evictable  # the answer changes only with the evictable jobs
+        hit = self._evicts.get(key)
+        if hit is None or hit[0] is not jobs:
+            hit = self._evicts[key] = (jobs, self._evicts_own(job, queue, running))
+        return hit[1]
 
-    def _evicts_own(self, job: Job, queue, index, mine: float, running: bool) -> bool:
+    def _evicts_own(self, job: Job, queue, running: bool) -> bool:
         demand = job.total()
+        index, mine = None, self.cycle.priority_of(job)
         for flavor, _ in self.cycle.flavors(job):
             quota = queue.quotas.get(flavor)
             if quota is None or any(demand.get(r, 0) > n for r, n in quota.nominal.items()):
                 continue
-            if not running or any(
+            if not running:
+                return True
+            index = index or index_of(self.cycle)
+            lowest = index.lowest(job.queue, flavor)
+            if lowest < mine:
+                return True
+            newer = queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+            if lowest == mine and newer and any(
                     v.flavor == flavor and allows(queue.within_queue, mine, index.prio[id(v)],
                                                   job, v)
                     for v in index.by_queue.get(job.queue, ())):
@@ -276,7 +285,7 @@ class Turns:
             return False
         plugin = cycle.policy.preemption
         return cycle.could_start(rival) or (plugin is not None and
-                                            plugin.find(cycle, rival) is not None)
+                                            cycle.find_victims(rival) is not None)
 
     def _behind_head(self, job: Job) -> bool:                                  # 3
         head = self.heads.get(job.queue)
