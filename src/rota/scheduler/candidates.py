@@ -202,7 +202,7 @@ class Index:
         for q in queues.values():
             if q.cohort is not None:
                 self.cohorts.setdefault(q.cohort, []).append(q.name)
-        self.memo: dict[tuple, list[Candidate]] = {}
+        self.memo: dict[tuple, list[Candidate] | dict[str, int]] = {}  # answers per question
         self._lowest: dict[tuple[str, str], float] = {}
 
     def lowest(self, queue: str, flavor: str) -> float:

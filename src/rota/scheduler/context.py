@@ -17,7 +17,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from rota.core import Job, JobState, Placement, ReclaimWithinCohort
+from rota.core import Job, JobState, Placement, ReclaimWithinCohort, WithinQueue
 from rota.scheduler.base import Base, position
 from rota.core.decisions import Bind, Reason, ReasonCode, Reserve
 from rota.scheduler.placement import Shape, find_replica, holds, place_gang
@@ -66,6 +66,7 @@ class Cycle:
         self.active = list(base.active.values())
         self.models, self.groups = base.models, base.groups
         self._alloc = base.alloc
+        self.allocations = 0  # changes to what projects hold in this cycle (``allocated``)
         self._counted: list[Job] = []  # jobs counted in allocations by this cycle
         self._capped: list[Slot] = []  # nodes this cycle capped
         self._capacity = base.capacity
@@ -102,6 +103,8 @@ class Cycle:
         self.hopeless: set[tuple] = set()  # preemption searches that found no victim set
         self._plans: dict[str, tuple[tuple, Plan]] = {}  # job -> (versions, its plan)
         self._could: dict[tuple, tuple[tuple[int, int], bool]] = {}  # see ``could_start``
+        self._kinds: dict[str, tuple[Job, int]] = {}  # see ``kind_of``
+        self._kind_ids: dict[tuple, int] = {}
         # (queue, book version) -> the version of that book with the queue's holds lifted
         self.lift_names: dict[tuple[str, int], int] = {}
 
@@ -173,7 +176,25 @@ class Cycle:
             hit = self._priorities[job.id] = (job, effective(job, self.now))
         return hit[1]
 
+    def kind_of(self, job: Job) -> int:
+        """What the cycle's rules read of a pending job itself, besides its id: jobs of one
+        kind are answered alike when tried in the same state. Its queue, request, gang size,
+        resource group, selector, priority and whether it is preemptible; and its submission
+        (and id) where its queue lets an older equal priority evict a newer job."""
+        hit = self._kinds.get(job.id)
+        if hit is None or hit[0] is not job:
+            queue = self.snapshot.queues.get(job.queue)
+            newer = queue is not None and \
+                queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+            kind = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
+                    self.priority_of(job), job.preemptible,
+                    (job.submit_time, job.id) if newer else None)
+            number = self._kind_ids.setdefault(kind, len(self._kind_ids))  # hashes at once
+            hit = self._kinds[job.id] = (job, number)
+        return hit[1]
+
     def _count(self, job: Job, sign: int) -> None:
+        self.allocations += 1
         alloc = self._alloc[job.project]
         for r, v in job.total().items():
             alloc[r] += sign * v
@@ -282,7 +303,7 @@ class Cycle:
         if self.reserved_quota is None or not self.reserved_borrows \
                 or self.reserved_quota[0] == job.queue:
             return False
-        key = (job.queue, job.request, job.replicas)
+        key = self.kind_of(job)
         hit = self._outranks.get(key)
         if hit is None or hit[0] != self.book.version:
             hit = self._outranks[key] = (self.book.version, any(

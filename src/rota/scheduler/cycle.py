@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rota.core import Job, JobState, WithinQueue
+from rota.core import Job, JobState
 from rota.scheduler.base import Base
 from rota.scheduler.context import Cycle
 from rota.core.decisions import (
@@ -98,7 +98,8 @@ class Walk:
         self.shared = SharedReasons()
         self.evictions: list[Eviction] = []  # the cycle's preemptions, in order
         # jobs alike whose step changed nothing: class -> (the cycle's state then, reasons)
-        self.dead: dict[tuple, tuple[tuple, tuple[Reason, ...]]] = {}
+        # (and whether it held back lower priorities: ``hold``)
+        self.dead: dict[tuple, tuple[tuple, tuple[Reason, ...], bool]] = {}
 
     def turns(self, pending: list[Job]):
         self._turns = Turns(self.cycle, pending)
@@ -122,7 +123,8 @@ class Walk:
         dead = self.dead.get(kind)
         if dead is not None and dead[0] == moment:  # a job alike waited, and nothing changed
             out.waits.append(Wait(job.id, dead[1]))
-            self.hold(job, dead[1], None)
+            if dead[2]:
+                self.hold(job, dead[1], None)
             return
         result = cycle.try_start(job, capped)                               # b
         if isinstance(result, Bind):
@@ -152,21 +154,16 @@ class Walk:
         if policy.order.blocking and estimate is None:
             self.blocked[job.queue] = (Reason(ReasonCode.BLOCKED, detail=(
                 f"{job.id} is ahead of it in queue {job.queue}")),)
-        self.hold(job, reasons, estimate)
+        holds = self.hold(job, reasons, estimate)
         if estimate is None and self._moment() == moment:
-            self.dead[kind] = (moment, shared)
+            self.dead[kind] = (moment, shared, holds)
 
     def _kind(self, job: Job, capped: bool) -> tuple:
-        """What a step depends on of the job itself: jobs of one kind, tried when the cycle's
-        state is the same (``_moment``), wait for the same reasons. A step reads the job's
-        queue, request, gang size, resource group, selector and priority (with its submission
-        where the queue lets an older equal priority evict a newer job), whether the
-        reservation caps it, and whether it may preempt (behind a borrowing head)."""
-        queue = self.cycle.snapshot.queues[job.queue]
-        newer = queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
-        return (job.queue, job.request, job.replicas, job.resource_group, job.selector,
-                self.cycle.priority_of(job), job.preemptible, capped,
-                self._turns.may_preempt(job), (job.submit_time, job.id) if newer else None)
+        """What a step depends on of the job itself: jobs of one kind (``Cycle.kind_of``),
+        tried when the cycle's state is the same (``_moment``), wait for the same reasons; a
+        step also reads whether the reservation caps the job, and whether it may preempt
+        (behind a borrowing head)."""
+        return (self.cycle.kind_of(job), capped, self._turns.may_preempt(job))
 
     def _moment(self) -> tuple:
         """The cycle's state a step reads beyond the job: the overlay, the quota book, the
@@ -193,7 +190,7 @@ class Walk:
             _preempting_detail(plan))),)))
         return True
 
-    def hold(self, job: Job, reasons, estimate: float | None) -> None:
+    def hold(self, job: Job, reasons, estimate: float | None) -> bool:
         """A job that waits for room (not for quota) holds it against the lower-priority jobs
         of its queue that could use its nodes: in a ``strict_priority`` queue while no
         reservation says when it starts; under a preempting policy while it waits only for a
@@ -207,13 +204,14 @@ class Walk:
         strict = queue.strict_priority and estimate is None and room
         capped = self.policy.preemption is not None and ReasonCode.RESERVED in codes
         if not (strict or capped):
-            return
+            return False
         why = "strict priority" if strict else "it waits for the reservation ahead of it"
         reason = Reason(ReasonCode.BLOCKED, detail=(
             f"{job.id} (priority {self.cycle.priority_of(job):g}) waits for room ahead of it "
             f"in queue {job.queue}: {why}"))
         self.holds.setdefault(job.queue, []).append(
             (self.cycle.priority_of(job), self.cycle.nodes_of(job), reason, strict))
+        return True
 
     def _held(self, job: Job) -> tuple[Reason, ...] | None:
         holds = self.holds.get(job.queue)

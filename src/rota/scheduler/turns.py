@@ -70,6 +70,7 @@ class Turns:
         self.heads: dict[str, Job] = {}  # queue -> its borrowing head (rule 3)
         self._borrows: dict[tuple, tuple[int, bool]] = {}  # answers at a book version
         self._evicts: dict[tuple, tuple[list[Job], bool]] = {}  # see ``evicts_borrowing``
+        self._defers: dict[tuple, tuple[tuple, list[Job], bool]] = {}  # see ``_deferred``
         chosen = cycle.snapshot.nominated
         self.nominated = sorted((j for j in pending if j.id in chosen),
                                 key=lambda j: (-cycle.priority_of(j), j.submit_time, j.id))
@@ -127,7 +128,7 @@ class Turns:
                     self.cycle.hold_follower(job)  # what its queue owes it, kept from others
                 deferred.append(job)
                 continue
-            if job.queue in held_back or (self.borrows(job) and self._would_borrow_now(job)):
+            if job.queue in held_back or self._deferred(job):
                 deferred.append(job)
                 if self.blocking:
                     held_back.add(job.queue)
@@ -143,6 +144,19 @@ class Turns:
             if job.id not in self.done:
                 self.done.add(job.id)
                 yield job
+
+    def _deferred(self, job: Job) -> bool:
+        """Whether the job goes after the jobs within nominal quota: it must borrow and could
+        start now, or evict while borrowing (``_would_borrow_now``); one answer for jobs alike
+        while the overlay, the quota book and the evictable jobs stay the same."""
+        cycle = self.cycle
+        key = cycle.kind_of(job)
+        moment = (cycle.state.version, cycle.book.version)
+        hit = self._defers.get(key)
+        if hit is None or hit[0] != moment or hit[1] is not cycle.evictable:
+            hit = self._defers[key] = (moment, cycle.evictable,
+                                       self.borrows(job) and self._would_borrow_now(job))
+        return hit[2]
 
     def borrows(self, job: Job) -> bool:
         """See ``_borrowing``; weighed, as the job is tried, without the quota kept for its

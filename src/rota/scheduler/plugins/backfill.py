@@ -87,9 +87,11 @@ class EasyBackfill:
         for flavor, models in cycle.flavors(job):
             if cycle.policy.admission.check(cycle.book, job.queue, flavor, job.total()) is not None:
                 continue
+            shape = cycle.shape(job, models)
+            if not _enough_whole(cycle.state, shape, job.replicas):
+                continue
             mark = cycle.state.mark()
-            placement, _ = place_gang(cycle.state, cycle.shape(job, models), job.replicas,
-                                      cycle.placement)
+            placement, _ = place_gang(cycle.state, shape, job.replicas, cycle.placement)
             cycle.state.undo(mark)
             if placement is not None:
                 return flavor, placement
@@ -99,3 +101,21 @@ class EasyBackfill:
     def ends_before(job: Job, reservation: Reserve, now: float) -> bool:
         return job.walltime_s is not None and now + job.walltime_s <= reservation.start_at
 
+
+
+def _enough_whole(state, shape, replicas: int) -> bool:
+    """False only if too few nodes of the shape's pools have enough wholly free GPUs for the
+    gang's replicas of whole GPUs (a necessary condition of a placement, read from the pools'
+    buckets; fractional and GPU-less shapes always pass)."""
+    if shape.count < 1 or shape.fractional:
+        return True
+    fit = 0
+    for key in shape.pools:
+        pool = state.pools.get(key)
+        if pool is None:
+            continue
+        for free in range(shape.count, len(pool.whole)):
+            fit += len(pool.whole[free]) * (free // shape.count)
+            if fit >= replicas:
+                return True
+    return False

@@ -21,6 +21,7 @@ from rota.scheduler.plugins.registry import NoArgs, register
 
 class OrderView(Protocol):
     now: float
+    allocations: int  # grows whenever what a project holds (``allocated``) changes
 
     def allocated(self, project: str) -> dict[str, int]: ...
     def capacity(self) -> dict[str, int]: ...
@@ -83,8 +84,9 @@ class Priority(BestEffortFifo):
 class ProjectRoundRobin(BestEffortFifo):
     """Base of the fairness orderings: each project's jobs in ``pending_key`` order (priority,
     then submission, unless a subclass says otherwise), and the project with the lowest
-    ``key`` goes next. Keys are recomputed after every job, so a placement made in this cycle
-    counts at once (progressive filling)."""
+    ``key`` goes next. A key reads the view only through what the project holds
+    (``allocated``; the rest is fixed for the cycle), so it is recomputed after a job whenever
+    that changed: a placement made in this cycle counts at once (progressive filling)."""
 
     pending_key = staticmethod(priority_key)
 
@@ -98,11 +100,14 @@ class ProjectRoundRobin(BestEffortFifo):
         heap = [(self.key(p, view), p) for p in by_project]
         heapq.heapify(heap)
         while heap:
-            _, p = heapq.heappop(heap)
+            key, p = heapq.heappop(heap)
             stack = by_project[p]
+            changes = view.allocations
             yield stack.pop()
             if stack:
-                heapq.heappush(heap, (self.key(p, view), p))
+                if view.allocations != changes:
+                    key = self.key(p, view)
+                heapq.heappush(heap, (key, p))
 
 
 @register("order")

@@ -178,15 +178,18 @@ def nominal_reachable(cycle, job: Job, flavor: str, quota, demand) -> bool:
     of the queue it may evict (and every one already leaving) were gone: a necessary
     condition of a pass without borrowing, from the queue's own jobs alone."""
     index = index_of(cycle)
-    own = cycle.snapshot.queues[job.queue]
-    mine = cycle.priority_of(job)
-    back: dict[str, int] = {}
-    leaving = [v for v in index.preempting if v.queue == job.queue and v.flavor == flavor]
-    leaving += [v for v in index.by_queue.get(job.queue, ())
-                if v.flavor == flavor and allows(own.within_queue, mine, index.prio[id(v)], job, v)]
-    for v in leaving:
-        for r, amount in v.total().items():
-            back[r] = back.get(r, 0) + amount
+    key = ("back", cycle.kind_of(job), flavor)  # the same for jobs alike, until an eviction
+    back = index.memo.get(key)
+    if back is None:
+        own = cycle.snapshot.queues[job.queue]
+        mine = cycle.priority_of(job)
+        back = index.memo[key] = {}
+        leaving = [v for v in index.preempting if v.queue == job.queue and v.flavor == flavor]
+        leaving += [v for v in index.by_queue.get(job.queue, ()) if v.flavor == flavor
+                    and allows(own.within_queue, mine, index.prio[id(v)], job, v)]
+        for v in leaving:
+            for r, amount in v.total().items():
+                back[r] = back.get(r, 0) + amount
     usage = cycle.book.usage
     return all(usage[(job.queue, flavor, r)] - back.get(r, 0) + demand.get(r, 0) <= n
                for r, n in quota.nominal.items() if demand.get(r, 0) > 0)
