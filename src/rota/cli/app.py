@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 
 # the names of ``rota.scheduler.PRESETS``, for help texts without importing the scheduler
 # (tests/cli/test_cli_startup.py checks that they agree)
-PRESET_NAMES = ("default", "fifo", "besteffort", "fair", "fairshare", "fair-sjf", "fair-sharing", "spread")
+PRESET_NAMES = ("default", "fifo", "besteffort", "fair", "fairshare", "fair-sjf", "fair-sharing",
+                "spread")
 
 app = typer.Typer(
     name="rota",

@@ -225,9 +225,7 @@ class Turns:
             return True
         if queue.within_queue is WithinQueue.NEVER:
             return False
-        newer = queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
-        key = (job.queue, job.request, job.replicas, self.cycle.priority_of(job), running,
-               (job.submit_time, job.id) if newer else None)
+        key = (self.cycle.kind_of(job), running)
         jobs = self.cycle.evictable  # the answer changes only with the evictable jobs
         hit = self._evicts.get(key)
         if hit is None or hit[0] is not jobs:
@@ -237,6 +235,7 @@ class Turns:
     def _evicts_own(self, job: Job, queue, running: bool) -> bool:
         demand = job.total()
         index, mine = None, self.cycle.priority_of(job)
+        newer = queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
         for flavor, _ in self.cycle.flavors(job):
             quota = queue.quotas.get(flavor)
             if quota is None or any(demand.get(r, 0) > n for r, n in quota.nominal.items()):
@@ -247,7 +246,6 @@ class Turns:
             lowest = index.lowest(job.queue, flavor)
             if lowest < mine:
                 return True
-            newer = queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
             if lowest == mine and newer and any(
                     v.flavor == flavor and allows(queue.within_queue, mine, index.prio[id(v)],
                                                   job, v)

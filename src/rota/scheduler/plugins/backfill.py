@@ -102,7 +102,6 @@ class EasyBackfill:
         return job.walltime_s is not None and now + job.walltime_s <= reservation.start_at
 
 
-
 def _enough_whole(state, shape, replicas: int) -> bool:
     """False only if too few nodes of the shape's pools have enough wholly free GPUs for the
     gang's replicas of whole GPUs (a necessary condition of a placement, read from the pools'
