@@ -13,6 +13,15 @@ run depends on the control plane's own account:
   user's jobs wait with a reason that says how to enable multi-user mode. No job ever runs
   with rights its owner does not have.
 
+The map is read from the store before anything else a control-loop pass does (``refresh``, the
+pass's first step), and read on first use by anyone else: a control plane that restarts never
+resolves a job's account from an empty map, which would fall back to the account named like
+the rota user, a wrong one or none at all. A user missing from the map read last (created
+since) is looked up again rather than guessed. A launch whose account cannot be resolved
+(``launch_account`` raises ``NoAccount``) is not started: the launcher puts the job back in the
+queue without spending its restart budget, and it waits there, held with the reason of
+``hold``, until the account exists.
+
 ``may_enter`` answers whether an account may enter and list a directory, asked of the kernel
 under that account itself. It is checked at submit and at launch so that a ``workdir`` the
 owner could not use is refused at once, naming the field; what really protects other people's
@@ -32,16 +41,25 @@ from rota.backends.base import RunAs
 TEST = shutil.which("test") or "/usr/bin/test"
 
 
+class NoAccount(Exception):
+    """A job's launch names an account that cannot run it here; ``why`` says so (``hold``)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
 class Accounts:
     """The OS accounts of rota users. ``unix_users`` reads the user -> account map (the store's
-    ``unix_users``); ``refresh`` reads it again (once per control-loop pass)."""
+    ``unix_users``: every user, with its default filled in); ``refresh`` reads it again (first
+    thing in every control-loop pass); it is read on first use when nobody refreshed it."""
 
     def __init__(self, unix_users: Callable[[], Mapping[str, str]],
                  euid: int | None = None) -> None:
         self._read = unix_users
         self.euid = os.geteuid() if euid is None else euid
         self.me = _name_of(self.euid)
-        self._map: Mapping[str, str] = {}
+        self._map: Mapping[str, str] | None = None  # None: never read
         self._resolved: dict[str, RunAs | None] = {}
 
     @property
@@ -49,18 +67,27 @@ class Accounts:
         return self.euid == 0
 
     def refresh(self) -> None:
-        self._map = dict(self._read())
-        self._resolved = {}
+        """Read the map from the store (the launch threads see the old or the new one whole)."""
+        self._map, self._resolved = dict(self._read()), {}
 
     def unix_user(self, user: str) -> str:
-        return self._map.get(user, user)
+        """``user``'s OS account as the store says it. A user the last read did not know
+        (created since) is read again; only a user the store has no row for gets the
+        account of the same name."""
+        names = self._map
+        if names is None or user not in names:
+            self.refresh()
+            names = self._map
+            assert names is not None
+        return names.get(user, user)
 
     def account(self, user: str) -> RunAs | None:
         """The OS account of rota user ``user``'s jobs; None when it does not exist here."""
         name = self.unix_user(user)
-        if name not in self._resolved:
-            self._resolved[name] = lookup(name)
-        return self._resolved[name]
+        resolved = self._resolved  # the launch threads ask while a pass may refresh
+        if name not in resolved:
+            resolved[name] = lookup(name)
+        return resolved[name]
 
     def hold(self, user: str) -> str | None:
         """Why ``user``'s jobs cannot start here; None when they can."""
@@ -97,6 +124,15 @@ class Accounts:
         if not self.multi_user:
             return None
         return self.account(user)
+
+    def launch_account(self, user: str) -> RunAs | None:
+        """``run_as`` for a launch about to start: raises ``NoAccount`` (with ``hold``'s
+        reason) when ``user``'s jobs may not start here now: the account is missing, or, in
+        single-user mode, ``user`` is no longer mapped to the control plane's account."""
+        why = self.hold(user)
+        if why is not None:
+            raise NoAccount(why)
+        return self.run_as(user)
 
 
 def lookup(name: str) -> RunAs | None:

@@ -4,13 +4,19 @@
 attempt (started now, or found started by an earlier control plane that died before saving
 it) or the verdict that ends or requeues it. Steps, each over all the jobs together:
 
-1. prepare: the job's ``run`` read back, the OS account it runs as, its working and
-   checkpoint directories (a job that cannot be started as written fails). A backend that
+1. recover: an attempt started before (a crash between the launch and the record of its
+   handle) is found and kept, with the token it was given. It comes first, so that nothing
+   the next steps decide (an account that cannot be resolved now, a directory that cannot be
+   made) can put a job that runs back in the queue, to run again beside itself;
+2. prepare: the job's ``run`` read back, the OS account it runs as, its working and
+   checkpoint directories (a job that cannot be started as written fails). A job whose
+   account cannot run it now (``rota.control.accounts.NoAccount``: missing here, or not the
+   control plane's own in single-user mode) is not started: it goes back to the queue
+   without spending its restart budget (end ``no-account``), where it waits, held with that
+   reason, until the account exists. A backend that
    runs container images (``Capabilities.containers``) gets neither directory made here: the
    ``workdir`` is a path in the image ("" for the image's own), ``checkpoint.dir`` likewise,
    and an upload, which cannot reach the image, is refused;
-2. recover: an attempt started before (a crash between the launch and the record of its
-   handle) is found and kept, with the token it was given;
 3. tokens: one transaction gives each new attempt its own token (``Store.issue_job_tokens``);
 4. launch: ``backend.launch`` for every new attempt.
 
@@ -48,6 +54,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from rota.backends.base import Backend, BackendError, Handle, LaunchSpec, RunAs
+from rota.control.accounts import NoAccount
 from rota.control.runspec import (
     RunSpec, job_dir, parse_run, prepare_checkpoints, prepare_workdir,
 )
@@ -179,7 +186,8 @@ class Launcher:
             self.on_ready()
 
     def _round(self, todo: list[JobRecord], prepared: list[_Ready]) -> None:
-        """Steps 1 to 4 for the jobs of one ``submit``, each outcome landed as it is known."""
+        """Steps 1 to 4 for the jobs of one ``submit`` (``prepared``: unpacked since an
+        earlier pass), each outcome landed as it is known."""
         left = {r.id: r for r in (*todo, *(p.rec for p in prepared))}
         guard = threading.Lock()  # starts land from the pool's threads
 
@@ -189,18 +197,24 @@ class Launcher:
                     return
             self._land(outcome)
         try:
-            ready = list(prepared)
-            for found in self._pool.map(self._prepare, todo):
-                if isinstance(found, _Ready):
-                    ready.append(found)
+            unstarted: list[JobRecord] = []
+            for rec, found in zip(todo, self._pool.map(self._recover, todo)):
+                if found is None:
+                    unstarted.append(rec)
                 else:
                     land(found)
             fresh: list[_Ready] = []
-            for r, found in zip(ready, self._pool.map(self._recover, ready)):
-                if isinstance(found, Launched):
-                    land(found)
-                else:
+            for r, found in zip(prepared, self._pool.map(lambda p: self._recover(p.rec),
+                                                         prepared)):
+                if found is None:
                     fresh.append(r)
+                else:
+                    land(found)
+            for found in self._pool.map(self._prepare, unstarted):
+                if isinstance(found, _Ready):
+                    fresh.append(found)
+                else:
+                    land(found)
             tokens = self._tokens(fresh)
             for r in fresh:
                 future = self._pool.submit(self._start, r, tokens.get(r.rec.id))
@@ -256,6 +270,8 @@ class Launcher:
             return _Ready(rec, spec, run_as, str(workdir), str(checkpoints))
         except InvalidSpec as exc:
             return Launched(rec, verdict=_unstartable(exc))
+        except NoAccount as exc:
+            return Launched(rec, verdict=no_account(exc))
         except (BackendError, OSError) as exc:
             return Launched(rec, verdict=launch_failed(rec, exc))
 
@@ -270,14 +286,14 @@ class Launcher:
             return workdir, None
         return workdir, str(Path(workdir or "/", spec.checkpoint_dir))
 
-    def _recover(self, r: _Ready) -> Launched | None:
+    def _recover(self, rec: JobRecord) -> Launched | None:
         """The attempt, if an earlier control plane started it (it keeps its token)."""
-        assert r.rec.job.placement is not None
+        assert rec.job.placement is not None
         try:
-            found = self.backend.recover(r.rec.job, r.rec.job.placement, r.rec.attempts)
+            found = self.backend.recover(rec.job, rec.job.placement, rec.attempts)
         except (BackendError, OSError) as exc:
-            return Launched(r.rec, verdict=launch_failed(r.rec, exc))
-        return None if found is None else Launched(r.rec, handle=found)
+            return Launched(rec, verdict=launch_failed(rec, exc))
+        return None if found is None else Launched(rec, handle=found)
 
     def _tokens(self, fresh: list[_Ready]) -> dict[str, str]:
         if self.api_url is None or not fresh:
@@ -329,6 +345,12 @@ def _unstartable(exc: InvalidSpec) -> Verdict:
     where = exc.field if exc.field.startswith("run") else f"run.{exc.field}"
     return Verdict(JobState.FAILED, reason=f"cannot be started as written: {where}: {exc.reason}",
                    end=End.FAILED)
+
+
+def no_account(exc: NoAccount) -> Verdict:
+    """A launch whose account cannot run it now: back to the queue, the budget unspent."""
+    return Verdict(JobState.PENDING, reason=f"requeued, not started: {exc.why}",
+                   end=End.NO_ACCOUNT)
 
 
 def launch_failed(rec: JobRecord, exc: Exception) -> Verdict:

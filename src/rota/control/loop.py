@@ -79,7 +79,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Iterator
 
-from rota.backends.base import REPORT_TRUST_S, Backend, BackendError, Handle, RunAs
+from rota.backends.base import REPORT_TRUST_S, Backend, Handle, RunAs
 from rota.control.accounts import Accounts
 from rota.control.budgets import BudgetWatch
 from rota.control import eligibility
@@ -259,6 +259,8 @@ class ControlLoop:
 
     def _steps(self, now: float, report: PassReport, settle: bool, began: float) -> PassReport:
         """The steps of a pass (module docstring) that may act."""
+        if self.accounts is not None:  # before any launch: a store that cannot answer
+            self.accounts.refresh()    # fails the pass, never a guess of the account
         self._land(now, report, wait=False)                     # 4, of earlier passes
         self._sync_inventory(now, report)                                       # 0
         try:
@@ -334,13 +336,11 @@ class ControlLoop:
             log.exception("inventory of %s failed", self.backend.name)
 
     def _run_as(self, rec: JobRecord) -> RunAs | None:
+        """The account a launch of ``rec`` names; ``NoAccount`` when it may not start now
+        (the launcher then puts it back in the queue, held with that reason)."""
         if self.accounts is None:
             return None
-        run_as = self.accounts.run_as(rec.job.user)
-        if self.accounts.multi_user and run_as is None:
-            raise BackendError("no_account", f"OS account {self.accounts.unix_user(rec.job.user)}"
-                               f" of {rec.job.user} is gone")
-        return run_as
+        return self.accounts.launch_account(rec.job.user)
 
     def _held(self, snapshot: Snapshot, now: float) -> tuple[Snapshot, eligibility.Outcome]:
         """The snapshot without the pending jobs that may not start now, and what becomes of
@@ -350,8 +350,7 @@ class ControlLoop:
         if not pending:
             return snapshot, eligibility.Outcome()
         account_hold = lambda user: None  # noqa: E731 - without accounts: every owner runs
-        if self.accounts is not None:
-            self.accounts.refresh()
+        if self.accounts is not None:  # read from the store at the start of this pass
             account_hold = self.accounts.hold
         held = eligibility.decide(pending, eligibility.Facts(self.store.eligibility_facts(now),
                                                              account_hold, over_budget), now)

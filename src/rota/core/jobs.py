@@ -66,7 +66,9 @@ class End(enum.StrEnum):
     """How one attempt of a job ended, as its history shows it.
 
     ``node-lost`` and ``gpu-unhealthy`` are faults of the infrastructure, not of the job: they
-    requeue it without spending its restart budget. ``preempted`` does not spend it either."""
+    requeue it without spending its restart budget. ``preempted`` does not spend it either,
+    nor ``no-account`` (its owner's OS account could not run it when it was to be launched:
+    nothing started, and it waits in the queue until the account exists)."""
 
     SUCCEEDED = "succeeded"
     FAILED = "failed"                  # a non-zero exit, or a command that could not start
@@ -77,6 +79,12 @@ class End(enum.StrEnum):
     GPU_UNHEALTHY = "gpu-unhealthy"
     CANCELLED = "cancelled"
     LAUNCH_FAILED = "launch-failed"
+    NO_ACCOUNT = "no-account"
+
+    @property
+    def spares_budget(self) -> bool:
+        """A requeue after this end does not spend the job's restart budget."""
+        return self in (End.NODE_LOST, End.GPU_UNHEALTHY, End.PREEMPTED, End.NO_ACCOUNT)
 
     @property
     def fault(self) -> bool:

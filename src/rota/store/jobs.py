@@ -157,19 +157,20 @@ def move(conn: Connection, row: Any, new: JobState, now: float, message: str = "
          models: Mapping[tuple[str, int], str] | None = None, **values: Any) -> None:
     """Move the job of ``row`` to ``new`` (checked against the state table), record it, and
     keep the history of its attempts. ``end`` says how an attempt that leaves its resources
-    ended: a fault of the infrastructure or a preemption does not spend the restart budget
-    (``failures``), and faults in a row are counted (``lost_streak``). ``models``: the GPU
-    model of each (node, device) a bind may name (``accounting.device_models``; None: read)."""
+    ended: a fault of the infrastructure, a preemption or a missing account
+    (``End.spares_budget``) does not spend the restart budget (``failures``), and faults in a
+    row are counted (``lost_streak``). ``models``: the GPU model of each (node, device) a bind
+    may name (``accounting.device_models``; None: read)."""
     old = JobState(row.state)
     check_transition(old, new)
     if new.terminal:
         values.setdefault("finished_at", now)
     if new is JobState.PENDING:
         fault = end is not None and end.fault
-        preempted = end is End.PREEMPTED or (end is None and old is JobState.PREEMPTING)
+        spared = (end.spares_budget if end is not None else old is JobState.PREEMPTING)
         values.update(placement=None, flavor=None, started_at=None, preempt_deadline=None,
                       last_checkpoint_at=None, attempts=row.attempts + 1,
-                      failures=row.failures + (not fault and not preempted),
+                      failures=row.failures + (not spared),
                       lost_streak=row.lost_streak + 1 if fault else 0)
     elif old.holds_resources and new.terminal:
         values.setdefault("lost_streak", 0)  # an attempt that ended on its own ends a streak
