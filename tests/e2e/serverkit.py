@@ -39,6 +39,11 @@ class RotaServer:
         self.url = self.token = ""
 
     def start(self) -> None:
+        self.spawn()
+        self._wait_ready()
+
+    def spawn(self) -> None:
+        """Start ``rota up`` and return at once, before it is ready (``start`` waits)."""
         assert self.proc is None, "already running"
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
@@ -47,7 +52,6 @@ class RotaServer:
                  "--interval", "0.5", *self.extra],
                 env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True)
-        self._wait_ready()
 
     def _wait_ready(self) -> None:
         end = time.monotonic() + START_TIMEOUT_S
