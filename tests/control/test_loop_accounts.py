@@ -28,6 +28,10 @@ from rota.store import Store, Submission
 NOBODY = pwd.getpwnam("nobody")
 
 
+class Killed(BaseException):
+    """The control plane dies here: nothing in the loop catches it."""
+
+
 def submit(store: Store, user: str, command: list[str] | str, **run) -> str:
     built = job("x").gpus(1).user(user).project("p").queue("q").build()
     return store.submit(Submission.from_job(built, run={"command": command, **run}))
@@ -76,6 +80,36 @@ def test_multi_user_mode_holds_the_jobs_of_a_missing_account(store, backend, dat
     assert rec.wait_reasons[0].code is ReasonCode.ACCOUNT
     assert "OS user no-such-account-here, which does not exist" in rec.wait_reasons[0].detail
     assert "useradd no-such-account-here" in rec.wait_reasons[0].detail
+
+
+def test_a_job_remapped_between_its_bind_and_its_launch_is_not_started_as_the_plane(
+        store, backend, data_dir, clock, monkeypatch):
+    """Single-user mode as OS user nobody: alice's job is placed while she is mapped to nobody,
+    then she is mapped elsewhere before the launch (the plane died in between). The new
+    plane starts nothing as its own account: the job goes back to the queue, its budget
+    whole, held with the reason."""
+    store.set_unix_user("alice", "nobody")
+    first = loop_as(store, backend, data_dir, clock, NOBODY.pw_uid)
+    held = submit(store, "alice", ["true"])
+
+    def died(*_args):
+        raise Killed()
+    monkeypatch.setattr(first.reconciler, "launch", died)
+    with pytest.raises(Killed):
+        first.step()
+    assert store.get_job(held).state is S.SCHEDULED
+    store.set_unix_user("alice", "root")
+
+    again = loop_as(store, LocalBackend(data_dir, node=backend.node), data_dir, clock,
+                    NOBODY.pw_uid)
+    again.step()
+    again.step()
+    rec = store.get_job(held)
+    assert rec.state is S.PENDING and rec.failures == 0, (rec.state, rec.reason)
+    assert [a.end for a in store.attempts(held)] == ["no-account"]
+    assert rec.wait_reasons[0].code is ReasonCode.ACCOUNT
+    assert "runs as OS user nobody without root" in rec.wait_reasons[0].detail
+    again.stop()
 
 
 def test_a_held_job_does_not_hold_back_the_others(store, backend, data_dir, clock):

@@ -38,6 +38,7 @@ from rota.backends.local import LocalBackend
 from rota.control import ControlLoop
 from rota.control.accounts import Accounts
 from rota.core import End, JobState, Node, ReasonCode
+from rota.core.wording import sentence
 from rota.scheduler import build_policy
 from rota.store import Store, Submission
 
@@ -250,7 +251,10 @@ def test_a_launch_whose_account_is_gone_waits_held_without_spending_its_budget(
     rec = site.store.get_job(j)
     assert rec.state is S.PENDING and rec.attempts == 1, (rec.state, rec.reason)
     assert rec.wait_reasons and rec.wait_reasons[0].code is ReasonCode.ACCOUNT
-    assert "useradd no-such-account-here" in rec.wait_reasons[0].detail
+    assert sentence(rec.wait_reasons[0]).startswith(  # as rota show says it
+        f"Held, not scheduled: {site.people.users['b']}'s jobs run as OS user "
+        "no-such-account-here, which does not exist on this machine: create it (useradd "
+        "no-such-account-here)")
     assert site.runs(j) == []
 
     site.store.set_unix_user(site.people.users["b"], site.people.accounts["b"])

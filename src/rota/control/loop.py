@@ -2,7 +2,10 @@
 
 One pass (``ControlLoop.step``), in order:
 
-0. Inventory: at most every ``inventory_s``, the backend's nodes as it reports them now (what
+0. Accounts: the user -> OS account map is read from the store (``Accounts.refresh``) before
+   anything else, so that no launch, recovered or new, resolves an account from a map that a
+   restart left empty; a store that cannot answer fails the pass before anything acts.
+   Inventory: at most every ``inventory_s``, the backend's nodes as it reports them now (what
    work outside rota holds, which nodes it cannot use) are written where they changed
    (``rota.control.inventory``); again right after step 1 when it requeued a job for a fault
    of its node or GPU, so that step 3 does not place work there again.
@@ -42,8 +45,11 @@ loop rests as long as the pass took, so that a long pass (many pending jobs) can
 API sharing its process (a job waiting with its report of its end, below, cuts the rest short).
 The first pass after ``start`` adopts every active job's handle (``backend.adopt``): a job
 still running is kept, one that finished while the control plane was down has its exit code
-recorded, one whose processes vanished is requeued (or failed) per its restart policy. No
-accepted job is lost: the store holds it.
+recorded, one whose processes vanished is requeued (or failed) per its restart policy. A job
+left SCHEDULED (its launch under way when the control plane died) has its attempt looked for
+(``backend.recover``) before anything else is decided about it, and new launches of that pass
+start only after (the launcher's rounds run one after the other). No accepted job is lost: the
+store holds it.
 
 Early ends (``exited``): a job's own report that its attempt ended (``POST
 /v1/jobs/{id}/exited``, sent by a Slurm batch script before it exits) is handed to the backend
