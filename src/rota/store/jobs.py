@@ -171,7 +171,8 @@ def move(conn: Connection, row: Any, new: JobState, now: float, message: str = "
         values.update(placement=None, flavor=None, started_at=None, preempt_deadline=None,
                       last_checkpoint_at=None, attempts=row.attempts + 1,
                       failures=row.failures + (not spared),
-                      lost_streak=row.lost_streak + 1 if fault else 0)
+                      lost_streak=row.lost_streak + 1 if fault else (
+                          row.lost_streak if end is End.NO_ACCOUNT else 0))  # nothing ran
     elif old.holds_resources and new.terminal:
         values.setdefault("lost_streak", 0)  # an attempt that ended on its own ends a streak
     if new is JobState.SCHEDULED or new.terminal:
