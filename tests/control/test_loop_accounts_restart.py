@@ -261,3 +261,23 @@ def test_a_launch_whose_account_is_gone_waits_held_without_spending_its_budget(
     drive(again, state_is(site.store, j, S.RUNNING), "the job to run once mapped back")
     finish(site, again, [j])
     check(site, {j: "b"}, {j: [1]})  # attempt 0 never started
+
+
+def test_an_attempt_that_runs_is_adopted_before_its_account_is_looked_at(
+        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """B's job started, its handle unsaved, when the plane died; B is then mapped to an
+    account that does not exist. The new plane finds the attempt first and keeps it, as it
+    runs (B's account, its working directory untouched): it neither requeues it, which
+    would run it again beside itself, nor prepares its directory for another account."""
+    j = site.submit("b")
+    die(site.loop(), "after-launch", monkeypatch)
+    wait_until(lambda: site.runs(j), "the orphaned attempt to run")
+    site.store.set_unix_user(site.people.users["b"], "no-such-account-here")
+
+    again = site.loop()
+    again.accounts.refresh()  # the map read: this is about the order of recovery alone
+    again.step()
+    rec = site.store.get_job(j)
+    assert rec.state is S.RUNNING and rec.attempts == 0, (rec.state, rec.reason)
+    finish(site, again, [j])
+    check(site, {j: "b"}, {j: [0]})
