@@ -53,3 +53,38 @@ def db_url(request, tmp_path) -> Iterator[str]:
         conn.execute(text("CREATE SCHEMA public"))
     engine.dispose()
     yield url
+
+
+# -- no silent skips in CI ------------------------------------------------------------------------
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "may_skip: the test needs hardware CI does not have (an "
+                            "NVIDIA GPU, IPv6); it may skip even where CI is set")
+
+
+def _must_run(item) -> bool:
+    return bool(os.environ.get("CI")) and item.get_closest_marker("may_skip") is None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Where ``CI`` is set, a test that skips fails instead, with its reason: CI provides every
+    fixture a test needs (PostgreSQL, Slurm, Kubernetes, Prometheus, Chromium, root, the traces),
+    so a skip there means one went missing. Tests marked ``may_skip`` (hardware) are exempt."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail") and _must_run(item):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"CI is set, so this test must run, but it skipped: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """The same for a whole module that skips as it is collected (``pytest.importorskip``)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("CI"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"CI is set, so {collector.nodeid} must run, but it skipped: {reason}"
