@@ -211,8 +211,8 @@ def _server(ca_cert, ca_key, dns: list[str], ips: list[str]) -> tuple[bytes, byt
     names = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i))
                                               for i in ips]
     cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns[0] if dns
-                                                        else "rota")]))
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                                        socket.gethostname() or "rota")]))
             .issuer_name(ca_cert.subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))

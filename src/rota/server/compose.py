@@ -36,7 +36,6 @@ from rota.control.logs import log_reader
 from rota.control.reconcile import PassReport
 from rota.control.serving import Serving
 from rota.control.servingmetrics import ServingMetrics
-from rota.core import InvalidSpec
 from rota.scheduler import Policy
 from rota.server.backends import build_backend
 from rota.server.certs import Served, is_loopback
