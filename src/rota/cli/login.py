@@ -21,8 +21,9 @@ from typing import Optional
 
 import typer
 
-from rota.cli.remote import EXIT_BAD_INPUT, EXIT_FAILED, die, talking
-from rota.core import InvalidSpec
+from rota.cli.failures import failure
+from rota.cli.remote import EXIT_BAD_INPUT, EXIT_FAILED, die
+from rota.core import InvalidSpec, RotaError
 
 ON_ARGV = ("--token: a token on the command line stays in your shell's history and is shown to "
            "every user of this machine by ps. Pipe it in instead: echo \"$TOKEN\" | rota login "
@@ -56,18 +57,23 @@ def login(
     if url_arg is not None and url is not None and url_arg != url:
         die("--url: give the server's URL once, as URL or with --url", EXIT_BAD_INPUT)
     try:
-        url = check_url(url_arg or url or "", "URL")
+        url = check_url(url_arg or url or "", "URL" if url_arg else "--url")
     except InvalidSpec as exc:
         die(str(exc) if url_arg or url else "URL: give the server's URL, e.g. rota login "
             "https://gpu-box:8470", EXIT_BAD_INPUT)
     if fingerprint is not None and not url.startswith("https://"):
         die("--fingerprint: applies to an https URL", EXIT_BAD_INPUT)
-    with talking():
+    try:  # not ``talking()``: the credentials saved before may be what is being replaced
         ca = str(ca_file.expanduser().resolve()) if ca_file is not None else \
             _trusted(url, fingerprint) if url.startswith("https://") else None
         secret = _read_token()
         with Client(Credentials(url, secret, "URL", ca)) as client:
             who = client.whoami()
+    except RotaError as exc:
+        known = failure(exc)
+        if known is None:
+            raise
+        die(*known)
     path = save(url, secret, ca_file=ca)
     projects = ", ".join(who["projects"]) or "none"
     print(f"Logged in to {url} as {who['user']} ({who['role']}; projects: {projects}). "
