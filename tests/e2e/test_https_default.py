@@ -121,7 +121,7 @@ def test_insecure_http_keeps_plain_http_beyond_loopback_with_a_warning(tmp_path)
         loopback.close()
 
 
-@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604])
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604], ids=lambda m: f"{m:04o}")
 def test_a_tls_key_its_group_or_others_may_read_is_refused(tmp_path, mode):
     cert, key = make_cert(tmp_path)
     key.chmod(mode)
