@@ -108,6 +108,13 @@ def test_insecure_http_keeps_plain_http_beyond_loopback_with_a_warning(tmp_path)
         assert server.url.startswith(f"http://{ADDRESS}:")
         assert f"warning: --insecure-http: plain HTTP on {ADDRESS}" in server.output()
         assert not (server.data_dir / "tls").exists()
+        login = subprocess.run(
+            [sys.executable, "-m", "rota.cli.main", "login", server.url], input=server.token,
+            env={**server.env, "XDG_CONFIG_HOME": str(tmp_path / "user")}, capture_output=True,
+            text=True, timeout=60)
+        assert login.returncode == 0, login.stderr
+        assert f"warning: {server.url} is plain HTTP: the token crosses the network" in \
+            login.stderr
     finally:
         server.close()
     loopback = RotaServer(tmp_path / "loopback")  # as before: no certificate, no warning

@@ -63,6 +63,11 @@ def login(
             "https://gpu-box:8470", EXIT_BAD_INPUT)
     if fingerprint is not None and not url.startswith("https://"):
         die("--fingerprint: applies to an https URL", EXIT_BAD_INPUT)
+    if fingerprint is not None and ca_file is not None:
+        die("--fingerprint: give --ca-file or --fingerprint, not both", EXIT_BAD_INPUT)
+    if url.startswith("http://") and not _loopback(url):
+        print(f"warning: {url} is plain HTTP: the token crosses the network readable by anyone "
+              "on the path; ask the operator for the server's https:// URL", file=sys.stderr)
     try:  # not ``talking()``: the credentials saved before may be what is being replaced
         ca = str(ca_file.expanduser().resolve()) if ca_file is not None else \
             _trusted(url, fingerprint) if url.startswith("https://") else None
@@ -78,6 +83,16 @@ def login(
     projects = ", ".join(who["projects"]) or "none"
     print(f"Logged in to {url} as {who['user']} ({who['role']}; projects: {projects}). "
           f"Saved to {path}.")
+
+
+def _loopback(url: str) -> bool:
+    import ipaddress
+    from urllib.parse import urlsplit
+    host = urlsplit(url).hostname or ""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _read_token() -> str:

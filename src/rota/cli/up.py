@@ -318,10 +318,12 @@ def _https_lines(plane) -> list[str]:
     port = plane.url.rsplit(":", 1)[1]
     where = plane.url if not _wildcard(config.host) else f"https://{_this_host()}:{port}"
     made = "rota's own CA" if served.generated else "--tls-cert"
-    return [f"  HTTPS: certificate from {made}, CA file {served.ca}",
-            f"  CA fingerprint: {served.fingerprint}",
-            f"  log in from elsewhere: rota login {where} --fingerprint {served.fingerprint} "
-            "(the token on stdin or at the prompt)"]
+    lines = [f"  HTTPS: certificate from {made}, CA file {served.ca}",
+             f"  CA fingerprint: {served.fingerprint}"]
+    if not is_loopback(config.host):
+        lines.append(f"  log in from elsewhere: rota login {where} --fingerprint "
+                     f"{served.fingerprint} (the token on stdin or at the prompt)")
+    return lines
 
 
 def _wildcard(host: str) -> bool:

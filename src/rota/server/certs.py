@@ -86,8 +86,17 @@ def given(cert: Path, key: Path) -> Served:
     except (OSError, ssl.SSLError) as exc:
         raise InvalidSpec("tls-cert", f"cannot serve HTTPS with {cert} and {key}: "
                           f"{getattr(exc, 'strerror', None) or exc}") from None
-    return Served(cert, key, cert, fingerprint(ssl.PEM_cert_to_DER_cert(cert.read_text())),
-                  False)
+    return Served(cert, key, cert, fingerprint(_last_der(cert)), False)
+
+
+def _last_der(chain: Path) -> bytes:
+    """The DER bytes of the last certificate of a PEM file: the one a client that pins what
+    the server sends (``rota.client.pinning``) sees last in its chain."""
+    import ssl
+    end = "-----END CERTIFICATE-----"
+    text = chain.read_text()
+    last = text[:text.rindex(end) + len(end)]
+    return ssl.PEM_cert_to_DER_cert(last[last.rindex("-----BEGIN CERTIFICATE-----"):])
 
 
 def own(directory: Path, host: str) -> Served:
