@@ -60,3 +60,13 @@ def test_live_tokens_found_in_the_control_plane_logs_are_revoked_at_start(rota_s
 
     server.restart()  # already revoked: nothing more to say
     assert "was written to" not in server.output()[len(before) + len(said):]
+
+
+def test_a_token_cut_by_the_end_of_a_read_is_found_whole(tmp_path):
+    """The logs are read a chunk at a time; a token across two chunks is found all the same."""
+    from rota.server.leaks import CHUNK, token_texts
+    token = "rota_" + "a1B2-_" * 7 + "c"  # 43 characters after the prefix
+    assert len(token) == 48
+    log = tmp_path / "rota-up.log"
+    log.write_bytes(b"x" * (CHUNK - 20) + f" {token} ".encode() + b"y" * 100)
+    assert token_texts(log) == {token}
