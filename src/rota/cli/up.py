@@ -91,7 +91,8 @@ def up(
     tls_cert: Optional[Path] = typer.Option(
         None, "--tls-cert", metavar="FILE",
         help="Serve HTTPS with this certificate (PEM; with --tls-key). The CLI on this machine "
-             "is told to trust it; others: rota login --ca-file or ROTA_CA_FILE."),
+             "is told to trust it; others: rota login --ca-file or --fingerprint, or "
+             "ROTA_CA_FILE."),
     tls_key: Optional[Path] = typer.Option(
         None, "--tls-key", metavar="FILE",
         help="The private key of --tls-cert (PEM); refused unless only its owner may read it."),
