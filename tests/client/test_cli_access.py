@@ -1,5 +1,5 @@
-"""Finding the server and proving who you are: ``rota login`` writes the credentials file
-(mode 0600) that later commands read; ``ROTA_URL``/``ROTA_TOKEN`` override it; tokens are
+"""Finding the server and proving who you are: ``rota login URL`` (the token on stdin) writes
+the credentials file (mode 0600) that later commands read; ``ROTA_URL``/``ROTA_TOKEN`` override it; tokens are
 created, listed and revoked; no server, or a bad token, is one clear line and exit 1."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def test_login_token_lifecycle_and_revocation(server, tmp_path):
     issued = json.loads(server.rota("token", "create", "laptop", "--json").stdout)
     env = server.env(XDG_CONFIG_HOME=str(tmp_path))
     del env["ROTA_URL"], env["ROTA_TOKEN"]
-    login = server.rota("login", "--url", server.url, "--token", issued["token"], env=env)
+    login = server.rota("login", server.url, env=env, input=issued["token"] + "\n")
     assert login.returncode == 0, login.stderr
     assert "as alice (member; projects: vision)" in login.stdout
     path = tmp_path / "rota" / "credentials.json"
@@ -49,5 +49,7 @@ def test_no_server_is_one_line_that_says_how_to_start_one(server, tmp_path):
     assert result.stderr.strip().splitlines() == [
         "error: no rota server at http://127.0.0.1:9: start one with `rota up`, or point "
         "ROTA_URL (or rota login --url) at a running one"]
-    bad = server.rota("login", "--url", "ftp://x", "--token", "t", env=env)
+    bad = server.rota("login", "--url", "ftp://x", env=env, input="t\n")
     assert bad.returncode == 2 and bad.stderr.startswith("error: --url: ")
+    bad = server.rota("login", "ftp://x", env=env, input="t\n")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: URL: ")

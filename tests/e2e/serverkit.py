@@ -25,8 +25,10 @@ class RotaServer:
     def __init__(self, root: Path, gpus: str | None = "4xH100-80GB",
                  extra: tuple[str, ...] = (), verify: str | bool = True) -> None:
         """``gpus``: the virtual GPUs (``--gpus``), None for the machine's own through NVML;
-        ``extra``: more options of ``rota up``; ``verify``: a CA file for its HTTPS."""
+        ``extra``: more options of ``rota up``; ``verify``: a CA file for its HTTPS (by default,
+        the one the credentials file names, as the CLI does, else the system's CAs)."""
         self.root, self.extra = root, extra
+        self._own_ca = verify is True
         self.verify: ssl.SSLContext | bool = (ssl.create_default_context(cafile=verify)
                                               if isinstance(verify, str) else verify)
         self.data_dir = root / "data"
@@ -61,6 +63,9 @@ class RotaServer:
                 raise AssertionError(f"rota up exited with {self.proc.returncode}:\n{self.output()}")
             try:
                 creds = json.loads(self.credentials.read_text())
+                if self._own_ca:
+                    self.verify = (ssl.create_default_context(cafile=creds["ca_file"])
+                                   if creds.get("ca_file") else True)
                 reply = httpx.get(f"{creds['url']}/v1/whoami", timeout=5, verify=self.verify,
                                   headers={"Authorization": f"Bearer {creds['token']}"})
                 if reply.status_code == 200:
@@ -114,3 +119,34 @@ def make_cert(tmp_path: Path, name: str = "server") -> tuple[Path, Path]:
                     "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
                     "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
     return cert, key
+
+
+def outside_address() -> str | None:
+    """An IPv4 address of this machine that is not loopback (``hostname -I``), one a server can
+    listen on and a client reach; None when it has none."""
+    import socket
+    try:
+        found = subprocess.run(["hostname", "-I"], capture_output=True, text=True,
+                               timeout=10).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for address in found:
+        if ":" in address or address.startswith("127."):
+            continue
+        try:
+            with socket.socket() as listener:
+                listener.bind((address, 0))
+                listener.listen()
+                socket.create_connection(listener.getsockname(), timeout=5).close()
+        except OSError:
+            continue
+        return address
+    return None
+
+
+def free_port(address: str) -> int:
+    """A port free on ``address`` now, for a server that must keep its port across restarts."""
+    import socket
+    with socket.socket() as s:
+        s.bind((address, 0))
+        return s.getsockname()[1]

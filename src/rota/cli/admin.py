@@ -1,5 +1,5 @@
-"""Commands about the cluster and access: ``login``, ``token``, ``queues``, ``nodes``, and
-``usage`` (``rota.cli.accounting``).
+"""Commands about the cluster and access: ``login`` (``rota.cli.login``), ``token``,
+``queues``, ``nodes``, and ``usage`` (``rota.cli.accounting``).
 
 Units shown: GPUs (quota and usage arrive in milli-GPU), CPUs, memory in GiB. ``--json``
 prints what the server sent, unchanged.
@@ -8,44 +8,19 @@ prints what the server sent, unchanged.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from typing import Any, Optional
 
 import typer
 
 from rota.cli import accounting
+from rota.cli.login import login
 from rota.cli.remote import EXIT_BAD_INPUT, age, die, node_state, print_json, talking
 from rota.cli.tables import Column, console, fit, wrapped
 from rota.cli.units import amount
 from rota.core import GPU_MEMORY_ENFORCEMENT, InvalidSpec
 
 token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
-
-
-def login(
-    url: str = typer.Option(..., "--url", help="The server, e.g. http://127.0.0.1:8470."),
-    token: str = typer.Option(..., "--token", help="An API token (rota token create)."),
-    ca_file: Optional[Path] = typer.Option(
-        None, "--ca-file", metavar="FILE",
-        help="CA certificates (PEM) to verify an https server with, when its certificate is "
-             "not signed by a CA this system trusts."),
-) -> None:
-    """Check a server and token, then remember them for every later command."""
-    from rota.client import Client, Credentials, save
-    from rota.client.credentials import check_url
-    try:
-        url = check_url(url, "--url")
-    except InvalidSpec as exc:
-        die(str(exc), EXIT_BAD_INPUT)
-    with talking():
-        ca = None if ca_file is None else str(ca_file.expanduser().resolve())
-        with Client(Credentials(url, token, "--url", ca)) as client:
-            who = client.whoami()
-    path = save(url, token, ca_file=ca)
-    projects = ", ".join(who["projects"]) or "none"
-    print(f"Logged in to {url} as {who['user']} ({who['role']}; projects: {projects}). "
-          f"Saved to {path}.")
 
 
 def whoami(as_json: bool = typer.Option(False, "--json")) -> None:
@@ -82,7 +57,8 @@ def token_create(
     print(issued["token"], flush=True)  # alone on stdout: TOKEN=$(rota token create ci)
     use = ("Give it to a Prometheus server: it reads /metrics and nothing else "
            "(docs/metrics.md)." if role == "metrics" else
-           "Use it with rota login --url URL --token TOKEN.")
+           "Log in with it: echo TOKEN | rota login URL (or rota login URL, and paste "
+           "it when asked).")
     print(f"Token {issued['name']} for {issued['user']} ({issued['role']}). It is shown only "
           f"now: keep it. {use}", file=sys.stderr, flush=True)
 

@@ -7,7 +7,7 @@ A lab's first teammate, end to end::
     rota project create vision
     rota user add alice --project vision       # her jobs run as OS user alice (--unix-user)
     rota token create laptop --user alice      # give alice the printed token
-    # alice: rota login --url http://gpu-box:8470 --token rota_...
+    # alice: rota login https://gpu-box:8470 (pastes the token when asked)
 
 Queues and their quotas are written as in a cluster file (``flavors:`` and ``queues:``, see
 docs/files.md) and applied to the running control plane with ``rota queue apply FILE``; a

@@ -52,7 +52,11 @@ def up(
         help="Read the database URL from the first line of FILE (keep it mode 0600)."),
     port: int = typer.Option(8470, "--port", min=0, max=65535,
                              help="Port of the HTTP API; 0 picks a free one."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address the HTTP API listens on."),
+    host: str = typer.Option(
+        "127.0.0.1", "--host",
+        help="Address the HTTP API listens on. Beyond loopback it serves HTTPS: with --tls-cert, "
+             "else with a certificate of its own CA, made in DIR/tls (its fingerprint is printed "
+             "for rota login --fingerprint)."),
     jobs_url: Optional[str] = typer.Option(
         None, "--jobs-url", metavar="URL",
         help="The API's URL as jobs reach it, their ROTA_URL (e.g. a Service's) [default: "
@@ -87,9 +91,15 @@ def up(
     tls_cert: Optional[Path] = typer.Option(
         None, "--tls-cert", metavar="FILE",
         help="Serve HTTPS with this certificate (PEM; with --tls-key). The CLI on this machine "
-             "is told to trust it; others: rota login --ca-file or ROTA_CA_FILE."),
+             "is told to trust it; others: rota login --ca-file or --fingerprint, or "
+             "ROTA_CA_FILE."),
     tls_key: Optional[Path] = typer.Option(
-        None, "--tls-key", metavar="FILE", help="The private key of --tls-cert (PEM)."),
+        None, "--tls-key", metavar="FILE",
+        help="The private key of --tls-cert (PEM); refused unless only its owner may read it."),
+    insecure_http: bool = typer.Option(
+        False, "--insecure-http",
+        help="Serve plain HTTP beyond loopback too: tokens then cross the network readable by "
+             "anyone on the path. Only behind a proxy that adds TLS, or on a trusted network."),
     metrics_address: Optional[str] = typer.Option(
         None, "--metrics-address", metavar="HOST:PORT",
         help="Also serve /metrics here without a token, for a Prometheus server (an address "
@@ -149,6 +159,8 @@ def up(
              InvalidSpec("", "give both --tls-cert and --tls-key to serve HTTPS"))
     tls = None if tls_cert is None or tls_key is None else (
         tls_cert.expanduser().resolve(), tls_key.expanduser().resolve())
+    if insecure_http and tls is not None:
+        fail("--insecure-http", InvalidSpec("", "give --insecure-http or --tls-cert, not both"))
     retention = retention_of(keep_workdirs, keep_logs, keep_uploads)
     metrics_at = None if metrics_address is None else address(metrics_address,
                                                               "--metrics-address")
@@ -173,11 +185,11 @@ def up(
                             kube_node_lost_after)
     try:
         _serve(directory, db, host, port, inventory, chosen, interval, backend, options, tls,
-               retention, metrics_at, jobs_url)
+               retention, metrics_at, jobs_url, insecure_http)
     except InvalidSpec as exc:
         if exc.field in BACKEND_FIELDS:
             fail(BACKEND_FIELDS[exc.field], InvalidSpec("", exc.reason))
-        option = exc.field == "tls-cert" or exc.field.startswith("slurm-")
+        option = exc.field in ("tls-cert", "tls-key") or exc.field.startswith("slurm-")
         fail(f"--{exc.field.split('.')[0]}" if option else "--db" if db else "--data-dir",
              InvalidSpec("", exc.reason) if option else exc)
 
@@ -185,7 +197,8 @@ def up(
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
            interval: float, backend: str, options: dict[str, str],
            tls: tuple[Path, Path] | None = None, retention=None,
-           metrics_at: tuple[str, int] | None = None, jobs_url: str | None = None) -> None:
+           metrics_at: tuple[str, int] | None = None, jobs_url: str | None = None,
+           insecure_http: bool = False) -> None:
     from rota.control import DataDirBusy
     from rota.control.lease import held_message
     from rota.server import BackendError, LeaseHeld, ServerConfig, open_control_plane
@@ -193,7 +206,8 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
 
     config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend,
                           options, tls, *(() if retention is None else (retention,)),
-                          metrics_address=metrics_at, jobs_url=jobs_url)
+                          metrics_address=metrics_at, jobs_url=jobs_url,
+                          insecure_http=insecure_http)
     try:
         plane = open_control_plane(config)
     except DataDirBusy as exc:
@@ -261,6 +275,7 @@ def _announce(plane) -> None:
     if plane.jobs_url != plane.url:
         lines.append(f"  jobs reach the API at {plane.jobs_url}")
     lines += [f"  policy: {config.policy.name}", f"  jobs: {mode}"]
+    lines += _https_lines(plane)
     lines.append(f"  metrics: {plane.url}/metrics (an operator's token, or one from rota token "
                  "create NAME --metrics)" + (f"; without a token at {plane.metrics_url}"
                                              if plane.metrics_url else ""))
@@ -289,6 +304,37 @@ def _announce(plane) -> None:
     lines += ["next: see the nodes: rota nodes; submit a job: rota run --gpus 1 -- " + example,
               "      then watch it: rota ps; rota logs ID -f"]
     print("\n".join(lines), flush=True)
+
+
+def _https_lines(plane) -> list[str]:
+    """How clients elsewhere trust the server, or a warning that they cannot."""
+    from rota.server.certs import is_loopback
+
+    served, config = plane.served, plane.config
+    if served is None:
+        if is_loopback(config.host):
+            return []
+        return [f"  warning: --insecure-http: plain HTTP on {config.host}: every token sent "
+                "to it crosses the network readable by anyone on the path"]
+    port = plane.url.rsplit(":", 1)[1]
+    where = plane.url if not _wildcard(config.host) else f"https://{_this_host()}:{port}"
+    made = "rota's own CA" if served.generated else "--tls-cert"
+    lines = [f"  HTTPS: certificate from {made}, CA file {served.ca}",
+             f"  CA fingerprint: {served.fingerprint}"]
+    if not is_loopback(config.host):
+        lines.append(f"  log in from elsewhere: rota login {where} --fingerprint "
+                     f"{served.fingerprint} (the token on stdin or at the prompt)")
+    return lines
+
+
+def _wildcard(host: str) -> bool:
+    from rota.server.compose import WILDCARDS
+    return host in WILDCARDS
+
+
+def _this_host() -> str:
+    import socket
+    return socket.gethostname()
 
 
 def down(

@@ -12,6 +12,7 @@ from importlib import import_module
 
 
 _HOMES = {"ApiError": "http", "Client": "http", "ConnectionLost": "http", "Unreachable": "http",
+          "Untrusted": "http",
           "Credentials": "credentials", "credentials_path": "credentials",
           "discover": "credentials", "save": "credentials"}
 

@@ -166,8 +166,9 @@ class BareClient:
             try:
                 status, headers, answer = self._exchange("POST", target, body, head)
             except Exception as exc:  # noqa: BLE001 - only Unreachable is retried
-                from rota.client.http import Unreachable
-                if delay is None or not isinstance(exc, Unreachable):
+                from rota.client.http import Unreachable, Untrusted
+                if delay is None or not isinstance(exc, Unreachable) or \
+                        isinstance(exc, Untrusted):
                     raise
                 self.on_retry(f"{exc.message}; sending it again in {delay:g} s")
                 self._sleep(delay)
@@ -267,6 +268,11 @@ class BareClient:
             self._context = tls_context(self.credentials.ca_file)
         try:
             return self._context.wrap_socket(sock, server_hostname=self.host)
+        except ssl.SSLCertVerificationError as exc:
+            sock.close()
+            from rota.client.http import Untrusted
+            raise Untrusted(self.url, str(exc.verify_message or exc.reason or exc),
+                            self.credentials.ca_file) from None
         except ssl.SSLError as exc:
             sock.close()
             raise self._lost(f"TLS: {exc.reason or exc}") from None
@@ -304,15 +310,20 @@ class BareClient:
 
 
 def tls_context(ca_file: str | None):
-    """The ``ssl.SSLContext`` an https server is checked with: ``ca_file``'s CAs when given,
-    else the system's; a CA file that cannot be read is an ``InvalidSpec`` naming ``ca_file``."""
+    """The ``ssl.SSLContext`` an https server is checked with: ``ca_file``'s certificates when
+    given (each an anchor of trust, even one that is not a root: a pinned one,
+    ``rota.client.pinning``), else the system's; a CA file that cannot be read is an
+    ``InvalidSpec`` naming ``ca_file``."""
     import ssl
     try:
-        return ssl.create_default_context(cafile=ca_file)
+        context = ssl.create_default_context(cafile=ca_file)
     except (OSError, ssl.SSLError) as exc:
         from rota.core import InvalidSpec
         raise InvalidSpec("ca_file", f"cannot read CA certificates from {ca_file}: "
                           f"{getattr(exc, 'strerror', None) or exc}") from None
+    if ca_file is not None:  # a pinned certificate is trusted as it is, as Python 3.13 does
+        context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    return context
 
 
 def _head(reader) -> tuple[int, dict[str, str]]:

@@ -53,7 +53,7 @@ def read_file(path: Path) -> dict[str, str]:
         return {}
     except (OSError, ValueError) as exc:
         raise _invalid(str(path), f"cannot read the credentials file ({exc.__class__.__name__});"
-                       " write it again with rota login --url URL --token TOKEN") from None
+                       " write it again with rota login URL") from None
     if not isinstance(data, dict):
         raise _invalid(str(path), "expected {\"url\": ..., \"token\": ...}")
     return {k: v for k, v in data.items() if k in ("url", "token", "ca_file")

@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from rota.client.bare import MAX_RETRY_AFTER_S, RETRY_DELAYS_S, tls_context
 from rota.client.credentials import Credentials, discover
-from rota.client.wire import Broken, Refused, Response, Wire
+from rota.client.wire import Broken, Distrusted, Refused, Response, Wire
 from rota.core import InvalidSpec, RotaError
 
 UPLOAD_CHUNK = 256 * 1024
@@ -55,6 +55,34 @@ class ConnectionLost(Unreachable):
         RotaError.__init__(self, f"the connection to {url} broke before the server answered "
                            f"({what}); the request may or may not have been done")
         self.url = url
+
+
+class Untrusted(Unreachable):
+    """The server's certificate is not vouched for by ``ca_file`` (None: the system's CAs);
+    nothing was sent. With a CA ``rota login`` pinned, said as loudly as ssh says a changed
+    host key (``rota.client.pinning``)."""
+
+    code = "untrusted"
+
+    def __init__(self, url: str, reason: str, ca_file: str | None) -> None:
+        from rota.client.pinning import is_pin
+        if is_pin(ca_file):
+            message = (
+                f"THE CERTIFICATE OF THE ROTA SERVER AT {url} HAS CHANGED.\n"
+                f"It is not signed by the CA you trusted when you logged in ({ca_file}: "
+                f"{reason}). Someone may be intercepting the connection (a man in the middle), "
+                "or the server's CA was made anew (its data directory's tls/ was removed). "
+                "Nothing was sent to it.\nAsk the server's operator for the CA fingerprint "
+                f"rota up prints. Only if the server's CA did change: rm {ca_file}, then rota "
+                f"login {url} --fingerprint SHA256:...")
+        else:
+            trusted = ca_file or "this system's CAs"
+            message = (f"the server at {url} presents a certificate that {trusted} cannot "
+                       f"verify ({reason}); nothing was sent to it. A rota server with a CA of "
+                       f"its own: rota login {url} --fingerprint SHA256:... (the fingerprint "
+                       "its rota up printed)")
+        RotaError.__init__(self, message)
+        self.url, self.reason, self.ca_file = url, reason, ca_file
 
 
 class Client:
@@ -96,6 +124,8 @@ class Client:
             return self._http.request(method, path, **kwargs)
         except Refused:
             raise Unreachable(self.url) from None
+        except Distrusted as exc:
+            raise Untrusted(self.url, exc.what, self.credentials.ca_file) from None
         except Broken as exc:
             raise ConnectionLost(self.url, exc.what) from None
 
@@ -106,7 +136,7 @@ class Client:
             try:
                 response = self._request(method, path, **kwargs)
             except Unreachable as exc:
-                if delay is None:
+                if delay is None or isinstance(exc, Untrusted):  # no retry makes it trusted
                     raise
                 self.on_retry(f"{exc.message}; sending it again in {delay:g} s")
                 self._sleep(delay)
@@ -290,6 +320,8 @@ class Client:
                                          check=_raise_for, timeout=None)
         except Refused:
             raise Unreachable(self.url) from None
+        except Distrusted as exc:
+            raise Untrusted(self.url, exc.what, self.credentials.ca_file) from None
         except Broken as exc:
             raise ConnectionLost(self.url, exc.what) from None
 
@@ -345,6 +377,6 @@ def _raise_for(response: Response) -> None:
         code, message, field = "http_error", f"HTTP {response.status_code}", None
     if response.status_code == 401:
         message = (f"{message}: the server did not accept the token; get one from an operator "
-                   "(rota token create) and run rota login --url URL --token TOKEN, or set "
-                   "ROTA_TOKEN")
+                   "(rota token create) and run rota login URL (it reads the token from stdin "
+                   "or asks for it), or set ROTA_TOKEN")
     raise ApiError(response.status_code, code, message, field)

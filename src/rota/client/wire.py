@@ -46,6 +46,11 @@ class Broken(OSError):
         self.what = what
 
 
+class Distrusted(Broken):
+    """The server's certificate is not vouched for by the CAs the connection trusts; nothing
+    was sent."""
+
+
 class Response:
     def __init__(self, status_code: int, headers: Mapping[str, str], content: bytes) -> None:
         self.status_code, self.headers, self.content = status_code, headers, content
@@ -171,6 +176,9 @@ class Wire:
             conn = http.client.HTTPConnection(self.host, self.port, timeout=self.connect_s)
         try:
             conn.connect()
+        except ssl.SSLCertVerificationError as exc:
+            conn.close()
+            raise Distrusted(str(exc.verify_message or exc.reason or exc)) from None
         except ssl.SSLError as exc:
             conn.close()
             raise Broken(f"TLS: {exc.reason or exc}") from None

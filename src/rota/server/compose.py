@@ -3,8 +3,10 @@
 ``open_control_plane(config)``, in order: make the data directory private
 (``rota.server.secure``) and take its lock (one control plane per data directory); open the
 store and take its ``control-loop`` lease (one per database); set up a first start (default
-project and queue, the operator and its token); register this machine as a node; bind the HTTP
-socket (``port`` 0 picks a free one); write the credentials file the CLI reads; build the
+project and queue, the operator and its token); revoke every live token that a log of the
+control plane holds (``rota.server.leaks``); register this machine as a node; bind the HTTP
+socket (``port`` 0 picks a free one), HTTPS with the given certificate or, beyond loopback,
+rota's own (``rota.server.certs``); write the credentials file the CLI reads; build the
 backend, the accounts its jobs run as, and the control loop. Anything that fails on the way
 releases what was taken. ``ControlPlane.serve`` then adopts what an earlier control plane left
 running, serves the API (uvicorn, in this process) while the loop runs on its own thread, and
@@ -34,12 +36,15 @@ from rota.control.logs import log_reader
 from rota.control.reconcile import PassReport
 from rota.control.serving import Serving
 from rota.control.servingmetrics import ServingMetrics
-from rota.core import InvalidSpec
 from rota.scheduler import Policy
 from rota.server.backends import build_backend
+from rota.server.certs import Served, is_loopback
+from rota.server.certs import given as given_tls
+from rota.server.certs import own as own_tls
+from rota.server.leaks import revoke_leaked
 from rota.server.retention import Retention, Sweeper
 from rota.server.secure import private_umask, secure_data_dir
-from rota.store import Store
+from rota.store import Store, TokenInfo
 
 log = logging.getLogger("rota.server")
 
@@ -66,6 +71,7 @@ class ServerConfig:
     retention: Retention = Retention()    # what is removed from the data directory, when
     metrics_address: tuple[str, int] | None = None  # also serve /metrics there, without a token
     jobs_url: str | None = None  # the API's URL as jobs reach it; None: ``jobs_api_url``
+    insecure_http: bool = False  # beyond loopback without ``tls``: plain HTTP, not rota's own
 
 
 @dataclass(slots=True)
@@ -85,6 +91,8 @@ class ControlPlane:
     metrics: Metrics | None = None
     metrics_url: str | None = None  # the metrics address's, when one was given
     jobs_url: str | None = None     # the API's URL as jobs reach it (``jobs_api_url``)
+    served: Served | None = None    # what HTTPS is served with; None: plain HTTP
+    leaked: list[tuple[TokenInfo, str]] = field(default_factory=list)  # revoked at start
     _metrics_server: Any = None
 
     def serve(self, on_started=lambda report: None) -> None:
@@ -110,7 +118,8 @@ class ControlPlane:
                          metrics=None if self.metrics is None else self.metrics.exposition,
                          serving=serving, on_exit=self.loop.exited,
                          exit_wait_s=HANDOFF_WAIT_S)
-        cert, key = self.config.tls or (None, None)
+        cert, key = (None, None) if self.served is None else (self.served.cert,
+                                                               self.served.key)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                                lifespan="off", ssl_certfile=cert,
                                                ssl_keyfile=key))
@@ -143,40 +152,42 @@ class ControlPlane:
 def open_control_plane(config: ServerConfig) -> ControlPlane:
     """Everything up to serving (see the module docstring)."""
     private_umask()
-    if config.tls is not None:
-        check_tls(*config.tls)
+    served = None if config.tls is None else given_tls(*config.tls)  # before anything is made
     directory = config.data_dir
     secure_data_dir(directory)
     lock = DataDirLock(directory)
     lock.acquire()
     store = None
     try:
+        served = served or _https(config)  # under the lock: one CA per data directory
         # usage decays as the policy's fair share reads it (``Policy.usage_half_life_s``)
         store = Store.open(config.db or directory,
                            usage_half_life_s=config.policy.usage_half_life_s)
         keeper = LeaseKeeper(store, directory)
         keeper.acquire(time.time())
         operator = setup.first_start(store)
+        leaked = revoke_leaked(store, directory)
         backend = build_backend(config)
         cordoned = setup.register(store, config.inventory.node) if config.backend == "local" \
             else []
         sock = _bind(config.host, config.port)
-        scheme = "http" if config.tls is None else "https"
+        scheme = "http" if served is None else "https"
         url = f"{scheme}://{_url_host(config.host)}:{sock.getsockname()[1]}"
         jobs_url = config.jobs_url or jobs_api_url(config.host, config.backend, scheme,
                                                    sock.getsockname()[1])
         token, issued = setup.operator_token(store, setup.credentials_path(), operator)
-        ca_file = None if config.tls is None else str(config.tls[0])
+        ca_file = None if served is None else str(served.ca)
         setup.write_credentials(setup.credentials_path(), url, token, ca_file)
         accounts = Accounts(store.unix_users)
         metrics = Metrics(store, _readings(backend, config.inventory),
                           lambda: None if keeper.held is None else keeper.held.expires_at)
         loop = ControlLoop(store, backend, config.policy, directory,
                            interval_s=config.interval_s, lease=keeper, accounts=accounts,
-                           api_url=jobs_url, api_ca_file=_public_certificate(config, directory),
+                           api_url=jobs_url, api_ca_file=_public_certificate(served, directory),
                            metrics=metrics)
         plane = ControlPlane(config, lock, store, loop, accounts, sock, url, token, issued,
-                             operator, cordoned, metrics=metrics, jobs_url=jobs_url)
+                             operator, cordoned, metrics=metrics, jobs_url=jobs_url,
+                             served=served, leaked=leaked)
         if config.metrics_address is not None:
             plane._metrics_server, plane.metrics_url = _serve_metrics(metrics,
                                                                       *config.metrics_address)
@@ -188,27 +199,26 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         raise
 
 
-def _public_certificate(config: ServerConfig, directory: Path) -> str | None:
-    """A copy of the HTTPS certificate (public, unlike its key) in the data directory, which
-    every account may pass through, so that jobs can verify the API: ``ROTA_CA_FILE``."""
-    if config.tls is None:
+def _https(config: ServerConfig) -> Served | None:
+    """Without a certificate given: rota's own when the API listens beyond loopback
+    (``rota.server.certs``), unless plain HTTP was asked for; None: plain HTTP."""
+    if is_loopback(config.host) or config.insecure_http:
+        return None
+    return own_tls(config.data_dir, config.host)
+
+
+def _public_certificate(served: Served | None, directory: Path) -> str | None:
+    """A copy of the CA file clients verify the API with (public, unlike its key) in the data
+    directory, which every account may pass through, so that jobs can verify the API:
+    ``ROTA_CA_FILE``."""
+    if served is None:
         return None
     copy = directory / "api-certificate.pem"
     tmp = copy.with_suffix(".tmp")
-    tmp.write_bytes(config.tls[0].read_bytes())
+    tmp.write_bytes(served.ca.read_bytes())
     tmp.chmod(0o644)
     os.replace(tmp, copy)
     return str(copy)
-
-
-def check_tls(cert: Path, key: Path) -> None:
-    """The certificate and key load together; ``InvalidSpec("tls-cert")`` saying why not."""
-    import ssl
-    try:
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
-    except (OSError, ssl.SSLError) as exc:
-        raise InvalidSpec("tls-cert", f"cannot serve HTTPS with {cert} and {key}: "
-                          f"{getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _readings(backend, inventory) -> Callable[[], list[Reading]] | None:

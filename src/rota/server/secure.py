@@ -8,7 +8,9 @@ keeps the control plane's secrets from jobs is file permissions:
 - the store (``rota.db`` and its ``-wal``, ``-shm`` and ``-journal`` files), the lock file,
   the log of ``rota up -d`` and everything under ``uploads/`` are 0600 (directories 0700);
 - each attempt's directory (supervisor state, the job's spec with its environment, its logs)
-  is 0700; the credentials file (``rota.control.setup``) is 0600 in a 0700 directory.
+  is 0700; the credentials file (``rota.control.setup``) is 0600 in a 0700 directory;
+- ``tls/``, rota's own CA and server certificate (``rota.server.certs``), is 0700 and its keys
+  0600; the copy of the CA that jobs verify the API with, ``api-certificate.pem``, is 0644.
 
 ``private_umask`` makes the control plane create everything 0600/0700 unless it widens a mode
 on purpose; ``secure_data_dir`` tightens, at every start, what an earlier version (or a hand)

@@ -199,6 +199,15 @@ class Store:
         finally:
             self._auth.invalidate()
 
+    def revoke_hashed(self, hashes: list[str]) -> dict[str, TokenInfo]:
+        """Revoke the live tokens with these hashes (``rota.store.tokens.token_hash``); hash ->
+        each token revoked."""
+        try:
+            with self._write() as conn:
+                return access.revoke_hashed(conn, hashes, self.clock())
+        finally:
+            self._auth.invalidate()
+
     def issue_token(self, user: str, name: str, role: Role | str = Role.MEMBER) -> IssuedToken:
         """A new token; its plaintext is in the result and nowhere else, ever."""
         with self._write() as conn:
