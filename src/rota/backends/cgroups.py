@@ -178,7 +178,6 @@ class Joined:
                 _write(Path(where) / "cgroup.procs", str(os.getpid()))
             except OSError:
                 pass
-        self.previous.clear()
 
     def oom_kills(self) -> int:
         """How many processes of the replica the kernel's OOM killer killed."""
@@ -198,6 +197,7 @@ class Joined:
 
     def finish(self) -> None:
         """Kill whatever the command left in its leaf, and remove the leaf."""
+        self.leave()  # again: a supervisor still inside would keep the leaf busy
         release(self.dirs)
 
 
@@ -270,10 +270,14 @@ def release(dirs: list[str], patience_s: float = 10.0) -> bool:
 
 
 def _kill_all(leaf: Path) -> None:
-    if (leaf / "cgroup.kill").exists():
+    pids = _read(leaf / "cgroup.procs").split()
+    me = str(os.getpid())
+    if me not in pids and (leaf / "cgroup.kill").exists():
         _write_if_exists(leaf / "cgroup.kill", "1")
         return
-    for pid in _read(leaf / "cgroup.procs").split():
+    for pid in pids:
+        if pid == me:
+            continue  # a supervisor that could not leave: it is the one cleaning up
         try:
             os.kill(int(pid), signal.SIGKILL)
         except (ProcessLookupError, ValueError):
