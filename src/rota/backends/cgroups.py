@@ -40,6 +40,7 @@ from typing import Any, Callable, Mapping
 CPU_PERIOD_US = 100_000
 DEFAULT_PIDS = 4096   # processes and threads of one replica (``rota up --job-pids``)
 CONTROLLERS = ("memory", "pids", "cpu")
+ENABLE = " ".join(f"+{c}" for c in CONTROLLERS)  # v2: what a parent hands its children
 V1_STATS = "cpuacct"  # joined for its usage figures where mounted apart from cpu; no limit
 MOUNTINFO = Path("/proc/self/mountinfo")
 
@@ -88,8 +89,7 @@ class Hierarchy:
 
 
     def close(self) -> None:
-        """Remove the base where it holds no leaf (its jobs' supervisors recreate it if
-        they need it)."""
+        """Remove the base where it holds no leaf (a later replica makes it again)."""
         for base in self.bases.values():
             try:
                 os.rmdir(base)
@@ -98,7 +98,7 @@ class Hierarchy:
 
 
 def detect(data_dir: Path, pids: int = DEFAULT_PIDS) -> Hierarchy | str:
-    """The hierarchy this control plane can place jobs in, its base created; else why not,
+    """The hierarchy this control plane can place jobs in, checked by a probe; else why not,
     in words (cgroups absent, or not writable by this account)."""
     digest = hashlib.sha256(str(Path(data_dir).resolve()).encode()).hexdigest()[:12]
     v1, v2 = _mounts()
@@ -122,14 +122,10 @@ def _v1(mounts: dict[str, str], own: dict[str, str], digest: str, pids: int) -> 
     used = {c: mounts[c] for c in CONTROLLERS}
     if V1_STATS in mounts and mounts[V1_STATS] != mounts["cpu"]:
         used[V1_STATS] = mounts[V1_STATS]
-    bases = {}
-    for c, mount in used.items():
-        base = Path(mount + own.get(c, "/").rstrip("/")) / "rota" / digest
-        base.mkdir(parents=True, exist_ok=True)
-        if c == "memory":  # children's usage counts in their parents', as on v2
-            _write_if_exists(base / "memory.use_hierarchy", "1")
-        bases[c] = str(base)
-    _probe(bases)
+    bases = {c: str(Path(mount + own.get(c, "/").rstrip("/")) / "rota" / digest)
+             for c, mount in used.items()}
+    for base in bases.values():
+        _probe(Path(base).parent, version=1)
     return Hierarchy(1, used, bases, pids)
 
 
@@ -137,23 +133,25 @@ def _v2(mount: str, own: str, digest: str, pids: int) -> Hierarchy:
     parent = Path(mount + own.rstrip("/"))
     if own not in ("", "/"):
         parent = parent.parent  # a sibling of our own cgroup, which holds processes
-    enable = " ".join(f"+{c}" for c in CONTROLLERS)
-    path = parent
-    for part in ("rota", digest):
-        _write(path / "cgroup.subtree_control", enable)
-        path = path / part
-        path.mkdir(exist_ok=True)
-    _write(path / "cgroup.subtree_control", enable)
-    _probe({"": str(path)})
-    return Hierarchy(2, {"": mount}, {"": str(path)}, pids)
+    _write(parent / "cgroup.subtree_control", ENABLE)
+    _probe(parent / "rota", version=2)
+    return Hierarchy(2, {"": mount}, {"": str(parent / "rota" / digest)}, pids)
 
 
-def _probe(bases: dict[str, str]) -> None:
-    """Create and remove a leaf: a base we may create but not use is found out now."""
-    probe = f"probe-{os.getpid()}"
-    for base in bases.values():
-        os.mkdir(f"{base}/{probe}")
-        os.rmdir(f"{base}/{probe}")
+def _probe(rota: Path, version: int) -> None:
+    """Create ``rota`` (shared by the control planes of this cgroup) and in it a base that
+    hands its controllers on (v2), then remove the probe: a directory we may create but not
+    use is found out now. A base itself is made by the first replica that needs it."""
+    rota.mkdir(exist_ok=True)
+    if version == 2:
+        _write(rota / "cgroup.subtree_control", ENABLE)
+    probe = rota / f"probe-{os.getpid()}"
+    probe.mkdir(exist_ok=True)
+    try:
+        if version == 2:
+            _write(probe / "cgroup.subtree_control", ENABLE)
+    finally:
+        probe.rmdir()
 
 
 # -- the supervisor's side ---------------------------------------------------------------------
@@ -206,8 +204,12 @@ def enter(plan: Mapping[str, Any]) -> Joined:
     joined = Joined(plan)
     try:
         for c, d in plan["dirs"].items():
-            os.makedirs(d, exist_ok=True)
-            _limit(Path(d), c, plan)
+            leaf = Path(d)
+            leaf.parent.mkdir(parents=True, exist_ok=True)  # the base, by its first replica
+            if plan["version"] == 2:
+                _write(leaf.parent / "cgroup.subtree_control", ENABLE)
+            leaf.mkdir(exist_ok=True)
+            _limit(leaf, c, plan)
         own = _own_cgroups()
         for c, d in plan["dirs"].items():
             joined.previous[c] = plan["mounts"][c] + own.get(c, "/").rstrip("/")
