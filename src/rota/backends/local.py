@@ -37,6 +37,10 @@ When the launch names an OS account (``LaunchSpec.run_as``), the supervisor, whi
 control plane's own user (root), starts the command with that account's uid, gid and
 supplementary groups, so that a job has its owner's rights and never the control plane's. The
 environment a job inherits from the control plane is the short list of ``rota.backends.env``.
+
+Limits (``rota.backends.joblimits``): each replica runs in a cgroup with its job's CPU and
+memory request and a process limit, and a job's working directory is measured against its disk
+limit; the node's label ``JOB_LIMITS`` says how they are enforced, or why they are not.
 """
 
 from __future__ import annotations

@@ -11,7 +11,10 @@ waits for it, and records how it ended. Files in ``REPLICA_DIR``:
   once without starting anything. So a replica runs at most once, even when a control plane
   was killed between starting its supervisor and recording the supervisor's pid.
 - ``spec.json`` (read): ``command`` (argv), ``workdir``, ``env`` (the complete environment),
-  ``umask``, and ``run_as`` (``uid``, ``gid``, ``groups``; null: the supervisor's own account).
+  ``umask``, ``run_as`` (``uid``, ``gid``, ``groups``; null: the supervisor's own account),
+  and ``cgroup``: the replica's cgroup and limits (``rota.backends.cgroups``; null: none), in
+  which the command is started, whose OOM kills name the reason, and which is removed with
+  whatever is left in it once the command ended.
   The supervisor itself keeps the account it was started with (the control plane's), so that
   a command started under another account can neither signal it nor write its files.
 - ``child.json`` (written once the command started): ``pid`` and ``start_ticks`` of the command.
