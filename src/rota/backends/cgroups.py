@@ -290,8 +290,8 @@ def usage_s(plan: Mapping[str, Any]) -> float | None:
     """CPU seconds the replica's leaf has used (None: no figure)."""
     if plan["version"] == 2:
         return _field(_read(Path(plan["dirs"][""]) / "cpu.stat"), "usage_usec") / 1e6
-    stats = plan["dirs"].get(V1_STATS)
-    text = _read(Path(stats) / "cpuacct.usage") if stats else ""
+    stats = plan["dirs"].get(V1_STATS) or plan["dirs"]["cpu"]  # or mounted with cpu
+    text = _read(Path(stats) / "cpuacct.usage")
     return int(text) / 1e9 if text.strip().isdigit() else None
 
 
