@@ -21,7 +21,6 @@ import stat
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Sequence
 
 log = logging.getLogger("rota.backends.diskuse")
