@@ -11,6 +11,7 @@ from pathlib import Path
 
 from builders import job
 from waiting import poll
+from rota.backends import cgroups
 from rota.backends.base import Handle, LaunchSpec, ReplicaState, Status
 from rota.backends.local import LocalBackend, proc
 from rota.backends.procs import is_running, read_json
@@ -73,6 +74,23 @@ def kill_everything_under(data_dir: Path) -> None:
                 os.killpg(child["pid"], signal.SIGKILL)
             except ProcessLookupError:
                 pass
+    release_cgroups_under(data_dir)
+
+
+def release_cgroups_under(data_dir: Path) -> None:
+    """Remove the cgroups of the replicas under ``data_dir`` (killing what runs in them),
+    then their bases (``rota.backends.cgroups``), so that no test leaves one behind."""
+    bases = set()
+    for spec_file in data_dir.glob("jobs/*/attempt-*/replica-*/spec.json"):
+        plan = (read_json(spec_file) or {}).get("cgroup")
+        if plan:
+            cgroups.release(list(plan["dirs"].values()))
+            bases |= {os.path.dirname(d) for d in plan["dirs"].values()}
+    for base in bases:
+        try:
+            os.rmdir(base)
+        except OSError:
+            pass
 
 
 def wait_started(handle: Handle) -> list[int]:

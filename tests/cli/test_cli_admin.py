@@ -123,3 +123,21 @@ def test_nodes_warn_while_gpu_memory_shares_are_not_enforced(server):
         " ".join(shown.split())
     server.store.upsert_nodes([node], "local")
     assert "warning" not in server.rota("nodes").stdout
+
+
+def test_nodes_say_how_jobs_limits_are_enforced_and_warn_when_they_are_not(server):
+    from dataclasses import replace
+
+    from rota.core import JOB_LIMITS
+    node = server.store.snapshot(0.0).nodes[0]
+    for said, line in (("cpu/memory/pids: cgroup v1",
+                        "gpu-0: jobs' CPU, memory and process limits: cpu/memory/pids: cgroup v1"),
+                       ("not enforced: cannot create this control plane's cgroups: Permission "
+                        "denied", "warning: gpu-0: jobs' CPU, memory and process limits: not "
+                        "enforced: cannot create this control plane's cgroups: Permission denied")):
+        server.store.upsert_nodes([replace(node, labels={**node.labels, JOB_LIMITS: said})],
+                                  "local")
+        shown = " ".join(server.rota("nodes").stdout.split())
+        assert line in shown, shown
+        assert ("warning" in shown) is said.startswith("not enforced")
+    server.store.upsert_nodes([node], "local")

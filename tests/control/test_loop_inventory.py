@@ -20,7 +20,7 @@ class Reporting(LocalBackend):
 
     def __init__(self, data_dir, node: Node) -> None:
         super().__init__(data_dir, node=node)
-        self.report = [node]
+        self.report = LocalBackend.inventory(self)  # what the store was given at first
 
     def inventory(self) -> list[Node]:
         return list(self.report)

@@ -42,6 +42,15 @@ def test_round_trip_every_key():
     assert parsed.idle.for_ == 1800 and parsed.idle.max_lifetime == 86400
 
 
+def test_a_disk_limit_is_kept_for_the_backend_and_not_scheduled():
+    from rota.api.submit import run_of
+    plain = base_job(entrypoint="true")
+    spec = JobSpec.model_validate({**plain, "resources": {**plain["resources"], "disk": "20Gi"}})
+    assert run_of(spec, None)["disk_mib"] == 20 * GIB
+    assert "disk_mib" not in run_of(JobSpec.model_validate(plain), None)
+    assert to_job(spec, 0).request == to_job(JobSpec.model_validate(plain), 0).request
+
+
 def test_defaults():
     (job,) = jobs_of({"name": "j", "project": "llm", "queue": "product"})
     assert job.request.cpu_milli == 1000 and job.request.memory_mib == 1024
@@ -107,6 +116,8 @@ CASES = [
      "groups: default"),
     ("model matches nothing", base_job(resources={"gpu": 1, "gpu_model": "*H200*"}),
      "jobs[0].resources.gpu_model", "models present: H100-80GB, L4"),
+    ("disk zero", base_job(resources={"disk": 0}), "jobs[0].resources.disk", "more than 0"),
+    ("disk text", base_job(resources={"disk": "lots"}), "jobs[0].resources.disk", "memory size"),
 ]
 
 

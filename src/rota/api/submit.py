@@ -28,7 +28,8 @@ given, must follow the same contract.
      "restart": {"max_retries": int, "backoff_s": float},
      "idle": {"gpu_util_below": float | null, "for_s": float | null,
               "inactive_for_s": float | null, "max_lifetime_s": float | null,
-              "warn_before_s": float | null} | null}
+              "warn_before_s": float | null} | null,
+     "disk_mib": int}                     # only when resources.disk names a limit
 
 An ``entrypoint`` string becomes ``["/bin/sh", "-c", entrypoint]``; a list is the argv.
 """
@@ -159,6 +160,8 @@ def run_of(spec: JobSpec, upload: str | None) -> dict[str, Any]:
     command = ["/bin/sh", "-c", entry] if isinstance(entry, str) else list(entry or [])
     idle = None if spec.idle is None else spec.idle.stored()
     serving = {} if spec.service is None else {"port": spec.service.port or 0}
+    if spec.resources.disk is not None:
+        serving["disk_mib"] = spec.resources.disk
     return {**serving,
         "command": command, "workdir": spec.workdir, "image": spec.image, "env": dict(spec.env),
         "upload": upload,
@@ -204,6 +207,7 @@ class RunContract(BaseModel):
     restart: _Restart = _Restart()
     idle: _Idle | None = None
     port: int | None = Field(None, ge=0, le=65535)
+    disk_mib: int | None = Field(None, ge=1, le=LIMITS["memory"])  # the workdir's disk limit
 
 
 def check_run(run: Mapping[str, Any], upload_exists: Callable[[str], bool],
@@ -237,6 +241,8 @@ def check_run(run: Mapping[str, Any], upload_exists: Callable[[str], bool],
     dump = model.model_dump()
     if dump["port"] is None:  # only a service's replica serves
         del dump["port"]
+    if dump["disk_mib"] is None:  # only a job that names its disk limit has one
+        del dump["disk_mib"]
     return dump
 
 

@@ -119,6 +119,8 @@ class LaunchSpec:
     image: str | None = None
     port: int | None = None  # a server's port (ROTA_PORT): a number, 0: any the backend
                              # finds free on the replica's host; None: the job serves nothing
+    disk_mib: int | None = None  # what the working directory may hold (None: the backend's
+                                 # default, if it has one)
 
 
 DEFAULT_SERVICE_PORT = 8000  # ROTA_PORT where a replica has an address of its own (a Pod)

@@ -37,6 +37,10 @@ When the launch names an OS account (``LaunchSpec.run_as``), the supervisor, whi
 control plane's own user (root), starts the command with that account's uid, gid and
 supplementary groups, so that a job has its owner's rights and never the control plane's. The
 environment a job inherits from the control plane is the short list of ``rota.backends.env``.
+
+Limits (``rota.backends.joblimits``): each replica runs in a cgroup with its job's CPU and
+memory request and a process limit, and a job's working directory is measured against its disk
+limit; the node's label ``JOB_LIMITS`` says how they are enforced, or why they are not.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import quote
 
+from rota.backends import cgroups
 from rota.backends.base import (
     Activity, BackendError, Capabilities, Handle, LaunchSpec, NoEarlyEnds, ReplicaHandle,
     ReplicaState, ReplicaStatus, Status,
@@ -58,6 +63,7 @@ from rota.backends.env import ReplicaContext, account_env, check_job_env, inheri
 from rota.backends.exits import ExitWatcher
 from rota.backends.gpus import local_node
 from rota.backends.health import GpuHealth
+from rota.backends.joblimits import JobLimits
 from rota.backends.logfiles import STREAMS, read_from
 from rota.backends.localfiles import (  # noqa: F401 - Proc, proc and free_port are used from here
     JOB_UMASK, Proc, account_json, argv_of, boot_of, free_port, log_file,
@@ -71,7 +77,8 @@ from rota.backends.procs import (
 from rota.backends.shim import CLAIM, FORWARDED
 from rota.backends.spawner import Spawner
 from rota.core import (
-    GPU_MEMORY_ENFORCEMENT, MILLI, End, InvalidSpec, Job, Node, Placement, ReplicaPlacement,
+    GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, MILLI, End, InvalidSpec, Job, Node, Placement,
+    ReplicaPlacement,
 )
 
 UTIL_WINDOW_S = 10.0  # per-process GPU utilisation samples of the last this many seconds
@@ -86,7 +93,8 @@ class LocalBackend(NoEarlyEnds):
 
     def __init__(self, data_dir: str | Path, node: Node | None = None, nvml: Nvml | None = None,
                  *, master_addr: str = "127.0.0.1", device_ids: str = "index",
-                 health: GpuHealth | None = None) -> None:
+                 health: GpuHealth | None = None, job_pids: int = cgroups.DEFAULT_PIDS,
+                 job_disk_mib: int | None = None) -> None:
         if device_ids not in ("index", "uuid"):
             raise InvalidSpec("device_ids", f"must be index or uuid, got {device_ids!r}")
         self.data_dir = Path(data_dir).resolve()
@@ -101,6 +109,8 @@ class LocalBackend(NoEarlyEnds):
         self._exits: ExitWatcher | None = None
         self.health = health if health is not None else (GpuHealth(nvml) if nvml else None)
         self.memory_watcher: Any = None  # a rota.backends.watcher.MemoryWatcher attaches itself
+        self.limits = JobLimits(self.data_dir, job_pids, job_disk_mib, self.tracked,
+                                self.stop_replica)  # cgroups and disk (rota.backends.joblimits)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -119,6 +129,7 @@ class LocalBackend(NoEarlyEnds):
         """This machine, its unhealthy GPUs marked so (``rota.backends.health``), and the
         label ``GPU_MEMORY_ENFORCEMENT`` while its GPU-memory shares are not enforced (``unenforced``)."""
         node, sick, off = self.node, self._sick(), self.unenforced()
+        node = replace(node, labels={**node.labels, JOB_LIMITS: self.limits_enforced()})
         if off:
             node = replace(node, labels={**node.labels, GPU_MEMORY_ENFORCEMENT: off})
         if not sick:
@@ -126,6 +137,10 @@ class LocalBackend(NoEarlyEnds):
         return [replace(node, devices=tuple(
             replace(d, healthy=False, problem=sick[d.index]) if d.index in sick else d
             for d in node.devices))]
+
+    def limits_enforced(self) -> str:
+        """How jobs' CPU, memory and process limits are enforced here, or why they are not."""
+        return self.limits.enforced()
 
     def _sick(self) -> dict[int, str]:
         return self.health.problems() if self.health is not None else {}
@@ -137,12 +152,14 @@ class LocalBackend(NoEarlyEnds):
             return
         self._exits = ExitWatcher(wake)
         self._exits.start()
+        self.limits.start()
         if self.health is not None:
             self.health.start()
         for handle in self.tracked():
             self._watch(handle)
 
     def unwatch(self) -> None:
+        self.limits.stop()
         if self._exits is not None:
             self._exits.stop()
             self._exits = None
@@ -196,7 +213,7 @@ class LocalBackend(NoEarlyEnds):
                 ctx = ReplicaContext(job.id, rank, world, self.master_addr, port, rep.devices,
                                      self._device_ids(rep), serves)
                 self.before_start(adir, rank)
-                replicas.append(self._start_replica(adir, ctx, rep, job_env, spec, argv))
+                replicas.append(self._start_replica(adir, ctx, rep, job_env, spec, argv, job))
         except OSError as exc:
             for started in replicas:
                 self._stop_replica(proc(started), 0, "launch of the gang failed")
@@ -318,15 +335,16 @@ class LocalBackend(NoEarlyEnds):
                 n += 1
 
     def _start_replica(self, attempt: Path, ctx: ReplicaContext, rep: ReplicaPlacement,
-                       job_env: Mapping[str, str], spec: LaunchSpec,
-                       argv: list[str]) -> ReplicaHandle:
+                       job_env: Mapping[str, str], spec: LaunchSpec, argv: list[str],
+                       job: Job) -> ReplicaHandle:
         rdir = attempt / f"replica-{ctx.rank}"
         rdir.mkdir(mode=0o700)
         base = {**inherited(os.environ), **account_env(spec.run_as)}
         write_json_atomic(rdir / "spec.json", {
             "command": argv, "workdir": str(Path(spec.workdir).resolve()),
             "env": replica_env(base, job_env, ctx), "umask": JOB_UMASK,
-            "run_as": account_json(spec.run_as)}, mode=0o600, durable=False)
+            "run_as": account_json(spec.run_as),
+            **self.limits.spec_fields(rdir, job, spec.disk_mib)}, mode=0o600, durable=False)
         out, err = rdir / "stdout.log", rdir / "stderr.log"
         with log_file(out, spec.run_as) as fout, log_file(err, spec.run_as) as ferr:
             pid = self.spawner.start(rdir, fout.fileno(), ferr.fileno())
@@ -346,6 +364,7 @@ class LocalBackend(NoEarlyEnds):
             if status.state is not ReplicaState.RUNNING:
                 with self._lock:
                     self._tracked.pop(handle.launch_id, None)
+                self.limits.release(handle)
             out.append(status)
         return out
 

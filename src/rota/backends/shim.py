@@ -11,7 +11,10 @@ waits for it, and records how it ended. Files in ``REPLICA_DIR``:
   once without starting anything. So a replica runs at most once, even when a control plane
   was killed between starting its supervisor and recording the supervisor's pid.
 - ``spec.json`` (read): ``command`` (argv), ``workdir``, ``env`` (the complete environment),
-  ``umask``, and ``run_as`` (``uid``, ``gid``, ``groups``; null: the supervisor's own account).
+  ``umask``, ``run_as`` (``uid``, ``gid``, ``groups``; null: the supervisor's own account),
+  and ``cgroup``: the replica's cgroup and limits (``rota.backends.cgroups``; null: none), in
+  which the command is started, whose OOM kills name the reason, and which is removed with
+  whatever is left in it once the command ended.
   The supervisor itself keeps the account it was started with (the control plane's), so that
   a command started under another account can neither signal it nor write its files.
 - ``child.json`` (written once the command started): ``pid`` and ``start_ticks`` of the command.
@@ -36,6 +39,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from rota.backends import cgroups
 from rota.backends.procs import (
     boot_id, claim_json, read_json, signal_group, signal_name, start_ticks, write_json_atomic,
 )
@@ -73,12 +77,22 @@ class Supervisor:
             return self._finish(EXIT_CANNOT_START, started_at)
         if self.stopping:
             return self._finish(None, started_at)
+        limits = None
         try:
-            self.child = subprocess.Popen(command, cwd=workdir, env=env,
-                                          stdin=subprocess.DEVNULL, start_new_session=True,
-                                          **account)
+            # the command is born in its cgroup: we join it around fork (rota.backends.cgroups)
+            limits = cgroups.enter(spec["cgroup"]) if spec.get("cgroup") else None
+            try:
+                self.child = subprocess.Popen(command, cwd=workdir, env=env,
+                                              stdin=subprocess.DEVNULL, start_new_session=True,
+                                              **account)
+            finally:
+                if limits is not None:
+                    limits.leave()
         except OSError as exc:
-            self.reason = f"cannot start {command[0]!r}: {exc.strerror or exc}"
+            if limits is not None:
+                limits.finish()
+            self.reason = (str(exc) if isinstance(exc, cgroups.CgroupError) else
+                           f"cannot start {command[0]!r}: {exc.strerror or exc}")
             return self._finish(EXIT_CANNOT_START, started_at)
         write_json_atomic(self.dir / "child.json",
                           {"pid": self.child.pid, "start_ticks": start_ticks(self.child.pid)},
@@ -89,6 +103,10 @@ class Supervisor:
         returncode = self.child.wait()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal_group(self.child.pid, signal.SIGKILL)  # leftovers of the replica's group
+        if limits is not None:
+            if returncode != 0 and not self.reason:
+                self.reason = limits.out_of_memory()
+            limits.finish()  # leftovers that left the group, then the cgroup itself
         return self._finish(returncode, started_at)
 
     def _claim(self) -> bool:

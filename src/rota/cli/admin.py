@@ -18,7 +18,7 @@ from rota.cli.login import login
 from rota.cli.remote import EXIT_BAD_INPUT, age, die, node_state, print_json, talking
 from rota.cli.tables import Column, console, fit, wrapped
 from rota.cli.units import amount
-from rota.core import GPU_MEMORY_ENFORCEMENT, InvalidSpec
+from rota.core import GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, InvalidSpec
 
 token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 
@@ -165,6 +165,11 @@ def nodes(
     keep = [k for k, c in enumerate(NODE_COLUMNS) if wide or c.header not in ("GROUP", "PRODUCT")]
     console().print(fit([NODE_COLUMNS[k] for k in keep], [[r[k] for k in keep] for r in rows]))
     for n in data:
+        limits = (n.get("labels") or {}).get(JOB_LIMITS)
+        if limits:
+            warn = "warning: " if limits.startswith("not enforced") else ""
+            print(wrapped(f"{warn}{n['name']}: jobs' CPU, memory and process limits: {limits}",
+                          rest="  "))
         off = (n.get("labels") or {}).get(GPU_MEMORY_ENFORCEMENT)
         if off:
             print(wrapped(f"warning: {n['name']}: GPU-memory shares are {off}; a job can use "

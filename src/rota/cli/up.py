@@ -20,7 +20,8 @@ from typing import List, Optional
 import typer
 
 from rota.cli.upoptions import (
-    BACKEND_FIELDS, address, check_url, database_url, kube_options, retention_of, slurm_options,
+    BACKEND_FIELDS, address, check_url, database_url, kube_options, local_options, retention_of,
+    slurm_options,
 )
 from rota.core import InvalidSpec
 
@@ -140,6 +141,14 @@ def up(
         300.0, "--kube-node-lost-after", metavar="SECONDS", min=0,
         help="kubernetes: how long a node may stay NotReady before the jobs on it count as "
              "lost and are requeued (Kubernetes' own default before it evicts Pods)."),
+    job_pids: int = typer.Option(
+        4096, "--job-pids", metavar="N", min=1, max=4_194_304,
+        help="local: the processes and threads one replica of a job may have at once "
+             "(cgroup pids.max); a fork bomb stops there."),
+    job_disk: Optional[str] = typer.Option(
+        None, "--job-disk", metavar="SIZE",
+        help="local: the disk a job's working directory may use when its job file names "
+             "none (resources.disk), e.g. 20Gi [default: no limit]."),
     detach: bool = typer.Option(False, "--detach", "-d",
                                 help="Run in the background; return once it answers. "
                                      "Stop it with rota down."),
@@ -180,6 +189,7 @@ def up(
                      setup.elsewhere("not used: jobs run on the Slurm cluster"))
     except InvalidSpec as exc:
         fail("--node-file" if node_file else "--gpus", exc)
+    options |= local_options(backend, job_pids, job_disk)
     options |= kube_options(backend, kubeconfig, kube_namespace, kube_default_image,
                             kube_pod_user, kube_tolerate, kube_node_selector,
                             kube_node_lost_after)
@@ -272,6 +282,12 @@ def _announce(plane) -> None:
              "--operator prints one)", f"  store: {where}"]
     describe = getattr(plane.loop.backend, "describe", None)
     lines += describe(plane.jobs_url) if describe is not None else [_runs_on(plane)]
+    limits = getattr(plane.loop.backend, "limits_enforced", None)
+    if limits is not None:
+        said = limits()
+        lines.append(("  warning: jobs' CPU, memory and process limits are " if
+                      said.startswith("not enforced") else "  jobs' CPU, memory and process "
+                      "limits: ") + said)
     if plane.jobs_url != plane.url:
         lines.append(f"  jobs reach the API at {plane.jobs_url}")
     lines += [f"  policy: {config.policy.name}", f"  jobs: {mode}"]

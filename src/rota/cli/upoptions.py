@@ -57,6 +57,28 @@ def slurm_options(backend: str, gpus: Optional[str], node_file: Optional[Path],
     return {"gpu_types": gpu_types or "", "placement": placement, "partition": partition or ""}
 
 
+def local_options(backend: str, job_pids: int, job_disk: Optional[str]) -> dict:
+    """The local backend's limits of each job (``--job-pids``, ``--job-disk``), refused with
+    another backend (whose jobs the local backend's cgroups do not reach)."""
+    from rota.cli.app import fail
+    from rota.core import parse_memory_mib
+    if backend != "local":
+        for option, value in (("--job-pids", job_pids != 4096 or None),
+                              ("--job-disk", job_disk)):
+            if value:
+                fail(option, InvalidSpec("", "applies only with --backend local"))
+        return {}
+    options: dict = {"job_pids": job_pids}
+    if job_disk is not None:
+        try:
+            options["job_disk_mib"] = parse_memory_mib(job_disk, "")
+        except InvalidSpec as exc:
+            fail("--job-disk", InvalidSpec("", exc.reason))
+        if options["job_disk_mib"] <= 0:
+            fail("--job-disk", InvalidSpec("", f"must be more than 0, got {job_disk!r}"))
+    return options
+
+
 def retention_of(workdirs: str, logs: str, uploads: str):
     """The ``--keep-*`` options as a ``Retention``, each error naming its option."""
     from rota.cli.app import fail

@@ -312,7 +312,8 @@ class Launcher:
             handle = self.backend.launch(rec.job, rec.job.placement,
                                          LaunchSpec(r.spec.command, r.workdir, env, r.run_as,
                                                     r.spec.checkpoint_signal, r.spec.grace_s,
-                                                    r.spec.image, r.spec.port),
+                                                    r.spec.image, r.spec.port,
+                                                    disk_mib=r.spec.disk_mib),
                                          attempt=rec.attempts)
         except InvalidSpec as exc:
             return Launched(rec, verdict=_unstartable(exc))

@@ -11,7 +11,8 @@
      "checkpoint": {"dir": str | null, "signal": "SIGTERM", "grace_s": 30.0},
      "restart": {"max_retries": 0, "backoff_s": 10.0},
      "idle": {...} | null,                        # read by idle reclamation, not here
-     "port": 8000 | 0 | null}                     # a service replica's ROTA_PORT (0: any free)
+     "port": 8000 | 0 | null,                     # a service replica's ROTA_PORT (0: any free)
+     "disk_mib": 20480}                           # optional: the working directory's disk limit
 
 Working directory: ``workdir`` when set (an existing directory the job's OS account may enter
 and list, ``rota.control.accounts.may_enter``); otherwise ``<data_dir>/jobs/<job id>/work``, where an
@@ -46,7 +47,7 @@ from rota.core.archive import check_members
 
 UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 KNOWN_KEYS = frozenset({"command", "workdir", "image", "env", "upload", "checkpoint", "restart",
-                        "idle", "port"})
+                        "idle", "port", "disk_mib"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,7 @@ class RunSpec:
     image: str | None = None  # the container image the job names
     backoff_s: float = 10.0       # before the first retry; doubled for each further one
     port: int | None = None       # ROTA_PORT (``LaunchSpec.port``)
+    disk_mib: int | None = None   # the working directory's disk limit (``LaunchSpec.disk_mib``)
 
 
 def parse_run(run: Mapping[str, Any]) -> RunSpec:
@@ -85,6 +87,7 @@ def parse_run(run: Mapping[str, Any]) -> RunSpec:
         max_retries=_retries(restart.get("max_retries", 0)),
         backoff_s=_backoff(restart.get("backoff_s", 10.0)),
         port=_port(run.get("port")),
+        disk_mib=_disk(run.get("disk_mib")),
     )
 
 
@@ -93,6 +96,14 @@ def _port(value: object) -> int | None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
         raise InvalidSpec("run.port", f"must be a port number (0: any free one), got {value!r}")
+    return value
+
+
+def _disk(value: object) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise InvalidSpec("run.disk_mib", f"must be a positive number of MiB, got {value!r}")
     return value
 
 

@@ -16,7 +16,8 @@ from rota.core.jobs import (
     check_transition,
 )
 from rota.core.nodes import (
-    DEFAULT_GROUP, GPU_MEMORY_ENFORCEMENT, Foreign, GpuDevice, Node, NodeName, model_matches,
+    DEFAULT_GROUP, GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, Foreign, GpuDevice, Node, NodeName,
+    model_matches,
 )
 from rota.core.queues import (
     ANY_FLAVOR, BorrowWithinCohort, Flavor, FlavorQuota, Project, Queue, ReclaimWithinCohort,
@@ -33,7 +34,7 @@ __all__ = [
     "Bind", "Decisions", "Preempt", "Reason", "ReasonCode", "Reject", "Reserve", "Snapshot",
     "Usage", "Wait",
     "ANY_FLAVOR", "BorrowWithinCohort", "CPU", "DEFAULT_GROUP", "GPU", "GPU_MEMORY_ENFORCEMENT",
-    "MEMORY", "MILLI",
+    "JOB_LIMITS", "MEMORY", "MILLI",
     "RESOURCE_NAMES", "TRANSITIONS", "DeviceShare", "End", "Flavor", "FlavorQuota", "Foreign",
     "GpuDevice", "GpuRequest",
     "IllegalTransition", "InvalidSpec", "Job", "JobId", "JobKind", "JobState", "Node",

@@ -24,6 +24,9 @@ NodeName = NewType("NodeName", str)
 DEFAULT_GROUP = "default"
 # the label a backend sets on a node while its GPU-memory shares are not enforced (why, in words)
 GPU_MEMORY_ENFORCEMENT = "rota.dev/gpu-memory-enforcement"
+# the label a backend sets on a node to say how a job's CPU, memory and process limits are
+# enforced there ("cpu/memory/pids: cgroup v1"), or "not enforced: <why>"
+JOB_LIMITS = "rota.dev/job-limits"
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,12 @@ if TYPE_CHECKING:
 
 
 def _local(config: ServerConfig) -> Backend:
+    from rota.backends.cgroups import DEFAULT_PIDS
     from rota.backends.local import LocalBackend
-    return LocalBackend(config.data_dir, node=config.inventory.node, nvml=config.inventory.nvml)
+    options = config.backend_options
+    return LocalBackend(config.data_dir, node=config.inventory.node, nvml=config.inventory.nvml,
+                        job_pids=int(options.get("job_pids", DEFAULT_PIDS)),
+                        job_disk_mib=options.get("job_disk_mib"))
 
 
 def _slurm(config: ServerConfig) -> Backend:

@@ -62,6 +62,7 @@ class ResourcesSpec(Strict):
     gpu: GpuAmount = (0, MILLI)
     gpu_memory: MemoryMiB | None = None
     gpu_model: Patterns = ()
+    disk: MemoryMiB | None = None  # the working directory's limit; not scheduled, only watched
 
     @model_validator(mode="after")
     def _gpu_memory_needs_gpu(self) -> ResourcesSpec:
@@ -70,6 +71,8 @@ class ResourcesSpec(Strict):
                                "gpu_memory")
         with _limit():
             limits.check_patterns(self.gpu_model, "gpu_model")
+        if self.disk is not None and self.disk <= 0:
+            raise reason_error("must be more than 0 (leave it out for no limit)", "disk")
         return self
 
     def request(self) -> ReplicaRequest:
