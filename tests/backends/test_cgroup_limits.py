@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import rota
 from backend_support import placement, poll_one, python, run, wait_for, wait_started
 from rota.backends import cgroups
 from rota.backends.base import ReplicaState
@@ -28,6 +29,8 @@ from rota.core import Job, Node, ReplicaRequest
 
 BUSY = "while True: pass"
 SLEEPER = "import time; time.sleep(120)"
+
+SOURCE = str(Path(rota.__file__).resolve().parent.parent)  # this rota, for /usr/bin/python3
 
 
 @pytest.fixture(autouse=True)
@@ -116,7 +119,7 @@ def test_a_control_plane_that_may_not_write_cgroups_says_limits_are_not_enforced
                 "print(b.inventory()[0].labels.get('rota.dev/job-limits'))")
         done = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,
                               user="nobody", group="nogroup", extra_groups=[], timeout=60,
-                              env={**os.environ, "HOME": str(root)})
+                              env={**os.environ, "HOME": str(root), "PYTHONPATH": SOURCE})
     finally:
         shutil.rmtree(root)
     assert done.returncode == 0, done.stderr
