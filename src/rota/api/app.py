@@ -289,7 +289,9 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         worker process, within the user's bound (``rota.api.offload``): 429 past it."""
         if is_job_file(content_type):  # read in a worker process (rota.api.offload)
             check_file_size(body)
-            body = job_file_body(await offload.parse_job_file(who.user, who.token, body))
+            with offload.slot(who.user, who.token, "job file"):
+                found = await offload.parse_job_file(who.user, who.token, body)
+            body = job_file_body(found)
         body = options_given.applied(body)
         options = SubmitOptions(member=not who.operator, capped=not who.operator,
                                 key=idempotency_key, fingerprint=fingerprint(body))

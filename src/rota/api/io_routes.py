@@ -48,8 +48,8 @@ def add_io_routes(app: FastAPI, store: Store, principal: Callable[..., Principal
         refused before it is read (``rota.api.bodylimit``). A token uploads at most at its
         rate, checks at most its user's bound at once (``rota.api.offload``: 429), and a
         member may not upload for a project already at its storage cap (507)."""
-        offload.take_upload(who.user, who.token)
         offload.refuse_if_striking(who.user, who.token)
+        offload.take_upload(who.user, who.token)
         if project is not None and not who.may_see(project):
             raise InvalidSpec("project", f"{who.user} is not a member of project {project!r}")
         charged = (project,) if project is not None else tuple(sorted(who.projects))
@@ -58,7 +58,8 @@ def add_io_routes(app: FastAPI, store: Store, principal: Callable[..., Principal
             cap = (await run_in_threadpool(store.fair_use)).project.storage
             for name in charged:
                 await run_in_threadpool(quota.refuse_if_full, name, cap, "upload")
-        rec = await uploads.receive(request.stream(), who, offload, project)
+        with offload.slot(who.user, who.token, "upload"):
+            rec = await uploads.receive(request.stream(), who, offload, project)
         if cap is not None:
             blocks = uploads.path(rec.id).stat().st_blocks * 512
             for name in charged:

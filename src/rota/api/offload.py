@@ -38,9 +38,10 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Iterator
 
 import rota
 from rota.core import InvalidSpec
@@ -53,7 +54,7 @@ class Bounds:
     per_user: int = 2           # a user's heavy requests queued or running at once
     total: int = 16             # everyone's
     max_strikes: int = 5        # bad bodies a token may send before it is slowed
-    strike_drain_s: float = 2.0  # one strike forgiven every this many seconds
+    strike_drain_s: float = 10.0  # one strike forgiven every this many seconds
     uploads_per_s: float = 1.0  # a token's uploads, sustained ...
     upload_burst: int = 10      # ... and at once
 
@@ -109,16 +110,23 @@ class Offload:
         return await self._run(user, token, "job file", "parse_job_file",
                                base64.b64encode(data).decode())
 
-    async def _run(self, user: str, token: str, what: str, name: str, *args: Any) -> Any:
-        """``name(*args)`` in a worker (``rota.api.offwork.FUNCTIONS``), within the user's
-        bound; a refusal of what it read is a strike against the token."""
+    @contextmanager
+    def slot(self, user: str, token: str, what: str) -> Iterator[None]:
+        """One of the user's heavy requests in flight, from before its body is read to its
+        answer: ``TooMany`` when the token has too many strikes or the user (or everyone)
+        already has the most in flight."""
         self.refuse_if_striking(user, token)
         self._admit(user, what)
         try:
-            loop = asyncio.get_running_loop()
-            outcome = await loop.run_in_executor(self._executor(), self._call, [name, *args])
+            yield
         finally:
             self._leave(user)
+
+    async def _run(self, user: str, token: str, what: str, name: str, *args: Any) -> Any:
+        """``name(*args)`` in a worker (``rota.api.offwork.FUNCTIONS``), inside a ``slot``;
+        a refusal of what it read is a strike against the token."""
+        loop = asyncio.get_running_loop()
+        outcome = await loop.run_in_executor(self._executor(), self._call, [name, *args])
         if outcome[0] == "invalid":
             self.strike(user, token)
             raise InvalidSpec(outcome[1], outcome[2])
