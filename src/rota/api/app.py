@@ -325,8 +325,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             else:  # membership is checked again in the insert's transaction: the principal
                 # may be cached
                 made = await asyncio.wrap_future(store.submit_future(sub, options=options))
-        finally:
-            if held:
+        finally:  # even a job adding nothing: its directory counts once it has one
+            if not who.operator:
                 quota.settle(sub.project, held, _stored(made, held))
         changed()
         return _created(made)

@@ -164,10 +164,10 @@ class Offload:
         b = self.bounds
         with self._lock:
             level = self._strike_level((user, token), self._now())
-        if level >= b.max_strikes:
+        if level > b.max_strikes - 1:  # the last strike not yet forgiven
             wait = (level - b.max_strikes + 1) * b.strike_drain_s
             raise TooMany("too_many_failures", f"token {token} of user {user} sent "
-                          f"{math.floor(level)} bad requests recently (422 or 413 answers); "
+                          f"{math.ceil(level)} bad job files or archives recently (422 answers); "
                           "fix the job file or archive and send it again after "
                           "Retry-After", wait)
 

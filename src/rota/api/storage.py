@@ -29,7 +29,7 @@ import math
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -150,10 +150,16 @@ class StorageQuota:
         elapsed = now - book.listed_at
         if elapsed >= self.ttl_s or (book.since and elapsed >= 10 * book.cost_s):
             self._list(project, book, now)
-        live = sum(self._walk(job_id, now) for job_id in book.live)
-        since = sum(self._walk(job, now) if job is not None and (
-            self.data_dir / "jobs" / job).is_dir() else size for _, job, size in book.since)
-        return Usage(book.uploads, book.pending, book.ended + live + since + book.held)
+        used = Usage(book.uploads, book.pending + book.held,
+                     book.ended + sum(self._walk(job_id, now) for job_id in book.live))
+        for _, job, size in book.since:  # stored since the listing
+            if job is None:
+                used = replace(used, uploads=used.uploads + size)
+            elif (self.data_dir / "jobs" / job).is_dir():
+                used = replace(used, jobs=used.jobs + self._walk(job, now))
+            else:
+                used = replace(used, pending=used.pending + size)
+        return used
 
     def _list(self, project: str, book: _Book, now: float) -> None:
         kept = {u.id: u for u in self._uploads()}
