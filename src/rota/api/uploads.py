@@ -7,8 +7,8 @@ and cannot be guessed; only its uploader (or an operator) may submit a job that 
 
 An archive is accepted only when it can be extracted safely, which is checked before it is
 kept, in a worker process (``rota.api.offload``: reading 100,000 member headers takes seconds
-of CPU, which must not stall the event loop), by the same rule the control plane applies when it unpacks it
-(``rota.core.archive``): regular files, directories and symbolic links only, nothing outside
+of CPU, which must not stall the event loop), by the same rule the control plane applies
+when it unpacks it (``rota.core.archive``): regular files, directories and symbolic links only, nothing outside
 the directory (by name, by link, or through a link), at most ``MAX_MEMBERS`` members and at
 most ``max_unpacked_bytes`` unpacked (422 naming ``body``). The body is streamed to disk and
 refused past ``max_bytes`` (413, code ``too_large``) without being read whole. An upload's
