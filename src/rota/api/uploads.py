@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import secrets
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -74,6 +75,8 @@ class Uploads:
         self.root = None if data_dir is None else Path(data_dir) / "uploads"
         self.max_bytes = max_bytes
         self.limits = ArchiveLimits(MAX_MEMBERS, max_unpacked_bytes)
+        self._records: dict[str, Upload] = {}  # read by ``all``
+        self._records_lock = threading.Lock()
 
     def _dir(self) -> Path:
         if self.root is None:
@@ -130,14 +133,26 @@ class Uploads:
         return Upload(**json.loads(meta.read_text()))
 
     def all(self) -> list[Upload]:
-        """Every upload kept (one read of each record: ``rota.api.storage`` caches the sum)."""
+        """Every upload kept: one listing of the directory, each record read once (a record
+        never changes) and remembered while its archive is there."""
         if self.root is None or not self.root.is_dir():
             return []
+        with self._records_lock:
+            return self._all(self.root)
+
+    def _all(self, root: Path) -> list[Upload]:
+        names = set(os.listdir(root))
         found = []
-        for meta in self.root.glob("*.json"):
-            kept = self.get(meta.stem)
+        for name in names:
+            upload_id = name.removesuffix(".json")
+            if name == upload_id or f"{upload_id}.tar.gz" not in names:
+                continue
+            kept = self._records.get(upload_id) or self.get(upload_id)
             if kept is not None:
+                self._records[upload_id] = kept
                 found.append(kept)
+        for gone in self._records.keys() - {u.id for u in found}:
+            self._records.pop(gone, None)
         return found
 
 
