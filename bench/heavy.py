@@ -164,12 +164,13 @@ def _count(codes: list[int]) -> dict[str, int]:
     return {str(c): codes.count(c) for c in sorted(set(codes))}
 
 
-def submits(src: str, jobs: int, in_flight: int) -> dict[str, Any]:
+def submits(src: str, jobs: int, in_flight: int, member: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rota-submits-") as tmp:
         server = Server(Path(tmp), src)
         try:
-            body = json.dumps({"name": "t", "entrypoint": "true",
-                               "resources": {"cpu": 1}}).encode()
+            token = _member(server) if member else server.token
+            body = json.dumps({"name": "t", "entrypoint": "true", "queue": "default",
+                               "project": "b" if member else "default", "resources": {"cpu": 1}}).encode()
             loads, done = [load1()], threading.Event()
 
             def watch() -> None:
@@ -182,7 +183,7 @@ def submits(src: str, jobs: int, in_flight: int) -> dict[str, Any]:
                 result = asyncio.run(run(
                     f"{server.url}/v1/jobs", concurrency=in_flight, requests=jobs, body=body,
                     method="POST", timeout=120, headers=[
-                        f"Authorization: Bearer {server.token}",
+                        f"Authorization: Bearer {token}",
                         "Content-Type: application/json"]))
             finally:
                 done.set()
@@ -198,6 +199,22 @@ def submits(src: str, jobs: int, in_flight: int) -> dict[str, Any]:
                     "all_ended_s": drained}
         finally:
             server.close()
+
+
+def _member(server: Server) -> str:
+    """A member token of user ``bench`` (OS account ``nobody``) in project ``b``, with the
+    rate and pending caps lifted and the storage cap left at its default, so that every submit
+    is checked against the project's storage."""
+    op = server.client()
+    op.post("/v1/projects", json={"name": "b"}).raise_for_status()
+    op.post("/v1/users", json={"name": "bench", "projects": ["b"],
+                               "unix_user": "nobody"}).raise_for_status()
+    lifted = {"pending": None, "submits_per_s": None}
+    queues = op.get("/v1/queues").json()
+    op.put("/v1/queues", json={"queues": [{"name": q["name"]} for q in queues],
+                               "fair_use": {"user": lifted, "project": lifted}}
+           ).raise_for_status()
+    return op.post("/v1/tokens", json={"name": "t", "user": "bench"}).json()["token"]
 
 
 def _drained(server: Server, started: float, limit_s: float) -> float | None:
@@ -222,13 +239,15 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--in-flight", type=int, default=150)
+    parser.add_argument("--member", action="store_true",
+                        help="submits: as a member (storage quota checked), not the operator")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     out: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, "
                            f"{os.cpu_count()} cores, Python {platform.python_version()}"}
     for src in [args.src] + ([args.against] if args.against else []):
         figures = (latency(src, args.files) if args.what == "latency"
-                   else submits(src, args.jobs, args.in_flight))
+                   else submits(src, args.jobs, args.in_flight, args.member))
         out[src] = figures
         if not args.json:
             print(src, json.dumps(figures), flush=True)
