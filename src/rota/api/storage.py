@@ -29,7 +29,7 @@ import math
 import os
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -37,6 +37,8 @@ from rota.core import JobState, RotaError
 
 MAX_ENTRIES = 200_000  # files and directories counted under one job directory per walk
 WALK_RATE = 20_000.0  # entries per second of age a walk may have: 200,000 entries, 10 s
+MIN_WALK_AGE_S = 0.2  # a directory's size is at most this old at a check, if small
+SINCE_MAX = 64  # jobs stored since the listing looked for a directory at each check
 DEFAULT_TTL_S = 5.0
 
 
@@ -68,18 +70,25 @@ class Usage:
 
 @dataclass
 class _Book:
-    """One project's last listing and what was accepted since (``(at, bytes)``)."""
+    """One project's last listing, and what was accepted since."""
 
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # listing and checks
     listed_at: float = -math.inf
     cost_s: float = 0.0     # what the last listing took
     uploads: int = 0        # archives charged to it, at the listing
     pending: int = 0        # uploads its pending jobs will unpack, at the listing
     ended: int = 0          # ended jobs' directories, at the listing
     live: tuple[str, ...] = ()  # jobs whose directory may grow: measured at every check
+    since_uploads: int = 0  # archives kept since the listing
+    since_jobs: dict[str, int] = field(default_factory=dict)  # jobs stored since: their
+    # upload's unpacked size, until they have a directory (then measured)
+    walked: dict[str, tuple[float, int, int]] = field(default_factory=dict)  # a live job's
+    # directory at its last walk: (when, bytes, entries)
+    # ``tally`` guards ``held`` and ``inbox`` only, never for long: the event loop takes it
+    tally: threading.Lock = field(default_factory=threading.Lock)
     held: int = 0           # accepted, not yet stored
-    since: list[tuple[float, str | None, int]] = field(default_factory=list)  # stored after
-    # the listing: (when, job id or None for an upload, bytes)
+    inbox: list[tuple[float, str | None, int]] = field(default_factory=list)  # stored, not
+    # yet counted: (when, job id or None for an upload's archive, bytes)
 
 
 class StorageQuota:
@@ -87,12 +96,14 @@ class StorageQuota:
 
     ``jobs_of(project)`` lists (id, state, upload id) of the project's jobs
     (``Store.storage_rows``); ``uploads()`` every kept upload; ``members()`` each user's
-    projects, for uploads sent without a project. Thread-safe: checks run on worker threads.
+    projects, for uploads sent without a project. Thread-safe: checks run on worker threads;
+    ``settle`` may be called on the event loop, as it never waits for a check.
 
-    Cost: a check measures the directories of the project's running jobs (each walked again
-    only after ``entries / WALK_RATE`` seconds, so a large tree is walked seldom), and lists
-    the project's jobs and uploads again when something was accepted since the last listing
-    and ten times that listing's duration has passed, or ``ttl_s`` has."""
+    Cost of a check: the directories of the project's live jobs are walked (each again only
+    after ``max(MIN_WALK_AGE_S, entries / WALK_RATE)`` seconds, so a large tree is walked
+    seldom), and jobs stored since the last listing are looked for a directory, at most
+    ``SINCE_MAX`` of them; past that (once ten times the last listing's duration has passed),
+    or every ``ttl_s``, the project's jobs and uploads are listed again."""
 
     def __init__(self, data_dir: Path,
                  jobs_of: Callable[[str], list[tuple[str, JobState, str | None]]],
@@ -105,7 +116,6 @@ class StorageQuota:
         self._books: dict[str, _Book] = {}
         self._lock = threading.Lock()
         self._ended: dict[str, int] = {}  # an ended job's directory, walked once
-        self._walked: dict[str, tuple[float, int, int]] = {}  # job -> (at, bytes, entries)
 
     def admit(self, project: str, adding: int, cap: int | None, what: str) -> int:
         """Hold ``adding`` bytes for ``project``; ``StorageFull`` past ``cap`` (and, adding
@@ -117,7 +127,8 @@ class StorageQuota:
             used = self._usage(project, book)
             if used.total + adding > cap or (adding == 0 and used.total > cap):
                 raise StorageFull(project, used, adding, cap, what)
-            book.held += adding
+            with book.tally:
+                book.held += adding
         return adding
 
     def refuse_if_full(self, project: str, cap: int | None, what: str) -> None:
@@ -135,10 +146,10 @@ class StorageQuota:
         None: an upload's archive) is now in the store or on disk, counted until the next
         listing (a job's directory, once it has one, instead of its upload)."""
         book = self._book(project)
-        with book.lock:
+        now = self._now()
+        with book.tally:
             book.held -= held
-            now = self._now()
-            book.since.extend((now, job, size) for job, size in stored.items())
+            book.inbox.extend((now, job, size) for job, size in stored.items())
 
     def _book(self, project: str) -> _Book:
         with self._lock:
@@ -148,18 +159,27 @@ class StorageQuota:
         """What ``project`` uses now (its book's lock held)."""
         now = self._now()
         elapsed = now - book.listed_at
-        if elapsed >= self.ttl_s or (book.since and elapsed >= 10 * book.cost_s):
+        if elapsed >= self.ttl_s or (len(book.since_jobs) > SINCE_MAX
+                                     and elapsed >= 10 * book.cost_s):
             self._list(project, book, now)
-        used = Usage(book.uploads, book.pending + book.held,
-                     book.ended + sum(self._walk(job_id, now) for job_id in book.live))
-        for _, job, size in book.since:  # stored since the listing
+        with book.tally:
+            inbox, book.inbox, held = book.inbox, [], book.held
+        for at, job, size in inbox:
+            if at < book.listed_at:
+                continue  # the listing has it
             if job is None:
-                used = replace(used, uploads=used.uploads + size)
-            elif (self.data_dir / "jobs" / job).is_dir():
-                used = replace(used, jobs=used.jobs + self._walk(job, now))
+                book.since_uploads += size
             else:
-                used = replace(used, pending=used.pending + size)
-        return used
+                book.since_jobs[job] = size
+        jobs = book.ended + sum(self._walk(book, job_id, now) for job_id in book.live)
+        pending = book.pending + held
+        for job, size in list(book.since_jobs.items())[:SINCE_MAX]:
+            if (self.data_dir / "jobs" / job).is_dir():
+                jobs += self._walk(book, job, now)
+            else:
+                pending += size
+        pending += sum(list(book.since_jobs.values())[SINCE_MAX:])
+        return Usage(book.uploads + book.since_uploads, pending, jobs)
 
     def _list(self, project: str, book: _Book, now: float) -> None:
         kept = {u.id: u for u in self._uploads()}
@@ -180,22 +200,25 @@ class StorageQuota:
                     if job_id not in self._ended:
                         self._ended[job_id] = walk_size(home)[0]
                     book.ended += self._ended[job_id]
-            elif home.is_dir() or state.holds_resources:
+                else:
+                    self._ended.pop(job_id, None)  # removed (rota.server.retention)
+            elif state.holds_resources or home.is_dir():
                 live.append(job_id)
             elif upload is not None and upload in kept:
                 book.pending += kept[upload].unpacked
         book.live = tuple(live)
-        book.since = [entry for entry in book.since if entry[0] >= now]
+        book.walked = {job: book.walked[job] for job in live if job in book.walked}
+        book.since_uploads, book.since_jobs = 0, {}
         book.listed_at, book.cost_s = now, self._now() - now
 
-    def _walk(self, job_id: str, now: float) -> int:
-        """The blocks under a live job's directory, walked again once ``entries /
-        WALK_RATE`` seconds have passed since the last walk."""
-        found = self._walked.get(job_id)
-        if found is not None and now - found[0] < found[2] / WALK_RATE:
+    def _walk(self, book: _Book, job_id: str, now: float) -> int:
+        """The blocks under a live job's directory, walked again once ``max(MIN_WALK_AGE_S,
+        entries / WALK_RATE)`` seconds have passed since the last walk."""
+        found = book.walked.get(job_id)
+        if found is not None and now - found[0] < max(MIN_WALK_AGE_S, found[2] / WALK_RATE):
             return found[1]
         size, entries = walk_size(self.data_dir / "jobs" / job_id)
-        self._walked[job_id] = (now, size, entries)
+        book.walked[job_id] = (now, size, entries)
         return size
 
 
