@@ -7,10 +7,11 @@ Vocabulary:
   rota.api.offwork``, at a lower CPU priority, started on first use and again if one dies),
   never on the event loop or its threads: both hold the interpreter lock for seconds, which
   stalled every other request. A thread per worker waits for its answer.
-- *In flight*: a user's heavy requests that are queued or running. At most ``per_user`` per
-  user and ``total`` in all; one more is refused at once with ``TooMany("busy")`` (HTTP 429,
-  ``Retry-After``) and a message saying what to do, so a queue never grows without bound and
-  one member's burst waits in its own line, not in everyone's.
+- *In flight*: a user's heavy requests from before their body is read to their answer, at
+  most ``per_user``; and everyone's checks waiting for or running in a worker, at most
+  ``total``. One more is refused at once with ``TooMany("busy")`` (HTTP 429, ``Retry-After``)
+  and a message saying what to do, so no queue grows without bound and one member's burst
+  waits in its own line, not in everyone's.
 - *Strikes*: each heavy request of a token that was refused as bad (an archive that is not a
   safe tar.gz, a job file that is not valid YAML: 422) adds one; strikes drain at one per
   ``strike_drain_s``. A token with ``max_strikes`` or more has its uploads and job files
@@ -125,8 +126,9 @@ class Offload:
     async def _run(self, user: str, token: str, what: str, name: str, *args: Any) -> Any:
         """``name(*args)`` in a worker (``rota.api.offwork.FUNCTIONS``), inside a ``slot``;
         a refusal of what it read is a strike against the token."""
-        loop = asyncio.get_running_loop()
-        outcome = await loop.run_in_executor(self._executor(), self._call, [name, *args])
+        with self._queued(what):
+            loop = asyncio.get_running_loop()
+            outcome = await loop.run_in_executor(self._executor(), self._call, [name, *args])
         if outcome[0] == "invalid":
             self.strike(user, token)
             raise InvalidSpec(outcome[1], outcome[2])
@@ -135,20 +137,14 @@ class Offload:
         return outcome[1]
 
     def _admit(self, user: str, what: str) -> None:
-        b = self.bounds
         with self._lock:
             mine = self._in_flight.get(user, 0)
-            if mine >= b.per_user:
+            if mine >= self.bounds.per_user:
                 raise TooMany("busy", f"user {user} already has {mine} uploads or job files "
-                              f"being checked, the most one user may have at once; wait for "
-                              f"them to be answered, then send this {what} again (rota "
-                              "retries by itself)", 2.0)
-            if self._total >= b.total:
-                raise TooMany("busy", f"the server is checking {self._total} uploads and job "
-                              f"files, the most it queues; send this {what} again in a few "
-                              "seconds (rota retries by itself)", 2.0)
+                              f"being received or checked, the most one user may have at "
+                              f"once; wait for them to be answered, then send this {what} "
+                              "again (rota retries by itself)", 2.0)
             self._in_flight[user] = mine + 1
-            self._total += 1
 
     def _leave(self, user: str) -> None:
         with self._lock:
@@ -157,7 +153,22 @@ class Offload:
                 self._in_flight[user] = left
             else:
                 self._in_flight.pop(user, None)
-            self._total -= 1
+
+    @contextmanager
+    def _queued(self, what: str) -> Iterator[None]:
+        """One more check waiting for or running in a worker; ``TooMany`` past ``total``
+        (counted from the check, not while a body arrives, so slow senders fill no queue)."""
+        with self._lock:
+            if self._total >= self.bounds.total:
+                raise TooMany("busy", f"the server is checking {self._total} uploads and job "
+                              f"files, the most it queues; send this {what} again in a few "
+                              "seconds (rota retries by itself)", 2.0)
+            self._total += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._total -= 1
 
     def refuse_if_striking(self, user: str, token: str) -> None:
         """``TooMany("too_many_failures")`` while the token has too many strikes."""
