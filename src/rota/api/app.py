@@ -40,8 +40,9 @@ from rota.control.screen import Screen
 from rota.api.models import job_view
 from rota.api.reads import Reads, check_view
 from rota.api.fairuse import SubmitRate, fingerprint
-from rota.api.jobfile import Given, choose, is_job_file, read_job_file, unchosen
-from rota.api.storage import check_storage
+from rota.api.jobfile import Given, check_file_size, choose, is_job_file, job_file_body, unchosen
+from rota.api.offload import Offload
+from rota.api.storage import StorageQuota
 from rota.api.submit import array_tasks, parse_body
 from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
 from rota.core import InvalidSpec
@@ -107,7 +108,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                serving: Serving | None = None,
                on_exit: Callable[[str, int, int, tuple[int, ...] | None],
                                  Future[None] | None] | None = None,
-               exit_wait_s: float = HANDOFF_WAIT_S) -> FastAPI:
+               exit_wait_s: float = HANDOFF_WAIT_S,
+               offload: Offload | None = None) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
     submitted or cancelled, to wake the control loop; an upload is refused past
     ``max_upload_bytes`` as sent and ``max_unpacked_bytes`` unpacked; ``read_log`` reads jobs' logs from the
@@ -121,11 +123,18 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     OpenAI-compatible gateway (``rota.api.gateway``); ``on_exit(job_id, attempt, status,
     replicas)`` takes an attempt's own report of its end (``ControlLoop.exited``): None when
     not taken, else a future done once the control plane acted on it, which the answer waits
-    for, at most ``exit_wait_s`` (without ``on_exit`` no report is taken)."""
+    for, at most ``exit_wait_s`` (without ``on_exit`` no report is taken); ``offload``
+    checks archives and reads YAML job files in worker processes, within its bounds
+    (``rota.api.offload``; one with the default bounds when not given), and is kept as
+    ``app.state.offload`` for its owner to ``close``."""
     clock = clock or store.clock
     app = FastAPI(title="rota", version="0.1.0")
     errors.install(app)
     uploads = Uploads(data_dir, max_upload_bytes, max_unpacked_bytes)
+    offload = offload or Offload()
+    app.state.offload = offload
+    quota = StorageQuota(Path(data_dir or "."), store.storage_rows, uploads.all,
+                         lambda: {u.name: frozenset(u.projects) for u in store.user_records()})
     rate = SubmitRate()
     app.add_middleware(BodyLimit, limit_of=lambda method, path: (
         max_upload_bytes if (method, path) == ("POST", "/v1/uploads") else MAX_BODY_BYTES))
@@ -255,12 +264,14 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             return found is not None and (who.operator or found.user == who.user)
         return usable
 
-    def storage_left(sub: Submission, copies: int, cap: int | None) -> None:
-        """The project's storage quota, for a job that names an upload (``rota.api.storage``)."""
+    def storage_held(sub: Submission, copies: int, cap: int | None) -> int:
+        """The project's storage quota (``rota.api.storage``): the bytes the job will unpack,
+        held until it is stored; ``StorageFull`` past the cap."""
+        if uploads.root is None:
+            return 0
         found = uploads.get(sub.run.get("upload") or "")
-        if found is not None and uploads.root is not None:
-            check_storage(uploads.root.parent, sub.project, store.job_ids(sub.project),
-                          found.unpacked * copies, cap)
+        adding = 0 if found is None else found.unpacked * copies
+        return quota.admit(sub.project, adding, cap, "job")
 
     @app.post("/v1/jobs", status_code=201)
     async def submit(body: Any = Body(...), who: Principal = Depends(principal),
@@ -274,9 +285,13 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         thread; the answer comes once the job is committed. With ``Idempotency-Key``, the same
         key and body again within a day answer the job the first made (200), never a second
         one. A member is held to the fair-use caps (``rota.api.fairuse``): 429, and to its
-        project's storage quota (``rota.api.storage``): 507."""
-        if is_job_file(content_type):
-            body = await run_in_threadpool(read_job_file, body)
+        project's storage quota (``rota.api.storage``): 507. A YAML job file is read in a
+        worker process, within the user's bound (``rota.api.offload``): 429 past it."""
+        if is_job_file(content_type):  # read in a worker process (rota.api.offload)
+            check_file_size(body)
+            with offload.slot(who.user, who.token, "job file"):
+                found = await offload.parse_job_file(who.user, who.token, body)
+            body = job_file_body(found)
         body = options_given.applied(body)
         options = SubmitOptions(member=not who.operator, capped=not who.operator,
                                 key=idempotency_key, fingerprint=fingerprint(body))
@@ -297,15 +312,22 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
             if refusal is not None:
                 raise InvalidSpec("run.workdir" if "run" in body else "workdir", refusal)
         tasks = array_tasks(body, sub)
+        held = 0
         if not who.operator:
             caps = await run_in_threadpool(store.fair_use)
             rate.take(who.user, sub.project, caps)
-            await run_in_threadpool(storage_left, sub, max(1, len(tasks)), caps.project.storage)
-        if tasks:
-            made = await run_in_threadpool(store.submit_array, tasks, options=options)
-        else:  # membership is checked again in the insert's transaction: the principal may
-            # be cached
-            made = await asyncio.wrap_future(store.submit_future(sub, options=options))
+            held = await run_in_threadpool(storage_held, sub, max(1, len(tasks)),
+                                           caps.project.storage)
+        made: Any = None
+        try:
+            if tasks:
+                made = await run_in_threadpool(store.submit_array, tasks, options=options)
+            else:  # membership is checked again in the insert's transaction: the principal
+                # may be cached
+                made = await asyncio.wrap_future(store.submit_future(sub, options=options))
+        finally:  # even a job adding nothing: its directory counts once it has one
+            if not who.operator:
+                quota.settle(sub.project, held, _stored(made, held))
         changed()
         return _created(made)
 
@@ -394,13 +416,24 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     add_admin_routes(app, store, reads, principal, operator, changed)
     add_access_routes(app, store, operator, changed)
     add_accounting_routes(app, store, clock, principal, changed)
-    add_io_routes(app, store, principal, visible_job, uploads, read_log, log_poll_s)
+    add_io_routes(app, store, principal, visible_job, uploads, read_log, log_poll_s,
+                  offload, quota)
     add_dashboard(app, store, reads, read_log)  # /ui/: the same reads, for a browser
     if serving is not None:
         add_service_routes(app, store, serving, principal, upload_usable,
                            screen.refuse_if_never_runs)
         add_gateway(app, serving, principal, identify)
     return app
+
+
+def _stored(made: JobRecord | Replayed | list[JobRecord] | None,
+            held: int) -> dict[str | None, int]:
+    """What a submit that held ``held`` bytes of storage stored, by job id."""
+    if isinstance(made, JobRecord):
+        return {made.id: held}
+    if isinstance(made, list) and made:
+        return {rec.id: held // len(made) for rec in made}
+    return {}
 
 
 def _created(made: JobRecord | Replayed | list[JobRecord], replayed: bool = False) -> Response:

@@ -3,7 +3,8 @@ command line's choices as query parameters, and rota's choice of a project and q
 
 - *A job file* (``Content-Type: application/yaml``, also ``application/x-yaml`` and
   ``text/yaml``) is read as ``rota submit FILE`` reads it (``rota.spec.load``: UTF-8, safe
-  YAML or JSON, a key once per mapping, aliases bounded), then taken as that JSON body. It is a
+  YAML or JSON, a key once per mapping, aliases bounded), in a worker process
+  (``rota.api.offload``: bad YAML can cost a second of CPU), then taken as that JSON body. It is a
   job file, not any body: ``name`` is required, and the keys only a request may have are
   refused (``upload``, the compact form's). At most ``MAX_FILE_BYTES``: the YAML reader costs
   the server about a microsecond a byte, where JSON is a hundred times cheaper, so a larger
@@ -29,7 +30,6 @@ from typing import Any, Callable, Mapping
 from rota.api.submit import CORE_KEYS
 from rota.core import InvalidSpec
 from rota.core.queues import chosen_queue, usable_queues
-from rota.spec.load import decode, json_ready, parse_yaml
 
 FILE_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
 MAX_FILE_BYTES = 64 * 1024
@@ -67,13 +67,16 @@ def is_job_file(content_type: str | None) -> bool:
     return (content_type or "").split(";")[0].strip().lower() in FILE_TYPES
 
 
-def read_job_file(data: bytes) -> dict[str, Any]:
-    """The job file in ``data`` as the JSON body it stands for; ``InvalidSpec`` naming the line
-    or key otherwise."""
+def check_file_size(data: bytes) -> None:
+    """Refuse a job file over ``MAX_FILE_BYTES`` before it is read."""
     if len(data) > MAX_FILE_BYTES:
         raise InvalidSpec("body", f"a job file sent as YAML may have at most {MAX_FILE_BYTES} "
                           f"bytes, this one has {len(data)}; send the job as JSON")
-    found = parse_yaml(decode(data))
+
+
+def job_file_body(found: Any) -> dict[str, Any]:
+    """The JSON body a parsed job file (``rota.api.offwork.parse_job_file``) stands for;
+    ``InvalidSpec`` naming the key otherwise."""
     if not isinstance(found, dict):
         raise InvalidSpec("", "expected a job file: a mapping with name, entrypoint, "
                           "resources, ...")
@@ -83,7 +86,7 @@ def read_job_file(data: bytes) -> dict[str, Any]:
     if extra:
         raise InvalidSpec(extra[0], "is not a key of a job file (docs/files.md); a request that "
                           "names it is sent as JSON")
-    return json_ready(found)
+    return found
 
 
 def unchosen(body: Any) -> bool:

@@ -5,31 +5,37 @@ size and SHA-256, when); the directory is 0700 and every file 0600, the control 
 (a job gets its upload unpacked into its own working directory). ``id`` is 32 lowercase hex characters, random, so it names nothing
 and cannot be guessed; only its uploader (or an operator) may submit a job that uses it.
 
-An archive is accepted only when it can be extracted safely, which is checked here before it
-is kept, by the same rule the control plane applies when it unpacks it
-(``rota.core.archive``): regular files, directories and symbolic links only, nothing outside
+An archive is accepted only when it can be extracted safely, which is checked before it is
+kept, in a worker process (``rota.api.offload``: reading 100,000 member headers takes seconds
+of CPU, which must not stall the event loop), by the same rule the control plane applies
+when it unpacks it (``rota.core.archive``): regular files, directories and symbolic links only, nothing outside
 the directory (by name, by link, or through a link), at most ``MAX_MEMBERS`` members and at
 most ``max_unpacked_bytes`` unpacked (422 naming ``body``). The body is streamed to disk and
 refused past ``max_bytes`` (413, code ``too_large``) without being read whole. An upload's
-record keeps its unpacked size (``unpacked``), which a project's storage quota counts.
+record keeps its unpacked size (``unpacked``) and the project it is charged to (``project``,
+given by ``POST /v1/uploads?project=P``; without it, every project of its uploader), which a
+project's storage quota counts (``rota.api.storage``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
 import secrets
-import tarfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, BinaryIO
 
 from rota.core import InvalidSpec, RotaError
-from rota.core.archive import (
-    MAX_MEMBERS, MAX_UNPACKED_BYTES, ArchiveLimits, ArchiveSummary, check_members,
-)
+from rota.core.archive import MAX_MEMBERS, MAX_UNPACKED_BYTES, ArchiveLimits
+
+if TYPE_CHECKING:
+    from rota.api.offload import Offload
+    from rota.store import Principal
 
 DEFAULT_MAX_BYTES = 1024 ** 3
 CHUNK = 1024 * 1024
@@ -58,6 +64,7 @@ class Upload:
     created_at: float
     members: int
     unpacked: int = 0  # bytes of its regular files (0: recorded before it was kept)
+    project: str | None = None  # the project it is charged to (None: its uploader's every)
 
 
 class Uploads:
@@ -68,6 +75,8 @@ class Uploads:
         self.root = None if data_dir is None else Path(data_dir) / "uploads"
         self.max_bytes = max_bytes
         self.limits = ArchiveLimits(MAX_MEMBERS, max_unpacked_bytes)
+        self._records: dict[str, Upload] = {}  # read by ``all``
+        self._records_lock = threading.Lock()
 
     def _dir(self) -> Path:
         if self.root is None:
@@ -81,8 +90,11 @@ class Uploads:
     def path(self, upload_id: str) -> Path:
         return self._dir() / f"{upload_id}.tar.gz"
 
-    async def receive(self, chunks: AsyncIterator[bytes], user: str) -> Upload:
-        """Stream a request body to disk, check it, and keep it; the new upload's record."""
+    async def receive(self, chunks: AsyncIterator[bytes], who: Principal, offload: Offload,
+                      project: str | None = None) -> Upload:
+        """Stream a request body to disk, check it in a worker process (``rota.api.offload``),
+        and keep it; the new upload's record, charged to ``project`` (None: every project of
+        its uploader)."""
         root = self._dir()
         upload_id = secrets.token_hex(16)
         partial = root / f".{upload_id}.partial"
@@ -96,16 +108,16 @@ class Uploads:
                         raise TooLarge(f"the upload is over the server's limit of "
                                        f"{self.max_bytes} bytes; leave large data out of the "
                                        "working directory and read it from shared storage")
-                    digest.update(chunk)
-                    out.write(chunk)
+                    await asyncio.to_thread(_keep, chunk, digest, out)
             if size == 0:
                 raise InvalidSpec("body", "is empty; send a tar.gz archive of the directory")
-            summary = check_archive(partial, self.limits)
+            members, unpacked = await offload.check_archive(who.user, who.token, str(partial),
+                                                            self.limits)
             os.replace(partial, root / f"{upload_id}.tar.gz")
         finally:
             partial.unlink(missing_ok=True)
-        record = Upload(upload_id, user, size, digest.hexdigest(), time.time(),
-                        summary.members, summary.unpacked_bytes)
+        record = Upload(upload_id, who.user, size, digest.hexdigest(), time.time(),
+                        members, unpacked, project)
         meta = root / f"{upload_id}.json"
         with os.fdopen(os.open(meta, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write(json.dumps(asdict(record)))
@@ -120,12 +132,31 @@ class Uploads:
             return None
         return Upload(**json.loads(meta.read_text()))
 
+    def all(self) -> list[Upload]:
+        """Every upload kept: one listing of the directory, each record read once (a record
+        never changes) and remembered while its archive is there."""
+        if self.root is None or not self.root.is_dir():
+            return []
+        with self._records_lock:
+            return self._all(self.root)
 
-def check_archive(path: Path, limits: ArchiveLimits = ArchiveLimits()) -> ArchiveSummary:
-    """The members and unpacked size of a safe tar.gz at ``path``; ``InvalidSpec("body")``
-    otherwise (``rota.core.archive``)."""
-    try:
-        with tarfile.open(path, mode="r:gz") as tar:
-            return check_members(tar, "body", limits)
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        raise InvalidSpec("body", f"is not a tar.gz archive ({exc.__class__.__name__})") from None
+    def _all(self, root: Path) -> list[Upload]:
+        names = set(os.listdir(root))
+        found = []
+        for name in names:
+            upload_id = name.removesuffix(".json")
+            if name == upload_id or f"{upload_id}.tar.gz" not in names:
+                continue
+            kept = self._records.get(upload_id) or self.get(upload_id)
+            if kept is not None:
+                self._records[upload_id] = kept
+                found.append(kept)
+        for gone in self._records.keys() - {u.id for u in found}:
+            self._records.pop(gone, None)
+        return found
+
+
+def _keep(chunk: bytes, digest: Any, out: BinaryIO) -> None:
+    """Hash and write one chunk (on a worker thread: both release the interpreter lock)."""
+    digest.update(chunk)
+    out.write(chunk)

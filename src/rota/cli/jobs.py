@@ -109,7 +109,7 @@ def file_body(client: Client, data: dict[str, Any], local: Path | None, project:
     if local is not None:
         from rota.cli.upload import upload_dir
         body.pop("workdir", None)
-        body["upload"] = upload_dir(client, local, quiet=quiet)["id"]
+        body["upload"] = upload_dir(client, local, quiet=quiet, project=body["project"])["id"]
     return body
 
 
@@ -167,7 +167,8 @@ def run(
             die("; ".join(option_field(e.field, e.reason) for e in every(exc)), EXIT_BAD_INPUT)
         if local is not None:
             from rota.cli.upload import upload_dir
-            body["upload"] = upload_dir(client, local, quiet=as_json or wait)["id"]
+            body["upload"] = upload_dir(client, local, quiet=as_json or wait,
+                                        project=body["project"])["id"]
         elif workdir is not None:
             body["workdir"] = str(workdir)  # absolute and not here: a directory on the server
         elif on_this_machine(client.url):

@@ -55,8 +55,11 @@ def _inside(root: Path, link: Path) -> bool:
     return resolved == str(root) or resolved.startswith(str(root) + os.sep)
 
 
-def upload_dir(client: Client, directory: Path, quiet: bool = False) -> dict[str, Any]:
-    """Pack and upload ``directory``; the server's answer (``id``, ``size``, ``files``)."""
+def upload_dir(client: Client, directory: Path, quiet: bool = False,
+               project: str | None = None) -> dict[str, Any]:
+    """Pack and upload ``directory``, charged to ``project``'s storage (the job's); the
+    server's answer (``id``, ``size``, ``files``). A 429 is waited out and sent again
+    (``Client.upload``)."""
     err = Console(file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="rota-upload-") as tmp:
         archive = Path(tmp) / "workdir.tar.gz"
@@ -72,4 +75,5 @@ def upload_dir(client: Client, directory: Path, quiet: bool = False) -> dict[str
         with Progress(*columns, console=err, disable=quiet, transient=False) as bar:
             task = bar.add_task("upload", total=size)
             with open(archive, "rb") as f:
-                return client.upload(f, progress=lambda n: bar.advance(task, n))
+                return client.upload(f, progress=lambda n: bar.update(
+                    task, completed=f.tell()), project=project)

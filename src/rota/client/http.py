@@ -325,16 +325,34 @@ class Client:
         except Broken as exc:
             raise ConnectionLost(self.url, exc.what) from None
 
-    def upload(self, archive: BinaryIO, progress: Callable[[int], None] | None = None
-               ) -> dict[str, Any]:
-        """Send a tar.gz; ``progress(n)`` is called with each chunk's size as it is sent."""
+    def upload(self, archive: BinaryIO, progress: Callable[[int], None] | None = None,
+               project: str | None = None) -> dict[str, Any]:
+        """Send a tar.gz (a file it may read again), charged to ``project`` (default: every
+        project of the caller); ``progress(n)`` is called with each chunk's size as it is
+        sent. When the server asks to come back later (429: too many uploads at once or too
+        fast; 503), it is sent again after ``Retry-After`` (told to ``on_retry``), as a submit
+        is."""
         def chunks() -> Iterator[bytes]:
             while chunk := archive.read(UPLOAD_CHUNK):
                 yield chunk
                 if progress is not None:
                     progress(len(chunk))
-        return self._json("POST", "/v1/uploads", content=chunks(),
-                          headers={"Content-Type": "application/gzip"}, timeout=None)
+        start = archive.tell()
+        for delay in (*RETRY_DELAYS_S, None):
+            archive.seek(start)
+            response = self._request("POST", "/v1/uploads", content=chunks(),
+                                     params=_params(project=project),
+                                     headers={"Content-Type": "application/gzip"},
+                                     timeout=None)
+            wait = _retry_after(response)
+            if delay is not None and wait is not None and wait <= MAX_RETRY_AFTER_S:
+                self.on_retry(f"the server asks to wait ({_message_of(response)}); sending "
+                              f"the upload again in {wait:g} s")
+                self._sleep(wait)
+                continue
+            _raise_for(response)
+            return response.json()
+        raise AssertionError("unreachable")
 
 
 def _params(**values: Any) -> dict[str, Any]:

@@ -135,6 +135,7 @@ class ControlPlane:
         try:
             server.run(sockets=[self.sock])
         finally:
+            app.state.offload.close()  # its worker processes (rota.api.offload)
             serving.stop()
             sweeper.stop()
             if watcher is not None:

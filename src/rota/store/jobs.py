@@ -74,6 +74,14 @@ def job_ids(conn: Connection, project: str) -> list[str]:
             .scalars()]
 
 
+def storage_rows(conn: Connection, project: str) -> list[tuple[str, JobState, str | None]]:
+    """Each job of ``project``: its id, state and the upload its working directory comes from
+    (what a project's storage quota counts, ``rota.api.storage``)."""
+    upload = jobs.c.spec["run"]["upload"].as_string()
+    rows = conn.execute(select(jobs.c.id, jobs.c.state, upload).where(jobs.c.project == project))
+    return [(str(i), JobState(state), up or None) for i, state, up in rows]
+
+
 def list_jobs(conn: Connection, where: JobFilter, limit: int, after: str | None,
               newest_first: bool) -> Page:
     if not 1 <= limit <= MAX_PAGE:

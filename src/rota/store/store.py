@@ -375,6 +375,11 @@ class Store:
         with self._read() as conn:
             return jobs.job_ids(conn, project)
 
+    def storage_rows(self, project: str) -> list[tuple[str, JobState, str | None]]:
+        """Each job of ``project`` as (id, state, upload id or None), in any state."""
+        with self._read() as conn:
+            return jobs.storage_rows(conn, project)
+
     def get_job(self, job_id: str) -> JobRecord:
         with self._read() as conn:
             return jobs.record(conn, job_id)
