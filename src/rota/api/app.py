@@ -37,6 +37,7 @@ from rota.control.serving import Serving
 from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader
 from rota.control.screen import Screen
+from rota.control.sysaccounts import system_account_refusal
 from rota.api.models import job_view
 from rota.api.reads import Reads, check_view
 from rota.api.fairuse import SubmitRate, fingerprint
@@ -70,11 +71,13 @@ class UserBody(BaseModel):
     name: str
     projects: list[str] = []
     unix_user: str | None = None  # the OS account of its jobs; None: the account named ``name``
+    allow_system_account: bool = False  # root or a uid below 1000 (rota.control.sysaccounts)
 
 
 class UserChange(BaseModel):
     model_config = ConfigDict(extra="forbid")
     unix_user: str | None  # None: back to the account named like the user
+    allow_system_account: bool = False
 
 
 class HoldBody(BaseModel):
@@ -94,6 +97,14 @@ class TokenBody(BaseModel):
     name: str
     role: Role = Role.MEMBER
     user: str | None = None
+
+
+def _check_account(account: str, allowed: bool) -> None:
+    """Refuse, naming ``unix_user``, to map a user to root or a system account unless
+    ``allowed`` (``rota.control.sysaccounts``)."""
+    refusal = None if allowed else system_account_refusal(account)
+    if refusal is not None:
+        raise InvalidSpec("unix_user", refusal)
 
 
 def create_app(store: Store, clock: Callable[[], float] | None = None,
@@ -205,6 +216,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     @app.post("/v1/users", status_code=201)
     def create_user(body: UserBody, _: Principal = Depends(operator)) -> dict[str, Any]:
         """A user, the projects it is a member of and its OS account, in one transaction."""
+        _check_account(body.unix_user or body.name, body.allow_system_account)
         store.create_user(body.name, body.projects, unix_user=body.unix_user)
         return {"name": body.name, "projects": sorted(set(body.projects)),
                 "unix_user": body.unix_user or body.name}
@@ -213,6 +225,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     def change_user(name: str, body: UserChange,
                     _: Principal = Depends(operator)) -> dict[str, Any]:
         """Map ``name``'s jobs to another OS account (null: the account named like it)."""
+        _check_account(body.unix_user or name, body.allow_system_account)
         store.set_unix_user(name, body.unix_user)
         return {"name": name, "unix_user": body.unix_user or name}
 
