@@ -113,6 +113,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                max_unpacked_bytes: int = MAX_UNPACKED_BYTES, log_poll_s: float = 0.25,
                read_log: LogReader = no_reader,
                workdir_refusal: Callable[[str, str], str | None] | None = None,
+               images_refused: str | None = None,
                on_touch: Callable[[str], None] = lambda job_id: None,
                metrics: Callable[[], bytes] | None = None,
                serving: Serving | None = None,
@@ -124,7 +125,9 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     ``max_upload_bytes`` as sent and ``max_unpacked_bytes`` unpacked; ``read_log`` reads jobs' logs from the
     backend that runs them (``rota.api.logs``); ``workdir_refusal(user, path)`` says why a job
     of ``user`` may not run in directory ``path`` of the server (None: it may), so that a
-    submit naming a directory its owner cannot use is refused at once; ``on_touch(job_id)``
+    submit naming a directory its owner cannot use is refused at once; ``images_refused``
+    (None: images run) says why a job naming a container ``image`` is refused at submit, on a
+    backend that runs commands on its machines; ``on_touch(job_id)``
     is told of every request about a job by a person (not by the job's own token): idle
     reclamation counts it as activity; ``metrics`` gives what ``GET /metrics`` serves
     (Prometheus's text format) to operators and metrics tokens (no such route without it);
@@ -304,6 +307,10 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         if not who.may_see(sub.project):
             raise InvalidSpec("project", f"{who.user} is not a member of project {sub.project!r}")
         await run_in_threadpool(screen.refuse_if_never_runs, sub)  # rota.control.screen
+        image = sub.run.get("image")
+        if image is not None and images_refused is not None:
+            raise InvalidSpec("run.image" if "run" in body else "image",
+                              f"names the container image {image!r}, but {images_refused}")
         workdir = sub.run.get("workdir")
         if workdir is not None and workdir_refusal is not None:
             refusal = await run_in_threadpool(workdir_refusal, who.user, workdir)
