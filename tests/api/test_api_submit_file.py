@@ -99,3 +99,27 @@ def test_the_core_level_form_checks_its_run_against_the_contract(api):
     assert bad.json()["error"]["field"] == "run.command"
     huge = api.post_job({"project": "p", "queue": "q", "cpu": 10 ** 12})
     assert huge.status_code == 422 and huge.json()["error"]["field"] == "cpu"
+
+
+@pytest.mark.parametrize("body, field", [
+    (job_file(resources={"gpu": "2"}), "resources.gpu"),
+    (job_file(resources={"gpu": "0.5"}), "resources.gpu"),
+    ({"project": "p", "queue": "q", "gpu": "2", "run": {"command": ["true"]}}, "gpu"),
+], ids=["job-file-count", "job-file-share", "core-form"])
+def test_a_gpu_count_given_as_a_string_is_refused_at_submit(api, body, field):
+    response = api.post_job(body)
+    print(f"{body}: {response.status_code} {response.text}")
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["field"] == field and "without quotes" in error["message"]
+    assert not api.store.list_jobs().items
+
+
+def test_a_job_file_in_yaml_with_a_quoted_gpu_count_is_refused(api):
+    text = ("name: train\nproject: p\nqueue: q\nentrypoint: python train.py\n"
+            "resources:\n  gpu: \"2\"\n")
+    response = api.client.post("/v1/jobs", headers={**api.auth["alice"],
+                                                    "Content-Type": "application/yaml"},
+                               content=text)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == "resources.gpu"

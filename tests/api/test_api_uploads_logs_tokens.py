@@ -4,6 +4,7 @@ a follow that ends with the job), and listing and revoking tokens."""
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 import threading
 import time
@@ -159,3 +160,44 @@ def test_tokens_are_listed_and_revoked_by_their_owner(api):
     assert again.status_code == 404 and again.json()["error"]["code"] == "not_found"
     listed = api.client.get("/v1/tokens?user=alice", headers=api.auth["root"]).json()
     assert [t["revoked_at"] is not None for t in listed] == [False, True]
+
+
+def _hard_link_archive(name: str, target: str) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        info = tarfile.TarInfo("data.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"ok"))
+        link = tarfile.TarInfo(name)
+        link.type, link.linkname = tarfile.LNKTYPE, target
+        tar.addfile(link)
+    return out.getvalue()
+
+
+def test_a_directory_with_hard_links_is_uploaded_and_unpacked_with_them(api, tmp_path):
+    from rota.cli.upload import pack
+    from rota.control.runspec import extract_upload
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    (work / "src" / "model.bin").write_bytes(b"weights")
+    os.link(work / "src" / "model.bin", work / "latest.bin")  # as checkpoints often are
+    archive = tmp_path / "work.tar.gz"
+    assert pack(work, archive) == []
+    response = upload(api, archive.read_bytes())
+    assert response.status_code == 201, response.text
+    dest = tmp_path / "unpacked"
+    dest.mkdir()
+    extract_upload(api.data_dir / "uploads" / f"{response.json()['id']}.tar.gz", dest)
+    first, second = dest / "src" / "model.bin", dest / "latest.bin"
+    assert first.read_bytes() == second.read_bytes() == b"weights"
+    assert first.stat().st_ino == second.stat().st_ino
+
+
+@pytest.mark.parametrize("name, target", [
+    ("passwd", "/etc/passwd"), ("up", "../../etc/passwd"), ("early", "later.txt"),
+], ids=["absolute", "climbing", "not-packed-before"])
+def test_a_hard_link_to_anything_but_a_file_packed_before_it_is_refused(api, name, target):
+    response = upload(api, _hard_link_archive(name, target))
+    print(f"hard link {name} -> {target}: {response.status_code} {response.text}")
+    assert response.status_code == 422
+    assert response.json()["error"]["field"] == "body" and "hard link" in response.text

@@ -67,3 +67,40 @@ def test_an_os_account_name_is_checked(api):
     assert "eve" not in api.store.list_users()
     missing = api.client.patch("/v1/users/nobody-here", headers=root, json={"unix_user": "x"})
     assert missing.status_code == 404
+
+
+def _system_account() -> str:
+    """An account of this machine with a uid from 1 to 999 (a service's), by its name."""
+    import pwd
+    found = sorted((e.pw_uid, e.pw_name) for e in pwd.getpwall() if 0 < e.pw_uid < 1000)
+    assert found, "this machine has no system account to map to"
+    return found[0][1]
+
+
+def test_a_member_mapped_to_root_or_a_system_account_is_refused(api):
+    root = api.auth["root"]
+    service = _system_account()
+    for body in ({"name": "eve", "unix_user": "root"}, {"name": "eve", "unix_user": service},
+                 {"name": service}):  # without unix_user: the account named like the user
+        answer = api.client.post("/v1/users", headers=root, json=body)
+        print(f"{body}: {answer.status_code} {answer.text}")
+        assert answer.status_code == 422, body
+        error = answer.json()["error"]
+        assert error["field"] == "unix_user" and "--allow-system-account" in error["message"]
+    assert "eve" not in api.store.list_users() and service not in api.store.list_users()
+    made = api.client.post("/v1/users", headers=root, json={"name": "eve", "unix_user": "nobody"})
+    assert made.status_code == 201  # nobody's uid is 65534: not a system account by uid
+    moved = api.client.patch("/v1/users/eve", headers=root, json={"unix_user": "root"})
+    assert moved.status_code == 422 and moved.json()["error"]["field"] == "unix_user"
+    assert "maps to OS user root, the superuser" in moved.json()["error"]["message"]
+    assert api.store.unix_users()["eve"] == "nobody"
+
+
+def test_an_operator_may_map_a_system_account_when_saying_so(api):
+    root = api.auth["root"]
+    made = api.client.post("/v1/users", headers=root, json={
+        "name": "svc", "unix_user": _system_account(), "allow_system_account": True})
+    assert made.status_code == 201, made.text
+    moved = api.client.patch("/v1/users/svc", headers=root,
+                             json={"unix_user": "root", "allow_system_account": True})
+    assert moved.status_code == 200 and api.store.unix_users()["svc"] == "root"

@@ -1,5 +1,5 @@
-"""The web dashboard over HTTP (``rota.api.dashboard``): logging in with a token kept in an
-HttpOnly, SameSite=Strict cookie; each page; the same visibility as the API (a member of one
+"""The web dashboard over HTTP (``rota.api.dashboard``): logging in with a token that opens a
+server-side session whose id is kept in an HttpOnly, SameSite=Strict cookie; each page; the same visibility as the API (a member of one
 project sees nothing of another project's job on any page: on the GPU grid only the share it
 holds); the job page telling a job as ``rota show`` does; everything escaped."""
 
@@ -76,18 +76,45 @@ def test_the_root_and_every_page_lead_to_the_login_form_without_a_token(api):
     assert 'method="post"' in form and 'type="password"' in form
 
 
-def test_login_keeps_the_token_in_an_httponly_strict_cookie_and_logout_drops_it(api):
+def test_login_keeps_a_session_id_in_an_httponly_strict_cookie_and_logout_closes_it(api):
     reply = login(api, "alice")
     assert reply.headers["location"] == "/ui/"
     assert token(api, "alice") not in reply.headers["location"]
     cookie = reply.headers["set-cookie"]
-    assert cookie.startswith(f"rota_token={token(api, 'alice')};")
+    assert cookie.startswith("rota_session=") and token(api, "alice") not in cookie
     assert "HttpOnly" in cookie and "samesite=strict" in cookie.lower() and "Path=/ui" in cookie
+    sid = api.client.cookies["rota_session"]
     assert "alice (member; p)" in page(api, "/ui/")
     out = api.client.post("/ui/logout", follow_redirects=False)
-    assert out.status_code == 303 and 'rota_token=""' in out.headers["set-cookie"]
+    assert out.status_code == 303 and 'rota_session=""' in out.headers["set-cookie"]
     api.client.cookies.clear()
     assert api.client.get("/ui/", follow_redirects=False).status_code == 303
+    # the old cookie value, kept by whoever copied it, opens nothing after the logout
+    api.client.cookies.set("rota_session", sid, path="/ui")
+    assert api.client.get("/ui/", follow_redirects=False).status_code == 303
+
+
+def test_a_stolen_session_cookie_is_no_api_token(api):
+    login(api, "alice")
+    sid = api.client.cookies["rota_session"]
+    assert sid != token(api, "alice")
+    whoami = api.client.get("/v1/whoami", headers={"Authorization": f"Bearer {sid}"})
+    assert whoami.status_code == 401
+
+
+def test_a_session_expires():
+    from rota.api.dashboard.session import Sessions
+    now = [1000.0]
+    sessions = Sessions(ttl_s=60.0, clock=lambda: now[0])
+    sid = sessions.open("rota_secret ")
+    assert sessions.token(sid) == "rota_secret" and sessions.token("forged") is None
+    now[0] += 59.0
+    assert sessions.token(sid) == "rota_secret"
+    now[0] += 1.0
+    assert sessions.token(sid) is None
+    other = sessions.open("rota_secret")
+    sessions.close(other)
+    assert sessions.token(other) is None
 
 
 def test_over_https_the_cookie_is_sent_only_encrypted(api):
@@ -111,7 +138,7 @@ def test_a_bad_token_a_revoked_one_and_a_foreign_form_are_refused(api):
     login(api, "alice")
     api.store.revoke_token("alice", "t")
     gone = api.client.get("/ui/jobs", follow_redirects=False)
-    assert gone.status_code == 303 and 'rota_token=""' in gone.headers["set-cookie"]
+    assert gone.status_code == 303 and 'rota_session=""' in gone.headers["set-cookie"]
 
 
 def test_login_goes_back_only_to_a_dashboard_page(api):

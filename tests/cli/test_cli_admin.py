@@ -56,7 +56,7 @@ def test_deleting_a_queue_in_use_says_what_holds_it_then_works(server, tmp_path)
     apply(server, tmp_path, "queues:\n  - name: temp\n")
     job = json.loads(run_job(server, "alice", "vision", "temp").stdout)["id"]
     refused = server.rota("queue", "delete", "temp", user="root")
-    assert refused.returncode == 1
+    assert refused.returncode == 2  # bad input
     assert "queue temp still holds 1 job(s) (1 pending)" in refused.stderr
     listed = json.loads(server.rota("ps", "--queue", "temp", "--json").stdout)
     assert [j["id"] for j in listed] == [job]
@@ -141,3 +141,18 @@ def test_nodes_say_how_jobs_limits_are_enforced_and_warn_when_they_are_not(serve
         assert line in shown, shown
         assert ("warning" in shown) is said.startswith("not enforced")
     server.store.upsert_nodes([node], "local")
+
+
+def test_user_add_refuses_root_unless_told(server) -> None:
+    refused = server.rota("user", "add", "eve", "--unix-user", "root", user="root")
+    print(refused.stdout, refused.stderr)
+    assert refused.returncode == 2  # bad input
+    assert "unix_user" in refused.stderr and "--allow-system-account" in refused.stderr
+    done = server.rota("user", "add", "eve", "--unix-user", "root", "--allow-system-account",
+                       user="root")
+    assert done.returncode == 0, done.stderr
+    assert "jobs run as OS user root" in done.stdout
+    back = server.rota("user", "set", "eve", "--unix-user", "nobody", user="root")
+    assert back.returncode == 0, back.stderr
+    again = server.rota("user", "set", "eve", "--unix-user", "root", user="root")
+    assert again.returncode == 2 and "--allow-system-account" in again.stderr

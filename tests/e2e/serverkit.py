@@ -38,6 +38,7 @@ class RotaServer:
         self.credentials = root / "config" / "rota" / "credentials.json"
         self.log = root / "rota-up.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.cwd: Path | None = None  # where rota up is started (None: this process's own)
         self.url = self.token = ""
 
     def start(self) -> None:
@@ -53,7 +54,7 @@ class RotaServer:
                  str(self.data_dir), *(["--gpus", self.gpus] if self.gpus else []),
                  "--interval", "0.5", *self.extra],
                 env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True)
+                start_new_session=True, cwd=self.cwd)
 
     def _wait_ready(self) -> None:
         end = time.monotonic() + START_TIMEOUT_S

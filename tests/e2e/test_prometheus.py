@@ -128,7 +128,7 @@ def test_every_panel_of_the_dashboard_is_a_query_prometheus_answers(server, prom
     with server.client() as c:
         body = {"name": "hold", "project": "default", "queue": "default",
                 "entrypoint": ["sleep", "300"], "workdir": "/tmp",
-                "resources": {"gpu": "1", "cpu": "100m", "memory": "64Mi"}}
+                "resources": {"gpu": 1, "cpu": "100m", "memory": "64Mi"}}
         assert c.post("/v1/jobs", json=body).status_code == 201
     eventually(url, 'rota_jobs{state="running"} == 1', log)
     panels = json.loads(DASHBOARD.read_text())["panels"]
@@ -161,7 +161,7 @@ def test_the_metrics_follow_prometheus_naming_conventions(server):
     with server.client() as c:
         body = {"name": "hold", "project": "default", "queue": "default",
                 "entrypoint": ["sleep", "300"], "workdir": "/tmp",
-                "resources": {"gpu": "0.5", "cpu": "100m", "memory": "64Mi"}}
+                "resources": {"gpu": 0.5, "cpu": "100m", "memory": "64Mi"}}
         assert c.post("/v1/jobs", json=body).status_code == 201
         deadline = time.monotonic() + 60
         while "rota_allocated_gpus{" not in (text := c.get("/metrics").text):

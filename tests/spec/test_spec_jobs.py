@@ -60,8 +60,8 @@ def test_defaults():
 
 
 @pytest.mark.parametrize("gpu,count,share", [
-    (0, 0, 1000), (1, 1, 1000), (8, 8, 1000), (0.5, 1, 500), ("0.25", 1, 250), (2.0, 2, 1000),
-], ids=["none", "one", "eight", "half", "quarter as text", "two as float"])
+    (0, 0, 1000), (1, 1, 1000), (8, 8, 1000), (0.5, 1, 500), (0.25, 1, 250), (2.0, 2, 1000),
+], ids=["none", "one", "eight", "half", "quarter", "two as float"])
 def test_gpu_amounts(gpu, count, share):
     (job,) = jobs_of(base_job(resources={"gpu": gpu}))
     assert (job.request.gpu.count, job.request.gpu.share) == (count, share)
@@ -82,6 +82,10 @@ CASES = [
     ("negative gpu", base_job(resources={"gpu": -1}), "jobs[0].resources.gpu", "negative"),
     ("gpu not a number", base_job(resources={"gpu": "two"}), "jobs[0].resources.gpu", "number of GPUs"),
     ("gpu true", base_job(resources={"gpu": True}), "jobs[0].resources.gpu", "number of GPUs"),
+    ("gpu count quoted", base_job(resources={"gpu": "2"}), "jobs[0].resources.gpu",
+     "got the string '2': write the number without quotes"),
+    ("gpu share quoted", base_job(resources={"gpu": "0.25"}), "jobs[0].resources.gpu",
+     "without quotes"),
     ("negative memory", base_job(resources={"memory": "-4Gi"}), "jobs[0].resources.memory", "negative"),
     ("cpu unit", base_job(resources={"cpu": "4 cores"}), "jobs[0].resources.cpu", "unknown unit 'cores'"),
     ("gpu_memory without gpu", base_job(resources={"gpu_memory": "8Gi"}),

@@ -37,6 +37,7 @@ from rota.control.serving import Serving
 from rota.api.io_routes import MAX_KEY, add_io_routes
 from rota.api.logs import LogReader, no_reader
 from rota.control.screen import Screen
+from rota.control.sysaccounts import system_account_refusal
 from rota.api.models import job_view
 from rota.api.reads import Reads, check_view
 from rota.api.fairuse import SubmitRate, fingerprint
@@ -71,11 +72,13 @@ class UserBody(BaseModel):
     name: str
     projects: list[str] = []
     unix_user: str | None = None  # the OS account of its jobs; None: the account named ``name``
+    allow_system_account: bool = False  # root or a uid below 1000 (rota.control.sysaccounts)
 
 
 class UserChange(BaseModel):
     model_config = ConfigDict(extra="forbid")
     unix_user: str | None  # None: back to the account named like the user
+    allow_system_account: bool = False
 
 
 class HoldBody(BaseModel):
@@ -97,12 +100,21 @@ class TokenBody(BaseModel):
     user: str | None = None
 
 
+def _check_account(account: str, allowed: bool) -> None:
+    """Refuse, naming ``unix_user``, to map a user to root or a system account unless
+    ``allowed`` (``rota.control.sysaccounts``)."""
+    refusal = None if allowed else system_account_refusal(account)
+    if refusal is not None:
+        raise InvalidSpec("unix_user", refusal)
+
+
 def create_app(store: Store, clock: Callable[[], float] | None = None,
                data_dir: str | Path | None = None, on_change: Callable[[], None] | None = None,
                max_upload_bytes: int = DEFAULT_MAX_BYTES,
                max_unpacked_bytes: int = MAX_UNPACKED_BYTES, log_poll_s: float = 0.25,
                read_log: LogReader = no_reader,
                workdir_refusal: Callable[[str, str], str | None] | None = None,
+               images_refused: str | None = None,
                on_touch: Callable[[str], None] = lambda job_id: None,
                metrics: Callable[[], bytes] | None = None,
                serving: Serving | None = None,
@@ -115,7 +127,9 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     ``max_upload_bytes`` as sent and ``max_unpacked_bytes`` unpacked; ``read_log`` reads jobs' logs from the
     backend that runs them (``rota.api.logs``); ``workdir_refusal(user, path)`` says why a job
     of ``user`` may not run in directory ``path`` of the server (None: it may), so that a
-    submit naming a directory its owner cannot use is refused at once; ``on_touch(job_id)``
+    submit naming a directory its owner cannot use is refused at once; ``images_refused``
+    (None: images run) says why a job naming a container ``image`` is refused at submit, on a
+    backend that runs commands on its machines; ``on_touch(job_id)``
     is told of every request about a job by a person (not by the job's own token): idle
     reclamation counts it as activity; ``metrics`` gives what ``GET /metrics`` serves
     (Prometheus's text format) to operators and metrics tokens (no such route without it);
@@ -214,6 +228,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     @app.post("/v1/users", status_code=201)
     def create_user(body: UserBody, _: Principal = Depends(operator)) -> dict[str, Any]:
         """A user, the projects it is a member of and its OS account, in one transaction."""
+        _check_account(body.unix_user or body.name, body.allow_system_account)
         store.create_user(body.name, body.projects, unix_user=body.unix_user)
         return {"name": body.name, "projects": sorted(set(body.projects)),
                 "unix_user": body.unix_user or body.name}
@@ -222,6 +237,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     def change_user(name: str, body: UserChange,
                     _: Principal = Depends(operator)) -> dict[str, Any]:
         """Map ``name``'s jobs to another OS account (null: the account named like it)."""
+        _check_account(body.unix_user or name, body.allow_system_account)
         store.set_unix_user(name, body.unix_user)
         return {"name": name, "unix_user": body.unix_user or name}
 
@@ -306,6 +322,10 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         if not who.may_see(sub.project):
             raise InvalidSpec("project", f"{who.user} is not a member of project {sub.project!r}")
         await run_in_threadpool(screen.refuse_if_never_runs, sub)  # rota.control.screen
+        image = sub.run.get("image")
+        if image is not None and images_refused is not None:
+            raise InvalidSpec("run.image" if "run" in body else "image",
+                              f"names the container image {image!r}, but {images_refused}")
         workdir = sub.run.get("workdir")
         if workdir is not None and workdir_refusal is not None:
             refusal = await run_in_threadpool(workdir_refusal, who.user, workdir)

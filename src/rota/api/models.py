@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from rota.core import (
-    GpuRequest, JobKind, ReplicaRequest, parse_cpu_milli, parse_duration_s, parse_gpu,
+    GpuRequest, JobKind, ReplicaRequest, parse_cpu_milli, parse_duration_s, parse_gpu_amount,
     parse_memory_mib,
 )
 from rota.store import JobEvent, JobRecord, Submission
@@ -43,7 +43,7 @@ class JobBody(BaseModel):
     run: dict[str, Any] = {}
 
     def submission(self, user: str) -> Submission:
-        count, share = parse_gpu(self.gpu, "gpu")
+        count, share = parse_gpu_amount(self.gpu, "gpu")
         gpu_mem = None if self.gpu_memory is None else parse_memory_mib(self.gpu_memory, "gpu_memory")
         request = ReplicaRequest(parse_cpu_milli(self.cpu, "cpu"),
                                  parse_memory_mib(self.memory, "memory"),

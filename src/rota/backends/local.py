@@ -35,8 +35,11 @@ cannot read its supervisor's files, nor forge how it ended. A job's log files ar
 reach the working directory inside it (``rota.control.runspec``) without listing anything.
 When the launch names an OS account (``LaunchSpec.run_as``), the supervisor, which runs as the
 control plane's own user (root), starts the command with that account's uid, gid and
-supplementary groups, so that a job has its owner's rights and never the control plane's. The
-environment a job inherits from the control plane is the short list of ``rota.backends.env``.
+supplementary groups, so that a job has its owner's rights and never the control plane's. Its
+working directory is entered after that, as the account (``rota.backends.shim``): no path a job
+names is followed as root, so a link its owner swaps after every check leads only where she may
+go. Log files are opened without following links. The environment a job inherits from the
+control plane is the short list of ``rota.backends.env``.
 
 Limits (``rota.backends.joblimits``): each replica runs in a cgroup with its job's CPU and
 memory request and a process limit, and a job's working directory is measured against its disk
@@ -191,7 +194,8 @@ class LocalBackend(NoEarlyEnds):
                                        "containers (kubernetes)")
         argv = argv_of(spec.command)
         job_env = check_job_env(spec.env)
-        if not Path(spec.workdir).is_dir():
+        if spec.run_as is None and not Path(spec.workdir).is_dir():
+            # under another account, the supervisor enters it as that account, or says why not
             raise InvalidSpec("workdir", f"is not an existing directory: {spec.workdir}")
         if len(placement.replicas) != job.replicas:
             raise InvalidSpec("placement.replicas", f"has {len(placement.replicas)} replicas, "
@@ -341,7 +345,7 @@ class LocalBackend(NoEarlyEnds):
         rdir.mkdir(mode=0o700)
         base = {**inherited(os.environ), **account_env(spec.run_as)}
         write_json_atomic(rdir / "spec.json", {
-            "command": argv, "workdir": str(Path(spec.workdir).resolve()),
+            "command": argv, "workdir": os.path.abspath(spec.workdir),  # no link followed here
             "env": replica_env(base, job_env, ctx), "umask": JOB_UMASK,
             "run_as": account_json(spec.run_as),
             **self.limits.spec_fields(rdir, job, spec.disk_mib)}, mode=0o600, durable=False)
@@ -453,7 +457,7 @@ class LocalBackend(NoEarlyEnds):
             path = proc(r).stderr
             try:
                 before = os.stat(path)
-                with open(path, "a") as f:
+                with open(path, "a", opener=_no_follow) as f:
                     f.write(f"[rota] {message}\n")
                 os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
             except OSError:
@@ -516,6 +520,8 @@ class LocalBackend(NoEarlyEnds):
         return int(child["pid"])
 
 
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW, 0o600)
 
 
 def _served_port(attempt_dir: Path) -> int | None:

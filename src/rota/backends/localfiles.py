@@ -90,7 +90,7 @@ def account_json(run_as: RunAs | None) -> dict[str, Any] | None:
 
 def log_file(path: Path, run_as: RunAs | None):
     """``path`` opened for appending, 0600 and owned by the account the job runs as."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     if run_as is not None:
         os.fchown(fd, run_as.uid, run_as.gid)
     return os.fdopen(fd, "ab")

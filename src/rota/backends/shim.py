@@ -16,7 +16,10 @@ waits for it, and records how it ended. Files in ``REPLICA_DIR``:
   which the command is started, whose OOM kills name the reason, and which is removed with
   whatever is left in it once the command ended.
   The supervisor itself keeps the account it was started with (the control plane's), so that
-  a command started under another account can neither signal it nor write its files.
+  a command started under another account can neither signal it nor write its files. The
+  command's process enters ``workdir`` only after it took ``run_as`` (never as root: a link on
+  the way is followed with the job's rights); one it cannot enter never starts, and
+  ``status.json`` says why.
 - ``child.json`` (written once the command started): ``pid`` and ``start_ticks`` of the command.
 - ``stop.json`` (read, optional): written by whoever asks the replica to stop, before sending
   SIGTERM: ``reason`` and ``grace_s``. With it, SIGTERM is followed by SIGKILL after the grace
@@ -38,6 +41,7 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Callable
 
 from rota.backends import cgroups
 from rota.backends.procs import (
@@ -82,17 +86,17 @@ class Supervisor:
             # the command is born in its cgroup: we join it around fork (rota.backends.cgroups)
             limits = cgroups.enter(spec["cgroup"]) if spec.get("cgroup") else None
             try:
-                self.child = subprocess.Popen(command, cwd=workdir, env=env,
-                                              stdin=subprocess.DEVNULL, start_new_session=True,
-                                              **account)
+                why = self._start(command, workdir, env, account, spec.get("run_as"))
             finally:
                 if limits is not None:
                     limits.leave()
         except OSError as exc:
+            why = (str(exc) if isinstance(exc, cgroups.CgroupError) else
+                   f"cannot start {command[0]!r}: {exc.strerror or exc}")
+        if why is not None:
             if limits is not None:
                 limits.finish()
-            self.reason = (str(exc) if isinstance(exc, cgroups.CgroupError) else
-                           f"cannot start {command[0]!r}: {exc.strerror or exc}")
+            self.reason = why
             return self._finish(EXIT_CANNOT_START, started_at)
         write_json_atomic(self.dir / "child.json",
                           {"pid": self.child.pid, "start_ticks": start_ticks(self.child.pid)},
@@ -108,6 +112,28 @@ class Supervisor:
                 self.reason = limits.out_of_memory()
             limits.finish()  # leftovers that left the group, then the cgroup itself
         return self._finish(returncode, started_at)
+
+    def _start(self, command: list[str], workdir: str, env: dict[str, str],
+               account: dict[str, object], run_as: object) -> str | None:
+        """Start the command in ``workdir`` under ``account``; why it could not, or None."""
+        told, tell = os.pipe()  # why the working directory could not be entered, if so
+        os.set_blocking(told, False)
+        try:
+            self.child = subprocess.Popen(command, cwd="/", env=env, stdin=subprocess.DEVNULL,
+                                          start_new_session=True,
+                                          preexec_fn=_entering(workdir, tell), **account)
+            return None
+        except OSError as exc:
+            return f"cannot start {command[0]!r}: {exc.strerror or exc}"
+        except subprocess.SubprocessError:
+            try:
+                why = os.read(told, 1024).decode(errors="replace")
+            except BlockingIOError:
+                why = "unknown"
+            return f"cannot enter the working directory {workdir} as {_as_whom(run_as)}: {why}"
+        finally:
+            os.close(told)
+            os.close(tell)
 
     def _claim(self) -> bool:
         """Create ``supervisor.json``; False when it exists already (the replica is fenced)."""
@@ -171,6 +197,28 @@ def _account(run_as: object, umask: object) -> dict[str, object]:
         raise TypeError(f"run_as must be a mapping, got {run_as!r}")
     uid, gid, groups = int(run_as["uid"]), int(run_as["gid"]), [int(g) for g in run_as["groups"]]
     return {**out, "user": uid, "group": gid, "extra_groups": groups}
+
+
+def _entering(workdir: str, tell: int) -> Callable[[], None]:
+    """What the command's process does after it took the job's account and before ``exec``:
+    enter ``workdir``. ``Popen``'s own ``cwd`` is entered while the process is still root, so
+    a symbolic link the job's owner controls (swapped after every check) would be followed
+    with root's rights; entered here, it is followed with the owner's. A failure is written
+    to ``tell`` (its reason) and fails the start."""
+
+    def enter() -> None:
+        try:
+            os.chdir(workdir)
+        except OSError as exc:
+            os.write(tell, (exc.strerror or repr(exc)).encode())
+            raise
+    return enter
+
+
+def _as_whom(run_as: object) -> str:
+    if isinstance(run_as, dict) and run_as.get("user"):
+        return f"OS user {run_as['user']}"
+    return "the control plane's own account"
 
 
 def main(argv: list[str]) -> int:

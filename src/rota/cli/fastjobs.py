@@ -38,7 +38,9 @@ import os
 from pathlib import Path
 
 from rota.cli.fast import COUNT, FLAG, VALUE, Usage, parse, talking
-from rota.cli.making import attach, local_workdir, name_of, on_this_machine, submitted
+from rota.cli.making import (
+    attach, gpu_count, local_workdir, name_of, on_this_machine, submitted,
+)
 
 WAIT = {"--wait": ("wait", FLAG), "-w": ("wait", FLAG), "--json": ("json", FLAG)}
 RUN = {**WAIT, "--gpus": ("gpus", VALUE), "--cpu": ("cpu", VALUE), "--memory": ("memory", VALUE),
@@ -62,7 +64,7 @@ def run(argv: list[str]) -> None:
         raise
     except Exception:  # noqa: BLE001 - no such directory: the Typer command says so
         raise Usage("--workdir") from None
-    resources = {"gpu": given.get("gpus", "0"), "cpu": given.get("cpu", "1"),
+    resources = {"gpu": gpu_count(given.get("gpus", "0")), "cpu": given.get("cpu", "1"),
                  "memory": given.get("memory", "1Gi")}
     if "gpu_memory" in given:
         resources["gpu_memory"] = given["gpu_memory"]

@@ -28,7 +28,8 @@ import typer
 
 from rota.cli import choose
 from rota.cli.making import (
-    attach, file_workdir, local_workdir, name_of, on_this_machine, option_field, submitted,
+    attach, file_workdir, gpu_count, local_workdir, name_of, on_this_machine, option_field,
+    submitted,
 )
 from rota.cli.remote import EXIT_BAD_INPUT, die, talking
 from rota.core import InvalidSpec
@@ -148,7 +149,7 @@ def run(
 ) -> None:
     """Run one command as a job: rota run --gpus 1 -- python train.py --lr 3e-4"""
     from rota.spec import parse_job
-    resources: dict[str, Any] = {"gpu": gpus_, "cpu": cpu, "memory": memory}
+    resources: dict[str, Any] = {"gpu": gpu_count(gpus_), "cpu": cpu, "memory": memory}
     if gpu_memory is not None:
         resources["gpu_memory"] = gpu_memory
     body: dict[str, Any] = {"name": name or name_of(command[0]), "entrypoint": list(command),

@@ -10,7 +10,8 @@ typer, rich, pydantic nor rota's domain model. So this module imports none of th
 - ``submitted``: the lines that say a job was submitted and what to do next (or its JSON);
 - ``attach``: ``--wait``: follow the job's output until it ends, exit with its status, cancel
   it on Ctrl-C;
-- ``option_field``: a mistake of ``rota run`` named by its option (``--gpus``), not its field.
+- ``option_field``: a mistake of ``rota run`` named by its option (``--gpus``), not its field;
+- ``gpu_count``: ``--gpus`` as the number a job's ``resources.gpu`` must be.
 """
 
 from __future__ import annotations
@@ -31,6 +32,19 @@ OPTIONS = {"resources.gpu": "--gpus", "resources.cpu": "--cpu", "resources.memor
 
 def option_field(field: str, reason: str) -> str:
     return f"{OPTIONS.get(field, field)}: {reason}"
+
+
+def gpu_count(text: str) -> int | float | str:
+    """``--gpus`` as a number (``2``, ``0.5``): a job's ``resources.gpu`` is never a string.
+    Text that is no number is sent as it is, for the server to refuse naming ``--gpus``."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def local_workdir(workdir: str | None, base: Path) -> Path | None:

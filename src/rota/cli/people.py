@@ -235,6 +235,9 @@ def project_budget(
 UNIX_USER = typer.Option(None, "--unix-user", metavar="ACCOUNT",
                          help="The OS account the user's jobs run as (default: the account "
                               "with the user's name).")
+ALLOW_SYSTEM = typer.Option(False, "--allow-system-account",
+                            help="Allow an account that is root or has a uid below 1000 (the "
+                                 "user's jobs then run with its rights); refused without it.")
 
 
 @user_app.command("add")
@@ -243,11 +246,12 @@ def user_add(
     project: List[str] = typer.Option([], "--project", "-p",
                                       help="A project the user belongs to (repeatable)."),
     unix_user: Optional[str] = UNIX_USER,
+    allow_system_account: bool = ALLOW_SYSTEM,
 ) -> None:
     """Create a user, a member of the given projects; then issue it a token. When rota up runs
     as root, the user's jobs run as its OS account, with that account's rights."""
     with talking() as client:
-        made = client.create_user(name, list(project), unix_user)
+        made = client.create_user(name, list(project), unix_user, allow_system_account)
     where = ", ".join(made["projects"]) or "no project yet"
     print(f"Created user {made['name']} ({where}; jobs run as OS user {made['unix_user']}). "
           f"Next: rota token create NAME --user {made['name']} and give them the token.")
@@ -255,11 +259,12 @@ def user_add(
 
 @user_app.command("set")
 def user_set(name: str = typer.Argument(..., help="User name."),
-             unix_user: Optional[str] = UNIX_USER) -> None:
+             unix_user: Optional[str] = UNIX_USER,
+             allow_system_account: bool = ALLOW_SYSTEM) -> None:
     """Change the OS account a user's jobs run as (without --unix-user: the account named like
     the user). Jobs already running keep the account they started with."""
     with talking() as client:
-        done = client.set_unix_user(name, unix_user)
+        done = client.set_unix_user(name, unix_user, allow_system_account)
     print(f"{name}'s jobs now run as OS user {done['unix_user']}.")
 
 

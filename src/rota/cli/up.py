@@ -269,6 +269,7 @@ def _announce(plane) -> None:
     """What started, where, and what to do next. Never the token itself: this goes to a
     terminal or to the log of rota up -d, and the token is in the credentials file (0600)."""
     from rota.control import setup
+    from rota.server.hidepid import proc_warning
     from rota.server.retention import disk_use
 
     config, store, inventory = plane.config, plane.store, plane.config.inventory
@@ -307,6 +308,8 @@ def _announce(plane) -> None:
                      f"{oct(closed[0].stat().st_mode & 0o777)}), so their jobs cannot reach "
                      f"their working directories under {config.data_dir}: use --data-dir "
                      "/var/lib/rota (the default as root) or open it with chmod o+x")
+    if accounts.multi_user and on_this_machine and (hidden := proc_warning()) is not None:
+        lines.append(f"  warning: {hidden}")
     if plane.cordoned:
         lines.append(f"  cordoned local nodes that are not this machine: {', '.join(plane.cordoned)}")
     if plane.operator is not None:

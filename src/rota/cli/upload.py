@@ -1,7 +1,8 @@
 """Sending a working directory: pack it as a tar.gz, upload it with a progress bar.
 
 What is packed: every regular file, directory and symbolic link under the directory, with names
-relative to it, except ``.git`` and ``__pycache__`` directories. A link that points outside the
+relative to it, except ``.git`` and ``__pycache__`` directories; files hard-linked to each other
+are packed once, the other names as hard links to it. A link that points outside the
 directory (or anywhere absolute) and anything that is not a file, directory or link (sockets,
 pipes) is left out and named on stderr (the first few; the rest counted), since the server would
 refuse the archive.

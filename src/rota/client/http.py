@@ -176,15 +176,21 @@ class Client:
     def users(self) -> list[dict[str, Any]]:
         return self._json("GET", "/v1/users")
 
-    def create_user(self, name: str, projects: list[str],
-                    unix_user: str | None = None) -> dict[str, Any]:
+    def create_user(self, name: str, projects: list[str], unix_user: str | None = None,
+                    allow_system_account: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"name": name, "projects": projects}
         if unix_user is not None:
             body["unix_user"] = unix_user
+        if allow_system_account:
+            body["allow_system_account"] = True
         return self._json("POST", "/v1/users", json=body)
 
-    def set_unix_user(self, name: str, unix_user: str | None) -> dict[str, Any]:
-        return self._json("PATCH", f"/v1/users/{_segment(name)}", json={"unix_user": unix_user})
+    def set_unix_user(self, name: str, unix_user: str | None,
+                      allow_system_account: bool = False) -> dict[str, Any]:
+        body: dict[str, Any] = {"unix_user": unix_user}
+        if allow_system_account:
+            body["allow_system_account"] = True
+        return self._json("PATCH", f"/v1/users/{_segment(name)}", json=body)
 
     def add_member(self, user: str, project: str) -> dict[str, Any]:
         return self._json("POST", f"/v1/users/{user}/projects", json={"project": project})

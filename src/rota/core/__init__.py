@@ -25,7 +25,7 @@ from rota.core.queues import (
 )
 from rota.core.resources import (
     CPU, GPU, MEMORY, MILLI, RESOURCE_NAMES, GpuRequest, ReplicaRequest, parse_cpu_milli,
-    parse_duration_s, parse_gpu, parse_gpus, parse_memory_mib,
+    parse_duration_s, parse_gpu, parse_gpu_amount, parse_gpus, parse_memory_mib,
 )
 
 from rota.core.snapshot import Snapshot, Usage
@@ -40,6 +40,6 @@ __all__ = [
     "IllegalTransition", "InvalidSpec", "Job", "JobId", "JobKind", "JobState", "Node",
     "NodeName", "Placement", "Project", "Queue", "ReclaimWithinCohort", "ReplicaPlacement",
     "ReplicaRequest", "RotaError", "UnknownPlugin", "WithinQueue", "check_transition",
-    "model_matches", "parse_cpu_milli", "parse_duration_s", "parse_gpu", "parse_gpus",
-    "parse_memory_mib",
+    "model_matches", "parse_cpu_milli", "parse_duration_s", "parse_gpu", "parse_gpu_amount",
+    "parse_gpus", "parse_memory_mib",
 ]

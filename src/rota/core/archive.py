@@ -4,11 +4,13 @@ upload) and again where it is unpacked (the control plane, at a job's launch).
 Vocabulary: a *member* is one entry of a tar archive (``tarfile.TarInfo``); its *path* is its
 name as POSIX parts. An archive is safe when, for every member in order:
 
-1. it is a regular file, a directory or a symbolic link (no hard links, devices or FIFOs);
+1. it is a regular file, a directory, a symbolic link or a hard link (no devices or FIFOs);
 2. its path is relative and has no ``..`` part;
 3. no proper prefix of its path is a symbolic link met earlier (so a chain ``a/b -> ..``,
    ``a/b/c -> ..`` cannot walk out through a link);
-4. a link's target is relative and, joined to the link's directory, stays inside;
+4. a symbolic link's target is relative and, joined to the link's directory, stays inside;
+   a hard link's target is a regular file met earlier in the archive (so a directory with
+   hard links in it can be sent, and none can lead out);
 5. there are at most ``limits.members`` members, and the regular files' sizes add up to at
    most ``limits.unpacked_bytes`` (a small archive of zeros cannot fill the disk).
 
@@ -47,6 +49,7 @@ def check_members(members: Iterable[tarfile.TarInfo], field: str,
     """The size of a safe archive; ``InvalidSpec(field)`` naming the first member that is not
     (see the module docstring for the rules, in the order they are checked)."""
     links: set[str] = set()
+    files: set[str] = set()  # the regular files met so far: what a hard link may name
     count = unpacked = 0
     for member in members:
         count += 1
@@ -60,6 +63,12 @@ def check_members(members: Iterable[tarfile.TarInfo], field: str,
         if member.issym():
             _check_link(member, path, field)
             links.add(path)
+        elif member.islnk():
+            _check_hard_link(member, files, field)
+        if member.isfile():
+            files.add(path)
+        else:
+            files.discard(path)
         unpacked += member.size if member.isfile() else 0
         if unpacked > limits.unpacked_bytes:
             raise InvalidSpec(field, f"unpacks to more than {limits.unpacked_bytes} bytes; "
@@ -75,9 +84,9 @@ def _parents(path: str) -> list[str]:
 
 
 def _path_of(member: tarfile.TarInfo, field: str) -> str:
-    if not (member.isfile() or member.isdir() or member.issym()):
+    if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
         raise InvalidSpec(field, f"unsafe member {member.name!r}: not a file, directory or "
-                          "symbolic link")
+                          "link")
     path = "/".join(p for p in member.name.split("/") if p not in ("", "."))
     if not member.name or member.name.startswith("/") or ".." in path.split("/"):
         raise InvalidSpec(field, f"unsafe member {member.name!r}: outside the directory "
@@ -91,6 +100,13 @@ def _check_link(member: tarfile.TarInfo, path: str, field: str) -> None:
             posixpath.dirname(path), target)):
         raise InvalidSpec(field, f"unsafe link {member.name!r} -> {member.linkname!r}: points "
                           "outside the directory")
+
+
+def _check_hard_link(member: tarfile.TarInfo, files: set[str], field: str) -> None:
+    target = "/".join(p for p in member.linkname.split("/") if p not in ("", "."))
+    if member.linkname.startswith("/") or target not in files:
+        raise InvalidSpec(field, f"unsafe hard link {member.name!r} -> {member.linkname!r}: "
+                          "not a file of the directory packed before it")
 
 
 def _escapes(path: str) -> bool:

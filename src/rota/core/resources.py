@@ -160,6 +160,21 @@ def parse_gpu(value: object, field: str) -> tuple[int, int]:
     return int(number), MILLI
 
 
+def parse_gpu_amount(value: object, field: str) -> tuple[int, int]:
+    """A job's GPUs per replica as a job file or the API gives them: ``parse_gpu`` of a number
+    (``2``, ``0.5``). A string is refused, even ``"2"``: a quoted count in YAML or JSON is
+    usually a template's slip, and it is caught at submit, naming the field."""
+    if isinstance(value, str):
+        try:
+            float(value)
+            hint = ": write the number without quotes"
+        except ValueError:
+            hint = ""
+        raise InvalidSpec(field, f"expected a number of GPUs such as 2 or 0.5, got the string "
+                                 f"{value!r}{hint}")
+    return parse_gpu(value, field)
+
+
 def parse_duration_s(value: object, field: str) -> float:
     """``3600``, ``"90s"``, ``"30m"``, ``"4h"``, ``"2d"`` or ``"1h30m"`` -> seconds."""
     if isinstance(value, bool):

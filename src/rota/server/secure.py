@@ -8,7 +8,9 @@ keeps the control plane's secrets from jobs is file permissions:
 - the store (``rota.db`` and its ``-wal``, ``-shm`` and ``-journal`` files), the lock file,
   the log of ``rota up -d`` and everything under ``uploads/`` are 0600 (directories 0700);
 - each attempt's directory (supervisor state, the job's spec with its environment, its logs)
-  is 0700; the credentials file (``rota.control.setup``) is 0600 in a 0700 directory;
+  and each of its replicas' is 0700, their files 0600 at most; a job's ``work`` and
+  ``checkpoints`` (its account's own) are 0700 at most; the credentials file
+  (``rota.control.setup``) is 0600 in a 0700 directory;
 - ``tls/``, rota's own CA and server certificate (``rota.server.certs``), is 0700 and its keys
   0600; the copy of the CA that jobs verify the API with, ``api-certificate.pem``, is 0644.
 
@@ -28,6 +30,7 @@ from rota.backends.procs import make_dirs
 OPEN_DIRS = 0o711
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
+JOB_OWN_DIRS = ("work", "checkpoints")  # the job's account's, 0700 (rota.control.runspec)
 STORE_FILES = ("rota.db", "rota.db-wal", "rota.db-shm", "rota.db-journal", "rota.lock",
                "rota-up.log")
 
@@ -57,8 +60,35 @@ def secure_data_dir(directory: Path) -> None:
                 continue
             _chmod(Path(job.path), OPEN_DIRS)
             for entry in os.scandir(job.path):
-                if entry.name.startswith("attempt-") and entry.is_dir(follow_symlinks=False):
-                    _chmod(Path(entry.path), PRIVATE_DIR)
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                if entry.name.startswith("attempt-"):
+                    _secure_attempt(Path(entry.path))
+                elif entry.name in JOB_OWN_DIRS:
+                    _tighten(Path(entry.path), PRIVATE_DIR)
+
+
+def _secure_attempt(attempt: Path) -> None:
+    """An attempt's directory and its replicas' (0700), their files (0600 at most: a job's
+    log files are its account's own, and stay so)."""
+    _chmod(attempt, PRIVATE_DIR)
+    for replica in os.scandir(attempt):
+        if replica.is_dir(follow_symlinks=False):
+            _chmod(Path(replica.path), PRIVATE_DIR)
+            for item in os.scandir(replica.path):
+                _tighten(Path(item.path), PRIVATE_FILE)
+        else:
+            _tighten(Path(replica.path), PRIVATE_FILE)
+
+
+def _tighten(path: Path, mode: int) -> None:
+    """Take from ``path``'s mode (never following a link) every bit ``mode`` lacks."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISLNK(st.st_mode) and stat.S_IMODE(st.st_mode) & ~mode:
+        os.chmod(path, stat.S_IMODE(st.st_mode) & mode)
 
 
 def _chmod(path: Path, mode: int) -> None:

@@ -6,7 +6,8 @@
 - ``/ui/jobs/ID``: one job as ``rota show`` tells it (``rota.core.jobwords``): state, request,
   placement, why it waits, hints, estimated start, its attempts and events;
 - ``/ui/usage``: decayed GPU-hours per project, as ``rota usage``;
-- ``/ui/login`` and ``/ui/logout``: a token in, a token out (``session``).
+- ``/ui/login`` and ``/ui/logout``: a token in, a session opened; the session closed
+  (``session``).
 
 Every page reads through ``rota.api.reads``, the functions the API's routes answer with, for
 the principal of the session's token: a member sees on every page exactly what the API shows
@@ -60,6 +61,7 @@ def add_dashboard(app: FastAPI, store: Store, reads: Reads, read_log: LogReader)
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
+    sessions = session.Sessions()
 
     def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
         now = reads.clock()
@@ -69,7 +71,7 @@ def add_dashboard(app: FastAPI, store: Store, reads: Reads, read_log: LogReader)
         return HTMLResponse(html, status, headers=HEADERS)
 
     def page(request: Request, build: Callable[[Principal], HTMLResponse]) -> Response:
-        who = session.current(store, request)
+        who = session.current(store, sessions, request)
         if who is None:
             back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             out = RedirectResponse("/ui/login?" + urlencode({"next": back}), 303)
@@ -109,13 +111,14 @@ def add_dashboard(app: FastAPI, store: Store, reads: Reads, read_log: LogReader)
         except session.LoginRefused as exc:
             return render("login.html", 401, who=None, nav="", next="/ui/", error=str(exc))
         out = RedirectResponse(_next(fields.get("next", "/ui/")), 303)
-        session.keep(out, token, request)
+        session.keep(out, sessions.open(token), request)
         return out
 
     @app.post("/ui/logout", include_in_schema=False)
     def logout(request: Request) -> Response:
         out = RedirectResponse("/ui/login", 303)
         if session.same_origin(request):
+            sessions.close(request.cookies.get(session.COOKIE, ""))
             session.forget(out, request)
         return out
 
