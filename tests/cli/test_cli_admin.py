@@ -56,7 +56,7 @@ def test_deleting_a_queue_in_use_says_what_holds_it_then_works(server, tmp_path)
     apply(server, tmp_path, "queues:\n  - name: temp\n")
     job = json.loads(run_job(server, "alice", "vision", "temp").stdout)["id"]
     refused = server.rota("queue", "delete", "temp", user="root")
-    assert refused.returncode == 2  # bad input
+    assert refused.returncode == 1
     assert "queue temp still holds 1 job(s) (1 pending)" in refused.stderr
     listed = json.loads(server.rota("ps", "--queue", "temp", "--json").stdout)
     assert [j["id"] for j in listed] == [job]
