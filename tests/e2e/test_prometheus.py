@@ -105,7 +105,7 @@ def eventually(url: str, promql: str, log: Path, timeout: float = 90) -> list[di
 def test_prometheus_shows_the_gpus_allocated_per_queue(server, prometheus):
     url, log = prometheus
     with server.client() as c:
-        for gpus in ("1", "0.5"):
+        for gpus in (1, 0.5):
             body = {"name": f"hold-{gpus}", "project": "default", "queue": "default",
                     "entrypoint": ["sleep", "300"], "workdir": "/tmp",
                     "resources": {"gpu": gpus, "cpu": "100m", "memory": "64Mi"}}
