@@ -55,6 +55,16 @@ def db_url(request, tmp_path) -> Iterator[str]:
     yield url
 
 
+@pytest.fixture(autouse=True)
+def _umask_kept() -> Iterator[None]:
+    """A test that opens a control plane in this process (``private_umask``) leaves the umask
+    as it found it, so that what later tests create keeps the modes they expect."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    yield
+    os.umask(mask)
+
+
 # -- no silent skips in CI ------------------------------------------------------------------------
 
 def pytest_configure(config) -> None:
