@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ import pytest
 from builders import job
 from controlkit import FakeClock, drive, seeded_store, state_is, wait_until
 from backend_support import kill_everything_under
+from osusers import os_user, remove_os_user
 from rota.backends.gpus import parse_virtual_gpus
 from rota.backends.local import LocalBackend
 from rota.control import ControlLoop
@@ -72,18 +72,6 @@ class People:
     uids: dict[str, int]      # OS account -> uid (B's namesake included)
 
 
-def _os_user(name: str) -> int:
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True,
-                   capture_output=True)
-    return int(subprocess.run(["id", "-u", name], check=True, capture_output=True,
-                              text=True).stdout)
-
-
-def _remove_os_user(name: str) -> None:
-    subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-    subprocess.run(["userdel", name], capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def people() -> Iterator[People]:
     tag = secrets.token_hex(3)
@@ -93,12 +81,12 @@ def people() -> Iterator[People]:
     try:
         uids = {}
         for name in (*accounts.values(), users["b"]):  # B's namesake exists; A's does not
-            uids[name] = _os_user(name)
+            uids[name] = os_user(name)
             made.append(name)
         yield People(users, accounts, uids)
     finally:
         for name in made:
-            _remove_os_user(name)
+            remove_os_user(name)
 
 
 class Site:

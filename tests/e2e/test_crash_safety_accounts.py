@@ -29,7 +29,6 @@ import os
 import secrets
 import shutil
 import sqlite3
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Callable, Iterator
 import httpx
 import pytest
 
+from osusers import os_user, remove_os_user
 from serverkit import RotaServer
 from waiting import poll
 
@@ -67,18 +67,6 @@ class Crew:
         return self.uids[self.accounts[who]]
 
 
-def _os_user(name: str) -> int:
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True,
-                   capture_output=True)
-    return int(subprocess.run(["id", "-u", name], check=True, capture_output=True,
-                              text=True).stdout)
-
-
-def _remove_os_user(name: str) -> None:
-    subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-    subprocess.run(["userdel", name], capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def crew() -> Iterator[Crew]:
     tag = secrets.token_hex(3)
@@ -91,7 +79,7 @@ def crew() -> Iterator[Crew]:
     try:
         uids = {}
         for name in (*accounts.values(), users["b"]):  # B's namesake exists, A's does not
-            uids[name] = _os_user(name)
+            uids[name] = os_user(name)
             made.append(name)
         server.start()
         tokens = {}
@@ -106,7 +94,7 @@ def crew() -> Iterator[Crew]:
     finally:
         server.close()
         for name in made:
-            _remove_os_user(name)
+            remove_os_user(name)
         shutil.rmtree(root, ignore_errors=True)
 
 

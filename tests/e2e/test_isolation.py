@@ -18,7 +18,6 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Iterator
 import httpx
 import pytest
 
+from osusers import os_user, remove_os_user
 from serverkit import RotaServer
 from rota.backends.env import INHERITED
 from waiting import poll
@@ -114,18 +114,6 @@ class Tenants:
         return self.server.client(self.tokens[who])
 
 
-def _os_user(name: str) -> int:
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True,
-                   capture_output=True)
-    return int(subprocess.run(["id", "-u", name], check=True, capture_output=True,
-                              text=True).stdout)
-
-
-def _remove_os_user(name: str) -> None:
-    subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-    subprocess.run(["userdel", name], capture_output=True)
-
-
 def _wait_state(client: httpx.Client, job: str, states: set[str]) -> dict:
     return poll(lambda: (j := client.get(f"/v1/jobs/{job}").json())["state"] in states and j,
                 f"job {job} to reach {states}", timeout=60)
@@ -140,7 +128,7 @@ def tenants() -> Iterator[Tenants]:
     server = RotaServer(root)
     server.env["AWS_SECRET_ACCESS_KEY"] = "operator-cloud-secret"
     try:
-        uids = {who: _os_user(name) for who, name in unix.items()}
+        uids = {who: os_user(name) for who, name in unix.items()}
         server.start()
         with server.client() as op:
             tokens = {}
@@ -156,7 +144,7 @@ def tenants() -> Iterator[Tenants]:
     finally:
         server.close()
         for name in unix.values():
-            _remove_os_user(name)
+            remove_os_user(name)
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -28,7 +28,8 @@ import httpx
 import pytest
 
 from serverkit import RotaServer
-from test_isolation import PYTHON, _os_user, _remove_os_user, _submit, _wait_state
+from osusers import os_user, remove_os_user
+from test_isolation import PYTHON, _submit, _wait_state
 from waiting import poll
 
 pytestmark = pytest.mark.skipif(
@@ -62,7 +63,7 @@ def scene() -> Iterator[Scene]:
     os.chmod(root, 0o711)
     server = RotaServer(root)
     try:
-        alice, bob = _os_user(alice_name), _os_user(bob_name)
+        alice, bob = os_user(alice_name), os_user(bob_name)
         for who, uid in (("alice", alice), ("bob", bob)):
             home = root / who
             (home / ("mine" if who == "alice" else "project")).mkdir(parents=True)
@@ -92,7 +93,7 @@ def scene() -> Iterator[Scene]:
     finally:
         server.close()
         for name in (alice_name, bob_name):
-            _remove_os_user(name)
+            remove_os_user(name)
         shutil.rmtree(root, ignore_errors=True)
 
 
