@@ -119,6 +119,17 @@ class Client:
         _raise_for(response)
         return response
 
+    def _waited(self, response: Response, delay: float | None, what: str) -> bool:
+        """Whether the server asked to wait (``Retry-After``) and we did, so that ``what`` is
+        sent again: only while retries are left (``delay`` is not None) and the wait is short."""
+        wait = _retry_after(response)
+        if delay is None or wait is None or wait > MAX_RETRY_AFTER_S:
+            return False
+        self.on_retry(f"the server asks to wait ({_message_of(response)}); sending {what} "
+                      f"again in {wait:g} s")
+        self._sleep(wait)
+        return True
+
     def _request(self, method: str, path: str, **kwargs: Any) -> Response:
         try:
             return self._http.request(method, path, **kwargs)
@@ -141,11 +152,7 @@ class Client:
                 self.on_retry(f"{exc.message}; sending it again in {delay:g} s")
                 self._sleep(delay)
                 continue
-            wait = _retry_after(response)
-            if delay is not None and wait is not None and wait <= MAX_RETRY_AFTER_S:
-                self.on_retry(f"the server asks to wait ({_message_of(response)}); sending it "
-                              f"again in {wait:g} s")
-                self._sleep(wait)
+            if self._waited(response, delay, "it"):
                 continue
             _raise_for(response)
             return response
@@ -350,11 +357,7 @@ class Client:
                                      params=_params(project=project),
                                      headers={"Content-Type": "application/gzip"},
                                      timeout=None)
-            wait = _retry_after(response)
-            if delay is not None and wait is not None and wait <= MAX_RETRY_AFTER_S:
-                self.on_retry(f"the server asks to wait ({_message_of(response)}); sending "
-                              f"the upload again in {wait:g} s")
-                self._sleep(wait)
+            if self._waited(response, delay, "the upload"):
                 continue
             _raise_for(response)
             return response.json()
