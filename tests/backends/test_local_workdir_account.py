@@ -25,15 +25,13 @@ from typing import Iterator
 import pytest
 
 from backend_support import a_job, placement, wait_ended
+from osusers import PYTHON, needs_accounts
 from rota.backends.base import LaunchSpec, ReplicaState
 from rota.backends.local import LocalBackend, proc
 from rota.control.accounts import lookup
 from rota.core import Node
 
-PYTHON = "/usr/bin/python3"  # the job runs as alice, who cannot reach root's own Python
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("useradd") or not os.path.exists(PYTHON),
-    reason="needs root, useradd and /usr/bin/python3: creates OS users and runs jobs as them")
+pytestmark = needs_accounts
 
 SHOW = "import os; print(os.getcwd()); print(open('private.txt').read())"
 

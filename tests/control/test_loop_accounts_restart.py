@@ -32,7 +32,7 @@ import pytest
 from builders import job
 from controlkit import FakeClock, drive, seeded_store, state_is, wait_until
 from backend_support import kill_everything_under
-from osusers import os_user, remove_os_user
+from osusers import MARKER, PYTHON, needs_accounts, os_user, remove_os_user
 from rota.backends.gpus import parse_virtual_gpus
 from rota.backends.local import LocalBackend
 from rota.control import ControlLoop
@@ -43,20 +43,8 @@ from rota.scheduler import build_policy
 from rota.store import Store, Submission
 
 S = JobState
-PYTHON = "/usr/bin/python3"  # jobs run as other accounts, which cannot reach root's own Python
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("useradd") or not os.path.exists(PYTHON),
-    reason="needs root, useradd and /usr/bin/python3: creates OS users and runs jobs as them")
+pytestmark = needs_accounts
 
-# one marker per run: <job>.<attempt>.<pid>, holding the uid; fails below attempt $FAIL_BELOW,
-# else waits for $GO
-MARKER = ("import os, sys, time\n"
-          "job, attempt = os.environ['ROTA_JOB_ID'], os.environ['ROTA_ATTEMPT']\n"
-          "name = os.path.join(os.environ['MARKS'], f'{job}.{attempt}.{os.getpid()}')\n"
-          "fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)\n"
-          "os.write(fd, str(os.getuid()).encode()); os.close(fd)\n"
-          "if int(attempt) < int(os.environ['FAIL_BELOW']): sys.exit(3)\n"
-          "while not os.path.exists(os.environ['GO']): time.sleep(0.05)\n")
 
 
 class Killed(BaseException):

@@ -26,15 +26,12 @@ from typing import Iterator
 import httpx
 import pytest
 
-from osusers import os_user, remove_os_user
+from osusers import PYTHON, needs_accounts, os_user, remove_os_user
 from serverkit import RotaServer
 from rota.backends.env import INHERITED
 from waiting import poll
 
-PYTHON = "/usr/bin/python3"  # jobs run as other accounts, which cannot reach root's own Python
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("useradd") or not os.path.exists(PYTHON),
-    reason="needs root, useradd and /usr/bin/python3: creates OS users and runs jobs as them")
+pytestmark = needs_accounts
 
 BOB_JOB = """
 import os, time

@@ -28,13 +28,11 @@ import httpx
 import pytest
 
 from serverkit import RotaServer
-from osusers import os_user, remove_os_user
-from test_isolation import PYTHON, _submit, _wait_state
+from osusers import needs_accounts, os_user, remove_os_user
+from test_isolation import _submit, _wait_state
 from waiting import poll
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("useradd") or not os.path.exists(PYTHON),
-    reason="needs root, useradd and /usr/bin/python3: creates OS users and runs jobs as them")
+pytestmark = needs_accounts
 
 SHOW = """
 import os
