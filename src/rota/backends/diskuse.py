@@ -58,14 +58,17 @@ def measure(root: str, stop_after: int | None = None) -> int:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if st.st_dev != device:
-                    continue  # another file system mounted inside
+                is_dir = stat.S_ISDIR(st.st_mode)
+                if is_dir and st.st_dev != device:
+                    continue  # another file system mounted here
+                # (a file may report another device than its directory and still be in the
+                # tree: overlayfs gives files their layer's device, directories its own)
                 if st.st_nlink > 1:
                     if (st.st_dev, st.st_ino) in seen:
                         continue
                     seen.add((st.st_dev, st.st_ino))
                 total += st.st_blocks * 512
-                if stat.S_ISDIR(st.st_mode):
+                if is_dir:
                     stack.append(entry.path)
         if stop_after is not None and total > stop_after:
             break
