@@ -18,3 +18,12 @@ def required_env(name: str, how: str, what: str) -> str:
     if os.environ.get("CI"):
         pytest.fail(f"CI is set, so {what} must be tested: {message}")
     pytest.skip(message)
+
+
+def expected_cgroup_version(found: int) -> None:
+    """Fail unless ``found`` is the cgroup version ``ROTA_TEST_CGROUP_VERSION`` names (when it is
+    set): a run meant to test one version's code (tests/backends/test_cgroup_v2_vm.py) must not
+    pass on the other's."""
+    wanted = os.environ.get("ROTA_TEST_CGROUP_VERSION")
+    if wanted and int(wanted) != found:
+        pytest.fail(f"ROTA_TEST_CGROUP_VERSION is {wanted}, but cgroup v{found} is what was found")

@@ -21,6 +21,7 @@ import pytest
 
 import rota
 from backend_support import placement, poll_one, python, run, wait_for, wait_started
+from requires import expected_cgroup_version
 from rota.backends import cgroups
 from rota.backends.base import ReplicaState
 from rota.backends.local import LocalBackend, proc
@@ -39,6 +40,7 @@ def _cgroups(tmp_path: Path) -> None:
     if isinstance(found, str):
         pytest.skip(f"cgroups are not usable here: {found}")
     found.close()
+    expected_cgroup_version(found.version)
 
 
 def request(cpu_milli: int = 1000, memory_mib: int = 256) -> Job:

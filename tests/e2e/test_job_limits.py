@@ -26,8 +26,9 @@ from typing import Any, Iterator
 
 import httpx
 import pytest
+from requires import expected_cgroup_version
 from serverkit import RotaServer
-from waiting import poll
+from waiting import SLOWDOWN, poll
 
 from rota.backends import cgroups
 
@@ -72,6 +73,7 @@ def _skip_without_cgroups(tmp: Path) -> None:
     if isinstance(found, str):
         pytest.skip(f"cgroups are not usable here: {found}")
     found.close()
+    expected_cgroup_version(found.version)
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +129,7 @@ def assert_removed(dirs: list[Path]) -> None:
 def rota(server: RotaServer, *args: str) -> str:
     env = {**server.env, "ROTA_URL": server.url, "ROTA_TOKEN": server.token, "COLUMNS": "200"}
     done = subprocess.run([sys.executable, "-m", "rota.cli.main", *args], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120 * SLOWDOWN)
     assert done.returncode == 0, (done.stdout, done.stderr)
     return " ".join(done.stdout.split())
 
