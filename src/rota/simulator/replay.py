@@ -88,7 +88,7 @@ class ReplayConfig:
     quotas: Mapping[str, Queue] | None = None  # VC -> its queue; None: one queue, no quota
     checkpoint_every_s: float | None = None  # None: a victim saves at eviction, losing nothing
     checkpoint_aware: bool = True  # running jobs show the scheduler their last checkpoint
-    skip_repeats: bool = True  # skip cycles that would repeat the last, quiet one (False: run them)
+    skip_repeats: bool = True  # skip cycles repeating the last, quiet one (False: run them)
 
     def __post_init__(self) -> None:
         if self.gpus < NODE_GPUS or self.gpus % NODE_GPUS:
