@@ -53,6 +53,9 @@ def main() -> None:
                          "time since its last checkpoint (default: none lost)")
     ap.add_argument("--checkpoint-blind", action="store_true",
                     help="victim choice does not see checkpoint times (counts from the start)")
+    ap.add_argument("--no-skip-repeats", action="store_true",
+                    help="run every cycle, also those that would repeat the last, quiet one "
+                         "(to check that skipping them changes no figure)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out", default=None, help="write every run's full figures here (JSON)")
     ap.add_argument("--plot", default=None, help="JCT CDF and utilisation plot (PNG)")
@@ -70,7 +73,8 @@ def main() -> None:
             t0, c0 = time.perf_counter(), time.process_time()
             result = replay(jobs, name, ReplayConfig(
                 a.gpus, depth, a.walltime_noise, quotas=queues,
-                checkpoint_every_s=a.checkpoint_every, checkpoint_aware=not a.checkpoint_blind))
+                checkpoint_every_s=a.checkpoint_every, checkpoint_aware=not a.checkpoint_blind,
+                skip_repeats=not a.no_skip_repeats))
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             s = summarise(result)
             if a.plot and depth == depths[0]:

@@ -38,6 +38,7 @@ class QuotaBook:
         # answers of available() and refusals of check(), per (sharing group, flavour): a
         # charge changes only the answers of its queue's group (its cohort, or itself alone)
         self._answers: dict[tuple, dict[tuple, int | Reason | None]] = {}
+        self._lent: dict[tuple[str, str], dict[str, tuple[int, Key]]] = {}  # see _lent_parts
         for q in queues.values():
             if q.cohort is None:
                 continue
@@ -167,17 +168,34 @@ class QuotaBook:
         return False
 
     def charge(self, queue: str, f: str, demand: Mapping[str, int], sign: int) -> None:
-        """Add (``sign=1``) or remove (``-1``) ``demand`` from the queue's usage in ``f``."""
+        """Add (``sign=1``) or remove (``-1``) ``demand`` from the queue's usage in ``f``.
+        Resources of amount 0 change nothing and are passed over (a GPU job's quota vector
+        lists cpu and memory at 0), as is a pool that no nominal quota feeds."""
         self._group_answers(queue, f).clear()
+        lent = self._lent.get((queue, f))
+        if lent is None:
+            lent = self._lent[(queue, f)] = self._lent_parts(queue, f)
+        usage = self.usage
+        for r, amount in demand.items():
+            if not amount:
+                continue
+            key = (queue, f, r)
+            before = usage[key]
+            after = usage[key] = before + sign * amount
+            part = lent.get(r)
+            if part is not None:
+                g, pool_key = part
+                self.pool_used[pool_key] += max(0, after - g) - max(0, before - g)
+
+    def _lent_parts(self, queue: str, f: str) -> dict[str, tuple[int, Key]]:
+        """Per resource whose use above the guaranteed part counts against the cohort's pool:
+        (guaranteed part, pool key). Fixed by the queues, so worked out once per queue and
+        flavour."""
         q = self.queues[queue]
         quota = q.quotas.get(f)
-        for r, amount in demand.items():
-            key = (queue, f, r)
-            before = self.usage[key]
-            self.usage[key] = before + sign * amount
-            if q.cohort is not None and quota is not None and r in quota.nominal:
-                g = self.guaranteed(q, f, r)
-                self.pool_used[(q.cohort, f, r)] += max(0, before + sign * amount - g) - max(0, before - g)
+        if q.cohort is None or quota is None:
+            return {}
+        return {r: (self.guaranteed(q, f, r), (q.cohort, f, r)) for r in quota.nominal}
 
     def borrowing(self, queue: str, f: str, resources: Iterable[str] | None = None) -> bool:
         """Whether the queue uses more than its nominal quota in ``f`` of some resource (of

@@ -121,7 +121,8 @@ class Turns:
         for job in self.sequence:                                               # 1
             if job.id in self.done:
                 continue
-            yield from self._nominal_rivals(job)
+            if self._may_have_rival(job):
+                yield from self._nominal_rivals(job)
             if self._behind_head(job):
                 self.behind[job.id] = self.heads[job.queue].id
                 if not self.borrows(job):
@@ -263,6 +264,16 @@ class Turns:
                     (-prio(job), job.submit_time, job.id, job))
         for entries in self.rivals.values():
             entries.sort(key=lambda e: e[:3])
+
+    def _may_have_rival(self, job: Job) -> bool:
+        """Whether ``_nominal_rivals`` could yield or note anything for ``job``: its queue's
+        next rival not looked at yet ranks before it. Asked first because most jobs (all of
+        one priority) have none, and a generator per job costs more than this check."""
+        entries = self.rivals.get(job.queue)
+        if not entries:
+            return False
+        i = self.next.get(job.queue, 0)
+        return i < len(entries) and entries[i][:3] < self._bound(job)
 
     def _nominal_rivals(self, job: Job) -> Iterator[Job]:                        # 2
         """Rivals of ``job`` within nominal quota, tried now, highest priority first; each

@@ -26,7 +26,9 @@ Vocabulary:
 - *skipped cycle*: one that cannot change anything, so it is not run: nothing pending; or
   the policy does not preempt and the free GPUs are fewer than the smallest pending gang; or
   the order is strict, there is one queue, nothing ended since the last cycle and that cycle
-  started nothing (new arrivals queue behind the blocked head).
+  started nothing (new arrivals queue behind the blocked head); or it would repeat the last
+  cycle run, which changed nothing: the same jobs shown, nothing started, ended or evicted
+  since, and every answer it reads of the clock the same (``rota.simulator.quiet``).
 
 Invariants: a job is pending, running, finished or rejected, once; GPUs allocated never
 exceed the cluster's; the scheduling decisions are ``run_cycle``'s alone (no policy logic
@@ -51,6 +53,7 @@ from rota.scheduler.base import Base
 from rota.scheduler.plugins.jct import ShortestFirst
 from rota.simulator.checkpoints import last_checkpoint, saved_progress
 from rota.simulator.philly import NODE_GPUS, PhillyJob, gang
+from rota.simulator.quiet import QuietCycles
 
 QUEUE = "philly"
 GPU_MODEL, GPU_MEMORY_MIB = "P100", 16384
@@ -85,6 +88,7 @@ class ReplayConfig:
     quotas: Mapping[str, Queue] | None = None  # VC -> its queue; None: one queue, no quota
     checkpoint_every_s: float | None = None  # None: a victim saves at eviction, losing nothing
     checkpoint_aware: bool = True  # running jobs show the scheduler their last checkpoint
+    skip_repeats: bool = True  # skip cycles repeating the last, quiet one (False: run them)
 
     def __post_init__(self) -> None:
         if self.gpus < NODE_GPUS or self.gpus % NODE_GPUS:
@@ -197,6 +201,9 @@ class Engine:
         self.freed = True  # capacity grew (or the start) since the last cycle
         self.last_bound = True
         self.nominated: frozenset[str] = frozenset()  # left waiting for their victims
+        self.moves = 0  # starts, ends, evictions, level events and checkpoints shown so far
+        self.quiet = QuietCycles(self.policy, config.skip_repeats and not any(
+            q.min_runtime_s > 0 for q in self.queues.values()))
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -223,9 +230,8 @@ class Engine:
         if self._skip():
             self.result.skipped += 1
             return
-        self.result.cycles += 1
         while self._cycle(now) and not self._skip():
-            self.result.cycles += 1
+            pass
 
     def _skip(self) -> bool:
         if not self.sizes:
@@ -238,15 +244,23 @@ class Engine:
 
     def _cycle(self, now: float) -> bool:
         """One cycle; True if another must run at once (victims were evicted, or a project's
-        candidates ran out)."""
+        candidates ran out). A cycle that would repeat the last one, which changed nothing,
+        is skipped (``rota.simulator.quiet``)."""
         self._show_checkpoints(now)
         shown = {key: lst[: self._depth(key[1])] for key, lst in self.pending.items() if lst}
         jobs = [self._job(self.by_id[rid]) for lst in shown.values() for *_, rid in lst]
-        usage = {vc: Usage(u, now) for vc, u in self.usage.items() if u}
         base = self.base
+        running = list(base.active.values())
+        if self.quiet.repeats(now, jobs, self.nominated, self.moves, running):
+            self.result.skipped += 1
+            self.freed, self.last_bound = False, False  # as after the quiet cycle it repeats
+            return False
+        self.result.cycles += 1
+        usage = {vc: Usage(u, now) for vc, u in self.usage.items() if u}
         snap = Snapshot(base.nodes, base.queues, tuple(jobs), self.projects, base.flavors, usage,
                         self.nominated)
         decisions = run_cycle(snap, self.policy, now, base=base)
+        self.quiet.ran(now, jobs, self.nominated, self.moves, running, decisions)
         self.nominated = decisions.nominated  # the preemptors the next cycle tries first
         self.freed, self.last_bound = False, bool(decisions.binds)
         if not decisions.changes_anything:
@@ -362,6 +376,7 @@ class Engine:
             if run.job is not None and saved != run.job.last_checkpoint_at:
                 run.job = replace(run.job, last_checkpoint_at=saved)
                 self.base.hold(run.job)
+                self.moves += 1
 
     def _stop(self, run: Run, now: float) -> None:
         """Preempted: back to pending with what is left to run (from its last checkpoint,
@@ -390,6 +405,7 @@ class Engine:
             return  # preempted since: a stale event
         if kind == LEVEL:
             self.freed = True  # its LAS level fell: a cycle may now preempt it
+            self.moves += 1
             self._wake_at_next_level(run, t)
             return
         del self.running[rid]
@@ -399,6 +415,7 @@ class Engine:
         self._allocate(run, -1, t)
 
     def _allocate(self, run: Run, sign: int, now: float) -> None:
+        self.moves += 1
         self.allocated += sign * run.src.num_gpus
         self.rate[run.src.vc] += sign * run.src.num_gpus
         assert 0 <= self.allocated <= self.cfg.gpus, "GPUs over-allocated"
