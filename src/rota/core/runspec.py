@@ -107,9 +107,7 @@ def _upgrade_1(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _read_2(run: Mapping[str, Any]) -> RunSpec:
-    unknown = sorted(set(run) - KNOWN_KEYS)
-    if unknown:
-        raise InvalidSpec(f"run.{unknown[0]}", f"unknown key; known: {', '.join(sorted(KNOWN_KEYS))}")
+    _known(run, KNOWN_KEYS, "run")
     checkpoint = _mapping(run.get("checkpoint"), "run.checkpoint")
     restart = _mapping(run.get("restart"), "run.restart")
     return RunSpec(
@@ -127,6 +125,13 @@ def _read_2(run: Mapping[str, Any]) -> RunSpec:
         disk_mib=_disk(run.get("disk_mib")),
         idle=_idle(run.get("idle")),
     )
+
+
+def _known(mapping: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+    unknown = sorted(set(mapping) - known)
+    if unknown:
+        raise InvalidSpec(f"{where}.{unknown[0]}",
+                          f"unknown key; known: {', '.join(sorted(known))}")
 
 
 def _number(value: object) -> bool:
@@ -205,8 +210,8 @@ def _signal(value: object) -> int:
     try:
         return int(signals.Signals[name])
     except KeyError:
-        raise InvalidSpec("run.checkpoint.signal",
-                          f"expected a signal name such as SIGTERM or SIGUSR1, got {value!r}") from None
+        raise InvalidSpec("run.checkpoint.signal", "expected a signal name such as SIGTERM or "
+                          f"SIGUSR1, got {value!r}") from None
 
 
 def _grace(value: object) -> float | None:
@@ -236,9 +241,8 @@ def _idle(value: object) -> dict[str, float | None] | None:
         return None
     rules = _mapping(value, "run.idle")
     out: dict[str, float | None] = {}
+    _known(rules, IDLE_KEYS, "run.idle")
     for key, item in rules.items():
-        if key not in IDLE_KEYS:
-            raise InvalidSpec(f"run.idle.{key}", f"unknown key; known: {', '.join(sorted(IDLE_KEYS))}")
         if item is not None and (not _number(item) or not item >= 0):
             raise InvalidSpec(f"run.idle.{key}", f"must be a non-negative number or null, "
                               f"got {item!r}")
