@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from apikit import job_file
+from rota.core.runspec import read_run
 
 
 def test_a_job_file_becomes_a_pending_job_with_its_run(api):
@@ -21,7 +22,7 @@ def test_a_job_file_becomes_a_pending_job_with_its_run(api):
     rec = api.store.get_job(job["id"])
     assert rec.job.grace_s == 90.0 and rec.job.request.gpu.count == 1
     assert dict(rec.run) == {
-        "command": ["/bin/sh", "-c", "python train.py"], "workdir": None, "image": None,
+        "version": 2, "command": ["/bin/sh", "-c", "python train.py"], "workdir": None, "image": None,
         "env": {"LR": "0.001", "DEBUG": "true"}, "upload": None,
         "checkpoint": {"dir": "/ckpt", "signal": "SIGUSR1", "grace_s": 90.0},
         "restart": {"max_retries": 3, "backoff_s": 10.0},
@@ -123,3 +124,23 @@ def test_a_job_file_in_yaml_with_a_quoted_gpu_count_is_refused(api):
                                content=text)
     assert response.status_code == 422, response.text
     assert response.json()["error"]["field"] == "resources.gpu"
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"project": "p", "queue": "q", "run": {"command": ["true"], "checkpoint": {"dir": ""}}},
+     "run.checkpoint.dir"),
+    (job_file(checkpoint={"dir": ""}), "checkpoint.dir"),
+], ids=["core-form", "job-file"])
+def test_a_run_the_launch_spec_cannot_hold_is_refused_at_submit(api, body, field):
+    """Read into the typed launch spec when it is accepted, not first when it is launched."""
+    response = api.post_job(body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == field
+    assert not api.store.list_jobs().items
+
+
+def test_the_stored_run_is_the_versioned_launch_spec(api):
+    job = api.post_job(job_file(entrypoint=["python", "-c", "1"])).json()
+    run = api.store.get_job(job["id"]).run
+    assert run["version"] == 2
+    assert read_run(run).stored() == dict(run)

@@ -20,15 +20,18 @@ A body carrying the core-level keys (``cpu``, ``memory``, ``gpu``, ... at the to
 ``rota.api.models.JobBody``) is the compact core-level form and keeps working; its ``run``, if
 given, must follow the same contract.
 
-``run`` (what the control loop reads when it launches the job)::
+``run`` (what the control loop reads when it launches the job) is checked against
+``RunContract`` (the limits above), read into the typed launch spec and stored in its
+versioned form, ``rota.core.runspec.RunSpec.stored()``::
 
-    {"command": [argv...], "workdir": str | null, "image": str | null, "env": {str: str},
-     "upload": str | null,
+    {"version": 2, "command": [argv...], "workdir": str | null, "image": str | null,
+     "env": {str: str}, "upload": str | null,
      "checkpoint": {"dir": str | null, "signal": "SIGTERM", "grace_s": float},
      "restart": {"max_retries": int, "backoff_s": float},
      "idle": {"gpu_util_below": float | null, "for_s": float | null,
               "inactive_for_s": float | null, "max_lifetime_s": float | null,
               "warn_before_s": float | null} | null,
+     "port": int,                         # only a service replica's
      "disk_mib": int}                     # only when resources.disk names a limit
 
 An ``entrypoint`` string becomes ``["/bin/sh", "-c", entrypoint]``; a list is the argv.
@@ -45,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rota.api.models import JobBody
 from rota.core.serving import ServiceSettings
 from rota.core import MILLI, InvalidSpec, Job, ReplicaRequest
+from rota.core.runspec import read_run
 from rota.spec import JobSpec, limits, to_job
 from rota.spec.errors import from_validation
 from rota.spec.types import Image, Name, parse_array
@@ -107,9 +111,8 @@ def _validated(data: dict[str, Any]) -> JobRequest:
 
 def _submission(spec: JobRequest, user: str, upload_exists: Callable[[str], bool]) -> Submission:
     _check_request(spec, user)
-    run = run_of(spec, spec.upload)
     try:
-        check_run(run, upload_exists)
+        run = check_run(run_of(spec, spec.upload), upload_exists)
     except InvalidSpec as exc:  # name the key as the job file spells it
         field = exc.field
         if field.startswith("command"):
@@ -212,7 +215,8 @@ class RunContract(BaseModel):
 
 def check_run(run: Mapping[str, Any], upload_exists: Callable[[str], bool],
               prefix: str = "") -> dict[str, Any]:
-    """``run`` checked against the contract and completed with its defaults."""
+    """``run`` checked against the contract, completed with its defaults and read into the
+    typed launch spec, in the versioned form the store keeps (``rota.core.runspec``)."""
     try:
         model = RunContract.model_validate(dict(run))
     except ValidationError as exc:
@@ -238,12 +242,10 @@ def check_run(run: Mapping[str, Any], upload_exists: Callable[[str], bool],
         if not UPLOAD_ID.match(model.upload) or not upload_exists(model.upload):
             raise InvalidSpec(where("upload"), f"no upload {model.upload!r}: send the "
                               "directory to POST /v1/uploads first and pass the id it returns")
-    dump = model.model_dump()
-    if dump["port"] is None:  # only a service's replica serves
-        del dump["port"]
-    if dump["disk_mib"] is None:  # only a job that names its disk limit has one
-        del dump["disk_mib"]
-    return dump
+    try:  # the typed launch spec, in the versioned form the store keeps
+        return read_run(model.model_dump()).stored()
+    except InvalidSpec as exc:
+        raise InvalidSpec(where(exc.field.removeprefix("run.")), exc.reason) from None
 
 
 def _core_form(data: dict[str, Any], user: str,

@@ -7,8 +7,8 @@ Modules:
 - ``reconcile``: carrying out what ``verdict`` decides for each active job, launching bound
   jobs, billing usage; ``verdict``: the pure rules (exit codes, restart budget, cancel,
   preemption grace);
-- ``runspec``: the job's ``run`` mapping (command, workdir, env, upload, checkpoint, restart)
-  and safe extraction of uploads;
+- ``runspec``: each job's launch spec (``rota.core.runspec``), read once per job, its working
+  directory and safe extraction of uploads;
 - ``accounts``: which OS account runs each user's jobs (multi-user mode as root, else only
   the control plane's own account's jobs), and whether an account may enter a directory;
 - ``logs``: the API's log reader over the backend that ran a job;

@@ -56,7 +56,7 @@ from typing import Any, Callable, Iterable
 from rota.backends.base import Backend, BackendError, Handle, LaunchSpec, RunAs
 from rota.control.accounts import NoAccount
 from rota.control.runspec import (
-    RunSpec, job_dir, parse_run, prepare_checkpoints, prepare_workdir,
+    RunSpec, SpecCache, job_dir, prepare_checkpoints, prepare_workdir,
 )
 from rota.control.verdict import Verdict
 from rota.core import End, InvalidSpec, JobState
@@ -93,8 +93,10 @@ class Launcher:
     def __init__(self, store: Store, backend: Backend, data_dir: Path,
                  account: Callable[[JobRecord], RunAs | None], api_url: str | None,
                  api_ca_file: str | None = None,
-                 on_ready: Callable[[], None] = lambda: None) -> None:
+                 on_ready: Callable[[], None] = lambda: None,
+                 specs: SpecCache | None = None) -> None:
         self.store, self.backend, self.data_dir = store, backend, data_dir
+        self.specs = specs if specs is not None else SpecCache()
         self.account, self.api_url, self.api_ca_file = account, api_url, api_ca_file
         self.on_ready = on_ready
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="rota-launch")
@@ -252,7 +254,7 @@ class Launcher:
     def _must_unpack(self, rec: JobRecord) -> bool:
         """Whether preparing ``rec`` would unpack an upload here."""
         try:
-            spec = parse_run(rec.run)
+            spec = self.specs.spec(rec)
         except InvalidSpec:
             return False  # ``_prepare`` says why, at once
         return (spec.upload is not None and spec.workdir is None
@@ -261,7 +263,7 @@ class Launcher:
 
     def _prepare(self, rec: JobRecord) -> _Ready | Launched:
         try:
-            spec = parse_run(rec.run)
+            spec = self.specs.spec(rec)
             run_as = self.account(rec)
             if self.backend.capabilities.containers:
                 return _Ready(rec, spec, run_as, *self._in_image(spec))
@@ -346,6 +348,12 @@ def _unstartable(exc: InvalidSpec) -> Verdict:
     where = exc.field if exc.field.startswith("run") else f"run.{exc.field}"
     return Verdict(JobState.FAILED, reason=f"cannot be started as written: {where}: {exc.reason}",
                    end=End.FAILED)
+
+
+def unreadable(exc: InvalidSpec) -> Verdict:
+    """A launched job whose stored spec cannot be read any more: it fails, the field named."""
+    return Verdict(JobState.FAILED, reason=f"its stored launch spec cannot be read: "
+                   f"{exc.field}: {exc.reason}", end=End.FAILED)
 
 
 def no_account(exc: NoAccount) -> Verdict:

@@ -57,8 +57,8 @@ from rota.backends.base import (
     Backend, BackendError, Handle, ReplicaState, ReplicaStatus, RunAs, Status,
 )
 from rota.control.idle import IdleWatch
-from rota.control.launcher import Launcher
-from rota.control.runspec import RunSpec, parse_run
+from rota.control.launcher import Launcher, unreadable
+from rota.control.runspec import RunSpec, SpecCache
 from rota.control.verdict import JobView, Verdict, judge
 from rota.core import MILLI, End, IllegalTransition, InvalidSpec, JobState
 from rota.store import Conflict, JobRecord, Move, NotFound, Store
@@ -92,8 +92,9 @@ class Reconciler:
                  api_url: str | None = None, api_ca_file: str | None = None,
                  on_ready: Callable[[], None] = lambda: None) -> None:
         self.store, self.backend, self.data_dir = store, backend, data_dir
+        self.specs = SpecCache()  # each job's launch spec, read once
         self.launcher = Launcher(store, backend, data_dir, account, api_url, api_ca_file,
-                                 on_ready)
+                                 on_ready, self.specs)
         self.idle = IdleWatch(store, backend)
         self._moves: list[tuple[JobRecord, Verdict, float | None, Handle | None]] = []
         self.reclaiming: dict[str, str] = {}  # job -> why it is being reclaimed as idle
@@ -140,11 +141,16 @@ class Reconciler:
                report: PassReport) -> None:
         if status.placement is not None and status.placement != rec.job.placement:
             self._placed(rec, status)
-        verdict = judge(self._view(rec, status), now)
+        try:
+            spec = self.specs.spec(rec)
+        except InvalidSpec as exc:  # a stored spec this release cannot read: never guessed
+            self._unreadable(rec, handle, exc, now, report)
+            return
+        verdict = judge(self._view(rec, status, spec), now)
         sent = self.signalled.setdefault(rec.id, set())
         if verdict.checkpoint and verdict.checkpoint not in sent:
             sent.add(verdict.checkpoint)
-            self.backend.signal(handle, _spec(rec).checkpoint_signal)
+            self.backend.signal(handle, spec.checkpoint_signal)
         if verdict.stop_grace_s is not None:
             self._stop(rec.id, handle, verdict.stop_grace_s, now)
         ended = status.finished_at
@@ -186,7 +192,11 @@ class Reconciler:
                        report)
         else:  # RUNNING without a handle: nothing can be observed, so it is lost
             lost = Status((ReplicaStatus(0, ReplicaState.LOST, reason="no backend handle"),))
-            self._move(rec, judge(self._view(rec, lost), now), report)
+            try:
+                verdict = judge(self._view(rec, lost, self.specs.spec(rec)), now)
+            except InvalidSpec as exc:
+                verdict = unreadable(exc)
+            self._move(rec, verdict, report)
         return False
 
     def _recover(self, rec: JobRecord) -> Handle | None:
@@ -219,8 +229,15 @@ class Reconciler:
             out[job_id] = handle, status
         return out
 
-    def _view(self, rec: JobRecord, status: Status) -> JobView:
-        spec = _spec(rec)
+    def _unreadable(self, rec: JobRecord, handle: Handle, exc: InvalidSpec, now: float,
+                    report: PassReport) -> None:
+        """Fail a launched job whose stored spec cannot be read (its signal, grace and restart
+        budget are unknown): what it started is stopped, the reason names the field."""
+        self.backend.cancel(handle, 0.0)
+        self._bill(rec, now)
+        self._move(rec, unreadable(exc), report, now)
+
+    def _view(self, rec: JobRecord, status: Status, spec: RunSpec) -> JobView:
         ended_badly = not status.succeeded and not any(
             r.state is ReplicaState.RUNNING for r in status.replicas)
         failures = self._failures(rec) if ended_badly else 0
@@ -277,6 +294,7 @@ class Reconciler:
         for table in (self.handles, self.kill_at, self.billed_until, self.signalled,
                       self.reclaiming):
             table.pop(job_id, None)
+        self.specs.forget(job_id)
         self.idle.forget(job_id)
 
     def _failures(self, rec: JobRecord) -> int:
@@ -371,15 +389,6 @@ def _billed_from(rec: JobRecord, fallback: float) -> float:
     if rec.billed_until is not None and rec.billed_until > started:
         return rec.billed_until
     return started
-
-
-def _spec(rec: JobRecord) -> RunSpec:
-    """The run spec of a launched job; a job whose ``run`` no longer parses keeps defaults
-    (it was valid when launched)."""
-    try:
-        return parse_run(rec.run)
-    except InvalidSpec:
-        return RunSpec(command=("true",))
 
 
 def _launch_id(stored: dict[str, Any]) -> object:

@@ -1,18 +1,9 @@
-"""What the backend needs to run a job, read from the job's ``run`` mapping, and its uploads.
+"""The job's launch spec as the control loop reads it, and its working directory and uploads.
 
-``Submission.run`` is persisted with the job; its format (version 1)::
-
-    {"command": ["python", "train.py"],          # argv; a job file's string entrypoint
-                                                  # arrives as ["/bin/sh", "-c", "..."]
-     "workdir": "/abs/dir" | null,                # where the command runs
-     "image": "python:3.12" | null,               # the container image (container backends)
-     "env": {"NAME": "value"},
-     "upload": "<upload id>" | null,              # <data_dir>/uploads/<id>.tar.gz
-     "checkpoint": {"dir": str | null, "signal": "SIGTERM", "grace_s": 30.0},
-     "restart": {"max_retries": 0, "backoff_s": 10.0},
-     "idle": {...} | null,                        # read by idle reclamation, not here
-     "port": 8000 | 0 | null,                     # a service replica's ROTA_PORT (0: any free)
-     "disk_mib": 20480}                           # optional: the working directory's disk limit
+``rota.core.runspec`` defines the spec (``RunSpec``) and its stored, versioned form; a job's
+spec is read once per job and kept (``SpecCache``): it never changes after submit, so the
+passes that judge a running job (its checkpoint signal, grace, restart budget) read the
+typed value, not the mapping.
 
 Working directory: ``workdir`` when set (an existing directory the job's OS account may enter
 and list, ``rota.control.accounts.may_enter``); otherwise ``<data_dir>/jobs/<job id>/work``, where an
@@ -31,11 +22,9 @@ never start as written, so the control loop fails it instead of retrying.
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import signal as signals
 import tarfile
-from dataclasses import dataclass, field
+import threading
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -44,153 +33,41 @@ from rota.backends.procs import make_dirs
 from rota.control.accounts import may_enter
 from rota.core import InvalidSpec
 from rota.core.archive import check_members
+from rota.core.runspec import RunSpec, read_run
+from rota.store import JobRecord
 
-UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
-KNOWN_KEYS = frozenset({"command", "workdir", "image", "env", "upload", "checkpoint", "restart",
-                        "idle", "port", "disk_mib"})
-
-
-@dataclass(frozen=True, slots=True)
-class RunSpec:
-    command: tuple[str, ...]
-    workdir: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    upload: str | None = None
-    checkpoint_dir: str | None = None
-    checkpoint_signal: int = int(signals.SIGTERM)
-    grace_s: float | None = None  # None: the job's own grace period
-    max_retries: int = 0
-    image: str | None = None  # the container image the job names
-    backoff_s: float = 10.0       # before the first retry; doubled for each further one
-    port: int | None = None       # ROTA_PORT (``LaunchSpec.port``)
-    disk_mib: int | None = None   # the working directory's disk limit (``LaunchSpec.disk_mib``)
+parse_run = read_run  # the name the control package has always exported
 
 
-def parse_run(run: Mapping[str, Any]) -> RunSpec:
-    """The ``RunSpec`` of a job's ``run`` mapping; ``InvalidSpec`` with a ``run.*`` field."""
-    if not isinstance(run, Mapping):
-        raise InvalidSpec("run", f"must be a mapping, got {type(run).__name__}")
-    unknown = sorted(set(run) - KNOWN_KEYS)
-    if unknown:
-        raise InvalidSpec(f"run.{unknown[0]}", f"unknown key; known: {', '.join(sorted(KNOWN_KEYS))}")
-    checkpoint = _mapping(run.get("checkpoint"), "run.checkpoint")
-    restart = _mapping(run.get("restart"), "run.restart")
-    return RunSpec(
-        command=_command(run.get("command")),
-        workdir=_optional_text(run.get("workdir"), "run.workdir"),
-        env=_env(run.get("env")),
-        upload=_upload(run.get("upload")),
-        image=_optional_text(run.get("image"), "run.image"),
-        checkpoint_dir=_optional_text(checkpoint.get("dir"), "run.checkpoint.dir"),
-        checkpoint_signal=_signal(checkpoint.get("signal", "SIGTERM")),
-        grace_s=_grace(checkpoint.get("grace_s")),
-        max_retries=_retries(restart.get("max_retries", 0)),
-        backoff_s=_backoff(restart.get("backoff_s", 10.0)),
-        port=_port(run.get("port")),
-        disk_mib=_disk(run.get("disk_mib")),
-    )
+class SpecCache:
+    """Each job's ``RunSpec``, or the ``InvalidSpec`` its stored ``run`` gives, read once.
 
+    Keyed by job id and the stored mapping's content: a job's ``run`` is written at submit and
+    never changed, so a job is read again only if it was (a store edited by hand)."""
 
-def _port(value: object) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
-        raise InvalidSpec("run.port", f"must be a port number (0: any free one), got {value!r}")
-    return value
+    def __init__(self) -> None:
+        self._specs: dict[str, tuple[Mapping[str, Any], RunSpec | InvalidSpec]] = {}
+        self._lock = threading.Lock()  # the launcher's threads read it too
 
+    def spec(self, rec: JobRecord) -> RunSpec:
+        """The job's spec; ``InvalidSpec`` naming the field when its ``run`` cannot be read."""
+        with self._lock:
+            found = self._specs.get(rec.id)
+        if found is None or found[0] != rec.run:  # a dict compare: cheaper than a read
+            try:
+                read: RunSpec | InvalidSpec = read_run(rec.run)
+            except InvalidSpec as exc:
+                read = exc
+            found = (rec.run, read)
+            with self._lock:
+                self._specs[rec.id] = found
+        if isinstance(found[1], InvalidSpec):
+            raise InvalidSpec(found[1].field, found[1].reason)
+        return found[1]
 
-def _disk(value: object) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise InvalidSpec("run.disk_mib", f"must be a positive number of MiB, got {value!r}")
-    return value
-
-
-def _mapping(value: object, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidSpec(where, f"must be a mapping, got {value!r}")
-    return value
-
-
-def _command(value: object) -> tuple[str, ...]:
-    if value is None:
-        raise InvalidSpec("run.command", "is missing: a job needs a command to run")
-    if isinstance(value, str):
-        if not value.strip():
-            raise InvalidSpec("run.command", "must not be empty")
-        return ("/bin/sh", "-c", value)
-    if not isinstance(value, list) or not value:
-        raise InvalidSpec("run.command", "must be a non-empty list of strings (argv)")
-    for k, arg in enumerate(value):
-        if not isinstance(arg, str):
-            raise InvalidSpec(f"run.command[{k}]", f"must be a string, got {arg!r}")
-        if "\0" in arg:
-            raise InvalidSpec(f"run.command[{k}]", "must not contain a NUL character")
-    if not value[0]:
-        raise InvalidSpec("run.command[0]", "must name a program")
-    return tuple(value)
-
-
-def _optional_text(value: object, where: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise InvalidSpec(where, f"must be a non-empty string or null, got {value!r}")
-    return value
-
-
-def _env(value: object) -> dict[str, str]:
-    env = _mapping(value, "run.env")
-    out = {}
-    for key, item in env.items():
-        if not isinstance(item, str):
-            raise InvalidSpec(f"run.env.{key}", f"must be a string, got {item!r}")
-        out[str(key)] = item
-    return out
-
-
-def _upload(value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not UPLOAD_ID.match(value):
-        raise InvalidSpec("run.upload", f"is not an upload id: {value!r}")
-    return value
-
-
-def _signal(value: object) -> int:
-    name = value.upper() if isinstance(value, str) else ""
-    if name and not name.startswith("SIG"):
-        name = "SIG" + name
-    try:
-        return int(signals.Signals[name])
-    except KeyError:
-        raise InvalidSpec("run.checkpoint.signal",
-                          f"expected a signal name such as SIGTERM or SIGUSR1, got {value!r}") from None
-
-
-def _grace(value: object) -> float | None:
-    if value is None:
-        return None
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
-        raise InvalidSpec("run.checkpoint.grace_s", f"must be a non-negative number, got {value!r}")
-    return float(value)
-
-
-def _backoff(value: object) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 600:
-        raise InvalidSpec("run.restart.backoff_s",
-                          f"must be a number of seconds from 0 to 600, got {value!r}")
-    return float(value)
-
-
-def _retries(value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidSpec("run.restart.max_retries",
-                          f"must be a non-negative integer, got {value!r}")
-    return value
+    def forget(self, job_id: str) -> None:
+        with self._lock:
+            self._specs.pop(job_id, None)
 
 
 # -- working directories and uploads ---------------------------------------------------------
