@@ -20,8 +20,7 @@ from typing import List, Optional
 import typer
 
 from rota.cli.upoptions import (
-    BACKEND_FIELDS, address, check_url, database_url, kube_options, local_options, retention_of,
-    slurm_options,
+    address, backend_setup, check_url, database_url, error_option, retention_of,
 )
 from rota.core import InvalidSpec
 
@@ -74,10 +73,10 @@ def up(
     interval: float = typer.Option(2.0, "--interval", min=0.05, metavar="SECONDS",
                                    help="Seconds between passes of the control loop when "
                                         "nothing wakes it."),
-    backend: str = typer.Option("local", "--backend", metavar="NAME",
-                                help="Where jobs run: local (processes on this machine) or "
-                                     "slurm (the Slurm cluster SLURM_CONF names) or kubernetes (Pods rota binds on a "
-                                     "cluster)."),
+    backend: Optional[str] = typer.Option(
+        None, "--backend", metavar="NAME",
+        help="Where jobs run: local (processes on this machine, the default), slurm (the Slurm "
+             "cluster SLURM_CONF names) or kubernetes (Pods rota binds on a cluster)."),
     slurm_gpu_types: Optional[str] = typer.Option(
         None, "--slurm-gpu-types", metavar="TYPE=MODEL,...",
         help="Slurm: the model and memory of each GPU GRES type, e.g. "
@@ -161,8 +160,6 @@ def up(
     for noisy in ("uvicorn.error", "uvicorn.access", "alembic", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     chosen = resolve_policy(policy, None)
-    if gpus and node_file:
-        fail("--gpus", InvalidSpec("", "give --gpus or --node-file, not both"))
     if (tls_cert is None) != (tls_key is None):
         fail("--tls-key" if tls_key is None else "--tls-cert",
              InvalidSpec("", "give both --tls-cert and --tls-key to serve HTTPS"))
@@ -182,26 +179,22 @@ def up(
         argv = [a for a in sys.argv[2:] if a not in ("-d", "--detach")]
         start_detached(argv, directory, setup.credentials_path())
         return
-    options = slurm_options(backend, gpus, node_file, slurm_gpu_types, slurm_placement,
-                            slurm_partition)
+    values = {"--gpus": gpus, "--node-file": node_file, "--job-pids": job_pids,
+              "--job-disk": job_disk, "--slurm-gpu-types": slurm_gpu_types,
+              "--slurm-placement": slurm_placement, "--slurm-partition": slurm_partition,
+              "--kubeconfig": kubeconfig, "--kube-namespace": kube_namespace,
+              "--kube-default-image": kube_default_image, "--kube-pod-user": kube_pod_user,
+              "--kube-tolerate": kube_tolerate, "--kube-node-selector": kube_node_selector,
+              "--kube-node-lost-after": kube_node_lost_after}
+    name, options, inventory = backend_setup(backend, values)
     try:
-        inventory = (setup.this_machine(gpus, node_file) if backend != "slurm" else
-                     setup.elsewhere("not used: jobs run on the Slurm cluster"))
-    except InvalidSpec as exc:
-        fail("--node-file" if node_file else "--gpus", exc)
-    options |= local_options(backend, job_pids, job_disk)
-    options |= kube_options(backend, kubeconfig, kube_namespace, kube_default_image,
-                            kube_pod_user, kube_tolerate, kube_node_selector,
-                            kube_node_lost_after)
-    try:
-        _serve(directory, db, host, port, inventory, chosen, interval, backend, options, tls,
+        _serve(directory, db, host, port, inventory, chosen, interval, name, options, tls,
                retention, metrics_at, jobs_url, insecure_http)
     except InvalidSpec as exc:
-        if exc.field in BACKEND_FIELDS:
-            fail(BACKEND_FIELDS[exc.field], InvalidSpec("", exc.reason))
-        option = exc.field in ("tls-cert", "tls-key") or exc.field.startswith("slurm-")
-        fail(f"--{exc.field.split('.')[0]}" if option else "--db" if db else "--data-dir",
-             InvalidSpec("", exc.reason) if option else exc)
+        option = error_option(name, exc.field)
+        if option is not None:
+            fail(option, InvalidSpec("", exc.reason))
+        fail("--db" if db else "--data-dir", exc)
 
 
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
@@ -247,18 +240,6 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
         raise typer.Exit(3)
 
 
-def _runs_on(plane) -> str:
-    """Where jobs run: this machine, or the nodes another backend reports."""
-    config = plane.config
-    if config.backend == "local":
-        return f"  this machine: {config.inventory.node.name}, {config.inventory.source}"
-    nodes = plane.loop.backend.inventory()
-    gpus = sum(len(n.devices) for n in nodes)
-    usable = sum(1 for n in nodes if not n.problem)
-    return (f"  backend {config.backend}: {len(nodes)} node(s), {usable} usable, {gpus} GPU(s) "
-            f"({', '.join(f'{k}={v}' for k, v in sorted(config.backend_options.items()))})")
-
-
 def _adopted(first) -> None:
     for job, old, new, reason in first.moves:
         print(f"  job {job}: {old} -> {new}" + (f" ({reason})" if reason else ""),
@@ -270,6 +251,7 @@ def _announce(plane) -> None:
     terminal or to the log of rota up -d, and the token is in the credentials file (0600)."""
     from rota.control import setup
     from rota.server.hidepid import proc_warning
+    from rota.server.backends import factory_of
     from rota.server.retention import disk_use
 
     config, store, inventory = plane.config, plane.store, plane.config.inventory
@@ -281,8 +263,8 @@ def _announce(plane) -> None:
     lines = [f"rota control plane at {plane.url}",
              f"  dashboard: {plane.url}/ui/ (log in with a token: rota token create web "
              "--operator prints one)", f"  store: {where}"]
-    describe = getattr(plane.loop.backend, "describe", None)
-    lines += describe(plane.jobs_url) if describe is not None else [_runs_on(plane)]
+    factory = factory_of(config.backend)
+    lines += factory.describe(plane)
     limits = getattr(plane.loop.backend, "limits_enforced", None)
     if limits is not None:
         said = limits()
@@ -300,7 +282,7 @@ def _announce(plane) -> None:
                  f"finished jobs' working directories kept "
                  f"{_days(config.retention.workdirs_s)}, logs {_days(config.retention.logs_s)}, "
                  f"unused uploads {_days(config.retention.uploads_s)}")
-    on_this_machine = config.backend == "local"  # jobs elsewhere never enter the data dir
+    on_this_machine = factory.runs_here  # jobs elsewhere never enter the data dir
     closed = setup.closed_parents(config.data_dir) if accounts.multi_user and on_this_machine \
         else []
     if closed:
@@ -318,7 +300,7 @@ def _announce(plane) -> None:
     credentials = setup.credentials_path()
     lines.append(f"  credentials for the CLI (URL and {'a new ' if plane.issued else ''}"
                  f"operator token, mode 0600): {credentials}")
-    example = ("nvidia-smi" if inventory.nvml is not None or config.backend != "local"
+    example = ("nvidia-smi" if inventory.nvml is not None or not on_this_machine
                else "sh -c 'echo GPU $CUDA_VISIBLE_DEVICES'")
     lines += ["next: see the nodes: rota nodes; submit a job: rota run --gpus 1 -- " + example,
               "      then watch it: rota ps; rota logs ID -f"]
