@@ -19,8 +19,9 @@ from typing import List, Optional
 
 import typer
 
+from rota.cli import upflags as flag
 from rota.cli.upoptions import (
-    address, backend_setup, check_url, database_url, error_option, retention_of,
+    address, backend_setup, check_url, database_url, error_option, retention_of, tls_files,
 )
 from rota.core import InvalidSpec
 
@@ -40,117 +41,25 @@ UP_HELP = (
 
 
 def up(
-    data_dir: Optional[Path] = typer.Option(
-        None, "--data-dir", metavar="DIR",
-        help="Where the store, job directories and uploads live (default: $XDG_DATA_HOME/rota)."),
-    db: Optional[str] = typer.Option(
-        None, "--db", metavar="URL", envvar="ROTA_DB_URL", show_envvar=True,
-        help="Database URL, e.g. postgresql+psycopg://user@host/rota (default: SQLite in DIR). "
-             "A password here shows in ps: use ROTA_DB_URL, --db-file or ~/.pgpass instead."),
-    db_file: Optional[Path] = typer.Option(
-        None, "--db-file", metavar="FILE",
-        help="Read the database URL from the first line of FILE (keep it mode 0600)."),
-    port: int = typer.Option(8470, "--port", min=0, max=65535,
-                             help="Port of the HTTP API; 0 picks a free one."),
-    host: str = typer.Option(
-        "127.0.0.1", "--host",
-        help="Address the HTTP API listens on. Beyond loopback it serves HTTPS: with --tls-cert, "
-             "else with a certificate of its own CA, made in DIR/tls (its fingerprint is printed "
-             "for rota login --fingerprint)."),
-    jobs_url: Optional[str] = typer.Option(
-        None, "--jobs-url", metavar="URL",
-        help="The API's URL as jobs reach it, their ROTA_URL (e.g. a Service's) [default: "
-             "--host's address; with --host 0.0.0.0, this machine's name for Slurm and "
-             "Kubernetes]."),
-    gpus: Optional[str] = typer.Option(
-        None, "--gpus", metavar="SPEC",
-        help="Declare virtual GPUs instead of asking NVML, e.g. 4xH100-80GB."),
-    node_file: Optional[Path] = typer.Option(
-        None, "--node-file", metavar="FILE", help="This machine's inventory as a YAML node file."),
-    policy: Optional[str] = typer.Option(
-        None, "--policy", "-p", metavar="NAME|FILE",
-        help="Scheduling policy preset or YAML policy file (default: default)."),
-    interval: float = typer.Option(2.0, "--interval", min=0.05, metavar="SECONDS",
-                                   help="Seconds between passes of the control loop when "
-                                        "nothing wakes it."),
-    backend: Optional[str] = typer.Option(
-        None, "--backend", metavar="NAME",
-        help="Where jobs run: local (processes on this machine, the default), slurm (the Slurm "
-             "cluster SLURM_CONF names) or kubernetes (Pods rota binds on a cluster)."),
-    slurm_gpu_types: Optional[str] = typer.Option(
-        None, "--slurm-gpu-types", metavar="TYPE=MODEL,...",
-        help="Slurm: the model and memory of each GPU GRES type, e.g. "
-             "h100=H100-80GB,a100=A100:40Gi (untyped=MODEL for plain gpu:N)."),
-    slurm_placement: str = typer.Option(
-        "rota", "--slurm-placement", metavar="rota|slurm",
-        help="Slurm: rota chooses the nodes and pins each job there (rota), or rota admits "
-             "and orders jobs and Slurm chooses the nodes (slurm)."),
-    slurm_partition: Optional[str] = typer.Option(
-        None, "--slurm-partition", metavar="NAME",
-        help="Slurm: the partition rota's jobs are submitted to [default: Slurm's]."),
-    tls_cert: Optional[Path] = typer.Option(
-        None, "--tls-cert", metavar="FILE",
-        help="Serve HTTPS with this certificate (PEM; with --tls-key). The CLI on this machine "
-             "is told to trust it; others: rota login --ca-file or --fingerprint, or "
-             "ROTA_CA_FILE."),
-    tls_key: Optional[Path] = typer.Option(
-        None, "--tls-key", metavar="FILE",
-        help="The private key of --tls-cert (PEM); refused unless only its owner may read it."),
-    insecure_http: bool = typer.Option(
-        False, "--insecure-http",
-        help="Serve plain HTTP beyond loopback too: tokens then cross the network readable by "
-             "anyone on the path. Only behind a proxy that adds TLS, or on a trusted network."),
-    metrics_address: Optional[str] = typer.Option(
-        None, "--metrics-address", metavar="HOST:PORT",
-        help="Also serve /metrics here without a token, for a Prometheus server (an address "
-             "only it reaches; /metrics of the API needs an operator's or a metrics token)."),
-    keep_workdirs: str = typer.Option(
-        "7d", "--keep-workdirs", metavar="DURATION",
-        help="Remove a finished job's working directory this long after it ended."),
-    keep_logs: str = typer.Option(
-        "30d", "--keep-logs", metavar="DURATION",
-        help="Remove a finished job's logs (its whole directory) this long after it ended; at "
-             "least --keep-workdirs."),
-    keep_uploads: str = typer.Option(
-        "7d", "--keep-uploads", metavar="DURATION",
-        help="Remove an upload this long after it was sent, once no job still to run names it."),
-    kubeconfig: Optional[Path] = typer.Option(
-        None, "--kubeconfig", metavar="FILE",
-        help="kubernetes: the cluster's kubeconfig [default: $KUBECONFIG, ~/.kube/config, "
-             "else the Pod's service account when rota runs in the cluster]."),
-    kube_namespace: str = typer.Option(
-        "rota", "--kube-namespace", metavar="NAME",
-        help="kubernetes: the namespace rota creates its jobs' Pods in (it must exist)."),
-    kube_default_image: Optional[str] = typer.Option(
-        None, "--kube-default-image", metavar="IMAGE",
-        help="kubernetes: the container image of jobs that name none (image: in a job file)."),
-    kube_pod_user: Optional[str] = typer.Option(
-        None, "--kube-pod-user", metavar="USER",
-        help="kubernetes: the rota user that owns the jobs of Pods created with "
-             "schedulerName: rota [default: the operator of the first start]."),
-    kube_node_selector: Optional[str] = typer.Option(
-        None, "--kube-node-selector", metavar="SELECTOR",
-        help="kubernetes: a label selector of the nodes rota may use (e.g. pool=gpu) "
-             "[default: every node]."),
-    kube_tolerate: Optional[List[str]] = typer.Option(
-        None, "--kube-tolerate", metavar="KEY",
-        help="kubernetes: a taint key rota's Pods tolerate (repeat) [default: nvidia.com/gpu]; "
-             "nodes tainted with others take no job."),
-    kube_node_lost_after: float = typer.Option(
-        300.0, "--kube-node-lost-after", metavar="SECONDS", min=0,
-        help="kubernetes: how long a node may stay NotReady before the jobs on it count as "
-             "lost and are requeued (Kubernetes' own default before it evicts Pods)."),
-    job_pids: int = typer.Option(
-        4096, "--job-pids", metavar="N", min=1, max=4_194_304,
-        help="local: the processes and threads one replica of a job may have at once "
-             "(cgroup pids.max); a fork bomb stops there."),
-    job_disk: Optional[str] = typer.Option(
-        None, "--job-disk", metavar="SIZE",
-        help="local: the disk a job's working directory may use when its job file names "
-             "none (resources.disk), e.g. 20Gi [default: no limit]."),
-    detach: bool = typer.Option(False, "--detach", "-d",
-                                help="Run in the background; return once it answers. "
-                                     "Stop it with rota down."),
+    data_dir: Optional[Path] = flag.DATA_DIR, db: Optional[str] = flag.DB,
+    db_file: Optional[Path] = flag.DB_FILE, port: int = flag.PORT, host: str = flag.HOST,
+    jobs_url: Optional[str] = flag.JOBS_URL, gpus: Optional[str] = flag.GPUS,
+    node_file: Optional[Path] = flag.NODE_FILE, policy: Optional[str] = flag.POLICY,
+    interval: float = flag.INTERVAL, backend: Optional[str] = flag.BACKEND,
+    slurm_gpu_types: Optional[str] = flag.SLURM_GPU_TYPES,
+    slurm_placement: str = flag.SLURM_PLACEMENT,
+    slurm_partition: Optional[str] = flag.SLURM_PARTITION,
+    tls_cert: Optional[Path] = flag.TLS_CERT, tls_key: Optional[Path] = flag.TLS_KEY,
+    insecure_http: bool = flag.INSECURE_HTTP,
+    metrics_address: Optional[str] = flag.METRICS_ADDRESS, keep_workdirs: str = flag.KEEP_WORKDIRS,
+    keep_logs: str = flag.KEEP_LOGS, keep_uploads: str = flag.KEEP_UPLOADS,
+    kubeconfig: Optional[Path] = flag.KUBECONFIG, kube_namespace: str = flag.KUBE_NAMESPACE,
+    kube_default_image: Optional[str] = flag.KUBE_DEFAULT_IMAGE,
+    kube_pod_user: Optional[str] = flag.KUBE_POD_USER,
+    kube_node_selector: Optional[str] = flag.KUBE_NODE_SELECTOR,
+    kube_tolerate: Optional[List[str]] = flag.KUBE_TOLERATE,
+    kube_node_lost_after: float = flag.KUBE_NODE_LOST_AFTER, job_pids: int = flag.JOB_PIDS,
+    job_disk: Optional[str] = flag.JOB_DISK, detach: bool = flag.DETACH,
 ) -> None:
     from rota.cli.app import fail, resolve_policy
     from rota.control import setup
@@ -160,13 +69,7 @@ def up(
     for noisy in ("uvicorn.error", "uvicorn.access", "alembic", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     chosen = resolve_policy(policy, None)
-    if (tls_cert is None) != (tls_key is None):
-        fail("--tls-key" if tls_key is None else "--tls-cert",
-             InvalidSpec("", "give both --tls-cert and --tls-key to serve HTTPS"))
-    tls = None if tls_cert is None or tls_key is None else (
-        tls_cert.expanduser().resolve(), tls_key.expanduser().resolve())
-    if insecure_http and tls is not None:
-        fail("--insecure-http", InvalidSpec("", "give --insecure-http or --tls-cert, not both"))
+    tls = tls_files(tls_cert, tls_key, insecure_http)
     retention = retention_of(keep_workdirs, keep_logs, keep_uploads)
     metrics_at = None if metrics_address is None else address(metrics_address,
                                                               "--metrics-address")
@@ -293,7 +196,8 @@ def _announce(plane) -> None:
     if accounts.multi_user and on_this_machine and (hidden := proc_warning()) is not None:
         lines.append(f"  warning: {hidden}")
     if plane.cordoned:
-        lines.append(f"  cordoned local nodes that are not this machine: {', '.join(plane.cordoned)}")
+        lines.append("  cordoned local nodes that are not this machine: "
+                     f"{', '.join(plane.cordoned)}")
     if plane.operator is not None:
         lines.append(f"  first start: project {setup.DEFAULT_PROJECT!r}, queue "
                      f"{setup.DEFAULT_QUEUE!r}, operator {plane.operator!r}")

@@ -63,6 +63,21 @@ def error_option(backend: str, field: str) -> Optional[str]:
     return option
 
 
+def tls_files(cert: Optional[Path], key: Optional[Path],
+              insecure_http: bool) -> Optional[tuple[Path, Path]]:
+    """``--tls-cert`` and ``--tls-key`` as absolute paths, both or neither; never with
+    ``--insecure-http``."""
+    from rota.cli.app import fail
+    if (cert is None) != (key is None):
+        fail("--tls-key" if key is None else "--tls-cert",
+             InvalidSpec("", "give both --tls-cert and --tls-key to serve HTTPS"))
+    if cert is None or key is None:
+        return None
+    if insecure_http:
+        fail("--insecure-http", InvalidSpec("", "give --insecure-http or --tls-cert, not both"))
+    return cert.expanduser().resolve(), key.expanduser().resolve()
+
+
 def retention_of(workdirs: str, logs: str, uploads: str):
     """The ``--keep-*`` options as a ``Retention``, each error naming its option."""
     from rota.cli.app import fail
