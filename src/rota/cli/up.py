@@ -168,12 +168,6 @@ def _announce(plane) -> None:
              "--operator prints one)", f"  store: {where}"]
     factory = factory_of(config.backend)
     lines += factory.describe(plane)
-    limits = getattr(plane.loop.backend, "limits_enforced", None)
-    if limits is not None:
-        said = limits()
-        lines.append(("  warning: jobs' CPU, memory and process limits are " if
-                      said.startswith("not enforced") else "  jobs' CPU, memory and process "
-                      "limits: ") + said)
     if plane.jobs_url != plane.url:
         lines.append(f"  jobs reach the API at {plane.jobs_url}")
     lines += [f"  policy: {config.policy.name}", f"  jobs: {mode}"]

@@ -52,5 +52,10 @@ class LocalFactory:
                             job_disk_mib=options.get("job_disk_mib"))
 
     def describe(self, plane) -> list[str]:
+        """This machine, and whether the cgroup limits of each job hold (a warning if not)."""
         inventory = plane.config.inventory
-        return [f"  this machine: {inventory.node.name}, {inventory.source}"]
+        said = plane.loop.backend.limits_enforced()
+        limits = ("  warning: jobs' CPU, memory and process limits are " if
+                  said.startswith("not enforced") else
+                  "  jobs' CPU, memory and process limits: ") + said
+        return [f"  this machine: {inventory.node.name}, {inventory.source}", limits]
