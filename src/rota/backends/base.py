@@ -50,7 +50,8 @@ Vocabulary:
   ``REPORT_TRUST_S`` after the report is named by ``overdue`` for the control loop to stop.
   A backend keeps the word until its system confirms the end, across a restart of the
   control plane (which counts the attempt ended already): ``overdue`` names it then too. A
-  backend whose system reports ends at once (local processes, Pods) takes no such word.
+  backend whose system reports ends at once (local processes, Pods) takes no such word: only
+  a backend that implements ``EarlyEnding`` does.
 
 Backends report outcomes as ``Status`` values; ``BackendError`` is for faults (a handle from
 another backend, a process that cannot be started) and carries a stable ``code``.
@@ -343,20 +344,29 @@ class Offering(Protocol):
         """The offer could not be submitted as a job, for ``reason``; tell its maker."""
 
 
-class NoEarlyEnds:
-    """The early-end methods of a backend whose system reports an attempt's end at once
-    (local processes, Pods): it takes no report, none is ever overdue, and a launch is
+@runtime_checkable
+class EarlyEnding(Protocol):
+    """A backend that takes an attempt's own word that it ended (an early end, see the module
+    docstring) and leaves launches to finish in the background (Slurm). The control loop checks
+    for it once; a backend whose system reports an attempt's end at once (local processes,
+    Pods) does not implement it: it takes no report, none is ever overdue, and a launch is
     complete when ``launch`` returns."""
 
     def reported(self, handle: Handle, exit_code: int,
                  replicas: tuple[int, ...] | None = None) -> bool:
-        return False
+        """The attempt says every replica of it ended, the batch with ``exit_code`` and each
+        replica with its code in ``replicas`` by rank, where it knows them. True: taken,
+        ``poll`` says so from now on; False: the attempt is not one it tracks (nothing
+        changes)."""
 
     def overdue(self) -> list[Handle]:
-        return []
+        """The attempts reported ended that the backend's system still runs
+        ``REPORT_TRUST_S`` after their report, each named once: the control loop stops them."""
 
     def flush_launches(self) -> None:
-        pass
+        """Finish now what the launches made so far left to do in the background (Slurm:
+        release the held jobs queued for one ``scontrol release``), so that they are in the
+        backend's system when this returns."""
 
 
 class Backend(Protocol):
@@ -391,23 +401,6 @@ class Backend(Protocol):
     def notify(self, handle: Handle, message: str) -> None:
         """Put ``message`` where the job's owner reads its output (a warning before idle
         reclamation); a backend without such a place does nothing."""
-
-    def reported(self, handle: Handle, exit_code: int,
-                 replicas: tuple[int, ...] | None = None) -> bool:
-        """The attempt says every replica of it ended, the batch with ``exit_code`` and each
-        replica with its code in ``replicas`` by rank, where it knows them (an early end, see
-        the module docstring). True: taken, ``poll`` says so from now on; False: this backend
-        takes no such word, or the attempt is not one it tracks (nothing changes)."""
-
-    def overdue(self) -> list[Handle]:
-        """The attempts reported ended that the backend's system still runs
-        ``REPORT_TRUST_S`` after their report, each named once: the control loop stops them.
-        Empty for a backend that takes no reports."""
-
-    def flush_launches(self) -> None:
-        """Finish now what the launches made so far left to do in the background (Slurm:
-        release the held jobs queued for one ``scontrol release``), so that they are in the
-        backend's system when this returns; nothing where ``launch`` leaves nothing behind."""
 
     def watch(self, wake: Callable[[], None]) -> None:
         """From now on, call ``wake`` soon after a launch this backend tracks changes state

@@ -59,7 +59,7 @@ from urllib.parse import quote
 
 from rota.backends import cgroups
 from rota.backends.base import (
-    Activity, BackendError, Capabilities, Handle, LaunchSpec, NoEarlyEnds, ReplicaHandle,
+    Activity, BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle,
     ReplicaState, ReplicaStatus, Status,
 )
 from rota.backends.env import ReplicaContext, account_env, check_job_env, inherited, replica_env
@@ -87,7 +87,7 @@ from rota.core import (
 UTIL_WINDOW_S = 10.0  # per-process GPU utilisation samples of the last this many seconds
 
 
-class LocalBackend(NoEarlyEnds):
+class LocalBackend:
     """Runs jobs on this machine. ``nvml`` (``Nvml.load()`` on a GPU machine) is used for the
     inventory when ``node`` is not given; ``device_ids`` chooses what ``CUDA_VISIBLE_DEVICES``
     holds: device ``index`` or ``uuid``."""

@@ -19,9 +19,9 @@ from typing import List, Optional
 
 import typer
 
+from rota.cli import upflags as flag
 from rota.cli.upoptions import (
-    BACKEND_FIELDS, address, check_url, database_url, kube_options, local_options, retention_of,
-    slurm_options,
+    address, backend_setup, check_url, database_url, error_option, retention_of, tls_files,
 )
 from rota.core import InvalidSpec
 
@@ -41,117 +41,25 @@ UP_HELP = (
 
 
 def up(
-    data_dir: Optional[Path] = typer.Option(
-        None, "--data-dir", metavar="DIR",
-        help="Where the store, job directories and uploads live (default: $XDG_DATA_HOME/rota)."),
-    db: Optional[str] = typer.Option(
-        None, "--db", metavar="URL", envvar="ROTA_DB_URL", show_envvar=True,
-        help="Database URL, e.g. postgresql+psycopg://user@host/rota (default: SQLite in DIR). "
-             "A password here shows in ps: use ROTA_DB_URL, --db-file or ~/.pgpass instead."),
-    db_file: Optional[Path] = typer.Option(
-        None, "--db-file", metavar="FILE",
-        help="Read the database URL from the first line of FILE (keep it mode 0600)."),
-    port: int = typer.Option(8470, "--port", min=0, max=65535,
-                             help="Port of the HTTP API; 0 picks a free one."),
-    host: str = typer.Option(
-        "127.0.0.1", "--host",
-        help="Address the HTTP API listens on. Beyond loopback it serves HTTPS: with --tls-cert, "
-             "else with a certificate of its own CA, made in DIR/tls (its fingerprint is printed "
-             "for rota login --fingerprint)."),
-    jobs_url: Optional[str] = typer.Option(
-        None, "--jobs-url", metavar="URL",
-        help="The API's URL as jobs reach it, their ROTA_URL (e.g. a Service's) [default: "
-             "--host's address; with --host 0.0.0.0, this machine's name for Slurm and "
-             "Kubernetes]."),
-    gpus: Optional[str] = typer.Option(
-        None, "--gpus", metavar="SPEC",
-        help="Declare virtual GPUs instead of asking NVML, e.g. 4xH100-80GB."),
-    node_file: Optional[Path] = typer.Option(
-        None, "--node-file", metavar="FILE", help="This machine's inventory as a YAML node file."),
-    policy: Optional[str] = typer.Option(
-        None, "--policy", "-p", metavar="NAME|FILE",
-        help="Scheduling policy preset or YAML policy file (default: default)."),
-    interval: float = typer.Option(2.0, "--interval", min=0.05, metavar="SECONDS",
-                                   help="Seconds between passes of the control loop when "
-                                        "nothing wakes it."),
-    backend: str = typer.Option("local", "--backend", metavar="NAME",
-                                help="Where jobs run: local (processes on this machine) or "
-                                     "slurm (the Slurm cluster SLURM_CONF names) or kubernetes (Pods rota binds on a "
-                                     "cluster)."),
-    slurm_gpu_types: Optional[str] = typer.Option(
-        None, "--slurm-gpu-types", metavar="TYPE=MODEL,...",
-        help="Slurm: the model and memory of each GPU GRES type, e.g. "
-             "h100=H100-80GB,a100=A100:40Gi (untyped=MODEL for plain gpu:N)."),
-    slurm_placement: str = typer.Option(
-        "rota", "--slurm-placement", metavar="rota|slurm",
-        help="Slurm: rota chooses the nodes and pins each job there (rota), or rota admits "
-             "and orders jobs and Slurm chooses the nodes (slurm)."),
-    slurm_partition: Optional[str] = typer.Option(
-        None, "--slurm-partition", metavar="NAME",
-        help="Slurm: the partition rota's jobs are submitted to [default: Slurm's]."),
-    tls_cert: Optional[Path] = typer.Option(
-        None, "--tls-cert", metavar="FILE",
-        help="Serve HTTPS with this certificate (PEM; with --tls-key). The CLI on this machine "
-             "is told to trust it; others: rota login --ca-file or --fingerprint, or "
-             "ROTA_CA_FILE."),
-    tls_key: Optional[Path] = typer.Option(
-        None, "--tls-key", metavar="FILE",
-        help="The private key of --tls-cert (PEM); refused unless only its owner may read it."),
-    insecure_http: bool = typer.Option(
-        False, "--insecure-http",
-        help="Serve plain HTTP beyond loopback too: tokens then cross the network readable by "
-             "anyone on the path. Only behind a proxy that adds TLS, or on a trusted network."),
-    metrics_address: Optional[str] = typer.Option(
-        None, "--metrics-address", metavar="HOST:PORT",
-        help="Also serve /metrics here without a token, for a Prometheus server (an address "
-             "only it reaches; /metrics of the API needs an operator's or a metrics token)."),
-    keep_workdirs: str = typer.Option(
-        "7d", "--keep-workdirs", metavar="DURATION",
-        help="Remove a finished job's working directory this long after it ended."),
-    keep_logs: str = typer.Option(
-        "30d", "--keep-logs", metavar="DURATION",
-        help="Remove a finished job's logs (its whole directory) this long after it ended; at "
-             "least --keep-workdirs."),
-    keep_uploads: str = typer.Option(
-        "7d", "--keep-uploads", metavar="DURATION",
-        help="Remove an upload this long after it was sent, once no job still to run names it."),
-    kubeconfig: Optional[Path] = typer.Option(
-        None, "--kubeconfig", metavar="FILE",
-        help="kubernetes: the cluster's kubeconfig [default: $KUBECONFIG, ~/.kube/config, "
-             "else the Pod's service account when rota runs in the cluster]."),
-    kube_namespace: str = typer.Option(
-        "rota", "--kube-namespace", metavar="NAME",
-        help="kubernetes: the namespace rota creates its jobs' Pods in (it must exist)."),
-    kube_default_image: Optional[str] = typer.Option(
-        None, "--kube-default-image", metavar="IMAGE",
-        help="kubernetes: the container image of jobs that name none (image: in a job file)."),
-    kube_pod_user: Optional[str] = typer.Option(
-        None, "--kube-pod-user", metavar="USER",
-        help="kubernetes: the rota user that owns the jobs of Pods created with "
-             "schedulerName: rota [default: the operator of the first start]."),
-    kube_node_selector: Optional[str] = typer.Option(
-        None, "--kube-node-selector", metavar="SELECTOR",
-        help="kubernetes: a label selector of the nodes rota may use (e.g. pool=gpu) "
-             "[default: every node]."),
-    kube_tolerate: Optional[List[str]] = typer.Option(
-        None, "--kube-tolerate", metavar="KEY",
-        help="kubernetes: a taint key rota's Pods tolerate (repeat) [default: nvidia.com/gpu]; "
-             "nodes tainted with others take no job."),
-    kube_node_lost_after: float = typer.Option(
-        300.0, "--kube-node-lost-after", metavar="SECONDS", min=0,
-        help="kubernetes: how long a node may stay NotReady before the jobs on it count as "
-             "lost and are requeued (Kubernetes' own default before it evicts Pods)."),
-    job_pids: int = typer.Option(
-        4096, "--job-pids", metavar="N", min=1, max=4_194_304,
-        help="local: the processes and threads one replica of a job may have at once "
-             "(cgroup pids.max); a fork bomb stops there."),
-    job_disk: Optional[str] = typer.Option(
-        None, "--job-disk", metavar="SIZE",
-        help="local: the disk a job's working directory may use when its job file names "
-             "none (resources.disk), e.g. 20Gi [default: no limit]."),
-    detach: bool = typer.Option(False, "--detach", "-d",
-                                help="Run in the background; return once it answers. "
-                                     "Stop it with rota down."),
+    data_dir: Optional[Path] = flag.DATA_DIR, db: Optional[str] = flag.DB,
+    db_file: Optional[Path] = flag.DB_FILE, port: int = flag.PORT, host: str = flag.HOST,
+    jobs_url: Optional[str] = flag.JOBS_URL, gpus: Optional[str] = flag.GPUS,
+    node_file: Optional[Path] = flag.NODE_FILE, policy: Optional[str] = flag.POLICY,
+    interval: float = flag.INTERVAL, backend: Optional[str] = flag.BACKEND,
+    slurm_gpu_types: Optional[str] = flag.SLURM_GPU_TYPES,
+    slurm_placement: str = flag.SLURM_PLACEMENT,
+    slurm_partition: Optional[str] = flag.SLURM_PARTITION,
+    tls_cert: Optional[Path] = flag.TLS_CERT, tls_key: Optional[Path] = flag.TLS_KEY,
+    insecure_http: bool = flag.INSECURE_HTTP,
+    metrics_address: Optional[str] = flag.METRICS_ADDRESS, keep_workdirs: str = flag.KEEP_WORKDIRS,
+    keep_logs: str = flag.KEEP_LOGS, keep_uploads: str = flag.KEEP_UPLOADS,
+    kubeconfig: Optional[Path] = flag.KUBECONFIG, kube_namespace: str = flag.KUBE_NAMESPACE,
+    kube_default_image: Optional[str] = flag.KUBE_DEFAULT_IMAGE,
+    kube_pod_user: Optional[str] = flag.KUBE_POD_USER,
+    kube_node_selector: Optional[str] = flag.KUBE_NODE_SELECTOR,
+    kube_tolerate: Optional[List[str]] = flag.KUBE_TOLERATE,
+    kube_node_lost_after: float = flag.KUBE_NODE_LOST_AFTER, job_pids: int = flag.JOB_PIDS,
+    job_disk: Optional[str] = flag.JOB_DISK, detach: bool = flag.DETACH,
 ) -> None:
     from rota.cli.app import fail, resolve_policy
     from rota.control import setup
@@ -161,15 +69,7 @@ def up(
     for noisy in ("uvicorn.error", "uvicorn.access", "alembic", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     chosen = resolve_policy(policy, None)
-    if gpus and node_file:
-        fail("--gpus", InvalidSpec("", "give --gpus or --node-file, not both"))
-    if (tls_cert is None) != (tls_key is None):
-        fail("--tls-key" if tls_key is None else "--tls-cert",
-             InvalidSpec("", "give both --tls-cert and --tls-key to serve HTTPS"))
-    tls = None if tls_cert is None or tls_key is None else (
-        tls_cert.expanduser().resolve(), tls_key.expanduser().resolve())
-    if insecure_http and tls is not None:
-        fail("--insecure-http", InvalidSpec("", "give --insecure-http or --tls-cert, not both"))
+    tls = tls_files(tls_cert, tls_key, insecure_http)
     retention = retention_of(keep_workdirs, keep_logs, keep_uploads)
     metrics_at = None if metrics_address is None else address(metrics_address,
                                                               "--metrics-address")
@@ -182,26 +82,22 @@ def up(
         argv = [a for a in sys.argv[2:] if a not in ("-d", "--detach")]
         start_detached(argv, directory, setup.credentials_path())
         return
-    options = slurm_options(backend, gpus, node_file, slurm_gpu_types, slurm_placement,
-                            slurm_partition)
+    values = {"--gpus": gpus, "--node-file": node_file, "--job-pids": job_pids,
+              "--job-disk": job_disk, "--slurm-gpu-types": slurm_gpu_types,
+              "--slurm-placement": slurm_placement, "--slurm-partition": slurm_partition,
+              "--kubeconfig": kubeconfig, "--kube-namespace": kube_namespace,
+              "--kube-default-image": kube_default_image, "--kube-pod-user": kube_pod_user,
+              "--kube-tolerate": kube_tolerate, "--kube-node-selector": kube_node_selector,
+              "--kube-node-lost-after": kube_node_lost_after}
+    name, options, inventory = backend_setup(backend, values)
     try:
-        inventory = (setup.this_machine(gpus, node_file) if backend != "slurm" else
-                     setup.elsewhere("not used: jobs run on the Slurm cluster"))
-    except InvalidSpec as exc:
-        fail("--node-file" if node_file else "--gpus", exc)
-    options |= local_options(backend, job_pids, job_disk)
-    options |= kube_options(backend, kubeconfig, kube_namespace, kube_default_image,
-                            kube_pod_user, kube_tolerate, kube_node_selector,
-                            kube_node_lost_after)
-    try:
-        _serve(directory, db, host, port, inventory, chosen, interval, backend, options, tls,
+        _serve(directory, db, host, port, inventory, chosen, interval, name, options, tls,
                retention, metrics_at, jobs_url, insecure_http)
     except InvalidSpec as exc:
-        if exc.field in BACKEND_FIELDS:
-            fail(BACKEND_FIELDS[exc.field], InvalidSpec("", exc.reason))
-        option = exc.field in ("tls-cert", "tls-key") or exc.field.startswith("slurm-")
-        fail(f"--{exc.field.split('.')[0]}" if option else "--db" if db else "--data-dir",
-             InvalidSpec("", exc.reason) if option else exc)
+        option = error_option(name, exc.field)
+        if option is not None:
+            fail(option, InvalidSpec("", exc.reason))
+        fail("--db" if db else "--data-dir", exc)
 
 
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
@@ -247,18 +143,6 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
         raise typer.Exit(3)
 
 
-def _runs_on(plane) -> str:
-    """Where jobs run: this machine, or the nodes another backend reports."""
-    config = plane.config
-    if config.backend == "local":
-        return f"  this machine: {config.inventory.node.name}, {config.inventory.source}"
-    nodes = plane.loop.backend.inventory()
-    gpus = sum(len(n.devices) for n in nodes)
-    usable = sum(1 for n in nodes if not n.problem)
-    return (f"  backend {config.backend}: {len(nodes)} node(s), {usable} usable, {gpus} GPU(s) "
-            f"({', '.join(f'{k}={v}' for k, v in sorted(config.backend_options.items()))})")
-
-
 def _adopted(first) -> None:
     for job, old, new, reason in first.moves:
         print(f"  job {job}: {old} -> {new}" + (f" ({reason})" if reason else ""),
@@ -270,6 +154,7 @@ def _announce(plane) -> None:
     terminal or to the log of rota up -d, and the token is in the credentials file (0600)."""
     from rota.control import setup
     from rota.server.hidepid import proc_warning
+    from rota.server.backends import factory_of
     from rota.server.retention import disk_use
 
     config, store, inventory = plane.config, plane.store, plane.config.inventory
@@ -281,14 +166,8 @@ def _announce(plane) -> None:
     lines = [f"rota control plane at {plane.url}",
              f"  dashboard: {plane.url}/ui/ (log in with a token: rota token create web "
              "--operator prints one)", f"  store: {where}"]
-    describe = getattr(plane.loop.backend, "describe", None)
-    lines += describe(plane.jobs_url) if describe is not None else [_runs_on(plane)]
-    limits = getattr(plane.loop.backend, "limits_enforced", None)
-    if limits is not None:
-        said = limits()
-        lines.append(("  warning: jobs' CPU, memory and process limits are " if
-                      said.startswith("not enforced") else "  jobs' CPU, memory and process "
-                      "limits: ") + said)
+    factory = factory_of(config.backend)
+    lines += factory.describe(plane)
     if plane.jobs_url != plane.url:
         lines.append(f"  jobs reach the API at {plane.jobs_url}")
     lines += [f"  policy: {config.policy.name}", f"  jobs: {mode}"]
@@ -300,7 +179,7 @@ def _announce(plane) -> None:
                  f"finished jobs' working directories kept "
                  f"{_days(config.retention.workdirs_s)}, logs {_days(config.retention.logs_s)}, "
                  f"unused uploads {_days(config.retention.uploads_s)}")
-    on_this_machine = config.backend == "local"  # jobs elsewhere never enter the data dir
+    on_this_machine = factory.runs_here  # jobs elsewhere never enter the data dir
     closed = setup.closed_parents(config.data_dir) if accounts.multi_user and on_this_machine \
         else []
     if closed:
@@ -311,14 +190,15 @@ def _announce(plane) -> None:
     if accounts.multi_user and on_this_machine and (hidden := proc_warning()) is not None:
         lines.append(f"  warning: {hidden}")
     if plane.cordoned:
-        lines.append(f"  cordoned local nodes that are not this machine: {', '.join(plane.cordoned)}")
+        lines.append("  cordoned local nodes that are not this machine: "
+                     f"{', '.join(plane.cordoned)}")
     if plane.operator is not None:
         lines.append(f"  first start: project {setup.DEFAULT_PROJECT!r}, queue "
                      f"{setup.DEFAULT_QUEUE!r}, operator {plane.operator!r}")
     credentials = setup.credentials_path()
     lines.append(f"  credentials for the CLI (URL and {'a new ' if plane.issued else ''}"
                  f"operator token, mode 0600): {credentials}")
-    example = ("nvidia-smi" if inventory.nvml is not None or config.backend != "local"
+    example = ("nvidia-smi" if inventory.nvml is not None or not on_this_machine
                else "sh -c 'echo GPU $CUDA_VISIBLE_DEVICES'")
     lines += ["next: see the nodes: rota nodes; submit a job: rota run --gpus 1 -- " + example,
               "      then watch it: rota ps; rota logs ID -f"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Mapping, Optional
 
 from rota.core import InvalidSpec
 
@@ -36,47 +36,46 @@ def address(text: str, option: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def slurm_options(backend: str, gpus: Optional[str], node_file: Optional[Path],
-                  gpu_types: Optional[str], placement: str,
-                  partition: Optional[str]) -> dict[str, str]:
-    """The Slurm options as ``ServerConfig.backend_options``; each refused with another
-    backend, and this machine's inventory refused with Slurm."""
+def backend_setup(backend: Optional[str], values: Mapping[str, Any]) -> tuple[str, dict, Any]:
+    """The chosen backend's name, its ``ServerConfig.backend_options`` and this machine's
+    inventory, each asked of its factory (``rota.server.backends``): an option of another
+    backend, a bad value or an unknown backend exits naming the option."""
     from rota.cli.app import fail
-    given = {"--slurm-gpu-types": gpu_types, "--slurm-partition": partition,
-             "--slurm-placement": None if placement == "rota" else placement}
-    if backend != "slurm":
-        for option, value in given.items():
-            if value is not None:
-                fail(option, InvalidSpec("", "applies only with --backend slurm"))
-        return {}
-    for option, value in (("--gpus", gpus), ("--node-file", node_file)):
-        if value is not None:
-            fail(option, InvalidSpec("", "describes this machine for --backend local; with "
-                                         "--backend slurm the nodes come from Slurm (name "
-                                         "their GPU models with --slurm-gpu-types)"))
-    return {"gpu_types": gpu_types or "", "placement": placement, "partition": partition or ""}
+    from rota.server.backends import DEFAULT_BACKEND, check_flags
+    name = backend or DEFAULT_BACKEND
+    try:
+        factory = check_flags(name, values)
+        return name, factory.options(values), factory.inventory(values)
+    except InvalidSpec as exc:
+        fail(exc.field if exc.field.startswith("--") else f"--{exc.field}",
+             InvalidSpec("", exc.reason))
 
 
-def local_options(backend: str, job_pids: int, job_disk: Optional[str]) -> dict:
-    """The local backend's limits of each job (``--job-pids``, ``--job-disk``), refused with
-    another backend (whose jobs the local backend's cgroups do not reach)."""
+def error_option(backend: str, field: str) -> Optional[str]:
+    """The ``rota up`` option an error of the control plane's start is about: one of the
+    backend's (its factory's ``fields``), ``--backend`` or a TLS file; None: the store's."""
+    from rota.server.backends import factory_of
+    if field == "backend":
+        return "--backend"
+    option = factory_of(backend).fields.get(field)
+    if option is None and field.split(".")[0] in ("tls-cert", "tls-key"):
+        option = f"--{field.split('.')[0]}"
+    return option
+
+
+def tls_files(cert: Optional[Path], key: Optional[Path],
+              insecure_http: bool) -> Optional[tuple[Path, Path]]:
+    """``--tls-cert`` and ``--tls-key`` as absolute paths, both or neither; never with
+    ``--insecure-http``."""
     from rota.cli.app import fail
-    from rota.core import parse_memory_mib
-    if backend != "local":
-        for option, value in (("--job-pids", job_pids != 4096 or None),
-                              ("--job-disk", job_disk)):
-            if value:
-                fail(option, InvalidSpec("", "applies only with --backend local"))
-        return {}
-    options: dict = {"job_pids": job_pids}
-    if job_disk is not None:
-        try:
-            options["job_disk_mib"] = parse_memory_mib(job_disk, "")
-        except InvalidSpec as exc:
-            fail("--job-disk", InvalidSpec("", exc.reason))
-        if options["job_disk_mib"] <= 0:
-            fail("--job-disk", InvalidSpec("", f"must be more than 0, got {job_disk!r}"))
-    return options
+    if (cert is None) != (key is None):
+        fail("--tls-key" if key is None else "--tls-cert",
+             InvalidSpec("", "give both --tls-cert and --tls-key to serve HTTPS"))
+    if cert is None or key is None:
+        return None
+    if insecure_http:
+        fail("--insecure-http", InvalidSpec("", "give --insecure-http or --tls-cert, not both"))
+    return cert.expanduser().resolve(), key.expanduser().resolve()
 
 
 def retention_of(workdirs: str, logs: str, uploads: str):
@@ -95,45 +94,6 @@ def retention_of(workdirs: str, logs: str, uploads: str):
         return Retention(seconds["keep-workdirs"], seconds["keep-logs"], seconds["keep-uploads"])
     except InvalidSpec as exc:
         fail(f"--{exc.field}", InvalidSpec("", exc.reason))
-
-
-BACKEND_FIELDS = {"backend": "--backend", "kubeconfig": "--kubeconfig",
-                   "namespace": "--kube-namespace", "image": "--kube-default-image",
-                   "node_selector": "--kube-node-selector"}
-
-
-def kube_options(backend: str, kubeconfig: Optional[Path], namespace: str,
-                 image: Optional[str], pod_user: Optional[str],
-                 tolerate: Optional[List[str]], node_selector: Optional[str],
-                 node_lost_after: float = 300.0) -> dict:
-    """The options of the chosen backend (``rota.server.ServerConfig.backend_options``); a
-    kubernetes option given with another backend is refused."""
-    from rota.cli.app import fail
-    given = {"--kubeconfig": kubeconfig, "--kube-namespace": namespace != "rota" or None,
-             "--kube-default-image": image, "--kube-pod-user": pod_user,
-             "--kube-tolerate": tolerate, "--kube-node-selector": node_selector,
-             "--kube-node-lost-after": node_lost_after != 300.0 or None}
-    if backend != "kubernetes":
-        for option, value in given.items():
-            if value:
-                fail(option, InvalidSpec("", "is an option of --backend kubernetes"))
-        return {}
-    options: dict = {"namespace": namespace, "node_lost_after_s": node_lost_after}
-    if kubeconfig is not None:
-        options["kubeconfig"] = str(kubeconfig)
-    if image is not None:
-        from rota.spec.types import check_image
-        try:
-            options["default_image"] = check_image(image)
-        except InvalidSpec as exc:
-            fail("--kube-default-image", InvalidSpec("", exc.reason))
-    if pod_user is not None:
-        options["pod_user"] = pod_user
-    if tolerate:
-        options["tolerate"] = tuple(tolerate)
-    if node_selector:
-        options["node_selector"] = node_selector
-    return options
 
 
 def database_url(db: Optional[str], db_file: Optional[Path]) -> Optional[str]:

@@ -53,13 +53,14 @@ store holds it.
 
 Early ends (``exited``): a job's own report that its attempt ended (``POST
 /v1/jobs/{id}/exited``, sent by a Slurm batch script before it exits) is handed to the backend
-(``Backend.reported``), which reports the attempt exited from then on; the loop is woken, and
-the future ``exited`` returns is done once the pass that took the report has launched what it
-placed and the backend has those launches out (``Backend.flush_launches``; Slurm: submitted and
-released); the API answers the report then, or after ``HANDOFF_WAIT_S``. So the job that takes
-the freed GPUs is queued in Slurm before the reporting job lets them go. Every pass also stops
-the attempts the backend still runs long after they reported their end (``Backend.overdue``),
-and says so in the job's events.
+(``EarlyEnding.reported``, where the backend implements it), which reports the attempt exited
+from then on; the loop is woken, and the future ``exited`` returns is done once the pass that
+took the report has launched what it placed and the backend has those launches out
+(``EarlyEnding.flush_launches``; Slurm: submitted and released); the API answers the report
+then, or after ``HANDOFF_WAIT_S``. So the job that takes the freed GPUs is queued in Slurm
+before the reporting job lets them go. Every pass also stops the attempts the backend still
+runs long after they reported their end (``EarlyEnding.overdue``), and says so in the job's
+events.
 
 With a ``LeaseKeeper`` (``rota.control.lease``), every pass first makes sure this process
 still holds the database's ``control-loop`` lease, renewing it when due, and the loop wakes at
@@ -85,7 +86,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Iterator
 
-from rota.backends.base import REPORT_TRUST_S, Backend, Handle, RunAs
+from rota.backends.base import REPORT_TRUST_S, Backend, EarlyEnding, Handle, RunAs
 from rota.control.accounts import Accounts
 from rota.control.budgets import BudgetWatch
 from rota.control import eligibility
@@ -118,6 +119,8 @@ class ControlLoop:
                  api_url: str | None = None, api_ca_file: str | None = None,
                  metrics: Metrics | None = None) -> None:
         self.store, self.backend, self.policy = store, backend, policy
+        # None: the backend takes no early ends, and its launches are out when they return
+        self.early = backend if isinstance(backend, EarlyEnding) else None
         self._arrivals = Arrivals.of(policy)
         self.metrics = metrics
         self.clock = clock or SystemClock()
@@ -175,7 +178,7 @@ class ControlLoop:
             return None
         if replicas is not None and len(replicas) != len(handle.replicas):
             replicas = None  # not this attempt's ranks: the batch's status stands for each
-        if not self.backend.reported(handle, exit_code, replicas):
+        if self.early is None or not self.early.reported(handle, exit_code, replicas):
             return None
         log.info("job %s: attempt %d reported its end (status %d)", job_id, attempt, exit_code)
         taken: Future[None] = Future()
@@ -292,10 +295,12 @@ class ControlLoop:
         """Answer the reports a pass took once its launches are out in the backend."""
         if not handoffs:
             return
+        early = self.early
 
         def answer() -> None:
             try:
-                self.backend.flush_launches()
+                if early is not None:
+                    early.flush_launches()
             except Exception:  # the launches are released later (Slurm: by ``poll``)
                 log.exception("flushing the launches of %s failed", self.backend.name)
             for taken in handoffs:
@@ -308,7 +313,7 @@ class ControlLoop:
     def _stop_overdue(self, report: PassReport) -> None:
         """Stop the attempts that reported their end but still run in the backend."""
         try:
-            for handle in self.backend.overdue():
+            for handle in self.early.overdue() if self.early is not None else []:
                 log.warning("job %s: attempt %s reported its end, but %s still runs it: "
                             "stopped", handle.job_id, handle.attempt, self.backend.name)
                 self.backend.cancel(handle, 0.0)

@@ -99,12 +99,13 @@ def _gpus_text(node: Node) -> str:
     return ", ".join(f"{n} x {m}" for m, n in models.items())
 
 
-def register(store: Store, node: Node) -> list[str]:
-    """Record this machine's node; cordon other local nodes. Returns the names cordoned."""
-    store.upsert_nodes([node], backend="local")
+def register(store: Store, node: Node, backend: str) -> list[str]:
+    """Record this machine's node as one of ``backend`` (the backend whose jobs run here);
+    cordon the other nodes that backend registered earlier. Returns the names cordoned."""
+    store.upsert_nodes([node], backend=backend)
     cordoned = []
-    for other, backend, _seen in store.list_nodes():
-        if backend == "local" and other.name != node.name and other.schedulable:
+    for other, owner, _seen in store.list_nodes():
+        if owner == backend and other.name != node.name and other.schedulable:
             store.set_schedulable(other.name, False)
             cordoned.append(other.name)
     return cordoned

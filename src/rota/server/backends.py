@@ -1,57 +1,68 @@
-"""Which backend a control plane drives, built from its configuration.
+"""Which backend a control plane drives: the registry of backend factories, by name.
 
-``BACKENDS`` maps the name ``rota up --backend`` takes to a factory ``(config) -> Backend``;
-each backend's factory lives with the backend and is imported only when chosen, so that the
-SDK of a backend nobody uses is never loaded. The local backend runs jobs on this machine;
-``ServerConfig.inventory`` describes it. The Slurm backend drives the cluster ``SLURM_CONF``
-names, with ``ServerConfig.backend_options`` (``rota.backends.slurm.config``). The kubernetes
-backend schedules Pods on a cluster (``rota.backends.kube``), with the options of
-``ServerConfig.backend_options`` (the fields of ``KubeConfig``); the rota user of offered Pods
-defaults to the operator a first start makes.
+``FACTORIES`` maps the name ``rota up --backend`` takes to a ``BackendFactory``
+(``rota.server.factory``); composition asks the factory of the chosen name everything that
+differs between backends, so that adding a backend is one factory module and one ``register``
+call (see docs/architecture.md, "Adding a backend"). Each factory imports its backend only
+when it is built.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Mapping
 
 from rota.backends.base import Backend
 from rota.core import InvalidSpec
+from rota.server.factories.kubernetes import KubernetesFactory
+from rota.server.factories.local import LocalFactory
+from rota.server.factories.slurm import SlurmFactory
+from rota.server.factory import BackendFactory
 
 if TYPE_CHECKING:
     from rota.server.compose import ServerConfig
 
-
-def _local(config: ServerConfig) -> Backend:
-    from rota.backends.cgroups import DEFAULT_PIDS
-    from rota.backends.local import LocalBackend
-    options = config.backend_options
-    return LocalBackend(config.data_dir, node=config.inventory.node, nvml=config.inventory.nvml,
-                        job_pids=int(options.get("job_pids", DEFAULT_PIDS)),
-                        job_disk_mib=options.get("job_disk_mib"))
+FACTORIES: dict[str, BackendFactory] = {}
+DEFAULT_BACKEND = "local"  # what ``rota up`` runs jobs with unless told otherwise
 
 
-def _slurm(config: ServerConfig) -> Backend:
-    from rota.backends.slurm.config import build
-    return build(config.data_dir, config.backend_options)
+def register(factory: BackendFactory) -> None:
+    """Make ``factory`` the one of its ``name``; a name taken by another factory is refused."""
+    known = FACTORIES.get(factory.name)
+    if known is not None and known is not factory:
+        raise InvalidSpec("backend", f"a backend named {factory.name!r} is registered already")
+    FACTORIES[factory.name] = factory
 
 
-def _kubernetes(config: ServerConfig) -> Backend:
-    from rota.backends.kube.backend import KubeBackend, KubeConfig
-    from rota.control.setup import operator_name
-    options = {"pod_user": operator_name(), **config.backend_options}
-    return KubeBackend(KubeConfig(**options))
+def unregister(name: str) -> None:
+    FACTORIES.pop(name, None)
 
 
-BACKENDS: dict[str, Callable[[ServerConfig], Backend]] = {
-    "local": _local,
-    "slurm": _slurm,
-    "kubernetes": _kubernetes,
-}
+def factory_of(name: str) -> BackendFactory:
+    factory = FACTORIES.get(name)
+    if factory is None:
+        raise InvalidSpec("backend", f"unknown backend {name!r}; known: "
+                                     f"{', '.join(sorted(FACTORIES))}")
+    return factory
+
+
+def check_flags(name: str, values: Mapping[str, Any]) -> BackendFactory:
+    """The factory of ``name``, once no option of another backend was given (a value other
+    than that option's default): ``InvalidSpec`` naming the option and its backend."""
+    chosen = factory_of(name)
+    for option, value in values.items():
+        if option in chosen.flags:
+            continue
+        owner = next((f for f in FACTORIES.values() if option in f.flags), None)
+        if owner is not None and value not in (None, (), [], owner.flags[option]):
+            elsewhere = (f"; the {chosen.name} backend's nodes are its cluster's, not this "
+                         "machine" if owner.runs_here and not chosen.runs_here else "")
+            raise InvalidSpec(option, f"applies only with --backend {owner.name}{elsewhere}")
+    return chosen
 
 
 def build_backend(config: ServerConfig) -> Backend:
-    factory = BACKENDS.get(config.backend)
-    if factory is None:
-        raise InvalidSpec("backend", f"unknown backend {config.backend!r}; known: "
-                          f"{', '.join(sorted(BACKENDS))}")
-    return factory(config)
+    return factory_of(config.backend).build(config)
+
+
+for _factory in (LocalFactory(), SlurmFactory(), KubernetesFactory()):
+    register(_factory)

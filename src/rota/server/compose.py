@@ -1,14 +1,15 @@
-"""Build a control plane on this machine: store, lease, local backend, accounts, loop and API.
+"""Build a control plane on this machine: store, lease, backend, accounts, loop and API.
 
 ``open_control_plane(config)``, in order: make the data directory private
 (``rota.server.secure``) and take its lock (one control plane per data directory); open the
 store and take its ``control-loop`` lease (one per database); set up a first start (default
 project and queue, the operator and its token); revoke every live token that a log of the
-control plane holds (``rota.server.leaks``); register this machine as a node; bind the HTTP
-socket (``port`` 0 picks a free one), HTTPS with the given certificate or, beyond loopback,
-rota's own (``rota.server.certs``); write the credentials file the CLI reads; build the
-backend, the accounts its jobs run as, and the control loop. Anything that fails on the way
-releases what was taken. ``ControlPlane.serve`` then adopts what an earlier control plane left
+control plane holds (``rota.server.leaks``); build the backend from its factory
+(``rota.server.backends``) and, when its jobs run here, register this machine as a node; bind
+the HTTP socket (``port`` 0 picks a free one), HTTPS with the given certificate or, beyond
+loopback, rota's own (``rota.server.certs``); write the credentials file the CLI reads; build
+the accounts its jobs run as, and the control loop. Anything that fails on the way releases
+what was taken. ``ControlPlane.serve`` then adopts what an earlier control plane left
 running, serves the API (uvicorn, in this process) while the loop runs on its own thread, and
 stops both on SIGINT or SIGTERM; jobs keep running and are adopted by the next start.
 
@@ -37,7 +38,7 @@ from rota.control.reconcile import PassReport
 from rota.control.serving import Serving
 from rota.control.servingmetrics import ServingMetrics
 from rota.scheduler import Policy
-from rota.server.backends import build_backend
+from rota.server.backends import DEFAULT_BACKEND, factory_of
 from rota.server.certs import Served, is_loopback
 from rota.server.certs import given as given_tls
 from rota.server.certs import own as own_tls
@@ -65,7 +66,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = setup.DEFAULT_PORT
     interval_s: float = 2.0
-    backend: str = "local"         # a name of ``rota.server.backends.BACKENDS``
+    backend: str = DEFAULT_BACKEND  # a name of ``rota.server.backends.FACTORIES``
     backend_options: Mapping[str, Any] = field(default_factory=dict)  # for that backend
     tls: tuple[Path, Path] | None = None  # certificate and key files: serve HTTPS
     retention: Retention = Retention()    # what is removed from the data directory, when
@@ -103,7 +104,8 @@ class ControlPlane:
 
         report: PassReport = self.loop.start()
         on_started(report)
-        watcher = _memory_watcher(self.loop.backend, self.config.inventory)
+        watcher = _memory_watcher(self.loop.backend, self.config.inventory,
+                                  factory_of(self.config.backend).runs_here)
         sweeper = Sweeper(self.store, self.config.data_dir, self.config.retention, time.time)
         sweeper.start()
         containers = self.loop.backend.capabilities.containers  # a workdir is in the image
@@ -169,9 +171,10 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         keeper.acquire(time.time())
         operator = setup.first_start(store)
         leaked = revoke_leaked(store, directory)
-        backend = build_backend(config)
-        cordoned = setup.register(store, config.inventory.node) if config.backend == "local" \
-            else []
+        factory = factory_of(config.backend)
+        backend = factory.build(config)
+        cordoned = (setup.register(store, config.inventory.node, factory.name)
+                    if factory.runs_here else [])
         sock = _bind(config.host, config.port)
         scheme = "http" if served is None else "https"
         url = f"{scheme}://{_url_host(config.host)}:{sock.getsockname()[1]}"
@@ -181,7 +184,7 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         ca_file = None if served is None else str(served.ca)
         setup.write_credentials(setup.credentials_path(), url, token, ca_file)
         accounts = Accounts(store.unix_users)
-        metrics = Metrics(store, _readings(backend, config.inventory),
+        metrics = Metrics(store, _readings(factory.runs_here, config.inventory),
                           lambda: None if keeper.held is None else keeper.held.expires_at)
         loop = ControlLoop(store, backend, config.policy, directory,
                            interval_s=config.interval_s, lease=keeper, accounts=accounts,
@@ -223,11 +226,11 @@ def _public_certificate(served: Served | None, directory: Path) -> str | None:
     return str(copy)
 
 
-def _readings(backend, inventory) -> Callable[[], list[Reading]] | None:
-    """This machine's GPU figures for the metrics, where its backend is local and NVML is
-    present."""
+def _readings(runs_here: bool, inventory) -> Callable[[], list[Reading]] | None:
+    """This machine's GPU figures for the metrics, where its backend runs jobs here and NVML
+    is present."""
     nvml, node = inventory.nvml, inventory.node.name
-    if nvml is None or backend.name != "local":
+    if nvml is None or not runs_here:
         return None
 
     def read() -> list[Reading]:
@@ -256,8 +259,8 @@ def _no_images(backend) -> str:
             "image, or run the job on a backend that runs containers (kubernetes)")
 
 
-def _memory_watcher(backend, inventory):
-    if inventory.nvml is None or backend.name != "local":  # it watches processes here
+def _memory_watcher(backend, inventory, runs_here: bool):
+    if inventory.nvml is None or not runs_here:  # it watches processes here
         return None
     from rota.backends.watcher import MemoryWatcher
 
@@ -285,9 +288,9 @@ def _bind(host: str, port: int) -> socket.socket:
 def jobs_api_url(host: str, backend: str, scheme: str, port: int) -> str:
     """The API's URL as jobs reach it (their ``ROTA_URL``): the address it listens on
     (``host``). On every interface (``0.0.0.0``, ``::``) that is loopback for jobs on this
-    machine, and this machine's name for a ``backend`` that runs them elsewhere (Slurm,
-    Kubernetes), where loopback is the node itself."""
-    if host in WILDCARDS and backend != "local":
+    machine, and this machine's name for a ``backend`` that runs them elsewhere (its factory
+    is not ``runs_here``: Slurm, Kubernetes), where loopback is the node itself."""
+    if host in WILDCARDS and not factory_of(backend).runs_here:
         return f"{scheme}://{_url_host(socket.getfqdn())}:{port}"
     return f"{scheme}://{_url_host(host)}:{port}"
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from rota.backends.base import (
-    BackendError, Capabilities, Handle, LaunchSpec, NoEarlyEnds, Offer, ReplicaHandle, Status,
+    BackendError, Capabilities, Handle, LaunchSpec, Offer, ReplicaHandle, Status,
     offer_key,
 )
 from rota.backends.kube.api import NODES, KubeApi, KubeError, connect, pods_path
@@ -78,7 +78,7 @@ class KubeConfig:
     node_selector: str | None = None  # a label selector: the nodes rota may use (None: all)
 
 
-class KubeBackend(NoEarlyEnds):
+class KubeBackend:
     name = BACKEND
 
     def __init__(self, config: KubeConfig, api: KubeApi | None = None,

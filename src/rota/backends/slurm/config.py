@@ -10,7 +10,7 @@ name:
   there; the default) or ``slurm`` (rota admits and orders, Slurm chooses the nodes);
 - ``partition`` (``--slurm-partition``): the partition rota's jobs go to (default: Slurm's).
 
-``build(data_dir, options)`` (the ``slurm`` entry of ``rota.server.backends.BACKENDS``) checks that Slurm
+``build(data_dir, options)`` (what ``rota.server.factories.slurm`` builds with) checks that Slurm
 answers before the control plane starts.
 """
 

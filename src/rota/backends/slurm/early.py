@@ -2,7 +2,7 @@
 
 Each attempt's batch script, once every replica ended, reports its status to rota and waits
 for the answer before it exits (``submit._report``); Slurm frees the job's GPUs only when the
-script exits. rota takes the report (``Backend.reported``) as an early observation of what
+script exits. rota takes the report (``EarlyEnding.reported``) as an early observation of what
 Slurm will say: the control loop sees the attempt exited with that status, frees its GPUs in
 its own books and launches the next job there, pending in Slurm while the reporting job
 still holds them, and answers; the script exits and Slurm starts the next job in the

@@ -1,0 +1,35 @@
+"""The Slurm backend's factory: jobs run on the cluster ``SLURM_CONF`` names
+(``rota.backends.slurm``), whose nodes, GPUs and other users' jobs are read from Slurm; this
+machine only runs the control plane."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from rota.backends.base import Backend
+from rota.control import setup
+
+
+class SlurmFactory:
+    name = "slurm"
+    runs_here = False
+    flags: Mapping[str, Any] = {"--slurm-gpu-types": None, "--slurm-placement": "rota",
+                                "--slurm-partition": None}
+    fields: Mapping[str, str] = {"slurm-gpu-types": "--slurm-gpu-types",
+                                 "slurm-placement": "--slurm-placement",
+                                 "slurm-partition": "--slurm-partition"}
+
+    def options(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        return {"gpu_types": values.get("--slurm-gpu-types") or "",
+                "placement": values.get("--slurm-placement") or "rota",
+                "partition": values.get("--slurm-partition") or ""}
+
+    def inventory(self, values: Mapping[str, Any]) -> setup.Inventory:
+        return setup.elsewhere("not used: jobs run on the Slurm cluster")
+
+    def build(self, config) -> Backend:
+        from rota.backends.slurm.config import build
+        return build(config.data_dir, config.backend_options)
+
+    def describe(self, plane) -> list[str]:
+        return plane.loop.backend.describe(plane.jobs_url)
