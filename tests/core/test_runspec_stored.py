@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rota.core import InvalidSpec
-from rota.core.runspec import IDLE_KEYS, VERSION, RunSpec, read_run
+from rota.core.runspec import IDLE_KEYS, SIGNAL_NAMES, SIGNALS, VERSION, RunSpec, read_run
 
 TEXT = st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)),
                min_size=1, max_size=20)
@@ -77,3 +77,10 @@ def test_the_spec_is_frozen_mappings_included() -> None:
         spec.command = ("false",)  # type: ignore[misc]
     with pytest.raises(TypeError):
         spec.env["A"] = "2"  # type: ignore[index]
+
+
+def test_the_signal_table_is_the_signal_modules() -> None:
+    import signal
+
+    assert dict(SIGNALS) == {name: int(n) for name, n in signal.Signals.__members__.items()}
+    assert all(signal.Signals(n).name == name for n, name in SIGNAL_NAMES.items())

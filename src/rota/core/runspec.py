@@ -29,12 +29,27 @@ read, is an ``InvalidSpec`` naming the field: the job can never start as written
 from __future__ import annotations
 
 import re
-import signal as signals
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from rota.core.errors import InvalidSpec
+
+# Linux's signal numbers by name (x86-64 and arm64 alike), as ``signal.Signals`` has them: the
+# core does no I/O, so it keeps the table instead of importing ``signal``
+# (tests/core/test_runspec_stored.py checks it against the ``signal`` module)
+SIGNALS: Mapping[str, int] = MappingProxyType({
+    "SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGILL": 4, "SIGTRAP": 5, "SIGABRT": 6,
+    "SIGIOT": 6, "SIGBUS": 7, "SIGFPE": 8, "SIGKILL": 9, "SIGUSR1": 10, "SIGSEGV": 11,
+    "SIGUSR2": 12, "SIGPIPE": 13, "SIGALRM": 14, "SIGTERM": 15, "SIGSTKFLT": 16,
+    "SIGCHLD": 17, "SIGCLD": 17, "SIGCONT": 18, "SIGSTOP": 19, "SIGTSTP": 20, "SIGTTIN": 21,
+    "SIGTTOU": 22, "SIGURG": 23, "SIGXCPU": 24, "SIGXFSZ": 25, "SIGVTALRM": 26,
+    "SIGPROF": 27, "SIGWINCH": 28, "SIGIO": 29, "SIGPOLL": 29, "SIGPWR": 30, "SIGSYS": 31,
+    "SIGRTMIN": 34, "SIGRTMAX": 64})
+# each number's own name (not an alias), as ``signal.Signals(number).name`` gives it
+SIGNAL_NAMES: Mapping[int, str] = MappingProxyType(
+    {n: name for name, n in SIGNALS.items()
+     if name not in ("SIGIOT", "SIGCLD", "SIGPOLL")})
 
 VERSION = 2
 UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
@@ -51,7 +66,7 @@ class RunSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     upload: str | None = None
     checkpoint_dir: str | None = None
-    checkpoint_signal: int = int(signals.SIGTERM)
+    checkpoint_signal: int = SIGNALS["SIGTERM"]
     grace_s: float | None = None  # None: the job's own grace period
     max_retries: int = 0
     image: str | None = None  # the container image the job names
@@ -72,7 +87,7 @@ class RunSpec:
             "version": VERSION, "command": list(self.command), "workdir": self.workdir,
             "image": self.image, "env": dict(self.env), "upload": self.upload,
             "checkpoint": {"dir": self.checkpoint_dir, "grace_s": self.grace_s,
-                           "signal": signals.Signals(self.checkpoint_signal).name},
+                           "signal": SIGNAL_NAMES[self.checkpoint_signal]},
             "restart": {"max_retries": self.max_retries, "backoff_s": self.backoff_s},
             "idle": None if self.idle is None else dict(self.idle),
         }
@@ -208,7 +223,7 @@ def _signal(value: object) -> int:
     if name and not name.startswith("SIG"):
         name = "SIG" + name
     try:
-        return int(signals.Signals[name])
+        return SIGNALS[name]
     except KeyError:
         raise InvalidSpec("run.checkpoint.signal", "expected a signal name such as SIGTERM or "
                           f"SIGUSR1, got {value!r}") from None
