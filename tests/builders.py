@@ -30,6 +30,12 @@ class NodeBuilder:
         self._group, self._labels, self._schedulable = "default", {}, True
         self._foreign: list[Foreign] = []
         self._problem = ""
+        self._features: frozenset[str] | None = None
+
+    def features(self, *names: str) -> NodeBuilder:
+        """What the node can do (``rota.core.nodes``); unset: ``HOST_FEATURES``."""
+        self._features = frozenset(names)
+        return self
 
     def gpus(self, count: int, model: str = "H100-80GB", memory_gib: int = 80,
              nvlink: list[str | None] | None = None, numa: list[int] | None = None) -> NodeBuilder:
@@ -81,8 +87,9 @@ class NodeBuilder:
         return self
 
     def build(self) -> Node:
-        return Node(self._name, self._cpu, self._mem, tuple(self._devices), self._group,
+        node = Node(self._name, self._cpu, self._mem, tuple(self._devices), self._group,
                     dict(self._labels), self._schedulable, tuple(self._foreign), self._problem)
+        return node if self._features is None else replace(node, features=self._features)
 
 
 class JobBuilder:

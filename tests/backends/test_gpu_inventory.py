@@ -183,3 +183,11 @@ def test_backend_inventory_and_capabilities(tmp_path: Path) -> None:
     assert without.inventory()[0].devices[3].model == "H100-80GB"
     caps = without.capabilities
     assert caps.fractional_gpu and caps.gang and caps.signals and not caps.memory_enforcement
+
+
+def test_the_local_node_has_the_features_of_its_backends_capabilities(tmp_path: Path) -> None:
+    with_nvml = LocalBackend(tmp_path / "a", nvml=Nvml(four_gpu_box()))
+    assert with_nvml.inventory()[0].features == frozenset({
+        "gpu-sharing", "gpu-memory-limit", "signals"})
+    without = LocalBackend(tmp_path / "b", node=local_node("n", gpus="4xH100-80GB"))
+    assert without.inventory()[0].features == frozenset({"gpu-sharing", "signals"})

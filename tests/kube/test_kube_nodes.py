@@ -152,3 +152,13 @@ def test_a_malformed_node_is_refused_naming_the_field(mutate, field):
     with pytest.raises(InvalidSpec) as err:
         node_from_kube(obj)
     assert err.value.field == field
+
+
+def test_only_a_hami_node_with_devices_can_share_a_gpu_and_no_node_takes_signals():
+    hami_node = node_from_kube(node_object(hami_register=hami.encode_node_devices(
+        hami_devices(2)))).node
+    plain = node_from_kube(node_object(gpus=8)).node
+    empty_hami = node_from_kube(node_object(hami_register="[]")).node
+    assert hami_node.features == frozenset({"containers", "gpu-sharing", "gpu-memory-limit",
+                                            "gpu-compute-limit"})
+    assert plain.features == empty_hami.features == frozenset({"containers"})

@@ -142,3 +142,11 @@ def test_the_attempts_of_another_rota_on_the_cluster_are_foreign():
     theirs = inventory(nodes, jobs, GPU_TYPES, instance="abc")
     assert 10 not in {f.slurm_job for f in ours.foreign}
     assert 10 in {f.slurm_job for f in theirs.foreign}
+
+
+def test_only_a_node_with_shards_can_share_a_gpu_and_every_node_takes_signals():
+    shared = node_report(slurm_node(gres=[Gres("gpu", "h100", 2), Gres("shard", None, 8)]),
+                         GPU_TYPES)
+    whole = node_report(slurm_node(gres=[Gres("gpu", "h100", 2)]), GPU_TYPES)
+    assert shared.node.features == frozenset({"gpu-sharing", "signals"})
+    assert whole.node.features == frozenset({"signals"})

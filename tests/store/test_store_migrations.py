@@ -21,7 +21,7 @@ from rota.store.engine import MIGRATIONS, resolve_url
 from rota.store.schema import attempts, job_events, metadata
 from storekit import seed, submission
 
-HEAD = "0013"
+HEAD = "0014"
 TABLES = {"projects", "users", "memberships", "api_tokens", "flavors", "queues", "nodes", "jobs",
           "attempts", "idle_policies", "idempotency_keys", "fair_use", "idle_spans", "prices",
           "budgets", "services", "service_models", "gpu_months",
@@ -141,3 +141,22 @@ def test_revision_0012_adds_up_the_attempts_that_ended_before_it_per_month(db_ur
         # December: 2 GPUs x 2 h, 1 GPU x 3 h, and the running one's hour by then
         assert store.budget_status(december + 6 * 3600)["p"].used_gpu_hours == \
             pytest.approx(8.0)
+
+
+def test_revision_0014_gives_nodes_stored_before_it_the_features_of_a_host(db_url):
+    """A node stored at 0013 had no features: it reads as a machine running processes (GPU
+    sharing and signals), as the scheduler treated every node before; the backend's next
+    report replaces them with its own."""
+    from rota.core import Node, NodeName
+    from rota.core.nodes import CONTAINERS, HOST_FEATURES
+
+    with Store.open(db_url) as store:
+        store.upsert_nodes([Node(NodeName("old"), 8000, 1024)], "local")
+    with downgraded(db_url, "0013"):
+        pass
+    with Store.open(db_url) as store:
+        assert store.revision == HEAD
+        assert [n.features for n, _, _ in store.list_nodes()] == [HOST_FEATURES]
+        store.upsert_nodes([Node(NodeName("old"), 8000, 1024,
+                                 features=frozenset({CONTAINERS}))], "kube")
+        assert [n.features for n, _, _ in store.list_nodes()] == [frozenset({CONTAINERS})]

@@ -55,7 +55,7 @@ def nodes_view(records: list[NodeRecord], snapshot: Snapshot, may_see: Callable[
     return [{"name": n.name, "resource_group": n.resource_group, "schedulable": n.schedulable,
              "state": node_state(r, n.name in busy), "drain": r.drain, "reason": r.reason,
              "problem": n.problem, "cpu_milli": n.cpu_milli, "memory_mib": n.memory_mib,
-             "labels": dict(n.labels),
+             "labels": dict(n.labels), "features": sorted(n.features),
              "foreign": [{"holder": f.holder if operator else "work outside rota",
                           "cpu_milli": f.cpu_milli, "memory_mib": f.memory_mib,
                           "gpus": len(f.devices)} for f in n.foreign],

@@ -26,7 +26,11 @@ Vocabulary:
   GPUs' utilisation and when it last wrote output (None where it cannot see either);
   ``notify`` puts a line from rota where the job's owner reads its output.
 - **Capabilities** are what a backend can enforce; the control plane and the CLI read them
-  instead of guessing from the backend's name.
+  instead of guessing from the backend's name. The scheduler reads them as *node features*
+  (``Node.features``, ``rota.core.nodes``), which each backend sets on every node it reports,
+  per node where nodes differ (Kubernetes: GPU sharing only where HAMi runs; Slurm: only
+  where the node has shards); ``Capabilities.features`` is the mapping for a backend whose
+  nodes are all alike.
 - A **launch request** (``LaunchSpec``) is what to run: the command, its working directory, the
   job's own environment, the OS account it runs as (``RunAs``; None: the account of the
   control plane itself, which only a single-user control plane uses) and the container image
@@ -66,6 +70,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 from rota.core import DeviceShare, End, InvalidSpec, Job, Node, Placement, RotaError
+from rota.core.nodes import (
+    CONTAINERS, GPU_COMPUTE_LIMIT, GPU_MEMORY_LIMIT, GPU_SHARING, SIGNALS,
+)
 
 
 class BackendError(RotaError):
@@ -88,6 +95,14 @@ class Capabilities:
     run_as_owner: bool = False  # jobs run under their owner's OS account, not the control plane's
     containers: bool = False   # jobs run in container images elsewhere: a workdir is a path in
                                # the image, and nothing of this machine's files is carried
+
+    @property
+    def features(self) -> frozenset[str]:
+        """The node features (``rota.core.nodes``) these capabilities amount to on a node."""
+        return frozenset(name for name, on in (
+            (GPU_SHARING, self.fractional_gpu), (GPU_MEMORY_LIMIT, self.memory_enforcement),
+            (GPU_COMPUTE_LIMIT, self.compute_enforcement), (SIGNALS, self.signals),
+            (CONTAINERS, self.containers)) if on)
 
 
 @dataclass(frozen=True, slots=True)

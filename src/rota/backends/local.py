@@ -130,9 +130,11 @@ class LocalBackend:
 
     def inventory(self) -> list[Node]:
         """This machine, its unhealthy GPUs marked so (``rota.backends.health``), and the
-        label ``GPU_MEMORY_ENFORCEMENT`` while its GPU-memory shares are not enforced (``unenforced``)."""
+        label ``GPU_MEMORY_ENFORCEMENT`` while its GPU-memory shares are not enforced (``unenforced``),
+        and its features from this backend's capabilities."""
         node, sick, off = self.node, self._sick(), self.unenforced()
-        node = replace(node, labels={**node.labels, JOB_LIMITS: self.limits_enforced()})
+        node = replace(node, labels={**node.labels, JOB_LIMITS: self.limits_enforced()},
+                       features=self.capabilities.features)
         if off:
             node = replace(node, labels={**node.labels, GPU_MEMORY_ENFORCEMENT: off})
         if not sick:

@@ -9,6 +9,20 @@ is a fact only the backend knows: a node carries it as ``foreign`` holdings, whi
 scheduler treats as taken, never to be booked twice. ``problem`` is the backend's own reason
 why nothing may start on the node now (Slurm: drained, down; Kubernetes: cordoned, NotReady);
 a node with a problem is not schedulable, whatever the operator's cordon says.
+
+``features`` are the node's *capabilities*, facts its backend reports as it reports the node
+(as Slurm's GRES types and Kueue's flavours are facts of nodes), so that the scheduler places a
+job only where it can run, instead of a backend refusing at launch what was placed:
+
+- ``gpu-sharing``: several jobs may share one GPU (fractions: ``gpu: 0.5``);
+- ``gpu-memory-limit``: a job over its GPU-memory share is stopped;
+- ``gpu-compute-limit``: a job's compute share of a GPU is capped;
+- ``signals``: any signal reaches the job's processes (a checkpoint on SIGUSR1), not only
+  SIGTERM and SIGKILL;
+- ``containers``: jobs run in container images.
+
+A node reported without them (an inventory file, a row stored before nodes had features) has
+``HOST_FEATURES``: what a machine running jobs as processes offers.
 """
 
 from __future__ import annotations
@@ -18,7 +32,7 @@ from fnmatch import fnmatchcase
 from typing import Mapping, NewType
 
 from rota.core.errors import InvalidSpec
-from rota.core.jobs import DeviceShare
+from rota.core.jobs import DeviceShare, Job
 
 NodeName = NewType("NodeName", str)
 DEFAULT_GROUP = "default"
@@ -27,6 +41,15 @@ GPU_MEMORY_ENFORCEMENT = "rota.dev/gpu-memory-enforcement"
 # the label a backend sets on a node to say how a job's CPU, memory and process limits are
 # enforced there ("cpu/memory/pids: cgroup v1"), or "not enforced: <why>"
 JOB_LIMITS = "rota.dev/job-limits"
+
+# node features (capabilities), see the module's docstring
+GPU_SHARING = "gpu-sharing"
+GPU_MEMORY_LIMIT = "gpu-memory-limit"
+GPU_COMPUTE_LIMIT = "gpu-compute-limit"
+SIGNALS = "signals"
+CONTAINERS = "containers"
+FEATURES = frozenset({GPU_SHARING, GPU_MEMORY_LIMIT, GPU_COMPUTE_LIMIT, SIGNALS, CONTAINERS})
+HOST_FEATURES = frozenset({GPU_SHARING, SIGNALS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +94,14 @@ class Node:
     schedulable: bool = True
     foreign: tuple[Foreign, ...] = ()
     problem: str = ""
+    features: frozenset[str] = HOST_FEATURES
 
     def __post_init__(self) -> None:
+        unknown_features = self.features - FEATURES
+        if unknown_features:
+            raise InvalidSpec("features", f"unknown on node {self.name}: "
+                              f"{', '.join(sorted(unknown_features))}; known: "
+                              f"{', '.join(sorted(FEATURES))}")
         if self.cpu_milli < 0:
             raise InvalidSpec("cpu", f"must not be negative, got {self.cpu_milli}")
         if self.memory_mib < 0:
@@ -91,6 +120,17 @@ class Node:
     @property
     def models(self) -> frozenset[str]:
         return frozenset(d.model for d in self.devices)
+
+
+SHARING_ONLY = frozenset({GPU_SHARING})
+
+
+def features_needed(job: Job) -> frozenset[str]:
+    """The node features a replica of ``job`` cannot run without: a GPU share (less than one
+    whole GPU) needs ``gpu-sharing``. A checkpoint signal other than SIGTERM needs no feature:
+    where signals do not reach a job, its backend stops it with SIGTERM and the grace period
+    (``docs/kubernetes.md``), which a job that checkpoints on SIGTERM too survives."""
+    return SHARING_ONLY if job.request.gpu.fractional else frozenset()
 
 
 def model_matches(model: str, patterns: tuple[str, ...]) -> bool:

@@ -145,6 +145,9 @@ def hint(reason: Reason) -> str | None:
     """What a user could do about ``reason``, where there is something useful to say."""
     code = reason.code
     if code is C.NEVER_FITS:
+        if reason.resource == GPU and reason.requested is None:  # a node feature no node has
+            return ("ask for whole GPUs, or add nodes that can share one (HAMi on Kubernetes, "
+                    "the shard GRES on Slurm)")
         if reason.resource == GPU:
             return "ask for fewer GPUs per replica and more replicas, or a GPU model with larger nodes"
         return "lower the request per replica, or check the resource group and selector"

@@ -22,6 +22,7 @@ from rota.scheduler.base import Base, position
 from rota.core.decisions import Bind, Reason, ReasonCode, Reserve
 from rota.scheduler.placement import Shape, find_replica, holds, place_gang
 from rota.scheduler.reasons import resource_reason
+from rota.core.nodes import features_needed
 from rota.core.snapshot import Snapshot
 from rota.scheduler.state import ALL_MODELS, Cap, Slot
 from rota.scheduler.victims import Plan, within_nominal
@@ -231,7 +232,7 @@ class Cycle:
         else:
             pools = tuple((rg, m) for rg in groups for m in models)
         return Shape(req.cpu_milli, req.memory_mib, g.count, g.share, g.memory_mib, models,
-                     job.selector, pools)
+                     job.selector, pools, features_needed(job))
 
     # -- starting a job -----------------------------------------------------------------------
 

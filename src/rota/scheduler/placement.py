@@ -48,6 +48,7 @@ class Shape:
     models: tuple[str, ...]  # patterns every chosen device must match (job's and flavour's)
     selector: tuple[tuple[str, str], ...]
     pools: tuple[tuple[str, str], ...]
+    features: frozenset[str] = frozenset()  # the node features it needs (``rota.core.nodes``)
 
     @property
     def fractional(self) -> bool:
@@ -120,6 +121,8 @@ def holds(slot: Slot, shape: Shape) -> bool:
         return False
     if any(node.labels.get(k) != v for k, v in shape.selector):
         return False
+    if shape.features and not shape.features <= node.features:
+        return False
     if shape.count == 0:
         return True
     usable = [d for d in node.devices if d.healthy and (not shape.models
@@ -139,6 +142,8 @@ def choose_devices(slot: Slot, shape: Shape, direction: str, capped: bool) -> li
         labels = slot.node.labels
         if any(labels.get(k) != v for k, v in shape.selector):
             return None
+    if shape.features and not shape.features <= slot.node.features:
+        return None
     if shape.count == 0:
         return []
     fits = fitting_devices(slot, shape, capped)

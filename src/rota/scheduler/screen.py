@@ -3,7 +3,9 @@
 A job is rejected (not left waiting) when its queue does not exist, when its GPU model patterns
 match no GPU in the inventory, when no flavour of its queue covers those models, or when one
 replica is larger than the largest eligible node in some resource, or when a gang has more
-replicas than the eligible nodes would hold even when empty. Usage and quota never make a job
+replicas than the eligible nodes would hold even when empty, or when it needs a node feature
+(``rota.core.nodes``: a GPU share needs ``gpu-sharing``) that no node has, cordoned or not
+(a backend that runs on Kubernetes nodes without HAMi cannot share a GPU). Usage and quota never make a job
 infeasible: those only make it wait.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from rota.core import CPU, GPU, MEMORY, MILLI, Job, Node, ReplicaRequest
 from rota.core.decisions import Reason, ReasonCode
+from rota.core.nodes import GPU_SHARING, features_needed
 from rota.scheduler.placement import accepts
 
 
@@ -26,7 +29,18 @@ def screen(cycle, job: Job) -> Reason | None:
     if not flavors:
         return Reason(ReasonCode.NO_FLAVOR, GPU, detail=(
             f"no flavour of queue {job.queue} covers the GPU models the job accepts"))
+    missing = cycle.sizes.missing(features_needed(job))
+    if missing:
+        return Reason(ReasonCode.NEVER_FITS, GPU, detail=_lacking(job, missing))
     return _never_fits(cycle, job, flavors)
+
+
+def _lacking(job: Job, missing: frozenset[str]) -> str:
+    """Why no node can run ``job``, in words (it needs ``missing``, which no node has)."""
+    if GPU_SHARING in missing:
+        return (f"{job.request.gpu.share / MILLI:g} GPU shares need a node that can share a GPU "
+                "(feature gpu-sharing); none of this cluster's nodes can")
+    return f"needs a node with {', '.join(sorted(missing))}; none of this cluster's nodes has it"
 
 
 def _never_fits(cycle, job: Job, flavors) -> Reason | None:
@@ -69,6 +83,15 @@ class NodeSizes:
         self.nodes = nodes
         self._kinds: list[Node] | None = None
         self._answers: dict[tuple, tuple[int, int, int, int] | None] = {}
+        self._offered: frozenset[str] | None = None
+
+    def missing(self, needed: frozenset[str]) -> frozenset[str]:
+        """The features in ``needed`` that no node has."""
+        if not needed:
+            return needed
+        if self._offered is None:
+            self._offered = frozenset().union(*(n.features for n in self.nodes))
+        return needed - self._offered
 
     def largest(self, groups: frozenset[str] | None, selector: tuple[tuple[str, str], ...],
                 models: frozenset[str] | None) -> tuple[int, int, int, int] | None:

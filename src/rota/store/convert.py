@@ -127,7 +127,7 @@ def node_values(node: Node) -> dict[str, Any]:
     return {"resource_group": node.resource_group, "cpu_milli": node.cpu_milli,
             "memory_mib": node.memory_mib, "labels": dict(node.labels),
             "devices": [asdict(d) for d in node.devices], "problem": node.problem,
-            "foreign": [asdict(f) for f in node.foreign]}
+            "foreign": [asdict(f) for f in node.foreign], "features": sorted(node.features)}
 
 
 def node_from_row(row: Any) -> Node:
@@ -138,7 +138,19 @@ def node_from_row(row: Any) -> Node:
                 dict(row.labels), bool(row.schedulable) and not row.problem,
                 tuple(Foreign(f["cpu_milli"], f["memory_mib"],
                               tuple(DeviceShare(**d) for d in f["devices"]), f["holder"])
-                      for f in row.foreign), row.problem)
+                      for f in row.foreign), row.problem, _features(row.features))
+
+
+_FEATURE_SETS: dict[tuple[str, ...], frozenset[str]] = {}
+
+
+def _features(names: list[str]) -> frozenset[str]:
+    """One frozenset per distinct list: thousands of nodes share a few."""
+    key = tuple(names)
+    hit = _FEATURE_SETS.get(key)
+    if hit is None:
+        hit = _FEATURE_SETS[key] = frozenset(key)
+    return hit
 
 
 def queue_values(queue: Queue) -> dict[str, Any]:

@@ -148,6 +148,9 @@ nodes = Table(
     Column("reason", Text, nullable=False, server_default=""),
     Column("problem", Text, nullable=False, server_default=""),  # the backend's: drained, NotReady
     Column("foreign", JSON, nullable=False, server_default="[]"),  # held by work outside rota
+    # what the node can do (rota.core.nodes); rows stored before it have HOST_FEATURES
+    Column("features", JSON, nullable=False,
+           server_default='["gpu-sharing", "signals"]'),
     Column("backend", String(NAME), nullable=False),
     Column("last_seen", Time, nullable=False),
 )

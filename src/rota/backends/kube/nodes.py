@@ -20,6 +20,9 @@ How each part is read:
   rota's Pods do not tolerate (``tolerated``: the keys rota's Pods carry a toleration for; the
   taints Kubernetes itself puts on cordoned and NotReady nodes are reported as those);
   ``problems`` says why, with Kubernetes' own reason.
+- Features (``rota.core.nodes``): containers everywhere; sharing a GPU, with its memory and
+  compute limits enforced, only where HAMi runs and registered devices (device grain); no
+  signals but SIGTERM anywhere (the kubelet sends no other).
 - Resource group: the value of the ``rota.dev/resource-group`` label (or another label
   named by the caller), ``default`` without it. Labels are carried over as they are.
 
@@ -39,6 +42,10 @@ from rota.backends.kube.names import GFD_MEMORY, GFD_PRODUCT, GPU_RESOURCE, LABE
 from rota.backends.kube.podinfo import parse_time
 from rota.backends.kube.quantity import milli_value, parse_quantity, value
 from rota.core import DEFAULT_GROUP, GpuDevice, InvalidSpec, Node, NodeName
+from rota.core.nodes import CONTAINERS, GPU_COMPUTE_LIMIT, GPU_MEMORY_LIMIT, GPU_SHARING
+
+POD_FEATURES = frozenset({CONTAINERS})
+HAMI_FEATURES = POD_FEATURES | {GPU_SHARING, GPU_MEMORY_LIMIT, GPU_COMPUTE_LIMIT}
 
 MIB = 1 << 20
 
@@ -106,6 +113,7 @@ def node_from_kube(obj: Mapping[str, Any], group_label: str = LABEL_RESOURCE_GRO
         memory_mib=_amount(resources, "memory", value) // MIB, devices=devices,
         resource_group=labels.get(group_label) or DEFAULT_GROUP, labels=labels,
         schedulable=not problems,
+        features=HAMI_FEATURES if grain is Grain.DEVICE and devices else POD_FEATURES,
     )
     return KubeNode(node=node, grain=grain, gpu_allocatable=gpu_allocatable, problems=problems,
                     gpu_problems=gpu_problems, hami_devices=records)

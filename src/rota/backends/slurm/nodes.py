@@ -11,7 +11,10 @@ Vocabulary:
 - **Shards.** A node with ``shard`` GRES splits each GPU into ``shards_per_gpu`` shards (its
   shard count over its GPU count). A rota fraction of a GPU runs as that many shards, rounded
   up; Slurm 22.05 takes a job's shards on one node from a single GPU. A node without shards
-  takes no fractional job; ``fractional_refusal`` says what the site must configure.
+  takes no fractional job; ``fractional_refusal`` says what the site must configure. So a
+  node's features (``rota.core.nodes``) are ``signals`` (``scancel --signal`` reaches the
+  job's steps), and ``gpu-sharing`` where it has shards: the scheduler places a fraction only
+  there. Slurm enforces neither GPU memory nor compute shares.
 - **Schedulable.** ``states.unschedulable_reason``: drained, down, failing, reserved, ...
   nodes are unschedulable, and ``NodeReport.reason`` carries Slurm's reason; so are nodes a
   Slurm reservation blocks (``reservations.blocked_nodes``, given as ``blocked``). The core
@@ -40,8 +43,11 @@ from rota.backends.slurm.text import Gres, gres_count
 from rota.core import (
     MILLI, DEFAULT_GROUP, DeviceShare, Foreign, GpuDevice, InvalidSpec, Node, NodeName,
 )
+from rota.core.nodes import GPU_SHARING, SIGNALS
 
 GPU, SHARD = "gpu", "shard"
+BATCH_FEATURES = frozenset({SIGNALS})
+SHARD_FEATURES = frozenset({SIGNALS, GPU_SHARING})
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,12 +172,13 @@ def node_report(slurm: SlurmNode, gpu_types: Mapping[str, GpuType],
                 types.append(g.type)
     labels = {f"slurm.partition.{p}": "true" for p in slurm.partitions}
     labels.update({f"slurm.feature.{f}": "true" for f in slurm.features})
+    shards, count = gres_count(slurm.gres, SHARD), gres_count(slurm.gres, GPU)
+    per_gpu = shards // count if count and devices else 0
     node = Node(name=NodeName(slurm.name), cpu_milli=slurm.cpus * MILLI,
                 memory_mib=slurm.memory_mib, devices=tuple(devices),
                 resource_group=resource_group, labels=labels, schedulable=reason is None,
-                problem=reason or "")
-    shards, count = gres_count(slurm.gres, SHARD), gres_count(slurm.gres, GPU)
-    return NodeReport(node, reason, shards // count if count and devices else 0, tuple(types))
+                problem=reason or "", features=SHARD_FEATURES if per_gpu else BATCH_FEATURES)
+    return NodeReport(node, reason, per_gpu, tuple(types))
 
 
 def allocated_devices(alloc: NodeAllocation, report: NodeReport) -> tuple[DeviceShare, ...]:
