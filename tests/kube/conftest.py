@@ -12,11 +12,12 @@ deleted after it, with the Pods it left.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
 from requires import required_env
+from upkit import KubeServer
 from waiting import poll
 
 KUBE_ENV = "ROTA_TEST_KUBECONFIG"
@@ -107,3 +108,19 @@ def cluster(kube_api, namespace, kwok_nodes) -> Iterator[TestCluster]:
     test_cluster = TestCluster(kube_api, namespace, kwok_nodes)
     yield test_cluster
     test_cluster.close()
+
+
+@pytest.fixture
+def up(cluster, tmp_path) -> Iterator[Callable[..., KubeServer]]:
+    """Start ``rota up --backend kubernetes`` against the test cluster (with extra options);
+    every server started is closed after the test."""
+    servers: list[KubeServer] = []
+
+    def start(*extra: str) -> KubeServer:
+        server = KubeServer(tmp_path, cluster, *extra)
+        servers.append(server)
+        server.start()
+        return server
+    yield start
+    for server in servers:
+        server.close()

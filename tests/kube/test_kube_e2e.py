@@ -10,28 +10,12 @@ from __future__ import annotations
 
 import functools
 
-import pytest
-
 from kubekit import HamiPlugin, watch_deletion
 from rota.backends.kube.api import NODES, pods_path
 from upkit import KubeServer
 from waiting import poll
 
 wait = functools.partial(poll, timeout=90, every=0.2)
-
-
-@pytest.fixture
-def up(cluster, tmp_path):
-    servers: list[KubeServer] = []
-
-    def start(*extra: str) -> KubeServer:
-        server = KubeServer(tmp_path, cluster, *extra)
-        servers.append(server)
-        server.start()
-        return server
-    yield start
-    for server in servers:
-        server.close()
 
 
 def job_state(server: KubeServer, job_id: str, *states: str):
@@ -44,12 +28,6 @@ def the_pod(cluster, job: dict, rank: int = 0) -> dict:
     return cluster.api.get(f"{pods_path(cluster.namespace)}/{name}")
 
 
-def submit_file(server: KubeServer, name: str, text: str) -> str:
-    path = server.root / f"{name}.yaml"
-    path.write_text(text)
-    return server.json("submit", str(path))["id"]
-
-
 def test_a_new_user_runs_a_job_a_gang_and_half_a_gpu_where_rotas_plan_says(cluster, up):
     plain = cluster.add_node("plain", gpus=4)
     shared = cluster.add_node("hami", hami_gpus=4)  # whatever the first two take, one is left
@@ -60,8 +38,8 @@ def test_a_new_user_runs_a_job_a_gang_and_half_a_gpu_where_rotas_plan_says(clust
         assert plain in server.ok("nodes") and shared in server.ok("nodes")
 
         one = server.json("run", "--gpus", "1", "--", "nvidia-smi")["id"]
-        gang = submit_file(server, "gang", GANG)
-        half = submit_file(server, "half", HALF)
+        gang = server.submit_file("gang", GANG)
+        half = server.submit_file("half", HALF)
         jobs = {j: wait(lambda j=j: job_state(server, j, "running"), f"job {j} to run")
                 for j in (one, gang, half)}
         for job in jobs.values():  # every Pod on the node of rota's plan
@@ -213,11 +191,11 @@ URGENT = VICTIM.replace("victim", "urgent").replace("priority: 0", "priority: 10
 def test_preemption_deletes_the_victims_pod_with_its_grace_period(cluster, up):
     cluster.add_node("plain", gpus=2)
     server = up()
-    victim = submit_file(server, "victim", VICTIM)
+    victim = server.submit_file("victim", VICTIM)
     running = wait(lambda: job_state(server, victim, "running"), "the victim to run")
     pod = the_pod(cluster, running)
     grace = watch_deletion(cluster, pod["metadata"]["name"],
-                           lambda: submit_file(server, "urgent", URGENT), timeout_s=80)
+                           lambda: server.submit_file("urgent", URGENT), timeout_s=80)
     assert grace == 45
     wait(lambda: job_state(server, victim, "pending"), "the victim to be requeued")
     urgent = next(j for j in server.json("ps") if j["name"] == "urgent")
@@ -238,7 +216,7 @@ resources: {gpu: 2}
 def test_the_job_of_a_drained_node_is_requeued_and_runs_elsewhere(cluster, up):
     a, b = cluster.add_node("a", gpus=2), cluster.add_node("b", gpus=2)
     server = up()
-    job_id = submit_file(server, "retried", RETRIED)
+    job_id = server.submit_file("retried", RETRIED)
     first = wait(lambda: job_state(server, job_id, "running"), "the job to run")
     drained = first["placement"][0]["node"]
     pod = the_pod(cluster, first)

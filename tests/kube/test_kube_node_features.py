@@ -8,33 +8,11 @@ from __future__ import annotations
 
 import functools
 
-import pytest
-
 from kubekit import HamiPlugin, watch_deletion
 from upkit import KubeServer
 from waiting import poll
 
 wait = functools.partial(poll, timeout=90, every=0.2)
-
-
-@pytest.fixture
-def up(cluster, tmp_path):
-    servers: list[KubeServer] = []
-
-    def start(*extra: str) -> KubeServer:
-        server = KubeServer(tmp_path, cluster, *extra)
-        servers.append(server)
-        server.start()
-        return server
-    yield start
-    for server in servers:
-        server.close()
-
-
-def submit_file(server: KubeServer, name: str, text: str) -> str:
-    path = server.root / f"{name}.yaml"
-    path.write_text(text)
-    return server.json("submit", str(path))["id"]
 
 
 def settled(server: KubeServer, job_id: str, *states: str):
@@ -62,7 +40,7 @@ def test_a_gpu_share_runs_on_the_hami_node_not_on_the_emptier_one_without_it(clu
         features = {n["name"]: n["features"] for n in server.json("nodes")}
         assert features == {plain: ["containers"], shared: [
             "containers", "gpu-compute-limit", "gpu-memory-limit", "gpu-sharing"]}
-        share = submit_file(server, "share", SHARE)
+        share = server.submit_file("share", SHARE)
         job = wait(lambda: settled(server, share, "running", "failed"), "the share to run")
         assert job["state"] == "running" and job["attempts"] == 0  # its first attempt
         (replica,) = job["placement"]
@@ -100,10 +78,10 @@ def test_a_checkpoint_signal_kubernetes_cannot_send_is_sigterm_with_the_grace_pe
         cluster, up):
     cluster.add_node("a", gpus=2)
     server = up()
-    victim = submit_file(server, "victim", VICTIM)  # placed although the node has no signals
+    victim = server.submit_file("victim", VICTIM)  # placed although the node has no signals
     running = wait(lambda: settled(server, victim, "running"), "the victim to run")
     name = f"rota-{running['id']}-{running['attempts']}-0"
-    grace = watch_deletion(cluster, name, lambda: submit_file(server, "urgent", URGENT),
+    grace = watch_deletion(cluster, name, lambda: server.submit_file("urgent", URGENT),
                            timeout_s=80)
     assert grace == 45  # SIGTERM now, SIGKILL 45 s later: the time to save a checkpoint
     assert f"job {victim} asked for SIGUSR1" in server.output()

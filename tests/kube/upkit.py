@@ -69,6 +69,12 @@ class KubeServer:
         at = args.index("--") if "--" in args else len(args)
         return json.loads(self.ok(*args[:at], "--json", *args[at:]))
 
+    def submit_file(self, name: str, text: str) -> str:
+        """Submit the job file ``text``, written as ``<root>/<name>.yaml``; its job's id."""
+        path = self.root / f"{name}.yaml"
+        path.write_text(text)
+        return self.json("submit", str(path))["id"]
+
     def kill9(self) -> None:
         assert self.proc is not None
         os.killpg(self.proc.pid, signal.SIGKILL)
