@@ -151,7 +151,8 @@ def node_action(name: str, action: str, body: NodeAction | None = Body(None),
     if body.evict and action != "drain":
         raise InvalidSpec("evict", "only a drain evicts the jobs running on the node")
     evicted, kept = api.store.set_node(name, back, drain=action == "drain",
-                                       reason=body.reason, evict_by=who.user if body.evict else None)
+                                       reason=body.reason,
+                                       evict_by=who.user if body.evict else None)
     api.changed()
     return {"name": name, "schedulable": back, "drain": action == "drain",
             "reason": body.reason, "evicted": evicted, "not_evicted": kept}

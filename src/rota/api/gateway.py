@@ -122,7 +122,8 @@ class Gateway:
         self.app: Any = None
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in GATEWAY_ROUTES:
+        if (scope["type"] != "http" or scope["method"] != "POST"
+                or scope["path"] not in GATEWAY_ROUTES):
             await self.app(scope, receive, send)
             return
         try:

@@ -209,7 +209,8 @@ def job(request: Request, job_id: str, ui: Ui = Depends(ui_of)) -> Response:
 def usage(request: Request, ui: Ui = Depends(ui_of)) -> Response:
     def build(who: Principal) -> HTMLResponse:
         return ui.render("usage.html", who=who, nav="usage",
-                         bars=usage_bars(ui.reads.usage(who)), half_life_s=ui.store.usage_half_life_s)
+                         bars=usage_bars(ui.reads.usage(who)),
+                         half_life_s=ui.store.usage_half_life_s)
     return ui.page(request, build)
 
 
