@@ -1,7 +1,6 @@
 """Routes about the cluster's configuration: queues (and who may use them), projects, nodes.
 
-Registered by ``create_app`` with its ``principal`` and ``operator`` dependencies. Everyone
-reads queues and nodes; only an operator changes them (403 ``forbidden`` otherwise):
+Everyone reads queues and nodes; only an operator changes them (403 ``forbidden`` otherwise):
 
 - ``PUT /v1/queues``: create or replace flavours and queues written as in a cluster file, each
   queue with its optional ``projects`` binding, and the defaults of the control plane (idle
@@ -22,17 +21,20 @@ The control loop is woken (``changed``) after every change the next cycle must s
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
-from fastapi import Body, Depends, FastAPI
+from fastapi import APIRouter, Body, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from rota.api.reads import Reads
+from rota.api.auth import operator, principal
+from rota.api.state import Api, api_of
 from rota.core import InvalidSpec
 from rota.spec import build_queues
-from rota.store import NotFound, Principal, Store
+from rota.store import NotFound, Principal
 
 ACTIONS = ("cordon", "drain", "uncordon", "resume")
+
+router = APIRouter()
 
 
 class OpenQueueView(BaseModel):
@@ -73,81 +75,91 @@ class NodeAction(BaseModel):
     evict: bool = False
 
 
-def add_admin_routes(app: FastAPI, store: Store, reads: Reads,
-                     principal: Callable[..., Principal], operator: Callable[..., Principal],
-                     changed: Callable[[], None]) -> None:
-    @app.get("/v1/queues")
-    def queues(_: Principal = Depends(principal)) -> list[dict[str, Any]]:
-        """Quotas with usage and borrowing, and who may use each (see ``rota.api.views``)."""
-        return reads.queues()
+@router.get("/v1/queues")
+def queues(_: Principal = Depends(principal),
+           api: Api = Depends(api_of)) -> list[dict[str, Any]]:
+    """Quotas with usage and borrowing, and who may use each (see ``rota.api.views``)."""
+    return api.reads.queues()
 
-    @app.put("/v1/queues")
-    def apply_queues(body: dict[str, Any] = Body(...), _: Principal = Depends(operator)
-                     ) -> QueuesApplied:
-        """Running jobs keep their flavour, and jobs already accepted stay whatever a new
-        binding says; the next cycle applies the new quotas. A file that defines quotas
-        deletes, or closes while jobs hold it, each queue without quota that admits every
-        project and that it does not list (``rota.store.queueset``)."""
-        groups = {node.resource_group for node, _, _ in store.list_nodes()}
-        known = {f.name: f for f in store.list_flavors()}
-        projects = [p.name for p in store.list_projects()]
-        applied = build_queues(body, groups, known, projects)
-        done = store.apply_queue_set(
-            applied.flavors.values(),
-            {name: (queue, applied.bindings[name]) for name, queue in applied.queues.items()},
-            applied.idle)
-        if applied.fair_use_given:
-            store.put_fair_use(applied.fair_use)
-        if applied.prices_given:
-            currency, per_model = applied.prices or (None, {})
-            store.put_prices(currency, per_model)
-        changed()
-        return QueuesApplied(
-            flavors=list(done.flavors), queues=list(done.queues),
-            open_unlimited=[OpenQueueView(name=o.name, action=o.action, why=o.why,
-                                          jobs=dict(o.jobs)) for o in done.open_unlimited],
-            default_queues=[DefaultQueueView(project=d.project, queue=d.queue,
-                                             usable=list(d.usable)) for d in done.defaults])
 
-    @app.get("/v1/fair-use")
-    def fair_use(_: Principal = Depends(principal)) -> dict[str, Any]:
-        """The caps in force per user and per project (``null``: none); ``storage`` in
-        bytes."""
-        caps = store.fair_use()
-        return {"user": asdict(caps.user), "project": asdict(caps.project)}
+@router.put("/v1/queues")
+def apply_queues(body: dict[str, Any] = Body(...), _: Principal = Depends(operator),
+                 api: Api = Depends(api_of)) -> QueuesApplied:
+    """Running jobs keep their flavour, and jobs already accepted stay whatever a new
+    binding says; the next cycle applies the new quotas. A file that defines quotas
+    deletes, or closes while jobs hold it, each queue without quota that admits every
+    project and that it does not list (``rota.store.queueset``)."""
+    groups = {node.resource_group for node, _, _ in api.store.list_nodes()}
+    known = {f.name: f for f in api.store.list_flavors()}
+    projects = [p.name for p in api.store.list_projects()]
+    applied = build_queues(body, groups, known, projects)
+    done = api.store.apply_queue_set(
+        applied.flavors.values(),
+        {name: (queue, applied.bindings[name]) for name, queue in applied.queues.items()},
+        applied.idle)
+    if applied.fair_use_given:
+        api.store.put_fair_use(applied.fair_use)
+    if applied.prices_given:
+        currency, per_model = applied.prices or (None, {})
+        api.store.put_prices(currency, per_model)
+    api.changed()
+    return QueuesApplied(
+        flavors=list(done.flavors), queues=list(done.queues),
+        open_unlimited=[OpenQueueView(name=o.name, action=o.action, why=o.why,
+                                      jobs=dict(o.jobs)) for o in done.open_unlimited],
+        default_queues=[DefaultQueueView(project=d.project, queue=d.queue,
+                                         usable=list(d.usable)) for d in done.defaults])
 
-    @app.delete("/v1/queues/{name}")
-    def delete_queue(name: str, _: Principal = Depends(operator)) -> dict[str, Any]:
-        store.delete_queue(name)
-        changed()
-        return {"name": name, "deleted": True}
 
-    @app.delete("/v1/projects/{name}")
-    def delete_project(name: str, _: Principal = Depends(operator)) -> dict[str, Any]:
-        """``unbound``: the queues whose ``projects`` listed it (it is removed from them)."""
-        unbound = store.delete_project(name)
-        changed()
-        return {"name": name, "deleted": True, "unbound": unbound}
+@router.get("/v1/fair-use")
+def fair_use(_: Principal = Depends(principal),
+             api: Api = Depends(api_of)) -> dict[str, Any]:
+    """The caps in force per user and per project (``null``: none); ``storage`` in
+    bytes."""
+    caps = api.store.fair_use()
+    return {"user": asdict(caps.user), "project": asdict(caps.project)}
 
-    @app.post("/v1/nodes/{name}/{action}")
-    def node_action(name: str, action: str, body: NodeAction | None = Body(None),
-                    who: Principal = Depends(operator)) -> dict[str, Any]:
-        """Take a node out (``cordon``, ``drain``) or put it back (``uncordon``)."""
-        if action not in ACTIONS:
-            raise NotFound("action", action)
-        body = body or NodeAction()
-        back = action in ("uncordon", "resume")
-        if back and body.reason:
-            raise InvalidSpec("reason", f"{action} clears the reason; give none")
-        if body.evict and action != "drain":
-            raise InvalidSpec("evict", "only a drain evicts the jobs running on the node")
-        evicted, kept = store.set_node(name, back, drain=action == "drain", reason=body.reason,
+
+@router.delete("/v1/queues/{name}")
+def delete_queue(name: str, _: Principal = Depends(operator),
+                 api: Api = Depends(api_of)) -> dict[str, Any]:
+    api.store.delete_queue(name)
+    api.changed()
+    return {"name": name, "deleted": True}
+
+
+@router.delete("/v1/projects/{name}")
+def delete_project(name: str, _: Principal = Depends(operator),
+                   api: Api = Depends(api_of)) -> dict[str, Any]:
+    """``unbound``: the queues whose ``projects`` listed it (it is removed from them)."""
+    unbound = api.store.delete_project(name)
+    api.changed()
+    return {"name": name, "deleted": True, "unbound": unbound}
+
+
+@router.post("/v1/nodes/{name}/{action}")
+def node_action(name: str, action: str, body: NodeAction | None = Body(None),
+                who: Principal = Depends(operator),
+                api: Api = Depends(api_of)) -> dict[str, Any]:
+    """Take a node out (``cordon``, ``drain``) or put it back (``uncordon``)."""
+    if action not in ACTIONS:
+        raise NotFound("action", action)
+    body = body or NodeAction()
+    back = action in ("uncordon", "resume")
+    if back and body.reason:
+        raise InvalidSpec("reason", f"{action} clears the reason; give none")
+    if body.evict and action != "drain":
+        raise InvalidSpec("evict", "only a drain evicts the jobs running on the node")
+    evicted, kept = api.store.set_node(name, back, drain=action == "drain",
+                                       reason=body.reason,
                                        evict_by=who.user if body.evict else None)
-        changed()
-        return {"name": name, "schedulable": back, "drain": action == "drain",
-                "reason": body.reason, "evicted": evicted, "not_evicted": kept}
+    api.changed()
+    return {"name": name, "schedulable": back, "drain": action == "drain",
+            "reason": body.reason, "evicted": evicted, "not_evicted": kept}
 
-    @app.get("/v1/nodes")
-    def nodes(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
-        """Inventory, states and each GPU's allocations (see ``rota.api.views``)."""
-        return reads.nodes(who)
+
+@router.get("/v1/nodes")
+def nodes(who: Principal = Depends(principal),
+          api: Api = Depends(api_of)) -> list[dict[str, Any]]:
+    """Inventory, states and each GPU's allocations (see ``rota.api.views``)."""
+    return api.reads.nodes(who)

@@ -27,30 +27,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import functools
 from typing import Any, Awaitable, Callable
 
-from fastapi import Depends, FastAPI, Response
+from fastapi import APIRouter, Depends, FastAPI, Response
 from fastapi.responses import JSONResponse
 
+from rota.api.auth import GATEWAY_ROUTES, identify, principal
 from rota.api.bodylimit import MAX_BODY_BYTES
 from rota.api.errors import status_of
 from rota.api.models import job_view
+from rota.api.state import Api, api_of
 from rota.api.upstream import Answer, Upstream, UpstreamError
 from rota.control.serving import Serving, Unavailable
 from rota.core import RotaError
 from rota.core.jobwords import why_lines
 from rota.store import Principal
 
-ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/embeddings"})
+router = APIRouter()
 
-
-def job_may_call(method: str, path: str) -> bool:
-    """Whether a job's own token may send ``method path``: the gateway's routes, so that a job
-    (an evaluation, an agent) calls the models of its project (the API narrows the token's
-    projects to its job's before any route sees it)."""
-    if method == "POST":
-        return path in ROUTES
-    return method == "GET" and (path == "/v1/models" or path.startswith("/v1/models/"))
 PASSED_HEADERS = frozenset({b"content-type", b"cache-control"})
 Identify = Callable[[str | None, str, str], Awaitable[Principal]]
 
@@ -71,35 +66,45 @@ def openai_error(status: int, message: str, kind: str, code: str | None = None,
     return JSONResponse(Refusal(status, message, kind, code, param).body, status)
 
 
-def add_gateway(app: FastAPI, serving: Serving, principal: Callable[..., Any],
-                identify: Identify) -> None:
-    """The gateway on ``app``: ``GET /v1/models`` as routes, the POST routes in front of the
-    application (``Gateway``), with one client to the replicas (``rota.api.upstream``)."""
+def _visible(serving: Serving, who: Principal, model: str) -> Any:
+    """The service of ``model`` where ``who`` may see it, else None (as one that does not
+    exist)."""
+    record = serving.service_of_model(model)
+    if record is None or not who.may_see(record.project):
+        return None
+    return record
 
-    def visible(who: Principal, model: str):
-        record = serving.service_of_model(model)
-        if record is None or not who.may_see(record.project):
-            return None
-        return record
 
-    @app.get("/v1/models")
-    def models(who: Principal = Depends(principal)) -> dict[str, Any]:
-        data = [{"id": m, "object": "model", "created": int(s.created_at),
-                 "owned_by": s.project}
-                for s in serving.services() if who.may_see(s.project)
-                for m in s.settings.models]
-        return {"object": "list", "data": sorted(data, key=lambda d: d["id"])}
+def _serving(api: Api) -> Serving:
+    assert api.serving is not None  # the router is included only where there is one
+    return api.serving
 
-    @app.get("/v1/models/{model:path}")
-    def model(model: str, who: Principal = Depends(principal)) -> Response:
-        s = visible(who, model)
-        if s is None:
-            return openai_error(*_no_model(model))
-        return JSONResponse({"id": model, "object": "model", "created": int(s.created_at),
-                             "owned_by": s.project})
 
+@router.get("/v1/models")
+def models(who: Principal = Depends(principal), api: Api = Depends(api_of)) -> dict[str, Any]:
+    data = [{"id": m, "object": "model", "created": int(s.created_at), "owned_by": s.project}
+            for s in _serving(api).services() if who.may_see(s.project)
+            for m in s.settings.models]
+    return {"object": "list", "data": sorted(data, key=lambda d: d["id"])}
+
+
+@router.get("/v1/models/{model:path}")
+def model(model: str, who: Principal = Depends(principal),
+          api: Api = Depends(api_of)) -> Response:
+    s = _visible(_serving(api), who, model)
+    if s is None:
+        return openai_error(*_no_model(model))
+    return JSONResponse({"id": model, "object": "model", "created": int(s.created_at),
+                         "owned_by": s.project})
+
+
+def install_gateway(app: FastAPI, api: Api) -> None:
+    """The POST routes in front of ``app`` (``Gateway``), with one client to the replicas
+    (``rota.api.upstream``); ``router`` has ``GET /v1/models``."""
+    serving = _serving(api)
     build = app.build_middleware_stack
-    gateway = Gateway(serving, identify, visible)
+    gateway = Gateway(serving, functools.partial(identify, api.store),
+                      functools.partial(_visible, serving))
 
     def stack() -> Any:
         gateway.app = build()
@@ -117,7 +122,8 @@ class Gateway:
         self.app: Any = None
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in ROUTES:
+        if (scope["type"] != "http" or scope["method"] != "POST"
+                or scope["path"] not in GATEWAY_ROUTES):
             await self.app(scope, receive, send)
             return
         try:

@@ -1,7 +1,7 @@
 """What the API's reading routes answer, as functions of the caller (``Principal``).
 
-The routes (``rota.api.app``, ``rota.api.admin_routes``) and the web dashboard
-(``rota.api.dashboard``) both call these, so a page shows exactly what the API gives the same
+The routers (``rota.api.jobs_routes``, ``rota.api.admin_routes`` and the others) and the
+web dashboard (``rota.api.dashboard``) both call these, so a page shows exactly what the API gives the same
 token, under the same visibility rules:
 
 - an operator sees every job; a member sees only its projects' jobs, and a job of another

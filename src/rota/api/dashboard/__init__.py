@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlencode
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -37,7 +37,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from rota.api.dashboard import session
 from rota.api.dashboard.shapes import gpu_cells, quota_rows, usage_bars
 from rota.api.logs import LogReader
-from rota.api.reads import Reads
+from rota.api.state import Api
 from rota.core import InvalidSpec, JobState, RotaError, jobwords
 from rota.core.wording import amount, duration
 from rota.store import NotFound, Principal, Store
@@ -57,21 +57,24 @@ HEADERS = {
 }
 
 
-def add_dashboard(app: FastAPI, store: Store, reads: Reads, read_log: LogReader) -> None:
-    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
-    sessions = session.Sessions()
+class Ui:
+    """What the pages share: the API's state, the templates and the open sessions."""
 
-    def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        now = reads.clock()
-        html = env.get_template(name).render(
+    def __init__(self, api: Api) -> None:
+        self.store, self.reads, self.read_log = api.store, api.reads, api.read_log
+        self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
+                               undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        self.sessions = session.Sessions()
+
+    def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        now = self.reads.clock()
+        html = self.env.get_template(name).render(
             age=lambda t: jobwords.age(t, now), when=lambda t: jobwords.when(t, now),
             amount=amount, duration=duration, **context)
         return HTMLResponse(html, status, headers=HEADERS)
 
-    def page(request: Request, build: Callable[[Principal], HTMLResponse]) -> Response:
-        who = session.current(store, sessions, request)
+    def page(self, request: Request, build: Callable[[Principal], HTMLResponse]) -> Response:
+        who = session.current(self.store, self.sessions, request)
         if who is None:
             back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             out = RedirectResponse("/ui/login?" + urlencode({"next": back}), 303)
@@ -81,108 +84,134 @@ def add_dashboard(app: FastAPI, store: Store, reads: Reads, read_log: LogReader)
         try:
             return build(who)
         except NotFound as exc:
-            return render("error.html", 404, who=who, nav="", title="Not found",
-                          message=f"There is {exc}, or none that you may see.")
+            return self.render("error.html", 404, who=who, nav="", title="Not found",
+                               message=f"There is {exc}, or none that you may see.")
         except InvalidSpec as exc:
-            return render("error.html", 422, who=who, nav="", title="Bad request",
-                          message=str(exc))
+            return self.render("error.html", 422, who=who, nav="", title="Bad request",
+                               message=str(exc))
 
-    @app.get("/", include_in_schema=False)
-    def root() -> Response:
-        return RedirectResponse("/ui/", 307)
 
-    @app.get("/ui", include_in_schema=False)
-    def ui() -> Response:
-        return RedirectResponse("/ui/", 307)
+def install_dashboard(app: FastAPI) -> None:
+    """The static files and the pages' shared state (``Ui``) on ``app``, whose
+    ``state.api`` is set; ``router`` has the pages."""
+    app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
+    app.state.ui = Ui(app.state.api)
 
-    @app.get("/ui/login", include_in_schema=False)
-    def login_form(request: Request, next: str = "/ui/") -> Response:
-        return render("login.html", who=None, nav="", next=_next(next), error=None)
 
-    @app.post("/ui/login", include_in_schema=False)
-    async def login(request: Request) -> Response:
-        if not session.same_origin(request):
-            return render("login.html", 403, who=None, nav="", next="/ui/",
-                          error="This form was sent from another site; log in here.")
-        try:
-            fields = await session.form(request)
-            token = fields.get("token", "")
-            session.check(store, token)
-        except session.LoginRefused as exc:
-            return render("login.html", 401, who=None, nav="", next="/ui/", error=str(exc))
-        out = RedirectResponse(_next(fields.get("next", "/ui/")), 303)
-        session.keep(out, sessions.open(token), request)
-        return out
+async def ui_of(request: Request) -> Ui:
+    """The dependency of every page."""
+    return request.app.state.ui
 
-    @app.post("/ui/logout", include_in_schema=False)
-    def logout(request: Request) -> Response:
-        out = RedirectResponse("/ui/login", 303)
-        if session.same_origin(request):
-            sessions.close(request.cookies.get(session.COOKIE, ""))
-            session.forget(out, request)
-        return out
 
-    @app.get("/ui/", include_in_schema=False)
-    def overview(request: Request) -> Response:
-        def build(who: Principal) -> HTMLResponse:
-            nodes = reads.nodes(who)
-            holding = reads.jobs(who, states=list(HOLDING), limit=COUNTED)
-            pending = reads.jobs(who, states=["pending"], limit=COUNTED)
-            names = {j["id"]: j["name"] for j in holding["items"]}
-            cells = {n["name"]: gpu_cells(n, names) for n in nodes}
-            gpus = [c for n in cells.values() for c in n]
-            return render("overview.html", who=who, nav="overview", nodes=nodes, cells=cells,
-                          node_state=jobwords.node_state, gpu_total=len(gpus),
-                          gpu_used=sum(min(c.used, 1) for c in gpus),
-                          pending=_count(pending), running=_count(holding))
-        return page(request, build)
+router = APIRouter()
 
-    @app.get("/ui/queues", include_in_schema=False)
-    def queues(request: Request) -> Response:
-        def build(who: Principal) -> HTMLResponse:
-            found = reads.queues()
-            return render("queues.html", who=who, nav="queues", queues=found,
-                          bars={q["name"]: quota_rows(q) for q in found})
-        return page(request, build)
 
-    @app.get("/ui/jobs", include_in_schema=False)
-    def jobs(request: Request, state: str = "active", project: str = "", queue: str = "",
-             after: str | None = None) -> Response:
-        def build(who: Principal) -> HTMLResponse:
-            states = {"active": list(ACTIVE), "all": None}.get(state, [state])
-            found = reads.jobs(who, [project] if project else None, states,
-                               queue=queue or None, limit=PAGE, after=after or None)
-            chosen = {"state": state, "project": project, "queue": queue}
-            older = None if found["next_after"] is None else "/ui/jobs?" + urlencode(
-                {**{k: v for k, v in chosen.items() if v}, "after": found["next_after"]})
-            return render("jobs.html", who=who, nav="jobs", jobs=found["items"], older=older,
-                          chosen=chosen, states=["active", "all", *JobState],
-                          projects=[p["name"] for p in reads.projects(who)],
-                          queues=sorted(q["name"] for q in reads.queues()),
-                          gpus=jobwords.gpus, placement=jobwords.placement,
-                          reason=jobwords.reason_column)
-        return page(request, build)
+@router.get("/", include_in_schema=False)
+def root() -> Response:
+    return RedirectResponse("/ui/", 307)
 
-    @app.get("/ui/jobs/{job_id}", include_in_schema=False)
-    def job(request: Request, job_id: str) -> Response:
-        def build(who: Principal) -> HTMLResponse:
-            found = reads.job(job_id, who)
-            nodes = reads.nodes(who) if found["state"] == "pending" else []
-            stderr = _stderr(store, read_log, job_id) if found["state"] == "failed" else b""
-            return render("job.html", who=who, nav="jobs", job=found,
-                          events=reads.events(job_id, who), words=jobwords,
-                          why=jobwords.why_lines(found, nodes),
-                          hints=jobwords.hints(found, nodes),
-                          waiting=jobwords.not_yet_explained(found, reads.clock()),
-                          stderr=jobwords.stderr_tail(stderr))
-        return page(request, build)
 
-    @app.get("/ui/usage", include_in_schema=False)
-    def usage(request: Request) -> Response:
-        def build(who: Principal) -> HTMLResponse:
-            return render("usage.html", who=who, nav="usage", bars=usage_bars(reads.usage(who)),
-                          half_life_s=store.usage_half_life_s)
-        return page(request, build)
+@router.get("/ui", include_in_schema=False)
+def ui_root() -> Response:
+    return RedirectResponse("/ui/", 307)
+
+
+@router.get("/ui/login", include_in_schema=False)
+def login_form(request: Request, next: str = "/ui/", ui: Ui = Depends(ui_of)) -> Response:
+    return ui.render("login.html", who=None, nav="", next=_next(next), error=None)
+
+
+@router.post("/ui/login", include_in_schema=False)
+async def login(request: Request, ui: Ui = Depends(ui_of)) -> Response:
+    if not session.same_origin(request):
+        return ui.render("login.html", 403, who=None, nav="", next="/ui/",
+                         error="This form was sent from another site; log in here.")
+    try:
+        fields = await session.form(request)
+        token = fields.get("token", "")
+        session.check(ui.store, token)
+    except session.LoginRefused as exc:
+        return ui.render("login.html", 401, who=None, nav="", next="/ui/", error=str(exc))
+    out = RedirectResponse(_next(fields.get("next", "/ui/")), 303)
+    session.keep(out, ui.sessions.open(token), request)
+    return out
+
+
+@router.post("/ui/logout", include_in_schema=False)
+def logout(request: Request, ui: Ui = Depends(ui_of)) -> Response:
+    out = RedirectResponse("/ui/login", 303)
+    if session.same_origin(request):
+        ui.sessions.close(request.cookies.get(session.COOKIE, ""))
+        session.forget(out, request)
+    return out
+
+
+@router.get("/ui/", include_in_schema=False)
+def overview(request: Request, ui: Ui = Depends(ui_of)) -> Response:
+    def build(who: Principal) -> HTMLResponse:
+        nodes = ui.reads.nodes(who)
+        holding = ui.reads.jobs(who, states=list(HOLDING), limit=COUNTED)
+        pending = ui.reads.jobs(who, states=["pending"], limit=COUNTED)
+        names = {j["id"]: j["name"] for j in holding["items"]}
+        cells = {n["name"]: gpu_cells(n, names) for n in nodes}
+        gpus = [c for n in cells.values() for c in n]
+        return ui.render("overview.html", who=who, nav="overview", nodes=nodes, cells=cells,
+                         node_state=jobwords.node_state, gpu_total=len(gpus),
+                         gpu_used=sum(min(c.used, 1) for c in gpus),
+                         pending=_count(pending), running=_count(holding))
+    return ui.page(request, build)
+
+
+@router.get("/ui/queues", include_in_schema=False)
+def queues(request: Request, ui: Ui = Depends(ui_of)) -> Response:
+    def build(who: Principal) -> HTMLResponse:
+        found = ui.reads.queues()
+        return ui.render("queues.html", who=who, nav="queues", queues=found,
+                         bars={q["name"]: quota_rows(q) for q in found})
+    return ui.page(request, build)
+
+
+@router.get("/ui/jobs", include_in_schema=False)
+def jobs(request: Request, state: str = "active", project: str = "", queue: str = "",
+         after: str | None = None, ui: Ui = Depends(ui_of)) -> Response:
+    def build(who: Principal) -> HTMLResponse:
+        states = {"active": list(ACTIVE), "all": None}.get(state, [state])
+        found = ui.reads.jobs(who, [project] if project else None, states,
+                              queue=queue or None, limit=PAGE, after=after or None)
+        chosen = {"state": state, "project": project, "queue": queue}
+        older = None if found["next_after"] is None else "/ui/jobs?" + urlencode(
+            {**{k: v for k, v in chosen.items() if v}, "after": found["next_after"]})
+        return ui.render("jobs.html", who=who, nav="jobs", jobs=found["items"], older=older,
+                         chosen=chosen, states=["active", "all", *JobState],
+                         projects=[p["name"] for p in ui.reads.projects(who)],
+                         queues=sorted(q["name"] for q in ui.reads.queues()),
+                         gpus=jobwords.gpus, placement=jobwords.placement,
+                         reason=jobwords.reason_column)
+    return ui.page(request, build)
+
+
+@router.get("/ui/jobs/{job_id}", include_in_schema=False)
+def job(request: Request, job_id: str, ui: Ui = Depends(ui_of)) -> Response:
+    def build(who: Principal) -> HTMLResponse:
+        found = ui.reads.job(job_id, who)
+        nodes = ui.reads.nodes(who) if found["state"] == "pending" else []
+        stderr = _stderr(ui.store, ui.read_log, job_id) if found["state"] == "failed" else b""
+        return ui.render("job.html", who=who, nav="jobs", job=found,
+                         events=ui.reads.events(job_id, who), words=jobwords,
+                         why=jobwords.why_lines(found, nodes),
+                         hints=jobwords.hints(found, nodes),
+                         waiting=jobwords.not_yet_explained(found, ui.reads.clock()),
+                         stderr=jobwords.stderr_tail(stderr))
+    return ui.page(request, build)
+
+
+@router.get("/ui/usage", include_in_schema=False)
+def usage(request: Request, ui: Ui = Depends(ui_of)) -> Response:
+    def build(who: Principal) -> HTMLResponse:
+        return ui.render("usage.html", who=who, nav="usage",
+                         bars=usage_bars(ui.reads.usage(who)),
+                         half_life_s=ui.store.usage_half_life_s)
+    return ui.page(request, build)
 
 
 def _next(target: str) -> str:
