@@ -10,8 +10,10 @@ What a project uses, in bytes:
   upload, what the job wrote there, checkpoints, logs) as their blocks on disk, measured, so a
   running job's growth counts.
 
-Measuring is bounded (``StorageQuota``): the directories of running jobs are walked at every
-check, but a large one only again after a time in proportion to its size, and a walk stops
+Measuring is bounded (``StorageQuota``): a check measures, or while another check of the
+project is measuring, adds what was accepted since to the last measurement if it is at most
+``FRESH_S`` old; a measurement walks the directories of
+running jobs, a large one only again after a time in proportion to its size, and a walk stops
 after ``MAX_ENTRIES`` entries, counting what it saw; an ended job's directory is walked once;
 the project's jobs and uploads are listed again only now and then, and what was accepted in
 between is added as it is accepted (and held while it is being stored), so parallel submits
@@ -31,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TypeVar
 
 from rota.core import JobState, RotaError
 
@@ -40,6 +42,8 @@ WALK_RATE = 20_000.0  # entries per second of age a walk may have: 200,000 entri
 MIN_WALK_AGE_S = 0.2  # a directory's size is at most this old at a check, if small
 SINCE_MAX = 64  # jobs stored since the listing looked for a directory at each check
 DEFAULT_TTL_S = 5.0
+FRESH_S = MIN_WALK_AGE_S  # a check adds to a measurement at most this old
+T = TypeVar("T")
 
 
 class StorageFull(RotaError):
@@ -89,6 +93,15 @@ class _Book:
     held: int = 0           # accepted, not yet stored
     inbox: list[tuple[float, str | None, int]] = field(default_factory=list)  # stored, not
     # yet counted: (when, job id or None for an upload's archive, bytes)
+    measured: Usage = Usage()  # the last measurement (without held and inbox), and when
+    measured_at: float = -math.inf
+
+    def current(self) -> Usage:
+        """The last measurement with what was held and stored since (``tally`` held)."""
+        uploads = sum(size for _, job, size in self.inbox if job is None)
+        jobs = sum(size for _, job, size in self.inbox if job is not None)
+        m = self.measured
+        return Usage(m.uploads + uploads, m.pending + self.held + jobs, m.jobs)
 
 
 class StorageQuota:
@@ -99,8 +112,9 @@ class StorageQuota:
     projects, for uploads sent without a project. Thread-safe: checks run on worker threads;
     ``settle`` may be called on the event loop, as it never waits for a check.
 
-    Cost of a check: the directories of the project's live jobs are walked (each again only
-    after ``max(MIN_WALK_AGE_S, entries / WALK_RATE)`` seconds, so a large tree is walked
+    Cost of a check while another is measuring and the last measurement is at most
+    ``FRESH_S`` old: counters added up, under a lock held for no I/O. Cost of a measurement: the directories of the
+    project's live jobs are walked (each again only after ``max(MIN_WALK_AGE_S, entries / WALK_RATE)`` seconds, so a large tree is walked
     seldom), and jobs stored since the last listing are looked for a directory, at most
     ``SINCE_MAX`` of them; past that (once ten times the last listing's duration has passed),
     or every ``ttl_s``, the project's jobs and uploads are listed again."""
@@ -125,23 +139,43 @@ class StorageQuota:
         if cap is None:
             return 0
         book = self._book(project)
-        with book.lock:
-            used = self._usage(project, book)
+
+        def hold(used: Usage) -> int:  # under book.tally
             if used.total + adding > cap or (adding == 0 and used.total > cap):
                 raise StorageFull(project, used, adding, cap, what)
-            with book.tally:
-                book.held += adding
-        return adding
+            book.held += adding
+            return adding
+        return self._checked(book, project, hold)
 
     def refuse_if_full(self, project: str, cap: int | None, what: str) -> None:
         """``StorageFull`` when ``project`` already uses its whole cap."""
         if cap is None:
             return
-        book = self._book(project)
-        with book.lock:
-            used = self._usage(project, book)
+
+        def check(used: Usage) -> None:
             if used.total >= cap:
                 raise StorageFull(project, used, 0, cap, what)
+        self._checked(self._book(project), project, check)
+
+    def _checked(self, book: "_Book", project: str, decide: Callable[[Usage], T]) -> T:
+        """``decide(usage)`` under ``book.tally``, on a measurement of this check's own, or,
+        while another check is measuring, on the last measurement if it is at most
+        ``FRESH_S`` old: in a burst most checks then only add up counters, with no I/O and
+        no wait for the lock (checks that each stat files under a lock every thread queues
+        on run at the pace of the interpreter's switch interval, not of the disk)."""
+        if not book.lock.acquire(blocking=False):
+            with book.tally:
+                if self._now() - book.measured_at < FRESH_S:
+                    return decide(book.current())
+            book.lock.acquire()
+        try:
+            now = self._now()
+            measured = self._usage(project, book, now)
+            with book.tally:
+                book.measured, book.measured_at = measured, now
+                return decide(book.current())
+        finally:
+            book.lock.release()
 
     def settle(self, project: str, held: int, stored: dict[str | None, int]) -> None:
         """``held`` bytes are no longer pending; ``stored`` (by job id: its unpacked upload;
@@ -157,15 +191,15 @@ class StorageQuota:
         with self._lock:
             return self._books.setdefault(project, _Book())
 
-    def _usage(self, project: str, book: _Book) -> Usage:
-        """What ``project`` uses now (its book's lock held)."""
-        now = self._now()
+    def _usage(self, project: str, book: _Book, now: float) -> Usage:
+        """What ``project`` uses now, but for what ``book.held`` holds and its inbox has
+        not yet given (its book's lock held)."""
         elapsed = now - book.listed_at
         if elapsed >= self.ttl_s or (len(book.since_jobs) > SINCE_MAX
                                      and elapsed >= 10 * book.cost_s):
             self._list(project, book, now)
         with book.tally:
-            inbox, book.inbox, held = book.inbox, [], book.held
+            inbox, book.inbox = book.inbox, []
         for at, job, size in inbox:
             if at < book.listed_at:
                 continue  # the listing has it
@@ -174,7 +208,7 @@ class StorageQuota:
             else:
                 book.since_jobs[job] = size
         jobs = book.ended + sum(self._walk(book, job_id, now) for job_id in book.live)
-        pending = book.pending + held
+        pending = book.pending
         for job, size in list(book.since_jobs.items())[:SINCE_MAX]:
             if os.path.isdir(self._jobs_root + job):
                 jobs += self._walk(book, job, now)
