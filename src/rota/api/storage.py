@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
 from rota.core import JobState, RotaError
+from rota.core.datadir import jobs_root, upload_archive
 
 MAX_ENTRIES = 200_000  # files and directories counted under one job directory per walk
 WALK_RATE = 20_000.0  # entries per second of age a walk may have: 200,000 entries, 10 s
@@ -130,7 +131,7 @@ class StorageQuota:
         self._books: dict[str, _Book] = {}
         self._lock = threading.Lock()
         self._ended: dict[str, int] = {}  # an ended job's directory, walked once
-        self._jobs_root = os.fspath(data_dir / "jobs") + os.sep  # strings: pathlib's joins
+        self._jobs_root = os.fspath(jobs_root(data_dir)) + os.sep  # strings: pathlib's joins
         # cost ten times a stat, and a check may look at a hundred directories
 
     def admit(self, project: str, adding: int, cap: int | None, what: str) -> int:
@@ -226,7 +227,7 @@ class StorageQuota:
                 members = self._members()
             if (u.project == project if u.project is not None
                     else project in (members or {}).get(u.user, frozenset())):
-                book.uploads += _blocks(self.data_dir / "uploads" / f"{u.id}.tar.gz")
+                book.uploads += _blocks(upload_archive(self.data_dir, u.id))
         book.pending = book.ended = 0
         live = []
         for job_id, state, upload in self._jobs_of(project):

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, BinaryIO
 
 from rota.core import InvalidSpec, RotaError
 from rota.core.archive import MAX_MEMBERS, MAX_UNPACKED_BYTES, ArchiveLimits
+from rota.core.datadir import ARCHIVE, RECORD, uploads_root
 
 if TYPE_CHECKING:
     from rota.api.offload import Offload
@@ -72,7 +73,7 @@ class Uploads:
 
     def __init__(self, data_dir: Path | str | None, max_bytes: int = DEFAULT_MAX_BYTES,
                  max_unpacked_bytes: int = MAX_UNPACKED_BYTES) -> None:
-        self.root = None if data_dir is None else Path(data_dir) / "uploads"
+        self.root = None if data_dir is None else uploads_root(Path(data_dir))
         self.max_bytes = max_bytes
         self.limits = ArchiveLimits(MAX_MEMBERS, max_unpacked_bytes)
         self._records: dict[str, Upload] = {}  # read by ``all``
@@ -88,7 +89,7 @@ class Uploads:
         return self.root
 
     def path(self, upload_id: str) -> Path:
-        return self._dir() / f"{upload_id}.tar.gz"
+        return self._dir() / (upload_id + ARCHIVE)
 
     async def receive(self, chunks: AsyncIterator[bytes], who: Principal, offload: Offload,
                       project: str | None = None) -> Upload:
@@ -113,12 +114,12 @@ class Uploads:
                 raise InvalidSpec("body", "is empty; send a tar.gz archive of the directory")
             members, unpacked = await offload.check_archive(who.user, who.token, str(partial),
                                                             self.limits)
-            os.replace(partial, root / f"{upload_id}.tar.gz")
+            os.replace(partial, root / (upload_id + ARCHIVE))
         finally:
             partial.unlink(missing_ok=True)
         record = Upload(upload_id, who.user, size, digest.hexdigest(), time.time(),
                         members, unpacked, project)
-        meta = root / f"{upload_id}.json"
+        meta = root / (upload_id + RECORD)
         with os.fdopen(os.open(meta, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write(json.dumps(asdict(record)))
         return record
@@ -127,8 +128,8 @@ class Uploads:
         if self.root is None or len(upload_id) != 32 or not all(
                 c in "0123456789abcdef" for c in upload_id):
             return None
-        meta = self.root / f"{upload_id}.json"
-        if not meta.is_file() or not (self.root / f"{upload_id}.tar.gz").is_file():
+        meta = self.root / (upload_id + RECORD)
+        if not meta.is_file() or not (self.root / (upload_id + ARCHIVE)).is_file():
             return None
         return Upload(**json.loads(meta.read_text()))
 
@@ -144,8 +145,8 @@ class Uploads:
         names = set(os.listdir(root))
         found = []
         for name in names:
-            upload_id = name.removesuffix(".json")
-            if name == upload_id or f"{upload_id}.tar.gz" not in names:
+            upload_id = name.removesuffix(RECORD)
+            if name == upload_id or upload_id + ARCHIVE not in names:
                 continue
             kept = self._records.get(upload_id) or self.get(upload_id)
             if kept is not None:

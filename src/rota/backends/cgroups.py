@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from rota.core.datadir import jobs_root
+
 CPU_PERIOD_US = 100_000
 DEFAULT_PIDS = 4096   # processes and threads of one replica (``rota up --job-pids``)
 CONTROLLERS = ("memory", "pids", "cpu")
@@ -62,7 +64,7 @@ class Hierarchy:
         return f"cpu/memory/pids: cgroup v{self.version}"
 
     def leaf(self, data_dir: Path, replica_dir: Path) -> str:
-        quoted, attempt, replica = replica_dir.relative_to(data_dir / "jobs").parts
+        quoted, attempt, replica = replica_dir.relative_to(jobs_root(data_dir)).parts
         return f"{quoted}:{attempt}:{replica.removeprefix('replica-')}"
 
     def plan(self, leaf: str, cpu_milli: int, memory_mib: int) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from rota.backends.diskuse import DiskWatcher, Watched
 from rota.backends.localfiles import proc
 from rota.backends.procs import boot_id, is_running, read_json
 from rota.core import Job
+from rota.core.datadir import jobs_root
 
 CLAIM = "supervisor.json"  # rota.backends.shim.CLAIM, named here without importing the shim
 
@@ -77,7 +78,7 @@ class JobLimits:
         parts = leaf.split(":")
         if len(parts) != 3:
             return False
-        rdir = self.data_dir / "jobs" / parts[0] / parts[1] / f"replica-{parts[2]}"
+        rdir = jobs_root(self.data_dir) / parts[0] / parts[1] / f"replica-{parts[2]}"
         claim = read_json(rdir / CLAIM)
         if claim is None or "fenced" in claim or (rdir / "status.json").exists():
             return False

@@ -18,14 +18,15 @@ import sys
 import time
 from pathlib import Path
 
-LOG_NAME = "rota-up.log"
+from rota.core.datadir import LOG_FILE
+
 READY_TIMEOUT_S = 90.0
 
 
 def detach(argv: list[str], directory: Path, credentials: Path) -> None:
     """Start ``rota up`` with ``argv`` (without --detach) in the background; wait until ready."""
     directory.mkdir(parents=True, exist_ok=True, mode=0o711)
-    log = directory / LOG_NAME
+    log = directory / LOG_FILE
     before = credentials.stat().st_mtime_ns if credentials.exists() else None
     offset = log.stat().st_size if log.exists() else 0  # what this start writes comes after
     # 0600: what rota up prints names no secret, but its jobs' owners have no business here

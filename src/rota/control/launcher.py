@@ -60,6 +60,7 @@ from rota.control.runspec import (
 )
 from rota.control.verdict import Verdict
 from rota.core import End, InvalidSpec, JobState
+from rota.core.datadir import WORK_DIR
 from rota.store import JobRecord, Store
 
 log = logging.getLogger("rota.control")
@@ -259,7 +260,7 @@ class Launcher:
             return False  # ``_prepare`` says why, at once
         return (spec.upload is not None and spec.workdir is None
                 and not self.backend.capabilities.containers
-                and not (job_dir(self.data_dir, rec.id) / "work").is_dir())
+                and not (job_dir(self.data_dir, rec.id) / WORK_DIR).is_dir())
 
     def _prepare(self, rec: JobRecord) -> _Ready | Launched:
         try:

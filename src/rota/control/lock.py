@@ -11,7 +11,8 @@ import fcntl
 import os
 from pathlib import Path
 
-LOCK_NAME = "rota.lock"
+from rota.core.datadir import LOCK_FILE
+
 
 
 class DataDirBusy(Exception):
@@ -24,7 +25,7 @@ class DataDirBusy(Exception):
 
 class DataDirLock:
     def __init__(self, data_dir: Path) -> None:
-        self.path = Path(data_dir) / LOCK_NAME
+        self.path = Path(data_dir) / LOCK_FILE
         self._fd: int | None = None
 
     def acquire(self) -> None:

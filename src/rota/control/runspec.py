@@ -33,6 +33,7 @@ from rota.backends.procs import make_dirs
 from rota.control.accounts import may_enter
 from rota.core import InvalidSpec
 from rota.core.archive import check_members
+from rota.core.datadir import CHECKPOINTS_DIR, WORK_DIR, job_home, upload_archive
 from rota.core.runspec import RunSpec, read_run
 from rota.store import JobRecord
 
@@ -73,11 +74,11 @@ class SpecCache:
 # -- working directories and uploads ---------------------------------------------------------
 
 def job_dir(data_dir: Path, job_id: str) -> Path:
-    return data_dir / "jobs" / job_id
+    return job_home(data_dir, job_id)
 
 
 def upload_path(data_dir: Path, upload_id: str) -> Path:
-    return data_dir / "uploads" / f"{upload_id}.tar.gz"
+    return upload_archive(data_dir, upload_id)
 
 
 def prepare_workdir(spec: RunSpec, data_dir: Path, job_id: str,
@@ -95,7 +96,7 @@ def prepare_workdir(spec: RunSpec, data_dir: Path, job_id: str,
         elif not path.is_dir():
             raise InvalidSpec("run.workdir", f"is not an existing directory: {spec.workdir}")
         return path
-    work = job_dir(data_dir, job_id) / "work"
+    work = job_dir(data_dir, job_id) / WORK_DIR
     if work.is_dir():
         return work  # extracted by an earlier attempt
     make_dirs(work.parent, 0o711)
@@ -120,7 +121,7 @@ def prepare_checkpoints(spec: RunSpec, data_dir: Path, job_id: str, workdir: Pat
     it must), else ``<data_dir>/jobs/<job id>/checkpoints``, created 0700 for ``run_as``."""
     if spec.checkpoint_dir is not None:
         return workdir / spec.checkpoint_dir  # an absolute dir stays itself
-    path = job_dir(data_dir, job_id) / "checkpoints"
+    path = job_dir(data_dir, job_id) / CHECKPOINTS_DIR
     if not path.is_dir():
         make_dirs(path.parent, 0o711)
         path.mkdir(mode=0o700, exist_ok=True)

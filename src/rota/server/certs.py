@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rota.core import InvalidSpec
+from rota.core.datadir import TLS_DIR
 from rota.core.fingerprint import fingerprint
 
-TLS_DIR = "tls"
 CA_DAYS = 3650
 SERVER_DAYS = 365
 RENEW_BEFORE_DAYS = 30

@@ -22,12 +22,12 @@ import logging
 import re
 from pathlib import Path
 
+from rota.core.datadir import LOG_FILE
 from rota.store import Store, TokenInfo
 from rota.store.tokens import token_hash
 
 log = logging.getLogger("rota.server")
 
-LOG_NAME = "rota-up.log"
 TOKEN_TEXT = re.compile(rb"rota_[A-Za-z0-9_-]{43}")
 CHUNK = 1 << 20
 OVERLAP = 47  # a token cut by a chunk's end is whole in this much of the next read
@@ -40,7 +40,7 @@ def log_files(directory: Path) -> list[Path]:
     except OSError:
         return []
     return sorted(p for p in entries
-                  if (p.name == LOG_NAME or p.name.startswith(LOG_NAME + "."))
+                  if (p.name == LOG_FILE or p.name.startswith(LOG_FILE + "."))
                   and p.is_file() and not p.is_symlink())
 
 

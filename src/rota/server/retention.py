@@ -30,6 +30,7 @@ from typing import Callable, Iterator
 
 from rota.api.storage import disk_use
 from rota.core import InvalidSpec, JobState
+from rota.core.datadir import JOB_OWN_DIRS, RECORD, job_home, upload_archive, uploads_root
 from rota.store import JobFilter, JobRecord, Store
 
 log = logging.getLogger("rota.retention")
@@ -65,20 +66,20 @@ def sweep(store: Store, data_dir: Path, keep: Retention, now: float) -> Swept:
     """Remove what ``keep`` no longer keeps (see the module docstring); what was removed."""
     workdirs = whole = 0
     for rec in _jobs(store, ENDED):
-        home = data_dir / "jobs" / rec.id
+        home = job_home(data_dir, rec.id)
         age = now - rec.updated_at
         if age > keep.logs_s and home.is_dir():
             shutil.rmtree(home, ignore_errors=True)
             whole += 1
         elif age > keep.workdirs_s:
-            gone = [_remove(home / name) for name in ("work", "checkpoints")]
+            gone = [_remove(home / name) for name in JOB_OWN_DIRS]
             workdirs += any(gone)
     in_use = {str(rec.run.get("upload")) for rec in _jobs(store, ACTIVE)}
     uploads = 0
-    for meta in sorted((data_dir / "uploads").glob("*.json")):
+    for meta in sorted(uploads_root(data_dir).glob("*" + RECORD)):
         upload = meta.stem
         if upload not in in_use and now - _created_at(meta) > keep.uploads_s:
-            (data_dir / "uploads" / f"{upload}.tar.gz").unlink(missing_ok=True)
+            upload_archive(data_dir, upload).unlink(missing_ok=True)
             meta.unlink(missing_ok=True)
             uploads += 1
     return Swept(workdirs, whole, uploads, store.forget_keys(now))

@@ -26,13 +26,13 @@ import stat
 from pathlib import Path
 
 from rota.backends.procs import make_dirs
+from rota.core.datadir import (
+    JOB_OWN_DIRS, LOCK_FILE, LOG_FILE, STORE_FILES, jobs_root, uploads_root)
 
 OPEN_DIRS = 0o711
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
-JOB_OWN_DIRS = ("work", "checkpoints")  # the job's account's, 0700 (rota.control.runspec)
-STORE_FILES = ("rota.db", "rota.db-wal", "rota.db-shm", "rota.db-journal", "rota.lock",
-               "rota-up.log")
+PRIVATE_FILES = (*STORE_FILES, LOCK_FILE, LOG_FILE)  # the store, the lock, the log
 
 
 def private_umask() -> None:
@@ -44,15 +44,15 @@ def secure_data_dir(directory: Path) -> None:
     """Create ``directory`` if needed and bring it and its contents to the modes above."""
     make_dirs(directory, OPEN_DIRS)
     _chmod(directory, OPEN_DIRS)
-    for name in STORE_FILES:
+    for name in PRIVATE_FILES:
         _chmod(directory / name, PRIVATE_FILE)
-    uploads = directory / "uploads"
+    uploads = uploads_root(directory)
     if uploads.is_dir():
         _chmod(uploads, PRIVATE_DIR)
         for entry in os.scandir(uploads):
             _chmod(Path(entry.path), PRIVATE_FILE if entry.is_file(follow_symlinks=False)
                    else PRIVATE_DIR)
-    jobs = directory / "jobs"
+    jobs = jobs_root(directory)
     if jobs.is_dir():
         _chmod(jobs, OPEN_DIRS)
         for job in os.scandir(jobs):

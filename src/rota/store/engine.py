@@ -36,6 +36,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from rota.core import InvalidSpec
+from rota.core.datadir import STORE_FILE
 
 WRITE = "rota_write"  # execution option marking a connection that opens write transactions
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -64,7 +65,7 @@ def resolve_url(url_or_path: str | Path) -> str:
     path = Path(raw).expanduser()
     if path.is_dir() or not path.suffix:
         path.mkdir(parents=True, exist_ok=True)
-        path = path / "rota.db"
+        path = path / STORE_FILE
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path.resolve()}"

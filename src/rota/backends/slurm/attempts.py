@@ -31,12 +31,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from rota.backends.base import Handle, RunAs
 from rota.backends.procs import (
     claim_json, make_dirs, read_json, signal_pid, write_json_atomic,
 )
+from rota.core.datadir import SLURM_INSTANCE, job_home
 
 INFLIGHT_WAIT_S = 30.0
 
@@ -48,7 +48,7 @@ class AttemptFiles:
 
     @classmethod
     def of(cls, data_dir: Path, job_id: str, attempt: int) -> AttemptFiles:
-        job = data_dir / "jobs" / quote(job_id, safe="")
+        job = job_home(data_dir, job_id)
         return cls(job / f"attempt-{attempt}", job / f"attempt-{attempt}-logs")
 
     @property
@@ -78,7 +78,7 @@ class AttemptFiles:
 def instance(data_dir: Path) -> str:
     """This control plane's instance id (``slurm-instance`` in the data directory), made
     once: 12 random hex digits."""
-    path = data_dir / "slurm-instance"
+    path = data_dir / SLURM_INSTANCE
     current = read_json(path)
     if isinstance(current, str) and current:
         return current

@@ -86,6 +86,7 @@ from rota.backends.slurm.submit import SubmitSpec, batch_request, derived_port, 
 from rota.backends.slurm.summary import describe
 from rota.backends.slurm.watch import SlurmWatcher
 from rota.core import InvalidSpec, Job, Node, Placement
+from rota.core.datadir import SLURM_REPORTS
 
 log = logging.getLogger("rota.backends.slurm")
 
@@ -112,7 +113,7 @@ class SlurmBackend:
         self._watcher: SlurmWatcher | None = None
         self._releaser: Releaser | None = None
         # what attempts said of their end before Slurm did, kept across restarts
-        self.early = EarlyEnds(path=self.data_dir / "slurm-reports.json")
+        self.early = EarlyEnds(path=self.data_dir / SLURM_REPORTS)
         self._tracked.update(self.early.handles())  # a restart tracks them again
 
     # -- nodes -------------------------------------------------------------------------------
