@@ -55,7 +55,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
-from urllib.parse import quote
 
 from rota.backends import cgroups
 from rota.backends.base import (
@@ -83,6 +82,7 @@ from rota.core import (
     GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, MILLI, End, InvalidSpec, Job, Node, Placement,
     ReplicaPlacement,
 )
+from rota.core.datadir import job_home
 
 UTIL_WINDOW_S = 10.0  # per-process GPU utilisation samples of the last this many seconds
 
@@ -293,7 +293,7 @@ class LocalBackend:
 
     def _tries(self, job_id: str, attempt: int) -> list[Path]:
         """The directories of attempt ``attempt`` that exist, oldest first."""
-        job_dir = self.data_dir / "jobs" / quote(job_id, safe="")
+        job_dir = job_home(self.data_dir, job_id)
         found, k = [], 0
         while (path := job_dir / try_name(attempt, k)).is_dir():
             found.append(path)
@@ -302,7 +302,7 @@ class LocalBackend:
 
     def _job_dir(self, job_id: str) -> Path:
         """``jobs/<job id>``, 0711: its owner may reach the working directory inside it."""
-        return make_dirs(self.data_dir / "jobs" / quote(job_id, safe=""), 0o711)
+        return make_dirs(job_home(self.data_dir, job_id), 0o711)
 
     def _fresh_try(self, job_id: str, attempt: int) -> Path:
         job_dir = self._job_dir(job_id)
