@@ -1,6 +1,7 @@
 """Storage checks in a burst (``rota.api.storage.StorageQuota``): while one check measures a
 project, the others add what was accepted to its last measurement instead of queueing behind
-it, and still cannot slip past the cap together; a measurement too old is waited for."""
+it, and still cannot slip past the cap together; a measurement too old is waited for, and
+then serves the checks that waited."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ class Slow:
 
     def __init__(self) -> None:
         self.block, self.go, self.inside = threading.Event(), threading.Event(), threading.Event()
+        self.calls = 0
 
     def __call__(self, project: str) -> list[tuple[str, JobState, str | None]]:
+        self.calls += 1
         if self.block.is_set():
             self.inside.set()
             assert self.go.wait(WAIT_S)
@@ -84,6 +87,8 @@ def test_a_check_waits_for_the_measurement_when_the_last_one_is_too_old(quota):
     measuring.join(WAIT_S)
     waiting.join(WAIT_S)
     assert out == [10]
+    assert listing.calls == 2  # the fixture's and the measuring check's: the one that waited
+    # for it took its answer instead of measuring again
 
 
 def test_an_uncontended_check_measures_even_right_after_another(tmp_path):

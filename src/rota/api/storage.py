@@ -12,8 +12,8 @@ What a project uses, in bytes:
 
 Measuring is bounded (``StorageQuota``): a check measures, or while another check of the
 project is measuring, adds what was accepted since to the last measurement if it is at most
-``FRESH_S`` old; a measurement walks the directories of
-running jobs, a large one only again after a time in proportion to its size, and a walk stops
+``FRESH_S`` old; a measurement walks the directories of running jobs, a large one only again
+after a time in proportion to its size, and a walk stops
 after ``MAX_ENTRIES`` entries, counting what it saw; an ended job's directory is walked once;
 the project's jobs and uploads are listed again only now and then, and what was accepted in
 between is added as it is accepted (and held while it is being stored), so parallel submits
@@ -114,10 +114,11 @@ class StorageQuota:
     ``settle`` may be called on the event loop, as it never waits for a check.
 
     Cost of a check while another is measuring and the last measurement is at most
-    ``FRESH_S`` old: counters added up, under a lock held for no I/O. Cost of a measurement: the directories of the
-    project's live jobs are walked (each again only after ``max(MIN_WALK_AGE_S, entries / WALK_RATE)`` seconds, so a large tree is walked
-    seldom), and jobs stored since the last listing are looked for a directory, at most
-    ``SINCE_MAX`` of them; past that (once ten times the last listing's duration has passed),
+    ``FRESH_S`` old: counters added up, under a lock held for no I/O. Cost of a measurement:
+    the directories of the project's live jobs are walked (each again only after
+    ``max(MIN_WALK_AGE_S, entries / WALK_RATE)`` seconds, so a large tree is walked seldom),
+    and jobs stored since the last listing are looked for a directory, at most ``SINCE_MAX``
+    of them; past that (once ten times the last listing's duration has passed),
     or every ``ttl_s``, the project's jobs and uploads are listed again."""
 
     def __init__(self, data_dir: Path,
@@ -164,12 +165,16 @@ class StorageQuota:
         ``FRESH_S`` old: in a burst most checks then only add up counters, with no I/O and
         no wait for the lock (checks that each stat files under a lock every thread queues
         on run at the pace of the interpreter's switch interval, not of the disk)."""
-        if not book.lock.acquire(blocking=False):
+        waited = not book.lock.acquire(blocking=False)
+        if waited:
             with book.tally:
                 if self._now() - book.measured_at < FRESH_S:
                     return decide(book.current())
             book.lock.acquire()
         try:
+            with book.tally:  # measured while this one waited: that measurement serves it too
+                if waited and self._now() - book.measured_at < FRESH_S:
+                    return decide(book.current())
             now = self._now()
             measured = self._usage(project, book, now)
             with book.tally:
