@@ -56,11 +56,11 @@ from typing import Any, Callable, Iterable
 from rota.backends.base import Backend, BackendError, Handle, LaunchSpec, RunAs
 from rota.control.accounts import NoAccount
 from rota.control.runspec import (
-    RunSpec, SpecCache, job_dir, prepare_checkpoints, prepare_workdir,
+    RunSpec, SpecCache, prepare_checkpoints, prepare_workdir,
 )
 from rota.control.verdict import Verdict
 from rota.core import End, InvalidSpec, JobState
-from rota.core.datadir import WORK_DIR
+from rota.core.datadir import WORK_DIR, job_home
 from rota.store import JobRecord, Store
 
 log = logging.getLogger("rota.control")
@@ -260,7 +260,7 @@ class Launcher:
             return False  # ``_prepare`` says why, at once
         return (spec.upload is not None and spec.workdir is None
                 and not self.backend.capabilities.containers
-                and not (job_dir(self.data_dir, rec.id) / WORK_DIR).is_dir())
+                and not (job_home(self.data_dir, rec.id) / WORK_DIR).is_dir())
 
     def _prepare(self, rec: JobRecord) -> _Ready | Launched:
         try:

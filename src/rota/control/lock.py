@@ -14,7 +14,6 @@ from pathlib import Path
 from rota.core.datadir import LOCK_FILE
 
 
-
 class DataDirBusy(Exception):
     def __init__(self, data_dir: Path, holder: str) -> None:
         who = f" (pid {holder})" if holder else ""

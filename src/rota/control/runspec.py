@@ -73,14 +73,6 @@ class SpecCache:
 
 # -- working directories and uploads ---------------------------------------------------------
 
-def job_dir(data_dir: Path, job_id: str) -> Path:
-    return job_home(data_dir, job_id)
-
-
-def upload_path(data_dir: Path, upload_id: str) -> Path:
-    return upload_archive(data_dir, upload_id)
-
-
 def prepare_workdir(spec: RunSpec, data_dir: Path, job_id: str,
                     run_as: RunAs | None = None) -> Path:
     """The directory the job runs in, with its upload extracted (once), owned by ``run_as``
@@ -96,7 +88,7 @@ def prepare_workdir(spec: RunSpec, data_dir: Path, job_id: str,
         elif not path.is_dir():
             raise InvalidSpec("run.workdir", f"is not an existing directory: {spec.workdir}")
         return path
-    work = job_dir(data_dir, job_id) / WORK_DIR
+    work = job_home(data_dir, job_id) / WORK_DIR
     if work.is_dir():
         return work  # extracted by an earlier attempt
     make_dirs(work.parent, 0o711)
@@ -105,7 +97,7 @@ def prepare_workdir(spec: RunSpec, data_dir: Path, job_id: str,
     staging.mkdir(mode=0o700)
     try:
         if spec.upload is not None:
-            extract_upload(upload_path(data_dir, spec.upload), staging)
+            extract_upload(upload_archive(data_dir, spec.upload), staging)
         if run_as is not None:
             _give(staging, run_as)
         staging.rename(work)
@@ -121,7 +113,7 @@ def prepare_checkpoints(spec: RunSpec, data_dir: Path, job_id: str, workdir: Pat
     it must), else ``<data_dir>/jobs/<job id>/checkpoints``, created 0700 for ``run_as``."""
     if spec.checkpoint_dir is not None:
         return workdir / spec.checkpoint_dir  # an absolute dir stays itself
-    path = job_dir(data_dir, job_id) / CHECKPOINTS_DIR
+    path = job_home(data_dir, job_id) / CHECKPOINTS_DIR
     if not path.is_dir():
         make_dirs(path.parent, 0o711)
         path.mkdir(mode=0o700, exist_ok=True)

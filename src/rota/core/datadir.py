@@ -7,7 +7,7 @@
     rota.lock                               one control plane per data directory (rota.control.lock)
     rota-up.log, rota-up.log.N(.gz)         the log of a detached rota up (rota.cli.daemon)
     tls/                                    its own CA and server certificate (rota.server.certs)
-    uploads/<id>.tar.gz, <id>.json          kept uploads and what is known of each (rota.api.uploads)
+    uploads/<id>.tar.gz, <id>.json          kept uploads and their records (rota.api.uploads)
     jobs/<job id>/                          a job's home, 0711 (rota.control.runspec)
         work/, checkpoints/                 its working directory and checkpoints, its account's
         attempt-<n>.../                     one attempt's files, each backend's own
@@ -57,7 +57,3 @@ def upload_archive(data_dir: Path, upload_id: str) -> Path:
     """``uploads/<id>.tar.gz``."""
     return data_dir / UPLOADS_DIR / (upload_id + ARCHIVE)
 
-
-def upload_record(data_dir: Path, upload_id: str) -> Path:
-    """``uploads/<id>.json``: who sent it, for which project, its index's totals."""
-    return data_dir / UPLOADS_DIR / (upload_id + RECORD)
