@@ -57,3 +57,9 @@ def test_a_job_id_names_one_directory_under_jobs():
     home = datadir.job_home(Path("/d"), "../x")
     assert home.parent == Path("/d/jobs") and home.name == "..%2Fx"
     assert datadir.upload_archive(Path("/d"), "ab") == Path("/d/uploads/ab.tar.gz")
+
+
+def test_a_job_id_is_quoted_as_urllib_quotes_a_path_part():
+    from urllib.parse import quote
+    for name in ("12", "a/b", "..", "x y%z", "é-ü~_.", "日本", "a:b;c?d#e", "\x00\n"):
+        assert datadir.quoted(name) == quote(name, safe=""), name

@@ -20,8 +20,17 @@ Modes are set in one place too (``rota.server.secure``); what is removed when, i
 
 from __future__ import annotations
 
-from pathlib import Path
-from urllib.parse import quote
+from typing import Protocol, TypeVar
+
+
+class Joinable(Protocol):
+    """A directory path (``pathlib.Path``): joined with ``/``. Named by its shape, so that the
+    core, which does no I/O, imports no file-system module."""
+
+    def __truediv__(self: D, name: str) -> D: ...
+
+
+D = TypeVar("D", bound=Joinable)
 
 STORE_FILE = "rota.db"
 STORE_FILES = (STORE_FILE, f"{STORE_FILE}-wal", f"{STORE_FILE}-shm", f"{STORE_FILE}-journal")
@@ -38,22 +47,31 @@ ARCHIVE = ".tar.gz"  # an upload's archive: <id>.tar.gz
 RECORD = ".json"  # and its record beside it: <id>.json
 
 
-def jobs_root(data_dir: Path) -> Path:
+def jobs_root(data_dir: D) -> D:
     """``jobs/``: every job's home."""
     return data_dir / JOBS_DIR
 
 
-def job_home(data_dir: Path, job_id: str) -> Path:
+def job_home(data_dir: D, job_id: str) -> D:
     """``jobs/<job id>``, the id quoted so that no id can name another path."""
-    return data_dir / JOBS_DIR / quote(job_id, safe="")
+    return data_dir / JOBS_DIR / quoted(job_id)
 
 
-def uploads_root(data_dir: Path) -> Path:
+def uploads_root(data_dir: D) -> D:
     """``uploads/``: kept archives and their records."""
     return data_dir / UPLOADS_DIR
 
 
-def upload_archive(data_dir: Path, upload_id: str) -> Path:
+def upload_archive(data_dir: D, upload_id: str) -> D:
     """``uploads/<id>.tar.gz``."""
     return data_dir / UPLOADS_DIR / (upload_id + ARCHIVE)
 
+
+def quoted(name: str) -> str:
+    """``name`` as one path part: every byte of its UTF-8 but letters, digits and ``_.-~`` as
+    ``%XX`` (what ``urllib.parse.quote(name, safe="")`` gives)."""
+    return "".join(c if c in _UNQUOTED else "".join(f"%{b:02X}" for b in c.encode())
+                   for c in name)
+
+
+_UNQUOTED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
