@@ -37,7 +37,12 @@ def run_both(full: dict[str, str], tmp_path: Path, *args: str):
                           text=True, timeout=60, cwd=ROOT, env=full)
     typer = subprocess.run([sys.executable, "-c", TYPER, *args], capture_output=True,
                            text=True, timeout=60, cwd=ROOT, env=full)
-    return fast, typer, set(json.loads(where.read_text()))
+    loaded = set(json.loads(where.read_text()))
+    # rota.core stands for its domain model: the package's __init__ loads none of it, and the
+    # short forms of rota ps (rota.core.shortforms) import nothing
+    if not any(m.startswith("rota.core.") and m != "rota.core.shortforms" for m in loaded):
+        loaded.discard("rota.core")
+    return fast, typer, loaded
 
 
 def same(server, tmp_path: Path, *args: str, allowed: tuple[str, ...] = (), **env: str):
@@ -243,9 +248,12 @@ def test_the_fast_columns_say_what_rota_core_jobwords_says(view):
 
 @pytest.mark.parametrize("seconds", [0, 0.4, 1, 59, 61, 3600, 5400, 86399, 90061, 10 ** 7])
 def test_the_fast_age_is_rota_core_jobwords_age(seconds):
+    """The AGE column (each age rounded to a second and worded once) says what jobwords says."""
     now = time.time()
-    assert jobrows.age(now - seconds, now) == jobwords.age(now - seconds, now)
-    assert jobrows.age(None, now) == jobwords.age(None, now)
+    views = [jobrows.brief({**JOB_VIEWS[0], "submit_time": since})
+             for since in (now - seconds, None, now - seconds)]
+    expected = [jobwords.age(now - seconds, now), jobwords.age(None, now)]
+    assert jobrows.cells(("age",), jobrows.BRIEF, views, now) == [expected + expected[:1]]
 
 
 def test_https_verified_with_the_servers_certificate_and_refused_without(tmp_path):

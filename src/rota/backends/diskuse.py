@@ -18,10 +18,11 @@ from __future__ import annotations
 import logging
 import os
 import stat
-import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
+
+from rota.backends.periodic import Periodic
 
 log = logging.getLogger("rota.backends.diskuse")
 
@@ -87,8 +88,7 @@ class DiskWatcher:
         self.watched, self.period_s = watched, period_s
         self._due: dict[str, float] = {}
         self._stopped: set[str] = set()
-        self._halt = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._checks = Periodic("rota-disk", min(1.0, period_s), self.check_once, _failed)
 
     def check_once(self, now: float | None = None) -> list[str]:
         """Measure the launches that are due; the reasons of those stopped this pass."""
@@ -114,20 +114,12 @@ class DiskWatcher:
         return found
 
     def start(self) -> None:
-        if self._thread is None:
-            self._halt.clear()
-            self._thread = threading.Thread(target=self._loop, name="rota-disk", daemon=True)
-            self._thread.start()
+        self._checks.start()
 
     def stop(self) -> None:
-        self._halt.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._checks.stop()
 
-    def _loop(self) -> None:
-        while not self._halt.wait(min(1.0, self.period_s)):
-            try:
-                self.check_once()
-            except Exception:  # a bug must not end the control plane; say it loudly
-                log.exception("measuring jobs' working directories failed")
+
+def _failed(_exc: Exception) -> None:
+    # a bug must not end the control plane; say it loudly
+    log.exception("measuring jobs' working directories failed")

@@ -19,12 +19,12 @@ when an MPS daemon runs).
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from rota.backends.local import LocalBackend, proc
 from rota.backends.nvml import Nvml
+from rota.backends.periodic import Periodic
 from rota.backends.procs import is_running, read_json, session_of
 
 log = logging.getLogger("rota.backends.watcher")
@@ -50,8 +50,7 @@ class MemoryWatcher:
         self.backend, self.nvml = backend, nvml
         self.grace_s, self.period_s = grace_s, period_s
         self._stopped: set[tuple[str, int]] = set()
-        self._halt = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._checks = Periodic("rota-memory-watcher", period_s, self._check, self._failed)
         self.last_error: Exception | None = None  # of the background loop, which keeps going
         backend.memory_watcher = self  # the backend says when shares are not enforced
 
@@ -94,29 +93,20 @@ class MemoryWatcher:
 
     def start(self) -> None:
         """Check every ``period_s`` in a background thread until ``stop``."""
-        if self._thread is not None:
-            return
-        self._halt.clear()
-        self._thread = threading.Thread(target=self._loop, name="rota-memory-watcher",
-                                        daemon=True)
-        self._thread.start()
+        self._checks.start()
 
     def stop(self) -> None:
-        self._halt.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._checks.stop()
 
-    def _loop(self) -> None:
-        while not self._halt.wait(self.period_s):
-            try:
-                self.check_once()
-            except Exception as exc:  # an NVML hiccup must not end enforcement
-                if self.last_error is None:
-                    log.error("GPU memory shares are not enforced: the check failed (%r); "
-                              "trying again every %g s", exc, self.period_s)
-                self.last_error = exc
-                continue
-            if self.last_error is not None:
-                log.warning("GPU memory shares are enforced again")
-            self.last_error = None
+    def _check(self) -> None:
+        self.check_once()
+        if self.last_error is not None:
+            log.warning("GPU memory shares are enforced again")
+        self.last_error = None
+
+    def _failed(self, exc: Exception) -> None:
+        """An NVML hiccup must not end enforcement: said once, when the checks start failing."""
+        if self.last_error is None:
+            log.error("GPU memory shares are not enforced: the check failed (%r); "
+                      "trying again every %g s", exc, self.period_s)
+        self.last_error = exc

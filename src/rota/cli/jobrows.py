@@ -9,10 +9,11 @@ into one line, and the lines around the table. ``rota.cli.listing`` (the Typer c
   ``brief`` makes one of a full view, for the Typer command (``rota.cli.listing``). A column
   is read down all the rows at once, by position, and a value that many jobs share (an age
   in seconds, a GPU request) is worded once: no mapping per job, no call per cell where a
-  column is copied as it is. They say what ``rota.core.jobwords`` says (``gpus``,
-  ``placement``, ``reason_column``, ``age``); they are written again here because importing
-  ``rota.core`` costs a short command more than its whole budget.
-  ``tests/cli/test_cli_fast.py`` holds the two to the same answers.
+  column is copied as it is. The values are worded by ``rota.core.shortforms``, as
+  ``rota.core.jobwords`` words them for ``rota show``: that module imports nothing, and
+  importing it loads none of the domain model (``rota.core``'s other modules cost a short
+  command more than its whole budget). ``tests/cli/test_cli_fast.py`` holds the two to the
+  same answers.
 - ``values_for``: the values of brief views a table reads, which ``rota ps`` asks the server
   for alone (``columns``).
 - Paging: ``--limit`` jobs at most (the server sends 1,000 at a time; they are followed), and
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 from collections import Counter, namedtuple
 from collections.abc import Callable
+
+from rota.core.shortforms import duration, gpus, memory, placement, reason_column
 
 ACTIVE = ("pending", "scheduled", "running", "preempting")
 LIMIT = 1000  # rota ps's --limit by default
@@ -119,30 +122,6 @@ def fold_arrays(rows: list[list], at: dict[str, int]) -> list[list]:
     return out
 
 
-# -- the columns' values, as rota.core.jobwords and rota.core.wording say them ------------------
-
-def duration(seconds: float) -> str:
-    """``5400`` -> ``1h30m``; ``45`` -> ``45s``; ``0`` -> ``now``."""
-    s = int(round(seconds))
-    if s <= 0:
-        return "now"
-    d, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    parts = [f"{v}{u}" for v, u in ((d, "d"), (h, "h"), (m, "m"), (s, "s")) if v]
-    return "".join(parts[:2])
-
-
-def memory(mib: float | int | None) -> str:
-    """``2048`` -> ``2 GiB``; ``81559`` -> ``79.6 GiB``; ``512`` -> ``512 MiB``."""
-    if mib is None:
-        return "?"
-    if mib < 1024:
-        return f"{mib:g} MiB"
-    gib = mib / 1024
-    return f"{gib:g} GiB" if gib == int(gib) else f"{gib:.1f} GiB"
-
-
 # the values of a brief view, in the server's order (``rota.store.briefs.BRIEF_COLUMNS``)
 BRIEF = ("id", "name", "project", "user", "queue", "state", "priority", "replicas", "cpu_milli",
          "memory_mib", "gpu_count", "gpu_share", "gpu_memory_mib", "placement", "submit_time",
@@ -163,43 +142,6 @@ def brief(job: dict) -> list:
                gpu_memory_mib=gpu.get("memory_mib"),
                wait_codes=[r.get("code", "") for r in job.get("wait_reasons") or ()])
     return [out[k] for k in BRIEF]
-
-
-def gpus(count: int, share: int, memory_mib: int | None, replicas: int) -> str:
-    """``1``, ``0.5 (20 GiB)``, ``2x4`` (replicas x per replica); ``-`` for none."""
-    if count == 0:
-        return "-"
-    per = f"{share / 1000:g}" if share < 1000 else str(count)
-    if share < 1000 and memory_mib:
-        per += f" ({memory(memory_mib)})"
-    return per if replicas == 1 else f"{replicas}x{per}"
-
-
-def placement(replicas: list[dict] | None) -> str:
-    """``n1: GPU 0,1`` per replica; a share shows as ``GPU 0 (0.5)``."""
-    if not replicas:
-        return "-"
-    out = []
-    for rep in replicas:
-        devs = rep["devices"]
-        if not devs:
-            out.append(f"{rep['node']}: no GPU")
-        elif len(devs) == 1 and devs[0]["milli"] < 1000:
-            out.append(f"{rep['node']}: GPU {devs[0]['index']} ({devs[0]['milli'] / 1000:g})")
-        else:
-            out.append(f"{rep['node']}: GPU {','.join(str(d['index']) for d in devs)}")
-    return "; ".join(out)
-
-
-def reason_column(reason: str | None, codes: list[str] | None) -> str:
-    """The reason of the job's last move, else the codes of its wait reasons."""
-    if reason:
-        return reason
-    return ", ".join(dict.fromkeys(c for c in codes or () if c)) or "-"
-
-
-def age(since: float | None, now: float) -> str:
-    return "-" if since is None else duration(now - since)
 
 
 # the values of a brief view each column reads; every table also folds arrays with the first

@@ -1,11 +1,11 @@
 """The HTTP client of the fast commands (``rota.cli.fast``): requests on one socket.
 
 ``http.client`` alone costs a short command about 25 ms of its start-up (it imports the email
-package to parse headers), and ``rota.client.http`` loads rota's domain model (``rota.core``,
-dataclasses and enums: about 50 ms more). ``rota ps``, ``rota logs``, ``rota run`` and ``rota
-submit`` need little of HTTP/1.1, so this module speaks it on a socket: a GET or a POST of a
-JSON body (or of a job file's bytes, as YAML), a body of known length or chunked, one
-kept-alive connection for the requests of a command, and a streamed body for logs.
+package to parse headers), and ``rota.client.http`` (through ``rota.client.wire``) imports it.
+``rota ps``, ``rota logs``, ``rota run`` and ``rota submit`` need little of HTTP/1.1, so this
+module speaks it on a socket: a GET or a POST of a JSON body (or of a job file's bytes, as
+YAML), a body of known length or chunked, one kept-alive connection for the requests of a
+command, and a streamed body for logs.
 
 A submit is sent as ``Client.submit`` sends it (``rota.client.http``): with an
 ``Idempotency-Key``, again with the same key when the connection fails or breaks before an

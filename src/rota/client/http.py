@@ -133,12 +133,16 @@ class Client:
     def _request(self, method: str, path: str, **kwargs: Any) -> Response:
         try:
             return self._http.request(method, path, **kwargs)
-        except Refused:
-            raise Unreachable(self.url) from None
-        except Distrusted as exc:
-            raise Untrusted(self.url, exc.what, self.credentials.ca_file) from None
-        except Broken as exc:
-            raise ConnectionLost(self.url, exc.what) from None
+        except (Refused, Broken) as exc:
+            raise self._told(exc) from None
+
+    def _told(self, failure: Refused | Broken) -> Unreachable:
+        """The error a connection that failed (``rota.client.wire``) is told to callers as."""
+        if isinstance(failure, Distrusted):
+            return Untrusted(self.url, failure.what, self.credentials.ca_file)
+        if isinstance(failure, Broken):
+            return ConnectionLost(self.url, failure.what)
+        return Unreachable(self.url)
 
     def _retried(self, method: str, path: str, **kwargs: Any) -> Response:
         """Send a request that is safe to repeat, again after a failed connection or a
@@ -331,12 +335,8 @@ class Client:
         try:
             yield from self._http.stream("GET", f"/v1/jobs/{_segment(job_id)}/logs", params,
                                          check=_raise_for, timeout=None)
-        except Refused:
-            raise Unreachable(self.url) from None
-        except Distrusted as exc:
-            raise Untrusted(self.url, exc.what, self.credentials.ca_file) from None
-        except Broken as exc:
-            raise ConnectionLost(self.url, exc.what) from None
+        except (Refused, Broken) as exc:
+            raise self._told(exc) from None
 
     def upload(self, archive: BinaryIO, progress: Callable[[int], None] | None = None,
                project: str | None = None) -> dict[str, Any]:

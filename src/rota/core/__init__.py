@@ -5,30 +5,38 @@ Everything the scheduler reasons about is here: resource quantities and requests
 transitions (``jobs``), and queues, flavours, quotas, cohorts and projects (``queues``); what
 one scheduling cycle reads (``snapshot``) and decides, with structured reasons
 (``decisions``), so that the store and the API can hold both without the scheduler.
+
+Importing the package loads none of them: a name below is loaded when it is first asked for
+(``from rota.core import Job``), so that a module that needs none of the domain model reads
+``rota.core.shortforms`` (the short forms of ``rota ps``) without the 50 ms of dataclasses and
+enums the rest costs, which is more than ``rota ps``'s whole start.
 """
 
-from rota.core.decisions import (
-    Bind, Decisions, Preempt, Reason, ReasonCode, Reject, Reserve, Wait,
-)
-from rota.core.errors import IllegalTransition, InvalidSpec, RotaError, UnknownPlugin
-from rota.core.jobs import (
-    TRANSITIONS, DeviceShare, End, Job, JobId, JobKind, JobState, Placement, ReplicaPlacement,
-    check_transition,
-)
-from rota.core.nodes import (
-    DEFAULT_GROUP, GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, Foreign, GpuDevice, Node, NodeName,
-    model_matches,
-)
-from rota.core.queues import (
-    ANY_FLAVOR, BorrowWithinCohort, Flavor, FlavorQuota, Project, Queue, ReclaimWithinCohort,
-    WithinQueue,
-)
-from rota.core.resources import (
-    CPU, GPU, MEMORY, MILLI, RESOURCE_NAMES, GpuRequest, ReplicaRequest, parse_cpu_milli,
-    parse_duration_s, parse_gpu, parse_gpu_amount, parse_gpus, parse_memory_mib,
-)
+from importlib import import_module
 
-from rota.core.snapshot import Snapshot, Usage
+TYPE_CHECKING = False  # typing's own costs 5 ms; type checkers take any TYPE_CHECKING as true
+if TYPE_CHECKING:
+    from rota.core.decisions import (
+        Bind, Decisions, Preempt, Reason, ReasonCode, Reject, Reserve, Wait,
+    )
+    from rota.core.errors import IllegalTransition, InvalidSpec, RotaError, UnknownPlugin
+    from rota.core.jobs import (
+        TRANSITIONS, DeviceShare, End, Job, JobId, JobKind, JobState, Placement, ReplicaPlacement,
+        check_transition,
+    )
+    from rota.core.nodes import (
+        DEFAULT_GROUP, GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, Foreign, GpuDevice, Node, NodeName,
+        model_matches,
+    )
+    from rota.core.queues import (
+        ANY_FLAVOR, BorrowWithinCohort, Flavor, FlavorQuota, Project, Queue, ReclaimWithinCohort,
+        WithinQueue,
+    )
+    from rota.core.resources import (
+        CPU, GPU, MEMORY, MILLI, RESOURCE_NAMES, GpuRequest, ReplicaRequest, parse_cpu_milli,
+        parse_duration_s, parse_gpu, parse_gpu_amount, parse_gpus, parse_memory_mib,
+    )
+    from rota.core.snapshot import Snapshot, Usage
 
 __all__ = [
     "Bind", "Decisions", "Preempt", "Reason", "ReasonCode", "Reject", "Reserve", "Snapshot",
@@ -43,3 +51,21 @@ __all__ = [
     "model_matches", "parse_cpu_milli", "parse_duration_s", "parse_gpu", "parse_gpu_amount",
     "parse_gpus", "parse_memory_mib",
 ]
+
+# the modules that hold the names of __all__, each after those it imports: the first that has
+# a name is the one that defines it, and asking for a name loads no module it does not need
+_MODULES = ("errors", "resources", "jobs", "decisions", "nodes", "queues", "snapshot")
+
+
+def __getattr__(name: str) -> object:
+    """A name of ``__all__`` from the first module of ``_MODULES`` that has it, kept here."""
+    if name in __all__:
+        for module in _MODULES:
+            value = getattr(import_module(f"rota.core.{module}"), name, _MISSING)
+            if value is not _MISSING:
+                globals()[name] = value
+                return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_MISSING = object()

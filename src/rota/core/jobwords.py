@@ -20,18 +20,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from rota.core import shortforms
 from rota.core.decisions import Reason, ReasonCode
+from rota.core.shortforms import age
 from rota.core.wording import CAPACITY, amount, duration, hint, sentence
 
 FINISHED = ("succeeded", "failed", "cancelled")
 STDERR_LINES = 10  # the last lines of a failed job's standard error that are shown
-
-
-def age(since: float | None, now: float) -> str:
-    """How long ago ``since`` was: ``1h30m``; ``-`` for no time."""
-    if since is None:
-        return "-"
-    return duration(now - since)
 
 
 def when(t: float | None, now: float) -> str:
@@ -47,37 +42,19 @@ def when(t: float | None, now: float) -> str:
 def gpus(job: dict[str, Any]) -> str:
     """What a job asks for in GPUs: ``1``, ``0.5 (20 GiB)``, ``2x4`` (replicas x per replica)."""
     g = job["request"]["gpu"]
-    if g["count"] == 0:
-        return "-"
-    per = f"{g['share'] / 1000:g}" if g["share"] < 1000 else str(g["count"])
-    if g["share"] < 1000 and g.get("memory_mib"):
-        per += f" ({amount('memory', g['memory_mib'])})"
-    return per if job["replicas"] == 1 else f"{job['replicas']}x{per}"
+    return shortforms.gpus(g["count"], g["share"], g.get("memory_mib"), job["replicas"])
 
 
 def placement(job: dict[str, Any]) -> str:
     """``n1: GPU 0,1`` per replica; a share shows as ``GPU 0 (0.5)``."""
-    if not job.get("placement"):
-        return "-"
-    out = []
-    for rep in job["placement"]:
-        devs = rep["devices"]
-        if not devs:
-            out.append(f"{rep['node']}: no GPU")
-        elif len(devs) == 1 and devs[0]["milli"] < 1000:
-            out.append(f"{rep['node']}: GPU {devs[0]['index']} ({devs[0]['milli'] / 1000:g})")
-        else:
-            out.append(f"{rep['node']}: GPU {','.join(str(d['index']) for d in devs)}")
-    return "; ".join(out)
+    return shortforms.placement(job.get("placement"))
 
 
 def reason_column(job: dict[str, Any]) -> str:
     """The REASON column of ``rota ps -o wide``: the reason of the job's last move, else the
     codes of its wait reasons."""
-    if job.get("reason"):
-        return job["reason"]
-    codes = [r.get("code", "") for r in job.get("wait_reasons") or []]
-    return ", ".join(dict.fromkeys(c for c in codes if c)) or "-"
+    return shortforms.reason_column(job.get("reason"),
+                                    [r.get("code", "") for r in job.get("wait_reasons") or []])
 
 
 def node_state(node: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """Scheduling reasons and amounts as people read them: the one place a reason becomes words,
 for the CLI and for the API's answers alike (reasons stay data everywhere else).
 
-``amount`` and ``duration``: ``2 GPUs``, ``80 GiB``, ``1h30m``.
+``amount`` and ``duration``: ``2 GPUs``, ``80 GiB``, ``1h30m`` (``rota.core.shortforms``).
 
 ``reason_json`` gives a reason's structured fields in user units, plus ``message``:
 
@@ -24,6 +24,7 @@ from typing import Any
 
 from rota.core.decisions import Reason, ReasonCode
 from rota.core.resources import CPU, GPU, MEMORY, MILLI
+from rota.core.shortforms import duration, memory
 
 C = ReasonCode
 
@@ -173,22 +174,8 @@ def amount(resource: str | None, value: float | int | None) -> str:
     if resource in (GPU, CPU):
         return f"{value:g} {resource.upper()}" + ("" if 0 < value <= 1 else "s")
     if resource in (MEMORY, "gpu_memory"):
-        if value < 1024:
-            return f"{value:g} MiB"
-        gib = value / 1024
-        return f"{gib:g} GiB" if gib == int(gib) else f"{gib:.1f} GiB"
+        return memory(value)
     if resource == "replicas":
         return f"{value:g} replica" + ("" if value == 1 else "s")
     return f"{value:g} {resource or ''}".strip()
 
-
-def duration(seconds: float) -> str:
-    """``5400`` -> ``1h30m``; ``45`` -> ``45s``; ``0`` -> ``now``."""
-    s = int(round(seconds))
-    if s <= 0:
-        return "now"
-    d, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    parts = [f"{v}{u}" for v, u in ((d, "d"), (h, "h"), (m, "m"), (s, "s")) if v]
-    return "".join(parts[:2])
