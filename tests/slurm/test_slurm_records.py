@@ -81,6 +81,12 @@ def test_sacct_exit_codes_lines():
         parse_sacct_exit_codes("7 4:0")
 
 
+def test_an_empty_or_unreadable_exit_code_is_unknown():
+    # sacct's lines for a job whose node failed: its steps have no exit code
+    text = "1|0:0\n1.batch|\n1.0|\n2|?\n2.0|3:0\n"
+    assert parse_sacct_exit_codes(text) == {"1": ExitCode(0), "2.0": ExitCode(3)}
+
+
 def test_partitions_with_default_tier_and_nodes():
     assert parse_partitions(data("partitions.txt")) == (
         SlurmPartition("debug", True, True, None, 1, ("node1", "node2", "node3", "node4")),

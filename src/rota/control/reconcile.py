@@ -4,8 +4,11 @@
 launched or adopted (a job seen for the first time, e.g. after a restart, is adopted through
 ``backend.adopt``; later passes ask ``backend.poll`` about all of them at once), which jobs
 were already sent their checkpoint signal or asked to stop (each is done once), and up to when
-each running job was billed. A poll that fails (the backend cannot answer) fails the pass
-before anything is judged: not knowing is never taken for a lost job.
+each running job was billed. Not knowing is never taken for a lost job: a poll that fails
+(the backend cannot answer, or one job's record cannot be read) is asked again of each half
+of its jobs, down to the jobs it fails for, at most ``MAX_POLLS`` polls a pass; a job whose
+poll still fails is left as it is for the pass (not judged, not launched), with an error in
+the pass's report, and every other job is judged and the pass goes on to schedule.
 
 Every decision about a job is ``rota.control.verdict.judge``'s; this module only carries it out.
 The state moves of a pass are written together (``Store.transition_many``: one transaction,
@@ -66,6 +69,7 @@ from rota.store import Conflict, JobRecord, Move, NotFound, Store
 log = logging.getLogger("rota.control")
 FLUSH_S = 10.0  # seconds between two writes of the usage billed
 KILL_MARGIN_S = 2.0  # after a stop's grace, SIGKILL whatever still runs this much later
+MAX_POLLS = 32  # polls a pass makes to find the jobs a failing poll fails for
 
 
 @dataclass(slots=True)
@@ -102,6 +106,7 @@ class Reconciler:
         self.handles: dict[str, Handle] = {}
         self.signalled: dict[str, set[str]] = {}  # job -> why it got the checkpoint signal
         self.kill_at: dict[str, float] = {}
+        self.unseen: frozenset[str] = frozenset()  # jobs whose last poll failed
         self.billed_until: dict[str, float] = {}
         self.usage: dict[str, float] = {}  # project -> GPU-seconds not yet stored
         self._flushed: dict[str, float] = {}  # job -> billed_until last stored
@@ -115,7 +120,9 @@ class Reconciler:
         the others. Jobs never launched are handed to the launcher (``land`` records them)."""
         flying = self.in_flight
         recs = [r for r in recs if r.id not in flying]
-        observed = self._observe([r for r in recs if current_handle(r) is not None])
+        observed, unseen = self._observe([r for r in recs if current_handle(r) is not None],
+                                         report)
+        recs = [r for r in recs if r.id not in unseen]
         running = [(rec, observed[rec.id][0]) for rec in recs if rec.state is JobState.RUNNING
                    and rec.id in observed and observed[rec.id][1].state is ReplicaState.RUNNING]
         try:
@@ -204,9 +211,10 @@ class Reconciler:
             return None
         return self.backend.recover(rec.job, rec.job.placement, rec.attempts)
 
-    def _observe(self, recs: list[JobRecord]) -> dict[str, tuple[Handle, Status]]:
-        """Each launched job's handle and status: handles seen for the first time (after a
-        restart) are adopted, the others polled in one call."""
+    def _observe(self, recs: list[JobRecord], report: PassReport
+                 ) -> tuple[dict[str, tuple[Handle, Status]], set[str]]:
+        """Each launched job's handle and status, and the jobs whose poll failed: handles seen
+        for the first time (after a restart) are adopted, the others polled together."""
         out: dict[str, tuple[Handle, Status]] = {}
         known: list[tuple[str, Handle]] = []
         for rec in recs:
@@ -224,10 +232,39 @@ class Reconciler:
                 continue
             self.handles[rec.id] = handle
             self.billed_until.setdefault(rec.id, _billed_from(rec, self.since))
-        statuses = self.backend.poll([h for _, h in known]) if known else []
-        for (job_id, handle), status in zip(known, statuses, strict=True):
-            out[job_id] = handle, status
-        return out
+        polled, unseen = self._poll(known, report)
+        for job_id, handle in known:
+            if job_id in polled:
+                out[job_id] = handle, polled[job_id]
+        return out, unseen
+
+    def _poll(self, known: list[tuple[str, Handle]], report: PassReport
+              ) -> tuple[dict[str, Status], set[str]]:
+        """``backend.poll`` of every handle in one call; where it fails, of each half again,
+        down to the jobs it fails for (module docstring), which are returned apart."""
+        statuses: dict[str, Status] = {}
+        unseen: set[str] = set()
+        groups, polls = [known] if known else [], 0
+        while groups:
+            group = groups.pop()
+            polls += 1
+            try:
+                found = self.backend.poll([h for _, h in group])
+            except Exception as exc:
+                if len(group) > 1 and polls + 2 <= MAX_POLLS:
+                    half = len(group) // 2
+                    groups += [group[half:], group[:half]]
+                    continue
+                if any(job_id not in self.unseen for job_id, _ in group):  # once, not each pass
+                    log.warning("%s: cannot be observed: %s",
+                                ", ".join(f"job {job_id}" for job_id, _ in group), exc)
+                report.errors.extend(f"job {job_id}: poll failed: {exc!r}" for job_id, _ in group)
+                unseen.update(job_id for job_id, _ in group)
+                continue
+            statuses.update((job_id, status)
+                            for (job_id, _), status in zip(group, found, strict=True))
+        self.unseen = frozenset(unseen)
+        return statuses, unseen
 
     def _unreadable(self, rec: JobRecord, handle: Handle, exc: InvalidSpec, now: float,
                     report: PassReport) -> None:

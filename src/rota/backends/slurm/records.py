@@ -333,7 +333,11 @@ def _step(d: Mapping[str, Any], where: str) -> SlurmStep:
 
 
 def parse_sacct_exit_codes(text: str) -> dict[str, ExitCode]:
-    """``JobIDRaw|ExitCode`` lines -> {"7": 4:0, "7.batch": 4:0, "7.0": 4:0}."""
+    """``JobIDRaw|ExitCode`` lines -> {"7": 4:0, "7.batch": 4:0, "7.0": 4:0}.
+
+    A code that is empty or not ``code:signal`` is unknown, left out: ``sacct`` prints nothing
+    for the steps of a job whose node failed (``NODE_FAIL``), and one job's record must not
+    make the others unreadable."""
     out: dict[str, ExitCode] = {}
     for k, line in enumerate(text.splitlines()):
         if not line.strip():
@@ -342,7 +346,10 @@ def parse_sacct_exit_codes(text: str) -> dict[str, ExitCode]:
         if not sep or not ident:
             raise SlurmOutputError(f"sacct exit codes line {k + 1}",
                                    f"expected JobIDRaw|ExitCode, got {line!r}")
-        out[ident] = ExitCode.parse(code, f"sacct exit code of {ident}")
+        try:
+            out[ident] = ExitCode.parse(code, f"sacct exit code of {ident}")
+        except SlurmOutputError:
+            continue
     return out
 
 
