@@ -127,6 +127,14 @@ def test_a_job_slurm_ended_for_its_own_reasons_is_lost(state, reason):
     assert states(status) == [(R.LOST, None, reason)]
 
 
+def test_the_steps_slurm_cancelled_with_a_preempted_gang_do_not_make_it_a_failure():
+    # sacct of a job preempted by a higher-tier partition: its steps are CANCELLED (0:15)
+    ended = sjob("PREEMPTED", exit=ExitCode(0), end=150.0, nodes=("n1", "n2"),
+                 steps=(step(0, "CANCELLED", 0, 15), step(1, "CANCELLED", 0, 15)))
+    status = attempt_status(handle(("n1", 0), ("n2", 0)), Seen(None, ended, now=160.0))
+    assert states(status) == [(R.LOST, None, "preempted by Slurm")] * 2
+
+
 def test_a_job_cancelled_before_it_started_ran_nothing():
     status = attempt_status(handle(("n1", 0)), Seen(sjob("CANCELLED", exit=ExitCode(0),
                                                          start=None, end=150.0)))

@@ -8,9 +8,11 @@ keeps accounting, and the time) into the backend's ``Status``:
   be left (drained, failing, down: ``states.losing_reason``), which is *lost* with the node's
   reason, so that the control loop stops the job and requeues it. A pending job counts only
   where it is pinned to the node; Slurm places an unpinned one elsewhere by itself.
-- **Ended**: each replica is its ``srun`` step (``rank-<r>``, from ``sacct``): exited with the
-  step's exit code (``128 + signal`` when a signal ended it), or lost when Slurm's state says
-  the node or Slurm itself ended it (``JobPhase.LOST``). A job Slurm lists ``COMPLETED``
+- **Ended**: every replica is lost when Slurm's state of the job says the node or Slurm itself
+  ended it (``JobPhase.LOST``: preempted, node failure...), whatever its steps say (Slurm
+  cancels them with the job). Otherwise each replica is its ``srun`` step (``rank-<r>``, from
+  ``sacct``): exited with the step's exit code (``128 + signal`` when a signal ended it), or
+  lost when the step's own state says so. A job Slurm lists ``COMPLETED``
   needs no step: its batch script exits 0 only when every replica did, so each replica
   exited 0 (``squeue`` says so; ``sacct`` is not asked). Without a step (accounting off, the
   step never started, a job of one replica), the job's own exit code stands for the replica;
@@ -94,13 +96,13 @@ def _ended(handle: Handle, rank: int, seen: Seen) -> ReplicaStatus:
     job = seen.accounted if seen.accounted is not None and seen.accounted.phase.ended \
         else seen.queued
     assert job is not None
+    if job.phase is JobPhase.LOST:  # its steps were cancelled with it: not their end
+        return ReplicaStatus(rank, LOST, reason=end_reason(job.state))
     step = _step(seen.accounted, rank)
     if step is not None:
         return _from_step(rank, step)
     if job.state == COMPLETED:  # the batch script exits 0 only when every replica did
         return ReplicaStatus(rank, EXITED, 0, finished_at=job.end_time)
-    if job.phase is JobPhase.LOST:
-        return ReplicaStatus(rank, LOST, reason=end_reason(job.state))
     if job.start_time is None or not job.nodes:  # a job cancelled while pending has no nodes
         why = end_reason(job.state) or job.state.lower()
         return ReplicaStatus(rank, EXITED, reason=f"{why} before it started",
