@@ -77,9 +77,10 @@ def test_package_docstring_lists_its_modules(package: Path):
     missing, stale = sorted(have - named), sorted(named - have)
     where = package / "__init__.py"
     assert not missing, (
-        f"{dotted(package)}: modules not named in the docstring of {where}: "
-        f"{', '.join(missing)}. Add one list item each, as '- ``name``: what it holds;' "
-        f"(see rota/api/__init__.py), written from the module's own docstring and code.")
+        f"{dotted(package)}: modules not listed as items of the docstring of {where}: "
+        f"{', '.join(missing)}. Add one list item each, starting '- ``name``: what it holds;' "
+        f"(see rota/api/__init__.py), written from the module's own docstring and code; "
+        f"a name in the middle of an item does not count.")
     assert not stale, (
         f"{dotted(package)}: the docstring of {where} lists modules that do not exist: "
         f"{', '.join(stale)}. Remove those items, or rename them to the module that holds "
