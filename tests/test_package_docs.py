@@ -76,12 +76,15 @@ def test_package_docstring_lists_its_modules(package: Path):
     have, named = members(package), listed(package)
     missing, stale = sorted(have - named), sorted(named - have)
     where = package / "__init__.py"
-    assert not missing, (
-        f"{dotted(package)}: modules not listed as items of the docstring of {where}: "
-        f"{', '.join(missing)}. Add one list item each, starting '- ``name``: what it holds;' "
-        f"(see rota/api/__init__.py), written from the module's own docstring and code; "
-        f"a name in the middle of an item does not count.")
-    assert not stale, (
-        f"{dotted(package)}: the docstring of {where} lists modules that do not exist: "
-        f"{', '.join(stale)}. Remove those items, or rename them to the module that holds "
-        f"that code now.")
+    problems = []
+    if missing:
+        problems.append(
+            f"modules not listed as items of the docstring of {where}: {', '.join(missing)}. "
+            f"Add one list item each, starting '- ``name``: what it holds;' (see "
+            f"rota/api/__init__.py), written from the module's own docstring and code; a name "
+            f"in the middle of an item does not count.")
+    if stale:
+        problems.append(
+            f"the docstring of {where} lists modules that do not exist: {', '.join(stale)}. "
+            f"Remove those items, or rename them to the module that holds that code now.")
+    assert not problems, f"{dotted(package)}: " + " And ".join(problems)
