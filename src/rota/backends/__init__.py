@@ -1,11 +1,47 @@
 """Execution backends: where the jobs the scheduler placed actually run.
 
-``base`` holds the one ``Backend`` protocol with its handles, statuses and capabilities;
-``local`` runs replicas as supervised processes on this machine (``shim`` is the supervisor);
-``gpus`` builds this machine's inventory, from NVML (``nvml``, the only module that touches the
-NVIDIA library) or from a declared list of virtual GPUs; ``watcher`` enforces GPU-memory shares.
+Modules are imported on use so that the supervisor process starts quickly. A backend imports
+``rota.core`` and ``rota.backends``, never the store, the control loop or the API.
 
-Modules are imported on use so that the supervisor process starts quickly.
+The contract and the values shared by every backend:
+
+- ``base``: the one ``Backend`` protocol with its handles, statuses and capabilities;
+- ``env``: the environment one replica sees: what rota sets on top of the job's variables,
+  and the little a job inherits from the control plane;
+- ``logfiles``: log files as backends that write them keep them, read from an offset;
+- ``periodic``: a piece of work repeated in a background thread (the disk and GPU-memory
+  watchers);
+- ``procs``: process identity (pid, start time, boot) and crash-safe JSON files, shared by
+  the local backend and its supervisor.
+
+The local backend, replicas as supervised processes on this machine:
+
+- ``local``: the backend: launching, recovering, observing and stopping replicas, and the
+  layout of their directories under the data directory;
+- ``localfiles``: what a handle's ``ref`` holds, the argv a command becomes, the log files a
+  job owns, the account its supervisor starts it as;
+- ``shim``: the supervisor of one replica (``python -m rota.backends.shim REPLICA_DIR``),
+  which outlives the control plane and records how the replica ended;
+- ``spawner``: one process that has imported the supervisor once and forks one per replica;
+- ``exits``: wakes the control loop as soon as a watched supervisor exits (pidfd);
+- ``joblimits``: a job's limits at launch and after (CPU, memory, processes, disk), read back
+  from each replica's ``spec.json``;
+- ``cgroups``: per-replica cgroups (v1 or v2) that enforce CPU, memory and processes;
+- ``diskuse``: a job's working directory measured, and the job stopped once it holds more
+  than its disk limit.
+
+This machine's GPUs:
+
+- ``gpus``: builds this machine's inventory as a core ``Node``, from NVML or from a declared
+  node file or list of virtual GPUs;
+- ``nvml``: the only module that touches the NVIDIA library (``pynvml``, imported on use);
+- ``health``: which devices may not run jobs now (ECC errors, lost devices, critical XIDs);
+- ``watcher``: enforces GPU-memory shares, stopping a replica that uses more than it got.
+
+The cluster backends, each a package:
+
+- ``slurm``: Slurm 22.05: one batch job per attempt, one ``srun`` step per replica;
+- ``kube``: Kubernetes: rota schedules and binds Pods itself, with HAMi for shared GPUs.
 """
 
 from rota.backends.base import (

@@ -1,3 +1,69 @@
 """The ``rota`` command line: ``main`` (the entry point), ``app`` (the Typer app and error
 convention), ``fast`` (``rota ps`` and ``rota logs`` without Typer), ``plan`` (the dry-run loop
-and its report), ``render`` (rich tables), ``explain`` (reasons as sentences)."""
+and its report), ``render`` (rich tables), ``explain`` (reasons as sentences).
+
+Every command that needs the cluster goes through ``rota.client`` to the API; none opens the
+store. The fast path (``fast``, ``fastjobs`` and what they read: ``jobrows``, ``plain``,
+``making``, ``failures``) imports none of typer, rich, pydantic or rota's domain model.
+
+Starting and running the command:
+
+- ``main``: the entry point (``rota = rota.cli.main:main``): the fast parser when it knows every
+  word of the command line, else the Typer app;
+- ``app``: the Typer app (``rota plan`` and the commands each module registers on it) and the
+  error convention for every command;
+- ``usage``: running the Typer app: one-line usage errors and help that says what to type;
+- ``fast``: ``rota ps``, ``rota logs``, ``rota run`` and ``rota submit`` started in a few
+  milliseconds, with a small parser of their own;
+- ``fastjobs``: the fast ``rota run`` and ``rota submit FILE``: the file's bytes sent as they are,
+  one request;
+- ``failures``: how a command that talks to a server fails, in words and exit statuses both
+  paths use;
+- ``remote``: what every Typer command that talks to a server shares: connecting, errors, JSON.
+
+The scientist's commands:
+
+- ``jobs``: ``submit`` and ``run``, the job file validated locally first with ``rota.spec``;
+- ``making``: what ``submit`` and ``run`` do around the request on either path: the directory
+  uploaded, a job's default name, the lines printed, ``--wait``;
+- ``choose``: which project and queue a new job goes to when nothing else says;
+- ``upload``: packing a working directory as a tar.gz and uploading it with a progress bar;
+- ``listing``: ``ps``, ``show``, ``logs`` and ``cancel``;
+- ``jobrows``: what ``rota ps`` shows (columns, arrays folded into one line), read by both paths;
+- ``detail``: ``rota show``: one job in words;
+- ``logs``: a job's output on the terminal (``rota logs``, ``rota run --wait``, ``rota show``);
+- ``lifecycle``: ``hold``, ``release`` and, from inside a job, ``checkpoint``;
+- ``serving``: ``rota serve FILE``, ``rota services`` and ``rota services delete NAME``.
+
+The cluster, access and operators' commands:
+
+- ``login``: ``rota login URL``: a server and a token checked, then remembered (the token read
+  from stdin or asked for, never from the command line);
+- ``admin``: ``whoami``, ``token``, ``queues`` and ``nodes``, and where ``login`` and ``usage``
+  are registered;
+- ``accounting``: ``rota usage``: GPU-hours used, exactly or as fair share sees it, and budgets;
+- ``people``: ``rota project``, ``rota user``, ``rota queue apply|delete`` and
+  ``rota node cordon|drain|uncordon``.
+
+The control plane on this machine:
+
+- ``up``: ``rota up`` in the foreground: options parsed, ``rota.server`` builds and runs it;
+- ``upflags``: the options of ``rota up``, declared once: flags, defaults and help;
+- ``upoptions``: those options read into what ``rota.server.ServerConfig`` takes, each refusal
+  naming its option;
+- ``daemon``: ``rota up --detach`` and ``rota down``.
+
+Planning and simulation:
+
+- ``plan``: ``rota plan``: the scheduler run on a cluster and jobs until it settles, and its report;
+- ``render``: the human output of ``rota plan`` (rich tables, summary, hints);
+- ``explain``: scheduling reasons as sentences (``rota.core.wording`` and ``jobwords``);
+- ``sim``: ``rota sim fetch``, ``pack`` and ``replay``: simulations on real cluster traces.
+
+Output:
+
+- ``tables``: rich tables and wrapped sentences that fit the terminal without breaking a word;
+- ``plain``: the terminal's width and plain tables for the fast path, printed as ``tables``
+  would;
+- ``units``: amounts and durations as people read them, a light module for listing commands.
+"""

@@ -3,7 +3,22 @@
 The CLI never touches the store: every command goes through ``Client`` to the API; the fast
 commands of ``rota.cli.fast`` go through ``rota.client.bare``, which loads nothing of rota's
 domain model (``rota.core``) unless a request fails. So this package imports its modules when
-a name is first asked for, not when it is imported.
+a name is first asked for, not when it is imported. Of the rest of rota it imports only
+``rota.core``'s errors: at the top of ``http``, and elsewhere only where a request or a
+setting fails.
+
+- ``credentials``: where the CLI finds the server and its token (environment, then the
+  credentials file ``rota up`` and ``rota login`` write);
+- ``config``: a user's defaults for new jobs: the project and queue a job goes to when none
+  is named;
+- ``http``: ``Client``, one method per API route, JSON in and out, and its errors
+  (``ApiError``, ``Unreachable``, ``ConnectionLost``, ``Untrusted``);
+- ``wire``: HTTP/1.1 to one server over ``http.client`` alone: keep-alive, JSON, streamed
+  answers and bodies;
+- ``bare``: the fast commands' client: requests on one socket, without ``http.client``,
+  failing as ``http`` does;
+- ``pinning``: a server's own certificate authority trusted on first contact, as ``ssh``
+  trusts a host key.
 """
 
 from __future__ import annotations

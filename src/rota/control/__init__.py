@@ -1,19 +1,46 @@
 """The control plane's loop: the only part of rota with a real loop and side effects.
 
-Modules:
+It imports the core, the scheduler, the store and the backends' contract
+(``rota.backends.base``; ``setup`` also reads this machine's GPUs), never the API, the CLI or
+the composition in ``rota.server``.
+
+The loop and what one pass carries out:
 
 - ``loop``: ``ControlLoop``, one pass = reconcile -> bill -> snapshot -> ``run_cycle`` ->
   apply -> launch, on a background thread woken by ``wake()`` and a period;
 - ``reconcile``: carrying out what ``verdict`` decides for each active job, launching bound
-  jobs, billing usage; ``verdict``: the pure rules (exit codes, restart budget, cancel,
-  preemption grace);
+  jobs, billing usage;
+- ``verdict``: the pure rules (exit codes, restart budget, cancel, preemption grace);
+- ``launcher``: launching the jobs a pass bound, many at once, recovering attempts an earlier
+  control plane started;
+- ``eligibility``: which pending jobs may be scheduled now (account, budget, hold, start time,
+  dependencies, array limit), a pure decision made before the cycle sees them;
+- ``budgets``: project budgets carried out: whose new jobs wait, and the soft limit's warning;
+- ``idle``: idle reclamation carried out: which running jobs to stop for holding GPUs idle;
+- ``inventory``: the store's nodes kept as their backend reports them;
+- ``intake``: work a backend offers (Kubernetes Pods for rota), submitted as jobs, each once;
 - ``runspec``: each job's launch spec (``rota.core.runspec``), read once per job, its working
   directory and safe extraction of uploads;
 - ``accounts``: which OS account runs each user's jobs (multi-user mode as root, else only
   the control plane's own account's jobs), and whether an account may enter a directory;
+- ``sysaccounts``: which OS accounts (root, system accounts) a user is mapped to only when the
+  operator says so explicitly.
+
+What the control plane gives the API:
+
 - ``logs``: the API's log reader over the backend that ran a job;
-- ``lock``: one control loop per data directory; ``lease``: one per database (the
-  ``control-loop`` lease); ``clock``: the injected ``Clock``;
+- ``screen``: refusing at submit a job that can never run, by the scheduler's own screening;
+- ``queueview``: the JSON view of queues: quotas, usage, borrowing and who may use each;
+- ``metrics``: the Prometheus metrics of ``GET /metrics``;
+- ``serving``: the serving runtime: services' replicas started on demand and stopped when idle,
+  and a ready replica chosen for each request the gateway passes on;
+- ``servingmetrics``: the serving runtime's Prometheus metrics.
+
+One control plane, and its start:
+
+- ``lock``: one control loop per data directory;
+- ``lease``: one per database (the ``control-loop`` lease);
+- ``clock``: the injected ``Clock``;
 - ``setup``: first start of a control plane (default project, queue, operator and token),
   the credentials file the CLI reads, this machine's inventory.
 """

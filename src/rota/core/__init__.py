@@ -10,6 +10,37 @@ Importing the package loads none of them: a name below is loaded when it is firs
 (``from rota.core import Job``), so that a module that needs none of the domain model reads
 ``rota.core.shortforms`` (the short forms of ``rota ps``) without the 50 ms of dataclasses and
 enums the rest costs, which is more than ``rota ps``'s whole start.
+
+Its modules import the standard library's pure parts and each other only: no I/O, no clock,
+nothing else of rota (``tests/scheduler/test_purity.py`` holds them to it).
+
+The domain model:
+
+- ``errors``: the one error hierarchy, each error with a stable code (``InvalidSpec`` ...);
+- ``resources``: resource quantities (milli-cores, MiB, milli-GPU) and requests, and their
+  parsers;
+- ``nodes``: GPU devices and the nodes that hold them, with what work outside rota holds there;
+- ``jobs``: jobs, their placements, and the legal moves between their states;
+- ``queues``: queues, flavours, quotas, cohorts and projects, with Kueue's vocabulary;
+- ``snapshot``: the immutable input of one scheduling cycle;
+- ``decisions``: what a cycle decides, as data, with structured reasons.
+
+Values the other layers share:
+
+- ``runspec``: a job's launch spec, one frozen value read once from its stored ``run`` mapping;
+- ``serving``: what a model-serving job declares, and how many replicas it should have now;
+- ``accounting``: exact accounting: GPU-hours over a time range, their cost, and budgets;
+- ``archive``: what a safe upload archive is, one rule for the API and the control plane;
+- ``datadir``: the data directory's layout, paths only;
+- ``fingerprint``: how a certificate is named to a person (``SHA256:...``, as ``ssh`` does).
+
+Words, from one place so that the CLI, the API and the dashboard never differ:
+
+- ``shortforms``: amounts, durations and placements in the short forms of ``rota ps``; it
+  imports nothing;
+- ``wording``: scheduling reasons and amounts as people read them;
+- ``jobwords``: jobs and nodes in words, from the API's JSON views (``rota show`` and the
+  dashboard's job page).
 """
 
 from importlib import import_module

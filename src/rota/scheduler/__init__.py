@@ -1,18 +1,47 @@
 """The scheduling core: ``run_cycle(snapshot, policy, now) -> Decisions``.
 
 Pure and synchronous: no I/O, no clock, no unseeded randomness. The control plane and the
-simulator are thin callers of it. Modules:
+simulator are thin callers of it. It imports ``rota.core`` and itself only (pydantic for the
+plugins' arguments); ``tests/scheduler/test_purity.py`` holds it to that. Modules:
 
 - its input and output live in ``rota.core`` (``snapshot``: the immutable input;
   ``decisions``: bind, preempt, reserve, wait, reject, with structured reasons) and are
   re-exported here;
-- ``state``: the indexed, undoable overlay of free capacity; ``placement``: gang and device
-  placement; ``quota``: Kueue quota arithmetic;
-- ``plugins``: ordering, admission, placement scoring, preemption and backfill plugins, one
-  registry; ``policy``: presets and specs that pick plugins;
-- ``cycle``: the steps of a cycle; ``apply``: applying decisions to a snapshot (dry runs);
 - ``Arrivals`` / ``ArrivalMix`` (``plugins.capacity``): what a caller carries from cycle to
   cycle for a placement that plans for the mix of arriving work (``run_cycle(..., mix=)``).
+
+The cycle:
+
+- ``cycle``: ``run_cycle``, the steps of a cycle;
+- ``turns``: the order in which a cycle tries its pending jobs (preemptors first, then the
+  ordering plugin's sequence, with the rules that keep a cohort from churning);
+- ``context``: the working context of one cycle: overlay, quota book, and the moves every step
+  shares (start a job, release or re-take what an active job holds);
+- ``base``: what the jobs holding resources take, kept between cycles by a caller;
+- ``apply``: applying decisions to a snapshot (dry runs, simulations).
+
+Capacity, quota and placement:
+
+- ``state``: the indexed, undoable overlay of free capacity;
+- ``placement``: gang and device placement;
+- ``quota``: Kueue quota arithmetic, with cohort borrowing and lending;
+- ``shares``: a queue's dominant resource share of what its cohort lends;
+- ``reasons``: the structured reasons of a placement that failed;
+- ``screen``: static feasibility: may a pending job ever run on this cluster as specified.
+
+Preemption:
+
+- ``candidates``: who a blocked job may evict, and in which passes (Kueue's classic rules);
+- ``victims``: which candidates to evict so that one blocked job starts;
+- ``spare``: victims that the cycle's other evictions made unnecessary, spared.
+
+Policies:
+
+- ``plugins``: ordering, admission, placement scoring, preemption and backfill plugins, one
+  registry;
+- ``policy``: presets and specs that pick plugins;
+- ``idle``: idle reclamation decided: a pure function of a running job's policy and what was
+  seen of it.
 """
 
 from rota.scheduler.apply import apply_decisions

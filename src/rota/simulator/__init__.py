@@ -1,2 +1,27 @@
 """Trace-driven simulation on rota's scheduler core: trace readers (``alibaba``), the packing
-engine and its metrics (``pack``), summaries and plots (``report``)."""
+engine and its metrics (``pack``), summaries and plots (``report``).
+
+The simulator calls the scheduler (``rota.scheduler``) as the control plane does and has no
+scheduling logic of its own; it imports ``rota.core``, ``rota.scheduler`` and itself only.
+
+Traces:
+
+- ``fetch``: the public traces ``rota sim`` reads, downloaded into a cache directory and
+  checked against their SHA-256 where it is known;
+- ``alibaba``: readers of the Alibaba GPU-sharing trace (``openb``, 2023): node and pod lists;
+- ``philly``: reader of the Microsoft Philly job list (``philly.csv``), jobs and their tenants.
+
+Packing (``rota sim pack``), the experiment of "Beware of Fragmentation" (ATC '23):
+
+- ``pack``: one run of a pod list, a policy and a seed on rota's placement core, and its metrics;
+- ``report``: summaries of packing runs over seeds, and a plot.
+
+Replay (``rota sim replay``), a job trace on a virtual clock:
+
+- ``replay``: the replay driving ``run_cycle`` from arrival and end events;
+- ``quiet``: repeated quiet cycles the replay need not run, because they would change nothing;
+- ``checkpoints``: periodic checkpoints in a replay: what an eviction loses;
+- ``replay_metrics``: measures of a replay per job (JCT, queueing delay, slowdown) and per
+  policy;
+- ``replay_report``: a table row per policy and a plot of replays.
+"""

@@ -3,6 +3,9 @@
 - ``cluster``: the cluster file (nodes, GPUs, flavours, queues, projects, running jobs);
 - ``job``: the job spec, shared by the jobs file and a single-job file;
 - ``build``: rules across entries, and conversion to a ``Snapshot`` and pending ``Job`` s;
+- ``service``: the ``service`` section of a job file of kind service;
+- ``limits``: how large a job may grow: the limits on everything a job file or a request body
+  can make big;
 - ``types``, ``errors``, ``load``: field types, error paths, YAML reading.
 
 Every error is ``rota.core.InvalidSpec(field, reason)`` with a dotted field path such as

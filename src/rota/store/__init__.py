@@ -3,17 +3,30 @@
 ``Store`` is the whole interface: projects, users, memberships and API tokens; flavours, queues
 and node inventory; jobs (submit, list, show, cancel, events, backend-reported transitions);
 and the scheduling cycle's side (``snapshot(now)`` -> ``run_cycle`` -> ``apply(decisions, now)``)
-with usage accounting. Modules:
+with usage accounting. It imports ``rota.core`` and itself only. Modules:
 
-- ``schema``: the tables (and why); ``migrations``: Alembic revisions, run at open by ``engine``;
+- ``store``: ``Store``, every public method one transaction;
+- ``schema``: the tables (and why);
+- ``migrations``: Alembic revisions, run at open by ``engine``;
+- ``engine``: the SQLite and PostgreSQL engines, and the migrations run when a store opens;
 - ``records``: values in and out (``Submission``, ``JobRecord``, ``Page``, ``JobEvent``);
 - ``convert``: rows and JSON columns <-> core values (the job spec format is documented there);
 - ``jobs``, ``admin``, ``cycle``: the operations, each on a connection the ``Store`` opened;
-  ``queueset``: a queues file applied in one transaction, and the open queues it retires;
+- ``submit``: submitting jobs: the checks, fair-use caps on pending jobs, idempotency keys, the
+  inserts;
+- ``briefs``: brief views of jobs (what ``rota ps`` shows), written as JSON by the database;
+- ``held``: the jobs that hold resources, cached by row version between passes;
+- ``queueset``: a queues file applied in one transaction, and the open queues it retires;
+- ``access``: taking access away: disabling a user, revoking a user's tokens, ending a
+  membership;
+- ``accounting``: exact accounting from the store's records: allocations, idle spans, prices
+  and budgets;
+- ``services``: model-serving services and their model names, and the replicas made from them;
 - ``lease``: named leases with a holder and an expiry (one control loop per database);
-- ``tokens``: token generation, hashing, roles and principals; ``errors``: stable error codes;
+- ``tokens``: token generation, hashing, roles and principals;
+- ``errors``: the store's errors, with stable codes;
 - ``group``: group commit, one writer thread committing concurrent submits together;
-  ``authcache``: authenticated principals cached for a few seconds, cleared by the writes that
+- ``authcache``: authenticated principals cached for a few seconds, cleared by the writes that
   change them.
 
 Durability (``engine``): an acknowledged write survives a kill of the process and a crash of

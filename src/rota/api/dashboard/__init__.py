@@ -20,6 +20,15 @@ dashboard works on a cluster without Internet access. A strict Content-Security-
 only those files: no inline script or style. The script only reloads the cluster, queues and
 jobs pages every 10 seconds where asked: never a job's page, whose every view counts as a
 person's activity for idle reclamation, as ``rota show`` does.
+
+This module holds the pages (``router``) and what they share (``Ui``); beside it:
+
+- ``session``: who is looking: a token given once in the login form opens a session kept on the
+  server, whose id the browser holds in a cookie scripts cannot read;
+- ``shapes``: what the templates draw (GPU cells, quota bars, usage bars), shaped from the API's
+  views, never reading the store or deciding who sees what.
+
+``templates/`` holds the Jinja2 templates and ``static/`` the CSS and the script.
 """
 
 from __future__ import annotations

@@ -1,8 +1,30 @@
-"""The Kubernetes side of rota, as pure translations: no I/O, and no import of the
-``kubernetes`` client here (the backend that talks to the API server imports it on use).
+"""The Kubernetes side of rota: the backend that schedules Pods on a real cluster, and the pure
+translations it is made of.
 
-``quantity`` parses resource quantities as the API server does; ``names`` holds the labels,
-annotations and resource names rota reads and writes; ``nodes`` turns a Node object into
-rota's ``Node``; ``hami`` reads and writes HAMi's device annotations; ``pods`` builds the Pod
-rota creates for one replica of a placed job.
+The translations do no I/O and import no ``kubernetes`` client: ``api`` is the only module
+that imports it, on first use, and only ``api``, ``informer``, ``lock``, ``launch`` and
+``backend`` make requests.
+
+Pure translations:
+
+- ``quantity``: parses resource quantities as the API server does;
+- ``names``: the labels, annotations and resource names rota reads and writes;
+- ``nodes``: turns a Node object into rota's ``Node``, with what Kubernetes says about it;
+- ``hami``: reads and writes HAMi's device annotations (on Nodes and on Pods);
+- ``podinfo``: the small frozen ``PodInfo`` rota keeps of each Pod (identity, effective
+  request, phase);
+- ``pods``: builds the Pod rota creates for one replica of a placed job, and the headless
+  Service of a gang;
+- ``offers``: Pods that users created for rota to schedule, as offers of jobs;
+- ``status``: how a replica's Pod is doing, as rota's ``ReplicaStatus``;
+- ``usage``: what Pods outside rota hold on a node, as ``Foreign`` holdings.
+
+What talks to the API server:
+
+- ``api``: ``connect`` (finds the cluster as ``kubectl`` does) and ``KubeApi``, the requests
+  rota makes, in plain JSON;
+- ``informer``: a cache of one kind of object kept current by list and watch, in a thread;
+- ``lock``: HAMi's node lock, taken and released as HAMi's scheduler does;
+- ``launch``: starting one attempt as a gang of Pods, all bound or none, and finding it again;
+- ``backend``: the Kubernetes ``Backend``: inventory, offers, launch, poll, signal, cancel and logs.
 """
