@@ -1,7 +1,7 @@
 """The job spec: one job as a user writes it, in a jobs file or alone in a job file.
 
 A job spec is validated in isolation (types, units, ranges, unknown keys); references to the
-cluster (queue, project, GPU models) are checked by ``rota.spec.plan`` against a cluster.
+cluster (queue, project, GPU models) are checked by ``rota.spec.build`` against a cluster.
 ``to_job`` turns a spec into a pending ``rota.core.Job``; the same spec is what a single-job
 file holds at its top level (``parse_job``).
 
