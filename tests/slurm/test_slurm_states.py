@@ -115,16 +115,17 @@ def test_job_ids_unfit_for_slurm_names_are_refused(job_id):
 
 
 @pytest.mark.parametrize("state, flags, expected", [
-    ("mixed", {"DRAIN"}, "drained in Slurm: fan"),            # draining: jobs must leave
-    ("allocated", {"FAIL"}, "failing in Slurm: fan"),
+    ("mixed", {"DRAIN"}, None),                               # draining: jobs may end
+    ("allocated", {"FAIL"}, None),                            # failing: the same, as Slurm
     ("down", set(), "down in Slurm: fan"),
+    ("error", set(), "in error in Slurm: fan"),
+    ("down", {"DRAIN"}, "down in Slurm: fan"),
     ("allocated", {"NOT_RESPONDING"}, None),                  # Slurm fails the job if it must
     ("unknown", set(), None),                                 # every node, as slurmctld starts
     ("allocated", {"RESERVED"}, None),                        # a reservation waits for the job
     ("mixed", {"REBOOT_REQUESTED"}, None),
 ])
-def test_a_running_job_leaves_a_node_only_when_it_is_drained_failing_or_down(state, flags,
-                                                                            expected):
+def test_a_running_job_leaves_a_node_only_when_it_is_down_or_in_error(state, flags, expected):
     assert losing_reason(state, frozenset(flags), "fan") == expected
 
 

@@ -5,7 +5,7 @@ lists it, as ``sacct`` recorded it, the nodes a running job must leave, whether 
 keeps accounting, and the time) into the backend's ``Status``:
 
 - **Not ended** (pending or running in Slurm): every replica runs, except one whose node must
-  be left (drained, failing, down: ``states.losing_reason``), which is *lost* with the node's
+  be left (down or in error: ``states.losing_reason``), which is *lost* with the node's
   reason, so that the control loop stops the job and requeues it. A pending job counts only
   where it is pinned to the node; Slurm places an unpinned one elsewhere by itself.
 - **Ended**: every replica is lost when Slurm's state of the job says the node or Slurm itself

@@ -17,7 +17,8 @@ A node is unschedulable when its base state is ``down``, ``error``, ``future`` o
 or when one of ``UNSCHEDULABLE_FLAGS`` is set (drained or draining, failing, not responding,
 in maintenance or in a reservation, rebooting, powered down); the reason is Slurm's own
 (``scontrol update ... reason=``) when it has one. A rota job already running on a node
-*loses* it (``losing_reason``) only when the node is drained, failing, down or in error.
+*loses* it (``losing_reason``) only when the node is down or in error: a drained or failing
+node lets its running jobs end, as Slurm does.
 
 Exit codes: Slurm writes ``code:signal`` (``3:0`` exited with 3; ``0:9`` killed by SIGKILL);
 ``squeue --json`` gives the raw wait status instead (``768`` is ``3:0``). rota's convention
@@ -119,21 +120,22 @@ UNSCHEDULABLE_FLAGS: dict[str, str] = {
 }
 
 
-# What ends a rota job already running on a node: an operator draining or failing it, or the
-# node going down. A node that stops responding is Slurm's to judge (it fails the job with
-# NODE_FAIL once the node is declared down), and so is one in an unknown state (every node is,
-# for a moment, after slurmctld restarts); a reservation or a reboot request waits for the
-# node to be free.
+# What ends a rota job already running on a node: the node going down or into error. As in
+# Slurm, a node drained or marked failing takes no new work and lets running jobs end (an
+# operator who wants them gone evicts them: ``rota node drain --evict``, or Slurm's own
+# ``scontrol update state=down``). A node that stops responding is Slurm's to judge (it fails
+# the job with NODE_FAIL once the node is declared down), and so is one in an unknown state
+# (every node is, for a moment, after slurmctld restarts); a reservation or a reboot request
+# waits for the node to be free.
 LOSING_STATES = frozenset({"down", "error"})
-LOSING_FLAGS = frozenset({"DRAIN", "FAIL"})
 
 
 def losing_reason(state: str, flags: frozenset[str], reason: str) -> str | None:
-    """Why rota's jobs running on a node in this ``state`` with these ``flags`` must leave it
-    (``None``: they may stay): Slurm's words for the node, as ``unschedulable_reason``."""
-    if state not in LOSING_STATES and not flags & LOSING_FLAGS:
+    """Why rota's jobs running on a node in this ``state`` must leave it (``None``: they may
+    stay, whatever its ``flags``): Slurm's words for the node, as ``unschedulable_reason``."""
+    if state not in LOSING_STATES:
         return None
-    return unschedulable_reason(state, flags & LOSING_FLAGS, reason)
+    return unschedulable_reason(state, frozenset(), reason)
 
 
 def unschedulable_reason(state: str, flags: frozenset[str], reason: str) -> str | None:
