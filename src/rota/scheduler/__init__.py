@@ -11,6 +11,8 @@ simulator are thin callers of it. Modules:
 - ``plugins``: ordering, admission, placement scoring, preemption and backfill plugins, one
   registry; ``policy``: presets and specs that pick plugins;
 - ``cycle``: the steps of a cycle; ``apply``: applying decisions to a snapshot (dry runs);
+- ``context``: one cycle's working context (starting, placing, releasing jobs); ``holds``:
+  the quota a cycle holds for jobs that wait, kept from the other queues;
 - ``Arrivals`` / ``ArrivalMix`` (``plugins.capacity``): what a caller carries from cycle to
   cycle for a placement that plans for the mix of arriving work (``run_cycle(..., mix=)``).
 """
