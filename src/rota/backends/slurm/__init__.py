@@ -11,5 +11,6 @@ beside it, and ``submit`` returns the ``sbatch`` argv and script for one attempt
 - ``nodes``: Slurm nodes as core ``Node`` objects, and the foreign allocations of jobs that
   rota did not submit;
 - ``submit``: one placed attempt as an ``sbatch`` command and batch script;
+- ``handles``: what the handle of an attempt holds, built at launch and read back checked;
 - ``early``: the ends that batch scripts report before Slurm does, kept until Slurm agrees.
 """
