@@ -18,6 +18,8 @@ The local backend, replicas as supervised processes on this machine:
 
 - ``local``: the backend: launching, recovering, observing and stopping replicas, and the
   layout of their directories under the data directory;
+- ``localstatus``: how a replica stands (status, a lost GPU, GPU activity, last output, its
+  running child), read from its files and processes, and rota's notes in its log;
 - ``localfiles``: what a handle's ``ref`` holds, the argv a command becomes, the log files a
   job owns, the account its supervisor starts it as;
 - ``shim``: the supervisor of one replica (``python -m rota.backends.shim REPLICA_DIR``),

@@ -18,8 +18,9 @@ Each replica runs under its own supervisor (``rota.backends.shim``, forked by th
 backend keeps: ``rota.backends.spawner``), in a session of its own so that it survives the
 control plane. The supervisor owns the replica's fate: it forwards
 signals, escalates a stop to SIGKILL after the grace period, and writes ``status.json`` when the
-command ends. This backend only writes requests (``stop.json``) and reads results, so a new
-instance over the same data directory (``adopt``) knows everything the old one knew:
+command ends. This backend only writes requests (``stop.json``) and reads results
+(``rota.backends.localstatus``), so a new instance over the same data directory (``adopt``)
+knows everything the old one knew:
 
 - ``status.json`` present: the replica exited, with that exit code;
 - the supervisor still runs (same pid, same start time, same boot): running;
@@ -51,15 +52,14 @@ from __future__ import annotations
 import os
 import signal as signals
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from rota.backends import cgroups
+from rota.backends import cgroups, localstatus
 from rota.backends.base import (
-    Activity, BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle,
-    ReplicaState, ReplicaStatus, Status,
+    Activity, BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, ReplicaState,
+    Status,
 )
 from rota.backends.env import ReplicaContext, account_env, check_job_env, inherited, replica_env
 from rota.backends.exits import ExitWatcher
@@ -71,20 +71,18 @@ from rota.backends.localfiles import (  # noqa: F401 - Proc, proc and free_port 
     JOB_UMASK, Proc, account_json, argv_of, boot_of, free_port, log_file,
     mps_running, proc, try_name,
 )
+from rota.backends.localstatus import live_child, on_sick_gpu, replica_status
 from rota.backends.nvml import Nvml
 from rota.backends.procs import (
-    boot_id, claim_json, is_running, make_dirs, read_json, session_of, signal_group, signal_pid,
+    boot_id, claim_json, is_running, make_dirs, read_json, signal_group, signal_pid,
     start_ticks, write_json_atomic,
 )
 from rota.backends.shim import CLAIM, FORWARDED
 from rota.backends.spawner import Spawner
 from rota.core import (
-    GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, MILLI, End, InvalidSpec, Job, Node, Placement,
-    ReplicaPlacement,
+    GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, InvalidSpec, Job, Node, Placement, ReplicaPlacement,
 )
 from rota.core.datadir import job_home
-
-UTIL_WINDOW_S = 10.0  # per-process GPU utilisation samples of the last this many seconds
 
 
 class LocalBackend:
@@ -365,8 +363,8 @@ class LocalBackend:
         boot, sick = boot_id(), self._sick()
         out = []
         for handle in handles:
-            status = Status(tuple(self._on_sick_gpu(self._replica_status(handle, r, boot), r,
-                                                    sick) for r in handle.replicas))
+            status = Status(tuple(on_sick_gpu(replica_status(handle, r, boot), r, sick)
+                                  for r in handle.replicas))
             if status.state is not ReplicaState.RUNNING:
                 with self._lock:
                     self._tracked.pop(handle.launch_id, None)
@@ -384,86 +382,15 @@ class LocalBackend:
         self._track(handle)
         return self.poll([handle])[0]
 
-    def _replica_status(self, handle: Handle, r: ReplicaHandle, boot: str) -> ReplicaStatus:
-        p = proc(r)
-        for attempt in range(2):  # re-read: the supervisor may finish between the two checks
-            done = read_json(Path(p.dir) / "status.json")
-            if done is not None:
-                return ReplicaStatus(r.rank, ReplicaState.EXITED, done.get("exit_code"),
-                                     done.get("signal"), done.get("reason", ""),
-                                     done.get("finished_at"))
-            if attempt == 0 and boot_of(handle) == boot and is_running(p.pid, p.start_ticks):
-                return ReplicaStatus(r.rank, ReplicaState.RUNNING)
-        if boot_of(handle) != boot:
-            return ReplicaStatus(r.rank, ReplicaState.LOST, reason="the machine restarted")
-        return ReplicaStatus(r.rank, ReplicaState.LOST, reason=(
-            f"supervisor (pid {p.pid}) is gone and recorded no exit status"))
-
-    @staticmethod
-    def _on_sick_gpu(status: ReplicaStatus, r: ReplicaHandle,
-                     sick: dict[int, str]) -> ReplicaStatus:
-        """A replica still running on an unhealthy GPU is lost to it: it is stopped and
-        requeued, as if its node had failed."""
-        bad = [s.index for s in r.devices if s.index in sick]
-        if not bad or status.state is not ReplicaState.RUNNING:
-            return status
-        return ReplicaStatus(r.rank, ReplicaState.LOST, cause=End.GPU_UNHEALTHY,
-                             reason=f"GPU {bad[0]} is unhealthy: {sick[bad[0]]}")
-
     def activity(self, handles: Sequence[Handle]) -> list[Activity]:
-        """Each launch's GPU utilisation (NVML: a whole device's own figure; on a shared
-        device, the SM utilisation of the replica's own processes, those of its session) and
-        when its log files last grew."""
-        util = sharing = None
-        if self.nvml is not None:
-            util = self.nvml.utilization()
-            since = int((time.time() - UTIL_WINDOW_S) * 1_000_000)
-            sharing = {}
-            for sample in self.nvml.process_utilization(since):
-                sid = session_of(sample.pid)
-                key = (sid, sample.index)
-                sharing[key] = sharing.get(key, 0) + sample.sm_percent
-        return [Activity(self._gpu_util(h, util, sharing), self._last_output(h)) for h in handles]
-
-    def _gpu_util(self, handle: Handle, util: dict[int, int] | None,
-                  sharing: dict[tuple[int | None, int], int] | None) -> float | None:
-        if util is None or sharing is None:
-            return None
-        figures = []
-        for r in handle.replicas:
-            child = read_json(Path(proc(r).dir) / "child.json") or {}
-            for share in r.devices:
-                if share.milli >= MILLI:
-                    figures.append(util.get(share.index))
-                else:
-                    figures.append(sharing.get((child.get("pid"), share.index), 0))
-        known = [f for f in figures if f is not None]
-        return sum(known) / len(known) if known else None
-
-    @staticmethod
-    def _last_output(handle: Handle) -> float | None:
-        times = []
-        for r in handle.replicas:
-            p = proc(r)
-            for path in (p.stdout, p.stderr):
-                try:
-                    times.append(os.stat(path).st_mtime)
-                except OSError:
-                    continue
-        return max(times) if times else None
+        """Each launch's GPU utilisation and when its log files last grew
+        (``rota.backends.localstatus``)."""
+        return localstatus.activity(self.nvml, handles)
 
     def notify(self, handle: Handle, message: str) -> None:
-        """Append ``[rota] message`` to every replica's stderr log. The log keeps its time of
-        change: rota's own line is not the job's output (``activity`` reads that time)."""
-        for r in handle.replicas:
-            path = proc(r).stderr
-            try:
-                before = os.stat(path)
-                with open(path, "a", opener=_no_follow) as f:
-                    f.write(f"[rota] {message}\n")
-                os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-            except OSError:
-                continue
+        """Append ``[rota] message`` to every replica's stderr log, keeping its time of change
+        (``rota.backends.localstatus``)."""
+        localstatus.notify(handle, message)
 
     def endpoint(self, handle: Handle) -> str | None:
         found = handle.ref.get("endpoint")
@@ -488,7 +415,7 @@ class LocalBackend:
             supervised = boot_of(handle) == boot and is_running(p.pid, p.start_ticks)
             if supervised and sig in FORWARDED:
                 signal_pid(p.pid, sig)
-            elif (child := self._live_child(p)) is not None:
+            elif (child := live_child(p)) is not None:
                 signal_group(child, sig)
 
     def cancel(self, handle: Handle, grace_s: float) -> None:
@@ -512,18 +439,8 @@ class LocalBackend:
                 write_json_atomic(rdir / "stop.json", {"reason": reason, "grace_s": grace_s},
                                   mode=0o600, durable=False)
             signal_pid(p.pid, signals.SIGTERM)
-        elif (child := self._live_child(p)) is not None:
+        elif (child := live_child(p)) is not None:
             signal_group(child, signals.SIGKILL)  # no supervisor left to count a grace period
-
-    def _live_child(self, p: Proc) -> int | None:
-        child = read_json(Path(p.dir) / "child.json")
-        if child is None or not is_running(child["pid"], child.get("start_ticks")):
-            return None
-        return int(child["pid"])
-
-
-def _no_follow(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW, 0o600)
 
 
 def _served_port(attempt_dir: Path) -> int | None:

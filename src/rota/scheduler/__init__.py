@@ -17,6 +17,7 @@ The cycle:
   ordering plugin's sequence, with the rules that keep a cohort from churning);
 - ``context``: the working context of one cycle: overlay, quota book, and the moves every step
   shares (start a job, release or re-take what an active job holds);
+- ``holds``: the quota a cycle holds for jobs that wait, kept from the other queues;
 - ``base``: what the jobs holding resources take, kept between cycles by a caller;
 - ``apply``: applying decisions to a snapshot (dry runs, simulations).
 

@@ -1,8 +1,9 @@
 """The working context of one cycle: overlay, quota book, and the moves every step shares.
 
 ``Cycle`` turns jobs into placement shapes, starts a job (admission, then placement), and
-releases or re-takes what an active job holds (for preemption and backfill what-ifs). It does
-not decide the order of work: that is ``cycle.run_cycle``.
+releases or re-takes what an active job holds (for preemption and backfill what-ifs); the
+quota it holds for jobs that wait comes from ``rota.scheduler.holds``. It does not decide the
+order of work: that is ``cycle.run_cycle``.
 
 A cycle runs on a ``Base`` (the overlay, quota book and allocations of the active jobs): a
 throwaway one built from the snapshot, or one the caller keeps between cycles. Every change
@@ -13,12 +14,12 @@ from __future__ import annotations
 
 import math
 import random
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from rota.core import Job, JobState, Placement, ReclaimWithinCohort, WithinQueue
+from rota.core import Job, JobState, Placement, WithinQueue
 from rota.scheduler.base import Base, position
+from rota.scheduler.holds import QuotaHolds
 from rota.core.decisions import Bind, Reason, ReasonCode, Reserve
 from rota.scheduler.placement import Shape, find_replica, holds, place_gang
 from rota.scheduler.reasons import resource_reason
@@ -43,7 +44,7 @@ def placement_for(plugin, snapshot: Snapshot, mix):
     return plugin if for_cycle is None else for_cycle(snapshot, mix)
 
 
-class Cycle:
+class Cycle(QuotaHolds):
     """One cycle on top of a ``Base``: the base's overlay (through a view of its own), quota
     book and allocations, plus what this cycle changes, recorded so that ``close`` gives the
     base back exactly as it was (see ``rota.scheduler.base``)."""
@@ -89,13 +90,7 @@ class Cycle:
         # victims (and jobs already preempting) of other queues than their preemptor's, chosen
         # in this cycle: still charged to their queues, but gone for later victim searches
         self.handover: list[Job] = []
-        # quota charged for jobs that do not run yet (a reservation, quota owed to a waiting
-        # job), per (queue, flavour, resource): not usage a reclaim could take back
-        self.held: dict[tuple[str, str, str], int] = {}
-        # quota held for a queue against the other queues' jobs (``keep``): queue -> (job,
-        # flavour, amounts), lifted while a job of that queue is tried
-        self.kept: dict[str, list[tuple[str, str, dict[str, int]]]] = {}
-        self.partial: list[tuple[str, str, str, dict[str, int]]] = []  # see ``hold_owed``
+        self.start_holds()  # quota held for waiting jobs (``rota.scheduler.holds``)
         self.reservation: Reserve | None = None
         self.reserved_quota: tuple | None = None  # (queue, flavour, demand) of the reserved job
         self.reserved_borrows = False  # the reserved job's queue is above nominal at its start
@@ -106,8 +101,6 @@ class Cycle:
         self._could: dict[tuple, tuple[tuple[int, int], bool]] = {}  # see ``could_start``
         self._kinds: dict[str, tuple[Job, int]] = {}  # see ``kind_of``
         self._kind_ids: dict[tuple, int] = {}
-        # (queue, book version) -> the version of that book with the queue's holds lifted
-        self.lift_names: dict[tuple[str, int], int] = {}
 
     def close(self) -> None:
         """Undo everything this cycle changed on its base: overlay (journal), caps, quota
@@ -442,96 +435,6 @@ class Cycle:
             deltas = tuple((position(slot, d.index), d.milli, d.memory_mib) for d in rep.devices)
             self.state.give(slot, req.cpu_milli, req.memory_mib, deltas)
 
-    def hold_owed(self, job: Job) -> None:
-        """``job`` waits on quota although its queue's nominal quota covers it: the cohort has
-        lent that quota out. Charge it to the queue for the rest of the cycle, so that no later
-        job borrows what is owed to it (Kueue reserves it so). A queue that may not take back
-        what it lent from anyone (``reclaim_within_cohort`` not ``any``) holds, for a job its
-        nominal quota covers only in part, that part: what is left of its nominal quota, up to
-        the request (Kueue's ``quotaResourcesToReserve``), so that the borrowers do not take
-        the rest of its quota away too: from when the jobs within nominal quota have had their
-        turn (``hold_partial``; Kueue tries borrowing workloads last)."""
-        queue = self.snapshot.queues[job.queue]
-        if queue.cohort is None:
-            return
-        demand, partial = job.total(), None
-        keeps = queue.reclaim_within_cohort is not ReclaimWithinCohort.ANY
-        for flavor, _ in self.flavors(job):
-            quota = queue.quotas.get(flavor)
-            if quota is None:
-                return
-            if within_nominal(self.book, job, flavor):
-                held = {r: demand[r] for r in quota.nominal if demand.get(r, 0) > 0}
-                if held:
-                    self.hold_quota(job.queue, flavor, held)
-                return
-            if keeps and partial is None:
-                left = {r: min(demand[r], n - self.book.usage[(job.queue, flavor, r)])
-                        for r, n in quota.nominal.items() if demand.get(r, 0) > 0}
-                partial = (flavor, {r: v for r, v in left.items() if v > 0})
-        if partial is not None and partial[1]:
-            self.partial.append((job.id, job.queue, *partial))
-
-    def hold_partial(self) -> None:
-        """Hold the parts of nominal quota noted by ``hold_owed`` (once the jobs within nominal
-        quota have had their turn), against the other queues' jobs only (``keep``)."""
-        for job_id, queue, flavor, amounts in self.partial:
-            quota = self.snapshot.queues[queue].quotas[flavor]
-            left = {r: min(v, quota.nominal[r] - self.book.usage[(queue, flavor, r)])
-                    for r, v in amounts.items()}  # never beyond the queue's nominal quota
-            left = {r: v for r, v in left.items() if v > 0}
-            if left:
-                self.keep(job_id, queue, flavor, left)
-        self.partial = []
-
-    def hold_follower(self, job: Job) -> None:
-        """``job`` waits behind its queue's borrowing head although its queue's nominal quota
-        covers it: keep that quota for its queue against the jobs of other queues tried
-        before it (``keep``), as ``hold_owed`` does."""
-        queue = self.snapshot.queues[job.queue]
-        for flavor, _ in self.flavors(job):
-            quota = queue.quotas.get(flavor)
-            if quota is None:
-                return
-            if within_nominal(self.book, job, flavor):
-                demand = job.total()
-                held = {r: demand[r] for r in quota.nominal if demand.get(r, 0) > 0}
-                if held:
-                    self.keep(job.id, job.queue, flavor, held)
-                return
-
-    def keep(self, job_id: str, queue: str, flavor: str, amounts: dict[str, int]) -> None:
-        """Hold ``amounts`` for ``queue`` on behalf of a waiting job, against the jobs of other
-        queues only: the queue's own jobs lift it while they are tried (``lifted``)."""
-        self.hold_quota(queue, flavor, amounts)
-        self.kept.setdefault(queue, []).append((job_id, flavor, amounts))
-
-    def lifted(self, queue: str, tried: str | None = None):
-        """The quota kept for ``queue`` lifted for the duration (a job of the queue is tried
-        or weighed); afterwards the hold of ``tried`` is forgotten."""
-        if not self.kept.get(queue):
-            return _UNLIFTED
-        return _Lifted(self, queue, tried)
-
-    def lift(self, queue: str, sign: int, drop: str | None = None) -> None:
-        """Take back (``sign=-1``) or put back (``+1``) the quota kept for ``queue``; putting
-        back, forget the hold of ``drop`` (the job just tried)."""
-        holds = self.kept.get(queue, [])
-        if sign > 0 and drop is not None:
-            self.kept[queue] = holds = [h for h in holds if h[0] != drop]
-        for _, flavor, amounts in holds:
-            self.book.charge(queue, flavor, amounts, sign)
-            for r, v in amounts.items():
-                self.held[(queue, flavor, r)] += sign * v
-
-    def hold_quota(self, queue: str, flavor: str, amounts) -> None:
-        """Charge ``amounts`` to the queue for a job that does not run yet, for the rest of
-        the cycle, and note it as held (``held``)."""
-        self.book.charge(queue, flavor, amounts, 1)
-        for r, v in amounts.items():
-            key = (queue, flavor, r)
-            self.held[key] = self.held.get(key, 0) + v
-
     def cap_reserved_nodes(self, placement: Placement) -> None:
         """After a reservation's shadow state is built: cap its nodes at what is free there."""
         for name in placement.nodes:
@@ -546,32 +449,3 @@ def search_key(cycle: Cycle, job: Job, capped: bool) -> tuple:
     with the same key."""
     return (job.queue, cycle.priority_of(job), capped, job.replicas, job.request,
             job.resource_group, job.selector)
-
-
-_UNLIFTED = nullcontext()  # nothing kept for the queue: nothing to lift
-
-
-class _Lifted:
-    """``Cycle.lifted`` for a queue with quota kept: lift on entry, put back on exit; a book
-    put back as it was gets back its version, so the answers remembered for it hold again."""
-
-    __slots__ = ("cycle", "queue", "tried", "before", "inside")
-
-    def __init__(self, cycle: Cycle, queue: str, tried: str | None) -> None:
-        self.cycle, self.queue, self.tried = cycle, queue, tried
-
-    def __enter__(self) -> None:
-        cycle, book = self.cycle, self.cycle.book
-        self.before = book.version
-        cycle.lift(self.queue, -1)
-        # the same book with the same queue's holds lifted is the same book: same name
-        key = (self.queue, self.before)
-        book.version = self.inside = cycle.lift_names.setdefault(key, book.version)
-
-    def __exit__(self, *exc) -> None:
-        cycle, book = self.cycle, self.cycle.book
-        same = book.version == self.inside and all(
-            h[0] != self.tried for h in cycle.kept.get(self.queue, ()))
-        cycle.lift(self.queue, 1, self.tried)
-        if same:
-            book.version = self.before

@@ -25,6 +25,7 @@ The backend and what it runs:
   built from them;
 - ``commands``: running Slurm's commands with a clean environment;
 - ``backend``: the Slurm ``Backend``: inventory, launch, recover, poll, signal and cancel;
+- ``handles``: what the handle of an attempt holds, built at launch and read back checked;
 - ``attempts``: where each attempt's files live under the data directory, and whether it was
   submitted;
 - ``early``: the ends that batch scripts report before Slurm does, kept until Slurm agrees;

@@ -5,10 +5,8 @@ Instance. Each control plane (its data directory) has an instance id, written on
 (``attempts.instance``), that its jobs carry in their comment: two rota installations on one
 cluster, whose job numbers may be the same, each see the other's jobs as foreign.
 
-Handles. ``launch_id`` is the Slurm job id; the handle's ``ref`` holds ``slurm_job`` (that id),
-``name`` (``rota-<job>-<attempt>``), ``log`` (the batch shell's output) and ``pinned``
-(whether rota chose the nodes); each replica's ``ref`` holds its ``stdout`` and ``stderr``
-files. Files on disk: ``attempts``.
+Handles: ``launch_id`` is the Slurm job id; what a handle holds is ``handles``. Files on disk:
+``attempts``.
 
 Launch, crash-safe (``attempts`` says what each file proves):
 
@@ -56,13 +54,11 @@ import os
 import signal as signals
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from rota.backends.base import (
-    Activity, BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, ReplicaState,
-    Status,
+    Activity, BackendError, Capabilities, Handle, LaunchSpec, ReplicaState, Status,
 )
 from rota.backends.env import account_env, inherited
 from rota.backends.slurm import attempts, logs
@@ -71,6 +67,7 @@ from rota.backends.slurm.attempts import AttemptFiles
 from rota.backends.slurm.commands import SlurmCommands, SlurmCommandError
 from rota.backends.slurm.config import SlurmConfig
 from rota.backends.slurm.early import EarlyEnds
+from rota.backends.slurm.handles import BACKEND, attempt_handle, serving, slurm_job
 from rota.backends.slurm.nodes import NodeReport, fractional_refusal, inventory, node_report
 from rota.backends.slurm.observe import COMPLETED, Seen, attempt_status
 from rota.backends.slurm.records import (
@@ -82,7 +79,7 @@ from rota.backends.slurm.reservations import (
 )
 from rota.backends.slurm.states import attempt_name, losing_reason, owner
 from rota.backends.slurm.release import Releaser, release
-from rota.backends.slurm.submit import SubmitSpec, batch_request, derived_port, parse_job_id
+from rota.backends.slurm.submit import SubmitSpec, batch_request, parse_job_id
 from rota.backends.slurm.summary import describe
 from rota.backends.slurm.watch import SlurmWatcher
 from rota.core import InvalidSpec, Job, Node, Placement
@@ -92,7 +89,7 @@ log = logging.getLogger("rota.backends.slurm")
 
 
 class SlurmBackend:
-    name = "slurm"
+    name = BACKEND
 
     def __init__(self, data_dir: str | Path, config: SlurmConfig,
                  commands: SlurmCommands | None = None,
@@ -177,7 +174,7 @@ class SlurmBackend:
 
     def _state(self, handle: Handle) -> str | None:
         """The state of the handle's Slurm job now (None: squeue no longer lists it)."""
-        slurm_id = _slurm_id(handle)
+        slurm_id = slurm_job(handle)
         return next((j.state for j in self._named([str(handle.ref.get("name"))])
                      if j.id == slurm_id), None)
 
@@ -202,12 +199,12 @@ class SlurmBackend:
         if job.request.gpu.fractional and (refusal := fractional_refusal(reports.values())):
             raise InvalidSpec("gpu", refusal)
         files = AttemptFiles.of(self.data_dir, job.id, attempt)
+        addresses = {n: s.address for n, s in self._slurm_nodes.items()}
         request = batch_request(job, placement, attempt, SubmitSpec(
             command=tuple(spec.command), workdir=spec.workdir, log_dir=str(files.logs),
             env=spec.env, checkpoint_signal=spec.checkpoint_signal, grace_s=spec.grace_s,
             partition=self.config.partition, pinned=self.config.pinned, hold=True,
-            instance=self.instance, port=spec.port,
-            addresses={n: s.address for n, s in self._slurm_nodes.items()}), reports)
+            instance=self.instance, port=spec.port, addresses=addresses), reports)
         files.prepare(spec.run_as)
         files.intend(request.name)                                                   # 1
         self.before("sbatch", files)
@@ -219,12 +216,9 @@ class SlurmBackend:
             raise BackendError("launch_failed", f"sbatch refused job {job.id}: "
                                                 f"{exc.stderr or exc}") from None
         slurm_id = parse_job_id(out)
-        handle = self._handle(job.id, attempt, slurm_id, placement, files)
+        handle = attempt_handle(job.id, attempt, slurm_id, placement, files, self.config.pinned)
         if spec.port is not None:  # where rota reaches the job's server (``endpoint``)
-            first = placement.replicas[0].node
-            node = self._slurm_nodes.get(first)
-            handle = replace(handle, ref={**handle.ref, "endpoint": "{}:{}".format(
-                node.address if node is not None else first, spec.port or derived_port(slurm_id))})
+            handle = serving(handle, placement, addresses, spec.port)
         self.before("save", files)
         files.save(handle)                                                           # 3
         self._track(handle)
@@ -240,16 +234,6 @@ class SlurmBackend:
         """Called before each step of a launch after the first (``sbatch``, ``save``,
         ``release``, ``return``); does nothing. Tests override it to stop a launch there, as
         a killed control plane would."""
-
-    def _handle(self, job_id: str, attempt: int, slurm_id: int, placement: Placement,
-                files: AttemptFiles) -> Handle:
-        replicas = tuple(ReplicaHandle(k, r.node, r.devices, {
-            "stdout": str(files.logs / f"rank-{k}.out"),
-            "stderr": str(files.logs / f"rank-{k}.err")})
-            for k, r in enumerate(placement.replicas))
-        return Handle(self.name, job_id, str(slurm_id), replicas, attempt, {
-            "slurm_job": slurm_id, "name": attempt_name(job_id, attempt),
-            "log": str(files.logs / "batch.log"), "pinned": self.config.pinned})
 
     # -- recover -----------------------------------------------------------------------------
 
@@ -271,7 +255,7 @@ class SlurmBackend:
             return None
         for extra in ids[1:]:
             self._duplicate(extra, name)
-        handle = self._handle(job.id, attempt, ids[0], placement, files)
+        handle = attempt_handle(job.id, attempt, ids[0], placement, files, self.config.pinned)
         files.save(handle)
         self._release_if_held(handle)
         return self._track(handle)
@@ -282,7 +266,7 @@ class SlurmBackend:
 
     def _release_if_held(self, handle: Handle) -> None:
         self._release_held([j for j in self._named([str(handle.ref.get("name"))])
-                            if j.id == _slurm_id(handle)])
+                            if j.id == slurm_job(handle)])
 
     def _release_held(self, jobs: list[SlurmJob]) -> None:
         """Release the recorded attempts among ``jobs`` that are still held (a release lost
@@ -299,7 +283,7 @@ class SlurmBackend:
         if handle.backend != self.name:
             raise BackendError("foreign_handle", f"handle of backend {handle.backend!r}, "
                                                  f"not {self.name!r}")
-        _slurm_id(handle)
+        slurm_job(handle)
         self._track(handle)
         return self.poll([handle])[0]
 
@@ -309,7 +293,7 @@ class SlurmBackend:
         when a job started (where did it land?) or ended beyond what ``sacct`` knows yet."""
         if not handles:
             return []
-        ids = [_slurm_id(h) for h in handles]
+        ids = [slurm_job(h) for h in handles]
         named = self._named([str(h.ref.get("name")) for h in handles])
         self._cancel_duplicates(handles, named)
         brief = {j.id: j for j in named if j.id in set(ids)}
@@ -357,7 +341,7 @@ class SlurmBackend:
     def _cancel_duplicates(self, handles: Sequence[Handle], queue: tuple[SlurmJob, ...]) -> None:
         """Cancel every live Slurm job of a polled attempt (its name, this control plane's
         comment) but the handle's own."""
-        own = {h.ref.get("name"): _slurm_id(h) for h in handles}
+        own = {h.ref.get("name"): slurm_job(h) for h in handles}
         for j in queue:
             if j.name in own and j.id != own[j.name] and not j.phase.ended \
                     and owner(j.name, j.comment, self.instance) and j.comment:
@@ -370,7 +354,7 @@ class SlurmBackend:
         """The batch script says the attempt ended with ``exit_code`` (and each replica with
         its code in ``replicas``): ``poll`` says so while Slurm still lists the job
         (``early``). Only for a launch tracked here, not ended."""
-        slurm_id = _slurm_id(handle)
+        slurm_id = slurm_job(handle)
         with self._lock:
             if slurm_id not in self._tracked:
                 return False
@@ -448,7 +432,7 @@ class SlurmBackend:
 
     def _track(self, handle: Handle) -> Handle:
         with self._lock:
-            self._tracked[_slurm_id(handle)] = handle
+            self._tracked[slurm_job(handle)] = handle
         return handle
 
     # -- act ---------------------------------------------------------------------------------
@@ -458,7 +442,7 @@ class SlurmBackend:
         whole job. A job not running in Slurm has no replica to signal (and ``scancel
         --signal`` would wait for a pending one to start)."""
         if sig == signals.SIGKILL:
-            self._scancel(_slurm_id(handle), "stopped")
+            self._scancel(slurm_job(handle), "stopped")
             return
         if self._state(handle) == "RUNNING":
             name = signals.Signals(sig).name.removeprefix("SIG")
@@ -470,7 +454,7 @@ class SlurmBackend:
             raise InvalidSpec("grace", f"must not be negative, got {grace_s}")
         running = grace_s > 0 and self._state(handle) == "RUNNING"
         if not running or not self._try(("scancel", "--signal=TERM", handle.launch_id)):
-            self._scancel(_slurm_id(handle), "cancelled")
+            self._scancel(slurm_job(handle), "cancelled")
 
     def _duplicate(self, slurm_id: int, name: str) -> None:
         log.warning("cancelling Slurm job %d: a second Slurm job of attempt %s, never released",
@@ -493,9 +477,3 @@ class SlurmBackend:
             log.info("%s: %s", " ".join(argv), exc.stderr)
             return False
 
-
-def _slurm_id(handle: Handle) -> int:
-    value = handle.ref.get("slurm_job")
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise InvalidSpec("handle.ref.slurm_job", f"must be a Slurm job id, got {value!r}")
-    return value
