@@ -2,7 +2,10 @@
 nodes and their GPUs; a one-GPU job, a two-node gang and a fraction on shards run where rota's
 plan put them and their logs stream; a plain ``sbatch`` job holds GPUs and rota places around
 it; cancel and preemption reach Slurm with the checkpoint signal first; a node drained in
-Slurm mid-run lets its job run until an operator evicts it, then the job is requeued; a control plane killed with ``kill -9`` while jobs run
+Slurm mid-run lets its job run until an operator evicts it, then the job is requeued; a node
+set DOWN under a job (Slurm ends it NODE_FAIL, with no exit code for its steps) and a job of a
+higher-tier partition preempting one have the rota job requeued, never failed, while the
+control loop goes on scheduling and cancelling; a control plane killed with ``kill -9`` while jobs run
 restarts and adopts them, with nothing launched twice.
 
 The cluster: node1-2 with 4 H100s, node3-4 with 4 A100s, every GPU cut in 4 shards. The
@@ -143,6 +146,49 @@ def test_a_node_drained_in_slurm_mid_run_lets_its_job_run_until_an_operator_evic
     finally:
         slurm.run(["scontrol", "update", f"nodename={node}", "state=resume"])
         server.cli("node", "uncordon", node)
+    server.cli("cancel", job)
+
+
+def test_a_node_down_under_a_job_requeues_it_and_the_loop_keeps_scheduling(server, slurm):
+    job = server.submit("--gpus", "4", "--", "sh", "-c", WHERE + "; sleep 300")
+    first = state_of(server, job, "running")
+    node = first["placement"][0]["node"]
+    wait(lambda: "host=" in server.cli("logs", job, check=False), "the job to start")
+    slurm.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=e2e psu"])
+    try:
+        wait(lambda: (j := server.job(job))["attempts"] == 1
+                     and j["state"] == "running" and j, "the job to be requeued and run again")
+        # the loop still schedules and carries out what it is asked
+        other = server.submit("--gpus", "1", "--", "sh", "-c", WHERE + "; sleep 300")
+        state_of(server, other, "running")
+        server.cli("cancel", other)
+        state_of(server, other, "cancelled")
+        server.kill9()
+        server.start()
+        assert server.job(job)["state"] == "running"
+        live = [j for j in server.slurm_jobs() if not j.phase.ended]
+        assert [j.name for j in live] == [f"rota-{job}-1"], live
+    finally:  # the fixture's slurmd registers again and may have brought the node back
+        if "down" in slurm.run(["sinfo", "-h", "-n", node, "-o", "%T"]):
+            slurm.run(["scontrol", "update", f"nodename={node}", "state=resume"])
+    server.cli("cancel", job)
+    state_of(server, job, "cancelled")
+
+
+def test_a_job_preempted_by_slurms_higher_tier_partition_is_requeued(server, slurm):
+    job = job_file(server, "tiered", entrypoint=repr(WHERE + "; sleep 300"),
+                   resources='{gpu: 4, gpu_model: "*A100*"}')
+    first = state_of(server, job, "running")
+    node = first["placement"][0]["node"]
+    wait(lambda: "host=" in server.cli("logs", job, check=False), "the job to start")
+    slurm.sbatch(["sbatch", "--parsable", "--partition=high", f"--nodelist={node}",
+                  "--gres=gpu:a100:4", "--job-name=tier-e2e", "--output=/dev/null",
+                  "--wrap", "sleep 300"])
+    again = wait(lambda: (j := server.job(job))["attempts"] == 1 and j["state"] == "running"
+                 and j, "the preempted job to be requeued and run again")
+    assert [r["node"] for r in again["placement"]] != [node]  # the other A100 node
+    assert any("preempted by Slurm" in str(e["data"].get("reason")) for e in again["events"])
+    assert not any(e["data"].get("to") == "failed" for e in again["events"])
     server.cli("cancel", job)
 
 
