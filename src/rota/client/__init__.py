@@ -1,8 +1,9 @@
-"""rota's HTTP client: where the server is (``credentials``) and how to talk to it (``http``).
+"""rota's HTTP client: where the server is (``credentials``), how to talk to it (``http``,
+through ``transport``) and what can go wrong (``errors``).
 
 The CLI never touches the store: every command goes through ``Client`` to the API; the fast
-commands of ``rota.cli.fast`` go through ``rota.client.bare``, which loads nothing of rota's
-domain model (``rota.core``) unless a request fails. So this package imports its modules when
+commands of ``rota.cli.fast`` go through ``rota.client.bare``, which sends through the same
+``transport`` and loads nothing of rota's domain model (``rota.core``) unless a request fails. So this package imports its modules when
 a name is first asked for, not when it is imported.
 """
 
@@ -11,8 +12,8 @@ from __future__ import annotations
 from importlib import import_module
 
 
-_HOMES = {"ApiError": "http", "Client": "http", "ConnectionLost": "http", "Unreachable": "http",
-          "Untrusted": "http",
+_HOMES = {"ApiError": "errors", "ConnectionLost": "errors", "Unreachable": "errors",
+          "Untrusted": "errors", "Client": "http",
           "Credentials": "credentials", "credentials_path": "credentials",
           "discover": "credentials", "save": "credentials"}
 
