@@ -3,8 +3,8 @@ through ``transport``) and what can go wrong (``errors``).
 
 The CLI never touches the store: every command goes through ``Client`` to the API; the fast
 commands of ``rota.cli.fast`` go through ``rota.client.bare``, which sends through the same
-``transport`` and loads nothing of rota's domain model (``rota.core``) unless a request fails. So this package imports its modules when
-a name is first asked for, not when it is imported.
+``transport`` and loads nothing of rota's domain model (``rota.core``) unless a request fails.
+So this package imports its modules when a name is first asked for, not when it is imported.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ HTTP/1.1. So ``Transport`` speaks it itself, for every command: ``rota.client.ht
   saw it. A streamed body cannot be sent again, so it always goes on a new connection.
 - A server that answers before it has read all of a body and closes (a 413 for an upload past
   its limit) is heard: that answer is returned, not the broken pipe.
-- Timeouts: ``connect_s`` to connect, then ``timeout_s`` (None: none) for each read.
+- Timeouts: ``connect_s`` to connect, then ``timeout_s`` (None: none) for each read; a
+  request may set its own (an upload waits without one), and logs are streamed without one.
 - https is verified against the credentials' ``ca_file`` when given (``tls_context``: a CA
   ``rota login`` pinned, ``rota.client.pinning``), else against the system's CAs; ``ssl`` is
   loaded only then.
@@ -24,7 +25,8 @@ Submits are safe to send again: they carry an ``Idempotency-Key`` (a new random 
 unless given), and the server answers a key it has seen with the job that key made. So
 ``retried`` sends one again, with the same key, when the connection fails or breaks before an
 answer (``RETRY_DELAYS_S``), and when the server asks to come back later (429 or 503 with
-``Retry-After``, at most ``MAX_RETRY_AFTER_S``), each retry told to ``on_retry``.
+``Retry-After``, at most ``MAX_RETRY_AFTER_S``), each retry told to ``on_retry``. An upload
+(``rota.client.http.Client.upload``) is sent again only in the latter case.
 
 Whatever goes wrong is raised as ``rota.client.errors`` says (``Unreachable``: no connection
 could be made; ``ConnectionLost``: it broke before the answer was read, so the request may or
