@@ -22,8 +22,8 @@ from rota.core import JobState, jobwords
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("typer", "rich", "pydantic", "rota.spec", "rota.scheduler")
-# loaded by the fast commands only to say what failed (rota.client.bare)
-DOMAIN = ("rota.core", "rota.client.http", "http.client")
+# loaded by the fast commands only to say what failed (rota.client.errors)
+DOMAIN = ("rota.core", "rota.client.errors", "rota.client.http", "http.client")
 
 
 def rota_both(server, tmp_path: Path, *args: str, user: str = "alice", **env: str):

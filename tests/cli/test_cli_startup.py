@@ -19,8 +19,9 @@ HEAVY = ("fastapi", "uvicorn", "sqlalchemy", "pydantic", "yaml", "numpy", "matpl
 
 
 def loaded_after(code: str) -> dict[str, bool]:
+    names = HEAVY + ("httpx", "http.client", "email")
     probe = (f"import sys, json\n{code}\n"
-             f"print(json.dumps({{m: m in sys.modules for m in {HEAVY!r} + ('httpx',)}}))")
+             f"print(json.dumps({{m: m in sys.modules for m in {names!r}}}))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=True)
     return json.loads(done.stdout.splitlines()[-1])
@@ -33,10 +34,19 @@ def loaded_after(code: str) -> dict[str, bool]:
     "from rota.cli.remote import talking\nfrom rota.client import Client",
 ], ids=["import", "help", "client-commands", "talking"])
 def test_client_commands_load_no_heavy_module(code):
-    """Not even an HTTP client library: the client speaks HTTP with ``http.client``."""
+    """Not even an HTTP client library: the client speaks HTTP on a socket
+    (``rota.client.transport``)."""
     loaded = loaded_after(code)
     assert [m for m in HEAVY if loaded[m]] == []
     assert not loaded["httpx"]
+
+
+def test_the_client_loads_no_http_library_of_the_standard_library_either():
+    """``Client`` and the fast commands' ``BareClient`` send through the same socket transport:
+    ``http.client`` (and the email package it parses headers with) is loaded by neither."""
+    loaded = loaded_after("from rota.client import Client, Credentials\n"
+                          "Client(Credentials('http://127.0.0.1:9', None, 'test')).close()")
+    assert not loaded["http.client"] and not loaded["email"]
 
 
 def test_the_help_lists_the_scheduler_presets():

@@ -1,88 +1,39 @@
 """``Client``: one method per API route, JSON in and out, errors as values of one type.
 
+Requests go through ``rota.client.transport`` (one kept-alive connection, streamed log and
+upload bodies, timeouts, TLS); what goes wrong is raised as ``rota.client.errors`` says:
+
 - ``ApiError``: the server answered with an error body; it carries the server's ``code``,
-  ``message`` and ``field`` and the HTTP ``status``.
+  ``message`` and ``field`` and the HTTP ``status``. A 401's message says how to get a token.
 - ``Unreachable``: nothing answered at the URL; its message says how to start a server.
   ``ConnectionLost``: the connection broke before an answer came, so the request may or may
-  not have been done.
-
-A 401 is turned into an ``ApiError`` whose message says how to get a token.
+  not have been done. ``Untrusted``: the server's certificate is not vouched for.
 
 Submits are safe to send again: ``submit`` sends an ``Idempotency-Key`` (a new random one per
 call unless given), and the server answers a key it has seen with the job that key made. So
 ``submit`` retries, with the same key, when the connection fails or breaks before an answer
 (``RETRY_DELAYS_S``), and when the server says to come back later (429 or 503 with
-``Retry-After``, at most ``MAX_RETRY_AFTER_S``); each retry is told to ``on_retry``.
+``Retry-After``, at most ``MAX_RETRY_AFTER_S``); each retry is told to ``on_retry``
+(``rota.client.transport.retried``). An upload is sent again only when told to come back later.
 """
 
 from __future__ import annotations
 
-import ssl
+import json as jsonlib
 import time
 import uuid
 from typing import Any, BinaryIO, Callable, Iterator, Mapping
 from urllib.parse import quote
 
-from rota.client.bare import MAX_RETRY_AFTER_S, RETRY_DELAYS_S, tls_context
 from rota.client.credentials import Credentials, discover
-from rota.client.wire import Broken, Distrusted, Refused, Response, Wire
-from rota.core import InvalidSpec, RotaError
+from rota.client.errors import ApiError, ConnectionLost, Unreachable, Untrusted
+from rota.client.transport import (MAX_RETRY_AFTER_S, OWN_TIMEOUT, RETRY_DELAYS_S, Response,
+                                   Transport, retried)
+
+__all__ = ["ApiError", "Client", "ConnectionLost", "MAX_RETRY_AFTER_S", "RETRY_DELAYS_S",
+           "Unreachable", "Untrusted"]
 
 UPLOAD_CHUNK = 256 * 1024
-
-
-class ApiError(RotaError):
-    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.field = field
-
-
-class Unreachable(RotaError):
-    code = "unreachable"
-
-    def __init__(self, url: str) -> None:
-        super().__init__(f"no rota server at {url}: start one with `rota up`, or point "
-                         "ROTA_URL (or rota login --url) at a running one")
-        self.url = url
-
-
-class ConnectionLost(Unreachable):
-    code = "connection_lost"
-
-    def __init__(self, url: str, what: str) -> None:
-        RotaError.__init__(self, f"the connection to {url} broke before the server answered "
-                           f"({what}); the request may or may not have been done")
-        self.url = url
-
-
-class Untrusted(Unreachable):
-    """The server's certificate is not vouched for by ``ca_file`` (None: the system's CAs);
-    nothing was sent. With a CA ``rota login`` pinned, said as loudly as ssh says a changed
-    host key (``rota.client.pinning``)."""
-
-    code = "untrusted"
-
-    def __init__(self, url: str, reason: str, ca_file: str | None) -> None:
-        from rota.client.pinning import is_pin
-        if is_pin(ca_file):
-            message = (
-                f"THE CERTIFICATE OF THE ROTA SERVER AT {url} HAS CHANGED.\n"
-                f"It is not signed by the CA you trusted when you logged in ({ca_file}: "
-                f"{reason}). Someone may be intercepting the connection (a man in the middle), "
-                "or the server's CA was made anew (its data directory's tls/ was removed). "
-                "Nothing was sent to it.\nAsk the server's operator for the CA fingerprint "
-                f"rota up prints. Only if the server's CA did change: rm {ca_file}, then rota "
-                f"login {url} --fingerprint SHA256:...")
-        else:
-            trusted = ca_file or "this system's CAs"
-            message = (f"the server at {url} presents a certificate that {trusted} cannot "
-                       f"verify ({reason}); nothing was sent to it. A rota server with a CA of "
-                       f"its own: rota login {url} --fingerprint SHA256:... (the fingerprint "
-                       "its rota up printed)")
-        RotaError.__init__(self, message)
-        self.url, self.reason, self.ca_file = url, reason, ca_file
 
 
 class Client:
@@ -94,18 +45,11 @@ class Client:
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.on_retry, self._sleep = on_retry, sleep
         self.credentials = credentials or discover()
-        headers = {}
-        if self.credentials.token:
-            headers["Authorization"] = f"Bearer {self.credentials.token}"
         self.url = self.credentials.url
-        try:
-            self._http = Wire(self.url, headers, timeout_s, connect_s=5.0,
-                              verify=_verify(self.credentials.ca_file))
-        except ValueError as exc:
-            raise InvalidSpec("url", str(exc)) from None
+        self._wire = Transport(self.credentials, timeout_s, connect_s=5.0)
 
     def close(self) -> None:
-        self._http.close()
+        self._wire.close()
 
     def __enter__(self) -> Client:
         return self
@@ -114,56 +58,20 @@ class Client:
         self.close()
 
     # plumbing
-    def _send(self, method: str, path: str, **kwargs: Any) -> Response:
-        response = self._request(method, path, **kwargs)
-        _raise_for(response)
-        return response
-
-    def _waited(self, response: Response, delay: float | None, what: str) -> bool:
-        """Whether the server asked to wait (``Retry-After``) and we did, so that ``what`` is
-        sent again: only while retries are left (``delay`` is not None) and the wait is short."""
-        wait = _retry_after(response)
-        if delay is None or wait is None or wait > MAX_RETRY_AFTER_S:
-            return False
-        self.on_retry(f"the server asks to wait ({_message_of(response)}); sending {what} "
-                      f"again in {wait:g} s")
-        self._sleep(wait)
-        return True
-
-    def _request(self, method: str, path: str, **kwargs: Any) -> Response:
-        try:
-            return self._http.request(method, path, **kwargs)
-        except (Refused, Broken) as exc:
-            raise self._told(exc) from None
-
-    def _told(self, failure: Refused | Broken) -> Unreachable:
-        """The error a connection that failed (``rota.client.wire``) is told to callers as."""
-        if isinstance(failure, Distrusted):
-            return Untrusted(self.url, failure.what, self.credentials.ca_file)
-        if isinstance(failure, Broken):
-            return ConnectionLost(self.url, failure.what)
-        return Unreachable(self.url)
-
-    def _retried(self, method: str, path: str, **kwargs: Any) -> Response:
-        """Send a request that is safe to repeat, again after a failed connection or a
-        "come back later" (see the module docstring)."""
-        for delay in (*RETRY_DELAYS_S, None):
-            try:
-                response = self._request(method, path, **kwargs)
-            except Unreachable as exc:
-                if delay is None or isinstance(exc, Untrusted):  # no retry makes it trusted
-                    raise
-                self.on_retry(f"{exc.message}; sending it again in {delay:g} s")
-                self._sleep(delay)
-                continue
-            if self._waited(response, delay, "it"):
-                continue
-            _raise_for(response)
-            return response
-        raise AssertionError("unreachable")
+    def _request(self, method: str, path: str, params: Mapping[str, Any] | None = None,
+                 json: Any = None, content: bytes | Iterator[bytes] | None = None,
+                 headers: Mapping[str, str] | None = None,
+                 timeout: float | None | object = OWN_TIMEOUT) -> Response:
+        """Send ``json`` (as JSON) or ``content`` and read the whole answer."""
+        sent = dict(headers or {})
+        if json is not None:
+            content = jsonlib.dumps(json).encode()
+            sent["Content-Type"] = "application/json"
+        return self._wire.request(method, self._wire.target(path, params), content, sent,
+                                  timeout)
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        return self._send(method, path, **kwargs).json()
+        return self._request(method, path, **kwargs).check().json()
 
     # identity and tokens
     def whoami(self) -> dict[str, Any]:
@@ -283,10 +191,14 @@ class Client:
         headers = {"Idempotency-Key": key or uuid.uuid4().hex}
         given = _params(**(params or {})) or None
         if isinstance(body, bytes):
-            return self._retried("POST", "/v1/jobs", content=body, params=given, headers={
-                **headers, "Content-Type": "application/yaml"}).json()
-        return self._retried("POST", "/v1/jobs", json=body, params=given,
-                             headers=headers).json()
+            def send() -> Response:
+                return self._request("POST", "/v1/jobs", content=body, params=given, headers={
+                    **headers, "Content-Type": "application/yaml"})
+        else:
+            def send() -> Response:
+                return self._request("POST", "/v1/jobs", json=body, params=given,
+                                     headers=headers)
+        return retried(send, self.on_retry, self._sleep).json()
 
     def jobs(self, projects: list[str] | None = None, states: list[str] | None = None,
              limit: int = 1000, queue: str | None = None,
@@ -332,11 +244,7 @@ class Client:
     def logs(self, job_id: str, replica: int = 0, stream: str = "stdout",
              follow: bool = False) -> Iterator[bytes]:
         params = {"replica": replica, "stream": stream, "follow": str(follow).lower()}
-        try:
-            yield from self._http.stream("GET", f"/v1/jobs/{_segment(job_id)}/logs", params,
-                                         check=_raise_for, timeout=None)
-        except (Refused, Broken) as exc:
-            raise self._told(exc) from None
+        return self._wire.stream(self._wire.target(f"/v1/jobs/{_segment(job_id)}/logs", params))
 
     def upload(self, archive: BinaryIO, progress: Callable[[int], None] | None = None,
                project: str | None = None) -> dict[str, Any]:
@@ -351,17 +259,14 @@ class Client:
                 if progress is not None:
                     progress(len(chunk))
         start = archive.tell()
-        for delay in (*RETRY_DELAYS_S, None):
+
+        def send() -> Response:
             archive.seek(start)
-            response = self._request("POST", "/v1/uploads", content=chunks(),
-                                     params=_params(project=project),
-                                     headers={"Content-Type": "application/gzip"},
-                                     timeout=None)
-            if self._waited(response, delay, "the upload"):
-                continue
-            _raise_for(response)
-            return response.json()
-        raise AssertionError("unreachable")
+            return self._request("POST", "/v1/uploads", content=chunks(),
+                                 params=_params(project=project),
+                                 headers={"Content-Type": "application/gzip"}, timeout=None)
+        return retried(send, self.on_retry, self._sleep, "the upload",
+                       again_when_lost=False).json()
 
 
 def _params(**values: Any) -> dict[str, Any]:
@@ -371,39 +276,3 @@ def _params(**values: Any) -> dict[str, Any]:
 def _segment(job_id: str) -> str:
     """A job id as one path segment; anything but digits cannot be a job (the server says so)."""
     return quote(str(job_id), safe="")
-
-
-def _verify(ca_file: str | None) -> ssl.SSLContext | bool:
-    """How an https server is checked: against ``ca_file`` when given (``tls_context``), else
-    the system's CAs."""
-    return True if ca_file is None else tls_context(ca_file)
-
-
-def _retry_after(response: Response) -> float | None:
-    """The seconds a 429 or 503 asks to wait (1 when it does not say); None otherwise."""
-    if response.status_code not in (429, 503):
-        return None
-    text = response.headers.get("Retry-After", "1").strip()
-    return float(text) if text.isascii() and text.isdigit() else 1.0
-
-
-def _message_of(response: Response) -> str:
-    try:
-        return str(response.json()["error"]["message"])
-    except (ValueError, KeyError, TypeError):
-        return f"HTTP {response.status_code}"
-
-
-def _raise_for(response: Response) -> None:
-    if response.status_code < 400:
-        return
-    try:
-        error = response.json()["error"]
-        code, message, field = error["code"], error["message"], error.get("field")
-    except (ValueError, KeyError, TypeError):
-        code, message, field = "http_error", f"HTTP {response.status_code}", None
-    if response.status_code == 401:
-        message = (f"{message}: the server did not accept the token; get one from an operator "
-                   "(rota token create) and run rota login URL (it reads the token from stdin "
-                   "or asks for it), or set ROTA_TOKEN")
-    raise ApiError(response.status_code, code, message, field)

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from rota.client.bare import tls_context
+from rota.client.transport import tls_context
 from rota.client.credentials import credentials_path
 
 PIN_DIR = "servers"

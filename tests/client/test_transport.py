@@ -1,4 +1,4 @@
-"""``rota.client.wire`` against a real HTTP server on loopback whose connections misbehave as
+"""``rota.client.transport`` against a real HTTP server on loopback whose connections misbehave as
 real ones do: a kept-alive connection the server closed while idle (a request on it is sent
 again on a new one; a streamed upload never goes on it), a server that refuses a large body
 before reading it all and closes (its 413 is the answer, not a broken pipe), and a server
@@ -13,7 +13,9 @@ from typing import Iterator
 
 import pytest
 
-from rota.client.wire import Refused, Wire
+from rota.client.credentials import Credentials
+from rota.client.errors import Unreachable
+from rota.client.transport import Transport
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -68,27 +70,31 @@ def url() -> Iterator[str]:
         server.server_close()
 
 
+def transport(url: str) -> Transport:
+    return Transport(Credentials(url, None, "test"))
+
+
 def chunks(n: int, size: int = 64 * 1024) -> Iterator[bytes]:
     for _ in range(n):
         yield b"x" * size
 
 
 def test_a_request_on_a_connection_the_server_closed_is_sent_again(url):
-    wire = Wire(url)
+    wire = transport(url)
     assert wire.request("GET", "/then-close").json() == {"ok": True}
     assert wire.request("GET", "/again").json() == {"ok": True}
     assert Handler.seen == ["GET /then-close", "GET /again"]
 
 
 def test_a_streamed_upload_never_goes_on_a_kept_connection(url):
-    wire = Wire(url)
+    wire = transport(url)
     wire.request("GET", "/then-close")  # kept, but closed by the server
-    answer = wire.request("POST", "/upload", content=chunks(16))
+    answer = wire.request("POST", "/upload", chunks(16))
     assert answer.status_code == 201 and answer.json() == {"size": 16 * 64 * 1024}
 
 
 def test_a_body_refused_before_it_was_all_sent_gets_the_servers_answer(url):
-    answer = Wire(url).request("POST", "/small-limit", content=chunks(2048))
+    answer = transport(url).request("POST", "/small-limit", chunks(2048))
     assert answer.status_code == 413 and answer.json()["error"]["code"] == "too_large"
 
 
@@ -96,5 +102,6 @@ def test_no_server_is_refused():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(Refused):
-        Wire(f"http://127.0.0.1:{port}").request("GET", "/")
+    with pytest.raises(Unreachable) as failed:
+        transport(f"http://127.0.0.1:{port}").request("GET", "/")
+    assert type(failed.value) is Unreachable  # not ConnectionLost: nothing was sent
