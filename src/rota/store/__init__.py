@@ -8,6 +8,9 @@ with usage accounting. Modules:
 - ``schema``: the tables (and why); ``migrations``: Alembic revisions, run at open by ``engine``;
 - ``records``: values in and out (``Submission``, ``JobRecord``, ``Page``, ``JobEvent``);
 - ``convert``: rows and JSON columns <-> core values (the job spec format is documented there);
+- ``transactions``: the base every part of ``Store`` is built on (engine, clock, one
+  transaction per method); ``tenancy``, ``inventory``, ``billing``: the parts of ``Store`` for
+  projects, users and tokens; flavours, queues and nodes; usage, accounting and budgets;
 - ``jobs``, ``admin``, ``cycle``: the operations, each on a connection the ``Store`` opened;
   ``queueset``: a queues file applied in one transaction, and the open queues it retires;
 - ``lease``: named leases with a holder and an expiry (one control loop per database);
