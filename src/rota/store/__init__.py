@@ -11,6 +11,9 @@ with usage accounting. It imports ``rota.core`` and itself only. Modules:
 - ``engine``: the SQLite and PostgreSQL engines, and the migrations run when a store opens;
 - ``records``: values in and out (``Submission``, ``JobRecord``, ``Page``, ``JobEvent``);
 - ``convert``: rows and JSON columns <-> core values (the job spec format is documented there);
+- ``transactions``: the base every part of ``Store`` is built on (engine, clock, one
+  transaction per method); ``tenancy``, ``inventory``, ``billing``: the parts of ``Store`` for
+  projects, users and tokens; flavours, queues and nodes; usage, accounting and budgets;
 - ``jobs``, ``admin``, ``cycle``: the operations, each on a connection the ``Store`` opened;
 - ``submit``: submitting jobs: the checks, fair-use caps on pending jobs, idempotency keys, the
   inserts;

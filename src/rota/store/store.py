@@ -4,9 +4,10 @@ Transaction boundaries: every public method is exactly one transaction, committe
 returns (so a submitted job is durable when ``submit`` returns its id, and a decision is durable
 before the control loop acts on it). Submits from concurrent threads share transactions: one
 writer thread commits whatever queued up while it was busy as one transaction and one fsync
-(``rota.store.group``); each caller still returns only once its own job is committed. Writes run as write transactions (``BEGIN IMMEDIATE`` on
-SQLite, row locks on PostgreSQL); ``snapshot`` reads one consistent view (a SQLite read
-transaction; ``REPEATABLE READ`` on PostgreSQL).
+(``rota.store.group``); each caller still returns only once its own job is committed. Writes
+run as write transactions (``BEGIN IMMEDIATE`` on SQLite, row locks on PostgreSQL);
+``snapshot`` reads one consistent view (a SQLite read transaction; ``REPEATABLE READ`` on
+PostgreSQL).
 
 Writes that only a race can break (a backend report and a user's cancel on the same job) are
 retried a few times on ``Conflict``; each retry re-reads the row and re-checks the transition.
@@ -19,56 +20,48 @@ what a principal is made of clears the cache once it has committed.
 
 Durability on SQLite: WAL with ``synchronous=FULL`` (``rota.store.engine``), so a commit that
 returned is in the log on disk and survives a kill of the process and a crash of the machine.
+
+``Store`` is put together from parts on one base (``rota.store.transactions``): ``Tenancy``
+(projects, users, tokens), ``Inventory`` (flavours, queues, nodes) and ``Billing`` (usage,
+accounting, budgets); this module holds the jobs, the scheduling cycle and the leases.
 """
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import Future
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
+from typing import Any, Callable
 
 from sqlalchemy import Connection
 
-from rota.core import (
-    End, Flavor, IllegalTransition, JobId, JobState, Node, Placement, Project, Queue, RotaError,
-)
-from rota.core import Decisions, Snapshot, Usage
-from rota.core.accounting import BudgetStatus, Report, check_budget, tally
-from rota.store import (
-    access, accounting, admin, briefs, cycle, jobs, lease, queueset, submit,
-)
-from rota.store.held import HeldCache
-from rota.store.engine import WRITE, display_url, make_engine, migrate, resolve_url
-from rota.store.authcache import DEFAULT_TTL_S, AuthCache
-from rota.store.errors import Conflict, NotFound
+from rota.core import End, IllegalTransition, JobId, JobState, Placement, RotaError
+from rota.core import Decisions, Snapshot
+from rota.store import access, briefs, cycle, jobs, lease, submit
+from rota.store.authcache import DEFAULT_TTL_S
+from rota.store.billing import Billing
+from rota.store.engine import resolve_url
+from rota.store.errors import NotFound
 from rota.store.group import DEFAULT_MAX_BATCH, GroupCommit
-from rota.store.services import Services
+from rota.store.held import HeldCache
+from rota.store.inventory import Inventory
 from rota.store.records import (
     ApplyResult, AttemptRecord, EligibilityFacts, FairUse, JobEvent, JobFilter, JobRecord, Move,
     Page, Replayed, StateMove, Submission, SubmitOptions,
 )
-from rota.store.tokens import IssuedToken, Principal, Role, TokenInfo
+from rota.store.services import Services
+from rota.store.tenancy import Tenancy
 
-T = TypeVar("T")
 DEFAULT_HALF_LIFE_S = 7 * 86400.0
-RETRIES = 5
 
 
-class Store:
+class Store(Tenancy, Inventory, Billing):
     """Open with ``Store.open(url_or_data_dir)``: migrates the schema to the newest revision."""
 
     def __init__(self, url: str, clock: Callable[[], float] = time.time,
                  usage_half_life_s: float = DEFAULT_HALF_LIFE_S, auth_ttl_s: float = DEFAULT_TTL_S,
                  max_batch: int = DEFAULT_MAX_BATCH) -> None:
-        self.url = url  # never print it: it may hold a password (``display_url``)
-        self.display_url = display_url(url)
-        self.clock = clock
-        self.usage_half_life_s = usage_half_life_s
-        self._engine = make_engine(url)
-        self.revision = migrate(self._engine)
-        self._auth = AuthCache(auth_ttl_s)
+        super().__init__(url, clock, usage_half_life_s, auth_ttl_s)
         self._jobs = cycle.JobCache()
         self._held = HeldCache()
         self._fair_use: FairUse | None = None  # read once, cleared by ``put_fair_use``
@@ -95,239 +88,18 @@ class Store:
         """Model-serving services and their replicas (``rota.store.services``)."""
         return Services(self)
 
-    @property
-    def dialect(self) -> str:
-        return self._engine.dialect.name
-
-    @contextmanager
-    def _write(self) -> Iterator[Connection]:
-        with self._engine.execution_options(**{WRITE: True}).begin() as conn:
-            yield conn
-
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        engine = self._engine
-        if engine.dialect.name == "postgresql":
-            engine = engine.execution_options(isolation_level="REPEATABLE READ")
-        with engine.begin() as conn:
-            yield conn
-
-    def _retry(self, fn: Callable[[Connection], T]) -> T:
-        for attempt in range(RETRIES):
-            try:
-                with self._write() as conn:
-                    return fn(conn)
-            except Conflict:
-                if attempt == RETRIES - 1:
-                    raise
-        raise AssertionError("unreachable")
-
-    # projects, users, tokens
-    def create_project(self, name: str, weight: float = 1.0) -> Project:
-        project = Project(name, weight)
-        with self._write() as conn:
-            admin.create_project(conn, project, self.clock())
-        return project
-
-    def set_project_weight(self, name: str, weight: float) -> None:
-        with self._write() as conn:
-            admin.set_project_weight(conn, name, weight)
-
-    def list_projects(self) -> list[Project]:
-        with self._read() as conn:
-            return admin.list_projects(conn)
-
-    def create_user(self, name: str, projects: Iterable[str] = (),
-                    unix_user: str | None = None) -> None:
-        """A user, its projects and its OS account (None: the account named ``name``)."""
-        with self._write() as conn:
-            admin.create_user(conn, name, self.clock(), unix_user)
-            for project in projects:
-                admin.add_member(conn, name, project)
-        self._auth.invalidate()
-
-    def set_unix_user(self, name: str, unix_user: str | None) -> None:
-        with self._write() as conn:
-            admin.set_unix_user(conn, name, unix_user)
-
-    def list_users(self) -> list[str]:
-        with self._read() as conn:
-            return admin.list_users(conn)
-
-    def unix_users(self) -> dict[str, str]:
-        """user -> the OS account its jobs run as."""
-        with self._read() as conn:
-            return admin.unix_users(conn)
-
-    def user_records(self) -> list[admin.UserRecord]:
-        with self._read() as conn:
-            return admin.user_records(conn)
-
-    def add_member(self, user: str, project: str) -> None:
-        with self._write() as conn:
-            admin.add_member(conn, user, project)
-        self._auth.invalidate()
-
+    # memberships: here, beside ``request_cancel``, which ending one may run
     def remove_member(self, user: str, project: str, cancel: bool = False) -> list[str]:
         """End a membership (``rota.store.access``); with ``cancel``, the user's PENDING jobs
         of the project are cancelled. The ids of those jobs (cancelled or kept)."""
-        try:
-            with self._write() as conn:
-                pending = access.remove_member(conn, user, project)
-        finally:
-            self._auth.invalidate()
+        with self._auth_write() as conn:
+            pending = access.remove_member(conn, user, project)
         for job_id in pending if cancel else ():
             try:
                 self.request_cancel(job_id, by="an operator, as its owner left the project")
             except (NotFound, IllegalTransition):  # it moved on or went meanwhile
                 continue
         return pending
-
-    def set_disabled(self, user: str, disabled: bool) -> None:
-        """Disable (or enable again) every token of ``user`` (``rota.store.access``)."""
-        try:
-            with self._write() as conn:
-                access.set_disabled(conn, user, disabled, self.clock())
-        finally:
-            self._auth.invalidate()
-
-    def revoke_tokens(self, user: str) -> int:
-        """Revoke every live token of ``user`` at once; how many."""
-        try:
-            with self._write() as conn:
-                return access.revoke_all(conn, user, self.clock())
-        finally:
-            self._auth.invalidate()
-
-    def revoke_hashed(self, hashes: list[str]) -> dict[str, TokenInfo]:
-        """Revoke the live tokens with these hashes (``rota.store.tokens.token_hash``); hash ->
-        each token revoked."""
-        try:
-            with self._write() as conn:
-                return access.revoke_hashed(conn, hashes, self.clock())
-        finally:
-            self._auth.invalidate()
-
-    def issue_token(self, user: str, name: str, role: Role | str = Role.MEMBER) -> IssuedToken:
-        """A new token; its plaintext is in the result and nowhere else, ever."""
-        with self._write() as conn:
-            return admin.issue_token(conn, user, name, role, self.clock())
-
-    def issue_job_token(self, job_id: str, attempt: int) -> str:
-        """A token for attempt ``attempt`` of the job, acting for its owner on that job only
-        (it reads the job and reports its checkpoints); revoked when the attempt ends."""
-        return self.issue_job_tokens([(job_id, attempt)])[job_id]
-
-    def list_tokens(self, user: str | None = None) -> list[TokenInfo]:
-        with self._read() as conn:
-            return admin.list_tokens(conn, user)
-
-    def revoke_token(self, user: str, name: str) -> None:
-        try:
-            with self._write() as conn:
-                admin.revoke_token(conn, user, name, self.clock())
-        finally:
-            self._auth.invalidate()
-
-    def authenticate(self, token: object) -> Principal:
-        """The principal of a valid token; ``Unauthenticated`` otherwise. A success is cached
-        for ``auth_ttl_s`` (see ``rota.store.authcache``)."""
-        def load() -> Principal:
-            with self._read() as conn:
-                return admin.authenticate(conn, token)
-        if not isinstance(token, str):
-            return load()
-        return self._auth.get(token, load)
-
-    def cached_principal(self, token: str) -> Principal | None:
-        """The principal of ``token`` if the cache holds it now; None: call ``authenticate``."""
-        return self._auth.peek(token)
-
-    # configuration and inventory
-    def put_flavor(self, flavor: Flavor) -> None:
-        with self._write() as conn:
-            admin.put_flavor(conn, flavor)
-
-    def list_flavors(self) -> list[Flavor]:
-        with self._read() as conn:
-            return admin.list_flavors(conn)
-
-    def put_queue(self, queue: Queue, projects: tuple[str, ...] | None = None) -> None:
-        """Create or replace ``queue``, admitting the jobs of ``projects`` (None: every one)."""
-        with self._write() as conn:
-            admin.put_queue(conn, queue, projects)
-
-    def apply_queue_set(self, flavors: Iterable[Flavor],
-                        listed: Mapping[str, tuple[Queue, tuple[str, ...] | None]],
-                        idle: Mapping[str, dict[str, Any] | None]) -> queueset.QueueSetApplied:
-        """A queues file's flavours, queues (name -> queue and binding) and idle defaults in
-        one transaction; open unlimited queues it leaves out retire (``rota.store.queueset``)."""
-        with self._write() as conn:
-            return queueset.apply(conn, flavors, listed, idle)
-
-    def bindings(self) -> dict[str, tuple[str, ...] | None]:
-        """The projects each queue admits (None: every project); see ``rota.store.admin``."""
-        with self._read() as conn:
-            return admin.bindings(conn)
-
-    def put_idle(self, scope: str, policy: dict[str, Any] | None) -> None:
-        """Idle reclamation defaults of queue ``scope``, or of every queue (``*``)."""
-        with self._write() as conn:
-            admin.put_idle(conn, scope, policy)
-
-    def idle_defaults(self) -> dict[str, dict[str, Any]]:
-        """scope (a queue, or ``*``) -> its idle reclamation defaults, as stored."""
-        with self._read() as conn:
-            return admin.idle_defaults(conn)
-
-    def delete_queue(self, name: str) -> None:
-        """Refused with ``InUse`` while the queue holds live jobs (``rota.store.admin``)."""
-        with self._write() as conn:
-            admin.delete_queue(conn, name)
-
-    def delete_project(self, name: str) -> list[str]:
-        """Refused with ``InUse`` while the project has jobs; returns the queues it was
-        removed from."""
-        try:
-            with self._write() as conn:
-                return admin.delete_project(conn, name)
-        finally:
-            self._auth.invalidate()
-
-    def get_queue(self, name: str) -> Queue:
-        with self._read() as conn:
-            return admin.get_queue(conn, name)
-
-    def list_queues(self) -> list[Queue]:
-        with self._read() as conn:
-            return admin.list_queues(conn)
-
-    def upsert_nodes(self, inventory: Iterable[Node], backend: str) -> None:
-        with self._write() as conn:
-            admin.upsert_nodes(conn, inventory, backend, self.clock())
-
-    def set_schedulable(self, node: str, schedulable: bool) -> None:
-        with self._write() as conn:
-            admin.set_schedulable(conn, node, schedulable)
-
-    def list_nodes(self) -> list[tuple[Node, str, float]]:
-        with self._read() as conn:
-            return admin.list_nodes(conn)
-
-    def node_records(self) -> list[admin.NodeRecord]:
-        with self._read() as conn:
-            return admin.node_records(conn)
-
-    def set_node(self, node: str, schedulable: bool, drain: bool = False, reason: str = "",
-                 evict_by: str | None = None) -> tuple[list[str], list[str]]:
-        """Cordon, drain or resume a node (``rota.store.admin.set_node``); with ``evict_by``
-        the jobs holding resources there are evicted in the same transaction. Returns
-        (evicted, kept) job ids."""
-        with self._write() as conn:
-            admin.set_node(conn, node, schedulable, drain, reason)
-            if evict_by is None:
-                return [], []
-            return admin.evict(conn, node, evict_by, self.clock())
 
     # jobs
     def submit(self, submission: Submission, member: bool = False) -> JobId:
@@ -439,12 +211,6 @@ class Store:
         """The jobs that exist among ``job_ids``, in id order."""
         with self._read() as conn:
             return jobs.records(conn, job_ids)
-
-    def issue_job_tokens(self, attempts: list[tuple[str, int]]) -> dict[str, str]:
-        """``issue_job_token`` for many attempts, in one transaction: job id -> token."""
-        def run(conn: Connection) -> dict[str, str]:
-            return admin.issue_job_tokens(conn, attempts, self.clock())
-        return self._retry(run) if attempts else {}
 
     def transition(self, job_id: str, new_state: JobState, *, exit_code: int | None = None,
                    reason: str | None = None, backend_handle: dict[str, Any] | None = None,
@@ -564,79 +330,3 @@ class Store:
         """Persist one cycle's decisions in one transaction (see ``rota.store.cycle``)."""
         with self._write() as conn:
             return cycle.apply(conn, decisions, now)
-
-    def bill(self, gpu_seconds: dict[str, float], billed_until: dict[str, float],
-             now: float) -> None:
-        """Add GPU-seconds per project and record up to when each job is billed, in one
-        transaction: a restarted control plane bills from there, never twice."""
-        with self._write() as conn:
-            for project, seconds in sorted(gpu_seconds.items()):
-                cycle.add_usage(conn, project, seconds, now, self.usage_half_life_s)
-            jobs.note_billed(conn, billed_until)
-
-    def add_usage(self, project: str, gpu_seconds: float, now: float) -> Usage:
-        with self._write() as conn:
-            return cycle.add_usage(conn, project, gpu_seconds, now, self.usage_half_life_s)
-
-    def usage(self, now: float) -> dict[str, float]:
-        """Each project's GPU-seconds decayed to ``now`` with the store's half-life."""
-        with self._read() as conn:
-            stored = cycle.stored_usage(conn)
-        return {p: cycle.decayed(u.gpu_seconds, u.as_of, now, self.usage_half_life_s)
-                for p, u in stored.items()}
-
-    # exact accounting and budgets (``rota.store.accounting``, ``rota.core.accounting``)
-    def report(self, since: float, until: float, by: Iterable[str], now: float,
-               projects: Iterable[str] | None = None) -> tuple[Report, str | None]:
-        """GPU-hours, idle GPU-hours and cost of ``[since, until)`` grouped by ``by``, of
-        ``projects`` (None: every project), attempts still running counted up to ``now``; and
-        the currency of the costs (None: no prices are set)."""
-        names = None if projects is None else sorted(set(projects))
-        with self._read() as conn:
-            held = accounting.allocations(conn, since, until, names)
-            idle = accounting.idle(conn, since, until, names)
-            currency, per_model = accounting.read_prices(conn)
-        return tally(held, idle, tuple(by), since, until, now, per_model), currency
-
-    def put_prices(self, currency: str | None, per_model: dict[str, float]) -> None:
-        """Replace the prices of a GPU-hour per model (no currency: no prices)."""
-        with self._write() as conn:
-            accounting.put_prices(conn, currency, per_model)
-
-    def prices(self) -> tuple[str | None, dict[str, float]]:
-        with self._read() as conn:
-            return accounting.read_prices(conn)
-
-    def note_idle(self, spans: dict[tuple[str, int, float], float]) -> None:
-        """Record idle spans, (job, attempt, since) -> until (``rota.control.idle``)."""
-        if spans:
-            with self._write() as conn:
-                accounting.note_idle(conn, spans)
-
-    def set_budget(self, project: str, soft: float | None, hard: float | None) -> None:
-        """A project's monthly limits in GPU-hours (both None: no budget)."""
-        budget = check_budget(soft, hard)
-        with self._write() as conn:
-            accounting.set_budget(conn, project, budget, self.clock())
-
-    def budget_status(self, now: float, projects: Iterable[str] | None = None
-                      ) -> dict[str, BudgetStatus]:
-        """Each project with a budget (of ``projects``; None: all): its limits and what it
-        used in the calendar month (UTC) of ``now``, up to ``now``."""
-        start, end, month = accounting.month_bounds(now)
-        with self._read() as conn:
-            found = accounting.read_budgets(conn)
-            if projects is not None:
-                found = {p: b for p, b in found.items() if p in set(projects)}
-            used = accounting.used_gpu_hours(conn, now, found) if found else {}
-        return {p: BudgetStatus(p, budget, month, start, end, used[p])
-                for p, (budget, _) in found.items()}
-
-    def budgets_warned(self) -> dict[str, str]:
-        """project -> the month (``2026-11``) whose soft limit it was last warned of."""
-        with self._read() as conn:
-            return {p: warned for p, (_, warned) in accounting.read_budgets(conn).items()}
-
-    def mark_budget_warned(self, projects: Iterable[str], month: str) -> None:
-        with self._write() as conn:
-            accounting.mark_warned(conn, projects, month)

@@ -14,6 +14,19 @@ depends_on = None
 
 
 def upgrade() -> None:
+    """One function per group of tables, called in the order they were first created: a
+    revision already applied must keep its meaning, so these are its statements as first
+    written, in the same order."""
+    _cluster()
+    _projects_and_queues()
+    _users_and_tokens()
+    _jobs()
+    _memberships_and_usage()
+    _job_events()
+
+
+def _cluster() -> None:
+    """The cluster as backends report it and operators configure it: flavours and nodes."""
     op.create_table('flavors',
     sa.Column('name', sa.String(length=63), nullable=False),
     sa.Column('models', sa.JSON(), nullable=False),
@@ -31,6 +44,10 @@ def upgrade() -> None:
     sa.Column('last_seen', sa.Float(precision=53), nullable=False),
     sa.PrimaryKeyConstraint('name', name=op.f('pk_nodes'))
     )
+
+
+def _projects_and_queues() -> None:
+    """What jobs are charged to and submitted to."""
     op.create_table('projects',
     sa.Column('name', sa.String(length=63), nullable=False),
     sa.Column('weight', sa.Float(precision=53), nullable=False),
@@ -45,6 +62,10 @@ def upgrade() -> None:
     sa.Column('resource_groups', sa.JSON(), nullable=False),
     sa.PrimaryKeyConstraint('name', name=op.f('pk_queues'))
     )
+
+
+def _users_and_tokens() -> None:
+    """Who submits, and the API tokens they authenticate with."""
     op.create_table('users',
     sa.Column('name', sa.String(length=63), nullable=False),
     sa.Column('created_at', sa.Float(precision=53), nullable=False),
@@ -67,6 +88,9 @@ def upgrade() -> None:
     with op.batch_alter_table('api_tokens', schema=None) as batch_op:
         batch_op.create_index('uq_api_tokens_user_name', ['user', 'name'], unique=True)
 
+
+def _jobs() -> None:
+    """The jobs themselves, with the indexes listing and scheduling read them by."""
     op.create_table('jobs',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
     sa.Column('name', sa.String(length=63), nullable=False),
@@ -104,6 +128,9 @@ def upgrade() -> None:
         batch_op.create_index('ix_jobs_state', ['state'], unique=False)
         batch_op.create_index('ix_jobs_user', ['user'], unique=False)
 
+
+def _memberships_and_usage() -> None:
+    """Rows keyed by project: who belongs to it, and its decayed usage."""
     op.create_table('memberships',
     sa.Column('user', sa.String(length=63), nullable=False),
     sa.Column('project', sa.String(length=63), nullable=False),
@@ -118,6 +145,10 @@ def upgrade() -> None:
     sa.ForeignKeyConstraint(['project'], ['projects.name'], name=op.f('fk_usage_project_projects'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('project', name=op.f('pk_usage'))
     )
+
+
+def _job_events() -> None:
+    """Each job's history, one row per change."""
     op.create_table('job_events',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
     sa.Column('job', sa.Integer(), nullable=False),
@@ -131,7 +162,6 @@ def upgrade() -> None:
     )
     with op.batch_alter_table('job_events', schema=None) as batch_op:
         batch_op.create_index('ix_job_events_job_id', ['job', 'id'], unique=False)
-
 
 
 def downgrade() -> None:
