@@ -55,31 +55,41 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from rotaup import RotaUp, running  # noqa: E402
+from rotaup import RotaUp  # noqa: E402
 
 
-def rss_mib(s: RotaUp) -> float:
-    assert s.proc is not None
-    for line in Path(f"/proc/{s.proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+class Server(RotaUp):
+    """``rota up`` with four virtual GPUs, on ``db`` (else SQLite in its data directory), started;
+    ``api``: an operator's client of it."""
 
+    def __init__(self, root: Path, db: str | None) -> None:
+        super().__init__(root, "--gpus", "4xH100-80GB", *(["--db", db] if db else []),
+                         start_timeout_s=120)
+        self.start()
+        self.api = self.client(timeout=60)
 
-def cpu_s(s: RotaUp) -> float:
-    """CPU seconds (user + system) the server process has used so far."""
-    assert s.proc is not None
-    fields = Path(f"/proc/{s.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    def rss_mib(self) -> float:
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the server process has used so far."""
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
-def server(db: str | None = None) -> Iterator[RotaUp]:
-    """``rota up`` with four virtual GPUs, on ``db`` (else SQLite in its data directory)."""
-    with tempfile.TemporaryDirectory(prefix="rota-bench-") as tmp, running(
-            Path(tmp), "--gpus", "4xH100-80GB", *(["--db", db] if db else []),
-            start_timeout_s=120) as s:
-        yield s
+def server(db: str | None = None) -> Iterator[Server]:
+    with tempfile.TemporaryDirectory(prefix="rota-bench-") as tmp:
+        s = Server(Path(tmp), db)
+        try:
+            yield s
+        finally:
+            s.close()
 
 
 def job_body(command: list[str]) -> dict[str, Any]:
@@ -89,12 +99,12 @@ def job_body(command: list[str]) -> dict[str, Any]:
 
 def latency(jobs: int) -> dict[str, Any]:
     lat = []
-    with server() as s, s.client(timeout=60) as api:
+    with server() as s:
         for _ in range(jobs):
-            job_id = api.post("/v1/jobs", json=job_body(["true"])).json()["id"]
+            job_id = s.api.post("/v1/jobs", json=job_body(["true"])).json()["id"]
             end = time.monotonic() + 60
             while time.monotonic() < end:
-                events = api.get(f"/v1/jobs/{job_id}/events").json()
+                events = s.api.get(f"/v1/jobs/{job_id}/events").json()
                 ran = [e for e in events if e["kind"] == "state" and e["data"].get("to") == "running"]
                 if ran:
                     lat.append(ran[0]["time"] - events[0]["time"])
@@ -114,10 +124,10 @@ def throughput(jobs: int, db: str, clients: int) -> dict[str, Any]:
     url = postgres_database() if db == "postgres" else None
     try:
         with server(url) as s:
-            cpu0, own0 = cpu_s(s), time.process_time()
+            cpu0, own0 = s.cpu_s(), time.process_time()
             run = _burst(s, jobs, clients)
-            server_cpu, client_cpu = cpu_s(s) - cpu0, time.process_time() - own0
-            rss = rss_mib(s)
+            server_cpu, client_cpu = s.cpu_s() - cpu0, time.process_time() - own0
+            rss = s.rss_mib()
             loadavg = os.getloadavg()
             s.end()
             stored = _stored_ids(url or f"sqlite:///{s.data_dir / 'rota.db'}")
@@ -140,7 +150,7 @@ def throughput(jobs: int, db: str, clients: int) -> dict[str, Any]:
             "client_cpu_ms_per_job": client_cpu * 1000 / len(acked)}
 
 
-def _burst(s: RotaUp, jobs: int, clients: int) -> tuple[list[str], list[str], list[float], float]:
+def _burst(s: Server, jobs: int, clients: int) -> tuple[list[str], list[str], list[float], float]:
     body = json.dumps(job_body([sys.executable, "-c", "import time; time.sleep(600)"])).encode()
     base = urlsplit(s.url)
     headers = {"Authorization": f"Bearer {s.token}",
@@ -192,20 +202,20 @@ def _stored_ids(url: str) -> set[str]:
 def memory(idle_s: float) -> dict[str, Any]:
     with server() as s:
         time.sleep(idle_s)
-        return {"scenario": "memory", "idle_s": idle_s, "rss_mib": rss_mib(s)}
+        return {"scenario": "memory", "idle_s": idle_s, "rss_mib": s.rss_mib()}
 
 
 def queued(jobs: int, clients: int, idle_s: float) -> dict[str, Any]:
     with server() as s:
         _burst(s, 4, 4)                      # four sleepers hold the GPUs
         time.sleep(idle_s)
-        rss = [rss_mib(s)]
+        rss = [s.rss_mib()]
         for _ in range(2):
             acked, failures, _, _ = _burst(s, jobs, clients)
             if failures:
                 raise SystemExit(f"{len(failures)} submits failed, first: {failures[0]}")
             time.sleep(idle_s)
-            rss.append(rss_mib(s))
+            rss.append(s.rss_mib())
     return {"scenario": "queued", "jobs": jobs, "idle_s": idle_s, "rss_mib": rss,
             "first_kib_per_job": (rss[1] - rss[0]) * 1024 / jobs,
             "next_kib_per_job": (rss[2] - rss[1]) * 1024 / jobs}

@@ -81,12 +81,14 @@ def _pct(values: list[float], q: float) -> float:
 # -- rota -------------------------------------------------------------------------------------
 
 class Rota(RotaUp):
-    """``rota up`` on a node file of 64 CPUs and no GPU, and the calls the benchmark makes."""
+    """``rota up`` on a node file of 64 CPUs and no GPU, started, and the calls the benchmark
+    makes."""
 
     def __init__(self, root: Path) -> None:
         (root / "node.yaml").write_text("name: bench\ncpu: 64\nmemory: 256Gi\n")
         super().__init__(root, "--node-file", str(root / "node.yaml"), "--interval", "0.5",
                          start_timeout_s=120)
+        self.start()
 
     def _call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, Any]:
         host, port = self.url.split("//")[1].split(":")
@@ -146,7 +148,6 @@ def run_rota(jobs: int, clients: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rota-drain-") as tmp:
         rota = Rota(Path(tmp))
         try:
-            rota.start()
             assert rota.proc is not None
             return _measure("rota", rota.proc.pid, lambda: rota.submit_all(jobs, clients),
                             rota.ended, rota.run_latencies)
