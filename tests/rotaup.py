@@ -37,6 +37,9 @@ ROTA = (sys.executable, "-m", "rota.cli.main")
 
 
 class RotaUp:
+    """``rota up`` under ``root``: ``start`` it (or ``spawn`` it without waiting), then talk to
+    ``url`` with ``token`` (``client``); ``kill9``, ``stop`` or ``close`` it."""
+
     def __init__(self, root: Path, *flags: str, env: Mapping[str, str] | None = None,
                  pythonpath: str | None = None, verify: str | bool = True,
                  start_timeout_s: float = START_TIMEOUT_S) -> None:
