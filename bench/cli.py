@@ -139,11 +139,11 @@ def measure(envs: dict[str, dict[str, str]], runs: int,
 
 def job_until(s, entrypoint: list[str], gpus: int, state: str) -> str:
     """A job of ``entrypoint`` on ``gpus`` GPUs, once it is in ``state`` (at most a minute)."""
-    job = s.client.post("/v1/jobs", json={
+    job = s.api.post("/v1/jobs", json={
         "project": "default", "queue": "default", "entrypoint": entrypoint,
         "resources": {"gpu": gpus, "cpu": "10m", "memory": "16Mi"}}).json()["id"]
     end = time.monotonic() + 60
-    while s.client.get(f"/v1/jobs/{job}").json()["state"] != state:
+    while s.api.get(f"/v1/jobs/{job}").json()["state"] != state:
         if time.monotonic() > end:
             raise SystemExit(f"job {job} did not become {state}")
         time.sleep(0.2)
@@ -167,7 +167,7 @@ def queue_jobs(s, n: int) -> float:
             "resources": {"gpu": 1, "cpu": "10m", "memory": "16Mi"}}
 
     def submit(k: int) -> None:
-        answer = s.client.post("/v1/jobs", json={**body, "name": f"wait-{k}"})
+        answer = s.api.post("/v1/jobs", json={**body, "name": f"wait-{k}"})
         answer.raise_for_status()
 
     with ThreadPoolExecutor(8) as pool:
@@ -181,7 +181,7 @@ def server_page(s, runs: int, **params: object) -> float:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        s.client.get("/v1/jobs", params={"limit": 1000, "state": "pending", **params}
+        s.api.get("/v1/jobs", params={"limit": 1000, "state": "pending", **params}
                      ).raise_for_status()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
@@ -198,8 +198,8 @@ def main() -> None:
     extra: dict = {}
     with server() as s, tempfile.TemporaryDirectory(prefix="rota-bench-cli-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROTA_")}
-        env.update(ROTA_URL=str(s.client.base_url).rstrip("/"),
-                   ROTA_TOKEN=s.client.headers["Authorization"].split()[1],
+        env.update(ROTA_URL=s.url,
+                   ROTA_TOKEN=s.token,
                    ROTA_PROJECT="default", ROTA_QUEUE="default")
         envs = {"this": {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}}
         if args.baseline:

@@ -39,7 +39,6 @@ import http.client
 import json
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -52,43 +51,25 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
-import httpx
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "backends"))
 
-from backend_support import kill_everything_under  # noqa: E402
+from rotaup import RotaUp  # noqa: E402
 
 
-class Server:
+class Server(RotaUp):
+    """``rota up`` with four virtual GPUs, on ``db`` (else SQLite in its data directory), started;
+    ``api``: an operator's client of it."""
+
     def __init__(self, root: Path, db: str | None) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in ("ROTA_URL", "ROTA_TOKEN")}
-        env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_DATA_HOME=str(root / "share"))
-        self.data = root / "data"
-        args = [sys.executable, "-m", "rota.cli.main", "up", "--port", "0", "--data-dir",
-                str(self.data), "--gpus", "4xH100-80GB"] + (["--db", db] if db else [])
-        self.log = open(root / "rota-up.log", "wb")
-        self.proc = subprocess.Popen(args, env=env, stdout=self.log, stderr=self.log,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        creds_path = root / "config" / "rota" / "credentials.json"
-        end = time.monotonic() + 120
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"rota up exited: {(root / 'rota-up.log').read_text()}")
-            try:
-                creds = json.loads(creds_path.read_text())
-                self.client = httpx.Client(base_url=creds["url"], timeout=60, headers={
-                    "Authorization": f"Bearer {creds['token']}"})
-                if self.client.get("/v1/whoami").status_code == 200:
-                    return
-            except (OSError, ValueError, httpx.HTTPError):
-                pass
-            time.sleep(0.1)
-        raise SystemExit("rota up did not start")
+        super().__init__(root, "--gpus", "4xH100-80GB", *(["--db", db] if db else []),
+                         start_timeout_s=120)
+        self.start()
+        self.api = self.client(timeout=60)
 
     def rss_mib(self) -> float:
+        assert self.proc is not None
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
@@ -96,18 +77,9 @@ class Server:
 
     def cpu_s(self) -> float:
         """CPU seconds (user + system) the server process has used so far."""
+        assert self.proc is not None
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def close(self) -> None:
-        self.kill()
-        kill_everything_under(self.data)
-        self.log.close()
 
 
 @contextmanager
@@ -129,10 +101,10 @@ def latency(jobs: int) -> dict[str, Any]:
     lat = []
     with server() as s:
         for _ in range(jobs):
-            job_id = s.client.post("/v1/jobs", json=job_body(["true"])).json()["id"]
+            job_id = s.api.post("/v1/jobs", json=job_body(["true"])).json()["id"]
             end = time.monotonic() + 60
             while time.monotonic() < end:
-                events = s.client.get(f"/v1/jobs/{job_id}/events").json()
+                events = s.api.get(f"/v1/jobs/{job_id}/events").json()
                 ran = [e for e in events if e["kind"] == "state" and e["data"].get("to") == "running"]
                 if ran:
                     lat.append(ran[0]["time"] - events[0]["time"])
@@ -157,8 +129,8 @@ def throughput(jobs: int, db: str, clients: int) -> dict[str, Any]:
             server_cpu, client_cpu = s.cpu_s() - cpu0, time.process_time() - own0
             rss = s.rss_mib()
             loadavg = os.getloadavg()
-            s.kill()
-            stored = _stored_ids(url or f"sqlite:///{s.data / 'rota.db'}")
+            s.end()
+            stored = _stored_ids(url or f"sqlite:///{s.data_dir / 'rota.db'}")
     finally:
         if url:
             drop_database(url)
@@ -180,8 +152,8 @@ def throughput(jobs: int, db: str, clients: int) -> dict[str, Any]:
 
 def _burst(s: Server, jobs: int, clients: int) -> tuple[list[str], list[str], list[float], float]:
     body = json.dumps(job_body([sys.executable, "-c", "import time; time.sleep(600)"])).encode()
-    base = urlsplit(str(s.client.base_url))
-    headers = {"Authorization": s.client.headers["Authorization"],
+    base = urlsplit(s.url)
+    headers = {"Authorization": f"Bearer {s.token}",
                "Content-Type": "application/json"}
     counter, lock = iter(range(jobs)), threading.Lock()
     acked: list[str] = []

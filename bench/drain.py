@@ -27,7 +27,6 @@ import http.client
 import json
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -40,9 +39,8 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "backends"))
 
-from backend_support import kill_everything_under  # noqa: E402
+from rotaup import RotaUp  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -82,33 +80,15 @@ def _pct(values: list[float], q: float) -> float:
 
 # -- rota -------------------------------------------------------------------------------------
 
-class Rota:
+class Rota(RotaUp):
+    """``rota up`` on a node file of 64 CPUs and no GPU, started, and the calls the benchmark
+    makes."""
+
     def __init__(self, root: Path) -> None:
-        self.root = root
         (root / "node.yaml").write_text("name: bench\ncpu: 64\nmemory: 256Gi\n")
-        env = {k: v for k, v in os.environ.items() if k not in ("ROTA_URL", "ROTA_TOKEN")}
-        env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_DATA_HOME=str(root / "share"))
-        self.data = root / "data"
-        self.log = open(root / "rota-up.log", "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rota.cli.main", "up", "--port", "0", "--data-dir",
-             str(self.data), "--node-file", str(root / "node.yaml"), "--interval", "0.5"],
-            env=env, stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL,
-            start_new_session=True)
-        creds = root / "config" / "rota" / "credentials.json"
-        end = time.monotonic() + 120
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise SystemExit((root / "rota-up.log").read_text())
-            try:
-                data = json.loads(creds.read_text())
-                self.url, self.token = data["url"], data["token"]
-                if self._call("GET", "/v1/whoami")[0] == 200:
-                    return
-            except (OSError, ValueError, KeyError, ConnectionError):
-                pass
-            time.sleep(0.1)
-        raise SystemExit("rota up did not start")
+        super().__init__(root, "--node-file", str(root / "node.yaml"), "--interval", "0.5",
+                         start_timeout_s=120)
+        self.start()
 
     def _call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, Any]:
         host, port = self.url.split("//")[1].split(":")
@@ -163,17 +143,12 @@ class Rota:
                 out.append(ran[0] - events[0]["time"])
         return out
 
-    def close(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        kill_everything_under(self.data)
-        self.log.close()
-
 
 def run_rota(jobs: int, clients: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rota-drain-") as tmp:
         rota = Rota(Path(tmp))
         try:
+            assert rota.proc is not None
             return _measure("rota", rota.proc.pid, lambda: rota.submit_all(jobs, clients),
                             rota.ended, rota.run_latencies)
         finally:

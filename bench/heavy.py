@@ -29,66 +29,33 @@ import gzip
 import json
 import os
 import platform
-import signal
-import subprocess
 import sys
 import tarfile
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "backends"))
 
-from backend_support import kill_everything_under  # noqa: E402
 from httpload import pct, run  # noqa: E402
+from rotaup import RotaUp, running  # noqa: E402
 
 
-class Server:
-    """``rota up`` on a free port with ``src`` first on its ``PYTHONPATH``."""
-
-    def __init__(self, root: Path, src: str) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in ("ROTA_URL", "ROTA_TOKEN")}
-        env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_DATA_HOME=str(root / "share"),
-                   PYTHONPATH=src)
-        self.data = root / "data"
-        self.log = open(root / "rota-up.log", "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rota.cli.main", "up", "--port", "0", "--data-dir",
-             str(self.data), "--gpus", "4xH100-80GB"], env=env, stdout=self.log,
-            stderr=self.log, stdin=subprocess.DEVNULL, start_new_session=True)
-        creds_path = root / "config" / "rota" / "credentials.json"
-        end = time.monotonic() + 120
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"rota up exited: {(root / 'rota-up.log').read_text()}")
-            try:
-                creds = json.loads(creds_path.read_text())
-                self.url, self.token = creds["url"], creds["token"]
-                if self.client().get("/v1/whoami").status_code == 200:
-                    return
-            except (OSError, ValueError, KeyError, httpx.HTTPError):
-                pass
-            time.sleep(0.2)
-        raise SystemExit("rota up did not start")
-
-    def client(self, token: str | None = None) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=300,
-                            headers={"Authorization": f"Bearer {token or self.token}"})
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        kill_everything_under(self.data)
-        self.log.close()
+@contextmanager
+def rota_up(src: str, prefix: str) -> Iterator[RotaUp]:
+    """``rota up`` on a free port with ``src`` first on its ``PYTHONPATH``, in a temporary
+    directory; killed at the end with every job it left."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp, running(
+            Path(tmp), "--gpus", "4xH100-80GB", pythonpath=src, start_timeout_s=120) as server:
+        yield server
 
 
 def load1() -> float:
@@ -104,21 +71,17 @@ BAD_YAML = b"name: x\nentrypoint: [" + b"aaaa, " * 10700 + b"\n: ]"
 
 
 def latency(src: str, files: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="rota-heavy-") as tmp:
-        server = Server(Path(tmp), src)
-        try:
-            op = server.client()
-            op.post("/v1/projects", json={"name": "p"}).raise_for_status()
-            names = [f"up{i}" for i in range(4)] + [f"bad{i}" for i in range(4)] + ["carol"]
-            clients = {}
-            for name in names:
-                op.post("/v1/users", json={"name": name, "projects": ["p"]}).raise_for_status()
-                token = op.post("/v1/tokens", json={"name": "t", "user": name}).json()["token"]
-                clients[name] = server.client(token)
-            archives = {n: many_files(files, n) for n in names if n.startswith("up")}
-            return _attack(clients, archives) | {"archive_bytes": len(archives["up0"])}
-        finally:
-            server.close()
+    with rota_up(src, "rota-heavy-") as server:
+        op = server.client(timeout=300)
+        op.post("/v1/projects", json={"name": "p"}).raise_for_status()
+        names = [f"up{i}" for i in range(4)] + [f"bad{i}" for i in range(4)] + ["carol"]
+        clients = {}
+        for name in names:
+            op.post("/v1/users", json={"name": name, "projects": ["p"]}).raise_for_status()
+            token = op.post("/v1/tokens", json={"name": "t", "user": name}).json()["token"]
+            clients[name] = server.client(token, timeout=300)
+        archives = {n: many_files(files, n) for n in names if n.startswith("up")}
+        return _attack(clients, archives) | {"archive_bytes": len(archives["up0"])}
 
 
 def _attack(clients: dict[str, httpx.Client], archives: dict[str, bytes]) -> dict[str, Any]:
@@ -165,47 +128,43 @@ def _count(codes: list[int]) -> dict[str, int]:
 
 
 def submits(src: str, jobs: int, in_flight: int, member: bool) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="rota-submits-") as tmp:
-        server = Server(Path(tmp), src)
+    with rota_up(src, "rota-submits-") as server:
+        token = _member(server) if member else server.token
+        body = json.dumps({"name": "t", "entrypoint": "true", "queue": "default",
+                           "project": "b" if member else "default", "resources": {"cpu": 1}}).encode()
+        loads, done = [load1()], threading.Event()
+
+        def watch() -> None:
+            while not done.wait(1.0):
+                loads.append(load1())
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        started = time.perf_counter()
         try:
-            token = _member(server) if member else server.token
-            body = json.dumps({"name": "t", "entrypoint": "true", "queue": "default",
-                               "project": "b" if member else "default", "resources": {"cpu": 1}}).encode()
-            loads, done = [load1()], threading.Event()
-
-            def watch() -> None:
-                while not done.wait(1.0):
-                    loads.append(load1())
-            watcher = threading.Thread(target=watch)
-            watcher.start()
-            started = time.perf_counter()
-            try:
-                result = asyncio.run(run(
-                    f"{server.url}/v1/jobs", concurrency=in_flight, requests=jobs, body=body,
-                    method="POST", timeout=120, headers=[
-                        f"Authorization: Bearer {token}",
-                        "Content-Type: application/json"]))
-            finally:
-                done.set()
-                watcher.join()
-            peak = max(loads)
-            drained = _drained(server, started, 240)
-            return {"jobs": jobs, "in_flight": in_flight, "ok": result.ok,
-                    "errors": result.errors, "seconds": round(result.seconds, 2),
-                    "jobs_per_s": round(result.ok / result.seconds, 1),
-                    "p50_ms": result.latency_p50_ms, "p99_ms": result.latency_p99_ms,
-                    "max_ms": result.latency_max_ms, "load1_before": loads[0],
-                    "load1_peak": peak, "load1_after": load1(),
-                    "all_ended_s": drained}
+            result = asyncio.run(run(
+                f"{server.url}/v1/jobs", concurrency=in_flight, requests=jobs, body=body,
+                method="POST", timeout=120, headers=[
+                    f"Authorization: Bearer {token}",
+                    "Content-Type: application/json"]))
         finally:
-            server.close()
+            done.set()
+            watcher.join()
+        peak = max(loads)
+        drained = _drained(server, started, 240)
+        return {"jobs": jobs, "in_flight": in_flight, "ok": result.ok,
+                "errors": result.errors, "seconds": round(result.seconds, 2),
+                "jobs_per_s": round(result.ok / result.seconds, 1),
+                "p50_ms": result.latency_p50_ms, "p99_ms": result.latency_p99_ms,
+                "max_ms": result.latency_max_ms, "load1_before": loads[0],
+                "load1_peak": peak, "load1_after": load1(),
+                "all_ended_s": drained}
 
 
-def _member(server: Server) -> str:
+def _member(server: RotaUp) -> str:
     """A member token of user ``bench`` (OS account ``nobody``) in project ``b``, with the
     rate and pending caps lifted and the storage cap left at its default, so that every submit
     is checked against the project's storage."""
-    op = server.client()
+    op = server.client(timeout=300)
     op.post("/v1/projects", json={"name": "b"}).raise_for_status()
     op.post("/v1/users", json={"name": "bench", "projects": ["b"],
                                "unix_user": "nobody"}).raise_for_status()
@@ -217,10 +176,10 @@ def _member(server: Server) -> str:
     return op.post("/v1/tokens", json={"name": "t", "user": "bench"}).json()["token"]
 
 
-def _drained(server: Server, started: float, limit_s: float) -> float | None:
+def _drained(server: RotaUp, started: float, limit_s: float) -> float | None:
     """Seconds from the start of the burst until no job is pending or running (None: not
     within ``limit_s``)."""
-    op = server.client()
+    op = server.client(timeout=300)
     end = time.monotonic() + limit_s
     while time.monotonic() < end:
         live = op.get("/v1/jobs", params={"state": ["pending", "scheduled", "running"],

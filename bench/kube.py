@@ -49,8 +49,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from rota.backends.kube.api import NODES, KubeApi, KubeError, connect, pods_path  # noqa: E402
+from rotaup import ROTA, RotaUp  # noqa: E402
 
 BENCH_LABEL = "rota.dev/bench"
 UNTHROTTLED = "bench-unthrottled"
@@ -175,28 +177,20 @@ def wait(predicate, what: str, timeout_s: float) -> Any:
     raise SystemExit(f"timed out waiting for {what}")
 
 
-class RotaUp:
-    """``rota up --backend kubernetes`` in a subprocess, and the rota command against it."""
+class RotaPlane(RotaUp):
+    """``rota up --backend kubernetes`` (policy ``fair``) started in a subprocess, and the rota
+    command against it."""
 
     def __init__(self, root: Path, kubeconfig: str, namespace: str, run: str) -> None:
-        self.env = {**os.environ, "XDG_CONFIG_HOME": str(root / "config"),
-                    "XDG_DATA_HOME": str(root / "share"), "PYTHONPATH": str(ROOT / "src")}
-        self.env.pop("ROTA_URL", None)
-        self.env.pop("ROTA_TOKEN", None)
-        self.root = root
-        self.log = open(root / "rota-up.log", "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rota.cli.main", "up", "--backend", "kubernetes",
-             "--kubeconfig", kubeconfig, "--kube-namespace", namespace, "--port", "0",
-             "--kube-node-selector", f"{BENCH_LABEL}={run}", "--policy", "fair",
-             "--data-dir", str(root / "data")], env=self.env, stdout=self.log,
-            stderr=self.log, stdin=subprocess.DEVNULL, start_new_session=True)
-        wait(lambda: (root / "config/rota/credentials.json").exists()
-             and self.rota("whoami").returncode == 0, "rota up to answer", 180)
+        super().__init__(root, "--backend", "kubernetes", "--kubeconfig", kubeconfig,
+                         "--kube-namespace", namespace, "--kube-node-selector",
+                         f"{BENCH_LABEL}={run}", "--policy", "fair",
+                         pythonpath=str(ROOT / "src"), start_timeout_s=180)
+        self.start()
 
     def rota(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "rota.cli.main", *args], env=self.env,
-                              text=True, capture_output=True, timeout=300)
+        return subprocess.run([*ROTA, *args], env=self.env, text=True, capture_output=True,
+                              timeout=300)
 
     def setup(self, project: str, gpus: int) -> None:
         queues = self.root / "queues.yaml"
@@ -208,9 +202,7 @@ class RotaUp:
                 raise SystemExit(f"rota {' '.join(args)}: {done.stderr}")
 
     def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(60)
-        self.log.close()
+        self.stop(timeout=60)
 
 
 def unthrottled_scheduler(root: Path, kubeconfig: str) -> subprocess.Popen[bytes]:
@@ -254,7 +246,7 @@ def main() -> None:
         for scheduler in args.only or ["kube-scheduler", "kube-scheduler-unthrottled", "rota"]:
             helper = None
             if scheduler == "rota":
-                helper = RotaUp(root, kubeconfig, run, run)
+                helper = RotaPlane(root, kubeconfig, run, run)
                 helper.setup(run, args.nodes * args.gpus)
             elif scheduler == "kube-scheduler-unthrottled":
                 helper = unthrottled_scheduler(root, kubeconfig)
@@ -266,7 +258,7 @@ def main() -> None:
                 result = measure(api, run, run, name, args.pods, args.workers, expected,
                                  args.timeout, args.nodes)
             finally:
-                if isinstance(helper, RotaUp):
+                if isinstance(helper, RotaPlane):
                     helper.close()
                 elif helper is not None:
                     helper.terminate()

@@ -19,15 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from rotaup import running  # noqa: E402
 
 BOMB = ("import os, sys, time\n"
         "made = 0\n"
@@ -52,33 +53,6 @@ def percentile(values: list[float], q: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
-
-
-def start(root: Path, pids: int) -> tuple[subprocess.Popen, str, str]:
-    env = {**os.environ, "XDG_CONFIG_HOME": str(root / "config"),
-           "XDG_DATA_HOME": str(root / "share")}
-    env.pop("ROTA_URL", None)
-    env.pop("ROTA_TOKEN", None)
-    log = open(root / "rota-up.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "rota.cli.main", "up", "--port", "0",
-                             "--data-dir", str(root / "data"), "--gpus", "1xT4-16GB",
-                             "--interval", "0.5", "--job-pids", str(pids)],
-                            env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
-    credentials = root / "config" / "rota" / "credentials.json"
-    end = time.monotonic() + 120
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise SystemExit((root / "rota-up.log").read_text())
-        try:
-            creds = json.loads(credentials.read_text())
-            if httpx.get(f"{creds['url']}/v1/whoami", timeout=5, headers={
-                    "Authorization": f"Bearer {creds['token']}"}).status_code == 200:
-                return proc, creds["url"], creds["token"]
-        except (OSError, ValueError, KeyError, httpx.HTTPError):
-            pass
-        time.sleep(0.2)
-    raise SystemExit("rota up did not answer in 120 s")
 
 
 def submit(client: httpx.Client, code: str, memory: str) -> str:
@@ -117,39 +91,35 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rota-bench-limits-") as tmp:
         root = Path(tmp)
         root.chmod(0o755)
-        proc, url, token = start(root, args.job_pids)
-        try:
-            with httpx.Client(base_url=url, timeout=30,
-                              headers={"Authorization": f"Bearer {token}"}) as client:
-                ticker = submit(client, TICKER, "64Mi")
-                ticks = root / "data" / "jobs" / ticker / "work" / "ticks"
-                while not ticks.exists():
-                    time.sleep(0.1)
-                path = f"/v1/jobs/{ticker}"
-                end = time.monotonic() + args.seconds
-                quiet = measure(client, path, lambda: time.monotonic() > end)
-                before = int(ticks.read_text())
-                bomb = submit(client, BOMB.format(bound=args.bound, hold=args.hold), "1Gi")
-                state = {"n": 0}
+        with running(root, "--gpus", "1xT4-16GB", "--interval", "0.5", "--job-pids",
+                     str(args.job_pids), start_timeout_s=120) as server, \
+                server.client() as client:
+            ticker = submit(client, TICKER, "64Mi")
+            ticks = root / "data" / "jobs" / ticker / "work" / "ticks"
+            while not ticks.exists():
+                time.sleep(0.1)
+            path = f"/v1/jobs/{ticker}"
+            end = time.monotonic() + args.seconds
+            quiet = measure(client, path, lambda: time.monotonic() > end)
+            before = int(ticks.read_text())
+            bomb = submit(client, BOMB.format(bound=args.bound, hold=args.hold), "1Gi")
+            state = {"n": 0}
 
-                def bomb_over() -> bool:
-                    state["n"] += 1  # ask about the bomb every 20th request
-                    if state["n"] % 20:
-                        return False
-                    return client.get(f"/v1/jobs/{bomb}").json()["state"] in (
-                        "succeeded", "failed", "cancelled")
-                loaded = measure(client, path, bomb_over)
-                log = client.get(f"/v1/jobs/{bomb}/logs").text
-                result = {"job_pids": args.job_pids, "quiet": quiet, "under_bomb": loaded,
-                          "bomb": log.strip().splitlines()[:2],
-                          "bomb_exit": client.get(f"/v1/jobs/{bomb}").json().get("exit_code"),
-                          "other_job_ticks_meanwhile": int(ticks.read_text()) - before}
-                client.post(f"/v1/jobs/{ticker}/cancel")  # jobs outlive rota up: end it
-                while client.get(path).json()["state"] != "cancelled":
-                    time.sleep(0.2)
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=60)
+            def bomb_over() -> bool:
+                state["n"] += 1  # ask about the bomb every 20th request
+                if state["n"] % 20:
+                    return False
+                return client.get(f"/v1/jobs/{bomb}").json()["state"] in (
+                    "succeeded", "failed", "cancelled")
+            loaded = measure(client, path, bomb_over)
+            log = client.get(f"/v1/jobs/{bomb}/logs").text
+            result = {"job_pids": args.job_pids, "quiet": quiet, "under_bomb": loaded,
+                      "bomb": log.strip().splitlines()[:2],
+                      "bomb_exit": client.get(f"/v1/jobs/{bomb}").json().get("exit_code"),
+                      "other_job_ticks_meanwhile": int(ticks.read_text()) - before}
+            client.post(f"/v1/jobs/{ticker}/cancel")  # jobs outlive rota up: end it
+            while client.get(path).json()["state"] != "cancelled":
+                time.sleep(0.2)
     if args.json:
         print(json.dumps(result, indent=2))
         return

@@ -77,12 +77,12 @@ def load_point(url: str, token: str, concurrency: int, stream: bool,
 
 
 def throughput(s, token: str, duration: float) -> list[dict[str, Any]]:
-    made = s.client.post("/v1/services", json=service(
+    made = s.api.post("/v1/services", json=service(
         "tiny", "tiny", replicas={"min": 1, "max": 1}, target=10_000, idle="1h"))
     made.raise_for_status()
     seen = wait_for("the replica to be ready", lambda: _ready(s, "tiny"))
     direct = f"http://{seen['jobs'][0]['endpoint']}/v1/completions"
-    gateway = f"{str(s.client.base_url).rstrip('/')}/v1/completions"
+    gateway = f"{s.url}/v1/completions"
     rows = []
     for stream in (False, True):
         for concurrency in CONCURRENCY:
@@ -96,14 +96,14 @@ def throughput(s, token: str, duration: float) -> list[dict[str, Any]]:
                 row["added_p50_ms"] = round(row["gateway"]["p50_ms"] - row["direct"]["p50_ms"], 3)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
-    s.client.delete("/v1/services/tiny").raise_for_status()
+    s.api.delete("/v1/services/tiny").raise_for_status()
     return rows
 
 
 def cold_starts(s, token: str, count: int) -> dict[str, Any]:
-    s.client.post("/v1/services", json=service(
+    s.api.post("/v1/services", json=service(
         "cold", "tiny-cold", replicas={"min": 0, "max": 1}, idle="1s")).raise_for_status()
-    url = f"{str(s.client.base_url).rstrip('/')}/v1/completions"
+    url = f"{s.url}/v1/completions"
     body = json.dumps({"model": "tiny-cold", "prompt": "hi", "max_tokens": 4}).encode()
     totals, rota_part, server_part = [], [], []
     for _ in range(count):
@@ -118,14 +118,14 @@ def cold_starts(s, token: str, count: int) -> dict[str, Any]:
         split = _view(s, "cold")["last_cold_start"]
         rota_part.append(split["to_running_s"])
         server_part.append(split["to_ready_s"])
-    s.client.delete("/v1/services/cold").raise_for_status()
+    s.api.delete("/v1/services/cold").raise_for_status()
     return {"cold_starts": count, "request_to_answer_s": _median(totals),
             "rota_request_to_running_s": _median(rota_part),
             "server_running_to_ready_s": _median(server_part)}
 
 
 def _view(s, name: str) -> dict[str, Any]:
-    return s.client.get(f"/v1/services/{name}").json()
+    return s.api.get(f"/v1/services/{name}").json()
 
 
 def _ready(s, name: str) -> dict[str, Any] | None:
@@ -144,7 +144,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     with server() as s:
-        token = s.client.headers["Authorization"].split()[1]
+        token = s.token
         out = {"machine": f"{platform.node()} ({os.cpu_count()} cores)",
                "load_before": os.getloadavg()[0],
                "points": throughput(s, token, args.duration),

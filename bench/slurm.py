@@ -42,12 +42,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from rota.backends.slurm.attempts import instance  # noqa: E402
+from rotaup import RotaUp  # noqa: E402
 GPU_TYPES = "h100=H100-80GB,a100=A100-40GB"
 COMMAND = ('echo "$0 start $(date +%s.%N) $SLURMD_NODENAME" >> {starts}; sleep {seconds}; '
            'echo "$0 end $(date +%s.%N) $SLURMD_NODENAME" >> {starts}')
@@ -139,44 +139,24 @@ def plain(groups: list[tuple[str, int]], seconds: float, work: Path) -> dict[str
 
 # -- rota --------------------------------------------------------------------------------------
 
-class Plane:
+class Plane(RotaUp):
+    """``rota up --backend slurm`` started on the fixture cluster, and an operator's client."""
+
     def __init__(self, root: Path, interval: float, policy: str) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in ("ROTA_URL", "ROTA_TOKEN")}
-        env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_DATA_HOME=str(root / "share"),
-                   PYTHONPATH=str(ROOT / "src"))
-        self.data = root / "data"
-        self.log = open(root / "rota-up.log", "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rota.cli.main", "up", "--backend", "slurm",
-             "--slurm-gpu-types", GPU_TYPES, "--port", "0", "--data-dir", str(self.data),
-             "--interval", str(interval), "--policy", policy],
-            env=env, stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL,
-            start_new_session=True)
-        creds = root / "config" / "rota" / "credentials.json"
-        end = time.monotonic() + 120
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"rota up exited: {(root / 'rota-up.log').read_text()}")
-            try:
-                data = json.loads(creds.read_text())
-                self.client = httpx.Client(base_url=data["url"], timeout=60, headers={
-                    "Authorization": f"Bearer {data['token']}"})
-                if self.client.get("/v1/whoami").status_code == 200:
-                    return
-            except (OSError, ValueError, KeyError, httpx.HTTPError):
-                pass
-            time.sleep(0.2)
-        raise SystemExit("rota up did not answer")
+        super().__init__(root, "--backend", "slurm", "--slurm-gpu-types", GPU_TYPES,
+                         "--interval", str(interval), "--policy", policy,
+                         pythonpath=str(ROOT / "src"), start_timeout_s=120)
+        self.start()
+        self.api = self.client(timeout=60)
 
     def project(self, name: str) -> None:
-        self.client.post("/v1/projects", json={"name": name}).raise_for_status()
-        me = self.client.get("/v1/whoami").json()["user"]
-        self.client.post(f"/v1/users/{me}/projects", json={"project": name}).raise_for_status()
+        self.api.post("/v1/projects", json={"name": name}).raise_for_status()
+        me = self.api.get("/v1/whoami").json()["user"]
+        self.api.post(f"/v1/users/{me}/projects", json={"project": name}).raise_for_status()
 
     def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-        mine = f"@{instance(self.data)}"
+        self.end()
+        mine = f"@{instance(self.data_dir)}"
         out = subprocess.run(["squeue", "--noheader", "--format=%i|%k"], capture_output=True,
                              text=True).stdout
         live = [line.split("|")[0] for line in out.splitlines() if line.endswith(mine)]
@@ -198,7 +178,7 @@ def through_rota(groups: list[tuple[str, int]], seconds: float, work: Path, inte
         for group, count in groups:
             for _ in range(count):
                 sent = time.time()
-                reply = plane.client.post("/v1/jobs", json={
+                reply = plane.api.post("/v1/jobs", json={
                     "project": group, "queue": "default", "workdir": str(work),
                     "entrypoint": ["sh", "-c", COMMAND.format(starts=starts, seconds=seconds)
                                    .replace("$0", "rota-$ROTA_JOB_ID")],
@@ -209,7 +189,7 @@ def through_rota(groups: list[tuple[str, int]], seconds: float, work: Path, inte
         every = {n for g in submitted.values() for n in g}
         wait_ended(starts, every, timeout=3600)
         out = {g: summary(s, starts, submit_s) for g, s in submitted.items()}
-        out[groups[0][0]]["slurm_submits_per_s"] = slurm_rate(plane.data)
+        out[groups[0][0]]["slurm_submits_per_s"] = slurm_rate(plane.data_dir)
         return out
     finally:
         plane.close()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import httpx
+from rotaup import up_once
 from waiting import poll
 
 DEADLINE_S = 60.0
@@ -117,11 +118,8 @@ def test_clean_stop_leaves_jobs_running_and_a_restart_adopts_them(rota_server,
 
 
 def test_second_control_plane_on_the_same_data_dir_is_refused(rota_server) -> None:
-    import subprocess
-    result = subprocess.run(
-        [sys.executable, "-m", "rota.cli.main", "up", "--port", "0", "--data-dir",
-         str(rota_server.data_dir), "--gpus", "1xT4-16GB"],
-        env=rota_server.env, capture_output=True, text=True, timeout=DEADLINE_S)
+    result = up_once(rota_server.env, "--port", "0", "--data-dir", str(rota_server.data_dir),
+                     "--gpus", "1xT4-16GB", timeout=DEADLINE_S)
     assert result.returncode == 1
     assert "another control plane is already running on" in result.stderr
 
@@ -129,12 +127,9 @@ def test_second_control_plane_on_the_same_data_dir_is_refused(rota_server) -> No
 def test_second_control_plane_on_the_same_database_is_refused_naming_the_holder(
         rota_server, tmp_path: Path) -> None:
     """Another data directory, the same database: the lease refuses it at once."""
-    import subprocess
-    result = subprocess.run(
-        [sys.executable, "-m", "rota.cli.main", "up", "--port", "0", "--data-dir",
-         str(tmp_path / "other"), "--db", f"sqlite:///{rota_server.data_dir / 'rota.db'}",
-         "--gpus", "1xT4-16GB"],
-        env=rota_server.env, capture_output=True, text=True, timeout=DEADLINE_S)
+    result = up_once(rota_server.env, "--port", "0", "--data-dir", str(tmp_path / "other"),
+                     "--db", f"sqlite:///{rota_server.data_dir / 'rota.db'}",
+                     "--gpus", "1xT4-16GB", timeout=DEADLINE_S)
     assert result.returncode == 1, result.stderr
     assert "another control plane is using this database" in result.stderr
     assert f"pid {rota_server.proc.pid}" in result.stderr

@@ -19,6 +19,7 @@ import sys
 
 import httpx
 import pytest
+from rotaup import up_once
 from serverkit import RotaServer, make_cert, outside_address
 
 ADDRESS = outside_address()
@@ -138,10 +139,8 @@ def test_a_tls_key_its_group_or_others_may_read_is_refused(tmp_path, mode):
     cert, key = make_cert(tmp_path)
     key.chmod(mode)
     env = RotaServer(tmp_path).env
-    result = subprocess.run(
-        [sys.executable, "-m", "rota.cli.main", "up", "--port", "0", "--data-dir",
-         str(tmp_path / "data"), "--gpus", "1xH100-80GB", "--tls-cert", str(cert),
-         "--tls-key", str(key)], env=env, capture_output=True, text=True, timeout=60)
+    result = up_once(env, "--port", "0", "--data-dir", str(tmp_path / "data"), "--gpus",
+                     "1xH100-80GB", "--tls-cert", str(cert), "--tls-key", str(key), timeout=60)
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(f"error: --tls-key: {key.resolve()} has mode {mode:04o}"), \
         result.stderr

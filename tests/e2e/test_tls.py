@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from commands import rota_command
+from rotaup import up_once
 from serverkit import RotaServer, make_cert
 from waiting import poll
 
@@ -71,12 +72,10 @@ def test_a_key_that_does_not_match_its_certificate_is_refused(tmp_path):
     cert, _ = make_cert(tmp_path, "one")
     _, other_key = make_cert(tmp_path, "two")
     env = RotaServer(tmp_path).env
-    result = subprocess.run(
-        [sys.executable, "-m", "rota.cli.main", "up", "--port", "0", "--data-dir",
-         str(tmp_path / "data"), "--gpus", "1xH100-80GB", "--tls-cert", str(cert),
-         "--tls-key", str(other_key)], env=env, capture_output=True, text=True, timeout=60)
+    result = up_once(env, "--port", "0", "--data-dir", str(tmp_path / "data"), "--gpus",
+                     "1xH100-80GB", "--tls-cert", str(cert), "--tls-key", str(other_key),
+                     timeout=60)
     assert result.returncode == 2, result.stderr
     assert "--tls-cert: cannot serve HTTPS with" in result.stderr
-    half = subprocess.run([sys.executable, "-m", "rota.cli.main", "up", "--tls-cert",
-                           str(cert)], env=env, capture_output=True, text=True, timeout=60)
+    half = up_once(env, "--tls-cert", str(cert), timeout=60)
     assert half.returncode == 2 and "give both --tls-cert and --tls-key" in half.stderr

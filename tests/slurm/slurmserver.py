@@ -13,69 +13,35 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-import httpx
-
 from rota.backends.slurm.attempts import instance
 from rota.backends.slurm.records import SQUEUE_JOBS, parse_squeue
+from rotaup import ROTA, RotaUp
 
 START_TIMEOUT_S = 90.0  # a loaded 2-core machine imports FastAPI slowly; never asserted on
 GPU_TYPES = "h100=H100-80GB,a100=A100-40GB"
 
 
-class SlurmServer:
+class SlurmServer(RotaUp):
     def __init__(self, root: Path, slurm_env: dict[str, str]) -> None:
-        self.root = root
+        super().__init__(root, "--backend", "slurm", "--slurm-gpu-types", GPU_TYPES,
+                         "--interval", "0.5", env=slurm_env,
+                         pythonpath=os.pathsep.join(p for p in sys.path if p),
+                         start_timeout_s=START_TIMEOUT_S)
         root.chmod(0o711)
-        self.data_dir = root / "data"
         self.work = root / "work"
         self.work.mkdir(mode=0o755)
-        self.env = {k: v for k, v in slurm_env.items() if k not in ("ROTA_URL", "ROTA_TOKEN")}
-        self.env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_DATA_HOME=str(root / "share"),
-                        PYTHONPATH=os.pathsep.join(p for p in sys.path if p), COLUMNS="200")
-        self.credentials = root / "config" / "rota" / "credentials.json"
-        self.log = root / "rota-up.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        assert self.proc is None, "already running"
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rota.cli.main", "up", "--backend", "slurm",
-                 "--slurm-gpu-types", GPU_TYPES, "--port", "0", "--data-dir",
-                 str(self.data_dir), "--interval", "0.5"],
-                env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True)
-        end = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"rota up exited with {self.proc.returncode}:\n"
-                                     f"{self.output()}")
-            try:
-                creds = json.loads(self.credentials.read_text())
-                reply = httpx.get(f"{creds['url']}/v1/whoami", timeout=5,
-                                  headers={"Authorization": f"Bearer {creds['token']}"})
-                if reply.status_code == 200:
-                    return
-            except (OSError, ValueError, KeyError, httpx.HTTPError):
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"rota up did not become ready:\n{self.output()}")
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+        self.env["COLUMNS"] = "200"
 
     def cli(self, *args: str, timeout: float = 120, check: bool = True) -> str:
         """``rota ARGS...`` run in the work directory; its standard output."""
-        done = subprocess.run([sys.executable, "-m", "rota.cli.main", *args], cwd=self.work,
+        done = subprocess.run([*ROTA, *args], cwd=self.work,
                               env=self.env, capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
             raise AssertionError(f"rota {' '.join(args)} failed ({done.returncode}):\n"
@@ -100,21 +66,8 @@ class SlurmServer:
         jobs = subprocess.run(list(SQUEUE_JOBS), env=self.env, capture_output=True, text=True)
         return [j for j in parse_squeue(jobs.stdout) if j.comment.endswith(mine)]
 
-    def kill9(self) -> None:
-        """``kill -9`` the control plane (its process group); Slurm's jobs keep running."""
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self.proc = None
-
     def close(self) -> None:
-        if self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-            self.proc = None
+        self.end()
         if (self.data_dir / "slurm-instance").exists():
             live = [str(j.id) for j in self.slurm_jobs() if not j.phase.ended]
             if live:
