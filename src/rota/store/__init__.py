@@ -12,8 +12,11 @@ with usage accounting. It imports ``rota.core`` and itself only. Modules:
 - ``records``: values in and out (``Submission``, ``JobRecord``, ``Page``, ``JobEvent``);
 - ``convert``: rows and JSON columns <-> core values (the job spec format is documented there);
 - ``transactions``: the base every part of ``Store`` is built on (engine, clock, one
-  transaction per method); ``tenancy``, ``inventory``, ``billing``: the parts of ``Store`` for
-  projects, users and tokens; flavours, queues and nodes; usage, accounting and budgets;
+  transaction per method);
+- ``tenancy``: the part of ``Store`` for projects, users, memberships, tokens and
+  authentication;
+- ``inventory``: the part of ``Store`` for flavours, queues, idle defaults and nodes;
+- ``billing``: the part of ``Store`` for usage, accounting, prices and budgets;
 - ``jobs``, ``admin``, ``cycle``: the operations, each on a connection the ``Store`` opened;
 - ``submit``: submitting jobs: the checks, fair-use caps on pending jobs, idempotency keys, the
   inserts;
