@@ -13,7 +13,9 @@ job the server refused, an upload, ...). The Typer command (``rota.cli.listing``
 ``rota.cli.jobs``) then runs it, with its help and its error lines. What the fast command
 prints, its error lines and exit statuses are the Typer command's:
 ``tests/cli/test_cli_fast.py`` and ``test_cli_fast_jobs.py`` run the two on the same server
-and compare them.
+and compare them, and ``test_cli_fast_options.py`` checks the option tables here (``PS``,
+``LOGS``; ``RUN``, ``SUBMIT`` in ``fastjobs``) against the Typer commands' definitions: the
+same spellings, each read the same way.
 
 Options are read as click reads them: ``--opt VALUE``, ``--opt=VALUE``, ``-o VALUE``,
 ``-oVALUE``, short flags together (``-Af``), the last of a repeated single option wins,
