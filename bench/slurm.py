@@ -189,22 +189,32 @@ def through_rota(groups: list[tuple[str, int]], seconds: float, work: Path, inte
         every = {n for g in submitted.values() for n in g}
         wait_ended(starts, every, timeout=3600)
         out = {g: summary(s, starts, submit_s) for g, s in submitted.items()}
-        out[groups[0][0]]["slurm_submits_per_s"] = slurm_rate(plane.data_dir)
+        out[groups[0][0]]["slurm_submits_per_s"] = slurm_rate(plane.data_dir, len(every))
         return out
     finally:
         plane.close()
 
 
-def slurm_rate(data: Path) -> float:
-    """Jobs handed to Slurm per second: from sacct's submit times of this plane's jobs."""
+def slurm_rate(data: Path, jobs: int, timeout_s: float = 60.0) -> float:
+    """Jobs handed to Slurm per second: from sacct's submit times of this plane's ``jobs``
+    jobs, once accounting has recorded every one's comment (slurmdbd stores them a while after
+    the jobs ended; a rate from some of them would be wrong)."""
     mine = f"@{instance(data)}"
-    out = subprocess.run(["sacct", "--noheader", "--parsable2", "--allocations",
-                          "--starttime=now-1days", "--format=Submit,Comment"],
-                         capture_output=True, text=True, env={**os.environ,
-                                                              "SLURM_TIME_FORMAT": "%s"})
-    times = [float(s) for s, c in (line.split("|", 1) for line in out.stdout.splitlines())
-             if c.endswith(mine)]
-    return round(len(times) / max(1.0, max(times) - min(times)), 1) if times else 0.0
+    end = time.monotonic() + timeout_s
+    while True:
+        out = subprocess.run(["sacct", "--noheader", "--parsable2", "--allocations",
+                              "--starttime=now-1days", "--format=Submit,Comment"],
+                             capture_output=True, text=True, env={**os.environ,
+                                                                  "SLURM_TIME_FORMAT": "%s"})
+        times = [float(s) for s, c in (line.split("|", 1) for line in out.stdout.splitlines())
+                 if c.endswith(mine)]
+        if len(times) >= jobs or time.monotonic() > end:
+            break
+        time.sleep(1.0)
+    if len(times) < jobs:
+        raise SystemExit(f"sacct recorded {len(times)} of the {jobs} jobs rota submitted "
+                         f"within {timeout_s:g} s: no rate to give")
+    return round(len(times) / max(1.0, max(times) - min(times)), 1)
 
 
 # -- runs --------------------------------------------------------------------------------------

@@ -70,8 +70,24 @@ def discover(env: Mapping[str, str] | None = None) -> Credentials:
         url, source = check_url(stored["url"], f"{path}: url"), str(path)
     else:
         url, source = DEFAULT_URL, "default"
-    token = env.get("ROTA_TOKEN") or stored.get("token")
+    if env.get("ROTA_TOKEN"):
+        token = check_token(env["ROTA_TOKEN"], "ROTA_TOKEN")
+    else:
+        token = stored.get("token") and check_token(stored["token"], f"{path}: token")
     return Credentials(url, token, source, env.get("ROTA_CA_FILE") or stored.get("ca_file"))
+
+
+def check_token(token: str, field: str = "token") -> str:
+    """``token`` when it can go in an ``Authorization`` header as it is: visible ASCII, no
+    space or line break (a line break would add a header of its own to every request). The
+    error never shows the token."""
+    bad = [c for c in token if not ("!" <= c <= "~")]
+    if bad:
+        what = "a line break" if any(c in "\r\n" for c in bad) else \
+            "a space" if " " in bad else "a character outside visible ASCII"
+        raise _invalid(field, f"the token has {what}; tokens are one word of visible ASCII: "
+                              "copy it again (rota login URL, or ROTA_TOKEN)")
+    return token
 
 
 def _invalid(field: str, reason: str) -> Exception:
@@ -84,12 +100,13 @@ def _invalid(field: str, reason: str) -> Exception:
 def save(url: str, token: str, env: Mapping[str, str] | None = None,
          ca_file: str | None = None) -> Path:
     """Write the credentials file (mode 0600, replaced atomically); its path."""
+    url, token = check_url(url), check_token(token)
     path = credentials_path(env)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"url": check_url(url), "token": token}
+        json.dump({"url": url, "token": token}
                   | ({"ca_file": ca_file} if ca_file else {}), f)
     os.chmod(partial, 0o600)
     os.replace(partial, path)
