@@ -139,9 +139,12 @@ def test_ps_output_columns_user_filter_and_several_cancels(queues):
 
 
 def test_ps_watch_prints_until_interrupted(queues):
+    # Ctrl-C as in a terminal: SIGINT at its default even where the tests themselves were
+    # started with it ignored (a command started in the background of a shell)
     proc = subprocess.Popen([*rota_command(), "ps", "--watch", "--interval", "0.2"],
                             env=queues.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         first = proc.stdout.readline()
         assert first.split()[:2] == ["ID", "NAME"], first
