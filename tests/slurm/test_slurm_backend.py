@@ -198,8 +198,8 @@ def test_a_node_drained_under_a_running_job_lets_it_run_and_a_node_down_loses_it
         status_of(backend, handle, lambda s: not any(r.state is R.RUNNING for r in s.replicas),
                   "the gang to be stopped")
     finally:
-        if "down" in slurm.run(["sinfo", "-h", "-n", "node2", "-o", "%T"]) or \
-                "drain" in slurm.run(["sinfo", "-h", "-n", "node2", "-o", "%T"]):
+        state = slurm.run(["sinfo", "-h", "-n", "node2", "-o", "%T"])
+        if "down" in state or "drain" in state:
             slurm.run(["scontrol", "update", "nodename=node2", "state=resume"])
 
 

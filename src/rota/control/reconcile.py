@@ -120,9 +120,8 @@ class Reconciler:
         the others. Jobs never launched are handed to the launcher (``land`` records them)."""
         flying = self.in_flight
         recs = [r for r in recs if r.id not in flying]
-        observed, unseen = self._observe([r for r in recs if current_handle(r) is not None],
-                                         report)
-        recs = [r for r in recs if r.id not in unseen]
+        observed = self._observe([r for r in recs if current_handle(r) is not None], report)
+        recs = [r for r in recs if r.id not in self.unseen]
         running = [(rec, observed[rec.id][0]) for rec in recs if rec.state is JobState.RUNNING
                    and rec.id in observed and observed[rec.id][1].state is ReplicaState.RUNNING]
         try:
@@ -212,9 +211,10 @@ class Reconciler:
         return self.backend.recover(rec.job, rec.job.placement, rec.attempts)
 
     def _observe(self, recs: list[JobRecord], report: PassReport
-                 ) -> tuple[dict[str, tuple[Handle, Status]], set[str]]:
-        """Each launched job's handle and status, and the jobs whose poll failed: handles seen
-        for the first time (after a restart) are adopted, the others polled together."""
+                 ) -> dict[str, tuple[Handle, Status]]:
+        """Each launched job's handle and status: handles seen for the first time (after a
+        restart) are adopted, the others polled together (``_poll``: those whose poll failed
+        are left out, in ``unseen``)."""
         out: dict[str, tuple[Handle, Status]] = {}
         known: list[tuple[str, Handle]] = []
         for rec in recs:
@@ -232,16 +232,15 @@ class Reconciler:
                 continue
             self.handles[rec.id] = handle
             self.billed_until.setdefault(rec.id, _billed_from(rec, self.since))
-        polled, unseen = self._poll(known, report)
+        polled = self._poll(known, report)
         for job_id, handle in known:
             if job_id in polled:
                 out[job_id] = handle, polled[job_id]
-        return out, unseen
+        return out
 
-    def _poll(self, known: list[tuple[str, Handle]], report: PassReport
-              ) -> tuple[dict[str, Status], set[str]]:
+    def _poll(self, known: list[tuple[str, Handle]], report: PassReport) -> dict[str, Status]:
         """``backend.poll`` of every handle in one call; where it fails, of each half again,
-        down to the jobs it fails for (module docstring), which are returned apart."""
+        down to the jobs it fails for (module docstring), which become ``unseen``."""
         statuses: dict[str, Status] = {}
         unseen: set[str] = set()
         groups, polls = [known] if known else [], 0
@@ -264,7 +263,7 @@ class Reconciler:
             statuses.update((job_id, status)
                             for (job_id, _), status in zip(group, found, strict=True))
         self.unseen = frozenset(unseen)
-        return statuses, unseen
+        return statuses
 
     def _unreadable(self, rec: JobRecord, handle: Handle, exc: InvalidSpec, now: float,
                     report: PassReport) -> None:

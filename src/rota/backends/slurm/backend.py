@@ -158,7 +158,7 @@ class SlurmBackend:
         self.reports(self.config.node_refresh_s)
         out = {}
         for name, n in self._slurm_nodes.items():
-            why = losing_reason(n.state, n.flags, n.reason)
+            why = losing_reason(n.state, n.reason)
             if why:
                 out[name] = why
         return out

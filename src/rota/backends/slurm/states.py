@@ -130,9 +130,9 @@ UNSCHEDULABLE_FLAGS: dict[str, str] = {
 LOSING_STATES = frozenset({"down", "error"})
 
 
-def losing_reason(state: str, flags: frozenset[str], reason: str) -> str | None:
-    """Why rota's jobs running on a node in this ``state`` must leave it (``None``: they may
-    stay, whatever its ``flags``): Slurm's words for the node, as ``unschedulable_reason``."""
+def losing_reason(state: str, reason: str) -> str | None:
+    """Why rota's jobs running on a node in this base ``state`` must leave it (``None``: they
+    may stay, whatever its flags): Slurm's words for the node, as ``unschedulable_reason``."""
     if state not in LOSING_STATES:
         return None
     return unschedulable_reason(state, frozenset(), reason)
