@@ -289,6 +289,13 @@ class Cycle(QuotaHolds):
             book.charge(*hold, -1)
             book.version = version  # the book is as it was: answers remembered still hold
 
+    def capped(self, job: Job) -> bool:
+        """Whether the cycle's reservation caps ``job``: it would still run when the reserved
+        job is to start, and it does not outrank the reservation. A capped job starts only
+        where the reservation leaves room and quota, and never evicts (``Walk._step``)."""
+        return self.reservation is not None and not self.policy.backfill.ends_before(
+            job, self.reservation, self.now) and not self.outranks_reservation(job)
+
     def outranks_reservation(self, job: Job) -> bool:
         """Whether ``job`` is not held back by the reservation: the reserved job borrows at
         its start, and ``job`` is of another queue whose nominal quota covers it (in some

@@ -117,8 +117,7 @@ class Walk:
         if held is not None:
             out.waits.append(Wait(job.id, held))
             return
-        capped = cycle.reservation is not None and not policy.backfill.ends_before(
-            job, cycle.reservation, cycle.now) and not cycle.outranks_reservation(job)
+        capped = cycle.capped(job)
         kind, moment = self._kind(job, capped), self._moment()
         dead = self.dead.get(kind)
         if dead is not None and dead[0] == moment:  # a job alike waited, and nothing changed

@@ -39,6 +39,9 @@ class QuotaBook:
         # charge changes only the answers of its queue's group (its cohort, or itself alone)
         self._answers: dict[tuple, dict[tuple, int | Reason | None]] = {}
         self._lent: dict[tuple[str, str], dict[str, tuple[int, Key]]] = {}  # see _lent_parts
+        # each queue's share of its cohort's lent quota (``rota.scheduler.shares.share_of``),
+        # kept until the queue is charged again: the share reads only the queue's own usage
+        self.shares: dict[str, object] = {}
         for q in queues.values():
             if q.cohort is None:
                 continue
@@ -172,6 +175,7 @@ class QuotaBook:
         Resources of amount 0 change nothing and are passed over (a GPU job's quota vector
         lists cpu and memory at 0), as is a pool that no nominal quota feeds."""
         self._group_answers(queue, f).clear()
+        self.shares.pop(queue, None)
         lent = self._lent.get((queue, f))
         if lent is None:
             lent = self._lent[(queue, f)] = self._lent_parts(queue, f)

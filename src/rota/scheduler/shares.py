@@ -62,7 +62,17 @@ NONE = Share(frozenset(), 0.0, 1.0)
 def share_of(book, queue: str, flavor: str | None = None,
              demand: Mapping[str, int] | None = None, sign: int = 1) -> Share:
     """The share of ``queue`` now, or with ``demand`` added (``sign=-1``: taken away) in
-    ``flavor``."""
+    ``flavor``. The share now is kept on the book until the queue is charged again."""
+    if demand is None:
+        hit = book.shares.get(queue)
+        if hit is None:
+            hit = book.shares[queue] = _share(book, queue, None, None, 1)
+        return hit
+    return _share(book, queue, flavor, demand, sign)
+
+
+def _share(book, queue: str, flavor: str | None, demand: Mapping[str, int] | None,
+           sign: int) -> Share:
     q = book.queues[queue]
     if q.cohort is None:
         return NONE

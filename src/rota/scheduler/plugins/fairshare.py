@@ -95,7 +95,9 @@ class QueueShare(BestEffortFifo):
 
 def stuck(job: Job, view) -> bool:
     """Whether ``job`` could neither start nor evict now (a what-if: nothing changes; a
-    search that fails is remembered for the cycle, as the cycle's own are)."""
+    search that fails is remembered for the cycle, as the cycle's own are). A job the
+    cycle's reservation caps never evicts (``Cycle.capped``): it is stuck unless it could
+    start, and no search is made for it."""
     if job.queue not in view.book.queues:
         return False
     if not view.book.admissible_ever(job.queue, job.total(), [f for f, _ in view.flavors(job)]):
@@ -103,6 +105,8 @@ def stuck(job: Job, view) -> bool:
     with view.lifted(job.queue):  # as the cycle tries it
         if view.could_start(job):
             return False
+        if view.capped(job):
+            return True
         return view.victims_for(job, False) is None
 
 
@@ -149,8 +153,9 @@ class FairSharing:
                 continue
             shape = cycle.shape(job, models)
             search = FairSearch(cycle, job, cands, shape, capped)
-            real = [c for c in cands.candidates if c.variant is not Variant.FREE]
-            if not search.quota_allows(real) or not may_fit(cycle, job, shape, cands.candidates):
+            reach = search.reachable()
+            real = [c for c in reach if c.variant is not Variant.FREE]
+            if not search.quota_allows(real) or not may_fit(cycle, job, shape, reach):
                 continue
             plan = search.run(self.strategies)
             if plan is None:
@@ -164,7 +169,10 @@ class FairSharing:
 
 def fair_candidates(cycle, job: Job, flavor: str) -> Setting | None:
     """The candidates of ``job`` in ``flavor`` under fair sharing, in Kueue's candidate
-    order, or None if it may not evict there."""
+    order, or None if it may not evict there. As ``rota.scheduler.candidates.candidates``
+    does, the list is remembered for the job's queue, priority (and submission, for
+    ``lower-or-newer-equal-priority``), the short resources and the queues of its cohort that
+    borrow them, until the cycle's evictable jobs change."""
     queue = cycle.snapshot.queues[job.queue]
     quota = queue.quotas.get(flavor)
     demand = job.total()
@@ -176,23 +184,36 @@ def fair_candidates(cycle, job: Job, flavor: str) -> Setting | None:
                                   for r in short if r in quota.nominal):
             return None
     index, mine = index_of(cycle), cycle.priority_of(job)
+    lenders = ()
+    if queue.cohort is not None and queue.reclaim_within_cohort is not ReclaimWithinCohort.NEVER:
+        lenders = tuple(q for q in index.cohorts.get(queue.cohort, ())
+                        if q != job.queue and borrows(cycle, q, flavor, short))
+    newer = queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+    key = ("fair", job.queue, mine, (job.submit_time, job.id) if newer else None, flavor,
+           short, lenders)
+    out = index.memo.get(key)
+    if out is None:
+        out = index.memo[key] = _fair_candidates(index, queue, job, mine, flavor, short,
+                                                 lenders)
+    return Setting(flavor, short, False, out, (True,)) if out else None
+
+
+def _fair_candidates(index, queue, job: Job, mine: float, flavor: str, short: frozenset[str],
+                     lenders: tuple[str, ...]) -> list[Candidate]:
     out = [Candidate(v, Variant.FREE, "priority" if v.queue == job.queue else "reclaim")
            for v in index.preempting]
     if queue.within_queue is not WithinQueue.NEVER:
         out += [Candidate(v, Variant.OWN, "priority") for v in index.by_queue.get(job.queue, ())
                 if v.flavor == flavor and short & needs(v)
                 and allows(queue.within_queue, mine, index.prio[id(v)], job, v)]
-    if queue.cohort is not None and queue.reclaim_within_cohort is not ReclaimWithinCohort.NEVER:
-        for q in index.cohorts.get(queue.cohort, ()):
-            if q == job.queue or not borrows(cycle, q, flavor, short):
-                continue
-            out += [Candidate(v, Variant.ENTITLED, "reclaim") for v in index.by_queue.get(q, ())
-                    if v.flavor == flavor and short & needs(v)
-                    and allows(queue.reclaim_within_cohort, mine, index.prio[id(v)], job, v)]
+    for q in lenders:
+        out += [Candidate(v, Variant.ENTITLED, "reclaim") for v in index.by_queue.get(q, ())
+                if v.flavor == flavor and short & needs(v)
+                and allows(queue.reclaim_within_cohort, mine, index.prio[id(v)], job, v)]
     prio = index.prio
     out.sort(key=lambda c: (c.variant is not Variant.FREE, c.variant is Variant.OWN,
                             prio[id(c.job)], -saved_at(c.job), c.job.id))
-    return Setting(flavor, short, False, out, (True,)) if out else None
+    return out
 
 
 class FairSearch(Search):
@@ -229,6 +250,42 @@ class FairSearch(Search):
             return self._plan(released, [v for v in released if v not in free])
         finally:
             self.restore(mark, released)
+            self._handover(1)
+
+    def reachable(self) -> list[Candidate]:
+        """The candidates the strategies could ever take, a superset found without trying:
+        every free one and every one of the job's queue; of another queue, one only while
+        that queue borrows now and, unless the job's queue is within nominal quota with the
+        job, its share now is at least the lowest share the job's queue could have with the
+        job (all of its own candidates gone). Taking a queue's jobs only lowers its share, so
+        a queue below that never qualifies (both strategies compare the job's queue's share
+        with the other's, now or after the victim). If the job fits with none of the others,
+        the search cannot find victims."""
+        cands = self.setting.candidates
+        own = self.job.queue
+        self._handover(-1)
+        try:
+            if self._within_nominal():
+                return list(cands)
+            least = dict(self.job.total())
+            for c in cands:
+                if c.job.queue == own and c.job.flavor == self.flavor:
+                    for r, amount in c.job.total().items():
+                        least[r] = least.get(r, 0) - amount
+            floor = share_of(self.book, own, self.flavor, least).key()
+            shares: dict[str, tuple | None] = {}
+            out = []
+            for c in cands:
+                q = c.job.queue
+                if c.variant is not Variant.FREE and q != own:
+                    if q not in shares:
+                        theirs = share_of(self.book, q)
+                        shares[q] = theirs.key() if theirs.borrowing else None
+                    if shares[q] is None or shares[q] < floor:
+                        continue
+                out.append(c)
+            return out
+        finally:
             self._handover(1)
 
     def _plan(self, released: list[Job], victims: list[Job]) -> Plan:
