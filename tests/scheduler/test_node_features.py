@@ -1,10 +1,11 @@
 """Node features (``rota.core.nodes``) in placement and screening: a GPU share goes only to a
-node that can share a GPU; a share no node can take is rejected, naming why; whole GPUs and
-CPU-only jobs go anywhere."""
+node that can share a GPU, a job in a container image only to a node that runs containers;
+one no node can take is rejected, naming why, and one whose nodes are full waits, saying so;
+whole GPUs and jobs without an image go anywhere."""
 
 from __future__ import annotations
 
-from builders import bound, cluster, decide, devices_of, job, node, rejected
+from builders import bound, cluster, decide, devices_of, job, node, rejected, waiting
 from rota.core.decisions import ReasonCode
 from rota.core.nodes import CONTAINERS, GPU_SHARING, SIGNALS
 from rota.core.wording import hint, sentence
@@ -39,4 +40,49 @@ def test_a_share_no_node_can_take_is_rejected_naming_the_feature():
     assert reason.code is ReasonCode.NEVER_FITS and reason.resource == "gpu"
     assert "0.25 GPU shares need a node that can share a GPU" in sentence(reason)
     assert "HAMi" in (hint(reason) or "")
+    assert "w" in bound(decisions)
+
+
+def test_a_job_in_an_image_goes_only_to_the_node_that_runs_containers():
+    # n1 comes first in name order and is emptier: without features the job would go there
+    snap = cluster().nodes(
+        node("n1").gpus(4).features(GPU_SHARING, SIGNALS),
+        node("n2").gpus(1).features(CONTAINERS),
+    ).jobs(job("c").gpus(1).image("python:3.12")).build()
+    (where,) = devices_of(bound(decide(snap))["c"])
+    assert where[0] == "n2"
+
+
+def test_a_job_in_an_image_waits_while_only_nodes_without_containers_are_free():
+    snap = cluster().nodes(
+        node("n1").gpus(4).features(GPU_SHARING, SIGNALS),
+        node("n2").gpus(1).features(CONTAINERS),
+    ).jobs(job("busy").gpus(1).image("python:3.12").running_on(("n2", [0])),
+           job("c").gpus(1).image("python:3.12")).build()
+    decisions = decide(snap)
+    assert "c" not in bound(decisions) and "c" not in rejected(decisions)
+    (reason,) = waiting(decisions)["c"].reasons
+    assert reason.code is ReasonCode.RESOURCES
+    assert "no node with the feature it needs (containers)" in sentence(reason)
+
+
+def test_a_job_without_an_image_may_use_either_node():
+    # two jobs of one GPU each and one free GPU on each node: both start, one on each
+    snap = cluster().nodes(
+        node("n1").gpus(1).features(GPU_SHARING, SIGNALS),
+        node("n2").gpus(1).features(CONTAINERS),
+    ).jobs(job("a").gpus(1), job("b").gpus(1)).build()
+    decisions = decide(snap)
+    assert {devices_of(bound(decisions)[j])[0][0] for j in ("a", "b")} == {"n1", "n2"}
+
+
+def test_an_image_no_node_can_run_is_rejected_naming_the_image_and_the_feature():
+    snap = cluster().nodes(node("n1").gpus(4).features(GPU_SHARING, SIGNALS)).jobs(
+        job("c").gpus(1).image("python:3.12"), job("w").gpus(1)).build()
+    decisions = decide(snap)
+    (reason,) = rejected(decisions)["c"].reasons
+    assert reason.code is ReasonCode.NEVER_FITS and reason.resource == "image"
+    assert "container image 'python:3.12'" in sentence(reason)
+    assert "feature containers" in sentence(reason)
+    assert "drop image" in (hint(reason) or "")
     assert "w" in bound(decisions)
