@@ -7,7 +7,8 @@ node (CPUs, memory, GPUs, GPU memory) or more replicas than those nodes hold eve
 or that needs a node feature no node has (a GPU share where no node shares a GPU, a container
 ``image`` where no node runs container images: a control plane of the local or Slurm backend),
 is refused with the sentence ``rota show`` would give for its rejection, and what could be
-done about it where there is something to say (``rota.core.wording``: ``sentence``, ``hint``). The API asks this before it accepts a job.
+done about it where there is something to say (``rota.core.wording``: ``sentence``,
+``hint``). The API asks this before it accepts a job.
 
 Not refused here: a job submitted before any node is reported (a backend may register its
 nodes later), and anything that only makes a job wait (usage, quota, cordons and drains: a

@@ -124,7 +124,8 @@ class Node:
 
 # what ``features_needed`` answers, by (GPU share, container image), made once
 _NEEDS = {(False, False): frozenset(), (True, False): frozenset({GPU_SHARING}),
-          (False, True): frozenset({CONTAINERS}), (True, True): frozenset({GPU_SHARING, CONTAINERS})}
+          (False, True): frozenset({CONTAINERS}),
+          (True, True): frozenset({GPU_SHARING, CONTAINERS})}
 
 
 def features_needed(job: Job) -> frozenset[str]:

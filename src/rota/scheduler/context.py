@@ -207,7 +207,8 @@ class Cycle(QuotaHolds):
 
     def shape(self, job: Job, models: tuple[str, ...]) -> Shape:
         """One replica of ``job`` on ``models``; jobs alike in request, queue, resource group,
-        selector and whether they run in a container image share one (equal shapes also share the failed-placement cache)."""
+        selector and whether they run in a container image share one (equal shapes also share
+        the failed-placement cache)."""
         req, g = job.request, job.request.gpu
         key = (req.cpu_milli, req.memory_mib, g.count, g.share, g.memory_mib, job.queue,
                job.resource_group, job.selector, job.image is None, models)
@@ -234,8 +235,9 @@ class Cycle(QuotaHolds):
         """Admit and place ``job`` now, in the first of its queue's flavours that allows it.
 
         A failed start is remembered for jobs alike (queue, request, gang, resource group,
-        selector, container image or not): it fails again, for the same reasons, while neither free capacity has grown
-        (the overlay's epoch) nor the quota book has changed (its version)."""
+        selector, container image or not): it fails again, for the same reasons, while neither
+        free capacity has grown (the overlay's epoch) nor the quota book has changed (its
+        version)."""
         key = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
                job.image is None, capped)
         hit = self._tried.get(key)
@@ -309,7 +311,8 @@ class Cycle(QuotaHolds):
     def could_start(self, job: Job) -> bool:
         """Whether ``job`` would pass admission and placement now, in some flavour (a what-if:
         nothing is taken or charged). Jobs alike in queue, request, gang size, resource group,
-        selector and container image or not get one answer while neither the overlay nor the book changes."""
+        selector and container image or not get one answer while neither the overlay nor the
+        book changes."""
         key = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
                job.image is None)
         versions = (self.state.version, self.book.version)

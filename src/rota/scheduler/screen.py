@@ -7,8 +7,8 @@ replicas than the eligible nodes would hold even when empty, or when it needs a 
 (``rota.core.nodes``: a GPU share needs ``gpu-sharing``, a container image ``containers``) that
 no node has, cordoned or not (a backend that runs on Kubernetes nodes without HAMi cannot share
 a GPU; the local and Slurm backends run commands, not images). A missing feature is a reason on
-``gpu`` for a share and on ``image`` for an image, the fields a user would change. Usage and quota never make a job
-infeasible: those only make it wait.
+``gpu`` for a share and on ``image`` for an image, the fields a user would change. Usage and
+quota never make a job infeasible: those only make it wait.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ Identity and ordering fields (name, project, user, queue, priority, kind, replic
 not spec keys: the store filters and orders on them. ``run`` is what the backend needs; the
 scheduler reads only its ``image`` (a job in a container image needs a node that runs them),
 which ``job_from_row`` copies to the core job. A placement is ``[{"node": "n1", "devices":
-[[index, milli, memory_mib], ...]}, ...]`` in replica rank order; queue quotas are a list of ``[flavor, quota]`` pairs, because
-flavour order matters and not every JSON column keeps key order.
+[[index, milli, memory_mib], ...]}, ...]`` in replica rank order; queue quotas are a list of
+``[flavor, quota]`` pairs, because flavour order matters and not every JSON column keeps key
+order.
 
 A control plane keeps a core job for every queued one, so ``job_from_row`` shares what jobs
 have in common: equal requests are one object, and names (project, queue, user, flavour,
