@@ -86,3 +86,16 @@ def test_an_image_no_node_can_run_is_rejected_naming_the_image_and_the_feature()
     assert "feature containers" in sentence(reason)
     assert "drop image" in (hint(reason) or "")
     assert "w" in bound(decisions)
+
+
+def test_a_job_in_an_image_preempts_only_on_a_node_that_runs_containers():
+    # one low-priority job on each node; n1's started last, so it would be the one to go
+    # (it loses the least work), but n1 runs no containers: n2's job is evicted
+    snap = cluster().nodes(
+        node("n1").gpus(1).features(GPU_SHARING, SIGNALS),
+        node("n2").gpus(1).features(CONTAINERS),
+    ).jobs(job("old").gpus(1).running_on(("n2", [0]), since=100),
+           job("new").gpus(1).running_on(("n1", [0]), since=200),
+           job("c").gpus(1).priority(5).image("python:3.12")).build()
+    decisions = decide(snap, {"preset": "default", "backfill": "none"})
+    assert {p.job for p in decisions.preemptions} == {"old"}
