@@ -44,10 +44,11 @@ def test_a_share_no_node_can_take_is_rejected_naming_the_feature():
 
 
 def test_a_job_in_an_image_goes_only_to_the_node_that_runs_containers():
-    # n1 comes first in name order and is emptier: without features the job would go there
+    # n1 comes first in name order and is the fuller fit (packing): without features the job
+    # would go there
     snap = cluster().nodes(
-        node("n1").gpus(4).features(GPU_SHARING, SIGNALS),
-        node("n2").gpus(1).features(CONTAINERS),
+        node("n1").gpus(1).features(GPU_SHARING, SIGNALS),
+        node("n2").gpus(4).features(CONTAINERS),
     ).jobs(job("c").gpus(1).image("python:3.12")).build()
     (where,) = devices_of(bound(decide(snap))["c"])
     assert where[0] == "n2"
@@ -99,3 +100,19 @@ def test_a_job_in_an_image_preempts_only_on_a_node_that_runs_containers():
            job("c").gpus(1).priority(5).image("python:3.12")).build()
     decisions = decide(snap, {"preset": "default", "backfill": "none"})
     assert {p.job for p in decisions.preemptions} == {"old"}
+
+
+def test_a_job_without_an_image_is_not_held_back_by_an_alike_job_in_an_image_that_waits():
+    # c and p ask for the same; c (first in line) finds no room on the containers node, which
+    # says nothing about p, which may use n1
+    snap = cluster().nodes(
+        node("n1").gpus(1).features(GPU_SHARING, SIGNALS),
+        node("n2").gpus(1).features(CONTAINERS),
+    ).jobs(job("busy").gpus(1).priority(9).preemptible(False).running_on(("n2", [0])),
+           job("c").gpus(1).image("python:3.12").submitted(1),
+           job("p").gpus(1).submitted(2)).build()
+    for policy in ("default", {"preset": "default", "backfill": "none"}):
+        decisions = decide(snap, policy)
+        assert "c" in waiting(decisions)
+        assert devices_of(bound(decisions)["p"])[0][0] == "n1"
+
