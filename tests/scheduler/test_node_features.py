@@ -43,23 +43,25 @@ def test_a_share_no_node_can_take_is_rejected_naming_the_feature():
     assert "w" in bound(decisions)
 
 
+def hosts_and_pods(host_gpus: int, pod_gpus: int):
+    """n1 runs commands (the local backend's features), n2 runs container images (a
+    Kubernetes node's): two backends under one control plane."""
+    return cluster().nodes(node("n1").gpus(host_gpus).features(GPU_SHARING, SIGNALS),
+                           node("n2").gpus(pod_gpus).features(CONTAINERS))
+
+
 def test_a_job_in_an_image_goes_only_to_the_node_that_runs_containers():
     # n1 comes first in name order and is the fuller fit (packing): without features the job
     # would go there
-    snap = cluster().nodes(
-        node("n1").gpus(1).features(GPU_SHARING, SIGNALS),
-        node("n2").gpus(4).features(CONTAINERS),
-    ).jobs(job("c").gpus(1).image("python:3.12")).build()
+    snap = hosts_and_pods(1, 4).jobs(job("c").gpus(1).image("python:3.12")).build()
     (where,) = devices_of(bound(decide(snap))["c"])
     assert where[0] == "n2"
 
 
 def test_a_job_in_an_image_waits_while_only_nodes_without_containers_are_free():
-    snap = cluster().nodes(
-        node("n1").gpus(4).features(GPU_SHARING, SIGNALS),
-        node("n2").gpus(1).features(CONTAINERS),
-    ).jobs(job("busy").gpus(1).image("python:3.12").running_on(("n2", [0])),
-           job("c").gpus(1).image("python:3.12")).build()
+    snap = hosts_and_pods(4, 1).jobs(
+        job("busy").gpus(1).image("python:3.12").running_on(("n2", [0])),
+        job("c").gpus(1).image("python:3.12")).build()
     decisions = decide(snap)
     assert "c" not in bound(decisions) and "c" not in rejected(decisions)
     (reason,) = waiting(decisions)["c"].reasons
@@ -69,10 +71,7 @@ def test_a_job_in_an_image_waits_while_only_nodes_without_containers_are_free():
 
 def test_a_job_without_an_image_may_use_either_node():
     # two jobs of one GPU each and one free GPU on each node: both start, one on each
-    snap = cluster().nodes(
-        node("n1").gpus(1).features(GPU_SHARING, SIGNALS),
-        node("n2").gpus(1).features(CONTAINERS),
-    ).jobs(job("a").gpus(1), job("b").gpus(1)).build()
+    snap = hosts_and_pods(1, 1).jobs(job("a").gpus(1), job("b").gpus(1)).build()
     decisions = decide(snap)
     assert {devices_of(bound(decisions)[j])[0][0] for j in ("a", "b")} == {"n1", "n2"}
 
@@ -92,12 +91,10 @@ def test_an_image_no_node_can_run_is_rejected_naming_the_image_and_the_feature()
 def test_a_job_in_an_image_preempts_only_on_a_node_that_runs_containers():
     # one low-priority job on each node; n1's started last, so it would be the one to go
     # (it loses the least work), but n1 runs no containers: n2's job is evicted
-    snap = cluster().nodes(
-        node("n1").gpus(1).features(GPU_SHARING, SIGNALS),
-        node("n2").gpus(1).features(CONTAINERS),
-    ).jobs(job("old").gpus(1).running_on(("n2", [0]), since=100),
-           job("new").gpus(1).running_on(("n1", [0]), since=200),
-           job("c").gpus(1).priority(5).image("python:3.12")).build()
+    snap = hosts_and_pods(1, 1).jobs(
+        job("old").gpus(1).running_on(("n2", [0]), since=100),
+        job("new").gpus(1).running_on(("n1", [0]), since=200),
+        job("c").gpus(1).priority(5).image("python:3.12")).build()
     decisions = decide(snap, {"preset": "default", "backfill": "none"})
     assert {p.job for p in decisions.preemptions} == {"old"}
 
@@ -105,12 +102,10 @@ def test_a_job_in_an_image_preempts_only_on_a_node_that_runs_containers():
 def test_a_job_without_an_image_is_not_held_back_by_an_alike_job_in_an_image_that_waits():
     # c and p ask for the same; c (first in line) finds no room on the containers node, which
     # says nothing about p, which may use n1
-    snap = cluster().nodes(
-        node("n1").gpus(1).features(GPU_SHARING, SIGNALS),
-        node("n2").gpus(1).features(CONTAINERS),
-    ).jobs(job("busy").gpus(1).priority(9).preemptible(False).running_on(("n2", [0])),
-           job("c").gpus(1).image("python:3.12").submitted(1),
-           job("p").gpus(1).submitted(2)).build()
+    snap = hosts_and_pods(1, 1).jobs(
+        job("busy").gpus(1).priority(9).preemptible(False).running_on(("n2", [0])),
+        job("c").gpus(1).image("python:3.12").submitted(1),
+        job("p").gpus(1).submitted(2)).build()
     for policy in ("default", {"preset": "default", "backfill": "none"}):
         decisions = decide(snap, policy)
         assert "c" in waiting(decisions)
