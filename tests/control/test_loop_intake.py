@@ -1,9 +1,9 @@
 """Work a backend offers becomes jobs: each offer is submitted once (also across a restart of
 the control plane between the submit and the launch), waits in its queue like any job, and
 one the store refuses is declined to the backend and tried again later. A job that names a
-container image is refused by the local backend, which runs commands on this machine; a
-backend that runs container images gets the workdir as written and the image, and nothing is
-prepared here for it."""
+container image is rejected where no node runs container images (the local backend runs
+commands on this machine); a backend that runs container images gets the workdir as written
+and the image, and nothing is prepared here for it."""
 
 from __future__ import annotations
 
@@ -108,11 +108,13 @@ def test_a_pending_job_whose_offer_is_no_longer_made_is_cancelled_and_a_running_
 
 
 def test_the_local_backend_refuses_a_job_that_names_an_image(loop, store):
+    # its machine runs commands, not images: no node has the feature containers
     job_id = submit(store, [sys.executable, "-c", "pass"], image="pytorch/pytorch:2.3.0")
     rec = drive(loop, state_is(store, job_id, S.FAILED), "the job to fail")
-    assert rec.reason.startswith("cannot be started as written: run.image: names the container "
-                                 "image 'pytorch/pytorch:2.3.0', but the local backend runs "
-                                 "commands on this machine")
+    assert rec.reason.startswith("rejected: never-fits (it names the container image "
+                                 "'pytorch/pytorch:2.3.0', which needs a node that runs "
+                                 "container images (feature containers); none of this "
+                                 "cluster's nodes does)")
 
 
 class InImages(LocalBackend):

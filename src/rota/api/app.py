@@ -43,7 +43,6 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                max_unpacked_bytes: int = MAX_UNPACKED_BYTES, log_poll_s: float = 0.25,
                read_log: LogReader = no_reader,
                workdir_refusal: Callable[[str, str], str | None] | None = None,
-               images_refused: str | None = None,
                on_touch: Callable[[str], None] = lambda job_id: None,
                metrics: Callable[[], bytes] | None = None,
                serving: Serving | None = None,
@@ -56,9 +55,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     ``max_upload_bytes`` as sent and ``max_unpacked_bytes`` unpacked; ``read_log`` reads jobs' logs from the
     backend that runs them (``rota.api.logs``); ``workdir_refusal(user, path)`` says why a job
     of ``user`` may not run in directory ``path`` of the server (None: it may), so that a
-    submit naming a directory its owner cannot use is refused at once; ``images_refused``
-    (None: images run) says why a job naming a container ``image`` is refused at submit, on a
-    backend that runs commands on its machines; ``on_touch(job_id)``
+    submit naming a directory its owner cannot use is refused at once; ``on_touch(job_id)``
     is told of every request about a job by a person (not by the job's own token): idle
     reclamation counts it as activity; ``metrics`` gives what ``GET /metrics`` serves
     (Prometheus's text format) to operators and metrics tokens (no such route without it);
@@ -78,7 +75,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     api = Api(store=store, clock=clock, reads=Reads(store, clock, on_touch), uploads=uploads,
               offload=offload, quota=quota, rate=SubmitRate(), screen=Screen(store),
               read_log=read_log, log_poll_s=log_poll_s, on_change=on_change,
-              workdir_refusal=workdir_refusal, images_refused=images_refused,
+              workdir_refusal=workdir_refusal,
               on_exit=on_exit, exit_wait_s=exit_wait_s, metrics=metrics, serving=serving)
     app = FastAPI(title="rota", version="0.1.0")
     app.state.api, app.state.offload = api, offload

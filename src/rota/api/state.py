@@ -46,7 +46,6 @@ class Api:
     log_poll_s: float
     on_change: Callable[[], None] | None
     workdir_refusal: Callable[[str, str], str | None] | None
-    images_refused: str | None
     on_exit: ExitHook | None
     exit_wait_s: float
     metrics: Callable[[], bytes] | None

@@ -85,13 +85,11 @@ async def submit(body: Any = Body(...), who: Principal = Depends(principal),
 
 async def _refuse_if_unrunnable(api: Api, who: Principal, body: Any,
                                 sub: Submission) -> None:
-    """Refuse what can never run (``rota.control.screen``), a container ``image`` on a
-    backend that runs none, and a ``workdir`` its owner may not use on the server."""
-    await run_in_threadpool(api.screen.refuse_if_never_runs, sub)
-    image = sub.run.get("image")
-    if image is not None and api.images_refused is not None:
-        raise InvalidSpec("run.image" if "run" in body else "image",
-                          f"names the container image {image!r}, but {api.images_refused}")
+    """Refuse what can never run (``rota.control.screen``: a container ``image`` where no
+    node runs container images among the rest), and a ``workdir`` its owner may not use on
+    the server."""
+    await run_in_threadpool(api.screen.refuse_if_never_runs, sub,
+                            "run.image" if "run" in body else "image")
     workdir = sub.run.get("workdir")
     if workdir is not None and api.workdir_refusal is not None:
         refusal = await run_in_threadpool(api.workdir_refusal, who.user, workdir)

@@ -2,10 +2,13 @@
 
 The test is the scheduler's own static screening (``rota.scheduler.screen``), run on the
 inventory, queues and flavours as stored now, with no job: a job whose GPU models no GPU here
-has, whose queue has no flavour covering them, or with one replica larger than every eligible
+has, whose queue has no flavour covering them, with one replica larger than every eligible
 node (CPUs, memory, GPUs, GPU memory) or more replicas than those nodes hold even when empty,
-is refused with the sentence ``rota show`` would give for its rejection
-(``rota.core.wording``). The API asks this before it accepts a job.
+or that needs a node feature no node has (a GPU share where no node shares a GPU, a container
+``image`` where no node runs container images: a control plane of the local or Slurm backend),
+is refused with the sentence ``rota show`` would give for its rejection, and what could be
+done about it where there is something to say (``rota.core.wording``: ``sentence``,
+``hint``). The API asks this before it accepts a job.
 
 Not refused here: a job submitted before any node is reported (a backend may register its
 nodes later), and anything that only makes a job wait (usage, quota, cordons and drains: a
@@ -29,14 +32,14 @@ from typing import Any
 from rota.core import ANY_FLAVOR, Flavor, InvalidSpec, Job, JobId
 from rota.core.decisions import ReasonCode
 from rota.core.snapshot import Snapshot
-from rota.core.wording import sentence
+from rota.core.wording import hint, sentence
 from rota.store import Store
 from rota.store.records import Submission
 
 NEVER = (ReasonCode.NO_MATCHING_GPU, ReasonCode.NO_FLAVOR, ReasonCode.NEVER_FITS)
 FIELDS = {"gpu": "resources.gpu", "cpu": "resources.cpu", "memory": "resources.memory",
           "gpu_memory": "resources.gpu_memory", "replicas": "replicas",
-          "node": "resources"}
+          "node": "resources", "image": "image"}
 
 
 REUSE_S = 5.0
@@ -52,17 +55,21 @@ class Screen:
         self._cycle: Any = None
         self._built_at = float("-inf")
 
-    def refuse_if_never_runs(self, sub: Submission) -> None:
-        """Raise ``InvalidSpec`` naming the field at fault when ``sub`` can never run here."""
+    def refuse_if_never_runs(self, sub: Submission, image_field: str = "image") -> None:
+        """Raise ``InvalidSpec`` naming the field at fault when ``sub`` can never run here
+        (``image_field``: how the job file named its image, ``image`` or ``run.image``)."""
         job = Job(id=JobId("0"), project=sub.project, queue=sub.queue, request=sub.request,
                   user=sub.user, replicas=sub.replicas, resource_group=sub.resource_group,
-                  selector=tuple(sorted(sub.selector.items())))
+                  selector=tuple(sorted(sub.selector.items())), image=sub.run.get("image"))
         with self._lock:
             reason = self._screen(job, fresh=False)
             if reason is not None:
                 reason = self._screen(job, fresh=True)
         if reason is not None:
-            raise InvalidSpec(FIELDS.get(reason.resource or "", "resources"), sentence(reason))
+            field = FIELDS.get(reason.resource or "", "resources")
+            advice = hint(reason)
+            raise InvalidSpec(image_field if field == "image" else field, sentence(reason) + (
+                f" To run it: {advice}." if advice else ""))
 
     def _screen(self, job: Job, fresh: bool):
         """The reason ``job`` can never run, or None."""

@@ -131,7 +131,9 @@ class Job:
     ``flavor`` names the queue flavour the job is charged to once admitted; ``started_at`` is
     the time it was bound. Both are ``None`` while it is pending. ``last_checkpoint_at`` is
     when the running attempt last saved a checkpoint (``None``: never, so an eviction loses
-    everything since ``started_at``).
+    everything since ``started_at``). ``image`` is the container image the job runs in
+    (``None``: it runs as a command on the node): the scheduler places such a job only on a node
+    that runs container images (``rota.core.nodes.features_needed``).
     """
 
     id: JobId
@@ -155,6 +157,7 @@ class Job:
     labels: tuple[tuple[str, str], ...] = field(default=())
     attained_gpu_s: float = 0.0  # GPU-seconds run in earlier attempts (preempted, requeued)
     last_checkpoint_at: float | None = None  # the latest checkpoint of this run; None: none yet
+    image: str | None = None  # the container image it runs in; None: a command on the node
 
     def __post_init__(self) -> None:
         if not self.id:

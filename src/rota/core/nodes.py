@@ -122,15 +122,19 @@ class Node:
         return frozenset(d.model for d in self.devices)
 
 
-SHARING_ONLY = frozenset({GPU_SHARING})
+# what ``features_needed`` answers, by (GPU share, container image), made once
+_NEEDS = {(False, False): frozenset(), (True, False): frozenset({GPU_SHARING}),
+          (False, True): frozenset({CONTAINERS}),
+          (True, True): frozenset({GPU_SHARING, CONTAINERS})}
 
 
 def features_needed(job: Job) -> frozenset[str]:
     """The node features a replica of ``job`` cannot run without: a GPU share (less than one
-    whole GPU) needs ``gpu-sharing``. A checkpoint signal other than SIGTERM needs no feature:
-    where signals do not reach a job, its backend stops it with SIGTERM and the grace period
+    whole GPU) needs ``gpu-sharing``, a container ``image`` needs ``containers``; a job without
+    an image may go to any node. A checkpoint signal other than SIGTERM needs no feature: where
+    signals do not reach a job, its backend stops it with SIGTERM and the grace period
     (``docs/kubernetes.md``), which a job that checkpoints on SIGTERM too survives."""
-    return SHARING_ONLY if job.request.gpu.fractional else frozenset()
+    return _NEEDS[job.request.gpu.fractional, job.image is not None]
 
 
 def model_matches(model: str, patterns: tuple[str, ...]) -> bool:

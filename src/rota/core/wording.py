@@ -149,6 +149,9 @@ def hint(reason: Reason) -> str | None:
         if reason.resource == GPU and reason.requested is None:  # a node feature no node has
             return ("ask for whole GPUs, or add nodes that can share one (HAMi on Kubernetes, "
                     "the shard GRES on Slurm)")
+        if reason.resource == "image":  # no node runs container images
+            return ("drop image to run the command on the nodes as they are, or add nodes of a "
+                    "backend that runs container images (kubernetes)")
         if reason.resource == GPU:
             return "ask for fewer GPUs per replica and more replicas, or a GPU model with larger nodes"
         return "lower the request per replica, or check the resource group and selector"

@@ -118,7 +118,8 @@ class Base:
         hit = self.screened_job.get(job.id)
         if hit is not None and hit[0] is job:
             return hit[1]
-        key = (job.queue, job.request, job.replicas, job.resource_group, job.selector)
+        key = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
+               job.image)  # the image is named in the reason
         if key in self.screened:
             refusal = self.screened[key]
         else:

@@ -173,7 +173,8 @@ class Cycle(QuotaHolds):
     def kind_of(self, job: Job) -> int:
         """What the cycle's rules read of a pending job itself, besides its id: jobs of one
         kind are answered alike when tried in the same state. Its queue, request, gang size,
-        resource group, selector, priority and whether it is preemptible; and its submission
+        resource group, selector, whether it runs in a container image, priority and whether it
+        is preemptible; and its submission
         (and id) where its queue lets an older equal priority evict a newer job."""
         hit = self._kinds.get(job.id)
         if hit is None or hit[0] is not job:
@@ -181,7 +182,7 @@ class Cycle(QuotaHolds):
             newer = queue is not None and \
                 queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
             kind = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
-                    self.priority_of(job), job.preemptible,
+                    job.image is None, self.priority_of(job), job.preemptible,
                     (job.submit_time, job.id) if newer else None)
             number = self._kind_ids.setdefault(kind, len(self._kind_ids))  # hashes at once
             hit = self._kinds[job.id] = (job, number)
@@ -205,11 +206,12 @@ class Cycle(QuotaHolds):
         return hit
 
     def shape(self, job: Job, models: tuple[str, ...]) -> Shape:
-        """One replica of ``job`` on ``models``; jobs alike in request, queue, resource group
-        and selector share one (equal shapes also share the failed-placement cache)."""
+        """One replica of ``job`` on ``models``; jobs alike in request, queue, resource group,
+        selector and whether they run in a container image share one (equal shapes also share
+        the failed-placement cache)."""
         req, g = job.request, job.request.gpu
         key = (req.cpu_milli, req.memory_mib, g.count, g.share, g.memory_mib, job.queue,
-               job.resource_group, job.selector, models)
+               job.resource_group, job.selector, job.image is None, models)
         hit = self._shapes.get(key)
         if hit is None:
             hit = self._shapes[key] = self._new_shape(job, models)
@@ -233,9 +235,11 @@ class Cycle(QuotaHolds):
         """Admit and place ``job`` now, in the first of its queue's flavours that allows it.
 
         A failed start is remembered for jobs alike (queue, request, gang, resource group,
-        selector): it fails again, for the same reasons, while neither free capacity has grown
-        (the overlay's epoch) nor the quota book has changed (its version)."""
-        key = (job.queue, job.request, job.replicas, job.resource_group, job.selector, capped)
+        selector, container image or not): it fails again, for the same reasons, while neither
+        free capacity has grown (the overlay's epoch) nor the quota book has changed (its
+        version)."""
+        key = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
+               job.image is None, capped)
         hit = self._tried.get(key)
         if hit is not None and hit[0] == self.state.epoch and hit[1] == self.book.version:
             return hit[2]
@@ -263,7 +267,7 @@ class Cycle(QuotaHolds):
     def nodes_of(self, job: Job) -> frozenset[int]:
         """The nodes (slot indexes) that could hold a replica of ``job`` when empty, over its
         flavours."""
-        key = (job.queue, job.request, job.resource_group, job.selector)
+        key = (job.queue, job.request, job.resource_group, job.selector, job.image is None)
         hit = self._nodes_of.get(key)
         if hit is None:
             ids: set[int] = set()
@@ -313,9 +317,11 @@ class Cycle(QuotaHolds):
 
     def could_start(self, job: Job) -> bool:
         """Whether ``job`` would pass admission and placement now, in some flavour (a what-if:
-        nothing is taken or charged). Jobs alike in queue, request, gang size, resource group
-        and selector get one answer while neither the overlay nor the book changes."""
-        key = (job.queue, job.request, job.replicas, job.resource_group, job.selector)
+        nothing is taken or charged). Jobs alike in queue, request, gang size, resource group,
+        selector and container image or not get one answer while neither the overlay nor the
+        book changes."""
+        key = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
+               job.image is None)
         versions = (self.state.version, self.book.version)
         hit = self._could.get(key)
         if hit is not None and hit[0] == versions:
@@ -455,4 +461,4 @@ def search_key(cycle: Cycle, job: Job, capped: bool) -> tuple:
     loses free capacity and evictable jobs, so a search that failed fails again for any job
     with the same key."""
     return (job.queue, cycle.priority_of(job), capped, job.replicas, job.request,
-            job.resource_group, job.selector)
+            job.resource_group, job.selector, job.image is None)

@@ -3,7 +3,8 @@
 - ``resource_reason``: the resource no eligible node has enough of, with the most any of them
   has free (``gpu`` in GPUs or a share of one, ``gpu_memory`` in MiB of one GPU, ``cpu`` in
   milli-cores, ``memory`` in MiB), or, when each resource is free somewhere but never all on
-  one node, a reason that says so;
+  one node (one with the node features the job needs, ``rota.core.nodes``), a reason that
+  says so;
 - ``protected_reason``: the job would fit if jobs that may not be preempted were gone, and
   only then (``not-preemptible``, naming them; ``min-runtime`` when every one of them is
   preemptible but has not yet run its queue's minimum runtime, naming them with the seconds
@@ -54,8 +55,18 @@ def resource_reason(cycle, shape: Shape) -> Reason:
         best = max((getattr(s, attr) for s in slots), default=0)
         if best < need:
             return Reason(ReasonCode.RESOURCES, resource, need, best)
-    return Reason(ReasonCode.RESOURCES, GPU if shape.count else CPU, detail=(
-        "no single node has every resource of a replica free at once"))
+    return Reason(ReasonCode.RESOURCES, GPU if shape.count else CPU, detail=_split(shape))
+
+
+def _split(shape: Shape) -> str:
+    """Why a replica finds no node when each resource is free somewhere: never all on one
+    node, or (for a job that needs node features) never on a node with those features, which
+    the figures above do not tell apart."""
+    if not shape.features:
+        return "no single node has every resource of a replica free at once"
+    named = ", ".join(sorted(shape.features))
+    return (f"no node with the feature{'s' if len(shape.features) > 1 else ''} it needs "
+            f"({named}) has every resource of a replica free at once")
 
 
 def memory_reason(shape: Shape, slots: list[Slot]) -> Reason | None:

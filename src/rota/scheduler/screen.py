@@ -4,16 +4,18 @@ A job is rejected (not left waiting) when its queue does not exist, when its GPU
 match no GPU in the inventory, when no flavour of its queue covers those models, or when one
 replica is larger than the largest eligible node in some resource, or when a gang has more
 replicas than the eligible nodes would hold even when empty, or when it needs a node feature
-(``rota.core.nodes``: a GPU share needs ``gpu-sharing``) that no node has, cordoned or not
-(a backend that runs on Kubernetes nodes without HAMi cannot share a GPU). Usage and quota never make a job
-infeasible: those only make it wait.
+(``rota.core.nodes``: a GPU share needs ``gpu-sharing``, a container image ``containers``) that
+no node has, cordoned or not (a backend that runs on Kubernetes nodes without HAMi cannot share
+a GPU; the local and Slurm backends run commands, not images). A missing feature is a reason on
+``gpu`` for a share and on ``image`` for an image, the fields a user would change. Usage and
+quota never make a job infeasible: those only make it wait.
 """
 
 from __future__ import annotations
 
 from rota.core import CPU, GPU, MEMORY, MILLI, Job, Node, ReplicaRequest
 from rota.core.decisions import Reason, ReasonCode
-from rota.core.nodes import GPU_SHARING, features_needed
+from rota.core.nodes import CONTAINERS, GPU_SHARING, features_needed
 from rota.scheduler.placement import accepts
 
 
@@ -31,16 +33,22 @@ def screen(cycle, job: Job) -> Reason | None:
             f"no flavour of queue {job.queue} covers the GPU models the job accepts"))
     missing = cycle.sizes.missing(features_needed(job))
     if missing:
-        return Reason(ReasonCode.NEVER_FITS, GPU, detail=_lacking(job, missing))
+        return _lacking(job, missing)
     return _never_fits(cycle, job, flavors)
 
 
-def _lacking(job: Job, missing: frozenset[str]) -> str:
-    """Why no node can run ``job``, in words (it needs ``missing``, which no node has)."""
+def _lacking(job: Job, missing: frozenset[str]) -> Reason:
+    """Why no node can run ``job``: it needs ``missing``, which no node has."""
     if GPU_SHARING in missing:
-        return (f"{job.request.gpu.share / MILLI:g} GPU shares need a node that can share a GPU "
-                "(feature gpu-sharing); none of this cluster's nodes can")
-    return f"needs a node with {', '.join(sorted(missing))}; none of this cluster's nodes has it"
+        return Reason(ReasonCode.NEVER_FITS, GPU, detail=(
+            f"{job.request.gpu.share / MILLI:g} GPU shares need a node that can share a GPU "
+            "(feature gpu-sharing); none of this cluster's nodes can"))
+    if CONTAINERS in missing:
+        return Reason(ReasonCode.NEVER_FITS, "image", detail=(
+            f"it names the container image {job.image!r}, which needs a node that runs "
+            "container images (feature containers); none of this cluster's nodes does"))
+    return Reason(ReasonCode.NEVER_FITS, "node", detail=(
+        f"needs a node with {', '.join(sorted(missing))}; none of this cluster's nodes has it"))
 
 
 def _never_fits(cycle, job: Job, flavors) -> Reason | None:

@@ -116,7 +116,6 @@ class ControlPlane:
         app = create_app(self.store, data_dir=self.config.data_dir, on_change=self.loop.wake,
                          read_log=log_reader(self.loop.backend),
                          workdir_refusal=None if containers else self.accounts.workdir_refusal,
-                         images_refused=None if containers else _no_images(self.loop.backend),
                          on_touch=self.loop.reconciler.idle.touch,
                          metrics=None if self.metrics is None else self.metrics.exposition,
                          serving=serving, on_exit=self.loop.exited,
@@ -250,13 +249,6 @@ def _serve_metrics(metrics: Metrics, host: str, port: int) -> tuple[Any, str]:
         raise BindError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") \
             from None
     return server, f"http://{_url_host(host)}:{server.server_address[1]}/metrics"
-
-
-def _no_images(backend) -> str:
-    """Why a job naming a container image is refused at submit on ``backend`` (one that runs
-    commands on its machines): the same words its launch would have said, before any wait."""
-    return (f"the {backend.name} backend runs commands on its machines, not in images: drop "
-            "image, or run the job on a backend that runs containers (kubernetes)")
 
 
 def _memory_watcher(backend, inventory, runs_here: bool):

@@ -9,10 +9,12 @@ The job ``spec`` column holds the core-level request, version 1::
      "selector": {"zone": "a"}, "labels": {}, "run": {...}}
 
 Identity and ordering fields (name, project, user, queue, priority, kind, replicas) are columns,
-not spec keys: the store filters and orders on them. ``run`` is what the backend needs and the
-scheduler never reads. A placement is ``[{"node": "n1", "devices": [[index, milli, memory_mib],
-...]}, ...]`` in replica rank order; queue quotas are a list of ``[flavor, quota]`` pairs, because
-flavour order matters and not every JSON column keeps key order.
+not spec keys: the store filters and orders on them. ``run`` is what the backend needs; the
+scheduler reads only its ``image`` (a job in a container image needs a node that runs them),
+which ``job_from_row`` copies to the core job. A placement is ``[{"node": "n1", "devices":
+[[index, milli, memory_mib], ...]}, ...]`` in replica rank order; queue quotas are a list of
+``[flavor, quota]`` pairs, because flavour order matters and not every JSON column keeps key
+order.
 
 A control plane keeps a core job for every queued one, so ``job_from_row`` shares what jobs
 have in common: equal requests are one object, and names (project, queue, user, flavour,
@@ -102,6 +104,7 @@ def job_from_row(row: Any) -> Job:
         state=JobState(row.state), placement=placement_from_json(row.placement),
         flavor=_name(row.flavor), started_at=row.started_at,
         labels=tuple(sorted(spec["labels"].items())), last_checkpoint_at=row.last_checkpoint_at,
+        image=_name((spec.get("run") or {}).get("image")),
     )
 
 
