@@ -53,7 +53,7 @@ from rota.scheduler.base import Base
 from rota.scheduler.plugins.jct import ShortestFirst
 from rota.simulator.checkpoints import last_checkpoint, saved_progress
 from rota.simulator.philly import NODE_GPUS, PhillyJob, gang
-from rota.simulator.quiet import QuietCycles
+from rota.simulator.quiet import Holdings, QuietCycles
 
 QUEUE = "philly"
 GPU_MODEL, GPU_MEMORY_MIB = "P100", 16384
@@ -251,7 +251,8 @@ class Engine:
         jobs = [self._job(self.by_id[rid]) for lst in shown.values() for *_, rid in lst]
         base = self.base
         running = list(base.active.values())
-        if self.quiet.repeats(now, jobs, self.nominated, self.moves, running):
+        holdings = Holdings(self.usage, base.alloc, self.projects)
+        if self.quiet.repeats(now, jobs, self.nominated, self.moves, running, holdings):
             self.result.skipped += 1
             self.freed, self.last_bound = False, False  # as after the quiet cycle it repeats
             return False
@@ -260,7 +261,7 @@ class Engine:
         snap = Snapshot(base.nodes, base.queues, tuple(jobs), self.projects, base.flavors, usage,
                         self.nominated)
         decisions = run_cycle(snap, self.policy, now, base=base)
-        self.quiet.ran(now, jobs, self.nominated, self.moves, running, decisions)
+        self.quiet.ran(now, jobs, self.nominated, self.moves, running, decisions, holdings)
         self.nominated = decisions.nominated  # the preemptors the next cycle tries first
         self.freed, self.last_bound = False, bool(decisions.binds)
         if not decisions.changes_anything:
