@@ -107,6 +107,7 @@ class Reconciler:
         self.signalled: dict[str, set[str]] = {}  # job -> why it got the checkpoint signal
         self.kill_at: dict[str, float] = {}
         self.unseen: frozenset[str] = frozenset()  # jobs whose last poll failed
+        self._backend_walltime: bool | None = None  # Capabilities.walltime, once asked
         self.billed_until: dict[str, float] = {}
         self.usage: dict[str, float] = {}  # project -> GPU-seconds not yet stored
         self._flushed: dict[str, float] = {}  # job -> billed_until last stored
@@ -281,7 +282,15 @@ class Reconciler:
         return JobView(rec.state, status, rec.cancel_requested, rec.preempt_deadline,
                        rec.reason, failures, spec.max_retries, grace, rec.lost_streak,
                        spec.backoff_s, rec.id, rec.job.started_at, rec.job.walltime_s,
-                       self.reclaiming.get(rec.id), rec.last_checkpoint_at)
+                       self.reclaiming.get(rec.id), rec.last_checkpoint_at,
+                       rec.job.walltime_s is not None and self._walltime_by_backend())
+
+    def _walltime_by_backend(self) -> bool:
+        """Whether the backend enforces walltimes itself (``Capabilities.walltime``), asked
+        once: it does not change while the backend runs."""
+        if self._backend_walltime is None:
+            self._backend_walltime = self.backend.capabilities.walltime
+        return self._backend_walltime
 
     def _stop(self, job_id: str, handle: Handle, grace_s: float, now: float) -> None:
         if job_id not in self.kill_at:
