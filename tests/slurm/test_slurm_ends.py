@@ -1,6 +1,7 @@
 """How rota jobs end on the fixture cluster in the ways Slurm itself ends them: a walltime that
 Slurm enforces (``--time``/``--signal``: one checkpoint signal, then TIMEOUT, recorded as the
-local backend records a job past its walltime).
+local backend records a job past its walltime); and a job whose Slurm record rota cannot read
+holds its GPUs until an operator's ``rota cancel --force`` ends it.
 
 The cluster and the control plane are those of ``test_slurm_e2e``.
 """
@@ -8,6 +9,7 @@ The cluster and the control plane are those of ``test_slurm_e2e``.
 from __future__ import annotations
 
 import functools
+import time
 from typing import Iterator
 
 import pytest
@@ -60,3 +62,36 @@ def test_a_job_past_its_walltime_gets_one_checkpoint_signal_and_ends_timeout(ser
     assert record["attempts"] == 0                      # not retried
     [attempt] = record["history"]
     assert attempt["end"] == "walltime"
+
+
+WAITS_FOR_GO = 'echo started=yes; while [ ! -e go ]; do sleep 0.2; done'
+
+
+def test_an_operator_force_cancels_a_job_slurm_cannot_tell_about_and_frees_its_gpus(server,
+                                                                                    slurm):
+    stuck = server.submit("--gpus", "4", "--", "sh", "-c", WAITS_FOR_GO)
+    node = wait(lambda: (j := server.job(stuck))["state"] == "running" and j["placement"]
+                and j, "the job to run")["placement"][0]["node"]
+    fillers = [server.submit("--gpus", "4", "--", "sleep", "300") for _ in range(3)]
+    for job in fillers:
+        wait(lambda: server.job(job)["state"] == "running", f"filler {job} to run")
+    launched = slurm_id(server, f"rota-{stuck}-0")
+    wait(lambda: "started=yes" in server.cli("logs", stuck, check=False), "the job to start")
+    # a Slurm administrator gives the job a comment with a line break: squeue's record of it
+    # can no longer be read, so rota cannot poll it (its other jobs it still can)
+    slurm.run(["scontrol", "update", f"jobid={launched}", "comment=rota:broken\nrecord"])
+    (server.work / "go").touch()
+    slurm.ended(launched)                                  # it ended in Slurm
+    nxt = server.submit("--gpus", "4", "--", "sh", "-c", 'echo "host=$SLURMD_NODENAME"')
+    time.sleep(3)                                          # several passes of the control loop
+    assert server.job(stuck)["state"] == "running"         # unseen: it holds its GPUs
+    assert server.job(nxt)["state"] == "pending"
+    shown = server.cli("cancel", "--force", stuck)
+    assert f"Cancelled job {stuck}." in shown
+    record = server.job(stuck)
+    assert (record["state"], record["reason"]) == ("cancelled", "force-cancelled by root")
+    done = wait(lambda: (j := server.job(nxt))["state"] in ("succeeded", "failed") and j,
+                "the next job to run on the freed GPUs")
+    assert done["state"] == "succeeded" and done["placement"][0]["node"] == node
+    for job in fillers:
+        server.cli("cancel", job)

@@ -120,6 +120,7 @@ class Reconciler:
         ``poll``), then each judged and its verdict carried out; one job's fault does not stop
         the others. Jobs never launched are handed to the launcher (``land`` records them)."""
         flying = self.in_flight
+        self._stop_dropped({r.id for r in recs} | flying)
         recs = [r for r in recs if r.id not in flying]
         observed = self._observe([r for r in recs if current_handle(r) is not None], report)
         recs = [r for r in recs if r.id not in self.unseen]
@@ -143,6 +144,22 @@ class Reconciler:
         self.flush(report)
         if unlaunched:
             self.launch(unlaunched)
+
+    def _stop_dropped(self, active: set[str]) -> None:
+        """Jobs with a handle that left the active states without this loop (an operator's
+        ``cancel --force``, for a job its backend cannot be asked about): one best-effort stop
+        of what they launched, then they are forgotten."""
+        for job_id in [j for j in self.handles if j not in active]:
+            handle = self.handles[job_id]
+            self.forget(job_id)
+            try:
+                self.backend.cancel(handle, 0.0)
+            except Exception as exc:
+                log.warning("job %s: ended outside the control loop; stopping its launch %s "
+                            "failed: %s", job_id, handle.launch_id, exc)
+            else:
+                log.info("job %s: ended outside the control loop; its launch %s was stopped",
+                         job_id, handle.launch_id)
 
     def _judge(self, rec: JobRecord, handle: Handle, status: Status, now: float,
                report: PassReport) -> None:
