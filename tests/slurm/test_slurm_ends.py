@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from slurmserver import SlurmServer, running
+from slurmserver import SlurmServer, job_file, running
 from waiting import poll
 
 wait = functools.partial(poll, timeout=240.0, every=0.5)
@@ -28,14 +28,6 @@ COUNTS_SIGNALS = ('trap "echo got=USR1" USR1; trap "echo got=TERM" TERM; echo st
 def server(slurm_env) -> Iterator[SlurmServer]:
     with running(slurm_env, "rota-slurm-ends-") as plane:
         yield plane
-
-
-def job_file(server: SlurmServer, name: str, **fields: str) -> str:
-    lines = [f"name: {name}", "project: default", "queue: default"]
-    lines += [f"{k}: {v}" for k, v in fields.items()]
-    path = server.work / f"{name}.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return str(server.json("submit", str(path))["id"])
 
 
 def slurm_id(server: SlurmServer, name: str) -> int:
