@@ -56,12 +56,12 @@ def test_a_job_past_its_walltime_gets_one_checkpoint_signal_and_ends_timeout(ser
     assert attempt["end"] == "walltime"
 
 
-WAITS_FOR_GO = 'echo started=yes; while [ ! -e go ]; do sleep 0.2; done'
+RUNS_ON = 'echo started=yes; while true; do sleep 0.2; done'
 
 
 def test_an_operator_force_cancels_a_job_slurm_cannot_tell_about_and_frees_its_gpus(server,
                                                                                     slurm):
-    stuck = server.submit("--gpus", "4", "--", "sh", "-c", WAITS_FOR_GO)
+    stuck = server.submit("--gpus", "4", "--", "sh", "-c", RUNS_ON)
     node = wait(lambda: (j := server.job(stuck))["state"] == "running" and j["placement"]
                 and j, "the job to run")["placement"][0]["node"]
     fillers = [server.submit("--gpus", "4", "--", "sleep", "300") for _ in range(3)]
@@ -69,21 +69,27 @@ def test_an_operator_force_cancels_a_job_slurm_cannot_tell_about_and_frees_its_g
         wait(lambda: server.job(job)["state"] == "running", f"filler {job} to run")
     launched = slurm_id(server, f"rota-{stuck}-0")
     wait(lambda: "started=yes" in server.cli("logs", stuck, check=False), "the job to start")
+    comment = slurm.job(launched).comment
     # a Slurm administrator gives the job a comment with a line break: squeue's record of it
     # can no longer be read, so rota cannot poll it (its other jobs it still can)
     slurm.run(["scontrol", "update", f"jobid={launched}", "comment=rota:broken\nrecord"])
-    (server.work / "go").touch()
-    slurm.ended(launched)                                  # it ended in Slurm
     nxt = server.submit("--gpus", "4", "--", "sh", "-c", 'echo "host=$SLURMD_NODENAME"')
     time.sleep(3)                                          # several passes of the control loop
     assert server.job(stuck)["state"] == "running"         # unseen: it holds its GPUs
     assert server.job(nxt)["state"] == "pending"
+    # the comment back, before the job ends, so that no other control plane on the cluster
+    # asks squeue about a job of that name and meets the broken line
+    slurm.run(["scontrol", "update", f"jobid={launched}", f"comment={comment}"])
     shown = server.cli("cancel", "--force", stuck)
     assert f"Cancelled job {stuck}." in shown
     record = server.job(stuck)
     assert (record["state"], record["reason"]) == ("cancelled", "force-cancelled by root")
+    slurm.ended(launched)                                  # the control loop's scancel
     done = wait(lambda: (j := server.job(nxt))["state"] in ("succeeded", "failed") and j,
                 "the next job to run on the freed GPUs")
     assert done["state"] == "succeeded" and done["placement"][0]["node"] == node
-    for job in fillers:
-        server.cli("cancel", job)
+    # leave the cluster free for the next test: the fillers' Slurm jobs ended, not ending
+    ids = [slurm_id(server, f"rota-{job}-0") for job in fillers]
+    slurm.run(["scancel", *map(str, ids)])
+    for launched in ids:
+        slurm.ended(launched)
