@@ -117,6 +117,17 @@ CASES = [
     ("walltime-success-at-the-limit-is-a-success",
      view(S.RUNNING, OK, started_at=-60, walltime_s=100),
      Verdict(S.SUCCEEDED, 0, "", end=E.SUCCEEDED)),
+    # a backend that enforces the walltime (Slurm's --time/--signal): no signal, no stop here
+    ("walltime-by-backend-no-signal", view(S.RUNNING, RUN, started_at=-30, walltime_s=100,
+                                           grace_s=30, walltime_by_backend=True), Verdict()),
+    ("walltime-by-backend-no-stop", view(S.RUNNING, RUN, started_at=-60, walltime_s=100,
+                                         walltime_by_backend=True), Verdict()),
+    # the backend says its walltime ended it (Slurm's TIMEOUT, counted from Slurm's own start,
+    # after rota's limit by this clock): the local backend's walltime end, not a retry
+    ("walltime-ended-by-backend-is-a-walltime-end",
+     view(S.RUNNING, ReplicaStatus(0, R.EXITED, 137, cause=E.WALLTIME), started_at=0,
+          walltime_s=100, max_retries=3, walltime_by_backend=True),
+     Verdict(S.FAILED, 137, "walltime: stopped at its limit of 100 s", end=E.WALLTIME)),
 ]
 
 

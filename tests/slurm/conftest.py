@@ -2,7 +2,8 @@
 
 Pure tests read ``data/``: output of Slurm 22.05's commands captured on the fixture cluster
 (``sinfo --json`` with a node down and one drained, ``squeue --all --json`` with GPU, shard,
-gang, pending and ended jobs, ``sacct --json`` and its parseable exit codes).
+gang, pending and ended jobs, ``sacct --json`` and its parseable exit codes; ``*-ends*``: the
+ways Slurm ends a job, ``test_slurm_end_states``).
 
 Tests that take ``slurm`` (or ``slurm_env``) run against the real cluster of
 ``tests/slurm/fixture`` (started by ``eval "$(.ci/slurm)"``), found through ``SLURM_CONF``.

@@ -20,7 +20,7 @@ from typing import Iterator
 
 import pytest
 
-from slurmserver import SlurmServer, running
+from slurmserver import SlurmServer, job_file, running
 from waiting import poll
 
 wait = functools.partial(poll, timeout=120.0, every=0.5)
@@ -87,14 +87,6 @@ def test_a_plain_sbatch_job_holds_gpus_and_rota_places_around_it(server, slurm):
 
 STUBBORN = ('trap "echo got=USR1" USR1; trap "echo got=TERM" TERM; echo started=yes; '
             'while true; do sleep 0.2; done')
-
-
-def job_file(server: SlurmServer, name: str, **fields: str) -> str:
-    lines = [f"name: {name}", "project: default", "queue: default"]
-    lines += [f"{k}: {v}" for k, v in fields.items()]
-    path = server.work / f"{name}.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return str(server.json("submit", str(path))["id"])
 
 
 def test_cancel_and_preemption_reach_slurm_with_the_checkpoint_signal_first(server):

@@ -11,7 +11,7 @@ from rota.backends.slurm.observe import ACCOUNTING_WAIT_S, Seen, attempt_status,
 from rota.backends.slurm.records import NodeAllocation, SlurmJob, SlurmStep
 from rota.backends.slurm.states import ExitCode
 from rota.backends.slurm.text import Gres
-from rota.core import DeviceShare, Placement, ReplicaPlacement
+from rota.core import DeviceShare, End, Placement, ReplicaPlacement
 from slurmkit import GPU_TYPES, slurm_node
 
 H100 = 81920
@@ -92,6 +92,19 @@ def test_a_gang_reports_each_replicas_step():
     accounted = replace(ended, steps=(step(0, "CANCELLED", 0, 9), step(1, "FAILED", 3)))
     status = attempt_status(gang, Seen(ended, accounted, now=151.0))
     assert states(status) == [(R.EXITED, 137, "cancelled in Slurm"), (R.EXITED, 3, "")]
+
+
+def test_a_job_slurm_stopped_at_its_time_limit_ended_by_its_walltime():
+    # sacct of a rota job past its --time on the fixture: TIMEOUT 0:0, step rank-0 CANCELLED 0:9
+    ended = sjob("TIMEOUT", exit=ExitCode(0), end=150.0, steps=(step(0, "CANCELLED", 0, 9),))
+    status = attempt_status(handle(("n1", 0)), Seen(None, ended, now=160.0))
+    assert [(r.state, r.exit_code, r.cause) for r in status.replicas] == [
+        (R.EXITED, 137, End.WALLTIME)]
+    listed = attempt_status(handle(("n1", 0)), Seen(sjob("TIMEOUT", exit=ExitCode(0, 9),
+                                                         end=150.0), accounting=False))
+    assert [(r.exit_code, r.cause) for r in listed.replicas] == [(137, End.WALLTIME)]
+    cancelled = replace(ended, state="CANCELLED")        # stopped by someone, not its walltime
+    assert attempt_status(handle(("n1", 0)), Seen(None, cancelled)).replicas[0].cause is None
 
 
 def test_a_gang_waits_for_its_steps_in_accounting_then_takes_the_jobs_code():

@@ -118,9 +118,16 @@ def release(job_id: str, who: Principal = Depends(principal),
 
 
 @router.post("/v1/jobs/{job_id}/cancel")
-def cancel(job_id: str, who: Principal = Depends(principal),
+def cancel(job_id: str, force: bool = False, who: Principal = Depends(principal),
            api: Api = Depends(api_of)) -> dict[str, Any]:
-    return _acted(api, job_id, who, api.store.request_cancel)
+    """Cancel the job: a pending one at once, an active one after its grace period. With
+    ``force`` (operators only) an active job ends CANCELLED at once, without waiting for its
+    backend to say it stopped, and its resources are freed: for a job whose backend can no
+    longer be asked about it (the control loop then makes one best-effort stop)."""
+    if force and not who.operator:
+        raise Forbidden(f"force: only an operator may force a cancel ({who.user} is not one); "
+                        "cancel without force, or ask an operator")
+    return _acted(api, job_id, who, api.store.force_cancel if force else api.store.request_cancel)
 
 
 def _acted(api: Api, job_id: str, who: Principal,

@@ -95,6 +95,9 @@ class Capabilities:
     run_as_owner: bool = False  # jobs run under their owner's OS account, not the control plane's
     containers: bool = False   # jobs run in container images elsewhere: a workdir is a path in
                                # the image, and nothing of this machine's files is carried
+    walltime: bool = False     # the backend's system itself sends the checkpoint signal before a
+                               # job's walltime and stops it at the limit (Slurm's --time and
+                               # --signal): the control loop then sends neither
 
     @property
     def features(self) -> frozenset[str]:
@@ -278,7 +281,8 @@ class ReplicaStatus:
     command started; ``reason`` says why it was stopped (cancelled, over its GPU memory, ...);
     ``finished_at`` is when an exited replica ended (seconds since the epoch), when known.
     ``cause`` says which fault of the infrastructure lost a replica, where the backend knows:
-    ``End.GPU_UNHEALTHY``; otherwise a lost replica counts as ``End.NODE_LOST``."""
+    ``End.GPU_UNHEALTHY``; otherwise a lost replica counts as ``End.NODE_LOST``. An exited
+    replica's ``End.WALLTIME``: the backend's system stopped it at its walltime."""
 
     rank: int
     state: ReplicaState

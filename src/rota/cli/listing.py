@@ -187,7 +187,11 @@ def logs(
     raise typer.Exit(outcome(final))
 
 
-def cancel(jobs: List[str] = job_argument()) -> None:
+def cancel(jobs: List[str] = job_argument(),
+           force: bool = typer.Option(False, "--force", help=(
+               "Operators: end the jobs as cancelled now, freeing their GPUs, without waiting "
+               "for their backend to say they stopped (for a job it can no longer be asked "
+               "about); one best-effort stop follows."))) -> None:
     """Cancel jobs: a pending one at once, a running one after its grace period."""
     from rota.client import ApiError
     for job in jobs:
@@ -196,7 +200,7 @@ def cancel(jobs: List[str] = job_argument()) -> None:
     with talking() as client:
         for job in jobs:
             try:
-                rec = client.cancel(job)
+                rec = client.cancel(job, force=force)
             except ApiError as exc:
                 print(f"error: job {job}: {exc.message}", file=sys.stderr)
                 failed = True

@@ -238,8 +238,10 @@ class Client:
     def release(self, job_id: str) -> dict[str, Any]:
         return self._json("POST", f"/v1/jobs/{_segment(job_id)}/release")
 
-    def cancel(self, job_id: str) -> dict[str, Any]:
-        return self._json("POST", f"/v1/jobs/{_segment(job_id)}/cancel")
+    def cancel(self, job_id: str, force: bool = False) -> dict[str, Any]:
+        """Cancel a job; ``force`` (operators): end an active one now, freeing its GPUs."""
+        return self._json("POST", f"/v1/jobs/{_segment(job_id)}/cancel",
+                          params={"force": "true"} if force else None)
 
     def logs(self, job_id: str, replica: int = 0, stream: str = "stdout",
              follow: bool = False) -> Iterator[bytes]:

@@ -107,6 +107,7 @@ class Reconciler:
         self.signalled: dict[str, set[str]] = {}  # job -> why it got the checkpoint signal
         self.kill_at: dict[str, float] = {}
         self.unseen: frozenset[str] = frozenset()  # jobs whose last poll failed
+        self._backend_walltime: bool | None = None  # Capabilities.walltime, once asked
         self.billed_until: dict[str, float] = {}
         self.usage: dict[str, float] = {}  # project -> GPU-seconds not yet stored
         self._flushed: dict[str, float] = {}  # job -> billed_until last stored
@@ -119,6 +120,7 @@ class Reconciler:
         ``poll``), then each judged and its verdict carried out; one job's fault does not stop
         the others. Jobs never launched are handed to the launcher (``land`` records them)."""
         flying = self.in_flight
+        self._stop_dropped({r.id for r in recs} | flying)
         recs = [r for r in recs if r.id not in flying]
         observed = self._observe([r for r in recs if current_handle(r) is not None], report)
         recs = [r for r in recs if r.id not in self.unseen]
@@ -142,6 +144,22 @@ class Reconciler:
         self.flush(report)
         if unlaunched:
             self.launch(unlaunched)
+
+    def _stop_dropped(self, active: set[str]) -> None:
+        """Jobs with a handle that left the active states without this loop (an operator's
+        ``cancel --force``, for a job its backend cannot be asked about): one best-effort stop
+        of what they launched, then they are forgotten."""
+        for job_id in [j for j in self.handles if j not in active]:
+            handle = self.handles[job_id]
+            self.forget(job_id)
+            try:
+                self.backend.cancel(handle, 0.0)
+            except Exception as exc:
+                log.warning("job %s: ended outside the control loop; stopping its launch %s "
+                            "failed: %s", job_id, handle.launch_id, exc)
+            else:
+                log.info("job %s: ended outside the control loop; its launch %s was stopped",
+                         job_id, handle.launch_id)
 
     def _judge(self, rec: JobRecord, handle: Handle, status: Status, now: float,
                report: PassReport) -> None:
@@ -281,7 +299,15 @@ class Reconciler:
         return JobView(rec.state, status, rec.cancel_requested, rec.preempt_deadline,
                        rec.reason, failures, spec.max_retries, grace, rec.lost_streak,
                        spec.backoff_s, rec.id, rec.job.started_at, rec.job.walltime_s,
-                       self.reclaiming.get(rec.id), rec.last_checkpoint_at)
+                       self.reclaiming.get(rec.id), rec.last_checkpoint_at,
+                       rec.job.walltime_s is not None and self._walltime_by_backend())
+
+    def _walltime_by_backend(self) -> bool:
+        """Whether the backend enforces walltimes itself (``Capabilities.walltime``), asked
+        once: it does not change while the backend runs."""
+        if self._backend_walltime is None:
+            self._backend_walltime = self.backend.capabilities.walltime
+        return self._backend_walltime
 
     def _stop(self, job_id: str, handle: Handle, grace_s: float, now: float) -> None:
         if job_id not in self.kill_at:

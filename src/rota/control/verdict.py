@@ -26,7 +26,12 @@ before it is judged, so that no process outlives its job.
    (``started_at + walltime_s``) the job gets its checkpoint signal; at the limit it is
    stopped (SIGTERM, SIGKILL ``WALLTIME_KILL_WAIT_S`` later). A job that ends without
    succeeding once its signal is due (its last ``grace_s`` included: a job that does not catch
-   the signal dies of it) ends FAILED with the end ``walltime``; it is not retried.
+   the signal dies of it) ends FAILED with the end ``walltime``; it is not retried. Where the
+   backend's system enforces the walltime itself (``walltime_by_backend``: Slurm's ``--time``
+   and ``--signal``), nothing is sent from here, so that the job gets one checkpoint signal
+   and ends as that system says (Slurm: TIMEOUT); a job the backend reports ended by its
+   walltime (a replica with the cause ``End.WALLTIME``) ends the same way, whatever the clock
+   here says (Slurm counts from its own start, in whole minutes).
 4. All exited 0 -> SUCCEEDED. A lost replica (its node, supervisor or GPU failed: no exit
    code) is a fault of the infrastructure, not the job's: requeue without spending the restart
    budget, end ``node-lost`` (or ``gpu-unhealthy``); the ``MAX_LOST_IN_A_ROW``-th loss in a
@@ -76,6 +81,7 @@ class JobView:
     walltime_s: float | None = None
     reclaim: str | None = None  # reclaimed as idle: why
     last_checkpoint_at: float | None = None  # the attempt's last reported checkpoint
+    walltime_by_backend: bool = False  # the backend signals and stops it at its walltime
 
     @property
     def limit(self) -> float | None:
@@ -125,10 +131,11 @@ def judge(view: JobView, now: float) -> Verdict:
     if status.succeeded:
         return Verdict(JobState.SUCCEEDED, 0, "", end=End.SUCCEEDED)
     limit = view.limit
-    if limit is not None and now >= limit:
+    ended_by_backend = any(r.cause is End.WALLTIME for r in status.replicas)
+    if ended_by_backend or (limit is not None and now >= limit):
+        limit_of = f" of {view.walltime_s:g} s" if view.walltime_s is not None else ""
         return Verdict(JobState.FAILED, _exit_code(status),
-                       f"walltime: stopped at its limit of {view.walltime_s:g} s",
-                       end=End.WALLTIME)
+                       f"walltime: stopped at its limit{limit_of}", end=End.WALLTIME)
     if limit is not None and now >= limit - view.grace_s:
         return Verdict(JobState.FAILED, _exit_code(status),
                        f"walltime: ended after its checkpoint signal, {view.grace_s:g} s before "
@@ -138,7 +145,7 @@ def judge(view: JobView, now: float) -> Verdict:
 
 def _walltime(view: JobView, now: float) -> Verdict:
     limit = view.limit
-    if limit is None or now < limit - view.grace_s:
+    if limit is None or view.walltime_by_backend or now < limit - view.grace_s:
         return KEEP
     if now < limit:
         return Verdict(checkpoint="walltime")

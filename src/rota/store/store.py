@@ -190,6 +190,20 @@ class Store(Tenancy, Inventory, Billing):
             return jobs.record(conn, job_id)
         return self._retry(run)
 
+    def force_cancel(self, job_id: str, by: str) -> JobRecord:
+        """End a job CANCELLED now, whatever its backend reports (an operator's way out for a
+        job whose backend handle can no longer be adopted or polled): its placement is freed
+        for the next pass. The control loop makes one best-effort stop of what it launched."""
+        def run(conn: Connection) -> JobRecord:
+            row = jobs.get(conn, job_id, lock=True)
+            if JobState(row.state).terminal:
+                raise IllegalTransition(f"job {row.id} is already {row.state}")
+            why = f"force-cancelled by {by}"
+            jobs.move(conn, row, JobState.CANCELLED, self.clock(), why, {"by": by, "force": True},
+                      end=End.CANCELLED, reason=why, cancel_requested=True)
+            return jobs.record(conn, job_id)
+        return self._retry(run)
+
     def transition_many(self, moves: list[Move]) -> list[JobRecord | RotaError]:
         """The moves of one control-loop pass in one transaction (one commit, one flush to
         disk); each outcome is the job after its move, or the error that refused that move

@@ -120,7 +120,7 @@ class SlurmBackend:
         shards = fractional_refusal(self.reports().values()) is None
         return Capabilities(fractional_gpu=shards, memory_enforcement=False,
                             compute_enforcement=False, gang=True, signals=True,
-                            run_as_owner=True)
+                            run_as_owner=True, walltime=True)
 
     def inventory(self) -> list[Node]:
         self._read_nodes()

@@ -16,7 +16,10 @@ keeps accounting, and the time) into the backend's ``Status``:
   needs no step: its batch script exits 0 only when every replica did, so each replica
   exited 0 (``squeue`` says so; ``sacct`` is not asked). Without a step (accounting off, the
   step never started, a job of one replica), the job's own exit code stands for the replica;
-  a job that never started ended before its command ran (no exit code). Right after a job
+  a job that never started ended before its command ran (no exit code). A job Slurm ended
+  ``TIMEOUT`` (it enforces rota's walltime: ``--time`` and ``--signal``) has its exited
+  replicas marked with the cause ``End.WALLTIME``, so that rota ends it as the local backend
+  ends a job past its walltime, whatever its steps' states say. Right after a job
   ends, ``sacct`` may not have its steps yet: a gang's replicas are reported running for up
   to ``ACCOUNTING_WAIT_S`` after the end rather than all given the job's one exit code.
 - **Unknown to Slurm** (in neither ``squeue`` nor ``sacct``): lost.
@@ -32,17 +35,18 @@ keeps accounting, and the time) into the backend's ``Status``:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from rota.backends.base import Handle, ReplicaState, ReplicaStatus, Status
 from rota.backends.slurm.nodes import GPU, SHARD, NodeReport, shards_for
 from rota.backends.slurm.records import SlurmJob, SlurmStep
 from rota.backends.slurm.states import JobPhase, end_reason, job_phase
-from rota.core import MILLI, DeviceShare, Placement, ReplicaPlacement
+from rota.core import MILLI, DeviceShare, End, Placement, ReplicaPlacement
 
 ACCOUNTING_WAIT_S = 30.0
 COMPLETED = "COMPLETED"  # Slurm's state of a job whose batch script exited 0
+TIMEOUT = "TIMEOUT"      # Slurm's state of a job it stopped at its --time
 RUNNING, EXITED, LOST = ReplicaState.RUNNING, ReplicaState.EXITED, ReplicaState.LOST
 
 
@@ -75,7 +79,10 @@ def attempt_status(handle: Handle, seen: Seen) -> Status:
             why = f"Slurm lost job {job.id}: sacct says {job.state}, slurmctld has no such job"
             return Status(tuple(ReplicaStatus(r, LOST, reason=why) for r in ranks))
         return _live(handle, job, seen)
-    return Status(tuple(_ended(handle, r, seen) for r in ranks))
+    ended = tuple(_ended(handle, r, seen) for r in ranks)
+    if job.state == TIMEOUT:  # Slurm enforced the walltime (``Capabilities.walltime``)
+        ended = tuple(replace(r, cause=End.WALLTIME) if r.state is EXITED else r for r in ended)
+    return Status(ended)
 
 
 def _live(handle: Handle, job: SlurmJob, seen: Seen) -> Status:
