@@ -38,14 +38,16 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from rota.backends.base import (
-    BackendError, Capabilities, Handle, LaunchSpec, Offer, ReplicaHandle, Status,
-    offer_key,
+    BackendError, Capabilities, Handle, LaunchSpec, Offer, ReplicaHandle, ReplicaState,
+    Status, offer_key,
 )
 from rota.backends.kube.api import NODES, KubeApi, KubeError, connect, pods_path
+from rota.backends.kube import tokens
 from rota.backends.kube.informer import Informer
 from rota.backends.kube.launch import BACKEND, Launcher, Settings
 from rota.backends.kube.names import (
     ANNOTATION_DEVICES, GPU_RESOURCE, LABEL_GPU_SHARING, LABEL_JOB, LABEL_RESOURCE_GROUP,
+    pod_name,
 )
 from rota.backends.kube.nodes import Grain, KubeNode, Problem, node_from_kube
 from rota.backends.kube.offers import Made, Refusal, find_offers, gang_of, parse_key
@@ -93,6 +95,7 @@ class KubeBackend:
         self._gone: dict[str, Gone] = {}       # uid -> its last state, deleted since
         self._offered: dict[str, Made] = {}    # what the waiting Pods made last time
         self._refused: dict[str, str] = {}     # uid -> the refusal last written on it
+        self._secrets: set[tuple[str, str, int]] = set()  # (namespace, job, attempt) running
         self._check()
         self.nodes: Informer[KubeNode] = Informer(self.api, NODES, self._parse_node,
                                                   self._node_changed, name="nodes",
@@ -259,9 +262,13 @@ class KubeBackend:
         return attempt
 
     def _track(self, handle: Handle) -> Handle:
+        namespace, name, _ = _ref(handle.replicas[0])
+        ours = handle.attempt is not None and name == pod_name(handle.job_id, handle.attempt, 0)
         with self._lock:
             for r in handle.replicas:
                 self._mine[r.ref["uid"]] = handle.job_id
+            if ours:  # rota's own Pods (not offered ones): their token's Secret, if any
+                self._secrets.add((namespace, handle.job_id, handle.attempt))
         return handle
 
     # -- observe -----------------------------------------------------------------------------
@@ -276,8 +283,24 @@ class KubeBackend:
         return self.poll([handle])[0]
 
     def poll(self, handles: Sequence[Handle]) -> list[Status]:
-        """Every handle's status, from the caches: no request."""
-        return [Status(tuple(self._replica(r) for r in h.replicas)) for h in handles]
+        """Every handle's status, from the caches; the one request: an attempt seen ended
+        has its token's Secret deleted (once; its Pods stay, for their logs)."""
+        statuses = [Status(tuple(self._replica(r) for r in h.replicas)) for h in handles]
+        for handle, status in zip(handles, statuses):
+            if status.state is not ReplicaState.RUNNING:
+                self._drop_token(handle)
+        return statuses
+
+    def _drop_token(self, handle: Handle) -> None:
+        key = (_ref(handle.replicas[0])[0], handle.job_id, handle.attempt or 0)
+        with self._lock:
+            if key not in self._secrets:
+                return
+            self._secrets.discard(key)
+        try:
+            tokens.remove(self.api, *key)
+        except KubeError as exc:  # the Pod's deletion takes it anyway (its owner)
+            log.warning("job %s: cannot delete its token's Secret: %s", handle.job_id, exc)
 
     def _replica(self, r: ReplicaHandle):
         namespace, name, uid = _ref(r)

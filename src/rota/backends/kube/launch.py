@@ -2,6 +2,8 @@
 
 Steps of ``Launcher.start`` (each one safe to run again after a crash at any point):
 
+0. With a token (``ROTA_TOKEN``), put it in the attempt's Secret (``rota.backends.kube.tokens``),
+   which the Pods read it from: the Pods never hold it.
 1. Create every replica's Pod (``rota.backends.kube.pods``), unbound, named
    ``rota-<job>-<attempt>-<rank>``: a Pod that exists already (the same attempt, created
    before a crash) is taken as it is, so nothing is ever created twice. For an offered job
@@ -9,6 +11,7 @@ Steps of ``Launcher.start`` (each one safe to run again after a crash at any poi
    by the offer's key; none is created.
 2. Create the gang's headless Service (rank 0's address), owned by rank 0's Pod so that
    Kubernetes deletes it with the Pod. (Not for an offered job: its Pods name themselves.)
+   The token's Secret is given the same owner.
 3. Bind every Pod not bound yet to its node with the Binding subresource. On a HAMi node, a Pod
    that asks for GPUs is bound as HAMi's scheduler binds it (``rota.backends.kube.lock``):
    lock the node (waiting, up to ``lock_wait_s``, while HAMi's device plugin serves another
@@ -39,7 +42,7 @@ from typing import Any, Callable, Protocol
 from rota.backends.base import (
     DEFAULT_SERVICE_PORT, BackendError, Handle, LaunchSpec, ReplicaHandle,
 )
-from rota.backends.kube import hami, lock
+from rota.backends.kube import hami, lock, tokens
 from rota.backends.kube.api import KubeApi, KubeError, pods_path, services_path
 from rota.backends.kube.names import (
     ANNOTATION_DEVICES, LABEL_ATTEMPT, LABEL_JOB, pod_name,
@@ -47,7 +50,7 @@ from rota.backends.kube.names import (
 from rota.backends.kube.nodes import Grain, KubeNode
 from rota.backends.kube.offers import OfferKey, gang_of
 from rota.backends.kube.podinfo import PodInfo, pod_info
-from rota.backends.kube.pods import ReplicaPod, headless_service, replica_pod
+from rota.backends.kube.pods import ReplicaPod, headless_service, job_labels, replica_pod
 from rota.core import MILLI, InvalidSpec, Job, Placement, ReplicaPlacement
 
 log = logging.getLogger("rota.kube")
@@ -96,6 +99,7 @@ class Launcher:
     def start(self, job: Job, placement: Placement, spec: LaunchSpec, attempt: int) -> Handle:
         members = self._members(placement)
         bodies = [self._body(job, m, spec, attempt) for m in members]  # refuses before acting
+        self._put_token(job, spec, attempt)
         for member, body in zip(members, bodies):
             try:
                 member.pod = self._create(body, job, attempt)
@@ -118,17 +122,20 @@ class Launcher:
                     and pod.labels.get(LABEL_ATTEMPT) == str(attempt) and not pod.deleting:
                 m.pod = pod
         found = [m.pod for m in members if m.pod is not None]
-        if not found:
-            return None
         if spec is None and not any(p.node for p in found):
             for pod in found:
                 self.cluster.deleting(pod.uid, "never started: its launch was cut short")
                 self.api.delete(f"{pods_path(pod.namespace)}/{pod.name}", 0, pod.uid)
+            tokens.remove(self.api, ns, str(job.id), attempt)  # made before its Pods, if at all
+            return None
+        if not found:
             return None
         log.info("job %s: attempt %d found with %d of %d Pods, %d bound; completing its "
                  "launch", job.id, attempt, len(found), len(members),
                  sum(1 for p in found if p.node))
         missing = [m for m in members if m.pod is None]
+        if missing and spec is not None:
+            self._put_token(job, spec, attempt)
         if missing and spec is None:  # cannot be made without the spec: the gang goes
             self._remove(found, job, f"attempt {attempt} was cut short: ranks "
                                      f"{[m.rank for m in missing]} were never created",
@@ -146,6 +153,7 @@ class Launcher:
         """Steps 2 to 4, once every Pod exists."""
         try:
             self._service(job, attempt, members[0].pod)
+            tokens.own(self.api, str(job.id), attempt, members[0].pod)
         except KubeError as exc:
             self._remove([m.pod for m in members if m.pod], job, "cannot create its Service",
                          exc)
@@ -179,10 +187,26 @@ class Launcher:
             master_port=self.settings.master_port, workdir=spec.workdir or None,
             env=spec.env, now_s=self.clock(), run_as=spec.run_as,
             tolerations=self.settings.tolerations,
+            token_secret=(tokens.secret_name(str(job.id), attempt)
+                          if tokens.TOKEN_ENV in spec.env else None),
             port=None if spec.port is None else spec.port or DEFAULT_SERVICE_PORT))
         body["metadata"]["annotations"][ANNOTATION_DEVICES] = ",".join(
             str(s.index) for s in m.placement.devices)
         return body
+
+    def _put_token(self, job: Job, spec: LaunchSpec, attempt: int) -> None:
+        """The attempt's Secret with its token (``rota.backends.kube.tokens``), before its
+        Pods exist."""
+        token = spec.env.get(tokens.TOKEN_ENV)
+        if token is None:
+            return
+        try:
+            tokens.put(self.api, tokens.token_secret(str(job.id), attempt,
+                                                     self.settings.namespace, token,
+                                                     job_labels(job, attempt)))
+        except KubeError as exc:
+            raise BackendError("create_failed", f"cannot create the Secret of job {job.id}'s "
+                                                f"token: {exc}") from None
 
     def _create(self, body: dict[str, Any], job: Job, attempt: int) -> PodInfo:
         ns, name = self.settings.namespace, body["metadata"]["name"]

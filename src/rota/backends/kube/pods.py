@@ -8,7 +8,9 @@ A replica's Pod:
   rota binds it with the Binding subresource to the node of its placement;
 - labels ``rota.dev/job``, ``attempt``, ``rank``, ``queue``, ``project``;
 - one container running the job's command in its workdir, with the job's own ``env`` and on
-  top rota's ``ROTA_*`` variables (those of the local backend; device visibility and limits
+  top rota's ``ROTA_*`` variables, all as values but the attempt's token: ``ROTA_TOKEN`` is
+  read from the attempt's Secret (``token_secret``, ``rota.backends.kube.tokens``), never
+  written into the Pod (those of the local backend; device visibility and limits
   come from the device plugin here, so no ``CUDA_*`` variable is set); rank 0's address is
   its DNS name under the gang's headless Service: ``<pod>.<service>.<namespace>.svc``;
 - requests: the replica's CPU and memory, and ``nvidia.com/gpu`` as many as its devices
@@ -39,6 +41,7 @@ from rota.backends.kube.names import (
     SCHEDULER_NAME, label_value, pod_name,
 )
 from rota.backends.kube.nodes import Grain, KubeNode
+from rota.backends.kube.tokens import TOKEN_ENV, token_variable
 from rota.core import MILLI, InvalidSpec, Job, ReplicaPlacement
 
 CONTAINER = "main"
@@ -63,6 +66,7 @@ class ReplicaPod:
     run_as: RunAs | None = None
     tolerations: tuple[str, ...] = ()
     port: int | None = None  # ROTA_PORT (a service's replica), None: none
+    token_secret: str | None = None  # the Secret that holds ROTA_TOKEN; None: no token
 
 
 PORT_ANNOTATION = "rota.dev/port"  # ROTA_PORT of a service's replica
@@ -111,7 +115,7 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
     master = f"{pod_name(str(job.id), spec.attempt, 0)}.{service}.{spec.namespace}.svc"
     container: dict[str, Any] = {
         "name": CONTAINER, "image": spec.image, "command": list(spec.command),
-        "env": [{"name": k, "value": v} for k, v in _env(spec, master).items()],
+        "env": _env(spec, master),
         "resources": _resources(spec),
     }
     if spec.workdir:
@@ -138,13 +142,20 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
     }
 
 
-def _env(spec: ReplicaPod, master: str) -> dict[str, str]:
+def _env(spec: ReplicaPod, master: str) -> list[dict[str, Any]]:
+    """The container's variables: values, and ``ROTA_TOKEN`` from its Secret (a token in
+    ``spec.env`` is dropped: a Pod never holds it)."""
     ctx = ReplicaContext(job_id=str(spec.job.id), rank=spec.rank,
                          world_size=spec.job.replicas, master_addr=master,
                          master_port=spec.master_port, devices=spec.placement.devices,
                          device_ids=(), port=spec.port)
     ours = {k: v for k, v in rota_variables(ctx).items() if not k.startswith("CUDA_")}
-    return {**check_job_env(spec.env), **ours}
+    values = {**check_job_env(spec.env), **ours}
+    values.pop(TOKEN_ENV, None)
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in values.items()]
+    if spec.token_secret is not None:
+        env.append(token_variable(spec.token_secret))
+    return env
 
 
 def _resources(spec: ReplicaPod) -> dict[str, dict[str, str]]:
