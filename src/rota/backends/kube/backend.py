@@ -52,7 +52,7 @@ from rota.backends.kube.names import (
 from rota.backends.kube.nodes import Grain, KubeNode, Problem, node_from_kube
 from rota.backends.kube.offers import Made, Refusal, find_offers, gang_of, parse_key
 from rota.backends.kube.podinfo import PodInfo, pod_info
-from rota.backends.kube.pods import PORT_ANNOTATION
+from rota.backends.kube.pods import DEFAULT_UID, PORT_ANNOTATION
 from rota.backends.kube.status import Gone, replica_status
 from rota.backends.kube.usage import foreign_usage
 from rota.core import InvalidSpec, Job, Node, Placement
@@ -78,6 +78,7 @@ class KubeConfig:
     lock_wait_s: float = 60.0
     node_lost_after_s: float = 300.0  # a NotReady node's replicas are lost after this long
     node_selector: str | None = None  # a label selector: the nodes rota may use (None: all)
+    uid: int = DEFAULT_UID            # the uid of jobs without an OS account, or root's
 
 
 class KubeBackend:
@@ -104,7 +105,7 @@ class KubeBackend:
                                                 self._pod_changed, name="pods")
         self.launcher = Launcher(self.api, self, Settings(
             config.namespace, config.default_image, config.tolerate, config.master_port,
-            config.lock_wait_s), clock)
+            config.lock_wait_s, config.uid), clock)
         self.nodes.start()
         self.pods.start()
         for informer in (self.nodes, self.pods):

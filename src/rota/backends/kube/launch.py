@@ -50,7 +50,9 @@ from rota.backends.kube.names import (
 from rota.backends.kube.nodes import Grain, KubeNode
 from rota.backends.kube.offers import OfferKey, gang_of
 from rota.backends.kube.podinfo import PodInfo, pod_info
-from rota.backends.kube.pods import ReplicaPod, headless_service, job_labels, replica_pod
+from rota.backends.kube.pods import (
+    DEFAULT_UID, ReplicaPod, headless_service, job_labels, replica_pod,
+)
 from rota.core import MILLI, InvalidSpec, Job, Placement, ReplicaPlacement
 
 log = logging.getLogger("rota.kube")
@@ -78,6 +80,7 @@ class Settings:
     tolerations: tuple[str, ...]
     master_port: int
     lock_wait_s: float
+    uid: int = DEFAULT_UID  # the uid of jobs without an OS account (or root's)
 
 
 @dataclass(slots=True)
@@ -187,6 +190,7 @@ class Launcher:
             master_port=self.settings.master_port, workdir=spec.workdir or None,
             env=spec.env, now_s=self.clock(), run_as=spec.run_as,
             tolerations=self.settings.tolerations,
+            default_uid=self.settings.uid,
             token_secret=(tokens.secret_name(str(job.id), attempt)
                           if tokens.TOKEN_ENV in spec.env else None),
             port=None if spec.port is None else spec.port or DEFAULT_SERVICE_PORT))

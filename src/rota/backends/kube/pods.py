@@ -21,8 +21,12 @@ A replica's Pod:
   fractional share has no enforcement and is refused;
 - ``restartPolicy: Never`` (rota restarts a job as a new attempt), the job's grace period as
   ``terminationGracePeriodSeconds`` (rounded up), no service-account token, no service links;
-- with ``run_as`` (the OS account of the job's owner), the Pod's ``securityContext`` runs it
-  as that account: ``runAsUser``, ``runAsGroup``, ``supplementalGroups``;
+- Pod Security's ``restricted`` profile, so that a namespace that enforces it admits the Pod:
+  ``runAsNonRoot``, ``seccompProfile: RuntimeDefault``, and in the container
+  ``allowPrivilegeEscalation: false`` and every capability dropped. The uid: with ``run_as``
+  (the OS account of the job's owner) that account's ``runAsUser``, ``runAsGroup`` and
+  ``supplementalGroups``; without one, or for root's (uid 0, which ``restricted`` refuses),
+  ``default_uid`` as user and group (``rota up --kube-uid``);
 - a toleration (``operator: Exists``) for each taint key of ``tolerations``, so that the Pod
   may stay on nodes tainted so (GPU nodes often are: ``nvidia.com/gpu``).
 """
@@ -45,6 +49,7 @@ from rota.backends.kube.tokens import TOKEN_ENV, token_variable
 from rota.core import MILLI, InvalidSpec, Job, ReplicaPlacement
 
 CONTAINER = "main"
+DEFAULT_UID = 1000  # the uid of a job that has no OS account but root's (``rota up --kube-uid``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +72,7 @@ class ReplicaPod:
     tolerations: tuple[str, ...] = ()
     port: int | None = None  # ROTA_PORT (a service's replica), None: none
     token_secret: str | None = None  # the Secret that holds ROTA_TOKEN; None: no token
+    default_uid: int = DEFAULT_UID  # the uid of a job without an account, or root's
 
 
 PORT_ANNOTATION = "rota.dev/port"  # ROTA_PORT of a service's replica
@@ -117,6 +123,8 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
         "name": CONTAINER, "image": spec.image, "command": list(spec.command),
         "env": _env(spec, master),
         "resources": _resources(spec),
+        "securityContext": {"allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]}},
     }
     if spec.workdir:
         container["workingDir"] = spec.workdir
@@ -125,12 +133,8 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
         "terminationGracePeriodSeconds": math.ceil(job.grace_s),
         "hostname": name, "subdomain": service,
         "automountServiceAccountToken": False, "enableServiceLinks": False,
-        "containers": [container],
+        "containers": [container], "securityContext": _security(spec),
     }
-    if spec.run_as is not None:
-        pod_spec["securityContext"] = {"runAsUser": spec.run_as.uid,
-                                       "runAsGroup": spec.run_as.gid,
-                                       "supplementalGroups": list(spec.run_as.groups)}
     if spec.tolerations:
         pod_spec["tolerations"] = [{"key": key, "operator": "Exists"}
                                    for key in spec.tolerations]
@@ -140,6 +144,17 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
                      "labels": {**labels, **gpu_labels}, "annotations": annotations},
         "spec": pod_spec,
     }
+
+
+def _security(spec: ReplicaPod) -> dict[str, Any]:
+    """The Pod's ``securityContext``: restricted, as the job owner's account (not root)."""
+    account = spec.run_as
+    if account is None or account.uid == 0:
+        ids: dict[str, Any] = {"runAsUser": spec.default_uid, "runAsGroup": spec.default_uid}
+    else:
+        ids = {"runAsUser": account.uid, "runAsGroup": account.gid,
+               "supplementalGroups": list(account.groups)}
+    return {"runAsNonRoot": True, **ids, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def _env(spec: ReplicaPod, master: str) -> list[dict[str, Any]]:
