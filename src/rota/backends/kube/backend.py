@@ -47,7 +47,7 @@ from rota.backends.kube.informer import Informer
 from rota.backends.kube.launch import BACKEND, Launcher, Settings
 from rota.backends.kube.names import (
     ANNOTATION_DEVICES, GPU_RESOURCE, LABEL_GPU_SHARING, LABEL_JOB, LABEL_RESOURCE_GROUP,
-    pod_name,
+    PROJECT, check_namespace_rule, pod_name,
 )
 from rota.backends.kube.nodes import Grain, KubeNode, Problem, node_from_kube
 from rota.backends.kube.offers import Made, Refusal, find_offers, gang_of, parse_key
@@ -69,7 +69,8 @@ class KubeConfig:
     """How ``rota up --backend kubernetes`` reaches and uses the cluster."""
 
     kubeconfig: str | None = None     # None: KUBECONFIG, ~/.kube/config, then in-cluster
-    namespace: str = "rota"           # where rota creates its Pods (it must exist)
+    namespace: str = "rota"           # where rota creates its Pods (it must exist), or a
+                                      # rule with {project}: each project's own namespace
     default_image: str | None = None  # for jobs that name no image
     pod_user: str = "admin"           # the rota user of the jobs offered Pods become
     group_label: str = LABEL_RESOURCE_GROUP
@@ -121,8 +122,10 @@ class KubeBackend:
     def _check(self) -> None:
         """The namespace exists and the node selector is one; ``InvalidSpec`` naming the
         option otherwise, ``BackendError`` when the API server does not answer."""
+        rule = check_namespace_rule(self.config.namespace)
         try:
-            self.api.get(f"/api/v1/namespaces/{self.config.namespace}")
+            if PROJECT not in rule:  # a rule's namespaces are looked for at each launch
+                self.api.get(f"/api/v1/namespaces/{rule}")
             self.api.list(NODES, limit=1, selector=self.config.node_selector)
         except KubeError as exc:
             if exc.not_found:

@@ -45,7 +45,7 @@ from rota.backends.base import (
 from rota.backends.kube import hami, lock, tokens
 from rota.backends.kube.api import KubeApi, KubeError, pods_path, services_path
 from rota.backends.kube.names import (
-    ANNOTATION_DEVICES, LABEL_ATTEMPT, LABEL_JOB, pod_name,
+    ANNOTATION_DEVICES, LABEL_ATTEMPT, LABEL_JOB, pod_name, project_namespace,
 )
 from rota.backends.kube.nodes import Grain, KubeNode
 from rota.backends.kube.offers import OfferKey, gang_of
@@ -75,7 +75,7 @@ class Cluster(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    namespace: str
+    namespace: str  # a name, or a rule with {project} (``names.project_namespace``)
     default_image: str | None
     tolerations: tuple[str, ...]
     master_port: int
@@ -118,7 +118,10 @@ class Launcher:
         created (as ``start`` would); without it (nothing is to run, only to be found), Pods
         of which none was bound are deleted (nothing of them ever ran) and None is returned."""
         members = self._members(placement)
-        ns = self.settings.namespace
+        try:
+            ns = self._namespace(job)
+        except InvalidSpec:  # no namespace for its project: none of its Pods can exist
+            return None
         for m in members:
             pod = self.cluster.pod(ns, pod_name(str(job.id), attempt, m.rank))
             if pod is not None and pod.labels.get(LABEL_JOB) == str(job.id) \
@@ -186,7 +189,7 @@ class Launcher:
         assert node is not None
         body = replica_pod(ReplicaPod(
             job=job, attempt=attempt, rank=m.rank, placement=m.placement, node=node,
-            image=image, command=tuple(spec.command), namespace=self.settings.namespace,
+            image=image, command=tuple(spec.command), namespace=self._namespace(job),
             master_port=self.settings.master_port, workdir=spec.workdir or None,
             env=spec.env, now_s=self.clock(), run_as=spec.run_as,
             tolerations=self.settings.tolerations,
@@ -205,21 +208,32 @@ class Launcher:
         if token is None:
             return
         try:
-            tokens.put(self.api, tokens.token_secret(str(job.id), attempt,
-                                                     self.settings.namespace, token,
-                                                     job_labels(job, attempt)))
+            tokens.put(self.api, tokens.token_secret(str(job.id), attempt, self._namespace(job),
+                                                     token, job_labels(job, attempt)))
         except KubeError as exc:
             raise BackendError("create_failed", f"cannot create the Secret of job {job.id}'s "
-                                                f"token: {exc}") from None
+                                                f"token: {exc}{self._missing(job, exc)}") from None
+
+    def _namespace(self, job: Job) -> str:
+        """Where the job's Pods go: ``--kube-namespace``, per project with ``{project}``."""
+        return project_namespace(self.settings.namespace, job.project)
+
+    def _missing(self, job: Job, exc: KubeError) -> str:
+        """The hint for a namespace that does not exist (rota never creates one)."""
+        if not exc.not_found:
+            return ""
+        ns = self._namespace(job)
+        return (f" (namespace {ns} of project {job.project} may not exist: rota does not "
+                f"create namespaces; kubectl create namespace {ns})")
 
     def _create(self, body: dict[str, Any], job: Job, attempt: int) -> PodInfo:
-        ns, name = self.settings.namespace, body["metadata"]["name"]
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
         try:
             return pod_info(self.api.create(pods_path(ns), body))
         except KubeError as exc:
             if not exc.exists:
                 raise BackendError("create_failed", f"cannot create Pod {ns}/{name}: "
-                                                    f"{exc}") from None
+                                                    f"{exc}{self._missing(job, exc)}") from None
         pod = pod_info(self.api.get(f"{pods_path(ns)}/{name}"))  # made before a crash
         if pod.labels.get(LABEL_JOB) != str(job.id) or pod.labels.get(LABEL_ATTEMPT) != str(
                 attempt) or pod.deleting:
@@ -231,11 +245,11 @@ class Launcher:
         """The gang's headless Service, owned by rank 0's Pod (one made before a crash is
         kept)."""
         assert first is not None
-        body = headless_service(job, attempt, self.settings.namespace, self.settings.master_port)
+        body = headless_service(job, attempt, first.namespace, self.settings.master_port)
         body["metadata"]["ownerReferences"] = [
             {"apiVersion": "v1", "kind": "Pod", "name": first.name, "uid": first.uid}]
         try:
-            self.api.create(services_path(self.settings.namespace), body)
+            self.api.create(services_path(first.namespace), body)
         except KubeError as exc:
             if not exc.exists:
                 raise
