@@ -9,7 +9,8 @@ import base64
 import functools
 import json
 
-from rota.backends.kube.api import KubeError, pods_path
+from kubekit import found
+from rota.backends.kube.api import pods_path
 from upkit import KubeServer
 from waiting import poll
 
@@ -22,12 +23,7 @@ def running(server: KubeServer, job_id: str) -> dict | None:
 
 
 def secret(cluster, name: str) -> dict | None:
-    try:
-        return cluster.api.get(f"/api/v1/namespaces/{cluster.namespace}/secrets/{name}")
-    except KubeError as exc:
-        if exc.not_found:
-            return None
-        raise
+    return found(cluster.api, f"/api/v1/namespaces/{cluster.namespace}/secrets/{name}")
 
 
 def started(server: KubeServer, cluster, *command: str) -> tuple[dict, dict, str]:

@@ -11,7 +11,8 @@ from typing import Iterator
 
 import pytest
 
-from rota.backends.kube.api import KubeError, pods_path
+from kubekit import found
+from rota.backends.kube.api import pods_path
 from rota.backends.kube.names import check_namespace_rule, project_namespace
 from rota.core import InvalidSpec
 from upkit import KubeServer
@@ -42,12 +43,7 @@ def running(server: KubeServer, job_id: str) -> dict | None:
 
 
 def pod_of(cluster, namespace: str, job: dict) -> dict | None:
-    try:
-        return cluster.api.get(f"{pods_path(namespace)}/rota-{job['id']}-{job['attempts']}-0")
-    except KubeError as exc:
-        if exc.not_found:
-            return None
-        raise
+    return found(cluster.api, f"{pods_path(namespace)}/rota-{job['id']}-{job['attempts']}-0")
 
 
 def test_two_projects_run_in_their_namespaces_and_are_adopted_after_a_kill(
