@@ -193,7 +193,8 @@ class Launcher:
             master_port=self.settings.master_port, workdir=spec.workdir or None,
             env=spec.env, now_s=self.clock(), run_as=spec.run_as,
             tolerations=self.settings.tolerations,
-            default_uid=self.settings.uid,
+            default_uid=self.settings.uid, volumes=tuple(spec.volumes),
+            shm_mib=spec.shm_mib,
             token_secret=(tokens.secret_name(str(job.id), attempt)
                           if tokens.TOKEN_ENV in spec.env else None),
             port=None if spec.port is None else spec.port or DEFAULT_SERVICE_PORT))

@@ -27,6 +27,9 @@ A replica's Pod:
   (the OS account of the job's owner) that account's ``runAsUser``, ``runAsGroup`` and
   ``supplementalGroups``; without one, or for root's (uid 0, which ``restricted`` refuses),
   ``default_uid`` as user and group (``rota up --kube-uid``);
+- each of the job's ``volumes`` as a ``persistentVolumeClaim`` volume of the Pod's namespace
+  mounted at its path (read-only where it says so), and with ``shm_mib`` an ``emptyDir`` of
+  medium ``Memory`` and that ``sizeLimit`` at ``/dev/shm`` (``rota.core.mounts``);
 - a toleration (``operator: Exists``) for each taint key of ``tolerations``, so that the Pod
   may stay on nodes tainted so (GPU nodes often are: ``nvidia.com/gpu``).
 """
@@ -47,6 +50,7 @@ from rota.backends.kube.names import (
 from rota.backends.kube.nodes import Grain, KubeNode
 from rota.backends.kube.tokens import TOKEN_ENV, token_variable
 from rota.core import MILLI, InvalidSpec, Job, ReplicaPlacement
+from rota.core.mounts import SHM_PATH, Volume
 
 CONTAINER = "main"
 DEFAULT_UID = 1000  # the uid of a job that has no OS account but root's (``rota up --kube-uid``)
@@ -73,6 +77,8 @@ class ReplicaPod:
     port: int | None = None  # ROTA_PORT (a service's replica), None: none
     token_secret: str | None = None  # the Secret that holds ROTA_TOKEN; None: no token
     default_uid: int = DEFAULT_UID  # the uid of a job without an account, or root's
+    volumes: tuple[Volume, ...] = ()  # claims mounted in the container
+    shm_mib: int | None = None        # /dev/shm's size; None: the runtime's own (64 MiB)
 
 
 PORT_ANNOTATION = "rota.dev/port"  # ROTA_PORT of a service's replica
@@ -128,6 +134,9 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
     }
     if spec.workdir:
         container["workingDir"] = spec.workdir
+    mounts, volumes = _mounts(spec)
+    if mounts:
+        container["volumeMounts"] = mounts
     pod_spec: dict[str, Any] = {
         "schedulerName": SCHEDULER_NAME, "restartPolicy": "Never",
         "terminationGracePeriodSeconds": math.ceil(job.grace_s),
@@ -135,6 +144,8 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
         "automountServiceAccountToken": False, "enableServiceLinks": False,
         "containers": [container], "securityContext": _security(spec),
     }
+    if volumes:
+        pod_spec["volumes"] = volumes
     if spec.tolerations:
         pod_spec["tolerations"] = [{"key": key, "operator": "Exists"}
                                    for key in spec.tolerations]
@@ -144,6 +155,22 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
                      "labels": {**labels, **gpu_labels}, "annotations": annotations},
         "spec": pod_spec,
     }
+
+
+def _mounts(spec: ReplicaPod) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The container's ``volumeMounts`` and the Pod's ``volumes``: claims, then /dev/shm."""
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    for k, volume in enumerate(spec.volumes):
+        mounts.append({"name": f"claim-{k}", "mountPath": volume.path,
+                       "readOnly": volume.read_only})
+        volumes.append({"name": f"claim-{k}", "persistentVolumeClaim": {
+            "claimName": volume.claim, "readOnly": volume.read_only}})
+    if spec.shm_mib is not None:
+        mounts.append({"name": "shm", "mountPath": SHM_PATH})
+        volumes.append({"name": "shm", "emptyDir": {"medium": "Memory",
+                                                    "sizeLimit": f"{spec.shm_mib}Mi"}})
+    return mounts, volumes
 
 
 def _security(spec: ReplicaPod) -> dict[str, Any]:
