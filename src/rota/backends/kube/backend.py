@@ -7,7 +7,8 @@ Vocabulary and what each part is:
   ``rota.backends.kube.offers``) and bound the same way once rota places them.
 - Two informers (``rota.backends.kube.informer``: list, then watch; list again on 410 Gone)
   keep every Node and every Pod of the cluster current, so that ``inventory``, ``poll`` and
-  ``offers`` read memory and make no request. Pods of other schedulers count as used on
+  ``offers`` read memory (``poll`` makes one request per attempt it sees ended: deleting its
+  token's Secret, ``rota.backends.kube.tokens``). Pods of other schedulers count as used on
   their nodes (``rota.backends.kube.usage``); nodes are read by ``rota.backends.kube.nodes``.
 - A replica handle's ``ref`` is its Pod's ``namespace``, ``name`` and ``uid``; the launch id is
   ``<namespace>/<rank 0's Pod>@<its uid>``.
