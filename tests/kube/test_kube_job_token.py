@@ -9,6 +9,8 @@ import base64
 import functools
 import json
 
+import pytest
+
 from kubekit import found
 from rota.backends.kube.api import pods_path
 from upkit import KubeServer
@@ -74,3 +76,25 @@ def test_the_secret_is_deleted_when_the_job_finishes_or_is_cancelled(cluster, up
     server.ok("cancel", cancelled["id"])
     wait(lambda: secret(cluster, f"rota-{cancelled['id']}-{cancelled['attempts']}") is None,
          "the cancelled job's Secret to be deleted")
+
+
+def test_a_gang_whose_pods_cannot_be_made_leaves_no_secret_behind(cluster):
+    from rota.backends.base import BackendError, LaunchSpec
+    from rota.core import (
+        DeviceShare, GpuRequest, Job, JobId, Placement, ReplicaPlacement, ReplicaRequest,
+    )
+    node = cluster.add_node("plain", gpus=2)
+    cluster.api.create(f"/api/v1/namespaces/{cluster.namespace}/resourcequotas", {
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "one-pod"},
+        "spec": {"hard": {"pods": "1"}}})
+    wait(lambda: (found(cluster.api, f"/api/v1/namespaces/{cluster.namespace}/resourcequotas/"
+                                     "one-pod") or {}).get("status", {}).get("hard"),
+         "the quota to be in force")
+    job = Job(JobId("9"), "p", "q", ReplicaRequest(1000, 1024, GpuRequest(1)), replicas=2)
+    placement = Placement(tuple(ReplicaPlacement(node, (DeviceShare(k, 1000, 81920),))
+                                for k in (0, 1)))
+    with pytest.raises(BackendError) as refused:  # the quota admits rank 0's Pod only
+        cluster.backend().launch(job, placement, LaunchSpec(("sleep", "1000"), "", {
+            "ROTA_TOKEN": "rota_secret"}), attempt=0)
+    assert "exceeded quota" in str(refused.value)
+    assert secret(cluster, "rota-9-0") is None

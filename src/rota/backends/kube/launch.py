@@ -107,8 +107,7 @@ class Launcher:
             try:
                 member.pod = self._create(body, job, attempt)
             except BackendError as exc:
-                self._remove([m.pod for m in members if m.pod], job, "cannot create its Pods",
-                             exc)
+                self._abandon(members, job, attempt, exc)
         return self._finish(job, members, attempt)
 
     def find(self, job: Job, placement: Placement, attempt: int,
@@ -151,8 +150,7 @@ class Launcher:
             try:
                 m.pod = self._create(self._body(job, m, spec, attempt), job, attempt)
             except BackendError as exc:
-                self._remove([x.pod for x in members if x.pod], job, "cannot create its Pods",
-                             exc)
+                self._abandon(members, job, attempt, exc)
         return self._finish(job, members, attempt)
 
     def _finish(self, job: Job, members: list[Member], attempt: int) -> Handle:
@@ -368,6 +366,16 @@ class Launcher:
                                         cores=-(-s.milli * hami.FULL_CORES // MILLI))
                    for s in m.placement.devices]
         return hami.allocation_annotations(node.node.name, [devices], self.clock())
+
+    def _abandon(self, members: list[Member], job: Job, attempt: int,
+                 exc: BackendError) -> None:
+        """A Pod of the gang cannot be created: its token's Secret (no Pod owns it yet) and
+        the Pods made so far are deleted, then ``BackendError`` raised."""
+        try:
+            tokens.remove(self.api, self._namespace(job), str(job.id), attempt)
+        except KubeError as failed:
+            log.warning("job %s: cannot delete its token's Secret: %s", job.id, failed)
+        self._remove([m.pod for m in members if m.pod], job, "cannot create its Pods", exc)
 
     def _remove(self, pods: list[PodInfo], job: Job, what: str, exc: Exception) -> None:
         """Delete ``pods`` (of a gang that cannot start) at once, then raise."""

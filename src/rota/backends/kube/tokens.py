@@ -16,7 +16,8 @@ Lifetime, each step safe to repeat after a crash:
    garbage collector deletes it with the Pod (a cancel, a preemption, someone's ``kubectl
    delete``).
 3. ``remove`` when the attempt has ended (its Pods finished, which Kubernetes keeps for their
-   logs), or when an attempt found after a crash had no Pod yet.
+   logs), when a Pod of the gang could not be created (a quota refused it), or when an
+   attempt found after a crash had no Pod yet.
 """
 
 from __future__ import annotations
