@@ -131,7 +131,7 @@ class Launcher:
             for pod in found:
                 self.cluster.deleting(pod.uid, "never started: its launch was cut short")
                 self.api.delete(f"{pods_path(pod.namespace)}/{pod.name}", 0, pod.uid)
-            tokens.remove(self.api, ns, str(job.id), attempt)  # made before its Pods, if at all
+            self._drop_token(job, attempt)  # made before its Pods, if at all
             return None
         if not found:
             return None
@@ -367,14 +367,19 @@ class Launcher:
                    for s in m.placement.devices]
         return hami.allocation_annotations(node.node.name, [devices], self.clock())
 
+    def _drop_token(self, job: Job, attempt: int) -> None:
+        """Delete the attempt's token Secret, if there is one; a failure is only logged (the
+        token dies with the attempt anyway)."""
+        try:
+            tokens.remove(self.api, self._namespace(job), str(job.id), attempt)
+        except KubeError as exc:
+            log.warning("job %s: cannot delete its token's Secret: %s", job.id, exc)
+
     def _abandon(self, members: list[Member], job: Job, attempt: int,
                  exc: BackendError) -> None:
         """A Pod of the gang cannot be created: its token's Secret (no Pod owns it yet) and
         the Pods made so far are deleted, then ``BackendError`` raised."""
-        try:
-            tokens.remove(self.api, self._namespace(job), str(job.id), attempt)
-        except KubeError as failed:
-            log.warning("job %s: cannot delete its token's Secret: %s", job.id, failed)
+        self._drop_token(job, attempt)
         self._remove([m.pod for m in members if m.pod], job, "cannot create its Pods", exc)
 
     def _remove(self, pods: list[PodInfo], job: Job, what: str, exc: Exception) -> None:
