@@ -148,3 +148,14 @@ def watch_deletion(cluster, name: str, act, timeout_s: int = 30) -> int:
     watcher.join(timeout_s + 5)
     assert found, f"no deletion of {name} was seen"
     return found[0]
+
+
+def found(api, path: str) -> dict | None:
+    """The object at ``path``; None when the API server says it does not exist."""
+    from rota.backends.kube.api import KubeError
+    try:
+        return api.get(path)
+    except KubeError as exc:
+        if exc.not_found:
+            return None
+        raise

@@ -134,8 +134,10 @@ def test_the_service_account_may_do_what_rota_does_and_no_more(cluster, as_rota)
         with HamiPlugin(cluster.api, {node}) as plugin:  # node lock, annotations, bind
             handle = backend.launch(a_job("41", 0.5, 2), Placement((
                 ReplicaPlacement(node, (half,)), ReplicaPlacement(node, (half,)))),
-                LaunchSpec(("python", "train.py"), ""), attempt=0)
+                LaunchSpec(("python", "train.py"), "", {"ROTA_TOKEN": "rota_secret"}),
+                attempt=0)
             wait(lambda: len(plugin.served) == 2, "both Pods served")
+        assert cluster.api.get(f"/api/v1/namespaces/{ns}/secrets/rota-41-0")  # the token's
         cluster.api.create(pods_path(ns), user_pod("offered", {"rota.dev/queue": "q"}))
         cluster.api.create(pods_path(ns), user_pod("no-queue", {}))
         offer = wait(lambda: next((o for o in backend.offers() if o.job.project == ns), None),
@@ -156,6 +158,8 @@ def test_the_service_account_may_do_what_rota_does_and_no_more(cluster, as_rota)
         wait(lambda: not any(p["metadata"]["name"].startswith("rota-41-")
                              for p in cluster.api.list(pods_path(ns)).items),
              "the gang's Pods deleted")
+        wait(lambda: not cluster.api.list(f"/api/v1/namespaces/{ns}/secrets").items,
+             "the token's Secret deleted with them")
     finally:
         backend.close()
     assert allowed(as_rota, ns, "get", "pods", "log")  # rota logs (kwok serves no logs)

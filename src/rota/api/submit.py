@@ -165,6 +165,10 @@ def run_of(spec: JobSpec, upload: str | None) -> dict[str, Any]:
     serving = {} if spec.service is None else {"port": spec.service.port or 0}
     if spec.resources.disk is not None:
         serving["disk_mib"] = spec.resources.disk
+    if spec.volumes:
+        serving["volumes"] = [v.volume().stored() for v in spec.volumes]
+    if spec.shm is not None:
+        serving["shm_mib"] = spec.shm
     return {**serving,
         "command": command, "workdir": spec.workdir, "image": spec.image, "env": dict(spec.env),
         "upload": upload,
@@ -197,6 +201,13 @@ class _Idle(BaseModel):
     warn_before_s: float | None = Field(None, gt=0)
 
 
+class _Volume(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    claim: str
+    path: str
+    read_only: bool = False
+
+
 class RunContract(BaseModel):
     """The shape of ``run``; ``check_run`` adds the rules a type cannot say."""
 
@@ -211,6 +222,8 @@ class RunContract(BaseModel):
     idle: _Idle | None = None
     port: int | None = Field(None, ge=0, le=65535)
     disk_mib: int | None = Field(None, ge=1, le=LIMITS["memory"])  # the workdir's disk limit
+    volumes: list[_Volume] | None = None  # claims mounted in the container (rota.core.mounts)
+    shm_mib: int | None = Field(None, ge=1, le=LIMITS["memory"])  # /dev/shm's size
 
 
 def check_run(run: Mapping[str, Any], upload_exists: Callable[[str], bool],

@@ -70,6 +70,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 from rota.core import DeviceShare, End, InvalidSpec, Job, Node, Placement, RotaError
+from rota.core.mounts import Volume
 from rota.core.nodes import (
     CONTAINERS, GPU_COMPUTE_LIMIT, GPU_MEMORY_LIMIT, GPU_SHARING, SIGNALS,
 )
@@ -140,6 +141,8 @@ class LaunchSpec:
                              # finds free on the replica's host; None: the job serves nothing
     disk_mib: int | None = None  # what the working directory may hold (None: the backend's
                                  # default, if it has one)
+    volumes: tuple[Volume, ...] = ()  # claims mounted in the container (containers only)
+    shm_mib: int | None = None        # /dev/shm's size in the container (containers only)
 
 
 DEFAULT_SERVICE_PORT = 8000  # ROTA_PORT where a replica has an address of its own (a Pod)

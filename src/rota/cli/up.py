@@ -56,6 +56,7 @@ def up(
     kubeconfig: Optional[Path] = flag.KUBECONFIG, kube_namespace: str = flag.KUBE_NAMESPACE,
     kube_default_image: Optional[str] = flag.KUBE_DEFAULT_IMAGE,
     kube_pod_user: Optional[str] = flag.KUBE_POD_USER,
+    kube_uid: Optional[int] = flag.KUBE_UID,
     kube_node_selector: Optional[str] = flag.KUBE_NODE_SELECTOR,
     kube_tolerate: Optional[List[str]] = flag.KUBE_TOLERATE,
     kube_node_lost_after: float = flag.KUBE_NODE_LOST_AFTER, job_pids: int = flag.JOB_PIDS,
@@ -88,7 +89,7 @@ def up(
               "--kubeconfig": kubeconfig, "--kube-namespace": kube_namespace,
               "--kube-default-image": kube_default_image, "--kube-pod-user": kube_pod_user,
               "--kube-tolerate": kube_tolerate, "--kube-node-selector": kube_node_selector,
-              "--kube-node-lost-after": kube_node_lost_after}
+              "--kube-node-lost-after": kube_node_lost_after, "--kube-uid": kube_uid}
     name, options, inventory = backend_setup(backend, values)
     try:
         _serve(directory, db, host, port, inventory, chosen, interval, name, options, tls,

@@ -119,6 +119,11 @@ KUBE_POD_USER = typer.Option(
     help="kubernetes: the rota user that owns the jobs of Pods created with "
          "schedulerName: rota [default: the operator of the first start].")
 
+KUBE_UID = typer.Option(
+    None, "--kube-uid", metavar="UID",
+    help="kubernetes: the uid (and gid) of the Pods of jobs whose owner has no OS account, "
+         "or root's [default: 1000].")
+
 KUBE_NODE_SELECTOR = typer.Option(
     None, "--kube-node-selector", metavar="SELECTOR",
     help="kubernetes: a label selector of the nodes rota may use (e.g. pool=gpu) "

@@ -268,6 +268,10 @@ class Launcher:
             run_as = self.account(rec)
             if self.backend.capabilities.containers:
                 return _Ready(rec, spec, run_as, *self._in_image(spec))
+            if spec.volumes or spec.shm_mib is not None:
+                raise InvalidSpec("run.volumes" if spec.volumes else "run.shm_mib", (
+                    f"the {self.backend.name} backend runs jobs on its hosts, not in "
+                    "containers: it mounts no volume claim and sizes no /dev/shm"))
             workdir = prepare_workdir(spec, self.data_dir, rec.id, run_as)
             checkpoints = prepare_checkpoints(spec, self.data_dir, rec.id, workdir, run_as)
             return _Ready(rec, spec, run_as, str(workdir), str(checkpoints))
@@ -316,7 +320,9 @@ class Launcher:
                                          LaunchSpec(r.spec.command, r.workdir, env, r.run_as,
                                                     r.spec.checkpoint_signal, r.spec.grace_s,
                                                     r.spec.image, r.spec.port,
-                                                    disk_mib=r.spec.disk_mib),
+                                                    disk_mib=r.spec.disk_mib,
+                                                    volumes=r.spec.volumes,
+                                                    shm_mib=r.spec.shm_mib),
                                          attempt=rec.attempts)
         except InvalidSpec as exc:
             return Launched(rec, verdict=_unstartable(exc))

@@ -28,6 +28,7 @@ The domain model:
 Values the other layers share:
 
 - ``runspec``: a job's launch spec, one frozen value read once from its stored ``run`` mapping;
+- ``mounts``: the volume claims and /dev/shm size a job asks of a container backend;
 - ``serving``: what a model-serving job declares, and how many replicas it should have now;
 - ``accounting``: exact accounting: GPU-hours over a time range, their cost, and budgets;
 - ``archive``: what a safe upload archive is, one rule for the API and the control plane;

@@ -16,9 +16,12 @@ its ``run.*`` field) and stored as ``RunSpec.stored()``, a plain JSON mapping wi
      "restart": {"max_retries": 0, "backoff_s": 10.0},
      "idle": {"gpu_util_below": 5.0, ...} | null, # read by idle reclamation
      "port": 8000 | 0,                            # a service replica's ROTA_PORT (0: any free)
-     "disk_mib": 20480}                           # the working directory's disk limit
+     "disk_mib": 20480,                           # the working directory's disk limit
+     "volumes": [{"claim": "data", "path": "/data", "read_only": false}],  # container backends
+     "shm_mib": 8192}                             # /dev/shm's size (container backends)
 
-``port`` and ``disk_mib`` are left out when the job has none.
+``port``, ``disk_mib``, ``volumes`` and ``shm_mib`` are left out when the job has none
+(``rota.core.mounts``: the rules of volumes and shm).
 
 Version 1, the mapping stored before versions existed, has no ``"version"`` key, may leave any
 key but ``command`` out, and may hold the command as one string (a job file's entrypoint, run
@@ -34,6 +37,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from rota.core.errors import InvalidSpec
+from rota.core.mounts import Volume, check_mounts, read_volumes
 
 # Linux's signal numbers by name (x86-64 and arm64 alike), as ``signal.Signals`` has them: the
 # core does no I/O, so it keeps the table instead of importing ``signal``
@@ -54,7 +58,8 @@ SIGNAL_NAMES: Mapping[int, str] = MappingProxyType(
 VERSION = 2
 UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 KNOWN_KEYS = frozenset({"version", "command", "workdir", "image", "env", "upload",
-                        "checkpoint", "restart", "idle", "port", "disk_mib"})
+                        "checkpoint", "restart", "idle", "port", "disk_mib", "volumes",
+                        "shm_mib"})
 IDLE_KEYS = frozenset({"gpu_util_below", "for_s", "inactive_for_s", "max_lifetime_s",
                        "warn_before_s"})
 
@@ -74,6 +79,8 @@ class RunSpec:
     port: int | None = None       # ROTA_PORT (``LaunchSpec.port``)
     disk_mib: int | None = None   # the working directory's disk limit (``LaunchSpec.disk_mib``)
     idle: Mapping[str, float | None] | None = None  # the job's own idle rules
+    volumes: tuple[Volume, ...] = ()  # claims mounted in its container (``LaunchSpec``)
+    shm_mib: int | None = None        # /dev/shm's size in its container (``LaunchSpec``)
 
     def __post_init__(self) -> None:
         """Freeze the mappings too: one value is shared by every pass that reads the job."""
@@ -95,6 +102,10 @@ class RunSpec:
             out["port"] = self.port
         if self.disk_mib is not None:  # only a job that names its disk limit has one
             out["disk_mib"] = self.disk_mib
+        if self.volumes:
+            out["volumes"] = [v.stored() for v in self.volumes]
+        if self.shm_mib is not None:
+            out["shm_mib"] = self.shm_mib
         return out
 
 
@@ -125,7 +136,11 @@ def _read_2(run: Mapping[str, Any]) -> RunSpec:
     _known(run, KNOWN_KEYS, "run")
     checkpoint = _mapping(run.get("checkpoint"), "run.checkpoint")
     restart = _mapping(run.get("restart"), "run.restart")
+    volumes = read_volumes(run.get("volumes"), "run.volumes")
+    shm_mib = run.get("shm_mib")
+    check_mounts(volumes, shm_mib, "run.", "shm_mib")  # type: ignore[arg-type]
     return RunSpec(
+        volumes=volumes, shm_mib=shm_mib,  # type: ignore[arg-type]
         command=_command(run.get("command")),
         workdir=_optional_text(run.get("workdir"), "run.workdir"),
         env=_env(run.get("env")),

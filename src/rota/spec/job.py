@@ -21,11 +21,12 @@ import re
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictBool, field_validator, model_validator
 
 from rota.core import (
     MILLI, GpuRequest, InvalidSpec, Job, JobId, JobKind, ReplicaRequest,
 )
+from rota.core.mounts import Volume, check_mounts, check_volume
 from rota.spec import limits
 from rota.spec.errors import reason_error, validate_all
 from rota.spec.service import ServiceSpec
@@ -149,6 +150,23 @@ class DependsSpec(Strict):
                      for job in getattr(self, kind))
 
 
+class VolumeSpec(Strict):
+    """A volume claim mounted in the job's container (``rota.core.mounts``)."""
+
+    claim: str
+    path: str
+    read_only: StrictBool = False
+
+    @model_validator(mode="after")
+    def _valid(self) -> VolumeSpec:
+        with _limit():
+            check_volume(self.claim, self.path, self.read_only)
+        return self
+
+    def volume(self) -> Volume:
+        return check_volume(self.claim, self.path, self.read_only)
+
+
 class JobSpec(Strict):
     name: Name
     project: Name
@@ -174,6 +192,14 @@ class JobSpec(Strict):
     depends: DependsSpec | None = None         # control plane: jobs to wait for
     array: ArraySpec | None = None             # control plane: one task per index
     service: ServiceSpec | None = None         # kind service: models, port, replicas, ...
+    volumes: list[VolumeSpec] = Field(default_factory=list)  # container backends
+    shm: MemoryMiB | None = None               # container backends: /dev/shm's size
+
+    @model_validator(mode="after")
+    def _mounts(self) -> JobSpec:
+        with _limit():
+            check_mounts([v.volume() for v in self.volumes], self.shm)
+        return self
 
     @model_validator(mode="after")
     def _service(self) -> JobSpec:

@@ -2,8 +2,8 @@
 translations it is made of.
 
 The translations do no I/O and import no ``kubernetes`` client: ``api`` is the only module
-that imports it, on first use, and only ``api``, ``informer``, ``lock``, ``launch`` and
-``backend`` make requests.
+that imports it, on first use, and only ``api``, ``informer``, ``lock``, ``tokens``,
+``launch`` and ``backend`` make requests.
 
 Pure translations:
 
@@ -25,6 +25,8 @@ What talks to the API server:
   rota makes, in plain JSON;
 - ``informer``: a cache of one kind of object kept current by list and watch, in a thread;
 - ``lock``: HAMi's node lock, taken and released as HAMi's scheduler does;
+- ``tokens``: the Secret that holds an attempt's API token, which its Pods read (never a value
+  in a Pod);
 - ``launch``: starting one attempt as a gang of Pods, all bound or none, and finding it again;
 - ``backend``: the Kubernetes ``Backend``: inventory, offers, launch, poll, signal, cancel and logs.
 """

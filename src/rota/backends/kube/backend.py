@@ -7,7 +7,8 @@ Vocabulary and what each part is:
   ``rota.backends.kube.offers``) and bound the same way once rota places them.
 - Two informers (``rota.backends.kube.informer``: list, then watch; list again on 410 Gone)
   keep every Node and every Pod of the cluster current, so that ``inventory``, ``poll`` and
-  ``offers`` read memory and make no request. Pods of other schedulers count as used on
+  ``offers`` read memory (``poll`` makes one request per attempt it sees ended: deleting its
+  token's Secret, ``rota.backends.kube.tokens``). Pods of other schedulers count as used on
   their nodes (``rota.backends.kube.usage``); nodes are read by ``rota.backends.kube.nodes``.
 - A replica handle's ``ref`` is its Pod's ``namespace``, ``name`` and ``uid``; the launch id is
   ``<namespace>/<rank 0's Pod>@<its uid>``.
@@ -38,19 +39,21 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from rota.backends.base import (
-    BackendError, Capabilities, Handle, LaunchSpec, Offer, ReplicaHandle, Status,
-    offer_key,
+    BackendError, Capabilities, Handle, LaunchSpec, Offer, ReplicaHandle, ReplicaState,
+    Status, offer_key,
 )
 from rota.backends.kube.api import NODES, KubeApi, KubeError, connect, pods_path
+from rota.backends.kube import tokens
 from rota.backends.kube.informer import Informer
 from rota.backends.kube.launch import BACKEND, Launcher, Settings
 from rota.backends.kube.names import (
     ANNOTATION_DEVICES, GPU_RESOURCE, LABEL_GPU_SHARING, LABEL_JOB, LABEL_RESOURCE_GROUP,
+    PROJECT, check_namespace_rule, pod_name,
 )
 from rota.backends.kube.nodes import Grain, KubeNode, Problem, node_from_kube
 from rota.backends.kube.offers import Made, Refusal, find_offers, gang_of, parse_key
 from rota.backends.kube.podinfo import PodInfo, pod_info
-from rota.backends.kube.pods import PORT_ANNOTATION
+from rota.backends.kube.pods import DEFAULT_UID, PORT_ANNOTATION
 from rota.backends.kube.status import Gone, replica_status
 from rota.backends.kube.usage import foreign_usage
 from rota.core import InvalidSpec, Job, Node, Placement
@@ -67,7 +70,8 @@ class KubeConfig:
     """How ``rota up --backend kubernetes`` reaches and uses the cluster."""
 
     kubeconfig: str | None = None     # None: KUBECONFIG, ~/.kube/config, then in-cluster
-    namespace: str = "rota"           # where rota creates its Pods (it must exist)
+    namespace: str = "rota"           # where rota creates its Pods (it must exist), or a
+                                      # rule with {project}: each project's own namespace
     default_image: str | None = None  # for jobs that name no image
     pod_user: str = "admin"           # the rota user of the jobs offered Pods become
     group_label: str = LABEL_RESOURCE_GROUP
@@ -76,6 +80,7 @@ class KubeConfig:
     lock_wait_s: float = 60.0
     node_lost_after_s: float = 300.0  # a NotReady node's replicas are lost after this long
     node_selector: str | None = None  # a label selector: the nodes rota may use (None: all)
+    uid: int = DEFAULT_UID            # the uid of jobs without an OS account, or root's
 
 
 class KubeBackend:
@@ -93,6 +98,7 @@ class KubeBackend:
         self._gone: dict[str, Gone] = {}       # uid -> its last state, deleted since
         self._offered: dict[str, Made] = {}    # what the waiting Pods made last time
         self._refused: dict[str, str] = {}     # uid -> the refusal last written on it
+        self._secrets: set[tuple[str, str, int]] = set()  # (namespace, job, attempt) running
         self._check()
         self.nodes: Informer[KubeNode] = Informer(self.api, NODES, self._parse_node,
                                                   self._node_changed, name="nodes",
@@ -101,7 +107,7 @@ class KubeBackend:
                                                 self._pod_changed, name="pods")
         self.launcher = Launcher(self.api, self, Settings(
             config.namespace, config.default_image, config.tolerate, config.master_port,
-            config.lock_wait_s), clock)
+            config.lock_wait_s, config.uid), clock)
         self.nodes.start()
         self.pods.start()
         for informer in (self.nodes, self.pods):
@@ -117,8 +123,10 @@ class KubeBackend:
     def _check(self) -> None:
         """The namespace exists and the node selector is one; ``InvalidSpec`` naming the
         option otherwise, ``BackendError`` when the API server does not answer."""
+        rule = check_namespace_rule(self.config.namespace)
         try:
-            self.api.get(f"/api/v1/namespaces/{self.config.namespace}")
+            if PROJECT not in rule:  # a rule's namespaces are looked for at each launch
+                self.api.get(f"/api/v1/namespaces/{rule}")
             self.api.list(NODES, limit=1, selector=self.config.node_selector)
         except KubeError as exc:
             if exc.not_found:
@@ -259,9 +267,13 @@ class KubeBackend:
         return attempt
 
     def _track(self, handle: Handle) -> Handle:
+        namespace, name, _ = _ref(handle.replicas[0])
+        ours = handle.attempt is not None and name == pod_name(handle.job_id, handle.attempt, 0)
         with self._lock:
             for r in handle.replicas:
                 self._mine[r.ref["uid"]] = handle.job_id
+            if ours:  # rota's own Pods (not offered ones): their token's Secret, if any
+                self._secrets.add((namespace, handle.job_id, handle.attempt))
         return handle
 
     # -- observe -----------------------------------------------------------------------------
@@ -276,8 +288,24 @@ class KubeBackend:
         return self.poll([handle])[0]
 
     def poll(self, handles: Sequence[Handle]) -> list[Status]:
-        """Every handle's status, from the caches: no request."""
-        return [Status(tuple(self._replica(r) for r in h.replicas)) for h in handles]
+        """Every handle's status, from the caches; the one request: an attempt seen ended
+        has its token's Secret deleted (once; its Pods stay, for their logs)."""
+        statuses = [Status(tuple(self._replica(r) for r in h.replicas)) for h in handles]
+        for handle, status in zip(handles, statuses):
+            if status.state is not ReplicaState.RUNNING:
+                self._drop_token(handle)
+        return statuses
+
+    def _drop_token(self, handle: Handle) -> None:
+        key = (_ref(handle.replicas[0])[0], handle.job_id, handle.attempt or 0)
+        with self._lock:
+            if key not in self._secrets:
+                return
+            self._secrets.discard(key)
+        try:
+            tokens.remove(self.api, *key)
+        except KubeError as exc:  # the Pod's deletion takes it anyway (its owner)
+            log.warning("job %s: cannot delete its token's Secret: %s", handle.job_id, exc)
 
     def _replica(self, r: ReplicaHandle):
         namespace, name, uid = _ref(r)

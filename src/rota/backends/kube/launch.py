@@ -2,6 +2,8 @@
 
 Steps of ``Launcher.start`` (each one safe to run again after a crash at any point):
 
+0. With a token (``ROTA_TOKEN``), put it in the attempt's Secret (``rota.backends.kube.tokens``),
+   which the Pods read it from: the Pods never hold it.
 1. Create every replica's Pod (``rota.backends.kube.pods``), unbound, named
    ``rota-<job>-<attempt>-<rank>``: a Pod that exists already (the same attempt, created
    before a crash) is taken as it is, so nothing is ever created twice. For an offered job
@@ -9,6 +11,7 @@ Steps of ``Launcher.start`` (each one safe to run again after a crash at any poi
    by the offer's key; none is created.
 2. Create the gang's headless Service (rank 0's address), owned by rank 0's Pod so that
    Kubernetes deletes it with the Pod. (Not for an offered job: its Pods name themselves.)
+   The token's Secret is given the same owner.
 3. Bind every Pod not bound yet to its node with the Binding subresource. On a HAMi node, a Pod
    that asks for GPUs is bound as HAMi's scheduler binds it (``rota.backends.kube.lock``):
    lock the node (waiting, up to ``lock_wait_s``, while HAMi's device plugin serves another
@@ -39,15 +42,17 @@ from typing import Any, Callable, Protocol
 from rota.backends.base import (
     DEFAULT_SERVICE_PORT, BackendError, Handle, LaunchSpec, ReplicaHandle,
 )
-from rota.backends.kube import hami, lock
+from rota.backends.kube import hami, lock, tokens
 from rota.backends.kube.api import KubeApi, KubeError, pods_path, services_path
 from rota.backends.kube.names import (
-    ANNOTATION_DEVICES, LABEL_ATTEMPT, LABEL_JOB, pod_name,
+    ANNOTATION_DEVICES, LABEL_ATTEMPT, LABEL_JOB, pod_name, project_namespace,
 )
 from rota.backends.kube.nodes import Grain, KubeNode
 from rota.backends.kube.offers import OfferKey, gang_of
 from rota.backends.kube.podinfo import PodInfo, pod_info
-from rota.backends.kube.pods import ReplicaPod, headless_service, replica_pod
+from rota.backends.kube.pods import (
+    DEFAULT_UID, ReplicaPod, headless_service, job_labels, replica_pod,
+)
 from rota.core import MILLI, InvalidSpec, Job, Placement, ReplicaPlacement
 
 log = logging.getLogger("rota.kube")
@@ -70,11 +75,12 @@ class Cluster(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    namespace: str
+    namespace: str  # a name, or a rule with {project} (``names.project_namespace``)
     default_image: str | None
     tolerations: tuple[str, ...]
     master_port: int
     lock_wait_s: float
+    uid: int = DEFAULT_UID  # the uid of jobs without an OS account (or root's)
 
 
 @dataclass(slots=True)
@@ -96,12 +102,12 @@ class Launcher:
     def start(self, job: Job, placement: Placement, spec: LaunchSpec, attempt: int) -> Handle:
         members = self._members(placement)
         bodies = [self._body(job, m, spec, attempt) for m in members]  # refuses before acting
+        self._put_token(job, spec, attempt)
         for member, body in zip(members, bodies):
             try:
                 member.pod = self._create(body, job, attempt)
             except BackendError as exc:
-                self._remove([m.pod for m in members if m.pod], job, "cannot create its Pods",
-                             exc)
+                self._abandon(members, job, attempt, exc)
         return self._finish(job, members, attempt)
 
     def find(self, job: Job, placement: Placement, attempt: int,
@@ -111,24 +117,30 @@ class Launcher:
         created (as ``start`` would); without it (nothing is to run, only to be found), Pods
         of which none was bound are deleted (nothing of them ever ran) and None is returned."""
         members = self._members(placement)
-        ns = self.settings.namespace
+        try:
+            ns = self._namespace(job)
+        except InvalidSpec:  # no namespace for its project: none of its Pods can exist
+            return None
         for m in members:
             pod = self.cluster.pod(ns, pod_name(str(job.id), attempt, m.rank))
             if pod is not None and pod.labels.get(LABEL_JOB) == str(job.id) \
                     and pod.labels.get(LABEL_ATTEMPT) == str(attempt) and not pod.deleting:
                 m.pod = pod
         found = [m.pod for m in members if m.pod is not None]
-        if not found:
-            return None
         if spec is None and not any(p.node for p in found):
             for pod in found:
                 self.cluster.deleting(pod.uid, "never started: its launch was cut short")
                 self.api.delete(f"{pods_path(pod.namespace)}/{pod.name}", 0, pod.uid)
+            self._drop_token(job, attempt)  # made before its Pods, if at all
+            return None
+        if not found:
             return None
         log.info("job %s: attempt %d found with %d of %d Pods, %d bound; completing its "
                  "launch", job.id, attempt, len(found), len(members),
                  sum(1 for p in found if p.node))
         missing = [m for m in members if m.pod is None]
+        if missing and spec is not None:
+            self._put_token(job, spec, attempt)
         if missing and spec is None:  # cannot be made without the spec: the gang goes
             self._remove(found, job, f"attempt {attempt} was cut short: ranks "
                                      f"{[m.rank for m in missing]} were never created",
@@ -138,14 +150,14 @@ class Launcher:
             try:
                 m.pod = self._create(self._body(job, m, spec, attempt), job, attempt)
             except BackendError as exc:
-                self._remove([x.pod for x in members if x.pod], job, "cannot create its Pods",
-                             exc)
+                self._abandon(members, job, attempt, exc)
         return self._finish(job, members, attempt)
 
     def _finish(self, job: Job, members: list[Member], attempt: int) -> Handle:
         """Steps 2 to 4, once every Pod exists."""
         try:
             self._service(job, attempt, members[0].pod)
+            tokens.own(self.api, str(job.id), attempt, members[0].pod)
         except KubeError as exc:
             self._remove([m.pod for m in members if m.pod], job, "cannot create its Service",
                          exc)
@@ -175,23 +187,52 @@ class Launcher:
         assert node is not None
         body = replica_pod(ReplicaPod(
             job=job, attempt=attempt, rank=m.rank, placement=m.placement, node=node,
-            image=image, command=tuple(spec.command), namespace=self.settings.namespace,
+            image=image, command=tuple(spec.command), namespace=self._namespace(job),
             master_port=self.settings.master_port, workdir=spec.workdir or None,
             env=spec.env, now_s=self.clock(), run_as=spec.run_as,
             tolerations=self.settings.tolerations,
+            default_uid=self.settings.uid, volumes=tuple(spec.volumes),
+            shm_mib=spec.shm_mib,
+            token_secret=(tokens.secret_name(str(job.id), attempt)
+                          if tokens.TOKEN_ENV in spec.env else None),
             port=None if spec.port is None else spec.port or DEFAULT_SERVICE_PORT))
         body["metadata"]["annotations"][ANNOTATION_DEVICES] = ",".join(
             str(s.index) for s in m.placement.devices)
         return body
 
+    def _put_token(self, job: Job, spec: LaunchSpec, attempt: int) -> None:
+        """The attempt's Secret with its token (``rota.backends.kube.tokens``), before its
+        Pods exist."""
+        token = spec.env.get(tokens.TOKEN_ENV)
+        if token is None:
+            return
+        try:
+            tokens.put(self.api, tokens.token_secret(str(job.id), attempt, self._namespace(job),
+                                                     token, job_labels(job, attempt)))
+        except KubeError as exc:
+            raise BackendError("create_failed", f"cannot create the Secret of job {job.id}'s "
+                                                f"token: {exc}{self._missing(job, exc)}") from None
+
+    def _namespace(self, job: Job) -> str:
+        """Where the job's Pods go: ``--kube-namespace``, per project with ``{project}``."""
+        return project_namespace(self.settings.namespace, job.project)
+
+    def _missing(self, job: Job, exc: KubeError) -> str:
+        """The hint for a namespace that does not exist (rota never creates one)."""
+        if not exc.not_found:
+            return ""
+        ns = self._namespace(job)
+        return (f" (namespace {ns} of project {job.project} may not exist: rota does not "
+                f"create namespaces; kubectl create namespace {ns})")
+
     def _create(self, body: dict[str, Any], job: Job, attempt: int) -> PodInfo:
-        ns, name = self.settings.namespace, body["metadata"]["name"]
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
         try:
             return pod_info(self.api.create(pods_path(ns), body))
         except KubeError as exc:
             if not exc.exists:
                 raise BackendError("create_failed", f"cannot create Pod {ns}/{name}: "
-                                                    f"{exc}") from None
+                                                    f"{exc}{self._missing(job, exc)}") from None
         pod = pod_info(self.api.get(f"{pods_path(ns)}/{name}"))  # made before a crash
         if pod.labels.get(LABEL_JOB) != str(job.id) or pod.labels.get(LABEL_ATTEMPT) != str(
                 attempt) or pod.deleting:
@@ -203,11 +244,11 @@ class Launcher:
         """The gang's headless Service, owned by rank 0's Pod (one made before a crash is
         kept)."""
         assert first is not None
-        body = headless_service(job, attempt, self.settings.namespace, self.settings.master_port)
+        body = headless_service(job, attempt, first.namespace, self.settings.master_port)
         body["metadata"]["ownerReferences"] = [
             {"apiVersion": "v1", "kind": "Pod", "name": first.name, "uid": first.uid}]
         try:
-            self.api.create(services_path(self.settings.namespace), body)
+            self.api.create(services_path(first.namespace), body)
         except KubeError as exc:
             if not exc.exists:
                 raise
@@ -325,6 +366,21 @@ class Launcher:
                                         cores=-(-s.milli * hami.FULL_CORES // MILLI))
                    for s in m.placement.devices]
         return hami.allocation_annotations(node.node.name, [devices], self.clock())
+
+    def _drop_token(self, job: Job, attempt: int) -> None:
+        """Delete the attempt's token Secret, if there is one; a failure is only logged (the
+        token dies with the attempt anyway)."""
+        try:
+            tokens.remove(self.api, self._namespace(job), str(job.id), attempt)
+        except KubeError as exc:
+            log.warning("job %s: cannot delete its token's Secret: %s", job.id, exc)
+
+    def _abandon(self, members: list[Member], job: Job, attempt: int,
+                 exc: BackendError) -> None:
+        """A Pod of the gang cannot be created: its token's Secret (no Pod owns it yet) and
+        the Pods made so far are deleted, then ``BackendError`` raised."""
+        self._drop_token(job, attempt)
+        self._remove([m.pod for m in members if m.pod], job, "cannot create its Pods", exc)
 
     def _remove(self, pods: list[PodInfo], job: Job, what: str, exc: Exception) -> None:
         """Delete ``pods`` (of a gang that cannot start) at once, then raise."""

@@ -10,6 +10,8 @@
   ``pod-group.scheduling.sigs.k8s.io/name`` and ``.../min-available`` (its size).
 - A Pod's name is derived from (job, attempt, rank), so that an attempt's Pod cannot be created
   twice: ``rota-<job>-<attempt>-<rank>``.
+- The namespace of a job's Pods is ``--kube-namespace``, a name or a rule with ``{project}``
+  in it (``rota-{project}``): each project's Pods in a namespace of its own.
 """
 
 from __future__ import annotations
@@ -58,6 +60,33 @@ def pod_name(job_id: str, attempt: int, rank: int) -> str:
     if not _DNS_LABEL.match(name) or len(name) > _MAX_LABEL:
         raise InvalidSpec("id", f"job id {job_id!r} does not make a valid Pod name ({name!r}: "
                                 f"lower-case letters, digits and '-', at most {_MAX_LABEL})")
+    return name
+
+
+PROJECT = "{project}"
+
+
+def check_namespace_rule(rule: str) -> str:
+    """``rule`` if it is a namespace name, or one once ``{project}`` (at most once) is
+    replaced; ``InvalidSpec`` naming ``namespace`` otherwise."""
+    sample = rule.replace(PROJECT, "p", 1)
+    if "{" in sample or "}" in sample or not _DNS_LABEL.match(sample) or len(sample) > _MAX_LABEL:
+        raise InvalidSpec("namespace", f"{rule!r} is neither a namespace name nor a rule that "
+                                       f"makes one with {PROJECT} (e.g. rota-{PROJECT}): "
+                                       "lower-case letters, digits and '-', at most "
+                                       f"{_MAX_LABEL}")
+    return rule
+
+
+def project_namespace(rule: str, project: str) -> str:
+    """The namespace of ``project``'s Pods under ``rule`` (``check_namespace_rule``);
+    ``InvalidSpec`` naming ``project`` when the name it makes is not one."""
+    name = rule.replace(PROJECT, project)
+    if not _DNS_LABEL.match(name) or len(name) > _MAX_LABEL:
+        raise InvalidSpec("project", f"project {project!r} makes namespace {name!r} under "
+                                     f"--kube-namespace {rule}, which is not a namespace name "
+                                     f"(lower-case letters, digits and '-', at most "
+                                     f"{_MAX_LABEL})")
     return name
 
 

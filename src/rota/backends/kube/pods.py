@@ -8,7 +8,9 @@ A replica's Pod:
   rota binds it with the Binding subresource to the node of its placement;
 - labels ``rota.dev/job``, ``attempt``, ``rank``, ``queue``, ``project``;
 - one container running the job's command in its workdir, with the job's own ``env`` and on
-  top rota's ``ROTA_*`` variables (those of the local backend; device visibility and limits
+  top rota's ``ROTA_*`` variables, all as values but the attempt's token: ``ROTA_TOKEN`` is
+  read from the attempt's Secret (``token_secret``, ``rota.backends.kube.tokens``), never
+  written into the Pod (those of the local backend; device visibility and limits
   come from the device plugin here, so no ``CUDA_*`` variable is set); rank 0's address is
   its DNS name under the gang's headless Service: ``<pod>.<service>.<namespace>.svc``;
 - requests: the replica's CPU and memory, and ``nvidia.com/gpu`` as many as its devices
@@ -19,8 +21,15 @@ A replica's Pod:
   fractional share has no enforcement and is refused;
 - ``restartPolicy: Never`` (rota restarts a job as a new attempt), the job's grace period as
   ``terminationGracePeriodSeconds`` (rounded up), no service-account token, no service links;
-- with ``run_as`` (the OS account of the job's owner), the Pod's ``securityContext`` runs it
-  as that account: ``runAsUser``, ``runAsGroup``, ``supplementalGroups``;
+- Pod Security's ``restricted`` profile, so that a namespace that enforces it admits the Pod:
+  ``runAsNonRoot``, ``seccompProfile: RuntimeDefault``, and in the container
+  ``allowPrivilegeEscalation: false`` and every capability dropped. The uid: with ``run_as``
+  (the OS account of the job's owner) that account's ``runAsUser``, ``runAsGroup`` and
+  ``supplementalGroups``; without one, or for root's (uid 0, which ``restricted`` refuses),
+  ``default_uid`` as user and group (``rota up --kube-uid``);
+- each of the job's ``volumes`` as a ``persistentVolumeClaim`` volume of the Pod's namespace
+  mounted at its path (read-only where it says so), and with ``shm_mib`` an ``emptyDir`` of
+  medium ``Memory`` and that ``sizeLimit`` at ``/dev/shm`` (``rota.core.mounts``);
 - a toleration (``operator: Exists``) for each taint key of ``tolerations``, so that the Pod
   may stay on nodes tainted so (GPU nodes often are: ``nvidia.com/gpu``).
 """
@@ -39,9 +48,12 @@ from rota.backends.kube.names import (
     SCHEDULER_NAME, label_value, pod_name,
 )
 from rota.backends.kube.nodes import Grain, KubeNode
+from rota.backends.kube.tokens import TOKEN_ENV, token_variable
 from rota.core import MILLI, InvalidSpec, Job, ReplicaPlacement
+from rota.core.mounts import SHM_PATH, Volume
 
 CONTAINER = "main"
+DEFAULT_UID = 1000  # the uid of a job that has no OS account but root's (``rota up --kube-uid``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +75,10 @@ class ReplicaPod:
     run_as: RunAs | None = None
     tolerations: tuple[str, ...] = ()
     port: int | None = None  # ROTA_PORT (a service's replica), None: none
+    token_secret: str | None = None  # the Secret that holds ROTA_TOKEN; None: no token
+    default_uid: int = DEFAULT_UID  # the uid of a job without an account, or root's
+    volumes: tuple[Volume, ...] = ()  # claims mounted in the container
+    shm_mib: int | None = None        # /dev/shm's size; None: the runtime's own (64 MiB)
 
 
 PORT_ANNOTATION = "rota.dev/port"  # ROTA_PORT of a service's replica
@@ -111,22 +127,25 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
     master = f"{pod_name(str(job.id), spec.attempt, 0)}.{service}.{spec.namespace}.svc"
     container: dict[str, Any] = {
         "name": CONTAINER, "image": spec.image, "command": list(spec.command),
-        "env": [{"name": k, "value": v} for k, v in _env(spec, master).items()],
+        "env": _env(spec, master),
         "resources": _resources(spec),
+        "securityContext": {"allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]}},
     }
     if spec.workdir:
         container["workingDir"] = spec.workdir
+    mounts, volumes = _mounts(spec)
+    if mounts:
+        container["volumeMounts"] = mounts
     pod_spec: dict[str, Any] = {
         "schedulerName": SCHEDULER_NAME, "restartPolicy": "Never",
         "terminationGracePeriodSeconds": math.ceil(job.grace_s),
         "hostname": name, "subdomain": service,
         "automountServiceAccountToken": False, "enableServiceLinks": False,
-        "containers": [container],
+        "containers": [container], "securityContext": _security(spec),
     }
-    if spec.run_as is not None:
-        pod_spec["securityContext"] = {"runAsUser": spec.run_as.uid,
-                                       "runAsGroup": spec.run_as.gid,
-                                       "supplementalGroups": list(spec.run_as.groups)}
+    if volumes:
+        pod_spec["volumes"] = volumes
     if spec.tolerations:
         pod_spec["tolerations"] = [{"key": key, "operator": "Exists"}
                                    for key in spec.tolerations]
@@ -138,13 +157,47 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
     }
 
 
-def _env(spec: ReplicaPod, master: str) -> dict[str, str]:
+def _mounts(spec: ReplicaPod) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The container's ``volumeMounts`` and the Pod's ``volumes``: claims, then /dev/shm."""
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    for k, volume in enumerate(spec.volumes):
+        mounts.append({"name": f"claim-{k}", "mountPath": volume.path,
+                       "readOnly": volume.read_only})
+        volumes.append({"name": f"claim-{k}", "persistentVolumeClaim": {
+            "claimName": volume.claim, "readOnly": volume.read_only}})
+    if spec.shm_mib is not None:
+        mounts.append({"name": "shm", "mountPath": SHM_PATH})
+        volumes.append({"name": "shm", "emptyDir": {"medium": "Memory",
+                                                    "sizeLimit": f"{spec.shm_mib}Mi"}})
+    return mounts, volumes
+
+
+def _security(spec: ReplicaPod) -> dict[str, Any]:
+    """The Pod's ``securityContext``: restricted, as the job owner's account (not root)."""
+    account = spec.run_as
+    if account is None or account.uid == 0:
+        ids: dict[str, Any] = {"runAsUser": spec.default_uid, "runAsGroup": spec.default_uid}
+    else:
+        ids = {"runAsUser": account.uid, "runAsGroup": account.gid,
+               "supplementalGroups": list(account.groups)}
+    return {"runAsNonRoot": True, **ids, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _env(spec: ReplicaPod, master: str) -> list[dict[str, Any]]:
+    """The container's variables: values, and ``ROTA_TOKEN`` from its Secret (a token in
+    ``spec.env`` is dropped: a Pod never holds it)."""
     ctx = ReplicaContext(job_id=str(spec.job.id), rank=spec.rank,
                          world_size=spec.job.replicas, master_addr=master,
                          master_port=spec.master_port, devices=spec.placement.devices,
                          device_ids=(), port=spec.port)
     ours = {k: v for k, v in rota_variables(ctx).items() if not k.startswith("CUDA_")}
-    return {**check_job_env(spec.env), **ours}
+    values = {**check_job_env(spec.env), **ours}
+    values.pop(TOKEN_ENV, None)
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in values.items()]
+    if spec.token_secret is not None:
+        env.append(token_variable(spec.token_secret))
+    return env
 
 
 def _resources(spec: ReplicaPod) -> dict[str, dict[str, str]]:

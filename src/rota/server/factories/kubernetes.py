@@ -22,7 +22,7 @@ class KubernetesFactory:
     flags: Mapping[str, Any] = {
         "--kubeconfig": None, "--kube-namespace": NAMESPACE, "--kube-default-image": None,
         "--kube-pod-user": None, "--kube-tolerate": None, "--kube-node-selector": None,
-        "--kube-node-lost-after": NODE_LOST_AFTER_S}
+        "--kube-node-lost-after": NODE_LOST_AFTER_S, "--kube-uid": None}
     fields: Mapping[str, str] = {
         "kubeconfig": "--kubeconfig", "namespace": "--kube-namespace",
         "image": "--kube-default-image", "node_selector": "--kube-node-selector"}
@@ -39,6 +39,8 @@ class KubernetesFactory:
                 options["default_image"] = check_image(values["--kube-default-image"])
             except InvalidSpec as exc:
                 raise InvalidSpec("--kube-default-image", exc.reason) from None
+        if values.get("--kube-uid") is not None:
+            options["uid"] = _uid(values["--kube-uid"])
         if values.get("--kube-pod-user") is not None:
             options["pod_user"] = values["--kube-pod-user"]
         if values.get("--kube-tolerate"):
@@ -57,3 +59,15 @@ class KubernetesFactory:
 
     def describe(self, plane) -> list[str]:
         return [nodes_line(plane)]
+
+
+MAX_UID = 2**31 - 1  # Kubernetes' bound on runAsUser
+
+
+def _uid(value: Any) -> int:
+    """``--kube-uid``: a uid other than root's, which Pod Security's restricted profile
+    refuses."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_UID:
+        raise InvalidSpec("--kube-uid", f"must be a uid from 1 to {MAX_UID} (not root's: "
+                                        f"restricted Pod Security refuses uid 0), got {value!r}")
+    return value
