@@ -206,11 +206,12 @@ class RotaPlane(RotaUp):
 
 
 def unthrottled_scheduler(root: Path, kubeconfig: str) -> subprocess.Popen[bytes]:
-    cache = Path(os.environ.get("ROTA_KUBE_CACHE") or Path.home() / ".cache/rota/kube")
-    found = sorted(cache.glob("*/bin/kube-scheduler"))
-    if not found:
-        raise SystemExit(f"no kube-scheduler under {cache}: run .ci/kube first")
-    binary = found[-1]
+    # the binaries of the fixture that runs (its exports name them), never a guess at a cache
+    bin_dir = os.environ.get("ROTA_KUBE_BIN")
+    binary = Path(bin_dir or ".") / "kube-scheduler"
+    if not bin_dir or not binary.is_file():
+        raise SystemExit("no kube-scheduler of the fixture (ROTA_KUBE_BIN): run "
+                         "eval \"$(.ci/kube --with-scheduler)\" first")
     config = root / "scheduler.yaml"
     config.write_text(SCHEDULER_CONFIG % (kubeconfig, UNTHROTTLED))
     log = open(root / "kube-scheduler.log", "ab")
