@@ -33,10 +33,9 @@ from typing import Iterator, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rota.core import BorrowWithinCohort, Job, ReclaimWithinCohort, WithinQueue
+from rota.core import BorrowWithinCohort, Job, ReclaimWithinCohort
 from rota.scheduler.candidates import (
-    Candidate, Setting, Variant, allows, borrows, index_of, needs, saved_at, short_of,
-    within_nominal_with,
+    Candidate, Setting, Variant, candidates, short_of, within_nominal_with,
 )
 from rota.scheduler.placement import place_gang
 from rota.scheduler.plugins.order import BestEffortFifo, priority_key
@@ -169,10 +168,10 @@ class FairSharing:
 
 def fair_candidates(cycle, job: Job, flavor: str) -> Setting | None:
     """The candidates of ``job`` in ``flavor`` under fair sharing, in Kueue's candidate
-    order, or None if it may not evict there. As ``rota.scheduler.candidates.candidates``
-    does, the list is remembered for the job's queue, priority (and submission, for
-    ``lower-or-newer-equal-priority``), the short resources and the queues of its cohort that
-    borrow them, until the cycle's evictable jobs change."""
+    order, or None if it may not evict there: the classic list of an entitled job
+    (``rota.scheduler.candidates.candidates``, remembered per question until the cycle's
+    evictable jobs change), whose every job of another queue is ENTITLED, since fair sharing
+    may reclaim wherever its queue may."""
     queue = cycle.snapshot.queues[job.queue]
     quota = queue.quotas.get(flavor)
     demand = job.total()
@@ -183,37 +182,8 @@ def fair_candidates(cycle, job: Job, flavor: str) -> Setting | None:
         if not FairSharing.evicts_while_borrowing(queue) and any(demand.get(r, 0) > quota.nominal[r]
                                   for r in short if r in quota.nominal):
             return None
-    index, mine = index_of(cycle), cycle.priority_of(job)
-    lenders = ()
-    if queue.cohort is not None and queue.reclaim_within_cohort is not ReclaimWithinCohort.NEVER:
-        lenders = tuple(q for q in index.cohorts.get(queue.cohort, ())
-                        if q != job.queue and borrows(cycle, q, flavor, short))
-    newer = queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
-    key = ("fair", job.queue, mine, (job.submit_time, job.id) if newer else None, flavor,
-           short, lenders)
-    out = index.memo.get(key)
-    if out is None:
-        out = index.memo[key] = _fair_candidates(index, queue, job, mine, flavor, short,
-                                                 lenders)
+    out = candidates(cycle, job, flavor, short, True)
     return Setting(flavor, short, False, out, (True,)) if out else None
-
-
-def _fair_candidates(index, queue, job: Job, mine: float, flavor: str, short: frozenset[str],
-                     lenders: tuple[str, ...]) -> list[Candidate]:
-    out = [Candidate(v, Variant.FREE, "priority" if v.queue == job.queue else "reclaim")
-           for v in index.preempting]
-    if queue.within_queue is not WithinQueue.NEVER:
-        out += [Candidate(v, Variant.OWN, "priority") for v in index.by_queue.get(job.queue, ())
-                if v.flavor == flavor and short & needs(v)
-                and allows(queue.within_queue, mine, index.prio[id(v)], job, v)]
-    for q in lenders:
-        out += [Candidate(v, Variant.ENTITLED, "reclaim") for v in index.by_queue.get(q, ())
-                if v.flavor == flavor and short & needs(v)
-                and allows(queue.reclaim_within_cohort, mine, index.prio[id(v)], job, v)]
-    prio = index.prio
-    out.sort(key=lambda c: (c.variant is not Variant.FREE, c.variant is Variant.OWN,
-                            prio[id(c.job)], -saved_at(c.job), c.job.id))
-    return out
 
 
 class FairSearch(Search):
