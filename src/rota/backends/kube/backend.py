@@ -302,10 +302,7 @@ class KubeBackend:
             if key not in self._secrets:
                 return
             self._secrets.discard(key)
-        try:
-            tokens.remove(self.api, *key)
-        except KubeError as exc:  # the Pod's deletion takes it anyway (its owner)
-            log.warning("job %s: cannot delete its token's Secret: %s", handle.job_id, exc)
+        tokens.remove(self.api, *key)
 
     def _replica(self, r: ReplicaHandle):
         namespace, name, uid = _ref(r)

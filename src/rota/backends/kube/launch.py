@@ -368,12 +368,8 @@ class Launcher:
         return hami.allocation_annotations(node.node.name, [devices], self.clock())
 
     def _drop_token(self, job: Job, attempt: int) -> None:
-        """Delete the attempt's token Secret, if there is one; a failure is only logged (the
-        token dies with the attempt anyway)."""
-        try:
-            tokens.remove(self.api, self._namespace(job), str(job.id), attempt)
-        except KubeError as exc:
-            log.warning("job %s: cannot delete its token's Secret: %s", job.id, exc)
+        """Delete the attempt's token Secret, if there is one (``tokens.remove``)."""
+        tokens.remove(self.api, self._namespace(job), str(job.id), attempt)
 
     def _abandon(self, members: list[Member], job: Job, attempt: int,
                  exc: BackendError) -> None:

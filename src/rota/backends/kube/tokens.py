@@ -23,11 +23,14 @@ Lifetime, each step safe to repeat after a crash:
 from __future__ import annotations
 
 import base64
+import logging
 from typing import Any, Mapping
 
 from rota.backends.kube.api import KubeApi, KubeError
 from rota.backends.kube.names import pod_name
 from rota.backends.kube.podinfo import PodInfo
+
+log = logging.getLogger(__name__)
 
 TOKEN_ENV = "ROTA_TOKEN"
 TOKEN_KEY = "token"
@@ -85,9 +88,13 @@ def own(api: KubeApi, job_id: str, attempt: int, first: PodInfo) -> bool:
     return True
 
 
-def remove(api: KubeApi, namespace: str, job_id: str, attempt: int) -> bool:
-    """Delete the attempt's Secret; False when it was gone already."""
-    return api.delete(f"{secrets_path(namespace)}/{secret_name(job_id, attempt)}")
+def remove(api: KubeApi, namespace: str, job_id: str, attempt: int) -> None:
+    """Delete the attempt's Secret, if there is one. A failure is only logged: the Pod that
+    owns the Secret takes it when it is deleted, and the token dies with the attempt."""
+    try:
+        api.delete(f"{secrets_path(namespace)}/{secret_name(job_id, attempt)}")
+    except KubeError as exc:
+        log.warning("job %s: cannot delete its token's Secret: %s", job_id, exc)
 
 
 def _encoded(text: str) -> str:
