@@ -73,7 +73,9 @@ def fell_back(fast, typer, loaded) -> None:
      "jupyter", "lab", "--port", "8888"],
     ["run", "--workdir", "/srv/not-here", "--", "true"],
     ["run", "--json", "--", "echo", "hi"],
-], ids=["plain", "every-option", "server-workdir", "json"])
+    ["run", "--gpus", "h100:2", "--", "true"],
+    ["run", "--gpus", "1", "--gpu-model", "*H100*", "--gpu-model", "*A100*", "--", "true"],
+], ids=["plain", "every-option", "server-workdir", "json", "model-count", "model-patterns"])
 def test_run_makes_the_job_the_typer_command_makes(server, tmp_path, args):
     fast, typer, loaded = both(server, tmp_path, *args)
     assert [m for m in HEAVY if m in loaded] == []
@@ -267,3 +269,31 @@ def test_the_fast_parser_leaves_rota_runs_odd_lines_to_typer(argv):
     from rota.cli.fastjobs import RUN
     with pytest.raises(Usage):
         parse(argv, RUN, 1, rest=True)
+
+
+def test_a_gpu_model_on_the_command_line_is_the_jobs_gpu_model(server, tmp_path):
+    """``--gpus MODEL:N`` as srun's ``--gres=gpu:MODEL:N``: a model containing MODEL (this
+    server's GPUs are H100-80GB); a MODEL with wildcards is a pattern as it is; a model that
+    no GPU here has is refused at submit, saying which models there are."""
+    fast, typer, _ = both(server, tmp_path, "run", "--gpus", "h100:2", "--", "true")
+    made_alike(server, fast, typer)
+    gpu = job_of(server, fast).job.request.gpu
+    assert (gpu.count, gpu.models) == (2, ("*h100*",))
+    fast, typer, _ = both(server, tmp_path, "run", "--gpus", "H?00-*:1", "--", "true")
+    made_alike(server, fast, typer)
+    assert job_of(server, fast).job.request.gpu.models == ("H?00-*",)
+    fast, typer, _ = both(server, tmp_path, "run", "--gpus", "a100:2", "--", "true")
+    assert fast.returncode == typer.returncode != 0 and fast.stderr == typer.stderr
+    assert "none of the GPU models here (H100-80GB) matches *a100*" in fast.stderr, fast.stderr
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--gpus", "a100:2", "--gpu-model", "*H100*"], "--gpus: 'a100:2' names a GPU model and "
+                                                    "--gpu-model names one too"),
+    (["--gpus", "a100:two"], "--gpus: expected MODEL:COUNT with a number of GPUs after the "
+                             "colon (a100:2), got 'a100:two'"),
+], ids=["twice", "no-count"])
+def test_a_gpu_model_given_wrongly_is_named_by_its_option(server, tmp_path, args, said):
+    fast, typer, loaded = both(server, tmp_path, "run", *args, "--", "true")
+    fell_back(fast, typer, loaded)
+    assert fast.returncode != 0 and said in fast.stderr, fast.stderr

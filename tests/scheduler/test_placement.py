@@ -123,6 +123,16 @@ def test_a_pattern_that_matches_no_gpu_is_rejected():
     snap = _mixed().jobs(job("j").gpus(1, models=("*V100*",))).build()
     d = decide(snap, PACK)
     assert codes(d, "j") == ["no-matching-gpu"] and "j" in rejected(d)
+    (reason,) = rejected(d)["j"].reasons
+    assert reason.detail == ("none of the GPU models here (NVIDIA-A100-SXM4-80GB, "
+                             "NVIDIA-H100-80GB) matches *V100*")
+
+
+def test_a_gpu_job_where_no_node_has_a_gpu_is_rejected_saying_so():
+    snap = cluster().nodes(node("cpu-only")).jobs(job("j").gpus(1)).build()
+    (reason,) = rejected(decide(snap, PACK))["j"].reasons
+    assert (reason.code, reason.detail) == (ReasonCode.NO_MATCHING_GPU,
+                                            "it asks for GPUs and no node here has any")
 
 
 def test_a_job_waits_for_its_model_even_when_other_models_are_free():

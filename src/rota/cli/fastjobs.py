@@ -37,14 +37,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rota.cli.fast import COUNT, FLAG, VALUE, Usage, parse, talking
+from rota.cli.fast import COUNT, FLAG, MANY, VALUE, Usage, parse, talking
 from rota.cli.making import (
-    attach, gpu_count, local_workdir, name_of, on_this_machine, submitted,
+    attach, gpu_resources, local_workdir, name_of, on_this_machine, submitted,
 )
 
 WAIT = {"--wait": ("wait", FLAG), "-w": ("wait", FLAG), "--json": ("json", FLAG)}
 RUN = {**WAIT, "--gpus": ("gpus", VALUE), "--cpu": ("cpu", VALUE), "--memory": ("memory", VALUE),
-       "--gpu-memory": ("gpu_memory", VALUE), "--project": ("project", VALUE),
+       "--gpu-memory": ("gpu_memory", VALUE), "--gpu-model": ("gpu_model", MANY),
+       "--project": ("project", VALUE),
        "--queue": ("queue", VALUE), "--name": ("name", VALUE), "--walltime": ("walltime", VALUE),
        "--replicas": ("replicas", COUNT), "--workdir": ("workdir", VALUE)}
 MAX_FILE_BYTES = 64 * 1024  # ``rota.api.jobfile.MAX_FILE_BYTES``: a larger file is sent as JSON
@@ -64,8 +65,11 @@ def run(argv: list[str]) -> None:
         raise
     except Exception:  # noqa: BLE001 - no such directory: the Typer command says so
         raise Usage("--workdir") from None
-    resources = {"gpu": gpu_count(given.get("gpus", "0")), "cpu": given.get("cpu", "1"),
-                 "memory": given.get("memory", "1Gi")}
+    try:
+        gpu = gpu_resources(given.get("gpus", "0"), given.get("gpu_model"))
+    except Exception:  # noqa: BLE001 - the Typer command says what is wrong with --gpus
+        raise Usage("--gpus") from None
+    resources = {**gpu, "cpu": given.get("cpu", "1"), "memory": given.get("memory", "1Gi")}
     if "gpu_memory" in given:
         resources["gpu_memory"] = given["gpu_memory"]
     body = {"name": given.get("name") or name_of(command[0]), "entrypoint": list(command),

@@ -28,7 +28,7 @@ import typer
 
 from rota.cli import choose
 from rota.cli.making import (
-    attach, file_workdir, gpu_count, local_workdir, name_of, on_this_machine, option_field,
+    attach, file_workdir, gpu_resources, local_workdir, name_of, on_this_machine, option_field,
     submitted,
 )
 from rota.cli.remote import EXIT_BAD_INPUT, die, talking
@@ -125,8 +125,12 @@ def _defaults():
 def run(
     command: List[str] = typer.Argument(..., metavar="-- CMD [ARGS...]",
                                         help="The command to run, after --."),
-    gpus_: str = typer.Option("0", "--gpus", help="GPUs per replica: a count (2) or a "
-                              "fraction of one (0.5)."),
+    gpus_: str = typer.Option("0", "--gpus", help="GPUs per replica: a count (2), a "
+                              "fraction of one (0.5), or MODEL:COUNT (a100:2: GPUs whose model "
+                              "contains a100)."),
+    gpu_model: Optional[List[str]] = typer.Option(
+        None, "--gpu-model", help="Only GPUs whose model matches this shell-style pattern "
+        "('*A100*'), case-insensitive; give it again to accept more models."),
     cpu: str = typer.Option("1", "--cpu", help="CPUs per replica (4, or 500m)."),
     memory: str = typer.Option("1Gi", "--memory", help="Memory per replica (16Gi), as "
                                "resources.memory of a job file."),
@@ -149,7 +153,11 @@ def run(
 ) -> None:
     """Run one command as a job: rota run --gpus 1 -- python train.py --lr 3e-4"""
     from rota.spec import parse_job
-    resources: dict[str, Any] = {"gpu": gpu_count(gpus_), "cpu": cpu, "memory": memory}
+    try:
+        gpu = gpu_resources(gpus_, gpu_model)
+    except InvalidSpec as exc:
+        die(option_field(exc.field, exc.reason), EXIT_BAD_INPUT)
+    resources: dict[str, Any] = {**gpu, "cpu": cpu, "memory": memory}
     if gpu_memory is not None:
         resources["gpu_memory"] = gpu_memory
     body: dict[str, Any] = {"name": name or name_of(command[0]), "entrypoint": list(command),

@@ -11,7 +11,9 @@ typer, rich, pydantic nor rota's domain model. So this module imports none of th
 - ``attach``: ``--wait``: follow the job's output until it ends, exit with its status, cancel
   it on Ctrl-C;
 - ``option_field``: a mistake of ``rota run`` named by its option (``--gpus``), not its field;
-- ``gpu_count``: ``--gpus`` as the number a job's ``resources.gpu`` must be.
+- ``gpu_count``: ``--gpus`` as the number a job's ``resources.gpu`` must be;
+- ``gpu_resources``: ``--gpus`` (a count, or ``MODEL:COUNT``) and ``--gpu-model`` as the job's
+  ``resources.gpu`` and ``resources.gpu_model``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from rota.cli.failures import EXIT_INTERRUPTED
 
 # the fields of a job that rota run sets from its options
 OPTIONS = {"resources.gpu": "--gpus", "resources.cpu": "--cpu", "resources.memory": "--memory",
-           "resources.gpu_memory": "--gpu-memory", "walltime": "--walltime",
+           "resources.gpu_memory": "--gpu-memory", "resources.gpu_model": "--gpu-model",
+           "walltime": "--walltime",
            "replicas": "--replicas", "name": "--name", "project": "--project",
            "queue": "--queue", "workdir": "--workdir"}
 
@@ -45,6 +48,34 @@ def gpu_count(text: str) -> int | float | str:
         return float(text)
     except ValueError:
         return text
+
+
+GLOB = re.compile(r"[*?\[]")
+
+
+def gpu_resources(gpus: str, models: list[str] | None) -> dict[str, object]:
+    """``--gpus`` and ``--gpu-model`` as a job's resources: ``--gpus N`` (2, 0.5), or
+    ``--gpus MODEL:N`` as ``srun --gres=gpu:a100:2`` and dstack's ``A100:2`` say it: a GPU
+    whose model name contains MODEL (the ``gpu_model`` pattern ``*MODEL*``; a MODEL with
+    ``*``, ``?`` or ``[`` is a pattern as it is). ``--gpu-model`` gives the patterns
+    themselves (``gpu_model`` of a job file), once or more; a model given both ways is
+    refused, naming ``--gpus``."""
+    out: dict[str, object] = {}
+    model, sep, count = gpus.rpartition(":")
+    if sep and model and gpu_count(count) == count:
+        raise _invalid("resources.gpu", f"expected MODEL:COUNT with a number of GPUs after "
+                       f"the colon (a100:2), got {gpus!r}")
+    if sep and model:
+        if models:
+            raise _invalid("resources.gpu", f"{gpus!r} names a GPU model and --gpu-model "
+                           "names one too; give the model one way")
+        out["gpu"] = gpu_count(count)
+        out["gpu_model"] = [model if GLOB.search(model) else f"*{model}*"]
+        return out
+    out["gpu"] = gpu_count(gpus)
+    if models:
+        out["gpu_model"] = list(models)
+    return out
 
 
 def local_workdir(workdir: str | None, base: Path) -> Path | None:

@@ -105,7 +105,7 @@ def sentence(reason: Reason) -> str:
         return (f"Can never run here: one replica needs {req} and the largest eligible node "
                 f"has {cap}.")
     if code is C.NO_MATCHING_GPU:
-        return f"No GPU model matches: {reason.detail}."
+        return f"No matching GPU: {reason.detail}."
     if code is C.NO_FLAVOR:
         return f"No quota flavour covers it: {reason.detail}."
     if code is C.UNKNOWN_QUEUE:

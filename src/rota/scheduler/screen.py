@@ -25,8 +25,12 @@ def screen(cycle, job: Job) -> Reason | None:
         return Reason(ReasonCode.UNKNOWN_QUEUE, detail=f"queue {job.queue!r} does not exist")
     g = job.request.gpu
     if g.count and not any(accepts(g.models, m) for m in cycle.models):
-        return Reason(ReasonCode.NO_MATCHING_GPU, GPU, detail=(
-            f"no GPU model matches {', '.join(g.models)}; models here: {', '.join(cycle.models) or 'none'}"))
+        if not cycle.models:
+            detail = "it asks for GPUs and no node here has any"
+        else:
+            detail = (f"none of the GPU models here ({', '.join(cycle.models)}) matches "
+                      f"{', '.join(g.models)}")
+        return Reason(ReasonCode.NO_MATCHING_GPU, GPU, detail=detail)
     flavors = cycle.flavors(job)
     if not flavors:
         return Reason(ReasonCode.NO_FLAVOR, GPU, detail=(
