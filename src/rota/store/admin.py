@@ -247,6 +247,12 @@ def idle_defaults(conn: Connection) -> dict[str, dict[str, Any]]:
     return {r.scope: r.policy for r in conn.execute(select(idle_policies))}
 
 
+def queue_batches(conn: Connection) -> dict[str, dict[str, Any]]:
+    """Each queue with batch options -> them, as stored (``rota.core.batchopts``)."""
+    rows = conn.execute(select(queues.c.name, queues.c.slurm))
+    return {r.name: r.slurm for r in rows if r.slurm is not None}
+
+
 def put_flavor(conn: Connection, flavor: Flavor) -> None:
     check_name(flavor.name, "name")
     conn.execute(delete(flavors).where(flavors.c.name == flavor.name))

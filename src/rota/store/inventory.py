@@ -50,6 +50,11 @@ class Inventory(Transactions):
         with self._write() as conn:
             admin.put_idle(conn, scope, policy)
 
+    def queue_batches(self) -> dict[str, dict[str, Any]]:
+        """Each queue with a ``slurm`` section -> its batch options, as stored."""
+        with self._read() as conn:
+            return admin.queue_batches(conn)
+
     def idle_defaults(self) -> dict[str, dict[str, Any]]:
         """scope (a queue, or ``*``) -> its idle reclamation defaults, as stored."""
         with self._read() as conn:
