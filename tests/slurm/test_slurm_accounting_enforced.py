@@ -142,6 +142,7 @@ def test_a_project_whose_account_has_no_association_fails_at_once_saying_why(ser
     assert "run.slurm.account" in record["reason"], record["reason"]
     assert "Slurm refused account 'gamma'" in record["reason"]
     assert "Invalid account" in record["reason"]
+    assert "sacctmgr add user root account=gamma" in record["reason"]  # the job's OS account
     assert sacct(server, f"--name=rota-{job}-0") == []                # never in Slurm
 
 

@@ -75,8 +75,8 @@ def test_an_option_slurm_refuses_is_named_with_slurms_words(stderr, field, words
 
 def test_a_refused_account_says_what_the_site_can_do():
     refused = refused_option("sbatch: error: Batch job submission failed: Invalid account or "
-                      "account/partition combination specified", ARGV, "p")
-    assert "sacctmgr add user NAME account=gamma" in refused.reason
+                             "account/partition combination specified", ARGV, "p", "alice")
+    assert "sacctmgr add user alice account=gamma" in refused.reason
     assert "--slurm-accounts" in refused.reason
 
 

@@ -217,7 +217,8 @@ class SlurmBackend:
             out = self.commands.run(request.argv, request.script, base_env=base,
                                     run_as=spec.run_as)                               # 2
         except SlurmCommandError as exc:
-            refused = refused_option(exc.stderr, request.argv, job.project)
+            refused = refused_option(exc.stderr, request.argv, job.project,
+                                     spec.run_as.user if spec.run_as else None)
             if refused is not None:
                 raise refused from None
             raise BackendError("launch_failed", f"sbatch refused job {job.id}: "

@@ -156,12 +156,14 @@ _REFUSALS = (("invalid account", "account"), ("invalid qos", "qos"),
              ("invalid feature", "constraint"))
 
 
-def refused_option(stderr: str, argv: tuple[str, ...], project: str) -> InvalidSpec | None:
+def refused_option(stderr: str, argv: tuple[str, ...], project: str,
+                   user: str | None = None) -> InvalidSpec | None:
     """The ``InvalidSpec`` (on ``slurm.<option>``) of an ``sbatch`` that refused one of the
     options rota passed (an account without an association for the user under
     ``AccountingStorageEnforce=associations``, a QOS the association may not use, a partition,
     reservation or feature the cluster does not have): the job cannot start as written, and
-    retrying changes nothing. None for any other failure."""
+    retrying changes nothing. ``user``: the OS account sbatch ran as (None: not known). None
+    for any other failure."""
     text = stderr.lower()
     for words, option in _REFUSALS:
         if words not in text:
@@ -173,8 +175,8 @@ def refused_option(stderr: str, argv: tuple[str, ...], project: str) -> InvalidS
             return InvalidSpec("slurm.account", (
                 f"Slurm refused account {given!r}, the account of project {project}: {said}; "
                 "the site gives the job's user an association with it (sacctmgr add user "
-                f"NAME account={given}), or maps the project to another account (rota up "
-                "--slurm-accounts PROJECT=ACCOUNT)"))
+                f"{user or 'NAME'} account={given}), or maps the project to another account "
+                "(rota up --slurm-accounts PROJECT=ACCOUNT)"))
         return InvalidSpec(f"slurm.{option}", f"Slurm refused {option} {given!r}: {said}")
     return None
 
