@@ -3,7 +3,10 @@
 Every function takes an open connection; the caller (``Store``) owns the transaction.
 
 - *Checks*: names; the project, user and queue exist; the queue admits the project; the user
-  is a member (``SubmitOptions.member``); the jobs depended on exist and the user sees them.
+  is a member (``SubmitOptions.member``); the jobs depended on exist and the user sees them;
+  the batch options the job chooses (``run.slurm``) are ones its queue allows. The job is
+  stored with the options it runs with, its queue's filling in what it leaves out
+  (``rota.core.batchopts``).
 - *Caps* (``SubmitOptions.capped``): a user, and a project, may have at most
   ``FairUse.user.pending`` (``project.pending``) jobs pending at once, counted in the same
   transaction as the insert, so that concurrent submitters can never pass a cap together; a
