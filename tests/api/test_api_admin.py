@@ -124,3 +124,21 @@ def test_drain_with_evict_asks_running_jobs_to_leave(api):
     assert done.json()["evicted"] == [job]
     shown = api.client.get(f"/v1/jobs/{job}", headers=api.auth["alice"]).json()
     assert shown["state"] == "preempting" and "node n1 is drained" in shown["reason"]
+
+
+def test_a_queues_slurm_section_is_shown_and_decides_what_its_jobs_may_choose(api):
+    slurm = {"partition": "gpu", "qos": "normal", "allow": {"qos": ["long"]}}
+    reply = api.client.put("/v1/queues", headers=api.auth["root"],
+                           json={"queues": [{"name": "q", "slurm": slurm}]})
+    assert reply.status_code == 200, reply.text
+    [listed] = api.client.get("/v1/queues", headers=api.auth["alice"]).json()
+    assert listed["slurm"] == {"partition": "gpu", "qos": "normal",
+                               "allow": {"partition": [], "qos": ["long"], "reservation": [],
+                                         "constraint": False}}
+    refused = error(api.post_job(job_file(slurm={"qos": "high"}), user="alice"), 422)
+    assert refused["field"] == "slurm.qos"
+    assert "queue q lets its jobs choose only normal, long" in refused["message"]
+    accepted = api.post_job(job_file(slurm={"qos": "long"}), user="alice")
+    assert accepted.status_code == 201, accepted.text
+    stored = api.store.get_job(str(accepted.json()["id"]))
+    assert stored.run["slurm"] == {"partition": "gpu", "qos": "long"}

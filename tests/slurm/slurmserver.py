@@ -29,9 +29,9 @@ GPU_TYPES = "h100=H100-80GB,a100=A100-40GB"
 
 
 class SlurmServer(RotaUp):
-    def __init__(self, root: Path, slurm_env: dict[str, str]) -> None:
+    def __init__(self, root: Path, slurm_env: dict[str, str], *flags: str) -> None:
         super().__init__(root, "--backend", "slurm", "--slurm-gpu-types", GPU_TYPES,
-                         "--interval", "0.5", env=slurm_env,
+                         "--interval", "0.5", *flags, env=slurm_env,
                          pythonpath=os.pathsep.join(p for p in sys.path if p),
                          start_timeout_s=START_TIMEOUT_S)
         root.chmod(0o711)
@@ -84,11 +84,12 @@ def job_file(server: SlurmServer, name: str, **fields: str) -> str:
 
 
 @contextmanager
-def running(slurm_env: dict[str, str], prefix: str) -> Iterator[SlurmServer]:
-    """A started ``SlurmServer`` in a new temporary directory (not pytest's: every account of
-    the cluster must pass through it), closed and removed afterwards."""
+def running(slurm_env: dict[str, str], prefix: str, *flags: str) -> Iterator[SlurmServer]:
+    """A started ``SlurmServer`` (with more ``rota up`` ``flags``) in a new temporary directory
+    (not pytest's: every account of the cluster must pass through it), closed and removed
+    afterwards."""
     root = Path(tempfile.mkdtemp(prefix=prefix))
-    plane = SlurmServer(root, slurm_env)
+    plane = SlurmServer(root, slurm_env, *flags)
     try:
         plane.start()
         yield plane

@@ -21,7 +21,7 @@ from rota.store.engine import MIGRATIONS, resolve_url
 from rota.store.schema import attempts, job_events, metadata
 from storekit import seed, submission
 
-HEAD = "0014"
+HEAD = "0015"
 TABLES = {"projects", "users", "memberships", "api_tokens", "flavors", "queues", "nodes", "jobs",
           "attempts", "idle_policies", "idempotency_keys", "fair_use", "idle_spans", "prices",
           "budgets", "services", "service_models", "gpu_months",
@@ -160,3 +160,20 @@ def test_revision_0014_gives_nodes_stored_before_it_the_features_of_a_host(db_ur
         store.upsert_nodes([Node(NodeName("old"), 8000, 1024,
                                  features=frozenset({CONTAINERS}))], "kube")
         assert [n.features for n, _, _ in store.list_nodes()] == [frozenset({CONTAINERS})]
+
+
+def test_revision_0015_leaves_queues_stored_before_it_without_batch_options(db_url):
+    """A queue stored at 0014 had no ``slurm`` section: its jobs run with none."""
+    from dataclasses import replace
+
+    from rota.core import Queue
+
+    with Store.open(db_url) as store:
+        seed(store)
+        store.put_queue(Queue("old"))
+    with downgraded(db_url, "0014"):
+        pass
+    with Store.open(db_url) as store:
+        assert store.revision == HEAD
+        job = store.submit(replace(submission(1), queue="old", run={"command": ["true"]}))
+        assert "slurm" not in store.get_job(job).run

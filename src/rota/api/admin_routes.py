@@ -96,7 +96,7 @@ def apply_queues(body: dict[str, Any] = Body(...), _: Principal = Depends(operat
     done = api.store.apply_queue_set(
         applied.flavors.values(),
         {name: (queue, applied.bindings[name]) for name, queue in applied.queues.items()},
-        applied.idle)
+        applied.idle, applied.slurm)
     if applied.fair_use_given:
         api.store.put_fair_use(applied.fair_use)
     if applied.prices_given:

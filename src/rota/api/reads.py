@@ -112,7 +112,7 @@ class Reads:
 
     def queues(self) -> list[dict[str, Any]]:
         return queues_view(self.store.snapshot(self.clock()), self.store.bindings(),
-                           self.store.idle_defaults())
+                           self.store.idle_defaults(), self.store.queue_batches())
 
     def usage(self, who: Principal) -> dict[str, float]:
         """Decayed GPU-seconds per project the caller may see."""

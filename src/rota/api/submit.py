@@ -32,7 +32,12 @@ versioned form, ``rota.core.runspec.RunSpec.stored()``::
               "inactive_for_s": float | null, "max_lifetime_s": float | null,
               "warn_before_s": float | null} | null,
      "port": int,                         # only a service replica's
-     "disk_mib": int}                     # only when resources.disk names a limit
+     "disk_mib": int,                     # only when resources.disk names a limit
+     "slurm": {"partition": str, ...}}    # only when the job file's slurm: names some
+
+``slurm`` holds what the job asks for; the store checks it against the queue's ``slurm``
+section and fills in the queue's partition and QOS (``rota.core.batchopts``) when it accepts
+the job.
 
 An ``entrypoint`` string becomes ``["/bin/sh", "-c", entrypoint]``; a list is the argv.
 """
@@ -169,6 +174,8 @@ def run_of(spec: JobSpec, upload: str | None) -> dict[str, Any]:
         serving["volumes"] = [v.volume().stored() for v in spec.volumes]
     if spec.shm is not None:
         serving["shm_mib"] = spec.shm
+    if spec.slurm is not None and spec.slurm.options():
+        serving["slurm"] = spec.slurm.options()
     return {**serving,
         "command": command, "workdir": spec.workdir, "image": spec.image, "env": dict(spec.env),
         "upload": upload,
@@ -224,6 +231,7 @@ class RunContract(BaseModel):
     disk_mib: int | None = Field(None, ge=1, le=LIMITS["memory"])  # the workdir's disk limit
     volumes: list[_Volume] | None = None  # claims mounted in the container (rota.core.mounts)
     shm_mib: int | None = Field(None, ge=1, le=LIMITS["memory"])  # /dev/shm's size
+    slurm: dict[str, str] | None = None  # partition, qos, ... (rota.core.batchopts)
 
 
 def check_run(run: Mapping[str, Any], upload_exists: Callable[[str], bool],

@@ -143,6 +143,9 @@ class LaunchSpec:
                                  # default, if it has one)
     volumes: tuple[Volume, ...] = ()  # claims mounted in the container (containers only)
     shm_mib: int | None = None        # /dev/shm's size in the container (containers only)
+    # partition, qos, reservation, constraint (``rota.core.batchopts``): a backend that
+    # submits to a batch system passes them on; the others ignore them
+    batch: Mapping[str, str] = field(default_factory=dict)
 
 
 DEFAULT_SERVICE_PORT = 8000  # ROTA_PORT where a replica has an address of its own (a Pod)

@@ -66,7 +66,13 @@ SLURM_PLACEMENT = typer.Option(
 
 SLURM_PARTITION = typer.Option(
     None, "--slurm-partition", metavar="NAME",
-    help="Slurm: the partition rota's jobs are submitted to [default: Slurm's].")
+    help="Slurm: the partition rota's jobs are submitted to, unless their queue names one "
+         "[default: Slurm's].")
+
+SLURM_ACCOUNTS = typer.Option(
+    None, "--slurm-accounts", metavar="PROJECT=ACCOUNT,...",
+    help="Slurm: the account each project's jobs run under, e.g. vision=cv-lab "
+         "[default: the project's name].")
 
 TLS_CERT = typer.Option(
     None, "--tls-cert", metavar="FILE",

@@ -322,7 +322,8 @@ class Launcher:
                                                     r.spec.image, r.spec.port,
                                                     disk_mib=r.spec.disk_mib,
                                                     volumes=r.spec.volumes,
-                                                    shm_mib=r.spec.shm_mib),
+                                                    shm_mib=r.spec.shm_mib,
+                                                    batch=r.spec.slurm),
                                          attempt=rec.attempts)
         except InvalidSpec as exc:
             return Launched(rec, verdict=_unstartable(exc))

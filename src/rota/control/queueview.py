@@ -23,10 +23,12 @@ from rota.store.admin import Binding
 
 
 def queues_view(snapshot: Snapshot, bindings: Mapping[str, Binding],
-                idle: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Each queue's quotas with usage and borrowing, who may use it, its jobs, and the idle
-    reclamation defaults its jobs get (the global ones made stricter by the queue's)."""
-    idle = idle or {}
+                idle: Mapping[str, Any] | None = None,
+                batch: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Each queue's quotas with usage and borrowing, who may use it, its jobs, the idle
+    reclamation defaults its jobs get (the global ones made stricter by the queue's), and its
+    batch options (``slurm``: partition, QOS and what its jobs may choose; null: none)."""
+    idle, batch = idle or {}, batch or {}
     active = [j for j in snapshot.jobs if j.state.holds_resources]
     book = QuotaBook(snapshot.queues, snapshot.flavors, active)
     pending = Counter(j.queue for j in snapshot.jobs if j.state is JobState.PENDING)
@@ -47,5 +49,6 @@ def queues_view(snapshot: Snapshot, bindings: Mapping[str, Binding],
         out.append({"name": q.name, "cohort": q.cohort, "quotas": flavors,
                     "projects": None if bound is None else list(bound),
                     "active_jobs": running[q.name], "pending_jobs": pending[q.name],
-                    "idle": None if defaults.empty else asdict(defaults)})
+                    "idle": None if defaults.empty else asdict(defaults),
+                    "slurm": batch.get(q.name)})
     return out

@@ -18,10 +18,12 @@ its ``run.*`` field) and stored as ``RunSpec.stored()``, a plain JSON mapping wi
      "port": 8000 | 0,                            # a service replica's ROTA_PORT (0: any free)
      "disk_mib": 20480,                           # the working directory's disk limit
      "volumes": [{"claim": "data", "path": "/data", "read_only": false}],  # container backends
-     "shm_mib": 8192}                             # /dev/shm's size (container backends)
+     "shm_mib": 8192,                             # /dev/shm's size (container backends)
+     "slurm": {"partition": "gpu", "qos": "normal"}}  # batch system options (Slurm)
 
-``port``, ``disk_mib``, ``volumes`` and ``shm_mib`` are left out when the job has none
-(``rota.core.mounts``: the rules of volumes and shm).
+``port``, ``disk_mib``, ``volumes``, ``shm_mib`` and ``slurm`` are left out when the job has
+none (``rota.core.mounts``: the rules of volumes and shm; ``rota.core.batchopts``: those of
+``slurm``, whose values are what the job runs with once its queue filled them in).
 
 Version 1, the mapping stored before versions existed, has no ``"version"`` key, may leave any
 key but ``command`` out, and may hold the command as one string (a job file's entrypoint, run
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from rota.core.batchopts import read_options
 from rota.core.errors import InvalidSpec
 from rota.core.mounts import Volume, check_mounts, read_volumes
 
@@ -59,7 +62,7 @@ VERSION = 2
 UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 KNOWN_KEYS = frozenset({"version", "command", "workdir", "image", "env", "upload",
                         "checkpoint", "restart", "idle", "port", "disk_mib", "volumes",
-                        "shm_mib"})
+                        "shm_mib", "slurm"})
 IDLE_KEYS = frozenset({"gpu_util_below", "for_s", "inactive_for_s", "max_lifetime_s",
                        "warn_before_s"})
 
@@ -81,10 +84,12 @@ class RunSpec:
     idle: Mapping[str, float | None] | None = None  # the job's own idle rules
     volumes: tuple[Volume, ...] = ()  # claims mounted in its container (``LaunchSpec``)
     shm_mib: int | None = None        # /dev/shm's size in its container (``LaunchSpec``)
+    slurm: Mapping[str, str] = field(default_factory=dict)  # batch options (``batchopts``)
 
     def __post_init__(self) -> None:
         """Freeze the mappings too: one value is shared by every pass that reads the job."""
         object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+        object.__setattr__(self, "slurm", MappingProxyType(dict(self.slurm)))
         if self.idle is not None:
             object.__setattr__(self, "idle", MappingProxyType(dict(self.idle)))
 
@@ -106,6 +111,8 @@ class RunSpec:
             out["volumes"] = [v.stored() for v in self.volumes]
         if self.shm_mib is not None:
             out["shm_mib"] = self.shm_mib
+        if self.slurm:
+            out["slurm"] = dict(self.slurm)
         return out
 
 
@@ -154,6 +161,7 @@ def _read_2(run: Mapping[str, Any]) -> RunSpec:
         port=_port(run.get("port")),
         disk_mib=_disk(run.get("disk_mib")),
         idle=_idle(run.get("idle")),
+        slurm=read_options(run.get("slurm"), "run.slurm"),
     )
 
 

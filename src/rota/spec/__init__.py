@@ -4,6 +4,7 @@
 - ``job``: the job spec, shared by the jobs file and a single-job file;
 - ``build``: rules across entries, and conversion to a ``Snapshot`` and pending ``Job`` s;
 - ``service``: the ``service`` section of a job file of kind service;
+- ``slurm``: the ``slurm`` sections of a queue and of a job file (partition, QOS, ...);
 - ``limits``: how large a job may grow: the limits on everything a job file or a request body
   can make big;
 - ``types``, ``errors``, ``load``: field types, error paths, YAML reading.

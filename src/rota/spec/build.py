@@ -70,6 +70,8 @@ class QueueSet:
     fair_use_given: bool = False  # the file has fair_use: (without it, the caps stay)
     prices: tuple[str, dict[str, float]] | None = None  # (currency, model -> GPU-hour price)
     prices_given: bool = False  # the file has prices: (without it, the prices stay)
+    # per queue, its batch options as stored (``rota.core.batchopts.QueueBatch``; None: none)
+    slurm: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
 
 def build_cluster(data: Any) -> Cluster:
@@ -112,9 +114,11 @@ def build_queues(data: Any, groups: Iterable[str], known_flavors: Mapping[str, F
         idle["*"] = spec.idle.stored() if spec.idle is not None else None
     caps = spec.fair_use.stored() if spec.fair_use is not None else None
     prices = None if spec.prices is None else (spec.prices.currency, dict(spec.prices.gpu_hour))
+    slurm = {q.name: q.slurm.batch().stored() if q.slurm is not None else None
+             for q in spec.queues}
     return QueueSet({n: f for n, f in flavors.items() if n in spec.flavors}, queues, bindings,
                     idle, caps, "fair_use" in spec.model_fields_set, prices,
-                    "prices" in spec.model_fields_set)
+                    "prices" in spec.model_fields_set, slurm)
 
 
 def build_jobs(cluster: Cluster, data: Any) -> tuple[Job, ...]:

@@ -22,6 +22,7 @@ from rota.core import (
 )
 from rota.spec.errors import reason_error
 from rota.spec.job import IdleSpec, JobSpec
+from rota.spec.slurm import SlurmQueueSpec
 from rota.spec.types import (
     CpuMilli, Duration, MemoryMiB, Name, Patterns, QuotaGpu, Share, Strict, Text, Timestamp,
 )
@@ -191,6 +192,7 @@ class QueueSpec(Strict):
     resource_groups: list[Name] = Field(default_factory=list)
     projects: list[Name] | None = None  # None: every project; []: none (closed to new jobs)
     idle: IdleSpec | None = None        # the control plane's idle reclamation defaults
+    slurm: SlurmQueueSpec | None = None  # partition and QOS of its jobs, and their choices
 
 
 class UsageSpec(Strict):

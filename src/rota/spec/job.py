@@ -30,6 +30,7 @@ from rota.core.mounts import Volume, check_mounts, check_volume
 from rota.spec import limits
 from rota.spec.errors import reason_error, validate_all
 from rota.spec.service import ServiceSpec
+from rota.spec.slurm import SlurmJobSpec
 from rota.spec.types import (
     ArraySpec, CpuMilli, Duration, GpuAmount, Image, JobRef, MemoryMiB, Name, Patterns,
     PositiveDuration, Strict, Text, Timestamp,
@@ -194,6 +195,7 @@ class JobSpec(Strict):
     service: ServiceSpec | None = None         # kind service: models, port, replicas, ...
     volumes: list[VolumeSpec] = Field(default_factory=list)  # container backends
     shm: MemoryMiB | None = None               # container backends: /dev/shm's size
+    slurm: SlurmJobSpec | None = None          # batch backends: partition, qos, ... (queue's)
 
     @model_validator(mode="after")
     def _mounts(self) -> JobSpec:

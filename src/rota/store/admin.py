@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
@@ -247,6 +247,12 @@ def idle_defaults(conn: Connection) -> dict[str, dict[str, Any]]:
     return {r.scope: r.policy for r in conn.execute(select(idle_policies))}
 
 
+def queue_batches(conn: Connection) -> dict[str, dict[str, Any]]:
+    """Each queue with batch options -> them, as stored (``rota.core.batchopts``)."""
+    rows = conn.execute(select(queues.c.name, queues.c.slurm))
+    return {r.name: r.slurm for r in rows if r.slurm is not None}
+
+
 def put_flavor(conn: Connection, flavor: Flavor) -> None:
     check_name(flavor.name, "name")
     conn.execute(delete(flavors).where(flavors.c.name == flavor.name))
@@ -258,8 +264,10 @@ def list_flavors(conn: Connection) -> list[Flavor]:
             for r in conn.execute(select(flavors).order_by(flavors.c.name))]
 
 
-def put_queue(conn: Connection, queue: Queue, projects_: Binding = None) -> None:
-    """Create or replace ``queue`` with its binding ``projects_`` (each an existing project)."""
+def put_queue(conn: Connection, queue: Queue, projects_: Binding = None,
+              slurm: Mapping[str, Any] | None = None) -> None:
+    """Create or replace ``queue`` with its binding ``projects_`` (each an existing project)
+    and its batch options ``slurm`` (``rota.core.batchopts``; None: none)."""
     check_name(queue.name, "name")
     if projects_ is not None:
         known = set(conn.execute(select(projects.c.name)).scalars())
@@ -273,7 +281,8 @@ def put_queue(conn: Connection, queue: Queue, projects_: Binding = None) -> None
         if flavor not in known:
             raise InvalidSpec(f"quotas.{flavor}", f"no flavour named {flavor!r}")
     values = {**convert.queue_values(queue),
-              "projects": None if projects_ is None else list(dict.fromkeys(projects_))}
+              "projects": None if projects_ is None else list(dict.fromkeys(projects_)),
+              "slurm": None if slurm is None else dict(slurm)}
     if _exists(conn, queues, queue.name):
         conn.execute(update(queues).where(queues.c.name == queue.name).values(**values))
     else:

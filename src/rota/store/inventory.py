@@ -31,11 +31,14 @@ class Inventory(Transactions):
 
     def apply_queue_set(self, flavors: Iterable[Flavor],
                         listed: Mapping[str, tuple[Queue, tuple[str, ...] | None]],
-                        idle: Mapping[str, dict[str, Any] | None]) -> queueset.QueueSetApplied:
-        """A queues file's flavours, queues (name -> queue and binding) and idle defaults in
-        one transaction; open unlimited queues it leaves out retire (``rota.store.queueset``)."""
+                        idle: Mapping[str, dict[str, Any] | None],
+                        slurm: Mapping[str, Mapping[str, Any] | None] | None = None,
+                        ) -> queueset.QueueSetApplied:
+        """A queues file's flavours, queues (name -> queue and binding, with its batch options
+        in ``slurm``) and idle defaults in one transaction; open unlimited queues it leaves
+        out retire (``rota.store.queueset``)."""
         with self._write() as conn:
-            return queueset.apply(conn, flavors, listed, idle)
+            return queueset.apply(conn, flavors, listed, idle, slurm)
 
     def bindings(self) -> dict[str, tuple[str, ...] | None]:
         """The projects each queue admits (None: every project); see ``rota.store.admin``."""
@@ -46,6 +49,11 @@ class Inventory(Transactions):
         """Idle reclamation defaults of queue ``scope``, or of every queue (``*``)."""
         with self._write() as conn:
             admin.put_idle(conn, scope, policy)
+
+    def queue_batches(self) -> dict[str, dict[str, Any]]:
+        """Each queue with a ``slurm`` section -> its batch options, as stored."""
+        with self._read() as conn:
+            return admin.queue_batches(conn)
 
     def idle_defaults(self) -> dict[str, dict[str, Any]]:
         """scope (a queue, or ``*``) -> its idle reclamation defaults, as stored."""

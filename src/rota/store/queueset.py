@@ -77,9 +77,12 @@ class QueueSetApplied:
 
 def apply(conn: Connection, flavors: Iterable[Flavor],
           listed: Mapping[str, tuple[Queue, admin.Binding]],
-          idle: Mapping[str, dict[str, Any] | None]) -> QueueSetApplied:
-    """Write ``flavors``, the ``listed`` queues with their bindings and the ``idle`` defaults
-    (scope -> policy, None: removed), retiring open unlimited queues as the module says."""
+          idle: Mapping[str, dict[str, Any] | None],
+          slurm: Mapping[str, Mapping[str, Any] | None] | None = None) -> QueueSetApplied:
+    """Write ``flavors``, the ``listed`` queues with their bindings and batch options
+    (``slurm``: queue -> stored ``rota.core.batchopts.QueueBatch``, None: none) and the
+    ``idle`` defaults (scope -> policy, None: removed), retiring open unlimited queues as the
+    module says."""
     flavors = list(flavors)
     defines_quotas = any(not queue.unlimited for queue, _ in listed.values())
     unlisted = [name for name in _open_unlimited(conn) if name not in listed]
@@ -88,7 +91,7 @@ def apply(conn: Connection, flavors: Iterable[Flavor],
     for flavor in flavors:
         admin.put_flavor(conn, flavor)
     for queue, binding in listed.values():
-        admin.put_queue(conn, queue, binding)
+        admin.put_queue(conn, queue, binding, (slurm or {}).get(queue.name))
     for scope, policy in idle.items():
         admin.put_idle(conn, scope, policy)
     report = [_retire(conn, name) for name in retiring]

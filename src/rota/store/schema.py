@@ -133,6 +133,7 @@ queues = Table(
     Column("preemption", JSON, nullable=False),
     Column("resource_groups", JSON, nullable=False),
     Column("projects", JSON),
+    Column("slurm", JSON),  # batch options (rota.core.batchopts.QueueBatch.stored); NULL: none
 )
 
 nodes = Table(

@@ -3,7 +3,10 @@
 Every function takes an open connection; the caller (``Store``) owns the transaction.
 
 - *Checks*: names; the project, user and queue exist; the queue admits the project; the user
-  is a member (``SubmitOptions.member``); the jobs depended on exist and the user sees them.
+  is a member (``SubmitOptions.member``); the jobs depended on exist and the user sees them;
+  the batch options the job chooses (``run.slurm``) are ones its queue allows. The job is
+  stored with the options it runs with, its queue's filling in what it leaves out
+  (``rota.core.batchopts``).
 - *Caps* (``SubmitOptions.capped``): a user, and a project, may have at most
   ``FairUse.user.pending`` (``project.pending``) jobs pending at once, counted in the same
   transaction as the insert, so that concurrent submitters can never pass a cap together; a
@@ -28,6 +31,7 @@ from sqlalchemy import Connection, bindparam, delete, func, insert, select, upda
 from sqlalchemy.exc import IntegrityError
 
 from rota.core import InvalidSpec, Job, JobId, JobState, RotaError
+from rota.core.batchopts import QueueBatch, partition_label, read_options, resolve
 from rota.store import convert
 from rota.store.errors import Conflict, KeyReused, NotFound, QueueNotAllowed, TooMany
 from rota.store.jobs import check_name, job_key, record
@@ -67,7 +71,7 @@ def submit_many(conn: Connection, subs: list[tuple[Submission, SubmitOptions]],
         try:
             earlier = _earlier(conn, sub, options, keyed, now)
             if earlier is None:
-                _validate(conn, sub, options.member, memo)
+                sub = _validate(conn, sub, options.member, memo)
                 _charge_pending(conn, sub, options, memo)
         except RotaError as exc:
             outcomes.append(exc)
@@ -250,8 +254,11 @@ _INSERT_EVENT = insert(job_events)
 _INSERT_KEY = insert(idempotency_keys)
 
 
-def _validate(conn: Connection, sub: Submission, member: bool, memo: dict[Any, Any]) -> None:
-    """Everything that may refuse ``sub``, each lookup done once per batch (``memo``)."""
+def _validate(conn: Connection, sub: Submission, member: bool,
+              memo: dict[Any, Any]) -> Submission:
+    """Everything that may refuse ``sub``, each lookup done once per batch (``memo``); the
+    submission as it is stored: its batch options (``run.slurm``) filled in from its queue's
+    (``rota.core.batchopts.resolve``)."""
     check_name(sub.project, "project")
     check_name(sub.queue, "queue")
     check_name(sub.user, "user")
@@ -259,7 +266,7 @@ def _validate(conn: Connection, sub: Submission, member: bool, memo: dict[Any, A
     for field, value in (("project", sub.project), ("user", sub.user)):
         if not _found(conn, memo, field, {"name": value}):
             raise InvalidSpec(field, f"no {field} named {value!r}")
-    _check_queue(conn, memo, sub)
+    batch = _check_queue(conn, memo, sub)
     if member and not _found(conn, memo, "member", {"user": sub.user, "project": sub.project}):
         raise InvalidSpec("project", f"{sub.user} is not a member of project {sub.project!r}")
     try:
@@ -270,6 +277,19 @@ def _validate(conn: Connection, sub: Submission, member: bool, memo: dict[Any, A
     # the core job validates replicas, walltime and grace with field names
     Job(id=JobId("0"), project=sub.project, queue=sub.queue, request=sub.request,
         replicas=sub.replicas, walltime_s=sub.walltime_s, grace_s=sub.grace_s)
+    return _with_batch(sub, resolve(sub.queue, batch,
+                                    read_options(sub.run.get("slurm"), "slurm")))
+
+
+def _with_batch(sub: Submission, options: dict[str, str]) -> Submission:
+    """``sub`` with the batch options it runs with in ``run.slurm``, and, with a partition,
+    the selector that keeps it on the partition's nodes."""
+    if not options:
+        return sub
+    selector = dict(sub.selector)
+    if "partition" in options:
+        selector[partition_label(options["partition"])] = "true"
+    return replace(sub, run={**sub.run, "slurm": options}, selector=selector)
 
 
 def _check_depends(conn: Connection, sub: Submission, member: bool,
@@ -305,22 +325,24 @@ _LOOKUPS = {
 
 
 # FOR SHARE: a queue being deleted (``admin.delete_queue`` locks it) is not referenced meanwhile
-_QUEUE = (select(queues.c.projects).where(queues.c.name == bindparam("name"))
-          .with_for_update(read=True))
+_QUEUE = (select(queues.c.projects, queues.c.slurm)
+          .where(queues.c.name == bindparam("name")).with_for_update(read=True))
 
 
-def _check_queue(conn: Connection, memo: dict[Any, Any], sub: Submission) -> None:
+def _check_queue(conn: Connection, memo: dict[Any, Any],
+                 sub: Submission) -> QueueBatch | None:
     """The queue exists and its binding (``queues.projects``, NULL: every project) admits
-    the job's project."""
+    the job's project; the queue's batch options."""
     key = ("queue", sub.queue)
     if key not in memo:
         row = conn.execute(_QUEUE, {"name": sub.queue}).first()
         if row is None:
             raise InvalidSpec("queue", f"no queue named {sub.queue!r}")
-        memo[key] = row.projects
-    allowed = memo[key]
+        memo[key] = (row.projects, QueueBatch.read(row.slurm))
+    allowed, batch = memo[key]
     if allowed is not None and sub.project not in allowed:
         raise QueueNotAllowed(sub.queue, sub.project, tuple(allowed))
+    return batch
 
 
 def _found(conn: Connection, memo: dict[Any, Any], kind: str, params: dict[str, str]) -> bool:

@@ -79,7 +79,7 @@ from rota.backends.slurm.reservations import (
 )
 from rota.backends.slurm.states import attempt_name, losing_reason, owner
 from rota.backends.slurm.release import Releaser, release
-from rota.backends.slurm.submit import SubmitSpec, batch_request, parse_job_id
+from rota.backends.slurm.submit import SubmitSpec, batch_request, parse_job_id, refused_option
 from rota.backends.slurm.summary import describe
 from rota.backends.slurm.watch import SlurmWatcher
 from rota.core import InvalidSpec, Job, Node, Placement
@@ -200,10 +200,14 @@ class SlurmBackend:
             raise InvalidSpec("gpu", refusal)
         files = AttemptFiles.of(self.data_dir, job.id, attempt)
         addresses = {n: s.address for n, s in self._slurm_nodes.items()}
+        batch = spec.batch
         request = batch_request(job, placement, attempt, SubmitSpec(
             command=tuple(spec.command), workdir=spec.workdir, log_dir=str(files.logs),
             env=spec.env, checkpoint_signal=spec.checkpoint_signal, grace_s=spec.grace_s,
-            partition=self.config.partition, pinned=self.config.pinned, hold=True,
+            partition=batch.get("partition") or self.config.partition,
+            account=self.config.account(job.project), qos=batch.get("qos"),
+            reservation=batch.get("reservation"), constraint=batch.get("constraint"),
+            pinned=self.config.pinned, hold=True,
             instance=self.instance, port=spec.port, addresses=addresses), reports)
         files.prepare(spec.run_as)
         files.intend(request.name)                                                   # 1
@@ -213,6 +217,10 @@ class SlurmBackend:
             out = self.commands.run(request.argv, request.script, base_env=base,
                                     run_as=spec.run_as)                               # 2
         except SlurmCommandError as exc:
+            refused = refused_option(exc.stderr, request.argv, job.project,
+                                     spec.run_as.user if spec.run_as else None)
+            if refused is not None:
+                raise refused from None
             raise BackendError("launch_failed", f"sbatch refused job {job.id}: "
                                                 f"{exc.stderr or exc}") from None
         slurm_id = parse_job_id(out)

@@ -8,7 +8,11 @@ name:
   memory of each Slurm GPU type (``untyped=T4-16GB`` for GPUs declared as plain ``gpu:N``);
 - ``placement`` (``--slurm-placement``): ``rota`` (rota chooses the nodes and pins the job
   there; the default) or ``slurm`` (rota admits and orders, Slurm chooses the nodes);
-- ``partition`` (``--slurm-partition``): the partition rota's jobs go to (default: Slurm's).
+- ``partition`` (``--slurm-partition``): the partition rota's jobs go to (default: Slurm's),
+  unless their queue names one (``rota.core.batchopts``);
+- ``accounts`` (``--slurm-accounts``): ``vision=cv-lab,nlp=nlp-lab``, the Slurm account of
+  each project's jobs (``--account``); a project not listed runs under the account of its own
+  name.
 
 ``build(data_dir, options)`` (what ``rota.server.factories.slurm`` builds with) checks that Slurm
 answers before the control plane starts.
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from rota.backends.slurm.nodes import GpuType, parse_gpu_types
 from rota.core import DEFAULT_GROUP, InvalidSpec
+from rota.core.batchopts import check_name
 
 if TYPE_CHECKING:
     from rota.backends.slurm.backend import SlurmBackend
@@ -29,7 +34,7 @@ if TYPE_CHECKING:
 PLACEMENTS = ("rota", "slurm")
 UNTYPED = "untyped"
 OPTIONS = {"gpu_types": "slurm-gpu-types", "placement": "slurm-placement",
-           "partition": "slurm-partition"}
+           "partition": "slurm-partition", "accounts": "slurm-accounts"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +42,7 @@ class SlurmConfig:
     gpu_types: Mapping[str, GpuType] = field(default_factory=dict)
     placement: str = "rota"
     partition: str | None = None
+    accounts: Mapping[str, str] = field(default_factory=dict)  # project -> Slurm account
     resource_group: str = DEFAULT_GROUP
     reservation_lead_s: float = 3600.0  # a reservation closes its nodes this long before it
     node_refresh_s: float = 5.0         # how old node states may be when jobs are polled
@@ -44,6 +50,10 @@ class SlurmConfig:
     @property
     def pinned(self) -> bool:
         return self.placement == "rota"
+
+    def account(self, project: str) -> str:
+        """The Slurm account of ``project``'s jobs: the one mapped to it, else its name."""
+        return self.accounts.get(project, project)
 
 
 def parse_options(options: Mapping[str, str]) -> SlurmConfig:
@@ -57,7 +67,26 @@ def parse_options(options: Mapping[str, str]) -> SlurmConfig:
     if partition is not None and not partition.replace("-", "").replace("_", "").isalnum():
         raise InvalidSpec(OPTIONS["partition"], f"is not a partition name: {partition!r}")
     return SlurmConfig(gpu_types=parse_gpu_type_list(options.get("gpu_types") or ""),
-                       placement=placement, partition=partition)
+                       placement=placement, partition=partition,
+                       accounts=parse_accounts(options.get("accounts") or ""))
+
+
+def parse_accounts(text: str) -> dict[str, str]:
+    """``vision=cv-lab,nlp=nlp-lab`` -> the Slurm account by project."""
+    out: dict[str, str] = {}
+    for item in (i.strip() for i in text.split(",") if i.strip()):
+        project, sep, account = (p.strip() for p in item.partition("="))
+        if not sep or not project or not account:
+            raise InvalidSpec(OPTIONS["accounts"], f"expected PROJECT=ACCOUNT items such as "
+                                                   f"vision=cv-lab, got {item!r}")
+        if project in out:
+            raise InvalidSpec(OPTIONS["accounts"], f"names project {project!r} twice")
+        try:
+            out[project] = check_name(account, OPTIONS["accounts"])
+        except InvalidSpec as exc:
+            raise InvalidSpec(OPTIONS["accounts"], f"account of project {project!r}: "
+                                                   f"{exc.reason}") from None
+    return out
 
 
 def parse_gpu_type_list(text: str) -> dict[str, GpuType]:

@@ -43,6 +43,7 @@ from rota.backends.slurm.text import Gres, gres_count
 from rota.core import (
     MILLI, DEFAULT_GROUP, DeviceShare, Foreign, GpuDevice, InvalidSpec, Node, NodeName,
 )
+from rota.core.batchopts import partition_label
 from rota.core.nodes import GPU_SHARING, SIGNALS
 
 GPU, SHARD = "gpu", "shard"
@@ -170,7 +171,7 @@ def node_report(slurm: SlurmNode, gpu_types: Mapping[str, GpuType],
                 devices.append(GpuDevice(index=len(devices), model=kind.model,
                                          memory_mib=kind.memory_mib))
                 types.append(g.type)
-    labels = {f"slurm.partition.{p}": "true" for p in slurm.partitions}
+    labels = {partition_label(p): "true" for p in slurm.partitions}
     labels.update({f"slurm.feature.{f}": "true" for f in slurm.features})
     shards, count = gres_count(slurm.gres, SHARD), gres_count(slurm.gres, GPU)
     per_gpu = shards // count if count and devices else 0

@@ -21,7 +21,10 @@
    the checkpoint signal ``grace`` seconds before it (Slurm may send it up to 60 s early);
    without ``B:`` the signal goes to the replicas, not to the batch shell;
 4. runs in the workdir (``--chdir``) with ``--no-requeue`` (Slurm never reruns an attempt by
-   itself) and writes the batch shell's output to ``<log_dir>/batch.log``;
+   itself) and writes the batch shell's output to ``<log_dir>/batch.log``, under
+   ``--account`` (``SubmitSpec.account``: the project's) in ``--partition`` and ``--qos``,
+   with ``--reservation`` and ``--constraint`` where the job has them (its queue's and its
+   own, ``rota.core.batchopts``);
 5. starts each replica as its own ``srun`` step named ``rank-<r>`` on its node (pinned: the
    placement's; not pinned: node ``r // ranks_per_node`` of the job's nodes in Slurm's order,
    ``scontrol show hostnames $SLURM_JOB_NODELIST``), with its own CPUs, memory and GRES from
@@ -82,6 +85,10 @@ class SubmitSpec:
     checkpoint_signal: int = int(signals.SIGTERM)
     grace_s: float | None = None  # None: the job's own
     partition: str | None = None  # None: Slurm's default partition
+    account: str | None = None    # None: the user's default account
+    qos: str | None = None        # None: the association's default QOS
+    reservation: str | None = None
+    constraint: str | None = None  # node features (a Slurm feature expression)
     addresses: Mapping[str, str] = field(default_factory=dict)  # node -> address for rank 0
     pinned: bool = True           # rota's nodes (--nodelist); False: Slurm chooses them
     hold: bool = False            # submit held (--hold), to be released
@@ -127,8 +134,9 @@ def batch_request(job: Job, placement: Placement, attempt: int, spec: SubmitSpec
         argv.insert(5, f"--nodelist={','.join(per_node)}")
     if spec.hold:
         argv.append("--hold")
-    if spec.partition:
-        argv.append(f"--partition={spec.partition}")
+    for option in ("account", "partition", "qos", "reservation", "constraint"):
+        if getattr(spec, option):
+            argv.append(f"--{option}={getattr(spec, option)}")
     if job.request.memory_mib:
         argv.append(f"--mem={job.request.memory_mib * ranks_per_node}M")
     if job.request.gpu.count:
@@ -139,6 +147,38 @@ def batch_request(job: Job, placement: Placement, attempt: int, spec: SubmitSpec
                   for k, r in enumerate(placement.replicas))
     script = _script(job, placement, attempt, spec, ranks, steps, ranks_per_node)
     return BatchRequest(tuple(argv), script, name, comment, log, ranks)
+
+
+# what sbatch says when the cluster refuses an option (22.05): the option, and the job-file
+# field it comes from
+_REFUSALS = (("invalid account", "account"), ("invalid qos", "qos"),
+             ("invalid partition", "partition"), ("reservation is invalid", "reservation"),
+             ("invalid feature", "constraint"))
+
+
+def refused_option(stderr: str, argv: tuple[str, ...], project: str,
+                   user: str | None = None) -> InvalidSpec | None:
+    """The ``InvalidSpec`` (on ``slurm.<option>``) of an ``sbatch`` that refused one of the
+    options rota passed (an account without an association for the user under
+    ``AccountingStorageEnforce=associations``, a QOS the association may not use, a partition,
+    reservation or feature the cluster does not have): the job cannot start as written, and
+    retrying changes nothing. ``user``: the OS account sbatch ran as (None: not known). None
+    for any other failure."""
+    text = stderr.lower()
+    for words, option in _REFUSALS:
+        if words not in text:
+            continue
+        given = next((a.split("=", 1)[1] for a in argv if a.startswith(f"--{option}=")), "")
+        said = " ".join(line.removeprefix("sbatch: error: ").strip()
+                        for line in stderr.strip().splitlines())
+        if option == "account":
+            return InvalidSpec("slurm.account", (
+                f"Slurm refused account {given!r}, the account of project {project}: {said}; "
+                "the site gives the job's user an association with it (sacctmgr add user "
+                f"{user or 'NAME'} account={given}), or maps the project to another account "
+                "(rota up --slurm-accounts PROJECT=ACCOUNT)"))
+        return InvalidSpec(f"slurm.{option}", f"Slurm refused {option} {given!r}: {said}")
+    return None
 
 
 def parse_job_id(stdout: str) -> int:

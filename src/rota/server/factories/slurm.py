@@ -14,15 +14,17 @@ class SlurmFactory:
     name = "slurm"
     runs_here = False
     flags: Mapping[str, Any] = {"--slurm-gpu-types": None, "--slurm-placement": "rota",
-                                "--slurm-partition": None}
+                                "--slurm-partition": None, "--slurm-accounts": None}
     fields: Mapping[str, str] = {"slurm-gpu-types": "--slurm-gpu-types",
                                  "slurm-placement": "--slurm-placement",
-                                 "slurm-partition": "--slurm-partition"}
+                                 "slurm-partition": "--slurm-partition",
+                                 "slurm-accounts": "--slurm-accounts"}
 
     def options(self, values: Mapping[str, Any]) -> dict[str, Any]:
         return {"gpu_types": values.get("--slurm-gpu-types") or "",
                 "placement": values.get("--slurm-placement") or "rota",
-                "partition": values.get("--slurm-partition") or ""}
+                "partition": values.get("--slurm-partition") or "",
+                "accounts": values.get("--slurm-accounts") or ""}
 
     def inventory(self, values: Mapping[str, Any]) -> setup.Inventory:
         return setup.elsewhere("not used: jobs run on the Slurm cluster")

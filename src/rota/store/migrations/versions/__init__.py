@@ -22,5 +22,7 @@ history reads in one place (a new migration adds its line):
 - ``0012_gpu_months``: GPU-seconds of ended attempts per project and calendar month (UTC);
 - ``0013_nominated``: ``jobs.nominated``, the jobs a cycle left waiting for their victims;
 - ``0014_node_features``: ``nodes.features``, what a node can do (share a GPU, deliver signals,
-  run containers), as its backend reports it.
+  run containers), as its backend reports it;
+- ``0015_queue_slurm``: ``queues.slurm``, a queue's batch options (partition, QOS, what its
+  jobs may choose).
 """
