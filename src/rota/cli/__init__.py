@@ -28,7 +28,9 @@ The scientist's commands:
   uploaded, a job's default name, the lines printed, ``--wait``;
 - ``choose``: which project and queue a new job goes to when nothing else says;
 - ``upload``: packing a working directory as a tar.gz and uploading it with a progress bar;
-- ``listing``: ``ps``, ``show``, ``logs`` and ``cancel``;
+- ``listing``: ``ps``, ``show``, ``logs`` and ``cancel`` (alias ``delete``);
+- ``selection``: which jobs ``rota cancel`` names, as ``scancel``: IDs, whole arrays, an
+  array's tasks (``88[3-9]``) and filters;
 - ``jobrows``: what ``rota ps`` shows (columns, arrays folded into one line), read by both paths;
 - ``detail``: ``rota show``: one job in words;
 - ``logs``: a job's output on the terminal (``rota logs``, ``rota run --wait``, ``rota show``);

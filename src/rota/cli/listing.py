@@ -187,31 +187,130 @@ def logs(
     raise typer.Exit(outcome(final))
 
 
-def cancel(jobs: List[str] = job_argument(),
+def cancel(jobs: Optional[List[str]] = typer.Argument(
+               None, metavar="[ID|ARRAY[TASKS]]...", autocompletion=complete_job_ids,
+               help="Jobs to cancel: an ID (an array's cancels all its tasks, as scancel "
+                    "does), or an array's tasks as rota ps prints them: 88[3-9]."),
+           user: Optional[str] = typer.Option(None, "--user", "-u", help="Only this user's "
+                                              "jobs."),
+           state: Optional[List[str]] = typer.Option(None, "--state", help="Only jobs in this "
+                                                     "state (repeat, or comma-separate)."),
+           name: Optional[str] = typer.Option(None, "--name", help="Only jobs of this name."),
+           queue: Optional[str] = typer.Option(None, "--queue", help="Only this queue's jobs."),
            force: bool = typer.Option(False, "--force", help=(
                "Operators: end the jobs as cancelled now, freeing their GPUs, without waiting "
                "for their backend to say they stopped (for a job it can no longer be asked "
                "about); one best-effort stop follows."))) -> None:
-    """Cancel jobs: a pending one at once, a running one after its grace period."""
-    from rota.client import ApiError
-    for job in jobs:
-        remote.job_id(job)
-    failed = False
+    """Cancel jobs: a pending one at once, a running one after its grace period. With
+    --user, --state, --name or --queue: only the jobs named that match, or without IDs every
+    unfinished job you may see that matches (as scancel)."""
+    from rota.cli.selection import Filters, Mistake, choose, parse
+    try:
+        wanted = parse(jobs or ())
+    except Mistake as exc:
+        die(str(exc), EXIT_BAD_INPUT)
+    filters = Filters(user, tuple(jobrows.states_of(state, False) if state else ()), name, queue)
+    if wanted.empty and not filters.any:
+        die("name the jobs to cancel: IDs (88), an array's tasks (88[3-9]), or a filter "
+            "(--user, --state, --name, --queue)", EXIT_BAD_INPUT)
     with talking() as client:
-        for job in jobs:
-            try:
-                rec = client.cancel(job, force=force)
-            except ApiError as exc:
-                print(f"error: job {job}: {exc.message}", file=sys.stderr)
-                failed = True
-                continue
-            if rec["state"] == "cancelled":
-                print(f"Cancelled job {rec['id']}.")
-            else:
-                print(f"Cancel requested for job {rec['id']} ({rec['state']}): it gets its "
-                      f"grace period to stop. rota show {rec['id']} shows when it has.")
-    if failed:
+        canceller = _Canceller(client, force)
+        if wanted.tasks or filters.any:
+            listed = client.jobs(states=list(filters.states or jobrows.ACTIVE), queue=queue,
+                                 user=user, limit=10**9)
+            chosen, missing = choose(listed, wanted, filters)
+            for job in chosen:
+                canceller.cancel(job)
+            for what in missing:
+                if what.isdigit() and not filters.any:
+                    canceller.cancel(what)  # not unfinished: the server says what it is
+                else:
+                    canceller.fail(what, "no unfinished job you may see matches it"
+                                   + (" and the filters" if filters.any else ""))
+        else:
+            for job in wanted.ids:
+                canceller.cancel_array(job)
+        canceller.summary()
+    if canceller.failed:
         raise typer.Exit(EXIT_FAILED)
+
+
+class _Canceller:
+    """Cancels one job at a time and says what became of each: a line per job, or, past
+    ``SAY_EACH`` jobs, counts."""
+
+    SAY_EACH = 10
+
+    def __init__(self, client, force: bool) -> None:
+        self.client, self.force = client, force
+        self.done: list[str] = []
+        self.requested: list[tuple[str, str]] = []
+        self.failed = False
+
+    def cancel(self, job: str) -> dict[str, Any] | None:
+        from rota.client import ApiError
+        if job in self.done or any(j == job for j, _ in self.requested):
+            return None
+        try:
+            rec = self.client.cancel(job, force=self.force)
+        except ApiError as exc:
+            self.fail(job, exc.message)
+            return None
+        self._count(rec)
+        return rec
+
+    def cancel_array(self, job: str) -> None:
+        """``job``, and where it is an array's ID every unfinished task of it: the error of
+        the job itself (cancelled already, ...) is said only if no task was left to cancel."""
+        from rota.client import ApiError
+        try:
+            rec = self.client.cancel(job, force=self.force)
+        except ApiError as exc:
+            rec, error = None, exc.message
+        else:
+            error = None
+            self._count(rec)
+        view = rec if rec is not None else self._job(job)
+        if view is not None and view.get("array_id") == view["id"]:
+            tasks = [j["id"] for j in self.client.jobs(states=list(ACTIVE), limit=10**9)
+                     if j.get("array_id") == view["id"] and j["id"] != view["id"]]
+            for task in sorted(tasks, key=lambda i: (len(i), i)):
+                self.cancel(task)
+            if tasks:
+                return
+        if error is not None:
+            self.fail(job, error)
+
+    def _job(self, job: str) -> dict[str, Any] | None:
+        from rota.client import ApiError
+        try:
+            return self.client.job(job)
+        except ApiError:
+            return None
+
+    def _count(self, rec: dict[str, Any]) -> None:
+        if rec["state"] == "cancelled":
+            self.done.append(rec["id"])
+        else:
+            self.requested.append((rec["id"], rec["state"]))
+
+    def fail(self, what: str, why: str) -> None:
+        print(f"error: job {what}: {why}", file=sys.stderr)
+        self.failed = True
+
+    def summary(self) -> None:
+        if len(self.done) + len(self.requested) <= self.SAY_EACH:
+            for job in self.done:
+                print(f"Cancelled job {job}.")
+            for job, state in self.requested:
+                print(f"Cancel requested for job {job} ({state}): it gets its grace period to "
+                      f"stop. rota show {job} shows when it has.")
+            return
+        if self.done:
+            print(f"Cancelled {len(self.done)} jobs.")
+        if self.requested:
+            print(f"Cancel requested for {len(self.requested)} jobs that hold resources: each "
+                  "gets its grace period to stop. rota ps shows them until they have.")
 
 
 def register(app: typer.Typer) -> None:
@@ -219,3 +318,4 @@ def register(app: typer.Typer) -> None:
     app.command("show")(show)
     app.command("logs")(logs)
     app.command("cancel")(cancel)
+    app.command("delete", help="The same as rota cancel (as kubectl delete).")(cancel)

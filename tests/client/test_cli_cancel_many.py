@@ -1,0 +1,106 @@
+"""``rota cancel`` as ``scancel`` chooses jobs: a whole array by its ID, an array's tasks as
+``rota ps`` prints them (``88[3-9]``), and filters (``--user``, ``--state``, ``--name``,
+``--queue``), alone or narrowing IDs; ``rota delete`` is the same command. Against a real
+server (no control loop runs: the jobs stay pending); the selection rules alone below."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli_support import ok
+from rota.cli.selection import Filters, Mistake, Wanted, choose, parse
+
+
+def submit_array(server, tmp_path, name: str, tasks: str, user: str = "alice") -> list[dict]:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"name: {name}\nentrypoint: 'true'\n")
+    ok(server.rota("submit", path, "--array", tasks, user=user))
+    jobs = json.loads(ok(server.rota("ps", "--json", "--limit", "10000", user=user)))
+    return sorted((j for j in jobs if j["name"] == name), key=lambda j: j["array_index"])
+
+
+def states(server, jobs: list[dict]) -> list[str]:
+    return [str(server.store.get_job(j["id"]).state) for j in jobs]
+
+
+def test_an_arrays_tasks_then_the_rest_of_it(server, tmp_path):
+    tasks = submit_array(server, tmp_path, "sweep", "0-5")
+    array = tasks[0]["array_id"]
+    out = ok(server.rota("cancel", f"{array}[2-3]"))
+    assert out.splitlines() == [f"Cancelled job {tasks[2]['id']}.",
+                                f"Cancelled job {tasks[3]['id']}."]
+    assert states(server, tasks) == ["pending", "pending", "cancelled", "cancelled",
+                                     "pending", "pending"]
+    ok(server.rota("delete", array))  # the array's ID: every task left, as scancel 88
+    assert set(states(server, tasks)) == {"cancelled"}
+
+
+def test_the_first_task_alone_and_a_list_of_indices(server, tmp_path):
+    tasks = submit_array(server, tmp_path, "grid", "0-4")
+    array = tasks[0]["array_id"]
+    ok(server.rota("cancel", f"{array}[0]", f"{array}[2,4%2]"))
+    assert states(server, tasks) == ["cancelled", "pending", "cancelled", "pending",
+                                     "cancelled"]
+    ok(server.rota("cancel", array))
+
+
+def test_filters_choose_among_the_jobs_one_may_see(server, tmp_path):
+    mine = submit_array(server, tmp_path, "mine", "0-1")
+    other = submit_array(server, tmp_path, "other", "0-1")
+    theirs = submit_array(server, tmp_path, "mine", "0-1", user="bob")
+    ok(server.rota("cancel", "--name", "mine"))  # alice sees only her project's jobs
+    assert set(states(server, mine)) == {"cancelled"}
+    assert set(states(server, other)) == set(states(server, theirs)) == {"pending"}
+    narrowed = server.rota("cancel", other[0]["id"], "--name", "mine")
+    assert narrowed.returncode == 1 and "no unfinished job you may see matches it and the " \
+        "filters" in narrowed.stderr
+    assert set(states(server, other)) == {"pending"}
+    ok(server.rota("cancel", "--user", "bob", "--state", "pending", user="root"))
+    assert set(states(server, theirs)) == {"cancelled"}
+    ok(server.rota("cancel", "--name", "other", "--queue", "default"))
+    assert set(states(server, other)) == {"cancelled"}
+
+
+def test_many_jobs_are_counted_not_listed(server, tmp_path):
+    tasks = submit_array(server, tmp_path, "many", "0-11")
+    out = ok(server.rota("cancel", tasks[0]["array_id"]))
+    assert out.strip() == "Cancelled 12 jobs."
+
+
+@pytest.mark.parametrize("args, status, said", [
+    ([], 2, "name the jobs to cancel: IDs (88), an array's tasks (88[3-9]), or a filter"),
+    (["88[x]"], 2, "'88[x]': expected a job ID (88) or an array's tasks"),
+    (["88[9-3]"], 2, "the range 9-3 is empty"),
+    (["999999[1-2]"], 1, "error: job 999999[1-2]: no unfinished job you may see matches it"),
+], ids=["nothing", "not-an-id", "empty-range", "no-such-array"])
+def test_what_names_no_job_is_said(server, args, status, said):
+    result = server.rota("cancel", *args)
+    assert result.returncode == status and said in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_finished_job_named_by_id_gets_the_servers_answer(server, tmp_path):
+    (job,) = submit_array(server, tmp_path, "once", "0")
+    ok(server.rota("cancel", job["id"]))
+    again = server.rota("cancel", job["id"], "--state", "pending")
+    assert again.returncode == 1 and job["id"] in again.stderr
+
+
+# -- the rules alone -----------------------------------------------------------------------------
+
+def test_parse_reads_ids_and_tasks_as_rota_ps_prints_them():
+    assert parse(["7", "88[0-2,5]", "88[9%3]", "7"]) == Wanted(("7",), {"88": frozenset({0, 1, 2, 5, 9})})
+    with pytest.raises(Mistake):
+        parse(["88[1-]"])
+
+
+def test_choose_takes_whole_arrays_and_says_what_matched_nothing():
+    jobs = [{"id": "88", "array_id": "88", "array_index": 0, "name": "a", "state": "pending"},
+            {"id": "89", "array_id": "88", "array_index": 1, "name": "a", "state": "running"},
+            {"id": "90", "array_id": None, "array_index": None, "name": "b", "state": "pending"}]
+    assert choose(jobs, parse(["88"]), Filters()) == (["88", "89"], [])
+    assert choose(jobs, parse(["88[1]", "91", "90[0]"]), Filters()) == (["89"], ["91", "90[0]"])
+    assert choose(jobs, Wanted(), Filters(states=("pending",))) == (["88", "90"], [])
+    assert choose(jobs, parse(["88"]), Filters(name="b")) == ([], ["88"])  # the filters keep none
