@@ -8,7 +8,7 @@ Vocabulary and what each part is:
 - Two informers (``rota.backends.kube.informer``: list, then watch; list again on 410 Gone)
   keep every Node and every Pod of the cluster current, so that ``inventory``, ``poll`` and
   ``offers`` read memory (``poll`` makes one request per attempt it sees ended: deleting its
-  token's Secret, ``rota.backends.kube.tokens``). Pods of other schedulers count as used on
+  Secret, ``rota.backends.kube.tokens``, the token's holder and the Pods' controller). Pods of other schedulers count as used on
   their nodes (``rota.backends.kube.usage``); nodes are read by ``rota.backends.kube.nodes``.
 - A replica handle's ``ref`` is its Pod's ``namespace``, ``name`` and ``uid``; the launch id is
   ``<namespace>/<rank 0's Pod>@<its uid>``.
@@ -272,7 +272,7 @@ class KubeBackend:
         with self._lock:
             for r in handle.replicas:
                 self._mine[r.ref["uid"]] = handle.job_id
-            if ours:  # rota's own Pods (not offered ones): their token's Secret, if any
+            if ours:  # rota's own Pods (not offered ones): their attempt's Secret
                 self._secrets.add((namespace, handle.job_id, handle.attempt))
         return handle
 
@@ -289,20 +289,20 @@ class KubeBackend:
 
     def poll(self, handles: Sequence[Handle]) -> list[Status]:
         """Every handle's status, from the caches; the one request: an attempt seen ended
-        has its token's Secret deleted (once; its Pods stay, for their logs)."""
+        has its Secret deleted (once; its Pods stay, for their logs)."""
         statuses = [Status(tuple(self._replica(r) for r in h.replicas)) for h in handles]
         for handle, status in zip(handles, statuses):
             if status.state is not ReplicaState.RUNNING:
-                self._drop_token(handle)
+                self._drop_secret(handle)
         return statuses
 
-    def _drop_token(self, handle: Handle) -> None:
+    def _drop_secret(self, handle: Handle) -> None:
         key = (_ref(handle.replicas[0])[0], handle.job_id, handle.attempt or 0)
         with self._lock:
             if key not in self._secrets:
                 return
             self._secrets.discard(key)
-        tokens.remove(self.api, *key)
+        tokens.remove(self.api, *key, orphan=True)
 
     def _replica(self, r: ReplicaHandle):
         namespace, name, uid = _ref(r)
