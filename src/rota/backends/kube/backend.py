@@ -24,6 +24,11 @@ Vocabulary and what each part is:
 - Logs: Kubernetes keeps one log per container, stdout and stderr together: ``read_log``
   gives it as ``stdout``; ``stderr`` is empty.
 
+HAMi's node lock: a lock HAMi's device plugin has kept longer than ``lock_wait_s`` for a Pod
+that still exists (``rota.backends.kube.lock.stuck``) makes every GPU of the node unhealthy in
+``inventory``, with the reason, until it is released or expires: the scheduler then places
+GPU work, fractional or whole, on other nodes instead of binds that would wait for it in vain.
+
 Capabilities: fractional GPUs (with memory and compute limits, HAMi's) where some node runs
 HAMi's device plugin; gangs; no signals but SIGTERM; jobs in container images.
 """
@@ -43,7 +48,7 @@ from rota.backends.base import (
     Status, offer_key,
 )
 from rota.backends.kube.api import NODES, KubeApi, KubeError, connect, pods_path
-from rota.backends.kube import tokens
+from rota.backends.kube import lock, tokens
 from rota.backends.kube.informer import Informer
 from rota.backends.kube.launch import BACKEND, Launcher, Settings
 from rota.backends.kube.names import (
@@ -215,11 +220,26 @@ class KubeBackend:
             labels = dict(node.labels)
             if kube.grain is Grain.DEVICE and node.devices:
                 labels[LABEL_GPU_SHARING] = "hami"
+            why = self._lock_stuck(kube)
+            if why:
+                node = replace(node, devices=tuple(replace(d, healthy=False, problem=why)
+                                                   for d in node.devices))
             out.append(replace(node, labels=labels, schedulable=True,
                                problem="; ".join(p.detail for p in kube.problems),
                                foreign=foreign_usage(kube, by_node.get(node.name, ()),
                                                      self._held_by_rota)))
         return out
+
+    def _lock_stuck(self, kube: KubeNode) -> str:
+        """Why no GPU of the node may be offered while HAMi's device plugin keeps its node
+        lock (``lock.stuck``) for a Pod that still exists; "" when it does not."""
+        held = lock.stuck(kube.hami_lock, self.clock(), self.config.lock_wait_s)
+        if held is None or self.pods.get(f"{held[0]}/{held[1]}") is None:
+            return ""
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(held[2]))
+        return (f"HAMi's device plugin has not released the node lock it was given for Pod "
+                f"{held[0]}/{held[1]} at {since}: it does not serve this node (no GPU is "
+                f"offered here until it does, or the lock expires)")
 
     def _held_by_rota(self, pod: PodInfo) -> tuple[int, ...] | None:
         """The device indices one of rota's own Pods holds; None for a foreign Pod."""
