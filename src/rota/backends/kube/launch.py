@@ -21,7 +21,8 @@ Steps of ``Launcher.start`` (each one safe to run again after a crash at any poi
    server may have bound the Pod and the answer been lost, and a Pod bound where rota placed
    it is bound (so a user's Pod is never left bound to a node while its job waits again).
    If a bind fails, the gang is removed: every Pod of it that was bound is deleted at once
-   (and, for rota's own Pods, the unbound ones too), the lock of a failed bind released, and
+   (and, for rota's own Pods, the unbound ones too, and the attempt's Secret), the lock of a
+   failed bind released, and
    ``BackendError`` raised, so that the job is requeued and no part of it runs alone.
 
 ``find``: the Pods of an attempt as they are. When a launch asks (it has what the Pods run),
