@@ -15,6 +15,7 @@ OK = ReplicaStatus(0, R.EXITED, 0)
 BAD = ReplicaStatus(0, R.EXITED, 3)
 LOST = ReplicaStatus(0, R.LOST, reason="supervisor is gone")
 SICK = ReplicaStatus(0, R.LOST, reason="GPU 2: XID 79", cause=End.GPU_UNHEALTHY)
+EVICTED = ReplicaStatus(0, R.LOST, reason="its Pod ml/p was evicted", cause=End.PREEMPTED)
 NOSTART = ReplicaStatus(0, R.EXITED, 127, reason="cannot start 'x': No such file or directory")
 PEER_OK = ReplicaStatus(1, R.EXITED, 0)
 PEER_BAD = ReplicaStatus(1, R.EXITED, 9)
@@ -56,6 +57,11 @@ CASES = [
              end=E.NODE_LOST,
              hold="lost 3 times in a row (node-lost, last: replica 0 was lost: supervisor is "
                   "gone); release it once the cause is found: rota release 12")),
+    # an eviction (kubectl drain) is the site taking the node back: requeued as preempted,
+    # neither billed nor counted towards a hold, however many came before
+    ("eviction-requeues-as-preempted", view(S.RUNNING, EVICTED, lost_streak=2, max_retries=0),
+     Verdict(S.PENDING, None, "requeued (preempted): replica 0 was lost: its Pod ml/p was "
+                              "evicted", end=E.PREEMPTED)),
     ("missing-program-never-retries", view(S.RUNNING, NOSTART, max_retries=5),
      Verdict(S.FAILED, 127, "the command could not be started: replica 0 exited with code 127 "
                             "(cannot start 'x': No such file or directory)", end=E.FAILED)),

@@ -158,8 +158,9 @@ def test_the_service_account_may_do_what_rota_does_and_no_more(cluster, as_rota)
         wait(lambda: not any(p["metadata"]["name"].startswith("rota-41-")
                              for p in cluster.api.list(pods_path(ns)).items),
              "the gang's Pods deleted")
+        backend.poll([handle])  # sees the attempt ended: deletes its Secret, as rota's account
         wait(lambda: not cluster.api.list(f"/api/v1/namespaces/{ns}/secrets").items,
-             "the token's Secret deleted with them")
+             "the attempt's Secret deleted after them")
     finally:
         backend.close()
     assert allowed(as_rota, ns, "get", "pods", "log")  # rota logs (kwok serves no logs)

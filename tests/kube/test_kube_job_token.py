@@ -1,7 +1,8 @@
 """The attempt's API token reaches its Pods through a Secret of the attempt, never as a value in
 the Pod: the Pod as the API server stores it holds no trace of the token, the Secret holds the
-attempt's real token (the API accepts it as the job's), and the Secret is gone once the job
-ends, whether it finishes or is cancelled."""
+attempt's real token (the API accepts it as the job's) and is the Pods' controller, and the
+Secret is gone once the job ends, whether it finishes or is cancelled, leaving a finished Pod
+for its log."""
 
 from __future__ import annotations
 
@@ -51,9 +52,10 @@ def test_the_token_is_in_the_attempts_secret_and_nowhere_in_its_pod(cluster, up)
         "name": f"rota-{job['id']}-{job['attempts']}", "key": "token"}}}
     with server.client(token) as client:  # the attempt's own token: it may report for the job
         assert client.post(f"/v1/jobs/{job['id']}/checkpoint").status_code == 200
-    owners = secret(cluster, f"rota-{job['id']}-{job['attempts']}")["metadata"][
-        "ownerReferences"]
-    assert [(o["kind"], o["uid"]) for o in owners] == [("Pod", pod["metadata"]["uid"])]
+    stored = secret(cluster, f"rota-{job['id']}-{job['attempts']}")["metadata"]
+    assert [(o["kind"], o["uid"], o.get("controller")) for o in pod["metadata"][
+        "ownerReferences"]] == [("Secret", stored["uid"], True)]
+    assert "ownerReferences" not in stored
 
 
 def test_the_secret_is_deleted_when_the_job_finishes_or_is_cancelled(cluster, up):
@@ -72,6 +74,8 @@ def test_the_secret_is_deleted_when_the_job_finishes_or_is_cancelled(cluster, up
     wait(lambda: secret(cluster, f"rota-{done['id']}-{done['attempts']}") is None,
          "the finished job's Secret to be deleted")
     assert cluster.api.get(f"{pods_path(cluster.namespace)}/{name}")  # kept for its log
+    wait(lambda: not cluster.api.get(f"{pods_path(cluster.namespace)}/{name}")["metadata"].get(
+        "ownerReferences"), "the garbage collector to orphan the finished Pod")
 
     server.ok("cancel", cancelled["id"])
     wait(lambda: secret(cluster, f"rota-{cancelled['id']}-{cancelled['attempts']}") is None,

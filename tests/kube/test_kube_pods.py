@@ -41,7 +41,10 @@ def test_a_whole_gpu_replica_on_a_plain_node():
     assert pod["metadata"]["labels"] == {
         "rota.dev/job": "17", "rota.dev/attempt": "2", "rota.dev/rank": "0",
         "rota.dev/queue": "research", "rota.dev/project": "vision"}
-    assert pod["metadata"]["annotations"] == {}
+    # the cluster autoscaler may evict it (rota requeues the job); no controller given here
+    assert pod["metadata"]["annotations"] == {
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+    assert "ownerReferences" not in pod["metadata"]
     spec = pod["spec"]
     assert spec["schedulerName"] == "rota" and "nodeName" not in spec
     assert (spec["restartPolicy"], spec["terminationGracePeriodSeconds"]) == ("Never", 30)
@@ -64,6 +67,7 @@ def test_a_half_gpu_on_a_hami_node_carries_hamis_annotations_and_label():
         "hami.io/vgpu-time": "1780000000",
         "hami.io/vgpu-devices-to-allocate": "GPU-a100-3,NVIDIA,40960,50:;",
         "hami.io/vgpu-devices-allocated": "GPU-a100-3,NVIDIA,40960,50:;",
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "true",
     }
     assert pod["metadata"]["labels"]["hami.io/vgpu-node"] == "gpu-h"
     resources = pod["spec"]["containers"][0]["resources"]
@@ -122,6 +126,14 @@ def test_what_cannot_run_as_written_is_refused_naming_the_field(kwargs, field):
     assert err.value.field == field
 
 
+def test_the_attempts_secret_is_the_pods_controller():
+    # what kubectl drain looks for (a controller), so that it evicts the Pod without --force
+    owner = {"apiVersion": "v1", "kind": "Secret", "name": "rota-17-2", "uid": "u-1",
+             "controller": True}
+    pod = a_pod(a_job(), controller=owner)
+    assert pod["metadata"]["ownerReferences"] == [owner]
+
+
 def test_a_job_id_that_makes_no_pod_name_is_refused():
     job = Job(id=JobId("Train_Big"), project="p", queue="q", request=ReplicaRequest())
     with pytest.raises(InvalidSpec, match="does not make a valid Pod name"):
@@ -145,7 +157,8 @@ def test_the_api_server_accepts_the_pods_and_the_service(core, namespace):
 
 def test_a_service_replica_listens_on_the_port_its_annotation_names():
     pod = a_pod(a_job(), port=8000)
-    assert pod["metadata"]["annotations"] == {"rota.dev/port": "8000"}
+    assert pod["metadata"]["annotations"] == {
+        "rota.dev/port": "8000", "cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
     env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
     assert env["ROTA_PORT"] == "8000"
     info = pod_info({**pod, "status": {"phase": "Running", "podIP": "10.1.2.3"}})

@@ -16,7 +16,7 @@ from rota.backends.kube.offers import find_offers, gang_of, parse_key
 from rota.backends.kube.podinfo import ContainerEnd, PodInfo, pod_info
 from rota.backends.kube.status import Gone, replica_status
 from rota.backends.kube.usage import foreign_usage
-from rota.core import DeviceShare, GpuRequest
+from rota.core import DeviceShare, End, GpuRequest
 
 PLAIN = node_from_kube(node_object("gpu-p", gpus=8))
 HAMI = node_from_kube(node_object("gpu-h", gpus=80,
@@ -180,6 +180,34 @@ RUNNING = a_pod("p", "gpu-p", phase="Running")
 def test_a_replicas_status_from_its_pod(pod, gone, trouble, expected):
     status = replica_status(0, pod, gone, trouble)
     assert (status.state, status.exit_code, status.reason) == expected
+
+
+EVICTION = "EvictionByEvictionAPI: Eviction API: evicting"
+
+
+@pytest.mark.parametrize("pod, gone, expected", [
+    # kubectl drain, gone at once (kwok), or ended by SIGTERM first (a kubelet)
+    pytest.param(None, Gone(a_pod("p", "gpu-p", disruption=EVICTION)),
+                 (ReplicaState.LOST, None, End.PREEMPTED), id="evicted"),
+    pytest.param(a_pod("p", "gpu-p", phase="Failed", disruption=EVICTION,
+                       container=ContainerEnd(exit_code=143)), None,
+                 (ReplicaState.LOST, None, End.PREEMPTED), id="evicted-after-sigterm"),
+    pytest.param(None, Gone(a_pod("p", "gpu-p", phase="Failed", disruption=EVICTION,
+                                  container=ContainerEnd(exit_code=143))),
+                 (ReplicaState.LOST, None, End.PREEMPTED), id="evicted-ended-and-gone"),
+    pytest.param(None, Gone(a_pod("p", "gpu-p", disruption="PreemptionByScheduler: x")),
+                 (ReplicaState.LOST, None, End.PREEMPTED), id="preempted-by-another"),
+    # it had finished its work when the drain came: a success
+    pytest.param(a_pod("p", "gpu-p", phase="Succeeded", disruption=EVICTION,
+                       container=ContainerEnd(exit_code=0)), None,
+                 (ReplicaState.EXITED, 0, None), id="evicted-after-finishing"),
+    # a NoExecute taint's eviction means the node is in trouble: lost as a fault
+    pytest.param(None, Gone(a_pod("p", "gpu-p", disruption="DeletionByTaintManager: taint")),
+                 (ReplicaState.LOST, None, None), id="taint-eviction-is-a-fault"),
+])
+def test_an_eviction_is_a_preemption_by_the_site(pod, gone, expected):
+    status = replica_status(0, pod, gone, None)
+    assert (status.state, status.exit_code, status.cause) == expected
 
 
 def test_a_pod_object_reads_as_the_kubelet_counts_its_request():

@@ -287,7 +287,9 @@ class ReplicaStatus:
     command started; ``reason`` says why it was stopped (cancelled, over its GPU memory, ...);
     ``finished_at`` is when an exited replica ended (seconds since the epoch), when known.
     ``cause`` says which fault of the infrastructure lost a replica, where the backend knows:
-    ``End.GPU_UNHEALTHY``; otherwise a lost replica counts as ``End.NODE_LOST``. An exited
+    ``End.GPU_UNHEALTHY``, or ``End.PREEMPTED`` when the site took it back (an eviction, no
+    fault: the job is requeued as preempted); otherwise a lost replica counts as
+    ``End.NODE_LOST``. An exited
     replica's ``End.WALLTIME``: the backend's system stopped it at its walltime."""
 
     rank: int

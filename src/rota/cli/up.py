@@ -60,7 +60,8 @@ def up(
     kube_uid: Optional[int] = flag.KUBE_UID,
     kube_node_selector: Optional[str] = flag.KUBE_NODE_SELECTOR,
     kube_tolerate: Optional[List[str]] = flag.KUBE_TOLERATE,
-    kube_node_lost_after: float = flag.KUBE_NODE_LOST_AFTER, job_pids: int = flag.JOB_PIDS,
+    kube_node_lost_after: float = flag.KUBE_NODE_LOST_AFTER,
+    kube_lock_wait: float = flag.KUBE_LOCK_WAIT, job_pids: int = flag.JOB_PIDS,
     job_disk: Optional[str] = flag.JOB_DISK, detach: bool = flag.DETACH,
 ) -> None:
     from rota.cli.app import fail, resolve_policy
@@ -91,7 +92,8 @@ def up(
               "--kubeconfig": kubeconfig, "--kube-namespace": kube_namespace,
               "--kube-default-image": kube_default_image, "--kube-pod-user": kube_pod_user,
               "--kube-tolerate": kube_tolerate, "--kube-node-selector": kube_node_selector,
-              "--kube-node-lost-after": kube_node_lost_after, "--kube-uid": kube_uid}
+              "--kube-node-lost-after": kube_node_lost_after, "--kube-uid": kube_uid,
+              "--kube-lock-wait": kube_lock_wait}
     name, options, inventory = backend_setup(backend, values)
     try:
         _serve(directory, db, host, port, inventory, chosen, interval, name, options, tls,

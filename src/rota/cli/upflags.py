@@ -145,6 +145,12 @@ KUBE_NODE_LOST_AFTER = typer.Option(
     help="kubernetes: how long a node may stay NotReady before the jobs on it count as "
          "lost and are requeued (Kubernetes' own default before it evicts Pods).")
 
+KUBE_LOCK_WAIT = typer.Option(
+    60.0, "--kube-lock-wait", metavar="SECONDS", min=0,
+    help="kubernetes: how long a bind on a HAMi node waits for HAMi's device plugin to release "
+         "its node lock; a lock kept longer shows that the plugin does not serve the node, "
+         "whose GPUs are then not offered until it is released or expires.")
+
 JOB_PIDS = typer.Option(
     4096, "--job-pids", metavar="N", min=1, max=4_194_304,
     help="local: the processes and threads one replica of a job may have at once "

@@ -279,7 +279,7 @@ class ControlLoop:
             log.exception("intake of %s's offers failed", self.backend.name)
         self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
         self._stop_overdue(report)
-        if report.faults:  # a node or GPU failed: the cycle must see it before placing
+        if report.faults:  # a node or GPU failed, or was drained: seen before placing
             self._sync_inventory(now, report, force=True)
         self.reconciler.flush_usage(now)                                        # 2
         bound = self._schedule(now)                                             # 3

@@ -79,7 +79,9 @@ class PassReport:
     moves: list[tuple[str, str, str, str]] = field(default_factory=list)
     launched: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    faults: list[str] = field(default_factory=list)  # jobs requeued for a node or GPU fault
+    # jobs requeued for a node or GPU fault, or taken off their node by a preemption (a
+    # drain's eviction): the cycle must see their nodes as they are now (cordoned, failed)
+    faults: list[str] = field(default_factory=list)
 
     def moved(self, job: str, old: JobState, new: JobState, reason: str) -> None:
         self.moves.append((job, str(old), str(new), reason))
@@ -345,7 +347,7 @@ class Reconciler:
                     self.forget(rec.id)
                 continue
             report.moved(rec.id, rec.state, after.state, verdict.reason or "")
-            if verdict.end is not None and verdict.end.fault:
+            if verdict.end is not None and (verdict.end.fault or verdict.end is End.PREEMPTED):
                 report.faults.append(rec.id)
             log.info("job %s: %s -> %s%s", rec.id, rec.state, after.state,
                      f" ({verdict.reason})" if verdict.reason else "")

@@ -35,7 +35,9 @@ before it is judged, so that no process outlives its job.
 4. All exited 0 -> SUCCEEDED. A lost replica (its node, supervisor or GPU failed: no exit
    code) is a fault of the infrastructure, not the job's: requeue without spending the restart
    budget, end ``node-lost`` (or ``gpu-unhealthy``); the ``MAX_LOST_IN_A_ROW``-th loss in a
-   row requeues it *held*, so that a job that kills its nodes does not loop. A non-zero exit
+   row requeues it *held*, so that a job that kills its nodes does not loop. A replica the
+   backend reports taken back by the site (the cause ``End.PREEMPTED``: a Pod evicted by
+   ``kubectl drain``) is no fault: the job is requeued as preempted, never held. A non-zero exit
    -> requeue while the restart budget lasts (``failures < max_retries``), after a backoff that
    doubles with each failure (``backoff_s``, ``2 * backoff_s``, ... up to ``MAX_BACKOFF_S``),
    otherwise FAILED with the exit code. A command that could not be started at all (exit 127
@@ -192,9 +194,12 @@ def _failed(view: JobView) -> Verdict:
 
 
 def _lost(view: JobView, replica: ReplicaStatus) -> Verdict:
-    """A fault of the infrastructure: requeued, not billed to the job's restart budget."""
+    """A fault of the infrastructure, or the site taking the node back: requeued, not billed
+    to the job's restart budget; only faults count towards a hold."""
     end = replica.cause or End.NODE_LOST
     what = _describe(replica)
+    if not end.fault:
+        return Verdict(JobState.PENDING, reason=f"requeued ({end}): {what}", end=end)
     streak = view.lost_streak + 1
     if streak >= MAX_LOST_IN_A_ROW:
         return Verdict(JobState.PENDING, reason=f"requeued and held: {what}", end=end, hold=(

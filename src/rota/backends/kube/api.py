@@ -191,11 +191,14 @@ class KubeApi:
         return self.request("PATCH", path, body=dict(patch), content_type=MERGE_PATCH)
 
     def delete(self, path: str, grace_s: int | None = None,
-               uid: str | None = None) -> bool:
-        """Delete; False when it was already gone (or ``uid`` names an older object)."""
+               uid: str | None = None, propagation: str | None = None) -> bool:
+        """Delete; False when it was already gone (or ``uid`` names an older object).
+        ``propagation``: what becomes of its dependents (``Orphan``: they stay, unowned)."""
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if grace_s is not None:
             body["gracePeriodSeconds"] = grace_s
+        if propagation is not None:
+            body["propagationPolicy"] = propagation
         if uid:
             body["preconditions"] = {"uid": uid}
         try:

@@ -8,7 +8,7 @@ Vocabulary and what each part is:
 - Two informers (``rota.backends.kube.informer``: list, then watch; list again on 410 Gone)
   keep every Node and every Pod of the cluster current, so that ``inventory``, ``poll`` and
   ``offers`` read memory (``poll`` makes one request per attempt it sees ended: deleting its
-  token's Secret, ``rota.backends.kube.tokens``). Pods of other schedulers count as used on
+  Secret, ``rota.backends.kube.tokens``, the token's holder and the Pods' controller). Pods of other schedulers count as used on
   their nodes (``rota.backends.kube.usage``); nodes are read by ``rota.backends.kube.nodes``.
 - A replica handle's ``ref`` is its Pod's ``namespace``, ``name`` and ``uid``; the launch id is
   ``<namespace>/<rank 0's Pod>@<its uid>``.
@@ -23,6 +23,11 @@ Vocabulary and what each part is:
   with the grace given.
 - Logs: Kubernetes keeps one log per container, stdout and stderr together: ``read_log``
   gives it as ``stdout``; ``stderr`` is empty.
+
+HAMi's node lock: a lock HAMi's device plugin has kept longer than ``lock_wait_s`` for a Pod
+that still exists (``rota.backends.kube.lock.stuck``) makes every GPU of the node unhealthy in
+``inventory``, with the reason, until it is released or expires: the scheduler then places
+GPU work, fractional or whole, on other nodes instead of binds that would wait for it in vain.
 
 Capabilities: fractional GPUs (with memory and compute limits, HAMi's) where some node runs
 HAMi's device plugin; gangs; no signals but SIGTERM; jobs in container images.
@@ -43,7 +48,7 @@ from rota.backends.base import (
     Status, offer_key,
 )
 from rota.backends.kube.api import NODES, KubeApi, KubeError, connect, pods_path
-from rota.backends.kube import tokens
+from rota.backends.kube import lock, tokens
 from rota.backends.kube.informer import Informer
 from rota.backends.kube.launch import BACKEND, Launcher, Settings
 from rota.backends.kube.names import (
@@ -215,11 +220,26 @@ class KubeBackend:
             labels = dict(node.labels)
             if kube.grain is Grain.DEVICE and node.devices:
                 labels[LABEL_GPU_SHARING] = "hami"
+            why = self._lock_stuck(kube)
+            if why:
+                node = replace(node, devices=tuple(replace(d, healthy=False, problem=why)
+                                                   for d in node.devices))
             out.append(replace(node, labels=labels, schedulable=True,
                                problem="; ".join(p.detail for p in kube.problems),
                                foreign=foreign_usage(kube, by_node.get(node.name, ()),
                                                      self._held_by_rota)))
         return out
+
+    def _lock_stuck(self, kube: KubeNode) -> str:
+        """Why no GPU of the node may be offered while HAMi's device plugin keeps its node
+        lock (``lock.stuck``) for a Pod that still exists; "" when it does not."""
+        held = lock.stuck(kube.hami_lock, self.clock(), self.config.lock_wait_s)
+        if held is None or self.pods.get(f"{held[0]}/{held[1]}") is None:
+            return ""
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(held[2]))
+        return (f"HAMi's device plugin has not released the node lock it was given for Pod "
+                f"{held[0]}/{held[1]} at {since}: it does not serve this node (no GPU is "
+                f"offered here until it does, or the lock expires)")
 
     def _held_by_rota(self, pod: PodInfo) -> tuple[int, ...] | None:
         """The device indices one of rota's own Pods holds; None for a foreign Pod."""
@@ -272,7 +292,7 @@ class KubeBackend:
         with self._lock:
             for r in handle.replicas:
                 self._mine[r.ref["uid"]] = handle.job_id
-            if ours:  # rota's own Pods (not offered ones): their token's Secret, if any
+            if ours:  # rota's own Pods (not offered ones): their attempt's Secret
                 self._secrets.add((namespace, handle.job_id, handle.attempt))
         return handle
 
@@ -289,20 +309,20 @@ class KubeBackend:
 
     def poll(self, handles: Sequence[Handle]) -> list[Status]:
         """Every handle's status, from the caches; the one request: an attempt seen ended
-        has its token's Secret deleted (once; its Pods stay, for their logs)."""
+        has its Secret deleted (once; its Pods stay, for their logs)."""
         statuses = [Status(tuple(self._replica(r) for r in h.replicas)) for h in handles]
         for handle, status in zip(handles, statuses):
             if status.state is not ReplicaState.RUNNING:
-                self._drop_token(handle)
+                self._drop_secret(handle)
         return statuses
 
-    def _drop_token(self, handle: Handle) -> None:
+    def _drop_secret(self, handle: Handle) -> None:
         key = (_ref(handle.replicas[0])[0], handle.job_id, handle.attempt or 0)
         with self._lock:
             if key not in self._secrets:
                 return
             self._secrets.discard(key)
-        tokens.remove(self.api, *key)
+        tokens.remove(self.api, *key, orphan=True)
 
     def _replica(self, r: ReplicaHandle):
         namespace, name, uid = _ref(r)

@@ -2,8 +2,9 @@
 
 Steps of ``Launcher.start`` (each one safe to run again after a crash at any point):
 
-0. With a token (``ROTA_TOKEN``), put it in the attempt's Secret (``rota.backends.kube.tokens``),
-   which the Pods read it from: the Pods never hold it.
+0. Put the attempt's Secret (``rota.backends.kube.tokens``): it holds the token
+   (``ROTA_TOKEN``), which the Pods read from it (the Pods never hold it), and it is the
+   controller of the Pods (so that ``kubectl drain`` evicts them).
 1. Create every replica's Pod (``rota.backends.kube.pods``), unbound, named
    ``rota-<job>-<attempt>-<rank>``: a Pod that exists already (the same attempt, created
    before a crash) is taken as it is, so nothing is ever created twice. For an offered job
@@ -11,7 +12,6 @@ Steps of ``Launcher.start`` (each one safe to run again after a crash at any poi
    by the offer's key; none is created.
 2. Create the gang's headless Service (rank 0's address), owned by rank 0's Pod so that
    Kubernetes deletes it with the Pod. (Not for an offered job: its Pods name themselves.)
-   The token's Secret is given the same owner.
 3. Bind every Pod not bound yet to its node with the Binding subresource. On a HAMi node, a Pod
    that asks for GPUs is bound as HAMi's scheduler binds it (``rota.backends.kube.lock``):
    lock the node (waiting, up to ``lock_wait_s``, while HAMi's device plugin serves another
@@ -21,7 +21,8 @@ Steps of ``Launcher.start`` (each one safe to run again after a crash at any poi
    server may have bound the Pod and the answer been lost, and a Pod bound where rota placed
    it is bound (so a user's Pod is never left bound to a node while its job waits again).
    If a bind fails, the gang is removed: every Pod of it that was bound is deleted at once
-   (and, for rota's own Pods, the unbound ones too), the lock of a failed bind released, and
+   (and, for rota's own Pods, the unbound ones too, and the attempt's Secret), the lock of a
+   failed bind released, and
    ``BackendError`` raised, so that the job is requeued and no part of it runs alone.
 
 ``find``: the Pods of an attempt as they are. When a launch asks (it has what the Pods run),
@@ -101,11 +102,13 @@ class Launcher:
 
     def start(self, job: Job, placement: Placement, spec: LaunchSpec, attempt: int) -> Handle:
         members = self._members(placement)
-        bodies = [self._body(job, m, spec, attempt) for m in members]  # refuses before acting
-        self._put_token(job, spec, attempt)
-        for member, body in zip(members, bodies):
+        for m in members:  # refuses before acting
+            self._body(job, m, spec, attempt)
+        owner = self._put_secret(job, spec, attempt)
+        for member in members:
             try:
-                member.pod = self._create(body, job, attempt)
+                member.pod = self._create(self._body(job, member, spec, attempt, owner), job,
+                                          attempt)
             except BackendError as exc:
                 self._abandon(members, job, attempt, exc)
         return self._finish(job, members, attempt)
@@ -131,7 +134,7 @@ class Launcher:
             for pod in found:
                 self.cluster.deleting(pod.uid, "never started: its launch was cut short")
                 self.api.delete(f"{pods_path(pod.namespace)}/{pod.name}", 0, pod.uid)
-            self._drop_token(job, attempt)  # made before its Pods, if at all
+            self._drop_secret(job, attempt)  # made before its Pods, if at all
             return None
         if not found:
             return None
@@ -139,16 +142,15 @@ class Launcher:
                  "launch", job.id, attempt, len(found), len(members),
                  sum(1 for p in found if p.node))
         missing = [m for m in members if m.pod is None]
-        if missing and spec is not None:
-            self._put_token(job, spec, attempt)
+        owner = self._put_secret(job, spec, attempt) if missing and spec is not None else None
         if missing and spec is None:  # cannot be made without the spec: the gang goes
             self._remove(found, job, f"attempt {attempt} was cut short: ranks "
                                      f"{[m.rank for m in missing]} were never created",
-                         RuntimeError("the gang is incomplete"))
+                         RuntimeError("the gang is incomplete"), attempt)
         for m in missing:
             assert spec is not None
             try:
-                m.pod = self._create(self._body(job, m, spec, attempt), job, attempt)
+                m.pod = self._create(self._body(job, m, spec, attempt, owner), job, attempt)
             except BackendError as exc:
                 self._abandon(members, job, attempt, exc)
         return self._finish(job, members, attempt)
@@ -157,10 +159,9 @@ class Launcher:
         """Steps 2 to 4, once every Pod exists."""
         try:
             self._service(job, attempt, members[0].pod)
-            tokens.own(self.api, str(job.id), attempt, members[0].pod)
         except KubeError as exc:
             self._remove([m.pod for m in members if m.pod], job, "cannot create its Service",
-                         exc)
+                         exc, attempt)
         return self._bind_all(job, members, attempt, offered=False)
 
     def _members(self, placement: Placement) -> list[Member]:
@@ -177,7 +178,8 @@ class Launcher:
                     "selector rota.dev/gpu-sharing: hami)"))
         return members
 
-    def _body(self, job: Job, m: Member, spec: LaunchSpec, attempt: int) -> dict[str, Any]:
+    def _body(self, job: Job, m: Member, spec: LaunchSpec, attempt: int,
+              owner: dict[str, Any] | None = None) -> dict[str, Any]:
         image = spec.image or self.settings.default_image
         if not image:
             raise InvalidSpec("image", "is missing: the kubernetes backend runs jobs in "
@@ -192,7 +194,7 @@ class Launcher:
             env=spec.env, now_s=self.clock(), run_as=spec.run_as,
             tolerations=self.settings.tolerations,
             default_uid=self.settings.uid, volumes=tuple(spec.volumes),
-            shm_mib=spec.shm_mib,
+            shm_mib=spec.shm_mib, controller=owner,
             token_secret=(tokens.secret_name(str(job.id), attempt)
                           if tokens.TOKEN_ENV in spec.env else None),
             port=None if spec.port is None else spec.port or DEFAULT_SERVICE_PORT))
@@ -200,18 +202,18 @@ class Launcher:
             str(s.index) for s in m.placement.devices)
         return body
 
-    def _put_token(self, job: Job, spec: LaunchSpec, attempt: int) -> None:
-        """The attempt's Secret with its token (``rota.backends.kube.tokens``), before its
-        Pods exist."""
+    def _put_secret(self, job: Job, spec: LaunchSpec, attempt: int) -> dict[str, Any]:
+        """The attempt's Secret with its token, if any (``rota.backends.kube.tokens``), before
+        its Pods exist; the ``ownerReferences`` entry that makes it their controller."""
         token = spec.env.get(tokens.TOKEN_ENV)
-        if token is None:
-            return
         try:
-            tokens.put(self.api, tokens.token_secret(str(job.id), attempt, self._namespace(job),
-                                                     token, job_labels(job, attempt)))
+            secret = tokens.put(self.api, tokens.token_secret(
+                str(job.id), attempt, self._namespace(job), token, job_labels(job, attempt)))
         except KubeError as exc:
             raise BackendError("create_failed", f"cannot create the Secret of job {job.id}'s "
-                                                f"token: {exc}{self._missing(job, exc)}") from None
+                                                f"attempt: {exc}{self._missing(job, exc)}") \
+                from None
+        return tokens.controller(secret)
 
     def _namespace(self, job: Job) -> str:
         """Where the job's Pods go: ``--kube-namespace``, per project with ``{project}``."""
@@ -304,7 +306,8 @@ class Launcher:
             except (KubeError, lock.Locked) as exc:
                 doomed = bound if offered else [x.pod for x in members if x.pod]
                 self._remove(doomed, job, f"cannot bind Pod {m.pod.key} to "
-                                          f"{m.placement.node}", exc)
+                                          f"{m.placement.node}", exc,
+                             None if offered else attempt)
             m.pod = replace(m.pod, node=m.placement.node)
             bound.append(m.pod)
         return self._handle(job, members, attempt)
@@ -367,23 +370,27 @@ class Launcher:
                    for s in m.placement.devices]
         return hami.allocation_annotations(node.node.name, [devices], self.clock())
 
-    def _drop_token(self, job: Job, attempt: int) -> None:
-        """Delete the attempt's token Secret, if there is one (``tokens.remove``)."""
+    def _drop_secret(self, job: Job, attempt: int) -> None:
+        """Delete the attempt's Secret, if there is one (``tokens.remove``)."""
         tokens.remove(self.api, self._namespace(job), str(job.id), attempt)
 
     def _abandon(self, members: list[Member], job: Job, attempt: int,
                  exc: BackendError) -> None:
-        """A Pod of the gang cannot be created: its token's Secret (no Pod owns it yet) and
-        the Pods made so far are deleted, then ``BackendError`` raised."""
-        self._drop_token(job, attempt)
-        self._remove([m.pod for m in members if m.pod], job, "cannot create its Pods", exc)
+        """A Pod of the gang cannot be created: the attempt's Secret and the Pods made so far
+        are deleted, then ``BackendError`` raised."""
+        self._remove([m.pod for m in members if m.pod], job, "cannot create its Pods", exc,
+                     attempt)
 
-    def _remove(self, pods: list[PodInfo], job: Job, what: str, exc: Exception) -> None:
-        """Delete ``pods`` (of a gang that cannot start) at once, then raise."""
+    def _remove(self, pods: list[PodInfo], job: Job, what: str, exc: Exception,
+                attempt: int | None = None) -> None:
+        """Delete ``pods`` (of a gang that cannot start) at once, and with ``attempt`` (rota's
+        own Pods) the attempt's Secret, then raise."""
         doomed = {p.uid: p for p in pods}
         for pod in doomed.values():
             self.cluster.deleting(pod.uid, "its gang could not be started")
             self.api.delete(f"{pods_path(pod.namespace)}/{pod.name}", 0, pod.uid)
+        if attempt is not None:
+            self._drop_secret(job, attempt)
         log.warning("job %s: %s: %s; removed %d Pod(s) of the gang", job.id, what, exc,
                     len(doomed))
         raise BackendError("launch_failed", f"{what}: {exc}")

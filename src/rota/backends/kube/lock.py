@@ -14,6 +14,12 @@ it has allocated the devices. So rota, in HAMi's scheduler's place, does the sam
    retried on failure as HAMi retries (5 tries, from 100 ms, doubling).
 2. the caller patches the Pod's bind annotations and binds it;
 3. ``release`` after a bind that failed (only a lock of that Pod, unless forced).
+
+A device plugin that does not release a lock within ``lock_wait_s`` (rota's wait for it at a
+bind) is not serving the node: it is down, or HAMi's registration outlived it. ``stuck`` says
+so of a lock still held by a Pod that exists, until the lock expires and may be taken over;
+meanwhile the backend offers none of the node's GPUs (every bind of a GPU there would wait
+for the lock in vain), so that the scheduler places GPU work on other nodes.
 """
 
 from __future__ import annotations
@@ -90,6 +96,20 @@ def _retry(step: Callable[[], None]) -> None:
 
 def _lock_of(node: dict) -> str | None:
     return ((node.get("metadata") or {}).get("annotations") or {}).get(hami.NODE_LOCK)
+
+
+def stuck(value: str, now_s: float, after_s: float) -> tuple[str, str, float] | None:
+    """The lock ``value`` when it has been held longer than ``after_s`` and has not expired
+    yet (``LOCK_EXPIRY_S``): its namespace, Pod and the time it was taken (seconds since the
+    epoch); None otherwise, and for a malformed lock (which ``lock`` takes over)."""
+    if not value:
+        return None
+    try:
+        when, namespace, pod = hami.parse_node_lock(value)
+    except InvalidSpec:
+        return None
+    held = now_s - when.timestamp()
+    return (namespace, pod, when.timestamp()) if after_s < held <= LOCK_EXPIRY_S else None
 
 
 def _gone(api: KubeApi, namespace: str, pod: str) -> bool:

@@ -8,6 +8,9 @@
   ``nvidia.com/gpu.memory`` (MiB) are GPU Feature Discovery's node labels.
 - A gang of Pods a user created is named by the coscheduling plugin's labels
   ``pod-group.scheduling.sigs.k8s.io/name`` and ``.../min-available`` (its size).
+- rota's own Pods carry the cluster autoscaler's ``cluster-autoscaler.kubernetes.io/safe-to-evict:
+  "true"`` (their controller is no workload kind the autoscaler knows, which would otherwise keep
+  it from removing their node): rota requeues the job of an evicted Pod.
 - A Pod's name is derived from (job, attempt, rank), so that an attempt's Pod cannot be created
   twice: ``rota-<job>-<attempt>-<rank>``.
 - The namespace of a job's Pods is ``--kube-namespace``, a name or a rule with ``{project}``
@@ -32,6 +35,7 @@ LABEL_RESOURCE_GROUP = PREFIX + "resource-group"  # on a Node: the resource grou
 LABEL_USER = PREFIX + "user"  # on a Pod a user created: the rota user it runs for
 LABEL_GPU_SHARING = PREFIX + "gpu-sharing"  # in rota's view of a Node: "hami" where shared
 ANNOTATION_DEVICES = PREFIX + "devices"  # on rota's Pods: the device indices of the placement
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"  # "true" on rota's Pods
 
 # the coscheduling plugin's gang of Pods (scheduler-plugins, lightweight coscheduling): its
 # name and how many Pods it has (they are bound together or not at all)

@@ -78,7 +78,8 @@ class KubeNode:
     """One Node as rota sees it: the core ``node`` and the Kubernetes facts behind it.
 
     ``gpu_allocatable`` is the ``nvidia.com/gpu`` allocatable count (vGPU slots on a HAMi
-    node); ``hami_devices`` are HAMi's records of the devices in ``node.devices``, same order.
+    node); ``hami_devices`` are HAMi's records of the devices in ``node.devices``, same order;
+    ``hami_lock`` is HAMi's node lock as written (``""``: not locked).
     """
 
     node: Node
@@ -87,6 +88,7 @@ class KubeNode:
     problems: tuple[NodeProblem, ...] = ()
     gpu_problems: tuple[NodeProblem, ...] = ()
     hami_devices: tuple[hami.HamiDevice, ...] = ()
+    hami_lock: str = ""
 
 
 def node_from_kube(obj: Mapping[str, Any], group_label: str = LABEL_RESOURCE_GROUP,
@@ -116,7 +118,9 @@ def node_from_kube(obj: Mapping[str, Any], group_label: str = LABEL_RESOURCE_GRO
         features=HAMI_FEATURES if grain is Grain.DEVICE and devices else POD_FEATURES,
     )
     return KubeNode(node=node, grain=grain, gpu_allocatable=gpu_allocatable, problems=problems,
-                    gpu_problems=gpu_problems, hami_devices=records)
+                    gpu_problems=gpu_problems, hami_devices=records,
+                    hami_lock=annotations.get(hami.NODE_LOCK, "") if grain is Grain.DEVICE
+                    else "")
 
 
 def _section(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:

@@ -7,6 +7,11 @@ A replica's Pod:
   attempt fails, so an attempt never runs twice; ``schedulerName: rota``, no ``nodeName``:
   rota binds it with the Binding subresource to the node of its placement;
 - labels ``rota.dev/job``, ``attempt``, ``rank``, ``queue``, ``project``;
+- its controller (``ownerReferences``), the attempt's Secret (``rota.backends.kube.tokens``),
+  so that ``kubectl drain`` evicts it without ``--force``; and the cluster autoscaler's
+  ``safe-to-evict: "true"``, so that the autoscaler may evict it to remove an idle node. An
+  eviction stops the job as a preemption does (SIGTERM, then the grace period below) and rota
+  requeues it;
 - one container running the job's command in its workdir, with the job's own ``env`` and on
   top rota's ``ROTA_*`` variables, all as values but the attempt's token: ``ROTA_TOKEN`` is
   read from the attempt's Secret (``token_secret``, ``rota.backends.kube.tokens``), never
@@ -45,7 +50,7 @@ from rota.backends.env import ReplicaContext, check_job_env, rota_variables
 from rota.backends.kube import hami
 from rota.backends.kube.names import (
     GPU_RESOURCE, LABEL_ATTEMPT, LABEL_JOB, LABEL_PROJECT, LABEL_QUEUE, LABEL_RANK,
-    SCHEDULER_NAME, label_value, pod_name,
+    SAFE_TO_EVICT, SCHEDULER_NAME, label_value, pod_name,
 )
 from rota.backends.kube.nodes import Grain, KubeNode
 from rota.backends.kube.tokens import TOKEN_ENV, token_variable
@@ -79,6 +84,7 @@ class ReplicaPod:
     default_uid: int = DEFAULT_UID  # the uid of a job without an account, or root's
     volumes: tuple[Volume, ...] = ()  # claims mounted in the container
     shm_mib: int | None = None        # /dev/shm's size; None: the runtime's own (64 MiB)
+    controller: Mapping[str, Any] | None = None  # the ownerReference of its controller
 
 
 PORT_ANNOTATION = "rota.dev/port"  # ROTA_PORT of a service's replica
@@ -124,6 +130,7 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
     annotations, gpu_labels = _device_annotations(spec)
     if spec.port is not None:  # where its server listens (``KubeBackend.endpoint``)
         annotations = {**annotations, PORT_ANNOTATION: str(spec.port)}
+    annotations = {**annotations, SAFE_TO_EVICT: "true"}
     master = f"{pod_name(str(job.id), spec.attempt, 0)}.{service}.{spec.namespace}.svc"
     container: dict[str, Any] = {
         "name": CONTAINER, "image": spec.image, "command": list(spec.command),
@@ -149,12 +156,11 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
     if spec.tolerations:
         pod_spec["tolerations"] = [{"key": key, "operator": "Exists"}
                                    for key in spec.tolerations]
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": spec.namespace,
-                     "labels": {**labels, **gpu_labels}, "annotations": annotations},
-        "spec": pod_spec,
-    }
+    metadata: dict[str, Any] = {"name": name, "namespace": spec.namespace,
+                                "labels": {**labels, **gpu_labels}, "annotations": annotations}
+    if spec.controller is not None:
+        metadata["ownerReferences"] = [dict(spec.controller)]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 
 
 def _mounts(spec: ReplicaPod) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

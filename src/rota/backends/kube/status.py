@@ -5,19 +5,24 @@ whether rota deleted it):
 
 1. Deleted by rota (a cancel, a preemption, a stop): exited, with its container's exit code if
    it was seen ending, and the reason rota deleted it.
-2. Gone otherwise: a container seen ending is an exit with its code; an eviction (the
-   ``DisruptionTarget`` condition, as ``kubectl drain`` leaves it) or any other deletion is a
-   lost replica, with what Kubernetes said.
-3. ``Succeeded`` or ``Failed`` with its container terminated: exited with that code (a code
+2. Evicted (the ``DisruptionTarget`` condition with reason ``EvictionByEvictionAPI``, as
+   ``kubectl drain`` and the cluster autoscaler leave it, or ``PreemptionByScheduler``: another
+   scheduler preempted it), gone or ended, unless its container exited with 0: lost with the
+   cause ``End.PREEMPTED``, so that the job is requeued as a preempted one (the site took the
+   node back; neither the job nor the node failed), whatever code SIGTERM left.
+3. Gone otherwise: a container seen ending is an exit with its code; any other disruption (a
+   taint's eviction, the Pod garbage collector) or deletion is a lost replica, with what
+   Kubernetes said.
+4. ``Succeeded`` or ``Failed`` with its container terminated: exited with that code (a code
    above 128 is a kill by signal ``code - 128``; the kubelet's reason, e.g. ``OOMKilled``).
    ``Failed`` without a terminated container (the kubelet refused it: ``OutOfnvidia.com/gpu``,
    HAMi could not allocate) is lost, with the kubelet's reason.
-4. Waiting to start for a reason retrying cannot mend (``HOPELESS``: a malformed image name,
+5. Waiting to start for a reason retrying cannot mend (``HOPELESS``: a malformed image name,
    a missing secret or config map, a container that cannot be created): exited with code 127
    and a reason that starts with ``cannot start``, as a command that could not start.
-5. Bound to a node that is gone, NotReady, or that Kubernetes took away by its taints: lost,
+6. Bound to a node that is gone, NotReady, or that Kubernetes took away by its taints: lost,
    naming the node and why. (A cordoned node keeps its running Pods: it is not a loss.)
-6. Anything else (not bound yet, starting, running, terminating): running.
+7. Anything else (not bound yet, starting, running, terminating): running.
 """
 
 from __future__ import annotations
@@ -26,10 +31,14 @@ from dataclasses import dataclass
 
 from rota.backends.base import ReplicaState, ReplicaStatus
 from rota.backends.kube.podinfo import PodInfo
+from rota.core import End
 
 HOPELESS = frozenset({"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError",
                       "CreateContainerError", "RunContainerError"})
 EXIT_CANNOT_START = 127
+# the DisruptionTarget reasons of an eviction through the API (kubectl drain, the cluster
+# autoscaler) and of a preemption by another scheduler
+EVICTIONS = frozenset({"EvictionByEvictionAPI", "PreemptionByScheduler"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +57,8 @@ def replica_status(rank: int, pod: PodInfo | None, gone: Gone | None,
             return ReplicaStatus(rank, ReplicaState.LOST, reason="its Pod is gone")
         return _gone(rank, gone)
     end = pod.container
+    if pod.terminal and _evicted(pod):
+        return _eviction(rank, pod)
     if pod.terminal:
         if end.exit_code is not None:
             return _exited(rank, pod, "")
@@ -67,6 +78,8 @@ def _gone(rank: int, gone: Gone) -> ReplicaStatus:
         if pod.container.exit_code is not None:
             return _exited(rank, pod, gone.deleted_by_rota)
         return ReplicaStatus(rank, ReplicaState.EXITED, reason=gone.deleted_by_rota)
+    if _evicted(pod):
+        return _eviction(rank, pod)
     if pod.container.exit_code is not None and (pod.terminal or not pod.disruption):
         return _exited(rank, pod, "")
     if pod.disruption:
@@ -74,6 +87,17 @@ def _gone(rank: int, gone: Gone) -> ReplicaStatus:
                                                              f"({pod.disruption})")
     return ReplicaStatus(rank, ReplicaState.LOST, reason=_said(
         f"its Pod {pod.key} was deleted outside rota", pod.reason, pod.message))
+
+
+def _evicted(pod: PodInfo) -> bool:
+    """Evicted (``EVICTIONS``) and not ended by its own success."""
+    return pod.disruption.partition(":")[0] in EVICTIONS and pod.container.exit_code != 0
+
+
+def _eviction(rank: int, pod: PodInfo) -> ReplicaStatus:
+    return ReplicaStatus(rank, ReplicaState.LOST, reason=f"its Pod {pod.key} was evicted "
+                                                         f"({pod.disruption})",
+                         cause=End.PREEMPTED)
 
 
 def _exited(rank: int, pod: PodInfo, reason: str) -> ReplicaStatus:

@@ -14,6 +14,7 @@ from rota.server.factory import nodes_line
 
 NAMESPACE = "rota"
 NODE_LOST_AFTER_S = 300.0  # Kubernetes' own default before it evicts Pods
+LOCK_WAIT_S = 60.0  # a bind's wait for HAMi's device plugin to release its node lock
 
 
 class KubernetesFactory:
@@ -22,7 +23,8 @@ class KubernetesFactory:
     flags: Mapping[str, Any] = {
         "--kubeconfig": None, "--kube-namespace": NAMESPACE, "--kube-default-image": None,
         "--kube-pod-user": None, "--kube-tolerate": None, "--kube-node-selector": None,
-        "--kube-node-lost-after": NODE_LOST_AFTER_S, "--kube-uid": None}
+        "--kube-node-lost-after": NODE_LOST_AFTER_S, "--kube-uid": None,
+        "--kube-lock-wait": LOCK_WAIT_S}
     fields: Mapping[str, str] = {
         "kubeconfig": "--kubeconfig", "namespace": "--kube-namespace",
         "image": "--kube-default-image", "node_selector": "--kube-node-selector"}
@@ -30,7 +32,8 @@ class KubernetesFactory:
     def options(self, values: Mapping[str, Any]) -> dict[str, Any]:
         options: dict[str, Any] = {
             "namespace": values.get("--kube-namespace") or NAMESPACE,
-            "node_lost_after_s": values.get("--kube-node-lost-after", NODE_LOST_AFTER_S)}
+            "node_lost_after_s": values.get("--kube-node-lost-after", NODE_LOST_AFTER_S),
+            "lock_wait_s": values.get("--kube-lock-wait", LOCK_WAIT_S)}
         if values.get("--kubeconfig") is not None:
             options["kubeconfig"] = str(values["--kubeconfig"])
         if values.get("--kube-default-image") is not None:
