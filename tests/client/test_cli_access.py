@@ -53,3 +53,16 @@ def test_no_server_is_one_line_that_says_how_to_start_one(server, tmp_path):
     assert bad.returncode == 2 and bad.stderr.startswith("error: --url: ")
     bad = server.rota("login", "ftp://x", env=env, input="t\n")
     assert bad.returncode == 2 and bad.stderr.startswith("error: URL: ")
+
+
+def test_token_list_leaves_job_attempts_tokens_to_all(server):
+    job = json.loads(server.rota("run", "--json", "--", "true").stdout)
+    server.store.issue_job_tokens([(job["id"], 1)])
+    listed = server.rota("token", "list")
+    assert listed.returncode == 0 and f"job-{job['id']}-1" not in listed.stdout
+    assert "token of job attempts not shown: rota token list --all shows them" in listed.stderr
+    every = json.loads(server.rota("token", "list", "--all", "--json").stdout)
+    assert f"job-{job['id']}-1" in [t["name"] for t in every]
+    assert all(t["role"] != "job" for t in json.loads(
+        server.rota("token", "list", "--json").stdout))
+    server.rota("cancel", job["id"])

@@ -66,14 +66,27 @@ def token_create(
 @token_app.command("list")
 def token_list(
     user: Optional[str] = typer.Option(None, "--user", help="Operators: another user's tokens."),
+    all_: bool = typer.Option(False, "--all", "-A", help="Also the tokens rota gave your "
+                              "jobs' attempts (role job), one per attempt."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Your tokens (never their secrets)."""
+    """Your tokens (never their secrets); the per-attempt tokens of your jobs with --all."""
     with talking() as client:
         tokens = client.tokens(user)
+    hidden = 0 if all_ else sum(t["role"] == "job" for t in tokens)
+    if hidden:
+        tokens = [t for t in tokens if t["role"] != "job"]
     if as_json:
         print_json(tokens)
-        return
+    else:
+        _print_tokens(tokens)
+    if hidden:
+        sys.stdout.flush()
+        print(f"({hidden} token{'s' if hidden != 1 else ''} of job attempts not shown: "
+              "rota token list --all shows them)", file=sys.stderr)
+
+
+def _print_tokens(tokens: list[dict]) -> None:
     columns = (Column("NAME"), Column("USER", drop=2), Column("ROLE"), Column("PREFIX", drop=1),
                Column("CREATED", drop=3), Column("REVOKED"))
     console().print(fit(columns, [
