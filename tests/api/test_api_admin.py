@@ -33,7 +33,7 @@ def test_a_bound_queue_refuses_other_projects_and_says_who_may_use_it(api):
     assert api.post_job(job_file(), user="alice").status_code == 201
     refused = error(api.post_job(job_file(project="q"), user="bob"), 422)
     assert (refused["code"], refused["field"]) == ("queue_not_allowed", "queue")
-    assert "only project(s) p may use it" in refused["message"]
+    assert "only project p may use it" in refused["message"]
     assert bind(api, None).status_code == 200  # open again
     assert api.client.get("/v1/queues", headers=api.auth["bob"]).json()[0]["projects"] is None
     assert api.post_job(job_file(project="q"), user="bob").status_code == 201
@@ -68,7 +68,7 @@ def test_a_queue_or_project_holding_live_jobs_is_not_deleted(api, path, code):
     assert error(api.client.delete(path, headers=api.auth["alice"]), 403)["code"] == "forbidden"
     refused = error(api.client.delete(path, headers=api.auth["root"]), 409)
     assert refused["code"] == code
-    assert "2 job(s) (1 pending, 1 running)" in refused["message"]
+    assert "2 jobs (1 pending, 1 running)" in refused["message"]
     assert "cancel them" in refused["message"]
 
 
@@ -83,7 +83,7 @@ def test_deleting_projects_and_queues(api):
     job = api.post_job(job_file(), user="alice").json()["id"]
     api.client.post(f"/v1/jobs/{job}/cancel", headers=api.auth["alice"])
     kept = error(api.client.delete("/v1/projects/p", headers=root), 409)
-    assert kept["code"] == "project_has_jobs" and "1 finished job(s)" in kept["message"]
+    assert kept["code"] == "project_has_jobs" and "1 finished job whose" in kept["message"]
     assert api.client.delete("/v1/queues/q", headers=root).json() == {"name": "q",
                                                                       "deleted": True}
     assert api.client.get("/v1/queues", headers=root).json() == []

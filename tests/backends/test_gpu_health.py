@@ -69,7 +69,7 @@ def test_ecc_errors_and_a_lost_gpu_are_polled(backend, gpus):
     gpus[0].ecc_uncorrected = 2
     gpus[3].lost = True
     assert devices(backend) == {
-        0: (False, "2 uncorrected ECC error(s) since the driver loaded"), 1: (True, ""),
+        0: (False, "2 uncorrected ECC errors since the driver loaded"), 1: (True, ""),
         2: (True, ""), 3: (False, "the GPU is lost (it fell off the bus or stopped answering)")}
     gpus[0].ecc_uncorrected = 0  # the GPU was reset: healthy again
     assert devices(backend)[0] == (True, "")

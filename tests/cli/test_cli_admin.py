@@ -31,7 +31,7 @@ def test_a_bound_queue_shows_who_may_use_it_and_refuses_others(server, tmp_path)
     refused = run_job(server, "bob", "speech", "vq")
     assert refused.returncode == 2
     assert refused.stderr.startswith("error: queue: queue vq does not admit project speech: "
-                                     "only project(s) vision may use it")
+                                     "only project vision may use it")
     assert run_job(server, "alice", "vision", "vq").returncode == 0
 
 
@@ -57,7 +57,7 @@ def test_deleting_a_queue_in_use_says_what_holds_it_then_works(server, tmp_path)
     job = json.loads(run_job(server, "alice", "vision", "temp").stdout)["id"]
     refused = server.rota("queue", "delete", "temp", user="root")
     assert refused.returncode == 1
-    assert "queue temp still holds 1 job(s) (1 pending)" in refused.stderr
+    assert "queue temp still holds 1 job (1 pending)" in refused.stderr
     listed = json.loads(server.rota("ps", "--queue", "temp", "--json").stdout)
     assert [j["id"] for j in listed] == [job]
     assert server.rota("queue", "delete", "temp", user="alice").returncode == 1  # a member
@@ -74,7 +74,7 @@ def test_deleting_a_project(server, tmp_path):
     apply(server, tmp_path, "queues:\n  - name: shared\n    projects: [scratch, vision]\n")
     done = server.rota("project", "delete", "scratch", user="root")
     assert done.returncode == 0
-    assert "Deleted project scratch; removed from the projects of queue(s) shared." in done.stdout
+    assert "Deleted project scratch; removed from the projects of queue shared." in done.stdout
     kept = server.rota("project", "delete", "vision", user="root")
     assert kept.returncode == 1 and "project vision" in kept.stderr
     assert "scratch" not in server.rota("project", "list", user="root").stdout
@@ -103,8 +103,9 @@ def test_drain_evict_reports_what_it_asked_to_leave(server):
     draining = server.rota("nodes").stdout
     done = server.rota("node", "drain", "gpu-0", "--evict", user="root")
     assert done.returncode == 0
-    [line] = [x for x in done.stdout.splitlines() if x.startswith("Evicting job(s) ")]
-    assert job in line.split(":")[0].removeprefix("Evicting job(s) ").split(", ")
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("Evicting job")]
+    assert line.startswith(f"Evicting job {job}: ") or job in line.split(":")[0].removeprefix(
+        "Evicting jobs ").split(", ")
     assert store.get_job(job).state is JobState.PREEMPTING
     assert "draining" in server.rota("nodes").stdout and "ok" in draining
     server.rota("node", "uncordon", "gpu-0", user="root")

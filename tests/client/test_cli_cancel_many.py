@@ -104,3 +104,11 @@ def test_choose_takes_whole_arrays_and_says_what_matched_nothing():
     assert choose(jobs, parse(["88[1]", "91", "90[0]"]), Filters()) == (["89"], ["91", "90[0]"])
     assert choose(jobs, Wanted(), Filters(states=("pending",))) == (["88", "90"], [])
     assert choose(jobs, parse(["88"]), Filters(name="b")) == ([], ["88"])  # the filters keep none
+
+
+def test_cancelling_a_finished_job_says_how_it_ended(server, tmp_path):
+    from rota.core import JobState
+    (job,) = submit_array(server, tmp_path, "ended", "0")
+    server.store.transition(job["id"], JobState.FAILED)
+    again = server.rota("cancel", job["id"])
+    assert again.returncode == 1 and f"job {job['id']} has already failed" in again.stderr

@@ -35,7 +35,7 @@ def test_operator_applies_queues_from_a_file_and_bad_files_name_the_field(server
         "    quota: {h100x: {nominal: {gpu: 2}, borrowing_limit: {gpu: 1}}}\n"
         "  - name: product\n    cohort: lab\n    quota: {h100x: {nominal: {gpu: 2}}}\n")
     done = server.rota("queue", "apply", good, user="root")
-    assert done.returncode == 0 and "Applied 2 queue(s): product, research" in done.stdout
+    assert done.returncode == 0 and "Applied 2 queues: product, research" in done.stdout
     assert server.store.get_queue("research").quotas["h100x"].borrowing_limit == {"gpu": 1000}
     bad = tmp_path / "bad.yaml"
     bad.write_text("queues:\n  - name: x\n    quota: {a100: {nominal: {gpu: 1}}}\n")

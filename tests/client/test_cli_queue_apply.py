@@ -35,10 +35,10 @@ def test_apply_says_what_it_closed_deleted_and_where_jobs_now_go(server, tmp_pat
     file.write_text(QUOTAS)
     out = ok(server.rota("queue", "apply", file, user="root"))
     assert out.splitlines() == [
-        "Applied 2 queue(s): product, research; flavour(s): h100x. rota queues shows their "
+        "Applied 2 queues: product, research; flavour: h100x. rota queues shows their "
         "quota and use.",
         "Closed queue scratch to new jobs: it has no quota and admitted every project, so new "
-        f"jobs there would bypass the quotas of {file}, which does not list it. Its 1 job(s) "
+        f"jobs there would bypass the quotas of {file}, which does not list it. Its 1 job "
         "(1 pending) stay and run; rota queue delete scratch once they have finished (rota ps "
         "--queue scratch lists them).",
         f"Deleted queue spare: it had no quota and admitted every project, so jobs there would "
@@ -79,6 +79,6 @@ def test_a_queue_a_service_uses_refuses_the_file_naming_it(server, tmp_path):
     file.write_text(QUOTAS)
     refused = server.rota("queue", "apply", file, user="root")
     assert refused.returncode == 1, refused.stdout
-    assert refused.stderr.startswith(f"error: {file}: queue(s) serving have no quota")
-    assert "service(s) tiny (queue serving)" in refused.stderr
+    assert refused.stderr.startswith(f"error: {file}: queue serving has no quota")
+    assert "service tiny (queue serving)" in refused.stderr
     assert "serving" in server.store.bindings()

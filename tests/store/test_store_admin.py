@@ -37,7 +37,7 @@ def test_a_bound_queue_admits_only_its_projects_and_keeps_jobs_it_accepted(store
     with pytest.raises(QueueNotAllowed) as err:
         store.submit(submission(1, user="bob", project="q"), member=True)
     assert (err.value.code, err.value.field) == ("queue_not_allowed", "queue")
-    assert "only project(s) p may use it" in err.value.reason
+    assert "only project p may use it" in err.value.reason
     store.put_queue(Queue("q"), ("q",))  # the binding moves on: the accepted job stays
     assert store.get_job(kept).state is S.PENDING
     assert [j.id for j in store.snapshot(20.0).jobs] == [kept]
@@ -71,7 +71,7 @@ def test_a_queue_with_live_jobs_is_not_deleted_and_its_finished_jobs_outlive_it(
         store.delete_queue("q")
     assert err.value.code == "queue_in_use"
     assert err.value.counts == {"pending": 1, "running": 1}
-    assert "2 job(s) (1 pending, 1 running)" in err.value.message
+    assert "2 jobs (1 pending, 1 running)" in err.value.message
     store.request_cancel(waiting, by="alice")
     store.transition(run, S.SUCCEEDED, exit_code=0)
     store.delete_queue("q")

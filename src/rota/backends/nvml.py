@@ -134,7 +134,8 @@ class Nvml:
             if getattr(exc, "value", None) == _NVML_ERROR_GPU_IS_LOST:
                 return "the GPU is lost (it fell off the bus or stopped answering)"
             return None  # no ECC on this device: nothing to say
-        return f"{errors} uncorrected ECC error(s) since the driver loaded" if errors else None
+        return (f"{errors} uncorrected ECC error{'' if errors == 1 else 's'} since the driver "
+                "loaded") if errors else None
 
     def xid_events(self) -> Any:
         """An event set receiving every device's XID critical errors (where supported)."""

@@ -32,7 +32,7 @@ import typer
 
 from rota.cli.remote import EXIT_BAD_INPUT, EXIT_FAILED, die, print_json, talking
 from rota.cli.tables import Column, console, fit
-from rota.core import InvalidSpec
+from rota.core import InvalidSpec, shortforms
 
 project_app = typer.Typer(help="Projects (tenants): create, list and delete.",
                           no_args_is_help=True)
@@ -66,11 +66,12 @@ def node_drain(name: str = typer.Argument(..., help="Node name (rota nodes lists
     print(f"Draining {name}: no new job goes there; rota nodes shows 'drained' once its jobs "
           f"have left; rota node uncordon {name} puts it back.")
     if done["evicted"]:
-        print(f"Evicting job(s) {', '.join(done['evicted'])}: each gets its grace period, then "
-              "is requeued.")
+        print(f"Evicting {_jobs(done['evicted'])}: each gets its grace period, then is "
+              "requeued.")
     if done["not_evicted"]:
-        print(f"Not evicted (not preemptible): job(s) {', '.join(done['not_evicted'])}; cancel "
-              "them (rota cancel ID) or wait for them to finish.")
+        print(f"Not evicted (not preemptible): {_jobs(done['not_evicted'])}; cancel "
+              f"{'it' if len(done['not_evicted']) == 1 else 'them'} (rota cancel ID) or wait "
+              "for them to finish.")
 
 
 @node_app.command("uncordon")
@@ -122,8 +123,11 @@ def queue_apply(file: Path = typer.Argument(..., help="YAML with flavors: and qu
     if as_json:
         print_json(done)
         return
-    print(f"Applied {len(done['queues'])} queue(s): {', '.join(done['queues'])}"
-          + (f"; flavour(s): {', '.join(done['flavors'])}" if done["flavors"] else "")
+    flavors = done["flavors"]
+    print(f"Applied {shortforms.counted(len(done['queues']), 'queue')}: "
+          f"{', '.join(done['queues'])}"
+          + (f"; {'flavour' if len(flavors) == 1 else 'flavours'}: {', '.join(flavors)}"
+             if flavors else "")
           + ". rota queues shows their quota and use.")
     for entry in done.get("open_unlimited", ()):
         print(_open_queue_words(entry, str(file)))
@@ -143,9 +147,10 @@ def _open_queue_words(entry: dict, file: str) -> str:
                 "there to keep it).")
     if entry["action"] == "closed":
         counted = ", ".join(f"{n} {state}" for state, n in sorted(jobs.items()))
+        counted_jobs = shortforms.counted(sum(jobs.values()), "job")
         return (f"Closed queue {name} to new jobs: it has no quota and admitted every project, "
                 f"so new jobs there would bypass the quotas of {file}, which does not list it. "
-                f"Its {sum(jobs.values())} job(s) ({counted}) stay and run; rota queue delete "
+                f"Its {counted_jobs} ({counted}) stay and run; rota queue delete "
                 f"{name} once they have finished (rota ps --queue {name} lists them).")
     if entry["why"] == "listed":
         return (f"Queue {name} has no quota and admits every project, as {file} lists it: no "
@@ -181,7 +186,8 @@ def project_delete(name: str = typer.Argument(..., help="Project name.")) -> Non
     """Delete a project that has no jobs; its memberships and usage go with it."""
     with talking() as client:
         done = client.delete_project(name)
-    unbound = (f"; removed from the projects of queue(s) {', '.join(done['unbound'])}"
+    unbound = (f"; removed from the projects of {'queue' if len(done['unbound']) == 1 else 'queues'} "
+               f"{', '.join(done['unbound'])}"
                if done["unbound"] else "")
     print(f"Deleted project {name}{unbound}.")
 
@@ -340,3 +346,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(user_app, name="user")
     app.add_typer(queue_app, name="queue")
     app.add_typer(node_app, name="node")
+
+
+def _jobs(ids: list[str]) -> str:
+    """``job 4`` or ``jobs 4, 7``."""
+    return f"{'job' if len(ids) == 1 else 'jobs'} {', '.join(ids)}"

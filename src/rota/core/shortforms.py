@@ -10,10 +10,16 @@ it is asked for, so ``rota ps`` reads this module without the dataclasses and en
 - ``memory``: ``2 GiB``, ``79.6 GiB``, ``512 MiB``;
 - ``gpus``: what a job asks for in GPUs, ``1``, ``0.5 (20 GiB)``, ``2x4``;
 - ``placement``: where its replicas run, ``n1: GPU 0,1``;
-- ``reason_column``: the reason of its last move, else the codes of its wait reasons.
+- ``reason_column``: the reason of its last move, else the codes of its wait reasons;
+- ``counted``: a number and its noun, plural where it must be: ``1 job``, ``3 jobs``.
 """
 
 from __future__ import annotations
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 job``, ``3 jobs``, ``0 jobs``."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def duration(seconds: float) -> str:

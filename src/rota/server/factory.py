@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from rota.backends.base import Backend
+from rota.core.shortforms import counted
 from rota.control.setup import Inventory
 
 if TYPE_CHECKING:
@@ -54,5 +55,6 @@ def nodes_line(plane: ControlPlane) -> str:
     nodes = plane.loop.backend.inventory()
     gpus = sum(len(n.devices) for n in nodes)
     usable = sum(1 for n in nodes if not n.problem)
-    return (f"  backend {config.backend}: {len(nodes)} node(s), {usable} usable, {gpus} GPU(s) "
+    return (f"  backend {config.backend}: {counted(len(nodes), 'node')}, {usable} usable, "
+            f"{counted(gpus, 'GPU')} "
             f"({', '.join(f'{k}={v}' for k, v in sorted(config.backend_options.items()))})")

@@ -36,6 +36,7 @@ from typing import Any, Iterable, Mapping
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from rota.core import Flavor, InvalidSpec, JobState, Node, Project, Queue
+from rota.core.shortforms import counted
 from rota.store import access, convert
 from rota.store import jobs as job_rows
 from rota.store.errors import AlreadyExists, InUse, NotFound, Unauthenticated
@@ -329,7 +330,7 @@ def delete_queue(conn: Connection, name: str) -> None:
     _lock(conn, queues, "queue", name)
     live = live_counts(conn, jobs.c.queue, name)
     if live:
-        raise InUse("queue_in_use", f"queue {name} still holds {sum(live.values())} job(s) "
+        raise InUse("queue_in_use", f"queue {name} still holds {counted(sum(live.values()), 'job')} "
                     f"({_counted(live)}): cancel them (rota cancel ID) or wait until they "
                     f"finish, then delete it; rota ps --queue {name} lists them", live)
     conn.execute(delete(queues).where(queues.c.name == name))
@@ -342,13 +343,13 @@ def delete_project(conn: Connection, name: str) -> list[str]:
     _lock(conn, projects, "project", name)
     live = live_counts(conn, jobs.c.project, name)
     if live:
-        raise InUse("project_in_use", f"project {name} still has {sum(live.values())} job(s) "
+        raise InUse("project_in_use", f"project {name} still has {counted(sum(live.values()), 'job')} "
                     f"({_counted(live)}): cancel them (rota cancel ID) or wait until they "
                     f"finish, then delete it; rota ps --project {name} lists them", live)
     done = conn.execute(select(func.count()).select_from(jobs)
                         .where(jobs.c.project == name)).scalar_one()
     if done:
-        raise InUse("project_has_jobs", f"project {name} has {done} finished job(s) whose "
+        raise InUse("project_has_jobs", f"project {name} has {counted(done, 'finished job')} whose "
                     "history is kept under it, so it cannot be deleted; remove it from the "
                     "queues' projects (rota queue apply) to stop new work instead",
                     {"finished": done})

@@ -35,7 +35,8 @@ class QueueNotAllowed(InvalidSpec):
     code = "queue_not_allowed"
 
     def __init__(self, queue: str, project: str, allowed: tuple[str, ...]) -> None:
-        admits = (f"only project(s) {', '.join(allowed)} may use it" if allowed
+        projects = "project" if len(allowed) == 1 else "projects"
+        admits = (f"only {projects} {', '.join(allowed)} may use it" if allowed
                   else "it is closed to new jobs")
         super().__init__("queue", f"queue {queue} does not admit project {project}: {admits}; "
                          "choose another queue (rota queues shows who may use each)")

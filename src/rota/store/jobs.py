@@ -353,7 +353,8 @@ def request_cancel(conn: Connection, job_id: object, by: str, now: float) -> boo
     row = get(conn, job_id, lock=True)
     state = JobState(row.state)
     if state.terminal:
-        raise IllegalTransition(f"job {row.id} is already {state}")
+        done = "is already cancelled" if state is JobState.CANCELLED else f"has already {state}"
+        raise IllegalTransition(f"job {row.id} {done}")
     if state is JobState.PENDING:
         move(conn, row, JobState.CANCELLED, now, f"cancelled by {by}", {"by": by},
              reason=f"cancelled by {by}")

@@ -127,11 +127,15 @@ def _refuse_served(conn: Connection, names: list[str]) -> None:
     if not rows:
         return
     served = sorted({queue for _, queue in rows})
-    raise InUse("queue_in_use", f"queue(s) {', '.join(served)} have no quota and admit every "
-                "project, so this file, which defines quotas and leaves them out, would delete "
-                "or close them; but service(s) "
-                f"{', '.join(f'{name} (queue {queue})' for name, queue in rows)} start their "
-                "replicas there: list the queue(s) in the file (with a quota or projects:), or "
+    one, alone = len(served) == 1, len(rows) == 1
+    raise InUse("queue_in_use", f"{'queue' if one else 'queues'} {', '.join(served)} "
+                f"{'has' if one else 'have'} no quota and {'admits' if one else 'admit'} every "
+                "project, so this file, which defines quotas and leaves "
+                f"{'it' if one else 'them'} out, would delete or close {'it' if one else 'them'};"
+                f" but {'service' if alone else 'services'} "
+                f"{', '.join(f'{name} (queue {queue})' for name, queue in rows)} "
+                f"{'starts its' if alone else 'start their'} replicas there: list "
+                f"{'the queue' if one else 'the queues'} in the file (with a quota or projects:), or "
                 "move the services to another queue (rota services delete NAME, then rota serve "
                 "FILE --queue Q), and apply again; nothing was applied",
                 {"services": len(rows)})
