@@ -53,7 +53,7 @@ def test_a_queue_a_service_uses_makes_the_file_a_conflict(api):
     body = {"queues": [{"name": "gold", "quota": {"any": {"nominal": {"gpu": 1}}}}]}
     reply = api.client.put("/v1/queues", headers=api.auth["root"], json=body)
     assert reply.status_code == 409 and reply.json()["error"]["code"] == "queue_in_use"
-    assert "service(s) tiny (queue q)" in reply.json()["error"]["message"]
+    assert "service tiny (queue q)" in reply.json()["error"]["message"]
     assert [q.name for q in api.store.list_queues()] == ["q"]
 
 

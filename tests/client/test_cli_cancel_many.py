@@ -112,3 +112,23 @@ def test_cancelling_a_finished_job_says_how_it_ended(server, tmp_path):
     server.store.transition(job["id"], JobState.FAILED)
     again = server.rota("cancel", job["id"])
     assert again.returncode == 1 and f"job {job['id']} has already failed" in again.stderr
+
+
+def test_a_submit_past_the_projects_hard_budget_says_it_waits(server, tmp_path):
+    """The job is accepted and waits (the control loop holds it with reason budget); the
+    submit says so at once, on stderr, through the fast path and the Typer command alike."""
+    server.store.set_budget("speech", None, 0.0)  # bob's project: 0 GPU-hours used is at it
+    try:
+        for args in (["run", "--", "true"], ["run", "--gpus", "1", "--workdir", "/srv/x", "--",
+                                              "true"]):
+            result = server.rota(*args, user="bob")
+            assert result.returncode == 0 and result.stdout.startswith("Submitted job ")
+            assert "warning: project speech has used 0.00 GPU-hours in " in result.stderr
+            assert "at or past its hard budget of 0: this job waits until " in result.stderr
+            job = result.stdout.split()[2]
+            ok(server.rota("cancel", job, user="bob"))
+        quiet = server.rota("run", "--", "true")  # alice's project has no budget
+        assert quiet.returncode == 0 and "warning" not in quiet.stderr
+        ok(server.rota("cancel", quiet.stdout.split()[2]))
+    finally:
+        server.store.set_budget("speech", None, None)

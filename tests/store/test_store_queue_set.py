@@ -115,7 +115,7 @@ def test_a_queue_a_service_uses_refuses_the_file_and_nothing_is_written(store):
     with pytest.raises(InUse) as refused:
         apply(store, (GOLD, None))
     assert refused.value.code == "queue_in_use"
-    assert "service(s) tiny (queue q)" in str(refused.value)
+    assert "service tiny (queue q)" in str(refused.value)
     assert "nothing was applied" in str(refused.value)
     assert store.bindings() == {"q": None} and store.list_flavors() == []
     done = apply(store, (GOLD, None), (Queue("q"), None))  # listing it keeps it, on purpose

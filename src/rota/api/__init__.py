@@ -32,6 +32,8 @@ What the routes are made of:
 - ``submit``: the job-file format and the ``run`` mapping stored with a job;
 - ``jobfile``: a job file as it is on disk, with the command line's choices;
 - ``accounting``: times as the API reads and writes them, and a project's budget view;
+- ``budgetcheck``: whether a new job's project is past its hard budget, for the submit's
+  answer (remembered a few seconds);
 - ``fairuse``: members' submit rate, and the fingerprint of idempotent submits;
 - ``storage``: a project's storage quota;
 - ``uploads``: uploaded working directories;

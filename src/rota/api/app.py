@@ -23,6 +23,7 @@ from rota.api import (access_routes, accounting_routes, admin_routes, dashboard,
                       gateway, io_routes, jobs_routes, metrics_routes, service_routes,
                       submit_routes, users_routes)
 from rota.api.bodylimit import MAX_BODY_BYTES, BodyLimit
+from rota.api.budgetcheck import HardBudgets
 from rota.api.fairuse import SubmitRate
 from rota.api.logs import LogReader, no_reader
 from rota.api.offload import Offload
@@ -76,7 +77,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
               offload=offload, quota=quota, rate=SubmitRate(), screen=Screen(store),
               read_log=read_log, log_poll_s=log_poll_s, on_change=on_change,
               workdir_refusal=workdir_refusal,
-              on_exit=on_exit, exit_wait_s=exit_wait_s, metrics=metrics, serving=serving)
+              on_exit=on_exit, exit_wait_s=exit_wait_s, metrics=metrics, serving=serving,
+              budgets=HardBudgets(store, clock))
     app = FastAPI(title="rota", version="0.1.0")
     app.state.api, app.state.offload = api, offload
     errors.install(app)

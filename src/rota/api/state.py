@@ -15,6 +15,7 @@ from typing import Callable
 
 from fastapi import Request
 
+from rota.api.budgetcheck import HardBudgets
 from rota.api.fairuse import SubmitRate
 from rota.api.logs import LogReader
 from rota.api.offload import Offload
@@ -50,6 +51,7 @@ class Api:
     exit_wait_s: float
     metrics: Callable[[], bytes] | None
     serving: Serving | None
+    budgets: HardBudgets  # a new job's project past its hard budget (the submit says so)
 
     def changed(self) -> None:
         """Wake the control loop after a change its next cycle must see."""

@@ -80,7 +80,10 @@ async def submit(body: Any = Body(...), who: Principal = Depends(principal),
         if not who.operator:
             api.quota.settle(sub.project, held, _stored(made, held))
     api.changed()
-    return _created(made)
+    known, budget = api.budgets.remembered(sub.project)
+    if not known:
+        budget = await run_in_threadpool(api.budgets.over, sub.project)
+    return _created(made, budget=budget)
 
 
 async def _refuse_if_unrunnable(api: Api, who: Principal, body: Any,
@@ -117,9 +120,11 @@ def _stored(made: JobRecord | Replayed | list[JobRecord] | None,
     return {}
 
 
-def _created(made: JobRecord | Replayed | list[JobRecord], replayed: bool = False) -> Response:
+def _created(made: JobRecord | Replayed | list[JobRecord], replayed: bool = False,
+             budget: dict[str, Any] | None = None) -> Response:
     """The answer to a submit: the job (an array: its first task, and the array), 201 when
-    it was made now, 200 when an idempotency key named it (``Idempotent-Replayed: true``)."""
+    it was made now, 200 when an idempotency key named it (``Idempotent-Replayed: true``);
+    with ``budget``, its project's budget, past its hard limit (``rota.api.budgetcheck``)."""
     tasks = None
     if isinstance(made, Replayed):
         first, tasks, replayed = made.record, made.tasks, True
@@ -130,6 +135,8 @@ def _created(made: JobRecord | Replayed | list[JobRecord], replayed: bool = Fals
     view = job_view(first)
     if tasks is not None:
         view["array"] = {"id": first.array_id, "tasks": tasks, "limit": first.array_limit}
+    if budget is not None:
+        view["budget"] = budget
     return Response(json.dumps(view, allow_nan=False), 200 if replayed else 201,
                     headers={"Idempotent-Replayed": "true"} if replayed else None,
                     media_type="application/json")

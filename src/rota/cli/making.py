@@ -136,13 +136,28 @@ def submitted(job: dict, as_json: bool, wait: bool = False) -> None:
         print(f"Submitted array {array['id']}{name}: {array['tasks']} tasks (jobs "
               f"{array['id']} on){limit}, to queue {job['queue']} of project {job['project']}.")
         print("Next: rota ps shows them on one line; rota show ID for one task.")
+        _over_budget(job)
         return
     print(f"Submitted job {job['id']}{name} to queue {job['queue']} of project "
           f"{job['project']}: {job['state']}.", file=out)
+    _over_budget(job)
     if not wait:
         print(f"Next: rota show {job['id']} to see where it runs or why it waits; "
               f"rota logs {job['id']} -f to follow its output.", file=out)
     out.flush()
+
+
+def _over_budget(job: dict) -> None:
+    """A job accepted while its project is past its hard budget waits: say so now."""
+    budget = job.get("budget")
+    if budget is None:
+        return
+    sys.stdout.flush()
+    print(f"warning: project {job['project']} has used {budget['used_gpu_hours']:.2f} "
+          f"GPU-hours in {budget['month']}, at or past its hard budget of "
+          f"{budget['hard_gpu_hours']:g}: this job waits until {budget['resets_at']} or until "
+          f"an operator raises the limit (rota project budget {job['project']} --hard N).",
+          file=sys.stderr, flush=True)
 
 
 def attach(client, job: dict) -> None:
