@@ -11,7 +11,8 @@ def test_an_operator_adds_a_user_who_then_sees_only_their_project(api):
     root = api.auth["root"]
     made = api.client.post("/v1/users", headers=root, json={"name": "carol", "projects": ["q"]})
     assert made.status_code == 201
-    assert made.json() == {"name": "carol", "projects": ["q"], "unix_user": "carol"}
+    assert made.json() == {"name": "carol", "projects": ["q"], "unix_user": "carol",
+                           "unix_user_exists": None}  # jobs do not run as OS accounts here
     token = api.client.post("/v1/tokens", headers=root,
                             json={"name": "laptop", "user": "carol"}).json()["token"]
     carol = {"Authorization": f"Bearer {token}"}
@@ -53,7 +54,7 @@ def test_an_operator_chooses_the_os_account_a_users_jobs_run_as(api):
     moved = api.client.patch("/v1/users/dave", headers=root, json={"unix_user": "dave2"})
     assert moved.status_code == 200 and api.store.unix_users()["dave"] == "dave2"
     reset = api.client.patch("/v1/users/dave", headers=root, json={"unix_user": None})
-    assert reset.json() == {"name": "dave", "unix_user": "dave"}
+    assert reset.json() == {"name": "dave", "unix_user": "dave", "unix_user_exists": None}
     assert api.client.patch("/v1/users/dave", headers=api.auth["alice"],
                             json={"unix_user": "root"}).status_code == 403
 
@@ -104,3 +105,27 @@ def test_an_operator_may_map_a_system_account_when_saying_so(api):
     moved = api.client.patch("/v1/users/svc", headers=root,
                              json={"unix_user": "root", "allow_system_account": True})
     assert moved.status_code == 200 and api.store.unix_users()["svc"] == "root"
+
+
+def test_where_jobs_run_as_os_accounts_the_answer_says_whether_the_account_exists(tmp_path):
+    """With a backend that runs commands as their owners' accounts (``workdir_refusal`` given),
+    adding or mapping a user says whether its account exists on this machine, so that
+    ``rota user add`` can warn that the user's jobs would wait."""
+    from fastapi.testclient import TestClient
+
+    from rota.api import create_app
+    from rota.store import Store
+    from apikit import seed_tenants
+    store = Store.open(tmp_path / "db")
+    try:
+        root = {"Authorization": f"Bearer {seed_tenants(store)['root']}"}
+        app = create_app(store, data_dir=tmp_path / "data", workdir_refusal=lambda u, w: None)
+        client = TestClient(app)
+        made = client.post("/v1/users", headers=root,
+                           json={"name": "nosuchaccount-rota", "projects": ["q"]}).json()
+        assert made["unix_user_exists"] is False
+        mapped = client.patch("/v1/users/nosuchaccount-rota", headers=root,
+                              json={"unix_user": "root", "allow_system_account": True}).json()
+        assert (mapped["unix_user"], mapped["unix_user_exists"]) == ("root", True)
+    finally:
+        store.close()

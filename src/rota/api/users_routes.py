@@ -6,6 +6,8 @@ only an operator creates projects and users or changes them (403 otherwise).
 
 from __future__ import annotations
 
+import pwd
+
 from typing import Any
 
 from fastapi import APIRouter, Depends
@@ -53,6 +55,19 @@ def _check_account(account: str, allowed: bool) -> None:
         raise InvalidSpec("unix_user", refusal)
 
 
+def _exists_here(api: Api, account: str) -> bool | None:
+    """Whether the OS account exists on the control plane's machine, where jobs run as their
+    owners' accounts (a backend that runs commands, not container images: the one that is
+    given ``workdir_refusal``); None where jobs do not run as OS accounts here."""
+    if api.workdir_refusal is None:
+        return None
+    try:
+        pwd.getpwnam(account)
+    except KeyError:
+        return False
+    return True
+
+
 @router.get("/v1/whoami")
 def whoami(who: Principal = Depends(principal)) -> dict[str, Any]:
     return {"user": who.user, "role": str(who.role), "projects": sorted(who.projects)}
@@ -83,19 +98,21 @@ def users(_: Principal = Depends(operator),
 def create_user(body: UserBody, _: Principal = Depends(operator),
                 api: Api = Depends(api_of)) -> dict[str, Any]:
     """A user, the projects it is a member of and its OS account, in one transaction."""
-    _check_account(body.unix_user or body.name, body.allow_system_account)
+    account = body.unix_user or body.name
+    _check_account(account, body.allow_system_account)
     api.store.create_user(body.name, body.projects, unix_user=body.unix_user)
     return {"name": body.name, "projects": sorted(set(body.projects)),
-            "unix_user": body.unix_user or body.name}
+            "unix_user": account, "unix_user_exists": _exists_here(api, account)}
 
 
 @router.patch("/v1/users/{name}")
 def change_user(name: str, body: UserChange, _: Principal = Depends(operator),
                 api: Api = Depends(api_of)) -> dict[str, Any]:
     """Map ``name``'s jobs to another OS account (null: the account named like it)."""
-    _check_account(body.unix_user or name, body.allow_system_account)
+    account = body.unix_user or name
+    _check_account(account, body.allow_system_account)
     api.store.set_unix_user(name, body.unix_user)
-    return {"name": name, "unix_user": body.unix_user or name}
+    return {"name": name, "unix_user": account, "unix_user_exists": _exists_here(api, account)}
 
 
 @router.post("/v1/users/{name}/projects", status_code=201)

@@ -24,6 +24,7 @@ Members see and act only on their projects' jobs; these commands need an operato
 
 from __future__ import annotations
 
+import sys
 from typing import List, Optional
 
 from pathlib import Path
@@ -261,6 +262,7 @@ def user_add(
     where = ", ".join(made["projects"]) or "no project yet"
     print(f"Created user {made['name']} ({where}; jobs run as OS user {made['unix_user']}). "
           f"Next: rota token create NAME --user {made['name']} and give them the token.")
+    _no_account(made["name"], made)
 
 
 @user_app.command("set")
@@ -272,6 +274,18 @@ def user_set(name: str = typer.Argument(..., help="User name."),
     with talking() as client:
         done = client.set_unix_user(name, unix_user, allow_system_account)
     print(f"{name}'s jobs now run as OS user {done['unix_user']}.")
+    _no_account(name, done)
+
+
+def _no_account(name: str, answer: dict) -> None:
+    """Warn where the server says the OS account does not exist on its machine."""
+    if answer.get("unix_user_exists") is not False:
+        return
+    account = answer["unix_user"]
+    print(f"warning: there is no OS account {account} on the control plane's machine, so "
+          f"{name}'s jobs wait (held) until it exists: create it (useradd -m {account}), or "
+          f"map {name} to an existing account (rota user set {name} --unix-user ACCOUNT).",
+          file=sys.stderr)
 
 
 @user_app.command("join")
