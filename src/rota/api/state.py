@@ -50,6 +50,7 @@ class Api:
     exit_wait_s: float
     metrics: Callable[[], bytes] | None
     serving: Serving | None
+    role: Callable[[], dict[str, object]]  # which role this control plane has, who leads
 
     def changed(self) -> None:
         """Wake the control loop after a change its next cycle must see."""
