@@ -116,12 +116,15 @@ def test_a_standby_serves_and_takes_over_within_10_s_of_a_kill_9(planes, slurm) 
     seen = role(standby)
     assert seen["role"] == "standby" and seen["leader"] == role(leader)["holder"]
     assert "role: standby" in standby.output()
+    assert standby.cli("status").startswith(f"standby at {standby.url}: {seen['leader']} leads")
+    assert leader.cli("status").startswith(f"leader at {leader.url}: {seen['leader']}")
     jobs = submit_jobs(standby)
     wait(lambda: len(runs(standby)) >= 2, "the leader to run jobs")
     killed = time.time()
     leader.kill9()
     took = taken_over(standby)
     assert took["leading_since"] - killed <= TAKEOVER_S, took["leading_since"] - killed
+    assert standby.cli("status").startswith(f"leader at {standby.url}: {took['holder']}")
     each_ran_once(standby, slurm, jobs)
 
 
