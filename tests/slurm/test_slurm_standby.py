@@ -45,8 +45,8 @@ def database(postgres_database) -> str:
 
 
 @pytest.fixture
-def planes(slurm_env, database) -> Iterator[tuple[SlurmServer, SlurmServer]]:
-    """A leader, then a standby sharing its database and Slurm instance."""
+def pair(slurm_env, database) -> Iterator[tuple[SlurmServer, SlurmServer]]:
+    """A started leader, and a second plane on its database, not started."""
     base = Path(tempfile.mkdtemp(prefix="rota-slurm-standby-"))
     base.chmod(0o711)
     made: list[SlurmServer] = []
@@ -55,12 +55,8 @@ def planes(slurm_env, database) -> Iterator[tuple[SlurmServer, SlurmServer]]:
             root = base / name
             root.mkdir()
             made.append(SlurmServer(root, {**slurm_env, "ROTA_DB_URL": database}))
-        leader, standby = made
-        leader.start()
-        standby.data_dir.mkdir(mode=0o711)
-        shutil.copy(leader.data_dir / "slurm-instance", standby.data_dir / "slurm-instance")
-        standby.start()
-        yield leader, standby
+        made[0].start()
+        yield made[0], made[1]
     finally:
         for plane in made:
             if plane.proc is not None:
@@ -70,6 +66,16 @@ def planes(slurm_env, database) -> Iterator[tuple[SlurmServer, SlurmServer]]:
                     pass
             plane.close()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def planes(pair) -> tuple[SlurmServer, SlurmServer]:
+    """A leader, then a standby sharing its database and Slurm instance."""
+    leader, standby = pair
+    standby.data_dir.mkdir(mode=0o711)
+    shutil.copy(leader.data_dir / "slurm-instance", standby.data_dir / "slurm-instance")
+    standby.start()
+    return leader, standby
 
 
 def role(plane: SlurmServer) -> dict:
@@ -146,3 +152,15 @@ def test_a_leader_frozen_past_its_lease_is_taken_over_and_steps_down(planes, slu
     leader.proc = None
     assert "lost the control-loop lease" in leader.output()
     each_ran_once(standby, slurm, jobs)
+
+
+def test_a_second_plane_without_the_leaders_slurm_instance_is_refused(pair) -> None:
+    _, second = pair
+    second.spawn()
+    assert second.proc is not None
+    assert second.proc.wait(timeout=120) == 1
+    second.proc = None
+    output = second.output()
+    assert "another control plane is using this database" in output
+    assert "No standby: a Slurm standby uses the Slurm instance" in output
+    assert f"copy slurm-instance from that one's data directory into {second.data_dir}" in output

@@ -123,7 +123,9 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(1)
     except LeaseHeld as exc:
-        print(f"error: {held_message(exc.name, exc.holder, exc.expires_at, time.time())}",
+        message = held_message(exc.name, exc.holder, exc.expires_at, time.time())
+        reason = getattr(exc, "reason", None)  # NoStandby: why this one cannot stand by
+        print(f"error: {message}" + ("" if reason is None else f". No standby: {reason}"),
               file=sys.stderr)
         raise typer.Exit(1)
     except BindError as exc:

@@ -3,8 +3,8 @@
 ``open_control_plane(config)``, in order: make the data directory private
 (``rota.server.secure``) and take its lock (one control plane per data directory); open the
 store and take its ``control-loop`` lease (one per database), or, while a live control plane
-of another site holds it and jobs run elsewhere (the backend's factory is not ``runs_here``),
-stand by (``rota.control.standby``); set up a first start (default
+of another site holds it, stand by (``rota.control.standby``) unless the backend's factory
+refuses (``NoStandby``: the local backend always does); set up a first start (default
 project and queue, the operator and its token); revoke every live token that a log of the
 control plane holds (``rota.server.leaks``); build the backend from its factory
 (``rota.server.backends``) and, when its jobs run here, register this machine as a node; bind
@@ -19,8 +19,8 @@ after a restart) and the serving runtime only once it took the lease; until then
 no attempt's report of its end (the leader's API does). ``ControlPlane.role`` says which
 role it has and who leads.
 
-Errors are the parts' own: ``DataDirBusy``, ``LeaseHeld``, ``BindError``, ``InvalidSpec`` (a bad
-database URL or data directory); ``rota up`` turns them into messages.
+Errors are the parts' own: ``DataDirBusy``, ``LeaseHeld`` (``NoStandby``), ``BindError``,
+``InvalidSpec`` (a bad database URL or data directory); ``rota up`` turns them into messages.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
                            usage_half_life_s=config.policy.usage_half_life_s)
         keeper = LeaseKeeper(store, directory)
         factory = factory_of(config.backend)
-        held = _lead_or_stand_by(keeper, factory.runs_here)
+        held = _lead_or_stand_by(keeper, lambda: factory.standby_refusal(config))
         operator = setup.first_start(store)
         leaked = revoke_leaked(store, directory)
         backend = factory.build(config)
@@ -240,15 +240,26 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         raise
 
 
-def _lead_or_stand_by(keeper: LeaseKeeper, runs_here: bool) -> LeaseHeld | None:
-    """Take the lease (None), or the refusal to stand by with. Jobs that run on this machine
-    cannot be taken over from another one: ``LeaseHeld`` is raised for them."""
+class NoStandby(LeaseHeld):
+    """The lease is held, and this control plane may not stand by, for ``reason`` (its
+    factory's ``standby_refusal``)."""
+
+    def __init__(self, held: LeaseHeld, reason: str) -> None:
+        super().__init__(held.name, held.holder, held.expires_at)
+        self.reason = reason
+
+
+def _lead_or_stand_by(keeper: LeaseKeeper,
+                      refusal: Callable[[], str | None]) -> LeaseHeld | None:
+    """Take the lease (None), or the refusal to stand by with; ``NoStandby`` when the
+    backend's factory says this plane may not stand by."""
     try:
         keeper.acquire(time.time())
         return None
     except LeaseHeld as held:
-        if runs_here:
-            raise
+        reason = refusal()
+        if reason is not None:
+            raise NoStandby(held, reason) from None
         return held
 
 
