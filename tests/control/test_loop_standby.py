@@ -11,7 +11,7 @@ from controlkit import python, submit
 from rota.backends.gpus import parse_virtual_gpus
 from rota.backends.local import LocalBackend
 from rota.control import ControlLoop
-from rota.control.lease import MARGIN_S, NAME, RETRY_S, TTL_S, LeaseKeeper
+from rota.control.lease import NAME, RETRY_S, TTL_S, LeaseKeeper
 from rota.control.standby import Standby
 from rota.core import JobState, Node
 from rota.scheduler import build_policy
@@ -29,13 +29,6 @@ def stand_by(store, where, clock, promote) -> Standby:
     with pytest.raises(LeaseHeld) as held:
         keeper.acquire(clock.now())
     return Standby(keeper, held.value, promote, clock=clock.now)
-
-
-def test_the_lease_lets_a_standby_lead_within_ten_seconds_of_the_leaders_last_renewal() -> None:
-    # the leader renews every TTL_S / 3 (2 s) and may act until expiry - MARGIN_S; a standby
-    # trying every RETRY_S (1 s) takes the lease at most TTL_S + RETRY_S (7 s) after the last
-    # renewal, so within 10 s of a death
-    assert TTL_S + RETRY_S <= 10 and 0 < MARGIN_S < TTL_S / 3
 
 
 def test_a_standby_waits_while_the_leader_renews_and_leads_once_its_lease_expired(
@@ -56,7 +49,9 @@ def test_a_standby_waits_while_the_leader_renews_and_leads_once_its_lease_expire
     died = clock.now()  # the leader stops renewing: killed, or frozen
     while not standby.try_once():
         clock.advance(RETRY_S)
-    assert promoted == [clock.now()] and clock.now() - died <= TTL_S + RETRY_S
+    # the standby leads at most TTL_S + RETRY_S (7 s) after the leader's last renewal:
+    # within 10 s of its death
+    assert promoted == [clock.now()] and clock.now() - died <= TTL_S + RETRY_S <= 10
     role = standby.role()
     assert (role.role, role.leader) == ("leader", standby.keeper.holder)
     assert store.get_lease(NAME).holder == standby.keeper.holder

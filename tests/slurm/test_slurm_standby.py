@@ -134,6 +134,13 @@ def test_a_standby_serves_and_takes_over_within_10_s_of_a_kill_9(planes, slurm) 
     each_ran_once(standby, slurm, jobs)
 
 
+def test_a_standby_stopped_cleanly_leaves_the_leader_leading(planes) -> None:
+    leader, standby = planes
+    holder = role(leader)["holder"]
+    assert standby.stop() == 0
+    assert role(leader)["role"] == "leader" and role(leader)["holder"] == holder
+
+
 def test_a_leader_frozen_past_its_lease_is_taken_over_and_steps_down(planes, slurm) -> None:
     slurm.require_accounting()
     leader, standby = planes
