@@ -19,10 +19,11 @@ Launch, crash-safe (``attempts`` says what each file proves):
 
 ``recover`` finds an attempt from its files, or by its name in ``squeue``/``sacct`` once no
 ``sbatch`` of it is still running here (without files, Slurm is asked only while taking over
-from another control plane: ``taking_over``, which must share this one's instance); a held job it finds is released. Two Slurm jobs of one
-attempt can only come from an ``sbatch`` whose answer was lost in a crash: both are held until
-one is recorded, and the one not recorded is cancelled wherever it is seen (``recover``,
-``poll``), before it was ever released. So an attempt never runs twice.
+from another control plane of the same instance: ``taking_over``); a held job it finds is
+released. Two Slurm jobs of one attempt can only come from an ``sbatch`` whose answer was
+lost in a crash: both are held until one is recorded, and the one not recorded is cancelled
+wherever it is seen (``recover``, ``poll``), before it was ever released. So an attempt never
+runs twice.
 
 Status (``poll``): one ``squeue`` of the handles' names in brief (``records.squeue_named``),
 the node states (``sinfo`` and the reservations, at most ``node_refresh_s`` old), one
