@@ -157,7 +157,10 @@ def test_a_leader_frozen_past_its_lease_is_taken_over_and_steps_down(planes, slu
     except subprocess.TimeoutExpired:
         raise AssertionError(f"the old leader did not stop:\n{leader.output()}") from None
     leader.proc = None
-    assert "lost the control-loop lease" in leader.output()
+    woken = leader.output().split("lost the control-loop lease", 1)
+    assert len(woken) == 2, leader.output()
+    assert "launched" not in woken[1] and " -> " not in woken[1]  # it acted no more
+    assert "reported its end" not in woken[1]  # nor took a job's report for the new leader
     each_ran_once(standby, slurm, jobs)
 
 
