@@ -124,3 +124,13 @@ def test_drain_with_evict_asks_running_jobs_to_leave(api):
     assert done.json()["evicted"] == [job]
     shown = api.client.get(f"/v1/jobs/{job}", headers=api.auth["alice"]).json()
     assert shown["state"] == "preempting" and "node n1 is drained" in shown["reason"]
+
+
+def test_every_token_reads_the_control_planes_role_and_no_request_without_one(api):
+    # an API composed with its own loop and no lease (rota up gives the lease's: a leader's,
+    # or a standby's naming the leader, tests/slurm/test_slurm_standby.py)
+    reply = api.client.get("/v1/control-plane", headers=api.auth["alice"])
+    assert reply.status_code == 200
+    assert reply.json() == {"role": "leader", "holder": None, "leader": None,
+                            "lease_left_s": None, "leading_since": None}
+    assert error(api.client.get("/v1/control-plane"), 401)["code"]

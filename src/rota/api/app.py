@@ -100,7 +100,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
 
 
 def _no_lease() -> dict[str, object]:
-    return {"role": "leader", "holder": None, "leader": None, "lease_left_s": None}
+    return {"role": "leader", "holder": None, "leader": None, "lease_left_s": None,
+            "leading_since": None}
 
 
 ROUTERS = (users_routes.router, access_routes.router, accounting_routes.router,
