@@ -86,25 +86,41 @@ def test_a_leader_woken_after_its_lease_was_taken_over_launches_nothing(
 
 
 class FrozenMidPass(LocalBackend):
-    """A machine frozen (SIGSTOP) in the middle of a pass, before its launches: the clock
-    jumps past the lease while the backend is asked for offers, and another control plane
-    takes the lease meanwhile."""
+    """A machine frozen (SIGSTOP) in the middle of a pass: the clock jumps past the lease when
+    the backend is asked for its offers (before step 1) or for its overdue attempts (after
+    step 1, before the launches), and another control plane takes the lease meanwhile."""
 
-    def __init__(self, *args, freeze=lambda: None, **kwargs) -> None:
+    def __init__(self, *args, where: str, freeze, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.freeze = freeze
+        self.where, self._freeze = where, freeze
+
+    def freeze(self, where: str) -> None:
+        if where == self.where:
+            self._freeze()
+            self.where = ""
 
     def offers(self):
-        self.freeze()
-        self.freeze = lambda: None
+        self.freeze("offers")
         return []
 
     def decline(self, offer, reason) -> None:
         pass
 
+    def overdue(self):
+        self.freeze("overdue")
+        return []
 
-def test_a_pass_frozen_past_its_lease_before_launching_launches_nothing(
-        store, data_dir, tmp_path, clock) -> None:
+    def reported(self, handle, exit_code, replicas=None) -> bool:
+        return False
+
+    def flush_launches(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("where, state", [("offers", JobState.PENDING),
+                                          ("overdue", JobState.SCHEDULED)])
+def test_a_pass_frozen_past_its_lease_acts_no_further(store, data_dir, tmp_path, clock,
+                                                      where, state) -> None:
     lost: list[bool] = []
     leader = LeaseKeeper(store, data_dir)
     leader.acquire(clock.now())
@@ -113,12 +129,12 @@ def test_a_pass_frozen_past_its_lease_before_launching_launches_nothing(
         clock.advance(TTL_S + RETRY_S)
         LeaseKeeper(store, tmp_path / "elsewhere").acquire(clock.now())
     node = Node("n1", 16_000, 64 * 1024, parse_virtual_gpus("4xH100-80GB"))
-    frozen = FrozenMidPass(data_dir, node=node, freeze=freeze)
+    frozen = FrozenMidPass(data_dir, node=node, where=where, freeze=freeze)
     loop = leased_loop(store, frozen, data_dir, clock, leader, lost)
     job = submit(store, python("pass"))
     loop.step()
-    record = store.get_job(job)
-    assert record.state is JobState.SCHEDULED and record.backend_handle is None
+    record = store.get_job(job)  # before step 1: not even placed; after: placed, not launched
+    assert record.state is state and record.backend_handle is None
     assert leader.lost  # and the next pass says so (``on_lease_lost``)
     loop.step()
     assert lost == [True]

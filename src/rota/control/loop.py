@@ -65,8 +65,8 @@ events.
 With a ``LeaseKeeper`` (``rota.control.lease``), every pass first makes sure this process
 still holds the database's ``control-loop`` lease, renewing it when due, and the loop wakes at
 least every third of its time to live to do so. A pass that may not act does nothing, and a
-pass asks again right before step 4 (a pass slowed or frozen past its lease launches
-nothing). A lease lost to another holder stops the loop for good and calls
+pass asks again before step 1 and right before step 4: a pass slowed or frozen past its
+lease stops there, and launches nothing. A lease lost to another holder stops the loop for good and calls
 ``on_lease_lost`` (``rota up`` exits non-zero); ``stop`` releases the lease. A standby
 (``rota.control.standby``) calls ``start`` only once it took the lease.
 
@@ -291,6 +291,8 @@ class ControlLoop:
         except Exception as exc:  # the offers wait for the next pass
             report.errors.append(f"intake: {exc!r}")
             log.exception("intake of %s's offers failed", self.backend.name)
+        if not self._may_act():  # slowed or frozen past the lease since the pass began
+            return report
         self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
         self._stop_overdue(report)
         if report.faults:  # a node or GPU failed: the cycle must see it before placing
@@ -306,9 +308,9 @@ class ControlLoop:
         return report
 
     def _may_act(self) -> bool:
-        """Whether this process may still act, asked again right before launching: a pass
-        that began in time but was slowed or frozen past its lease launches nothing (the
-        jobs it bound stay SCHEDULED, and whoever leads launches them)."""
+        """Whether this process may still act, asked again before step 1 and right before
+        launching: a pass that began in time but was slowed or frozen past its lease stops
+        there (the jobs it bound stay SCHEDULED, and whoever leads launches them)."""
         return self.lease is None or self.lease.ensure(self.clock.now())
 
     def _answer_after_launches(self, handoffs: list[Future[None]]) -> None:
