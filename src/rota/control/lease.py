@@ -70,10 +70,10 @@ class LeaseKeeper:
         if now - self._renewed_at >= self.ttl_s / 3:
             renewed = self.store.renew_lease(NAME, self.holder, self.ttl_s, now)
             if renewed is None:
+                self.lost, self.held = True, None  # before anything says so
                 other = self.store.get_lease(NAME)
                 log.critical("lost the %s lease: %s holds it now; this control plane stops "
                              "acting", NAME, other.holder if other else "nobody")
-                self.lost, self.held = True, None
                 return False
             self.held, self._renewed_at = renewed, now
         return now < self.held.expires_at - self.margin_s

@@ -180,8 +180,8 @@ class ControlLoop:
         report has its launches out, or None when the report is not taken (the attempt is
         not the job's current launch, the backend takes no such word, or this loop stopped:
         the backend's own report of the end counts then, as always)."""
-        if self._halt.is_set():  # stopped, or its lease lost: the leader's API takes it
-            return None
+        if self._halt.is_set() or (self.lease is not None and self.lease.lost):
+            return None  # stopped, or its lease lost: the leader's API takes it
         try:
             rec = self.store.get_job(job_id)
             stored = current_handle(rec)
