@@ -142,3 +142,13 @@ def test_a_queues_slurm_section_is_shown_and_decides_what_its_jobs_may_choose(ap
     assert accepted.status_code == 201, accepted.text
     stored = api.store.get_job(str(accepted.json()["id"]))
     assert stored.run["slurm"] == {"partition": "gpu", "qos": "long"}
+
+
+def test_every_token_reads_the_control_planes_role_and_no_request_without_one(api):
+    # an API composed with its own loop and no lease (rota up gives the lease's: a leader's,
+    # or a standby's naming the leader, tests/slurm/test_slurm_standby.py)
+    reply = api.client.get("/v1/control-plane", headers=api.auth["alice"])
+    assert reply.status_code == 200
+    assert reply.json() == {"role": "leader", "holder": None, "leader": None,
+                            "lease_left_s": None, "leading_since": None}
+    assert error(api.client.get("/v1/control-plane"), 401)["code"]

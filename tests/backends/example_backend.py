@@ -138,3 +138,6 @@ class ExampleFactory:
 
     def describe(self, plane) -> list[str]:
         return [f"  backend {NAME}: node {plane.loop.backend.node.name}"]
+
+    def standby_refusal(self, config) -> str | None:
+        return f"the {NAME} backend keeps its launches in its own data directory"

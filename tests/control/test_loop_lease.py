@@ -8,7 +8,7 @@ import pytest
 
 from controlkit import python, submit
 from rota.control import ControlLoop
-from rota.control.lease import NAME, LeaseKeeper
+from rota.control.lease import NAME, TTL_S, LeaseKeeper
 from rota.core import JobState
 from rota.scheduler import build_policy
 from rota.store.lease import LeaseHeld
@@ -23,7 +23,7 @@ def leased_loop(store, backend, data_dir, clock, keeper, lost=None) -> ControlLo
 def test_a_second_site_is_refused_while_the_lease_lives(store, data_dir, tmp_path, clock) -> None:
     LeaseKeeper(store, data_dir).acquire(clock.now())
     with pytest.raises(LeaseHeld):
-        LeaseKeeper(store, tmp_path / "elsewhere").acquire(clock.now() + 10)
+        LeaseKeeper(store, tmp_path / "elsewhere").acquire(clock.now() + TTL_S * 2 / 3)
 
 
 def test_the_same_site_takes_its_dead_predecessors_lease_at_once(store, data_dir, clock) -> None:
@@ -56,10 +56,11 @@ def test_loop_renews_while_it_runs_and_releases_at_stop(store, backend, data_dir
     keeper = LeaseKeeper(store, data_dir)
     keeper.acquire(clock.now())
     loop = leased_loop(store, backend, data_dir, clock, keeper)
-    for _ in range(6):  # 30 s in steps of 5 s: twice the time to live
-        clock.advance(5)
+    for _ in range(6):  # six steps of half the time to live: three times the time to live
+        clock.advance(TTL_S / 2)
         loop.step()
-    assert store.get_lease(NAME).expires_at == pytest.approx(clock.now() + 15, abs=5)
+    assert store.get_lease(NAME).expires_at == pytest.approx(clock.now() + TTL_S,
+                                                             abs=TTL_S / 3)
     loop.stop()
     assert store.get_lease(NAME) is None
     LeaseKeeper(store, tmp_path / "elsewhere").acquire(clock.now())  # free at once

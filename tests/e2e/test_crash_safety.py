@@ -134,3 +134,4 @@ def test_second_control_plane_on_the_same_database_is_refused_naming_the_holder(
     assert "another control plane is using this database" in result.stderr
     assert f"pid {rota_server.proc.pid}" in result.stderr
     assert "rota down" in result.stderr
+    assert "No standby: the local backend's jobs are processes of the machine" in result.stderr

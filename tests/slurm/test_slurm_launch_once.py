@@ -14,6 +14,7 @@ under the attempt's name.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -159,3 +160,25 @@ def test_a_late_duplicate_seen_while_polling_is_cancelled(slurm, data_dir, tmp_p
     assert slurm.job(other).state == "PENDING"
     slurm.run(["scancel", str(other)])
     finish_and_count(slurm, backend, handle, tmp_path, job_id)
+
+
+def test_a_plane_taking_over_finds_what_its_dead_predecessor_launched_without_recording_it(
+        slurm, slurm_env, data_dir, tmp_path, job_id):
+    """A standby that takes over has a data directory of its own, without the dead leader's
+    files: while taking over it asks Slurm, and adopts the attempt instead of launching it
+    again; otherwise it trusts its files (no Slurm call per launch)."""
+    die_launching(data_dir, tmp_path, "return", job_id, slurm_env)  # released, not recorded
+    successor_dir = tmp_path / "successor"
+    successor_dir.mkdir(mode=0o711)
+    shutil.copy(data_dir / "slurm-instance", successor_dir / "slurm-instance")  # one instance
+    successor = slurm_backend(successor_dir)
+    assert successor.recover(rota_job(job_id, replicas=2), PLACEMENT, attempt=0) is None
+    successor.taking_over(True)
+    handle = successor.recover(rota_job(job_id, replicas=2), PLACEMENT, attempt=0)
+    successor.taking_over(False)
+    [only] = slurm_jobs_named(slurm, f"rota-{job_id}-0")
+    assert handle is not None and int(handle.launch_id) == only.id
+    again = successor.launch(rota_job(job_id, replicas=2), PLACEMENT,
+                             run_spec(RUNNER, tmp_path), attempt=0)
+    assert again == handle  # its files now say it was launched
+    finish_and_count(slurm, successor, handle, tmp_path, job_id)

@@ -1,15 +1,20 @@
 """The ``control-loop`` lease on SQLite and PostgreSQL: two ``Store`` instances on one URL
-contend for it, as two control planes on one database would."""
+contend for it, as two control planes on one database would; on PostgreSQL a holder frozen
+inside a transaction does not keep the next one waiting."""
 
 from __future__ import annotations
 
+import threading
 from typing import Iterator
 
 import pytest
+from sqlalchemy import create_engine, text, update
 
 from rota.core import InvalidSpec
 from rota.store import Store
+from rota.store.engine import make_engine
 from rota.store.lease import LeaseHeld
+from rota.store.schema import leases
 
 NAME, TTL = "control-loop", 15.0
 
@@ -69,3 +74,39 @@ def test_bad_lease_arguments_name_the_field(store, holder, ttl, field) -> None:
     with pytest.raises(InvalidSpec) as err:
         store.take_lease(NAME, holder, ttl, now=100.0)
     assert err.value.field == field
+
+
+@pytest.fixture
+def postgresql_url(postgres_database) -> str:
+    engine = create_engine(postgres_database, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text("DROP SCHEMA public CASCADE"))
+        conn.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+    return postgres_database
+
+
+def test_a_holder_frozen_inside_a_transaction_keeps_nothing_from_the_next_on_postgresql(
+        postgresql_url) -> None:
+    """A process frozen (or cut off) in the middle of a renewal holds the lease's row lock:
+    the server ends its session (``idle_in_transaction_session_timeout``), so that the next
+    holder takes the expired lease instead of waiting for it for ever."""
+    with Store.open(postgresql_url) as store, Store.open(postgresql_url) as other:
+        store.take_lease(NAME, "a:1:x", TTL, now=100.0)
+        frozen = make_engine(postgresql_url)  # the frozen holder's session, as rota makes it
+        conn = frozen.connect()
+        try:
+            conn.begin()
+            conn.execute(update(leases).where(leases.c.name == NAME).values(expires_at=116.0))
+            taken: list[str] = []
+            taker = threading.Thread(target=lambda: taken.append(
+                other.take_lease(NAME, "b:2:y", TTL, now=120.0).holder), daemon=True)
+            taker.start()
+            taker.join(120)  # without the server's limit it would wait as long as the freeze
+            assert taken == ["b:2:y"]
+        finally:
+            try:
+                conn.close()
+            except Exception:  # the server ended that session
+                pass
+            frozen.dispose()

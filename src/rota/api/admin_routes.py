@@ -12,6 +12,10 @@ Everyone reads queues and nodes; only an operator changes them (403 ``forbidden`
 - ``DELETE /v1/queues/{name}``, ``DELETE /v1/projects/{name}``: refused with 409 while jobs
   hold them (``queue_in_use``, ``project_in_use``, ``project_has_jobs``; see
   ``rota.store.admin``), 404 ``not_found`` for an unknown name.
+- ``GET /v1/control-plane`` (everyone): whether the control plane answering leads (holds the
+  database's ``control-loop`` lease and runs the control loop) or stands by, the lease
+  holder that leads, and how long its lease still runs as last seen
+  (``rota.control.standby``).
 - ``POST /v1/nodes/{name}/{action}``: ``cordon``, ``drain`` (body ``{"reason", "evict"}``,
   both optional) and ``uncordon`` (or ``resume``), which clears cordon, drain and reason.
 
@@ -156,6 +160,12 @@ def node_action(name: str, action: str, body: NodeAction | None = Body(None),
     api.changed()
     return {"name": name, "schedulable": back, "drain": action == "drain",
             "reason": body.reason, "evicted": evicted, "not_evicted": kept}
+
+
+@router.get("/v1/control-plane")
+def control_plane(_: Principal = Depends(principal),
+                  api: Api = Depends(api_of)) -> dict[str, Any]:
+    return dict(api.role())
 
 
 @router.get("/v1/nodes")

@@ -50,7 +50,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                on_exit: Callable[[str, int, int, tuple[int, ...] | None],
                                  Future[None] | None] | None = None,
                exit_wait_s: float = HANDOFF_WAIT_S,
-               offload: Offload | None = None) -> FastAPI:
+               offload: Offload | None = None,
+               role: Callable[[], dict[str, object]] | None = None) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
     submitted or cancelled, to wake the control loop; an upload is refused past
     ``max_upload_bytes`` as sent and ``max_unpacked_bytes`` unpacked; ``read_log`` reads jobs' logs from the
@@ -67,7 +68,9 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     for, at most ``exit_wait_s`` (without ``on_exit`` no report is taken); ``offload``
     checks archives and reads YAML job files in worker processes, within its bounds
     (``rota.api.offload``; one with the default bounds when not given), and is kept as
-    ``app.state.offload`` for its owner to ``close``."""
+    ``app.state.offload`` for its owner to ``close``; ``role`` says whether this control
+    plane leads or stands by, and who leads (``GET /v1/control-plane``; without it: a
+    leader holding no lease, as an API composed with its own loop is)."""
     clock = clock or store.clock
     uploads = Uploads(data_dir, max_upload_bytes, max_unpacked_bytes)
     offload = offload or Offload()
@@ -78,7 +81,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
               read_log=read_log, log_poll_s=log_poll_s, on_change=on_change,
               workdir_refusal=workdir_refusal,
               on_exit=on_exit, exit_wait_s=exit_wait_s, metrics=metrics, serving=serving,
-              budgets=HardBudgets(store, clock))
+              budgets=HardBudgets(store, clock), role=role or _no_lease)
     app = FastAPI(title="rota", version="0.1.0")
     app.state.api, app.state.offload = api, offload
     errors.install(app)
@@ -95,6 +98,11 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
         app.include_router(gateway.router)
         gateway.install_gateway(app, api)
     return app
+
+
+def _no_lease() -> dict[str, object]:
+    return {"role": "leader", "holder": None, "leader": None, "lease_left_s": None,
+            "leading_since": None}
 
 
 ROUTERS = (users_routes.router, access_routes.router, accounting_routes.router,

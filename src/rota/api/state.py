@@ -52,6 +52,7 @@ class Api:
     metrics: Callable[[], bytes] | None
     serving: Serving | None
     budgets: HardBudgets  # a new job's project past its hard budget (the submit says so)
+    role: Callable[[], dict[str, object]]  # which role this control plane has, who leads
 
     def changed(self) -> None:
         """Wake the control loop after a change its next cycle must see."""

@@ -56,6 +56,12 @@ Vocabulary:
   control plane (which counts the attempt ended already): ``overdue`` names it then too. A
   backend whose system reports ends at once (local processes, Pods) takes no such word: only
   a backend that implements ``EarlyEnding`` does.
+- A **takeover** is a control plane that starts leading after another one, with a data
+  directory of its own, died or froze (a standby, ``rota.control.standby``). A backend whose
+  ``recover`` trusts files of its data directory to say that an attempt was never launched
+  implements ``Succeeding``: while told that it takes over, ``recover`` asks its system
+  (Slurm: the attempt's name in ``squeue``/``sacct``) instead, so that an attempt the other
+  control plane launched without recording it is found, never launched again.
 
 Backends report outcomes as ``Status`` values; ``BackendError`` is for faults (a handle from
 another backend, a process that cannot be started) and carries a stable ``code``.
@@ -394,6 +400,15 @@ class EarlyEnding(Protocol):
         """Finish now what the launches made so far left to do in the background (Slurm:
         release the held jobs queued for one ``scontrol release``), so that they are in the
         backend's system when this returns."""
+
+
+@runtime_checkable
+class Succeeding(Protocol):
+    """A backend that must know of a takeover (module docstring)."""
+
+    def taking_over(self, unsure: bool) -> None:
+        """``unsure``: from now on, until told False, attempts may have been launched by
+        another control plane whose files this one cannot see."""
 
 
 class Backend(Protocol):

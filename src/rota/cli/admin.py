@@ -1,5 +1,6 @@
 """Commands about the cluster and access: ``login`` (``rota.cli.login``), ``token``,
-``queues``, ``nodes``, and ``usage`` (``rota.cli.accounting``).
+``status`` (whether the control plane leads or stands by), ``queues``, ``nodes``, and
+``usage`` (``rota.cli.accounting``).
 
 Units shown: GPUs (quota and usage arrive in milli-GPU), CPUs, memory in GiB. ``--json``
 prints what the server sent, unchanged.
@@ -33,6 +34,26 @@ def whoami(as_json: bool = typer.Option(False, "--json")) -> None:
         return
     print(f"{who['user']} ({who['role']}) at {url}; projects: "
           f"{', '.join(who['projects']) or 'none'}")
+
+
+def status(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Whether the control plane at the configured URL leads or stands by, and who leads."""
+    with talking() as client:
+        plane = client.control_plane()
+        url = client.url
+    if as_json:
+        print_json(plane)
+        return
+    if plane["role"] == "standby":
+        left = plane.get("lease_left_s")
+        runs = "" if left is None else f"; its lease runs {left:.0f} s more as last seen"
+        print(f"standby at {url}: {plane['leader']} leads{runs}. This control plane serves "
+              "the API and takes over when that lease expires")
+        return
+    since = plane.get("leading_since")
+    print(f"leader at {url}" + ("" if plane.get("holder") is None else
+                                f": {plane['holder']}") +
+          ("" if since is None else f", leading for {age(since)}"))
 
 
 @token_app.command("create")
@@ -215,6 +236,7 @@ def _node_rows(n: dict[str, Any]) -> list[list[str]]:
 def register(app: typer.Typer) -> None:
     app.command("login")(login)
     app.command("whoami")(whoami)
+    app.command("status")(status)
     app.add_typer(token_app, name="token")
     app.command("queues")(queues)
     app.command("nodes")(nodes)

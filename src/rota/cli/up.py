@@ -32,7 +32,9 @@ UP_HELP = (
     "Stores everything in the data directory (SQLite) unless --db names a PostgreSQL "
     "database, writes the server URL and an operator token to "
     "$XDG_CONFIG_HOME/rota/credentials.json for the CLI, and runs until Ctrl-C. Jobs keep "
-    "running when it stops and are adopted when it starts again.\n\n"
+    "running when it stops and are adopted when it starts again. With --backend slurm or "
+    "kubernetes, a second rota up on a database another control plane leads stands by: it "
+    "serves the API and takes over when the leader dies.\n\n"
     "Examples: rota up --gpus 4xH100-80GB; "
     "rota up --backend slurm --slurm-gpu-types h100=H100-80GB,a100=A100-40GB (the cluster "
     "SLURM_CONF names; its nodes, GPUs and other users' jobs are read from Slurm); "
@@ -125,7 +127,9 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(1)
     except LeaseHeld as exc:
-        print(f"error: {held_message(exc.name, exc.holder, exc.expires_at, time.time())}",
+        message = held_message(exc.name, exc.holder, exc.expires_at, time.time())
+        reason = getattr(exc, "reason", None)  # NoStandby: why this one cannot stand by
+        print(f"error: {message}" + ("" if reason is None else f". No standby: {reason}"),
               file=sys.stderr)
         raise typer.Exit(1)
     except BindError as exc:
@@ -176,6 +180,11 @@ def _announce(plane) -> None:
     if plane.jobs_url != plane.url:
         lines.append(f"  jobs reach the API at {plane.jobs_url}")
     lines += [f"  policy: {config.policy.name}", f"  jobs: {mode}"]
+    if plane.held is not None:
+        lines.append(f"  role: standby; {plane.held.holder} leads (its control-loop lease "
+                     f"runs {max(0.0, plane.held.expires_at - time.time()):.0f} s more unless "
+                     "renewed). This control plane serves the API from the same database and "
+                     "takes over once that lease expires")
     lines += _https_lines(plane)
     lines.append(f"  metrics: {plane.url}/metrics (an operator's token, or one from rota token "
                  "create NAME --metrics)" + (f"; without a token at {plane.metrics_url}"

@@ -77,6 +77,9 @@ class Client:
     def whoami(self) -> dict[str, Any]:
         return self._json("GET", "/v1/whoami")
 
+    def control_plane(self) -> dict[str, Any]:
+        return self._json("GET", "/v1/control-plane")
+
     def tokens(self, user: str | None = None) -> list[dict[str, Any]]:
         return self._json("GET", "/v1/tokens", params=_params(user=user))
 

@@ -40,6 +40,8 @@ One control plane, and its start:
 
 - ``lock``: one control loop per data directory;
 - ``lease``: one per database (the ``control-loop`` lease);
+- ``standby``: a second control plane on a database whose lease a live one holds: it serves
+  the API and takes the lease over once it expires;
 - ``clock``: the injected ``Clock``;
 - ``setup``: first start of a control plane (default project, queue, operator and token),
   the credentials file the CLI reads, this machine's inventory.

@@ -9,7 +9,9 @@ share. Rules:
   site's holder has it live. A holder of the *same* site is replaced at once: this process
   holds the site's data-directory lock, which proves that the earlier process is dead (the
   kernel released its lock), so a ``kill -9`` and an immediate restart wait for nothing. A
-  dead plane of another site is replaced once its lease expires (``TTL_S``).
+  dead plane of another site is replaced once its lease expires (``TTL_S``): a standby
+  (``rota.control.standby``) tries every ``RETRY_S``, so it leads within ``TTL_S + RETRY_S``
+  of the leader's death.
 - ``ensure(now)`` before every pass: renews when a third of the time to live has passed since
   the last renewal, and says whether this process may still act. It may act while ``now`` is
   before the expiry it last wrote, less a safety margin; a renewal that finds the lease taken
@@ -31,8 +33,9 @@ from rota.store.lease import Lease
 
 log = logging.getLogger("rota.control")
 NAME = "control-loop"
-TTL_S = 15.0
-MARGIN_S = 2.0  # stop acting this long before the lease could be taken over
+TTL_S = 6.0
+MARGIN_S = 1.5  # stop acting this long before the lease could be taken over
+RETRY_S = 1.0   # how often a standby tries to take the lease
 
 
 def site_of(data_dir: str | Path) -> str:
@@ -67,10 +70,10 @@ class LeaseKeeper:
         if now - self._renewed_at >= self.ttl_s / 3:
             renewed = self.store.renew_lease(NAME, self.holder, self.ttl_s, now)
             if renewed is None:
+                self.lost, self.held = True, None  # before anything says so
                 other = self.store.get_lease(NAME)
                 log.critical("lost the %s lease: %s holds it now; this control plane stops "
                              "acting", NAME, other.holder if other else "nobody")
-                self.lost, self.held = True, None
                 return False
             self.held, self._renewed_at = renewed, now
         return now < self.held.expires_at - self.margin_s

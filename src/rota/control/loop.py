@@ -64,9 +64,11 @@ events.
 
 With a ``LeaseKeeper`` (``rota.control.lease``), every pass first makes sure this process
 still holds the database's ``control-loop`` lease, renewing it when due, and the loop wakes at
-least every third of its time to live to do so. A pass that may not act does nothing. A lease
-lost to another holder stops the loop for good and calls ``on_lease_lost`` (``rota up``
-exits non-zero); ``stop`` releases the lease.
+least every third of its time to live to do so. A pass that may not act does nothing, and a
+pass asks again before step 1 and right before step 4: a pass slowed or frozen past its
+lease stops there, and launches nothing. A lease lost to another holder stops the loop for good and calls
+``on_lease_lost`` (``rota up`` exits non-zero); ``stop`` releases the lease. A standby
+(``rota.control.standby``) calls ``start`` only once it took the lease.
 
 With ``metrics`` (``rota.control.metrics``), each pass hands it what it saw (its snapshot and
 why each pending job waits) and how long its parts took.
@@ -86,7 +88,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Iterator
 
-from rota.backends.base import REPORT_TRUST_S, Backend, EarlyEnding, Handle, RunAs
+from rota.backends.base import (
+    REPORT_TRUST_S, Backend, EarlyEnding, Handle, RunAs, Succeeding,
+)
 from rota.control.accounts import Accounts
 from rota.control.budgets import BudgetWatch
 from rota.control import eligibility
@@ -147,11 +151,19 @@ class ControlLoop:
 
     # -- running in the background ---------------------------------------------------------
 
-    def start(self) -> PassReport:
+    def start(self, taking_over: bool = False) -> PassReport:
         """Adopt what the store says is active (one pass, in this thread), then keep going in
-        the background. Returns the report of that first pass."""
+        the background. Returns the report of that first pass. ``taking_over``: another
+        control plane, with a data directory of its own, led before this one (a standby's
+        promotion): a backend that must know (``Succeeding``) is told so for that pass."""
+        succeeding = self.backend if taking_over and isinstance(self.backend, Succeeding) \
+            else None
         self.backend.watch(self.wake)
+        if succeeding is not None:
+            succeeding.taking_over(True)
         first = self.step()
+        if succeeding is not None:  # its launches are recorded: the rest are this plane's own
+            succeeding.taking_over(False)
         self._thread = threading.Thread(target=self._run, name="rota-control", daemon=True)
         self._thread.start()
         return first
@@ -166,8 +178,10 @@ class ControlLoop:
         replica with its code in ``replicas`` where it knows them (the module docstring's
         early ends). Returns at once: a future done once the pass that took the
         report has its launches out, or None when the report is not taken (the attempt is
-        not the job's current launch, or the backend takes no such word: its own report of
-        the end counts then, as always)."""
+        not the job's current launch, the backend takes no such word, or this loop stopped:
+        the backend's own report of the end counts then, as always)."""
+        if self._halt.is_set() or (self.lease is not None and self.lease.lost):
+            return None  # stopped, or its lease lost: the leader's API takes it
         try:
             rec = self.store.get_job(job_id)
             stored = current_handle(rec)
@@ -277,19 +291,27 @@ class ControlLoop:
         except Exception as exc:  # the offers wait for the next pass
             report.errors.append(f"intake: {exc!r}")
             log.exception("intake of %s's offers failed", self.backend.name)
+        if not self._may_act():  # slowed or frozen past the lease since the pass began
+            return report
         self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
         self._stop_overdue(report)
         if report.faults:  # a node or GPU failed, or was drained: seen before placing
             self._sync_inventory(now, report, force=True)
         self.reconciler.flush_usage(now)                                        # 2
         bound = self._schedule(now)                                             # 3
-        if bound:                                                               # 4
+        if bound and self._may_act():                                           # 4
             self.reconciler.launch(self.store.get_jobs(list(bound)))
         if settle:
             self._land(now, report, wait=True)
         self.passes += 1
         self._measured(began, report)
         return report
+
+    def _may_act(self) -> bool:
+        """Whether this process may still act, asked again before step 1 and right before
+        launching: a pass that began in time but was slowed or frozen past its lease stops
+        there (the jobs it bound stay SCHEDULED, and whoever leads launches them)."""
+        return self.lease is None or self.lease.ensure(self.clock.now())
 
     def _answer_after_launches(self, handoffs: list[Future[None]]) -> None:
         """Answer the reports a pass took once its launches are out in the backend."""

@@ -2,7 +2,9 @@
 
 ``open_control_plane(config)``, in order: make the data directory private
 (``rota.server.secure``) and take its lock (one control plane per data directory); open the
-store and take its ``control-loop`` lease (one per database); set up a first start (default
+store and take its ``control-loop`` lease (one per database), or, while a live control plane
+of another site holds it, stand by (``rota.control.standby``) unless the backend's factory
+refuses (``NoStandby``: the local backend always does); set up a first start (default
 project and queue, the operator and its token); revoke every live token that a log of the
 control plane holds (``rota.server.leaks``); build the backend from its factory
 (``rota.server.backends``) and, when its jobs run here, register this machine as a node; bind
@@ -11,10 +13,14 @@ loopback, rota's own (``rota.server.certs``); write the credentials file the CLI
 the accounts its jobs run as, and the control loop. Anything that fails on the way releases
 what was taken. ``ControlPlane.serve`` then adopts what an earlier control plane left
 running, serves the API (uvicorn, in this process) while the loop runs on its own thread, and
-stops both on SIGINT or SIGTERM; jobs keep running and are adopted by the next start.
+stops both on SIGINT or SIGTERM; jobs keep running and are adopted by the next start. A
+standby serves the API at once, from the shared database, and starts the loop (adopting, as
+after a restart) and the serving runtime only once it took the lease; until then it takes
+no attempt's report of its end (the leader's API does). ``ControlPlane.role`` says which
+role it has and who leads.
 
-Errors are the parts' own: ``DataDirBusy``, ``LeaseHeld``, ``BindError``, ``InvalidSpec`` (a bad
-database URL or data directory); ``rota up`` turns them into messages.
+Errors are the parts' own: ``DataDirBusy``, ``LeaseHeld`` (``NoStandby``), ``BindError``,
+``InvalidSpec`` (a bad database URL or data directory); ``rota up`` turns them into messages.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from rota.control.metrics import Metrics, Reading
 from rota.control.logs import log_reader
 from rota.control.reconcile import PassReport
 from rota.control.serving import Serving
+from rota.control.standby import Role, Standby, leading
 from rota.control.servingmetrics import ServingMetrics
 from rota.scheduler import Policy
 from rota.server.backends import DEFAULT_BACKEND, factory_of
@@ -46,6 +53,7 @@ from rota.server.leaks import revoke_leaked
 from rota.server.retention import Retention, Sweeper
 from rota.server.secure import private_umask, secure_data_dir
 from rota.store import Store, TokenInfo
+from rota.store.lease import LeaseHeld
 
 log = logging.getLogger("rota.server")
 
@@ -94,7 +102,16 @@ class ControlPlane:
     jobs_url: str | None = None     # the API's URL as jobs reach it (``jobs_api_url``)
     served: Served | None = None    # what HTTPS is served with; None: plain HTTP
     leaked: list[tuple[TokenInfo, str]] = field(default_factory=list)  # revoked at start
+    held: LeaseHeld | None = None   # the lease's live holder at start: this plane stands by
+    standby: Standby | None = None  # while serving with ``held``
     _metrics_server: Any = None
+
+    def role(self) -> Role:
+        """Leader or standby, and who leads."""
+        if self.standby is not None:
+            return self.standby.role()
+        assert self.loop.lease is not None
+        return leading(self.loop.lease)
 
     def serve(self, on_started=lambda report: None) -> None:
         """Adopt, then serve until SIGINT or SIGTERM (or a lost lease: ``lease_lost``)."""
@@ -102,15 +119,23 @@ class ControlPlane:
 
         from rota.api import create_app
 
-        report: PassReport = self.loop.start()
-        on_started(report)
+        serving = Serving(self.store, self.loop.backend, self.loop.wake)
+        if self.held is None:
+            report: PassReport = self.loop.start()
+            on_started(report)
+            serving.start()
+        else:
+            def promote() -> None:  # the lease is this plane's now: lead
+                on_started(self.loop.start(taking_over=True))
+                serving.start()
+            keeper = self.loop.lease
+            assert keeper is not None
+            self.standby = Standby(keeper, self.held, promote)
         watcher = _memory_watcher(self.loop.backend, self.config.inventory,
                                   factory_of(self.config.backend).runs_here)
         sweeper = Sweeper(self.store, self.config.data_dir, self.config.retention, time.time)
         sweeper.start()
         containers = self.loop.backend.capabilities.containers  # a workdir is in the image
-        serving = Serving(self.store, self.loop.backend, self.loop.wake)
-        serving.start()
         if self.metrics is not None:
             self.metrics.registry.register(ServingMetrics(serving))
         app = create_app(self.store, data_dir=self.config.data_dir, on_change=self.loop.wake,
@@ -118,7 +143,8 @@ class ControlPlane:
                          workdir_refusal=None if containers else self.accounts.workdir_refusal,
                          on_touch=self.loop.reconciler.idle.touch,
                          metrics=None if self.metrics is None else self.metrics.exposition,
-                         serving=serving, on_exit=self.loop.exited,
+                         serving=serving, on_exit=self._exited,
+                         role=lambda: self.role().to_dict(time.time()),
                          exit_wait_s=HANDOFF_WAIT_S)
         cert, key = (None, None) if self.served is None else (self.served.cert,
                                                                self.served.key)
@@ -134,15 +160,26 @@ class ControlPlane:
         # those harmless ones, so that the cleanup below runs
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
+        if self.standby is not None:
+            self.standby.start()
         try:
             server.run(sockets=[self.sock])
         finally:
+            if self.standby is not None:
+                self.standby.stop()
             app.state.offload.close()  # its worker processes (rota.api.offload)
             serving.stop()
             sweeper.stop()
             if watcher is not None:
                 watcher.stop()
             self.loop.stop()
+
+    def _exited(self, job_id: str, attempt: int, exit_code: int,
+                replicas: tuple[int, ...] | None = None):
+        """An attempt's report of its end, taken only while this plane leads."""
+        if self.standby is not None and not self.standby.promoted.is_set():
+            return None
+        return self.loop.exited(job_id, attempt, exit_code, replicas)
 
     def close(self) -> None:
         if self._metrics_server is not None:
@@ -167,10 +204,10 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         store = Store.open(config.db or directory,
                            usage_half_life_s=config.policy.usage_half_life_s)
         keeper = LeaseKeeper(store, directory)
-        keeper.acquire(time.time())
+        factory = factory_of(config.backend)
+        held = _lead_or_stand_by(keeper, lambda: factory.standby_refusal(config))
         operator = setup.first_start(store)
         leaked = revoke_leaked(store, directory)
-        factory = factory_of(config.backend)
         backend = factory.build(config)
         cordoned = (setup.register(store, config.inventory.node, factory.name)
                     if factory.runs_here else [])
@@ -191,7 +228,7 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
                            metrics=metrics)
         plane = ControlPlane(config, lock, store, loop, accounts, sock, url, token, issued,
                              operator, cordoned, metrics=metrics, jobs_url=jobs_url,
-                             served=served, leaked=leaked)
+                             served=served, leaked=leaked, held=held)
         if config.metrics_address is not None:
             plane._metrics_server, plane.metrics_url = _serve_metrics(metrics,
                                                                       *config.metrics_address)
@@ -201,6 +238,29 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
             store.close()
         lock.release()
         raise
+
+
+class NoStandby(LeaseHeld):
+    """The lease is held, and this control plane may not stand by, for ``reason`` (its
+    factory's ``standby_refusal``)."""
+
+    def __init__(self, held: LeaseHeld, reason: str) -> None:
+        super().__init__(held.name, held.holder, held.expires_at)
+        self.reason = reason
+
+
+def _lead_or_stand_by(keeper: LeaseKeeper,
+                      refusal: Callable[[], str | None]) -> LeaseHeld | None:
+    """Take the lease (None), or the refusal to stand by with; ``NoStandby`` when the
+    backend's factory says this plane may not stand by."""
+    try:
+        keeper.acquire(time.time())
+        return None
+    except LeaseHeld as held:
+        reason = refusal()
+        if reason is not None:
+            raise NoStandby(held, reason) from None
+        return held
 
 
 def _https(config: ServerConfig) -> Served | None:

@@ -17,6 +17,9 @@ asked of its factory, never decided from its name:
 - ``build(config)``: the backend, from the server configuration; imports the backend's
   modules only then, so that the SDK of a backend nobody uses is never loaded.
 - ``describe(plane)``: the lines ``rota up`` prints about where jobs run.
+- ``standby_refusal(config)``: why a control plane of this backend may not stand by
+  (``rota.control.standby``) when another one leads its database, or None when it may: a
+  standby must be able to adopt every job the leader started, from another machine.
 
 A factory is registered by name in ``rota.server.backends``.
 """
@@ -46,6 +49,8 @@ class BackendFactory(Protocol):
     def build(self, config: ServerConfig) -> Backend: ...
 
     def describe(self, plane: ControlPlane) -> list[str]: ...
+
+    def standby_refusal(self, config: ServerConfig) -> str | None: ...
 
 
 def nodes_line(plane: ControlPlane) -> str:

@@ -8,6 +8,11 @@ deferred ``BEGIN`` for reads, which never block in WAL mode.
 
 PostgreSQL is reached by URL (``postgresql+psycopg://user@host/db``). Migrations take an
 advisory lock there, so that two processes opening the same database at once migrate it once.
+Every session sets ``idle_in_transaction_session_timeout`` (``IDLE_IN_TRANSACTION_MS``): a
+process frozen (SIGSTOP) or cut off from the server in the middle of a transaction would
+otherwise keep its row locks until it wakes, and the control plane taking over from it
+(``rota.control.standby``) would wait on them; the server ends such a session instead, and
+its transaction is rolled back.
 
 Durability, the guarantee rota gives: a write acknowledged (a submit's id returned, a cycle's
 decisions applied) survives a kill of the control plane *and* a crash of the machine.
@@ -42,6 +47,7 @@ WRITE = "rota_write"  # execution option marking a connection that opens write t
 MIGRATIONS = Path(__file__).parent / "migrations"
 _MIGRATION_LOCK = 7_276_584_211  # arbitrary advisory lock key, constant across releases
 DEFAULT_BUSY_TIMEOUT_MS = 30_000
+IDLE_IN_TRANSACTION_MS = 5_000  # below the lease's time to live (rota.control.lease)
 
 
 def resolve_url(url_or_path: str | Path) -> str:
@@ -82,7 +88,8 @@ def display_url(url: str) -> str:
 def make_engine(url: str, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Engine:
     if make_url(url).get_backend_name() == "sqlite":
         return _sqlite_engine(url, busy_timeout_ms)
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, connect_args={
+        "options": f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"})
 
 
 def _sqlite_engine(url: str, busy_timeout_ms: int) -> Engine:

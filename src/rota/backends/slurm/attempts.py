@@ -15,8 +15,10 @@ Launching is idempotent through these files (``rota.backends.slurm.backend``):
 ``submit.json`` is written (durably) before ``sbatch`` runs, ``handle.json`` once it printed
 the Slurm job id. So:
 
-- no ``submit.json``: the attempt was never submitted (``recover`` answers None without asking
-  Slurm);
+- no ``submit.json``: the attempt was never submitted from this data directory (``recover``
+  answers None without asking Slurm, except while taking over from a control plane with a
+  data directory of its own, whose files are there: then it asks Slurm, and writes both
+  files for an attempt it finds);
 - ``handle.json``: it was, as that Slurm job;
 - ``submit.json`` alone: the control plane died around ``sbatch``. An ``sbatch`` it started
   may still run (it outlives its parent): ``inflight`` finds it by the attempt's job name in

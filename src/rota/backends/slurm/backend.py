@@ -18,10 +18,12 @@ Launch, crash-safe (``attempts`` says what each file proves):
    pass are released together, right after, by ``release.Releaser``).
 
 ``recover`` finds an attempt from its files, or by its name in ``squeue``/``sacct`` once no
-``sbatch`` of it is still running here; a held job it finds is released. Two Slurm jobs of one
-attempt can only come from an ``sbatch`` whose answer was lost in a crash: both are held until
-one is recorded, and the one not recorded is cancelled wherever it is seen (``recover``,
-``poll``), before it was ever released. So an attempt never runs twice.
+``sbatch`` of it is still running here (without files, Slurm is asked only while taking over
+from another control plane of the same instance: ``taking_over``); a held job it finds is
+released. Two Slurm jobs of one attempt can only come from an ``sbatch`` whose answer was
+lost in a crash: both are held until one is recorded, and the one not recorded is cancelled
+wherever it is seen (``recover``, ``poll``), before it was ever released. So an attempt never
+runs twice.
 
 Status (``poll``): one ``squeue`` of the handles' names in brief (``records.squeue_named``),
 the node states (``sinfo`` and the reservations, at most ``node_refresh_s`` old), one
@@ -61,6 +63,7 @@ from rota.backends.base import (
     Activity, BackendError, Capabilities, Handle, LaunchSpec, ReplicaState, Status,
 )
 from rota.backends.env import account_env, inherited
+from rota.backends.procs import make_dirs
 from rota.backends.slurm import attempts, logs
 from rota.backends.slurm.accounting import Accounting
 from rota.backends.slurm.attempts import AttemptFiles
@@ -112,6 +115,7 @@ class SlurmBackend:
         # what attempts said of their end before Slurm did, kept across restarts
         self.early = EarlyEnds(path=self.data_dir / SLURM_REPORTS)
         self._tracked.update(self.early.handles())  # a restart tracks them again
+        self._unsure = False  # another data directory's attempts may exist (``taking_over``)
 
     # -- nodes -------------------------------------------------------------------------------
 
@@ -249,7 +253,7 @@ class SlurmBackend:
         """The handle of attempt ``attempt`` if it was submitted; None when it provably
         never was (module docstring)."""
         files = AttemptFiles.of(self.data_dir, job.id, attempt)
-        if not files.submitted:
+        if not files.submitted and not self._unsure:
             return None
         saved = files.saved()
         if saved is not None:
@@ -264,9 +268,18 @@ class SlurmBackend:
         for extra in ids[1:]:
             self._duplicate(extra, name)
         handle = attempt_handle(job.id, attempt, ids[0], placement, files, self.config.pinned)
+        if not files.submitted:  # submitted by the control plane this one took over from
+            make_dirs(files.private.parent, 0o711)
+            make_dirs(files.private, 0o700)
+            files.intend(name)
         files.save(handle)
         self._release_if_held(handle)
         return self._track(handle)
+
+    def taking_over(self, unsure: bool) -> None:
+        """While ``unsure``, an attempt without files here may have been submitted by the
+        control plane this one takes over from: ``recover`` asks Slurm for its name."""
+        self._unsure = unsure
 
     def _ids_named(self, name: str) -> set[int]:
         return {j.id for j in (*self._named([name]), *self.accounting.named(name))

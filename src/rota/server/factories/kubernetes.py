@@ -60,6 +60,9 @@ class KubernetesFactory:
         options = {"pod_user": setup.operator_name(), **config.backend_options}
         return KubeBackend(KubeConfig(**options))
 
+    def standby_refusal(self, config) -> str | None:
+        return None  # Pods are found again by name, whoever created them
+
     def describe(self, plane) -> list[str]:
         return [nodes_line(plane)]
 

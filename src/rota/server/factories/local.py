@@ -15,6 +15,8 @@ from rota.core import InvalidSpec, parse_memory_mib
 
 
 class LocalFactory:
+    """No standby: its jobs are processes of this machine, which no other can adopt."""
+
     name = "local"
     runs_here = True
     flags: Mapping[str, Any] = {"--gpus": None, "--node-file": None,
@@ -59,3 +61,7 @@ class LocalFactory:
                   said.startswith("not enforced") else
                   "  jobs' CPU, memory and process limits: ") + said
         return [f"  this machine: {inventory.node.name}, {inventory.source}", limits]
+
+    def standby_refusal(self, config) -> str | None:
+        return ("the local backend's jobs are processes of the machine that leads, which "
+                "another control plane cannot adopt; restart that one instead")

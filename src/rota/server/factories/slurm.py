@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from rota.backends.base import Backend
 from rota.control import setup
+from rota.core.datadir import SLURM_INSTANCE
 
 
 class SlurmFactory:
@@ -35,3 +36,12 @@ class SlurmFactory:
 
     def describe(self, plane) -> list[str]:
         return plane.loop.backend.describe(plane.jobs_url)
+
+    def standby_refusal(self, config) -> str | None:
+        """A standby must use the leader's Slurm instance (the comment of rota's Slurm jobs),
+        or it would take the leader's jobs for another installation's."""
+        if (config.data_dir / SLURM_INSTANCE).exists():
+            return None
+        return (f"a Slurm standby uses the Slurm instance of the control plane that leads: "
+                f"copy {SLURM_INSTANCE} from that one's data directory into "
+                f"{config.data_dir} first")

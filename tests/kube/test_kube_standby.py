@@ -1,0 +1,77 @@
+"""Failover between two ``rota up --backend kubernetes`` on one PostgreSQL database: the second
+stands by (its API takes a submit, which the leader runs), and takes over within 10 s of the
+leader's ``kill -9``, adopting the Pod the leader created (the same uid) instead of creating
+another, then runs new work itself."""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Iterator
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from rota.backends.kube.api import pods_path
+from upkit import KubeServer
+from waiting import poll
+
+wait = functools.partial(poll, timeout=90, every=0.2)
+TAKEOVER_S = 10.0  # the promise: a standby leads within 10 s of the leader's death
+
+
+@pytest.fixture
+def database(postgres_database) -> str:
+    engine = create_engine(postgres_database, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text("DROP SCHEMA public CASCADE"))
+        conn.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+    return postgres_database
+
+
+@pytest.fixture
+def planes(cluster, tmp_path, database) -> Iterator[tuple[KubeServer, KubeServer]]:
+    """A leader, then a standby, on one database and a cluster of one 4-GPU node."""
+    cluster.add_node("plain", gpus=4)
+    made = []
+    try:
+        for name in ("leader", "standby"):
+            (tmp_path / name).mkdir()
+            plane = KubeServer(tmp_path / name, cluster)
+            plane.env["ROTA_DB_URL"] = database
+            made.append(plane)
+            plane.start()
+        yield made[0], made[1]
+    finally:
+        for plane in made:
+            plane.close()
+
+
+def pods(cluster) -> list[dict]:
+    return cluster.api.get(pods_path(cluster.namespace))["items"]
+
+
+def running(server: KubeServer, job_id: str) -> dict | None:
+    job = server.json("show", job_id)
+    return job if job["state"] == "running" else None
+
+
+def test_a_standby_takes_over_a_killed_leader_and_adopts_its_pods(cluster, planes) -> None:
+    leader, standby = planes
+    status = standby.json("status")
+    assert status["role"] == "standby" and status["leader"] == leader.json("status")["holder"]
+    first = standby.json("run", "--gpus", "1", "--", "sleep", "600")["id"]  # via the standby
+    wait(lambda: running(standby, first), "the leader to run the job")
+    [pod] = pods(cluster)
+    killed = time.time()
+    leader.kill9()
+    took = wait(lambda: (s := standby.json("status"))["role"] == "leader" and s,
+                "the standby to take over")
+    assert took["leading_since"] - killed <= TAKEOVER_S, took["leading_since"] - killed
+    second = standby.json("run", "--gpus", "1", "--", "sleep", "600")["id"]
+    wait(lambda: running(standby, second), "the new leader to run a job")
+    assert running(standby, first)
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods(cluster)}
+    assert uids[pod["metadata"]["name"]] == pod["metadata"]["uid"]  # adopted, not created again
+    assert sorted(uids) == sorted([f"rota-{first}-0-0", f"rota-{second}-0-0"])
