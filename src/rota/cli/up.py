@@ -87,7 +87,8 @@ def up(
         argv = [a for a in sys.argv[2:] if a not in ("-d", "--detach")]
         start_detached(argv, directory, setup.credentials_path())
         return
-    values = {"--gpus": gpus, "--node-file": node_file, "--job-pids": job_pids,
+    values = {"--data-dir": directory, "--gpus": gpus, "--node-file": node_file,
+              "--job-pids": job_pids,
               "--job-disk": job_disk, "--slurm-gpu-types": slurm_gpu_types,
               "--slurm-placement": slurm_placement, "--slurm-partition": slurm_partition,
               "--slurm-accounts": slurm_accounts,

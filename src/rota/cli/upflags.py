@@ -36,7 +36,8 @@ JOBS_URL = typer.Option(
 
 GPUS = typer.Option(
     None, "--gpus", metavar="SPEC",
-    help="Declare virtual GPUs instead of asking NVML, e.g. 4xH100-80GB.")
+    help="Declare virtual GPUs instead of asking NVML, e.g. 4xH100-80GB; remembered in the "
+         "data directory for the next rota up (none: forget them).")
 
 NODE_FILE = typer.Option(
     None, "--node-file", metavar="FILE", help="This machine's inventory as a YAML node file.")

@@ -13,6 +13,8 @@
         attempt-<n>.../                     one attempt's files, each backend's own
                                             (rota.backends.local, rota.backends.slurm.attempts)
     slurm-instance, slurm-reports.json      the Slurm backend's (rota.backends.slurm.attempts)
+    local-gpus                              the virtual GPUs of the last rota up --gpus, used
+                                            again while none are given (rota.server.factories.local)
 
 Modes are set in one place too (``rota.server.secure``); what is removed when, in
 ``rota.server.retention``.
@@ -43,6 +45,7 @@ WORK_DIR, CHECKPOINTS_DIR = "work", "checkpoints"  # in a job's home
 JOB_OWN_DIRS = (WORK_DIR, CHECKPOINTS_DIR)  # a job's account's, 0700
 SLURM_INSTANCE = "slurm-instance"
 SLURM_REPORTS = "slurm-reports.json"
+LOCAL_GPUS = "local-gpus"
 ARCHIVE = ".tar.gz"  # an upload's archive: <id>.tar.gz
 RECORD = ".json"  # and its record beside it: <id>.json
 

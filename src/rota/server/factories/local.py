@@ -2,16 +2,23 @@
 
 Its options are each job's limits (``--job-pids``, ``--job-disk``) and this machine's
 inventory (``--gpus``, ``--node-file``, else NVML); it is the one backend whose jobs run here.
+
+Virtual GPUs declared with ``--gpus`` are remembered in the data directory (``local-gpus``)
+and declared again by a ``rota up`` that names neither ``--gpus`` nor ``--node-file``, which
+says so: a restart keeps the machine it had. ``--gpus none`` forgets them (NVML is asked).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, Mapping
 
 from rota.backends.base import Backend
 from rota.backends.cgroups import DEFAULT_PIDS
 from rota.control import setup
 from rota.core import InvalidSpec, parse_memory_mib
+from rota.core.datadir import LOCAL_GPUS
 
 
 class LocalFactory:
@@ -39,11 +46,29 @@ class LocalFactory:
         gpus, node_file = values.get("--gpus"), values.get("--node-file")
         if gpus and node_file:
             raise InvalidSpec("--gpus", "give --gpus or --node-file, not both")
+        data_dir = values.get("--data-dir")
+        kept = None if data_dir is None else Path(data_dir) / LOCAL_GPUS
+        remembered = False
+        if gpus is not None and gpus.strip().lower() == "none":
+            gpus = None
+            if kept is not None:
+                kept.unlink(missing_ok=True)
+        elif gpus is None and node_file is None and kept is not None and kept.is_file():
+            gpus, remembered = kept.read_text().strip() or None, True
         try:
-            return setup.this_machine(gpus, node_file)
+            found = setup.this_machine(gpus, node_file)
         except InvalidSpec as exc:
             reason = f"{exc.field}: {exc.reason}" if exc.field else exc.reason
+            if remembered:
+                reason += f" (remembered in {kept}; rota up --gpus SPEC or --gpus none)"
             raise InvalidSpec("--node-file" if node_file else "--gpus", reason) from None
+        if remembered:
+            return replace(found, source=f"{found.source}, as the last rota up --gpus declared "
+                                         "them (--gpus none forgets them)")
+        if gpus and kept is not None:
+            kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            kept.write_text(gpus + "\n")
+        return found
 
     def build(self, config) -> Backend:
         from rota.backends.local import LocalBackend
