@@ -148,6 +148,13 @@ def test_show_explains_placement_and_waiting_after_a_cycle(server, examples):
     h100 = queues[0]["quotas"]["h100"]
     assert h100["nominal"]["gpu"] == 3000 and 0 < h100["usage"]["gpu"] <= 3000
     assert "default" in ok(server.rota("queues"))
+    assert queues[0]["weight"] == 1 and queues[0]["preemption"]["within_queue"] == \
+        "lower-priority"
+    wide = ok(server.rota("queues", "-o", "wide")).splitlines()
+    assert "BORROW LIMIT" in wide[0] and "PREEMPTION" in wide[0] and "SLURM" in wide[0]
+    assert "within: lower-priority" in "\n".join(wide) and "3" in wide[1]
+    bad = server.rota("queues", "-o", "tall")
+    assert bad.returncode == 2 and "--output: expected wide, got 'tall'" in bad.stderr
 
 
 def test_logs_of_a_running_job(server, tmp_path):

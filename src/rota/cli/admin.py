@@ -126,8 +126,13 @@ def token_revoke(
     print(f"Revoked token {done['name']} of {done['user']}.")
 
 
-def queues(as_json: bool = typer.Option(False, "--json")) -> None:
+def queues(as_json: bool = typer.Option(False, "--json"),
+           output: Optional[str] = typer.Option(None, "--output", "-o", metavar="wide",
+                                                help="wide: also limits, CPU and memory, "
+                                                     "weight, preemption rules, Slurm.")) -> None:
     """Queues: who may use them, quota per flavour, what is in use and borrowed."""
+    if output not in (None, "wide"):
+        die(f"--output: expected wide, got {output!r}", EXIT_BAD_INPUT)
     with talking() as client:
         data = client.queues()
     if as_json:
@@ -136,19 +141,45 @@ def queues(as_json: bool = typer.Option(False, "--json")) -> None:
     if not data:
         print("No queues yet: an operator defines them (cluster file or API).")
         return
+    wide = output == "wide"
     rows = []
     for q in data:
         for f, quota in q["quotas"].items() or [("-", None)]:
             head = [q["name"], who_may_use(q.get("projects")), q["cohort"] or "-"]
             jobs = [str(q["active_jobs"]), str(q["pending_jobs"])]
+            more = _wide(q, quota) if wide else []
             if quota is None:
-                rows.append(head + ["-", "unlimited", "-", "-", "-"] + jobs)
+                rows.append(head + ["-", "unlimited", "-", "-", "-"] + jobs + more)
                 continue
             rows.append(head + [f, _gpu(quota["nominal"].get("gpu")),
                                 _gpu(quota["usage"].get("gpu", 0)),
                                 _gpu(quota["available"].get("gpu")),
-                                "yes" if quota["borrowing"] else "no"] + jobs)
-    console().print(fit(QUEUE_COLUMNS, rows))
+                                "yes" if quota["borrowing"] else "no"] + jobs + more)
+    console().print(fit(QUEUE_COLUMNS + (WIDE_COLUMNS if wide else ()), rows))
+
+
+def _wide(q: dict, quota: dict | None) -> list[str]:
+    """``-o wide``'s values: GPU borrowing and lending limits, CPU and memory used of quota,
+    weight, preemption rules in brief, and the Slurm partition and QOS."""
+    rules = q.get("preemption") or {}
+    brief = ", ".join(f"{k.split('_')[0]}: {v}" for k, v in rules.items()
+                      if k in ("within_queue", "reclaim_within_cohort", "borrow_within_cohort"))
+    slurm = q.get("slurm") or {}
+    batch = "/".join(slurm.get(k) or "-" for k in ("partition", "qos")) if slurm else "-"
+    if quota is None:
+        limits = ["-", "-", "-", "-"]
+    else:
+        limits = [_gpu(quota["borrowing_limit"].get("gpu")),
+                  _gpu(quota["lending_limit"].get("gpu")),
+                  _used_of(quota, "cpu", lambda m: f"{m / 1000:g}"),
+                  _used_of(quota, "memory", lambda m: f"{m / 1024:g}Gi")]
+    return limits + [f"{q.get('weight', 1):g}", brief or "-", batch]
+
+
+def _used_of(quota: dict, r: str, show) -> str:
+    nominal = quota["nominal"].get(r)
+    used = show(quota["usage"].get(r, 0))
+    return f"{used}/{'-' if nominal is None else show(nominal)}"
 
 
 # GPU figures; on a narrow terminal COHORT, BORROW and the job counts go first
@@ -156,6 +187,11 @@ QUEUE_COLUMNS = (Column("QUEUE"), Column("PROJECTS", wrap=True), Column("COHORT"
                  Column("FLAVOUR"), Column("QUOTA", drop=2), Column("USED", drop=1),
                  Column("FREE"), Column("BORROW", drop=4), Column("RUNNING", drop=5),
                  Column("PENDING", drop=5))
+# -o wide: these go before any of the above on a narrow terminal, the last first
+WIDE_COLUMNS = (Column("BORROW LIMIT", drop=6), Column("LEND LIMIT", drop=7),
+                Column("CPU USED/QUOTA", drop=8), Column("MEMORY USED/QUOTA", drop=9),
+                Column("WEIGHT", drop=10), Column("PREEMPTION", wrap=True, drop=11),
+                Column("SLURM PARTITION/QOS", drop=12))
 
 
 def who_may_use(projects: list[str] | None) -> str:

@@ -6,7 +6,8 @@ preempting) are charged, per flavour, with the same book the scheduler keeps
 (``rota.scheduler.quota.QuotaBook``); ``available`` is how much more it may take now, cohort
 borrowing included (null: not limited), and ``borrowing`` says it is above its nominal quota.
 A queue's ``projects`` lists the projects whose new jobs it admits (null: every project, an
-empty list: none). It lives here, beside the control loop, because it needs the scheduler's
+empty list: none); ``weight`` is its share under fair sharing, ``preemption`` its rules (as the
+queues file says them). It lives here, beside the control loop, because it needs the scheduler's
 book, which the API does not import.
 """
 
@@ -50,5 +51,11 @@ def queues_view(snapshot: Snapshot, bindings: Mapping[str, Binding],
                     "projects": None if bound is None else list(bound),
                     "active_jobs": running[q.name], "pending_jobs": pending[q.name],
                     "idle": None if defaults.empty else asdict(defaults),
-                    "slurm": batch.get(q.name)})
+                    "slurm": batch.get(q.name), "weight": q.weight,
+                    "preemption": {"within_queue": str(q.within_queue),
+                                   "reclaim_within_cohort": str(q.reclaim_within_cohort),
+                                   "borrow_within_cohort": str(q.borrow_within_cohort),
+                                   "max_priority_threshold": q.max_priority_threshold,
+                                   "min_runtime_s": q.min_runtime_s,
+                                   "strict_priority": q.strict_priority}})
     return out
