@@ -67,6 +67,19 @@ def test_a_member_sees_only_their_projects_rows_and_an_operator_all(setup):
     assert every["since"] == "2026-11-01T00:00:00Z"
 
 
+@pytest.mark.parametrize("since, until, hours", [
+    ("now-1hour", None, 1.0), ("90m", None, 1.5), ("1d", "now-30m", 1.5),
+    ("now-1w", "now", 2.0),
+], ids=["now-minus", "ago", "both", "week"])
+def test_times_relative_to_the_servers_now_as_sacct_reads_them(setup, since, until, hours):
+    """``now-7days``, ``2h`` (ago), ``now``: from the server's clock (here 2 h after both jobs
+    of project p and q started; p's holds one GPU)."""
+    client, auth, _, _ = setup
+    params = {"since": since, **({"until": until} if until else {})}
+    got = client.get("/v1/accounting", params=params, headers=auth["alice"]).json()
+    assert got["total"]["gpu_hours"] == pytest.approx(hours), got
+
+
 def test_costs_show_in_the_queues_file_currency(setup):
     client, auth, _, _ = setup
     applied = client.put("/v1/queues", headers=auth["root"], json={
@@ -81,11 +94,14 @@ def test_costs_show_in_the_queues_file_currency(setup):
 
 @pytest.mark.parametrize("params, field", [
     ({"since": "yesterday"}, "since"),
+    ({"since": "now+2h"}, "since"),
+    ({"since": "2 fortnights"}, "since"),
     ({"since": "2026-11-02", "until": "2026-11-01"}, "until"),
     ({"since": "2026-11-03"}, "since"),
     ({"since": "2026-11-01", "by": "project,team"}, "by"),
     ({}, "since"),
-], ids=["not-a-date", "backwards", "future", "unknown-key", "missing"])
+], ids=["not-a-date", "future-relative", "unknown-unit", "backwards", "future", "unknown-key",
+         "missing"])
 def test_a_bad_range_or_key_names_the_parameter(setup, params, field):
     client, auth, _, _ = setup
     refused = client.get("/v1/accounting", params=params, headers=auth["alice"])

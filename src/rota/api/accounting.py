@@ -10,6 +10,7 @@ jobs share: times as the API reads and writes them, and the view of a project's 
 from __future__ import annotations
 
 import math
+import re
 from datetime import date, datetime, timezone
 from typing import Any
 
@@ -17,9 +18,22 @@ from rota.core import InvalidSpec
 from rota.core.accounting import BudgetStatus
 
 
-def parse_time(value: str, field: str) -> float:
-    """An ISO 8601 date (its midnight, UTC), date-time (UTC without a zone) or epoch seconds."""
+RELATIVE = re.compile(r"^(?:now)?\s*-?\s*(\d+(?:\.\d+)?)\s*([a-z]+)$")
+UNITS = {"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+         "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+         "h": 3600, "hour": 3600, "hours": 3600, "d": 86400, "day": 86400, "days": 86400,
+         "w": 604800, "week": 604800, "weeks": 604800}
+
+
+def parse_time(value: str, field: str, now: float | None = None) -> float:
+    """An ISO 8601 date (its midnight, UTC), date-time (UTC without a zone) or epoch seconds;
+    with ``now``, also a time relative to it, as ``sacct --starttime`` reads one: ``now``,
+    ``now-7days``, ``now-2hours``, or a duration ago (``2h``, ``7d``, ``1w``, ``30m``)."""
     text = value.strip()
+    if now is not None:
+        relative = _relative(text.lower(), now)
+        if relative is not None:
+            return relative
     try:
         seconds = float(text)
     except ValueError:
@@ -34,13 +48,26 @@ def parse_time(value: str, field: str) -> float:
         try:
             day = date.fromisoformat(text)
         except ValueError:
+            relative = ", now-7days or 2h (ago)" if now is not None else ""
             raise InvalidSpec(field, "expected a date such as 2026-11-01, a date-time such as "
-                                     f"2026-11-01T09:00:00Z, or epoch seconds; got {value!r}"
-                              ) from None
+                                     f"2026-11-01T09:00:00Z, epoch seconds{relative}; got "
+                                     f"{value!r}") from None
         when = datetime(day.year, day.month, day.day)
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return when.timestamp()
+
+
+def _relative(text: str, now: float) -> float | None:
+    """``now``, ``now-N<unit>`` or ``N<unit>`` (ago), else None (not a relative time)."""
+    if text == "now":
+        return now
+    if not (text.startswith("now-") or text[:1].isdigit()) or text.startswith("now+"):
+        return None
+    m = RELATIVE.match(text)
+    if m is None or m[2] not in UNITS or (text[:1].isdigit() and "-" in text):
+        return None
+    return now - float(m[1]) * UNITS[m[2]]
 
 
 def iso(t: float) -> str:

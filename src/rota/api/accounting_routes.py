@@ -59,8 +59,8 @@ def accounting(since: str = Query(..., max_length=64),
                who: Principal = Depends(principal),
                api: Api = Depends(api_of)) -> dict[str, Any]:
     now = api.clock()
-    start = parse_time(since, "since")
-    end = now if until is None else parse_time(until, "until")
+    start = parse_time(since, "since", now)
+    end = now if until is None else parse_time(until, "until", now)
     if end <= start and until is None:
         raise InvalidSpec("since", f"{iso(start)} is not in the past (now is {iso(now)})")
     if end <= start:

@@ -28,9 +28,11 @@ KEYS = ("project", "user", "queue", "model")
 def usage(
     since: Optional[str] = typer.Option(
         None, "--since", metavar="DATE",
-        help="Exact GPU-hours from this date (2026-11-01, UTC) or date-time on."),
+        help="Exact GPU-hours from this date (2026-11-01, UTC) or date-time on, or from a "
+             "time before now: now-7days, 2h (ago), 1w."),
     until: Optional[str] = typer.Option(
-        None, "--until", metavar="DATE", help="Up to this date or date-time (default: now)."),
+        None, "--until", metavar="DATE", help="Up to this date or date-time, or now-1day "
+                                              "(default: now)."),
     by: str = typer.Option("project", "--by", metavar="KEYS",
                            help="Group by any of project, user, queue, model (comma-separated)."),
     project: List[str] = typer.Option([], "--project", "-p",
