@@ -144,6 +144,12 @@ def test_show_explains_placement_and_waiting_after_a_cycle(server, examples):
     allocated = [a for g in nodes[0]["gpus"] for a in g["allocations"]]
     assert {a["job"] for a in allocated} <= {j["id"] for j in placed} and allocated
     assert "gpu-0" in ok(server.rota("nodes"))
+    holding = [j for j in placed if j["state"] in ("scheduled", "running", "preempting")]
+    cpu = sum(j["request"]["cpu_milli"] * j["replicas"] for j in holding)
+    mib = sum(j["request"]["memory_mib"] * j["replicas"] for j in holding)
+    assert nodes[0]["allocated"] == {"cpu_milli": cpu, "memory_mib": mib} and cpu > 0
+    row = next(line for line in ok(server.rota("nodes")).splitlines() if "gpu-0" in line)
+    assert f"{cpu / 1000:g}/64" in row and f"{round(mib / 1024, 1):g}/512 GiB" in row
     queues = json.loads(ok(server.rota("queues", "--json")))
     h100 = queues[0]["quotas"]["h100"]
     assert h100["nominal"]["gpu"] == 3000 and 0 < h100["usage"]["gpu"] <= 3000

@@ -49,7 +49,7 @@ def words(text: str) -> list[dict[str, str]]:
 def test_a_new_user_sees_the_slurm_nodes_and_jobs_run_where_rotas_plan_put_them(server):
     table = server.cli("nodes")
     for node, model in (("node1", "H100-80GB"), ("node3", "A100-40GB")):
-        assert re.search(rf"{node}\s+ok\s+16\s+[0-9.]+ GiB\s+0\s+{model}", table), table
+        assert re.search(rf"{node}\s+ok\s+0/16\s+0/[0-9.]+ GiB\s+0\s+{model}", table), table
     assert len([g for n in server.json("nodes") for g in n["gpus"]]) == 16
     one = server.submit("--gpus", "1", "--", "sh", "-c", WHERE + "; sleep 2")
     gang = server.submit("--gpus", "3", "--replicas", "2", "--", "sh", "-c", WHERE)  # 6 > 4

@@ -31,7 +31,8 @@ def node_state(rec: NodeRecord, busy: bool) -> str:
 def nodes_view(records: list[NodeRecord], snapshot: Snapshot, may_see: Callable[[str], bool],
                operator: bool = False) -> list[dict[str, Any]]:
     """Nodes with what holds each GPU: rota's jobs (ids and projects only where ``may_see``)
-    and work outside rota (who holds it: operators only)."""
+    and work outside rota (who holds it: operators only); ``allocated``: the CPU and memory
+    that rota's jobs holding resources there and work outside rota take of the node."""
     held: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for job in snapshot.jobs:
         if job.placement is None or not job.state.holds_resources:
@@ -52,9 +53,23 @@ def nodes_view(records: list[NodeRecord], snapshot: Snapshot, may_see: Callable[
                     "foreign": f.holder if operator else "work outside rota"})
     busy = {rep.node for job in snapshot.jobs if job.placement is not None
             and job.state.holds_resources for rep in job.placement.replicas}
+    taken: dict[str, list[int]] = {}  # node -> [milli-CPU, MiB] rota's jobs and foreign work hold
+    for job in snapshot.jobs:
+        if job.placement is not None and job.state.holds_resources:
+            for rep in job.placement.replicas:
+                mine = taken.setdefault(rep.node, [0, 0])
+                mine[0] += job.request.cpu_milli
+                mine[1] += job.request.memory_mib
+    for r in records:
+        for f in r.node.foreign:
+            mine = taken.setdefault(r.node.name, [0, 0])
+            mine[0] += f.cpu_milli
+            mine[1] += f.memory_mib
     return [{"name": n.name, "resource_group": n.resource_group, "schedulable": n.schedulable,
              "state": node_state(r, n.name in busy), "drain": r.drain, "reason": r.reason,
              "problem": n.problem, "cpu_milli": n.cpu_milli, "memory_mib": n.memory_mib,
+             "allocated": {"cpu_milli": taken.get(n.name, [0, 0])[0],
+                           "memory_mib": taken.get(n.name, [0, 0])[1]},
              "labels": dict(n.labels), "features": sorted(n.features),
              "foreign": [{"holder": f.holder if operator else "work outside rota",
                           "cpu_milli": f.cpu_milli, "memory_mib": f.memory_mib,

@@ -205,6 +205,8 @@ def _gpu(milli: Any) -> str:
     return "unlimited" if milli is None else f"{milli / 1000:g}"
 
 
+# CPU and MEMORY: allocated (rota's jobs and work outside rota) of the node's, as scontrol's
+# CPUAlloc/CPUTot and AllocMem/RealMemory
 NODE_COLUMNS = (Column("NODE"), Column("STATE", wrap=True), Column("CPU", drop=3),
                 Column("MEMORY", drop=3), Column("GROUP", drop=9), Column("GPU"),
                 Column("MODEL"), Column("PRODUCT", wrap=True, drop=8), Column("GPU MEM", drop=2),
@@ -247,10 +249,17 @@ def nodes(
                           "(see the log of rota up)", rest="  "))
 
 
+def _gib(mib: int) -> str:
+    """Memory allocated, short: ``0``, ``8``, ``1.5`` (GiB, as the total beside it says)."""
+    return f"{round(mib / 1024, 1):g}"
+
+
 def _node_rows(n: dict[str, Any]) -> list[list[str]]:
     """One row per GPU; the node's own columns on its first row only."""
-    node = [n["name"], node_state(n), f"{n['cpu_milli'] / 1000:g}",
-            amount("memory", n["memory_mib"]), n.get("resource_group") or "-"]
+    taken = n.get("allocated") or {"cpu_milli": 0, "memory_mib": 0}
+    node = [n["name"], node_state(n), f"{taken['cpu_milli'] / 1000:g}/{n['cpu_milli'] / 1000:g}",
+            f"{_gib(taken['memory_mib'])}/{amount('memory', n['memory_mib'])}",
+            n.get("resource_group") or "-"]
     if not n["gpus"]:
         return [node + ["-", "no GPU", "-", "-", "-", "-", "-"]]
     rows = []
