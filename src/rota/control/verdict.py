@@ -57,6 +57,7 @@ from dataclasses import dataclass
 
 from rota.backends.base import ReplicaState, ReplicaStatus, Status
 from rota.core import End, JobState
+from rota.core.shortforms import STARTING
 
 RETRY_PREFIX = "retry "
 EXIT_CANNOT_START = 127
@@ -155,7 +156,7 @@ def _starting(status: Status) -> Verdict:
         return Verdict(JobState.PENDING, reason=f"requeued: {status.displaced}",
                        stop_grace_s=0.0, end=End.DISPLACED)
     if status.waiting is not None:
-        return Verdict(waiting=f"starting: {status.waiting}")
+        return Verdict(waiting=f"{STARTING}{status.waiting}")
     return Verdict(JobState.RUNNING, reason="")
 
 

@@ -10,10 +10,22 @@ it is asked for, so ``rota ps`` reads this module without the dataclasses and en
 - ``memory``: ``2 GiB``, ``79.6 GiB``, ``512 MiB``;
 - ``gpus``: what a job asks for in GPUs, ``1``, ``0.5 (20 GiB)``, ``2x4``;
 - ``placement``: where its replicas run, ``n1: GPU 0,1``;
-- ``reason_column``: the reason of its last move, else the codes of its wait reasons.
+- ``reason_column``: the reason of its last move, else the codes of its wait reasons;
+- ``state_word``: its state, ``starting`` for a SCHEDULED job whose backend holds its launch
+  unstarted (its reason begins with ``STARTING``, as the control loop writes it).
 """
 
 from __future__ import annotations
+
+
+STARTING = "starting: "  # the reason of a launched job its backend has not started yet
+
+
+def state_word(state: str, reason: str | None) -> str:
+    """``scheduled`` with a reason ``starting: ...`` -> ``starting``; any other state as is."""
+    if state == "scheduled" and reason and reason.startswith(STARTING):
+        return "starting"
+    return state
 
 
 def duration(seconds: float) -> str:

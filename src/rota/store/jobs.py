@@ -23,6 +23,7 @@ from sqlalchemy import Connection, Text, bindparam, cast, func, insert, or_, sel
 from rota.core import (
     End, IllegalTransition, InvalidSpec, JobState, Placement, RotaError, check_transition,
 )
+from rota.core.shortforms import STARTING
 from rota.store import accounting, convert
 from rota.store.errors import Conflict, NotFound
 from rota.store.records import (
@@ -465,7 +466,7 @@ def record_handle(conn: Connection, job_id: object, handle: dict[str, Any], now:
     if launched is not None:
         write(conn, row, now, "launched", f"attempt {attempt} launched; starting: {launched} "
               "has not started it yet", {"attempt": attempt}, backend_handle=handle,
-              reason=f"starting: launched, waiting for {launched} to start it")
+              reason=f"{STARTING}launched, waiting for {launched} to start it")
         return
     write(conn, row, now, "adopted", f"attempt {attempt} found running after a restart",
           {"attempt": attempt}, backend_handle=handle)
