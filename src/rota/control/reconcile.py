@@ -26,12 +26,12 @@ through the same steps and adopted if it had started. Launches run while later p
 a job in flight (``in_flight``) keeps its SCHEDULED state, and with it its devices in every
 snapshot, and is neither judged nor launched again until ``land`` has recorded what became
 of it. The handles that landed since the last pass are recorded together; a launch that
-cannot be recorded is stopped, so nothing runs unrecorded. A backend whose launches may wait in its own queue
-(``Capabilities.queued``: Slurm) has its handles recorded without a move (``_starting``): the
-job stays SCHEDULED, shown *starting* with its backend's reason, until a poll says it runs,
-and is billed from then; a restart adopts it by its stored handle, never launching it again.
-A stored handle of an earlier
-attempt (a job requeued and bound again) is not the job's: it is ignored. A job being
+cannot be recorded is stopped, so nothing runs unrecorded. A backend whose launches may
+wait in its own queue (``Capabilities.queued``: Slurm) has its handles recorded without a
+move (``_starting``): the job stays SCHEDULED, shown *starting* with its backend's reason,
+until a poll says it runs, and is billed from then; a restart adopts it by its stored
+handle, never launching it again. A stored handle of an earlier attempt (a job requeued and
+bound again) is not the job's: it is ignored. A job being
 preempted or cancelled without a handle of its current attempt is looked for with
 ``backend.recover`` first, so that nothing it started runs on.
 
@@ -113,6 +113,7 @@ class Reconciler:
         self.kill_at: dict[str, float] = {}
         self.unseen: frozenset[str] = frozenset()  # jobs whose last poll failed
         self._backend_walltime: bool | None = None  # Capabilities.walltime, once asked
+        self._queued: bool | None = None  # Capabilities.queued, once asked
         self.billed_until: dict[str, float] = {}
         self.usage: dict[str, float] = {}  # project -> GPU-seconds not yet stored
         self._flushed: dict[str, float] = {}  # job -> billed_until last stored
@@ -407,7 +408,9 @@ class Reconciler:
 
     def _launched(self, launched: list[tuple[JobRecord, Handle]], now: float,
                   report: PassReport) -> None:
-        if self.backend.capabilities.queued:
+        if self._queued is None:  # Capabilities.queued, asked once: it does not change
+            self._queued = self.backend.capabilities.queued
+        if self._queued:
             self._starting(launched, report)
             return
         for rec, handle in launched:

@@ -25,8 +25,9 @@ before it is judged, so that no process outlives its job.
    reason (``Verdict.waiting``); one that waits because work outside rota holds the devices
    it was placed on (``Status.displaced``) is taken back at once (stopped, without a grace:
    nothing of it runs) and requeued with the end ``displaced``, which spends no restart
-   budget, so that the next cycle places it elsewhere. A gang whose replica failed while others still
-   run is stopped (its peers cannot go on without it), then judged when all have ended.
+   budget, so that the next cycle places it elsewhere. A gang whose replica failed while
+   others still run is stopped (its peers cannot go on without it), then judged when all
+   have ended.
    Walltime, as Slurm's ``--time`` with ``--signal``: ``grace_s`` before the limit
    (``started_at + walltime_s``) the job gets its checkpoint signal; at the limit it is
    stopped (SIGTERM, SIGKILL ``WALLTIME_KILL_WAIT_S`` later). A job that ends without

@@ -8,6 +8,8 @@ States and the legal moves between them (``TRANSITIONS``)::
        └──────────── requeue (lost node, restart policy) ────────┘
     any non-terminal ──cancel──> CANCELLED;  PENDING ──reject──> FAILED
 
+A SCHEDULED job is bound and being started: launched or not, it becomes RUNNING once its
+backend runs it (a backend with a queue of its own may hold a launch a while: *starting*).
 A job occupies resources in SCHEDULED, RUNNING and PREEMPTING (a victim keeps its GPUs until
 it has checkpointed and exited). SUCCEEDED, FAILED and CANCELLED are terminal.
 """
@@ -133,8 +135,9 @@ class Job:
     """A unit of work: ``replicas`` copies of ``request``, placed all together or not at all.
 
     ``flavor`` names the queue flavour the job is charged to once admitted; ``started_at`` is
-    the time it was bound while it is SCHEDULED, and the time it began running once it runs. Both are ``None`` while it is pending. ``last_checkpoint_at`` is
-    when the running attempt last saved a checkpoint (``None``: never, so an eviction loses
+    the time it was bound while it is SCHEDULED, and the time it began running once it runs.
+    Both are ``None`` while it is pending. ``last_checkpoint_at`` is when the running attempt
+    last saved a checkpoint (``None``: never, so an eviction loses
     everything since ``started_at``). ``image`` is the container image the job runs in
     (``None``: it runs as a command on the node): the scheduler places such a job only on a node
     that runs container images (``rota.core.nodes.features_needed``).

@@ -180,8 +180,8 @@ def move(conn: Connection, row: Any, new: JobState, now: float, message: str = "
         values.update(placement=None, flavor=None, started_at=None, preempt_deadline=None,
                       last_checkpoint_at=None, attempts=row.attempts + 1,
                       failures=row.failures + (not spared),
-                      lost_streak=row.lost_streak + 1 if fault else (
-                          row.lost_streak if end in (End.NO_ACCOUNT, End.DISPLACED) else 0))  # nothing ran
+                      lost_streak=row.lost_streak + 1 if fault else (  # nothing ran:
+                          row.lost_streak if end in (End.NO_ACCOUNT, End.DISPLACED) else 0))
     elif old is JobState.SCHEDULED and new is JobState.RUNNING:
         values.setdefault("started_at", now)  # it runs from now, not from its bind
     elif old.holds_resources and new.terminal:
