@@ -227,16 +227,19 @@ def test_the_next_job_is_queued_in_slurm_before_the_gpus_it_takes_are_freed(serv
     assert [done[j]["exit_code"] for j in first] == [0, 3, 0, 3]
     assert [done[j]["state"] for j in first] == ["succeeded", "failed", "succeeded", "failed"]
     ids = {j.name: j.id for j in server.slurm_jobs()}
+    # the attempt that ran: a job whose GPUs a job outside rota took first (another user of
+    # the cluster) was placed again as its next attempt
+    ran = {j: ids[f"rota-{j}-{done[j]['attempts']}"] for j in done}
     times = {}
     for line in slurm.run(["sacct", "-n", "-P", "-X", "-o", "JobID,Submit,End", "-j",
-                           ",".join(str(ids[f"rota-{j}-0"]) for j in done)]).splitlines():
+                           ",".join(str(ran[j]) for j in done)]).splitlines():
         slurm_id, submitted, ended = line.split("|")
         times[int(slurm_id)] = (submitted, ended)
     node_of = {j: nodes_of(done[j]) for j in done}
     for successor in then:
         [predecessor] = [p for p in first if node_of[p] == node_of[successor]]
-        submitted = times[ids[f"rota-{successor}-0"]][0]
-        ended = times[ids[f"rota-{predecessor}-0"]][1]
+        submitted = times[ran[successor]][0]
+        ended = times[ran[predecessor]][1]
         assert submitted <= ended, (successor, predecessor, submitted, ended)
 
 
