@@ -332,3 +332,19 @@ def test_a_table_reads_only_the_brief_values_it_asks_the_server_for():
         cut = [[r[jobrows.BRIEF.index(v)] for v in asked] for r in rows]
         assert jobrows.cells(names, asked, cut, 200.0) == \
             jobrows.cells(names, jobrows.BRIEF, rows, 200.0), names
+
+
+@pytest.mark.parametrize("state,reason,word,text", [
+    # launched, and its backend holds it unstarted: starting, in the backend's words
+    ("scheduled", "starting: Slurm job 41 is pending (Resources)", "starting",
+     "starting (Slurm job 41 is pending (Resources))"),
+    ("scheduled", "", "scheduled", "scheduled"),
+    ("running", "", "running", "running"),
+    ("pending", "requeued: preempted", "pending", "pending (requeued: preempted)"),
+], ids=["starting", "scheduled", "running", "pending"])
+def test_a_job_its_backend_has_not_started_is_starting_in_ps_and_show(state, reason, word, text):
+    view = {**JOB_VIEWS[0], "id": "1", "name": "n", "project": "p", "user": "u", "queue": "q",
+            "state": state, "reason": reason, "priority": 0, "submit_time": 100.0,
+            "exit_code": None, "array_id": None, "array_index": None, "array_limit": None}
+    assert jobrows.cells(("state",), jobrows.BRIEF, [jobrows.brief(view)], 200.0) == [[word]]
+    assert jobwords.state_text(view) == text

@@ -29,6 +29,21 @@ def view(state: JobState, *replicas: ReplicaStatus, **fields) -> JobView:
 CASES = [
     ("scheduled-and-running-becomes-running", view(S.SCHEDULED, RUN), Verdict(S.RUNNING, reason="")),
     ("running-keeps", view(S.RUNNING, RUN, PEER_RUN), Verdict()),
+    # launched, but its backend holds it unstarted: starting, with the backend's reason
+    ("scheduled-and-waiting-stays-scheduled",
+     JobView(S.SCHEDULED, Status((RUN,), waiting="Slurm job 7 is pending (Priority)")),
+     Verdict(waiting="starting: Slurm job 7 is pending (Priority)")),
+    # waiting on GPUs that work outside rota holds: taken back at once, placed again, and no
+    # restart budget spent (none left here, yet it is requeued, not failed)
+    ("scheduled-and-displaced-is-requeued-without-spending-the-budget",
+     JobView(S.SCHEDULED, Status((RUN,), waiting="pending", displaced="node1 GPU 0 is taken"),
+             max_retries=0),
+     Verdict(S.PENDING, reason="requeued: node1 GPU 0 is taken", stop_grace_s=0.0,
+             end=E.DISPLACED)),
+    # a cancel of a starting job stops its launch, as for a running one
+    ("cancel-stops-a-waiting-launch",
+     JobView(S.SCHEDULED, Status((RUN,), waiting="pending"), cancel_requested=True, grace_s=5),
+     Verdict(stop_grace_s=5)),
     ("all-zero-succeeds", view(S.RUNNING, OK, PEER_OK), Verdict(S.SUCCEEDED, 0, "", end=E.SUCCEEDED)),
     ("fast-job-succeeds-from-scheduled", view(S.SCHEDULED, OK),
      Verdict(S.SUCCEEDED, 0, "", end=E.SUCCEEDED)),

@@ -227,14 +227,47 @@ def test_the_next_job_is_queued_in_slurm_before_the_gpus_it_takes_are_freed(serv
     assert [done[j]["exit_code"] for j in first] == [0, 3, 0, 3]
     assert [done[j]["state"] for j in first] == ["succeeded", "failed", "succeeded", "failed"]
     ids = {j.name: j.id for j in server.slurm_jobs()}
+    # the attempt that ran: a job whose GPUs a job outside rota took first (another user of
+    # the cluster) was placed again as its next attempt
+    ran = {j: ids[f"rota-{j}-{done[j]['attempts']}"] for j in done}
     times = {}
     for line in slurm.run(["sacct", "-n", "-P", "-X", "-o", "JobID,Submit,End", "-j",
-                           ",".join(str(ids[f"rota-{j}-0"]) for j in done)]).splitlines():
+                           ",".join(str(ran[j]) for j in done)]).splitlines():
         slurm_id, submitted, ended = line.split("|")
         times[int(slurm_id)] = (submitted, ended)
     node_of = {j: nodes_of(done[j]) for j in done}
     for successor in then:
         [predecessor] = [p for p in first if node_of[p] == node_of[successor]]
-        submitted = times[ids[f"rota-{successor}-0"]][0]
-        ended = times[ids[f"rota-{predecessor}-0"]][1]
+        submitted = times[ran[successor]][0]
+        ended = times[ran[predecessor]][1]
         assert submitted <= ended, (successor, predecessor, submitted, ended)
+
+
+def test_a_job_whose_gpus_work_outside_rota_took_first_is_starting_then_placed_elsewhere(
+        server, slurm):
+    """rota places B on node1's GPUs while its job A still holds them (the handoff), and a
+    plain sbatch job queued earlier on node1 takes them when A ends: Slurm keeps B PENDING.
+    rota says B is starting (never running) and places it again elsewhere at once, without
+    spending its restart budget. node2-4 are cordoned in rota until B waits, so that node1 is
+    rota's only choice for A and B whatever the timing."""
+    others = ("node2", "node3", "node4")
+    for node in others:
+        server.cli("node", "cordon", node)
+    a = server.submit("--gpus", "4", "--", "sh", "-c", "while [ ! -e a-ends ]; do sleep 0.2; done")
+    assert nodes_of(state_of(server, a, "running")) == ["node1"]
+    plain = slurm.sbatch(["sbatch", "--parsable", "--nodelist=node1", "--gres=gpu:h100:4",
+                          "--job-name=plain-first", "--output=/dev/null", "--wrap", "sleep 300"])
+    b = server.submit("--gpus", "4", "--", "sh", "-c", WHERE + "; sleep 1")
+    (server.work / "a-ends").write_text("")
+    state_of(server, a, "succeeded")
+    # A's GPUs went to the plain job, queued before B was placed on them
+    wait(lambda: any(j.id == plain and j.state == "RUNNING" for j in slurm.jobs()),
+         "the plain job to run on node1")
+    for node in others:
+        server.cli("node", "uncordon", node)
+    record = state_of(server, b, "succeeded", "failed")
+    assert record["state"] == "succeeded" and nodes_of(record) != ["node1"]
+    first, *_ = record["history"]
+    assert first["placement"][0]["node"] == "node1" and first["end"] == "displaced"
+    assert first["launched_at"] is None  # never running on node1: Slurm never ran it there
+    assert record["attempts"] == 1 and record["failures"] == 0

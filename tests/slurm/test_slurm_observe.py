@@ -61,6 +61,37 @@ def test_a_job_pending_behind_the_job_that_still_holds_its_gpus_runs_where_place
     assert states(status) == [(R.RUNNING, None, "")] and status.placement is None
 
 
+def test_a_job_pending_in_slurm_is_waiting_with_slurms_reason_and_a_running_one_is_not():
+    one = handle(("n1", 0))
+    pending = replace(sjob("PENDING", nodes=(), start=None), reason="Priority")
+    status = attempt_status(one, Seen(pending))
+    assert status.waiting == "Slurm job 41 is pending (Priority)" and status.displaced is None
+    assert attempt_status(one, Seen(sjob())).waiting is None
+
+
+@pytest.mark.parametrize("reason,foreign,pinned,why", [
+    # node n1's GPU 0, where rota placed it, is held by a plain sbatch job: displaced
+    ("Resources", {"n1": frozenset({0, 1})}, True,
+     "Slurm job 41 waits (Resources) for GPUs that work outside rota holds: n1 GPU 0"),
+    ("Priority", {"n1": frozenset({0})}, True,
+     "Slurm job 41 waits (Priority) for GPUs that work outside rota holds: n1 GPU 0"),
+    # foreign work on other GPUs of n1: it waits for rota's own job (a successor), not displaced
+    ("Resources", {"n1": frozenset({2, 3})}, True, None),
+    ("Resources", {"n2": frozenset({0})}, True, None),
+    # not yet looked at by Slurm's scheduler, or held: no judgement yet
+    ("None", {"n1": frozenset({0})}, True, None),
+    ("JobHeldUser", {"n1": frozenset({0})}, True, None),
+    # Slurm places an unpinned job where it likes
+    ("Resources", {"n1": frozenset({0})}, False, None),
+], ids=["resources", "priority", "other-gpus", "other-node", "not-scheduled-yet", "held",
+        "unpinned"])
+def test_a_pinned_job_waiting_on_gpus_held_by_work_outside_rota_is_displaced(
+        reason, foreign, pinned, why):
+    pending = replace(sjob("PENDING", nodes=(), start=None), reason=reason)
+    status = attempt_status(handle(("n1", 0), pinned=pinned), Seen(pending, foreign=foreign))
+    assert status.displaced == why and status.waiting == f"Slurm job 41 is pending ({reason})"
+
+
 def test_a_replica_on_a_drained_node_is_lost_with_slurms_reason():
     gang = handle(("n1", 0), ("n2", 0))
     seen = Seen(sjob(nodes=("n1", "n2")), losing={"n2": "drained in Slurm: fan"})

@@ -21,6 +21,13 @@ Vocabulary:
   over thousands of running jobs costs the backend one round of questions, not one each. A
   backend that chooses devices or nodes itself reports where the replicas landed
   (``Status.placement``); the control plane records it as the job's placement.
+- **Waiting**: a launch that its backend's system holds but has not started (Slurm: a job
+  still pending in its queue) is reported with ``Status.waiting``, the system's own reason
+  ("Resources", "Priority"), its replicas counted as running (nothing of it ended). A backend
+  whose launches may wait so says ``Capabilities.queued``: the control loop keeps such a job
+  SCHEDULED (*starting*) until ``poll`` reports it without ``waiting``, and only then counts it
+  running. ``Status.displaced`` says that it waits because work outside rota holds the
+  devices it was placed on: the control loop takes it back and places it again.
 - **Logs come from the backend** (``read_log``), so that the API never opens a file itself.
 - **Activity** (``activity``): what the backend can see of a launch for idle reclamation: its
   GPUs' utilisation and when it last wrote output (None where it cannot see either);
@@ -105,6 +112,9 @@ class Capabilities:
     walltime: bool = False     # the backend's system itself sends the checkpoint signal before a
                                # job's walltime and stops it at the limit (Slurm's --time and
                                # --signal): the control loop then sends neither
+    queued: bool = False       # a launch may wait in the backend's system before it runs
+                               # (``Status.waiting``): its job stays SCHEDULED until it runs;
+                               # otherwise a launch runs once ``launch`` returns
 
     @property
     def features(self) -> frozenset[str]:
@@ -312,10 +322,16 @@ class Status:
     """What a job's replicas are doing. ``state`` sums them up: lost when any replica is lost,
     exited when all have exited, running otherwise. ``placement`` is where the replicas run
     when the backend chose that itself (Slurm picks the devices on each node, or the nodes
-    too) and it differs from the placement the launch was given; None: as given."""
+    too) and it differs from the placement the launch was given; None: as given.
+    ``waiting``: the backend's system holds the launch but has not started it, and why, in
+    the system's words (Slurm's pending reason); None: it runs (or ended). ``displaced``: it
+    waits because work outside rota holds the devices it was placed on, and which (None:
+    not known to)."""
 
     replicas: tuple[ReplicaStatus, ...]
     placement: Placement | None = None
+    waiting: str | None = None
+    displaced: str | None = None
 
     @property
     def state(self) -> ReplicaState:

@@ -25,7 +25,9 @@ from __future__ import annotations
 from collections import Counter, namedtuple
 from collections.abc import Callable
 
-from rota.core.shortforms import duration, gpus, memory, placement, reason_column
+from rota.core.shortforms import (
+    duration, gpus, memory, placement, reason_column, state_word,
+)
 
 ACTIVE = ("pending", "scheduled", "running", "preempting")
 LIMIT = 1000  # rota ps's --limit by default
@@ -147,7 +149,7 @@ def brief(job: dict) -> list:
 # the values of a brief view each column reads; every table also folds arrays with the first
 FOLDED = ("id", "state", "placement", "array_id", "array_index", "array_limit")
 READS = {"id": (), "name": ("name",), "project": ("project",), "queue": ("queue",),
-         "user": ("user",), "state": (), "priority": ("priority",),
+         "user": ("user",), "state": ("reason",), "priority": ("priority",),
          "gpus": ("replicas", "gpu_count", "gpu_share", "gpu_memory_mib"), "cpu": ("cpu_milli",),
          "memory": ("memory_mib",), "where": (), "age": ("submit_time",),
          "exit": ("exit_code",), "reason": ("reason", "wait_codes")}
@@ -227,6 +229,11 @@ def _where(rows: list[list], at: dict[str, int], now: float) -> list[str]:
     return [placement(r[k]) if r[k] else "-" for r in rows]
 
 
+def _states(rows: list[list], at: dict[str, int], now: float) -> list[str]:
+    k, w = at["state"], at["reason"]
+    return [state_word(r[k], r[w]) for r in rows]
+
+
 def _reasons(rows: list[list], at: dict[str, int], now: float) -> list[str]:
     k, w = at["reason"], at["wait_codes"]
     return [r[k] or reason_column(None, r[w]) for r in rows]
@@ -238,7 +245,7 @@ _READERS: dict[str, Callable[[list[list], dict[str, int], float], list[str]]] = 
     "project": _as_is("project"),
     "queue": _as_is("queue"),
     "user": _as_is("user"),
-    "state": _as_is("state"),
+    "state": _states,
     "priority": _worded("priority", str),
     "gpus": _gpus,
     "cpu": _worded("cpu_milli", lambda v: f"{v / 1000:g}"),

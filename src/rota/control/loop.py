@@ -8,7 +8,8 @@ One pass (``ControlLoop.step``), in order:
    Inventory: at most every ``inventory_s``, the backend's nodes as it reports them now (what
    work outside rota holds, which nodes it cannot use) are written where they changed
    (``rota.control.inventory``); again right after step 1 when it requeued a job for a fault
-   of its node or GPU, so that step 3 does not place work there again.
+   of its node or GPU, or one displaced by work outside rota (``End.DISPLACED``), so that
+   step 3 does not place work there again.
    Intake: a backend that offers work of its own (``Offering``: Kubernetes Pods created with
    ``schedulerName: rota``) has its new offers submitted as pending jobs, and in step 3 the
    pending jobs whose offers are no longer made are cancelled before the cycle
@@ -31,7 +32,9 @@ One pass (``ControlLoop.step``), in order:
 4. Launch: every job bound in step 3 is handed to the launcher, which starts them through
    the backend all at once (``rota.control.launcher``) while the next passes go on; each pass
    first records the launches that ended since the last (their handles with their moves to
-   RUNNING, in one transaction). A job in flight stays SCHEDULED and so holds its devices in
+   RUNNING, in one transaction; for a backend whose launches may wait in its own queue,
+   ``Capabilities.queued``, the handles alone: such a job stays SCHEDULED, *starting*, until
+   step 1 of a later pass sees it run). A job in flight stays SCHEDULED and so holds its devices in
    every snapshot meanwhile; it is neither judged nor launched again, nor chosen as a victim
    (a preemption that would evict it is left for a later pass), until its launch is recorded.
    So a Pod created while a pass's Bindings are still being answered is scheduled by the
@@ -295,7 +298,8 @@ class ControlLoop:
             return report
         self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
         self._stop_overdue(report)
-        if report.faults:  # a node or GPU failed, or was drained: seen before placing
+        if report.faults or report.displaced:  # a node or GPU failed or was drained, or
+            # work outside rota took a job's GPUs: the cycle must see it before placing
             self._sync_inventory(now, report, force=True)
         self.reconciler.flush_usage(now)                                        # 2
         bound = self._schedule(now)                                             # 3

@@ -26,8 +26,12 @@ through the same steps and adopted if it had started. Launches run while later p
 a job in flight (``in_flight``) keeps its SCHEDULED state, and with it its devices in every
 snapshot, and is neither judged nor launched again until ``land`` has recorded what became
 of it. The handles that landed since the last pass are recorded together; a launch that
-cannot be recorded is stopped, so nothing runs unrecorded. A stored handle of an earlier
-attempt (a job requeued and bound again) is not the job's: it is ignored. A job being
+cannot be recorded is stopped, so nothing runs unrecorded. A backend whose launches may
+wait in its own queue (``Capabilities.queued``: Slurm) has its handles recorded without a
+move (``_starting``): the job stays SCHEDULED, shown *starting* with its backend's reason,
+until a poll says it runs, and is billed from then; a restart adopts it by its stored
+handle, never launching it again. A stored handle of an earlier attempt (a job requeued and
+bound again) is not the job's: it is ignored. A job being
 preempted or cancelled without a handle of its current attempt is looked for with
 ``backend.recover`` first, so that nothing it started runs on.
 
@@ -82,6 +86,7 @@ class PassReport:
     # jobs requeued for a node or GPU fault, or taken off their node by a preemption (a
     # drain's eviction): the cycle must see their nodes as they are now (cordoned, failed)
     faults: list[str] = field(default_factory=list)
+    displaced: list[str] = field(default_factory=list)  # requeued: foreign work took their GPUs
 
     def moved(self, job: str, old: JobState, new: JobState, reason: str) -> None:
         self.moves.append((job, str(old), str(new), reason))
@@ -110,6 +115,7 @@ class Reconciler:
         self.kill_at: dict[str, float] = {}
         self.unseen: frozenset[str] = frozenset()  # jobs whose last poll failed
         self._backend_walltime: bool | None = None  # Capabilities.walltime, once asked
+        self._queued: bool | None = None  # Capabilities.queued, once asked
         self.billed_until: dict[str, float] = {}
         self.usage: dict[str, float] = {}  # project -> GPU-seconds not yet stored
         self._flushed: dict[str, float] = {}  # job -> billed_until last stored
@@ -179,8 +185,12 @@ class Reconciler:
             self.backend.signal(handle, spec.checkpoint_signal)
         if verdict.stop_grace_s is not None:
             self._stop(rec.id, handle, verdict.stop_grace_s, now)
+        if verdict.waiting is not None and verdict.waiting != rec.reason:
+            self.store.record_waiting(rec.id, verdict.waiting)
         ended = status.finished_at
         self._bill(rec, now if ended is None else min(now, ended))
+        if verdict.move is JobState.RUNNING and rec.state is JobState.SCHEDULED:
+            self.billed_until.setdefault(rec.id, now)  # it runs, and is billed, from now
         if verdict.move is not None:
             if status.state is ReplicaState.LOST:
                 self.backend.cancel(handle, 0.0)  # no orphan of a lost replica outlives it
@@ -251,7 +261,8 @@ class Reconciler:
                 out[rec.id] = _placeholder(rec), Status((lost,))
                 continue
             self.handles[rec.id] = handle
-            self.billed_until.setdefault(rec.id, _billed_from(rec, self.since))
+            if rec.state is not JobState.SCHEDULED:  # a starting job is billed once it runs
+                self.billed_until.setdefault(rec.id, _billed_from(rec, self.since))
         polled = self._poll(known, report)
         for job_id, handle in known:
             if job_id in polled:
@@ -349,6 +360,8 @@ class Reconciler:
             report.moved(rec.id, rec.state, after.state, verdict.reason or "")
             if verdict.end is not None and (verdict.end.fault or verdict.end is End.PREEMPTED):
                 report.faults.append(rec.id)
+            if verdict.end is End.DISPLACED:
+                report.displaced.append(rec.id)
             log.info("job %s: %s -> %s%s", rec.id, rec.state, after.state,
                      f" ({verdict.reason})" if verdict.reason else "")
             if after.state is not JobState.RUNNING:
@@ -397,6 +410,11 @@ class Reconciler:
 
     def _launched(self, launched: list[tuple[JobRecord, Handle]], now: float,
                   report: PassReport) -> None:
+        if self._queued is None:  # Capabilities.queued, asked once: it does not change
+            self._queued = self.backend.capabilities.queued
+        if self._queued:
+            self._starting(launched, report)
+            return
         for rec, handle in launched:
             self._move(rec, Verdict(JobState.RUNNING, reason=""), report, now, handle)
             self.handles[rec.id] = handle
@@ -407,6 +425,23 @@ class Reconciler:
                 report.launched.append(rec.id)
                 log.info("job %s: launched (%d replica%s)", rec.id, len(handle.replicas),
                          "" if len(handle.replicas) == 1 else "s")
+
+    def _starting(self, launched: list[tuple[JobRecord, Handle]], report: PassReport) -> None:
+        """Launches a backend may hold before they run (``Capabilities.queued``): each handle
+        is recorded without a move, the job stays SCHEDULED (starting) until a poll says it
+        runs (``verdict`` rule 3), and is billed from then. A handle that cannot be recorded
+        is stopped, as in ``flush``."""
+        for rec, handle in launched:
+            try:
+                self.store.record_handle(rec.id, handle.to_dict(), launched=self.backend.name)
+            except (IllegalTransition, Conflict, NotFound) as exc:
+                log.info("job %s: launch %s not recorded: %s", rec.id, handle.launch_id, exc)
+                self.backend.cancel(handle, 0.0)  # it cannot be recorded: it must not run
+                continue
+            self.handles[rec.id] = handle
+            report.launched.append(rec.id)
+            log.info("job %s: launched (%d replica%s), starting", rec.id, len(handle.replicas),
+                     "" if len(handle.replicas) == 1 else "s")
 
     # -- usage -------------------------------------------------------------------------------
 

@@ -20,8 +20,14 @@ before it is judged, so that no process outlives its job.
    ``CHECKPOINTED_KILL_WAIT_S`` later): its work is saved, and the preemptor need not wait out
    the grace period; the deadline passed -> stop at once; nothing runs -> requeue (PENDING).
    A preemption does not use the restart budget.
-3. Running: a SCHEDULED job becomes RUNNING. A gang whose replica failed while others still
-   run is stopped (its peers cannot go on without it), then judged when all have ended.
+3. Running: a SCHEDULED job becomes RUNNING once its backend runs it. One that its backend
+   holds unstarted (``Status.waiting``) stays SCHEDULED (*starting*), with the backend's
+   reason (``Verdict.waiting``); one that waits because work outside rota holds the devices
+   it was placed on (``Status.displaced``) is taken back at once (stopped, without a grace:
+   nothing of it runs) and requeued with the end ``displaced``, which spends no restart
+   budget, so that the next cycle places it elsewhere. A gang whose replica failed while
+   others still run is stopped (its peers cannot go on without it), then judged when all
+   have ended.
    Walltime, as Slurm's ``--time`` with ``--signal``: ``grace_s`` before the limit
    (``started_at + walltime_s``) the job gets its checkpoint signal; at the limit it is
    stopped (SIGTERM, SIGKILL ``WALLTIME_KILL_WAIT_S`` later). A job that ends without
@@ -54,6 +60,7 @@ from dataclasses import dataclass
 
 from rota.backends.base import ReplicaState, ReplicaStatus, Status
 from rota.core import End, JobState
+from rota.core.shortforms import STARTING
 
 RETRY_PREFIX = "retry "
 EXIT_CANNOT_START = 127
@@ -103,6 +110,7 @@ class Verdict:
     end: End | None = None           # how the attempt ended, with a move out of holding
     hold: str | None = None          # a requeue that holds the job back: why
     retry_in_s: float | None = None  # a requeue that may not start before this much time
+    waiting: str | None = None       # a SCHEDULED job its backend has not started yet: why
 
 
 KEEP = Verdict()
@@ -128,7 +136,7 @@ def judge(view: JobView, now: float) -> Verdict:
         if failed is not None:
             return Verdict(stop_grace_s=view.grace_s)
         if view.state is JobState.SCHEDULED:
-            return Verdict(JobState.RUNNING, reason="")
+            return _starting(status)
         return _walltime(view, now)
     if status.succeeded:
         return Verdict(JobState.SUCCEEDED, 0, "", end=End.SUCCEEDED)
@@ -143,6 +151,16 @@ def judge(view: JobView, now: float) -> Verdict:
                        f"walltime: ended after its checkpoint signal, {view.grace_s:g} s before "
                        f"its limit of {view.walltime_s:g} s", end=End.WALLTIME)
     return _failed(view)
+
+
+def _starting(status: Status) -> Verdict:
+    """A SCHEDULED job whose launch is alive: RUNNING once its backend runs it (rule 3)."""
+    if status.displaced is not None:
+        return Verdict(JobState.PENDING, reason=f"requeued: {status.displaced}",
+                       stop_grace_s=0.0, end=End.DISPLACED)
+    if status.waiting is not None:
+        return Verdict(waiting=f"{STARTING}{status.waiting}")
+    return Verdict(JobState.RUNNING, reason="")
 
 
 def _walltime(view: JobView, now: float) -> Verdict:

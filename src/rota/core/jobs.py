@@ -8,6 +8,8 @@ States and the legal moves between them (``TRANSITIONS``)::
        └──────────── requeue (lost node, restart policy) ────────┘
     any non-terminal ──cancel──> CANCELLED;  PENDING ──reject──> FAILED
 
+A SCHEDULED job is bound and being started: launched or not, it becomes RUNNING once its
+backend runs it (a backend with a queue of its own may hold a launch a while: *starting*).
 A job occupies resources in SCHEDULED, RUNNING and PREEMPTING (a victim keeps its GPUs until
 it has checkpointed and exited). SUCCEEDED, FAILED and CANCELLED are terminal.
 """
@@ -68,7 +70,9 @@ class End(enum.StrEnum):
     ``node-lost`` and ``gpu-unhealthy`` are faults of the infrastructure, not of the job: they
     requeue it without spending its restart budget. ``preempted`` does not spend it either,
     nor ``no-account`` (its owner's OS account could not run it when it was to be launched:
-    nothing started, and it waits in the queue until the account exists)."""
+    nothing started, and it waits in the queue until the account exists), nor ``displaced``
+    (its backend held it unstarted because work outside rota took the devices it was placed
+    on: nothing started, and it is placed again)."""
 
     SUCCEEDED = "succeeded"
     FAILED = "failed"                  # a non-zero exit, or a command that could not start
@@ -80,11 +84,13 @@ class End(enum.StrEnum):
     CANCELLED = "cancelled"
     LAUNCH_FAILED = "launch-failed"
     NO_ACCOUNT = "no-account"
+    DISPLACED = "displaced"            # its devices were taken by work outside rota first
 
     @property
     def spares_budget(self) -> bool:
         """A requeue after this end does not spend the job's restart budget."""
-        return self in (End.NODE_LOST, End.GPU_UNHEALTHY, End.PREEMPTED, End.NO_ACCOUNT)
+        return self in (End.NODE_LOST, End.GPU_UNHEALTHY, End.PREEMPTED, End.NO_ACCOUNT,
+                        End.DISPLACED)
 
     @property
     def fault(self) -> bool:
@@ -129,8 +135,9 @@ class Job:
     """A unit of work: ``replicas`` copies of ``request``, placed all together or not at all.
 
     ``flavor`` names the queue flavour the job is charged to once admitted; ``started_at`` is
-    the time it was bound. Both are ``None`` while it is pending. ``last_checkpoint_at`` is
-    when the running attempt last saved a checkpoint (``None``: never, so an eviction loses
+    the time it was bound while it is SCHEDULED, and the time it began running once it runs.
+    Both are ``None`` while it is pending. ``last_checkpoint_at`` is when the running attempt
+    last saved a checkpoint (``None``: never, so an eviction loses
     everything since ``started_at``). ``image`` is the container image the job runs in
     (``None``: it runs as a command on the node): the scheduler places such a job only on a node
     that runs container images (``rota.core.nodes.features_needed``).

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from rota.core import shortforms
 from rota.core.decisions import Reason, ReasonCode
-from rota.core.shortforms import age
+from rota.core.shortforms import STARTING, age, state_word
 from rota.core.wording import CAPACITY, amount, duration, hint, sentence
 
 FINISHED = ("succeeded", "failed", "cancelled")
@@ -122,8 +122,11 @@ def request_text(job: dict[str, Any]) -> str:
 
 
 def state_text(job: dict[str, Any]) -> str:
-    state = job["state"]
-    detail = f" ({job['reason']})" if job["reason"] else ""
+    state = state_word(job["state"], job["reason"])
+    reason = job["reason"] or ""
+    if state != job["state"]:  # starting: the backend's reason without the word again
+        reason = reason.removeprefix(STARTING)
+    detail = f" ({reason})" if reason else ""
     if job.get("exit_code") is not None:
         detail += f", exit code {job['exit_code']}"
     if job.get("cancel_requested") and state not in FINISHED:

@@ -11,7 +11,9 @@ it is asked for, so ``rota ps`` reads this module without the dataclasses and en
 - ``gpus``: what a job asks for in GPUs, ``1``, ``0.5 (20 GiB)``, ``2x4``;
 - ``placement``: where its replicas run, ``n1: GPU 0,1``;
 - ``reason_column``: the reason of its last move, else the codes of its wait reasons;
-- ``counted``: a number and its noun, plural where it must be: ``1 job``, ``3 jobs``.
+- ``counted``: a number and its noun, plural where it must be: ``1 job``, ``3 jobs``;
+- ``state_word``: its state, ``starting`` for a SCHEDULED job whose backend holds its launch
+  unstarted (its reason begins with ``STARTING``, as the control loop writes it).
 """
 
 from __future__ import annotations
@@ -20,6 +22,16 @@ from __future__ import annotations
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``1 job``, ``3 jobs``, ``0 jobs``."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+STARTING = "starting: "  # the reason of a launched job its backend has not started yet
+
+
+def state_word(state: str, reason: str | None) -> str:
+    """``scheduled`` with a reason ``starting: ...`` -> ``starting``; any other state as is."""
+    if state == "scheduled" and reason and reason.startswith(STARTING):
+        return "starting"
+    return state
 
 
 def duration(seconds: float) -> str:

@@ -23,6 +23,7 @@ from sqlalchemy import Connection, Text, bindparam, cast, func, insert, or_, sel
 from rota.core import (
     End, IllegalTransition, InvalidSpec, JobState, Placement, RotaError, check_transition,
 )
+from rota.core.shortforms import STARTING
 from rota.store import accounting, convert
 from rota.store.errors import Conflict, NotFound
 from rota.store.records import (
@@ -179,8 +180,10 @@ def move(conn: Connection, row: Any, new: JobState, now: float, message: str = "
         values.update(placement=None, flavor=None, started_at=None, preempt_deadline=None,
                       last_checkpoint_at=None, attempts=row.attempts + 1,
                       failures=row.failures + (not spared),
-                      lost_streak=row.lost_streak + 1 if fault else (
-                          row.lost_streak if end is End.NO_ACCOUNT else 0))  # nothing ran
+                      lost_streak=row.lost_streak + 1 if fault else (  # nothing ran:
+                          row.lost_streak if end in (End.NO_ACCOUNT, End.DISPLACED) else 0))
+    elif old is JobState.SCHEDULED and new is JobState.RUNNING:
+        values.setdefault("started_at", now)  # it runs from now, not from its bind
     elif old.holds_resources and new.terminal:
         values.setdefault("lost_streak", 0)  # an attempt that ended on its own ends a streak
     if new is JobState.SCHEDULED or new.terminal:
@@ -301,7 +304,7 @@ def _launched(conn: Connection, moves: list[Move], now: float) -> list[JobRecord
                                      for r in rows.values()):
         return None
     written = write_many(
-        conn, update(jobs).values(updated_at=now, state=str(JobState.RUNNING),
+        conn, update(jobs).values(updated_at=now, state=str(JobState.RUNNING), started_at=now,
                                   backend_handle=bindparam("b_handle"),
                                   reason=bindparam("b_reason")),
         [{"b_id": k, "b_version": rows[k].version, "b_handle": dict(m.backend_handle or {}),
@@ -451,14 +454,33 @@ def release(conn: Connection, job_id: object, by: str, now: float) -> None:
     write(conn, row, now, "released", f"released by {by}", {"by": by}, held="", lost_streak=0)
 
 
-def record_handle(conn: Connection, job_id: object, handle: dict[str, Any], now: float) -> None:
-    """Save the backend handle of a job that holds resources without moving it (an attempt
-    found after a restart, for a job being preempted or cancelled)."""
+def record_handle(conn: Connection, job_id: object, handle: dict[str, Any], now: float,
+                  launched: str | None = None) -> None:
+    """Save the backend handle of a job that holds resources without moving it: an attempt
+    found after a restart (for a job being preempted or cancelled), or, with ``launched`` (the
+    backend's name), a launch its backend holds but has not started yet; that job stays
+    SCHEDULED until its backend says it runs."""
     row = get(conn, job_id, lock=True)
     if not JobState(row.state).holds_resources:
         raise IllegalTransition(f"job {row.id} is {row.state}: it holds no resources")
-    write(conn, row, now, "adopted", f"attempt {handle.get('attempt')} found running after a "
-          "restart", {"attempt": handle.get("attempt")}, backend_handle=handle)
+    attempt = handle.get("attempt")
+    if launched is not None:
+        write(conn, row, now, "launched", f"attempt {attempt} launched; starting: {launched} "
+              "has not started it yet", {"attempt": attempt}, backend_handle=handle,
+              reason=f"{STARTING}launched, waiting for {launched} to start it")
+        return
+    write(conn, row, now, "adopted", f"attempt {attempt} found running after a restart",
+          {"attempt": attempt}, backend_handle=handle)
+
+
+def record_waiting(conn: Connection, job_id: object, reason: str, now: float) -> None:
+    """Say why a SCHEDULED job's backend has not started its launch yet (``reason``), as the
+    job's reason, when that changed."""
+    row = get(conn, job_id, lock=True)
+    if row.state != str(JobState.SCHEDULED):
+        raise IllegalTransition(f"job {row.id} is {row.state}, not starting")
+    if row.reason != reason:
+        write(conn, row, now, "waiting", reason, {"reason": reason}, reason=reason)
 
 
 def record_placement(conn: Connection, job_id: object, placement: Placement,

@@ -299,12 +299,18 @@ class Store(Tenancy, Inventory, Billing):
             return jobs.record(conn, job_id)
         return self._retry(run)
 
-    def record_handle(self, job_id: str, handle: dict[str, Any]) -> JobRecord:
-        """Save the handle of an attempt found after a restart, without a state move."""
+    def record_handle(self, job_id: str, handle: dict[str, Any],
+                      launched: str | None = None) -> JobRecord:
+        """Save the handle of an attempt found after a restart, or (``launched``: the
+        backend's name) of a launch not started yet, without a state move."""
         def run(conn: Connection) -> JobRecord:
-            jobs.record_handle(conn, job_id, handle, self.clock())
+            jobs.record_handle(conn, job_id, handle, self.clock(), launched)
             return jobs.record(conn, job_id)
         return self._retry(run)
+
+    def record_waiting(self, job_id: str, reason: str) -> None:
+        """Why a SCHEDULED job's backend has not started it yet (``jobs.record_waiting``)."""
+        self._retry(lambda conn: jobs.record_waiting(conn, job_id, reason, self.clock()))
 
     def record_placement(self, job_id: str, placement: Placement) -> JobRecord:
         """Record where the backend put a job that holds resources (``jobs.record_placement``)."""

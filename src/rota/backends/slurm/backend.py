@@ -30,8 +30,10 @@ the node states (``sinfo`` and the reservations, at most ``node_refresh_s`` old)
 ``sacct`` for the attempts that ended (exit codes, a gang's per replica; not for those
 ``squeue`` lists ``COMPLETED``: every replica exited 0) or that slurmctld forgot, and the
 whole queue (``squeue --all --json``) only when a job started and where it
-landed is not known yet, or ended and ``sacct`` has no exit code for it; ``observe`` reads
-them.
+landed is not known yet, or ended and ``sacct`` has no exit code for it, or waits pinned
+for resources (is it displaced by work outside rota? ``observe.displaced``); ``observe``
+reads them. A job still pending in Slurm is *waiting* (``Status.waiting``): rota says it is
+starting until Slurm runs it (``Capabilities.queued``).
 A job's batch script reports its own end before it exits (``reported``, ``early``): ``poll``
 says the attempt exited while Slurm still lists it, until Slurm says so itself, and
 ``overdue`` names an attempt Slurm still runs ``REPORT_TRUST_S`` after its report.
@@ -72,7 +74,9 @@ from rota.backends.slurm.config import SlurmConfig
 from rota.backends.slurm.early import EarlyEnds
 from rota.backends.slurm.handles import BACKEND, attempt_handle, serving, slurm_job
 from rota.backends.slurm.nodes import NodeReport, fractional_refusal, inventory, node_report
-from rota.backends.slurm.observe import COMPLETED, Seen, attempt_status
+from rota.backends.slurm.observe import (
+    COMPLETED, WAITS_FOR_GPUS, Seen, attempt_status, pinned,
+)
 from rota.backends.slurm.records import (
     SINFO_NODES, SQUEUE_JOBS, SlurmJob, SlurmNode, parse_sinfo, parse_squeue, parse_squeue_named,
     squeue_named,
@@ -124,7 +128,7 @@ class SlurmBackend:
         shards = fractional_refusal(self.reports().values()) is None
         return Capabilities(fractional_gpu=shards, memory_enforcement=False,
                             compute_enforcement=False, gang=True, signals=True,
-                            run_as_owner=True, walltime=True)
+                            run_as_owner=True, walltime=True, queued=True)
 
     def inventory(self) -> list[Node]:
         self._read_nodes()
@@ -325,12 +329,13 @@ class SlurmBackend:
         accounted = self.accounting.jobs(tuple(sorted(
             i for i in asked if i not in brief or brief[i].phase.ended)))
         full = self._in_full(asked, brief, accounted)
+        foreign = self._foreign(handles, brief)
         now, out = self.clock(), []
         for handle, slurm_id in zip(handles, ids):
             queued = full.get(slurm_id) or brief.get(slurm_id)
             status = attempt_status(handle, Seen(
                 queued, accounted.get(slurm_id), losing, self._reports, self.accounting.enabled,
-                now, self._landed.get(slurm_id)))
+                now, self._landed.get(slurm_id), foreign))
             if queued is not None and queued.allocations:
                 self._landed[slurm_id] = status.placement
             early = self.early.get(slurm_id)
@@ -342,6 +347,21 @@ class SlurmBackend:
                 self.early.forget(slurm_id)
             out.append(status)
         return out
+
+    def _foreign(self, handles: Sequence[Handle],
+                 brief: dict[int, SlurmJob]) -> dict[str, frozenset[int]] | None:
+        """The GPUs work outside rota holds, per node, from the whole queue (``squeue --all
+        --json``), read only when a pinned attempt waits in Slurm for resources (whether it is
+        displaced: ``observe.displaced``); None when none does."""
+        if not any(pinned(h) and (j := brief.get(slurm_job(h))) is not None
+                   and not j.phase.started and j.reason in WAITS_FOR_GPUS for h in handles):
+            return None
+        found = inventory(self._slurm_nodes.values(), self._queue(), self.config.gpu_types,
+                          self.config.resource_group, self._blocked, self.instance)
+        held: dict[str, set[int]] = {}
+        for f in found.foreign:
+            held.setdefault(f.node, set()).update(d.index for d in f.devices)
+        return {node: frozenset(gpus) for node, gpus in held.items()}
 
     def _in_full(self, ids: list[int], brief: dict[int, SlurmJob],
                  accounted: dict[int, SlurmJob]) -> dict[int, SlurmJob]:

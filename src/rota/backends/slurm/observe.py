@@ -7,7 +7,13 @@ keeps accounting, and the time) into the backend's ``Status``:
 - **Not ended** (pending or running in Slurm): every replica runs, except one whose node must
   be left (down or in error: ``states.losing_reason``), which is *lost* with the node's
   reason, so that the control loop stops the job and requeues it. A pending job counts only
-  where it is pinned to the node; Slurm places an unpinned one elsewhere by itself.
+  where it is pinned to the node; Slurm places an unpinned one elsewhere by itself. A job
+  Slurm still holds pending is *waiting* (``Status.waiting``: "Slurm job N is pending
+  (Resources)", with Slurm's reason), and *displaced* (``Status.displaced``) when it is
+  pinned, Slurm's reason says it waits for resources ("Resources", "Priority"), and work
+  outside rota holds a GPU that rota placed it on (``Seen.foreign``: the GPUs such work holds
+  per node, from the whole queue). A job pending behind another rota job (one that reported
+  its end and still runs: its GPUs are the ones this job was placed on) is not displaced.
 - **Ended**: every replica is lost when Slurm's state of the job says the node or Slurm itself
   ended it (``JobPhase.LOST``: preempted, node failure...), whatever its steps say (Slurm
   cancels them with the job). Otherwise each replica is its ``srun`` step (``rank-<r>``, from
@@ -61,6 +67,8 @@ class Seen:
     accounting: bool = True
     now: float = 0.0
     landed: Placement | None = None          # where it landed, when known from an earlier look
+    foreign: Mapping[str, frozenset[int]] | None = None  # GPUs work outside rota holds,
+                                                         # per node (None: not looked at)
 
 
 def pinned(handle: Handle) -> bool:
@@ -96,7 +104,31 @@ def _live(handle: Handle, job: SlurmJob, seen: Seen) -> Status:
         why = seen.losing.get(node) if watch else None
         out.append(ReplicaStatus(rank, LOST, reason=f"{node} is {why}") if why
                    else ReplicaStatus(rank, RUNNING))
-    return Status(tuple(out), placement)
+    if job.phase.started:
+        return Status(tuple(out), placement)
+    why = f"Slurm job {job.id} is pending ({job.reason or 'no reason given'})"
+    return Status(tuple(out), placement, waiting=why,
+                  displaced=displaced(handle, job, seen.foreign))
+
+
+WAITS_FOR_GPUS = ("Resources", "Priority")  # Slurm's reasons of a job whose nodes are busy
+
+
+def displaced(handle: Handle, job: SlurmJob,
+              foreign: Mapping[str, frozenset[int]] | None) -> str | None:
+    """Why a pending pinned job will not start where rota placed it (module docstring);
+    None when it is not displaced."""
+    if not foreign or not pinned(handle) or job.reason not in WAITS_FOR_GPUS:
+        return None
+    taken: dict[str, set[int]] = {}
+    for r in handle.replicas:
+        held = foreign.get(r.node, frozenset()) & {d.index for d in r.devices}
+        taken.setdefault(r.node, set()).update(held)
+    busy = {n: sorted(gpus) for n, gpus in taken.items() if gpus}
+    if not busy:
+        return None
+    return (f"Slurm job {job.id} waits ({job.reason}) for GPUs that work outside rota holds: "
+            + "; ".join(f"{n} GPU {','.join(map(str, gpus))}" for n, gpus in busy.items()))
 
 
 def _ended(handle: Handle, rank: int, seen: Seen) -> ReplicaStatus:
