@@ -46,13 +46,18 @@ def db_url(request, tmp_path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'rota.db'}"
         return
-    url = request.getfixturevalue("postgres_database")
-    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    yield request.getfixturevalue("empty_postgres")
+
+
+@pytest.fixture
+def empty_postgres(postgres_database) -> str:
+    """The URL of the test database on PostgreSQL, emptied of what earlier tests made."""
+    engine = create_engine(postgres_database, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
         conn.execute(text("DROP SCHEMA public CASCADE"))
         conn.execute(text("CREATE SCHEMA public"))
     engine.dispose()
-    yield url
+    return postgres_database
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,6 @@ import time
 from typing import Iterator
 
 import pytest
-from sqlalchemy import create_engine, text
 
 from rota.backends.kube.api import pods_path
 from upkit import KubeServer
@@ -21,17 +20,7 @@ TAKEOVER_S = 10.0  # the promise: a standby leads within 10 s of the leader's de
 
 
 @pytest.fixture
-def database(postgres_database) -> str:
-    engine = create_engine(postgres_database, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text("DROP SCHEMA public CASCADE"))
-        conn.execute(text("CREATE SCHEMA public"))
-    engine.dispose()
-    return postgres_database
-
-
-@pytest.fixture
-def planes(cluster, tmp_path, database) -> Iterator[tuple[KubeServer, KubeServer]]:
+def planes(cluster, tmp_path, empty_postgres) -> Iterator[tuple[KubeServer, KubeServer]]:
     """A leader, then a standby, on one database and a cluster of one 4-GPU node."""
     cluster.add_node("plain", gpus=4)
     made = []
@@ -39,7 +28,7 @@ def planes(cluster, tmp_path, database) -> Iterator[tuple[KubeServer, KubeServer
         for name in ("leader", "standby"):
             (tmp_path / name).mkdir()
             plane = KubeServer(tmp_path / name, cluster)
-            plane.env["ROTA_DB_URL"] = database
+            plane.env["ROTA_DB_URL"] = empty_postgres
             made.append(plane)
             plane.start()
         yield made[0], made[1]

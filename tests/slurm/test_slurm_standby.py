@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from sqlalchemy import create_engine, text
 
 from slurmserver import SlurmServer
 from waiting import poll
@@ -35,17 +34,7 @@ RUNS = 'echo "$ROTA_JOB_ID" >> ../runs; sleep 4'
 
 
 @pytest.fixture
-def database(postgres_database) -> str:
-    engine = create_engine(postgres_database, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text("DROP SCHEMA public CASCADE"))
-        conn.execute(text("CREATE SCHEMA public"))
-    engine.dispose()
-    return postgres_database
-
-
-@pytest.fixture
-def pair(slurm_env, database) -> Iterator[tuple[SlurmServer, SlurmServer]]:
+def pair(slurm_env, empty_postgres) -> Iterator[tuple[SlurmServer, SlurmServer]]:
     """A started leader, and a second plane on its database, not started."""
     base = Path(tempfile.mkdtemp(prefix="rota-slurm-standby-"))
     base.chmod(0o711)
@@ -54,7 +43,7 @@ def pair(slurm_env, database) -> Iterator[tuple[SlurmServer, SlurmServer]]:
         for name in ("leader", "standby"):
             root = base / name
             root.mkdir()
-            made.append(SlurmServer(root, {**slurm_env, "ROTA_DB_URL": database}))
+            made.append(SlurmServer(root, {**slurm_env, "ROTA_DB_URL": empty_postgres}))
         made[0].start()
         yield made[0], made[1]
     finally:

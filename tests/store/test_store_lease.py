@@ -8,7 +8,7 @@ import threading
 from typing import Iterator
 
 import pytest
-from sqlalchemy import create_engine, text, update
+from sqlalchemy import update
 
 from rota.core import InvalidSpec
 from rota.store import Store
@@ -76,24 +76,14 @@ def test_bad_lease_arguments_name_the_field(store, holder, ttl, field) -> None:
     assert err.value.field == field
 
 
-@pytest.fixture
-def postgresql_url(postgres_database) -> str:
-    engine = create_engine(postgres_database, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text("DROP SCHEMA public CASCADE"))
-        conn.execute(text("CREATE SCHEMA public"))
-    engine.dispose()
-    return postgres_database
-
-
 def test_a_holder_frozen_inside_a_transaction_keeps_nothing_from_the_next_on_postgresql(
-        postgresql_url) -> None:
+        empty_postgres) -> None:
     """A process frozen (or cut off) in the middle of a renewal holds the lease's row lock:
     the server ends its session (``idle_in_transaction_session_timeout``), so that the next
     holder takes the expired lease instead of waiting for it for ever."""
-    with Store.open(postgresql_url) as store, Store.open(postgresql_url) as other:
+    with Store.open(empty_postgres) as store, Store.open(empty_postgres) as other:
         store.take_lease(NAME, "a:1:x", TTL, now=100.0)
-        frozen = make_engine(postgresql_url)  # the frozen holder's session, as rota makes it
+        frozen = make_engine(empty_postgres)  # the frozen holder's session, as rota makes it
         conn = frozen.connect()
         try:
             conn.begin()
