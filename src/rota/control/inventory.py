@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from rota.backends.base import Backend
 from rota.core import Node
+from rota.core.shortforms import counted
 from rota.store import Store
 
 log = logging.getLogger("rota.control")
@@ -44,6 +45,7 @@ class InventorySync:
         changed = [n for name, n in reported.items() if self._last.get(name) != n]
         if changed:
             self.store.upsert_nodes(changed, backend=self.backend.name)
-            log.info("inventory of %s: %d node(s) changed", self.backend.name, len(changed))
+            log.info("inventory of %s: %s changed", self.backend.name,
+                     counted(len(changed), "node"))
         self._last = reported
         return [n.name for n in changed]
