@@ -70,7 +70,8 @@ def test_many_jobs_are_counted_not_listed(server, tmp_path):
 
 
 @pytest.mark.parametrize("args, status, said", [
-    ([], 2, "name the jobs to cancel: IDs (88), an array's tasks (88[3-9]), or a filter"),
+    ([], 2, "name the jobs to cancel: IDs (88), an array's tasks (88[3-9]), a job file (-f), or "
+              "a filter"),
     (["88[x]"], 2, "'88[x]': expected a job ID (88) or an array's tasks"),
     (["88[9-3]"], 2, "the range 9-3 is empty"),
     (["999999[1-2]"], 1, "error: job 999999[1-2]: no unfinished job you may see matches it"),
@@ -132,3 +133,21 @@ def test_a_submit_past_the_projects_hard_budget_says_it_waits(server, tmp_path):
         ok(server.rota("cancel", quiet.stdout.split()[2]))
     finally:
         server.store.set_budget("speech", None, None)
+
+
+def test_a_job_file_names_the_jobs_it_made_as_kubectl_delete_f(server, tmp_path):
+    path = tmp_path / "train.yaml"
+    path.write_text("name: train\nproject: vision\nentrypoint: 'true'\n")
+    ok(server.rota("submit", path, "--array", "0-2"))
+    other = submit_array(server, tmp_path, "eval", "0")
+    ok(server.rota("delete", "-f", path))
+    jobs = json.loads(ok(server.rota("ps", "--json", "--limit", "10000")))
+    assert not [j for j in jobs if j["name"] == "train"]
+    assert states(server, other) == ["pending"]
+    nameless = tmp_path / "anon.yaml"
+    nameless.write_text("entrypoint: 'true'\n")
+    refused = server.rota("delete", "-f", nameless)
+    assert refused.returncode == 2 and "names no job (name:)" in refused.stderr
+    clash = server.rota("cancel", "-f", path, "--name", "eval")
+    assert clash.returncode == 2 and "--name: 'eval' is not the file's 'train'" in clash.stderr
+    ok(server.rota("cancel", other[0]["id"]))

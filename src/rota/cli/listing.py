@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 import typer
@@ -197,6 +198,10 @@ def cancel(jobs: Optional[List[str]] = typer.Argument(
                                                      "state (repeat, or comma-separate)."),
            name: Optional[str] = typer.Option(None, "--name", help="Only jobs of this name."),
            queue: Optional[str] = typer.Option(None, "--queue", help="Only this queue's jobs."),
+           filename: Optional[Path] = typer.Option(
+               None, "--filename", "-f", metavar="FILE", help="The jobs this job file makes "
+               "(its name, and its project and queue where it names them), as kubectl delete "
+               "-f."),
            force: bool = typer.Option(False, "--force", help=(
                "Operators: end the jobs as cancelled now, freeing their GPUs, without waiting "
                "for their backend to say they stopped (for a job it can no longer be asked "
@@ -209,10 +214,14 @@ def cancel(jobs: Optional[List[str]] = typer.Argument(
         wanted = parse(jobs or ())
     except Mistake as exc:
         die(str(exc), EXIT_BAD_INPUT)
-    filters = Filters(user, tuple(jobrows.states_of(state, False) if state else ()), name, queue)
+    project = None
+    if filename is not None:
+        name, project, queue = _named_by(filename, name, queue)
+    filters = Filters(user, tuple(jobrows.states_of(state, False) if state else ()), name, queue,
+                      project)
     if wanted.empty and not filters.any:
-        die("name the jobs to cancel: IDs (88), an array's tasks (88[3-9]), or a filter "
-            "(--user, --state, --name, --queue)", EXIT_BAD_INPUT)
+        die("name the jobs to cancel: IDs (88), an array's tasks (88[3-9]), a job file (-f), "
+            "or a filter (--user, --state, --name, --queue)", EXIT_BAD_INPUT)
     with talking() as client:
         canceller = _Canceller(client, force)
         if wanted.tasks or filters.any:
@@ -233,6 +242,30 @@ def cancel(jobs: Optional[List[str]] = typer.Argument(
         canceller.summary()
     if canceller.failed:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _named_by(path: Path, name: Optional[str], queue: Optional[str]) -> tuple[str, str | None,
+                                                                            str | None]:
+    """The name, project and queue of the jobs a job file makes (``-f``); the file's name must
+    agree with ``--name`` and its queue with ``--queue`` where both are given."""
+    from rota.core import InvalidSpec
+    from rota.spec import read_mapping
+    try:
+        data = read_mapping(path, "name, entrypoint, resources, ...")
+    except InvalidSpec as exc:
+        die(f"-f: {path}: {exc}", EXIT_BAD_INPUT)
+    if data.get("kind") == "service" or "service" in data:
+        die(f"-f: {path} is a service file: rota services delete NAME stops a service",
+            EXIT_BAD_INPUT)
+    named = data.get("name")
+    if not isinstance(named, str) or not named:
+        die(f"-f: {path} names no job (name:): cancel its jobs by ID, rota ps lists them",
+            EXIT_BAD_INPUT)
+    for option, given, theirs in (("--name", name, named), ("--queue", queue, data.get("queue"))):
+        if given is not None and theirs is not None and given != theirs:
+            die(f"{option}: {given!r} is not the file's {theirs!r}; give one of them",
+                EXIT_BAD_INPUT)
+    return named, data.get("project"), queue or data.get("queue")
 
 
 class _Canceller:

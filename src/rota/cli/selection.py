@@ -6,7 +6,9 @@
   ``88[0,2,5-7]``; a ``%N`` limit after them is read and ignored). ``88[0]`` is the first task
   alone.
 - Filters (``--user``, ``--state``, ``--name``, ``--queue``) narrow what the IDs name; without
-  IDs, they choose among every unfinished job the caller may see.
+  IDs, they choose among every unfinished job the caller may see. ``-f FILE`` (as ``kubectl
+  delete -f``) is the filter of the jobs a job file makes: its ``name``, and its ``project``
+  and ``queue`` where it names them.
 
 ``parse`` reads the IDs (``Wanted``); ``choose`` picks from the jobs listed (the job views of
 ``GET /v1/jobs``), and says what named nothing. Nothing here talks to the server.
@@ -45,16 +47,18 @@ class Filters:
     states: tuple[str, ...] = ()
     name: str | None = None
     queue: str | None = None
+    project: str | None = None
 
     @property
     def any(self) -> bool:
-        return bool(self.user or self.states or self.name or self.queue)
+        return bool(self.user or self.states or self.name or self.queue or self.project)
 
     def keep(self, job: dict[str, Any]) -> bool:
         return ((self.user is None or job.get("user") == self.user)
                 and (not self.states or job.get("state") in self.states)
                 and (self.name is None or job.get("name") == self.name)
-                and (self.queue is None or job.get("queue") == self.queue))
+                and (self.queue is None or job.get("queue") == self.queue)
+                and (self.project is None or job.get("project") == self.project))
 
 
 def parse(texts: Iterable[str]) -> Wanted:
