@@ -180,6 +180,36 @@ def test_logs_of_a_running_job(server, tmp_path):
     assert bad.returncode == 2 and "replica: " in bad.stderr
 
 
+def test_logs_of_an_earlier_attempt(server, tmp_path):
+    """Each attempt keeps its handle: rota logs --attempt N reads an ended attempt's logs, as
+    its backend kept them, while rota logs reads the current one."""
+    from rota.core import End
+    job = json.loads(ok(server.rota("run", "--json", "--name", "twice", "--", "true")))
+
+    def launch(n: int) -> None:
+        where = tmp_path / f"attempt-{n}"
+        where.mkdir()
+        (where / "out").write_text(f"attempt {n} here\n")
+        (where / "err").write_text("")
+        cycle(server)
+        handle = Handle("local", job["id"], str(where), (ReplicaHandle(0, "gpu-0", ref=Proc(
+            4242, 1, str(where), str(where / "out"), str(where / "err")).ref()),),
+            ref={"boot_id": "boot"})
+        server.store.transition(job["id"], JobState.RUNNING, backend_handle=handle.to_dict())
+
+    launch(0)
+    server.store.transition(job["id"], JobState.PENDING, end=End.NODE_LOST, reason="lost")
+    launch(1)
+    assert ok(server.rota("logs", job["id"])) == "attempt 1 here\n"
+    assert ok(server.rota("logs", job["id"], "--attempt", "0")) == "attempt 0 here\n"
+    assert ok(server.rota("logs", job["id"], "--attempt", "1")) == "attempt 1 here\n"
+    beyond = server.rota("logs", job["id"], "--attempt", "5")
+    assert beyond.returncode == 2 and "has had attempts 0 to 1, not 5" in beyond.stderr
+    both = server.rota("logs", job["id"], "--attempt", "0", "-f")
+    assert both.returncode == 2 and "--follow, --attempt" in both.stderr
+    server.store.transition(job["id"], JobState.SUCCEEDED, exit_code=0)
+
+
 def test_a_member_does_not_see_another_projects_jobs(server, examples):
     theirs = json.loads(ok(server.rota("ps", "-A", "--json", user="bob")))
     assert all(j["project"] == "speech" for j in theirs)

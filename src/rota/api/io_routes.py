@@ -14,7 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
 from rota.api.auth import principal
-from rota.api.logs import check_request, log_chunks
+from rota.api.logs import check_request, earlier_attempt, log_chunks
 from rota.api.state import Api, api_of
 from rota.core import InvalidSpec
 from rota.store import Principal
@@ -27,9 +27,17 @@ router = APIRouter()
 @router.get("/v1/jobs/{job_id}/logs")
 def logs(job_id: str, replica: int = Query(0, ge=0, le=MAX_KEY),
          stream: str = Query("stdout"), follow: bool = False,
+         attempt: int | None = Query(None, ge=0, le=MAX_KEY),
          who: Principal = Depends(principal), api: Api = Depends(api_of)) -> StreamingResponse:
-    """One replica's stdout or stderr; ``follow`` streams until the job ends."""
+    """One replica's stdout or stderr; ``follow`` streams until the job ends. ``attempt``:
+    an earlier attempt's (the attempt numbers of ``rota show``), as its backend kept them."""
     rec = api.reads.visible_job(job_id, who)
+    if attempt is not None and attempt != rec.attempts:
+        rec = earlier_attempt(rec, attempt, lambda: api.store.attempt_handle(job_id, attempt),
+                              follow)
+        check_request(rec, replica, stream, False)
+        chunks = log_chunks(lambda: rec, api.read_log, replica, stream, False, api.log_poll_s)
+        return StreamingResponse(chunks, media_type="text/plain; charset=utf-8")
     check_request(rec, replica, stream, follow)
     store = api.store
     chunks = log_chunks(lambda: store.get_job(job_id), api.read_log, replica, stream, follow,

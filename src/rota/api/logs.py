@@ -15,6 +15,7 @@ API never opens a file nor knows a backend). ``log_chunks`` yields:
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Callable, Iterator, Mapping
 
 from rota.core import InvalidSpec, RotaError
@@ -46,6 +47,25 @@ def check_request(rec: JobRecord, replica: int, stream: str, follow: bool) -> No
     if not follow and not rec.backend_handle:
         raise NoLogs(f"job {rec.id} has not started yet ({rec.state}), so it has no logs; "
                      "follow them (rota logs -f) to wait for them")
+
+
+def earlier_attempt(rec: JobRecord, attempt: int,
+                    handle_of: Callable[[], Mapping[str, Any] | None], follow: bool) -> JobRecord:
+    """The job as its ended attempt ``attempt`` left it, for its logs: that attempt's handle
+    (``handle_of``, asked once the attempt is known to have ended; ``NoLogs`` where none was
+    kept: it never launched, or launched before handles were kept per attempt). An ended
+    attempt's logs are read whole: ``follow`` is refused."""
+    if attempt > rec.attempts:
+        raise InvalidSpec("attempt", f"job {rec.id} has had attempts 0 to {rec.attempts}, "
+                          f"not {attempt}")
+    if follow:
+        raise InvalidSpec("follow", f"attempt {attempt} of job {rec.id} has ended: its logs "
+                          "are read whole, without follow")
+    handle = handle_of()
+    if not handle:
+        raise NoLogs(f"attempt {attempt} of job {rec.id} kept no logs: it never started, or "
+                     "started before this release kept each attempt's")
+    return replace(rec, backend_handle=handle)
 
 
 def _launch(rec: JobRecord) -> object:

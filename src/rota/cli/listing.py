@@ -167,16 +167,23 @@ def logs(
                                        help="Only the last N lines of each stream."),
     stdout_only: bool = typer.Option(False, "--stdout", help="Only standard output."),
     stderr_only: bool = typer.Option(False, "--stderr", help="Only standard error."),
+    attempt: Optional[int] = typer.Option(None, "--attempt", min=0, metavar="N",
+                                          help="An earlier attempt's logs (rota show numbers "
+                                               "the attempts)."),
 ) -> None:
     """Print a job's output and errors (its stdout here on stdout, its stderr on stderr)."""
     from rota.cli.logs import STREAMS, ended_line, follow as follow_logs, outcome, show_now
     remote.job_id(job)
     if stdout_only and stderr_only:
         die("--stdout, --stderr: give one of them, or neither for both", EXIT_BAD_INPUT)
+    if follow and attempt is not None:
+        die("--follow, --attempt: an earlier attempt has ended; its logs are printed whole",
+            EXIT_BAD_INPUT)
     streams = ("stdout",) if stdout_only else ("stderr",) if stderr_only else STREAMS
     with talking() as client:
         if not follow:
-            show_now(client, job, replica, streams, tail)
+            show_now(client, job, replica, streams, tail,
+                     **({} if attempt is None else {"attempt": attempt}))
             return
         try:
             follow_logs(client, job, replica, streams, tail)

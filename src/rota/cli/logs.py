@@ -59,10 +59,11 @@ def _last_lines(data: bytes, n: int) -> bytes:
     return b"".join(lines[-n:])
 
 
-def current(client: Client, job: str, replica: int, stream: str) -> bytes:
-    """What the log holds now; nothing for a job that has not started (or never did)."""
+def current(client: Client, job: str, replica: int, stream: str, **attempt: int) -> bytes:
+    """What the log holds now; nothing for a job that has not started (or never did).
+    ``attempt=N``: an ended attempt's."""
     try:
-        return b"".join(client.logs(job, replica, stream, False))
+        return b"".join(client.logs(job, replica, stream, False, **attempt))
     except Exception as exc:
         from rota.client import ApiError  # here, not above: rota.cli.fast loads it on errors only
         if isinstance(exc, ApiError) and exc.code == "no_logs":
@@ -110,15 +111,16 @@ def follow(client: Client, job: str, replica: int = 0, streams: Iterable[str] = 
 
 
 def show_now(client: Client, job: str, replica: int = 0, streams: Iterable[str] = STREAMS,
-             tail: int | None = None) -> bool:
-    """Print what the streams hold now, one after the other; whether anything was printed."""
+             tail: int | None = None, **attempt: int) -> bool:
+    """Print what the streams hold now, one after the other; whether anything was printed.
+    ``attempt=N``: an ended attempt's (the full client only)."""
     wrote = False
     streams = tuple(streams)
     for stream in streams:
         if tail is None:
-            chunks = list(client.logs(job, replica, stream, False))
+            chunks = list(client.logs(job, replica, stream, False, **attempt))
         else:
-            chunks = [_last_lines(current(client, job, replica, stream), tail)]
+            chunks = [_last_lines(current(client, job, replica, stream, **attempt), tail)]
         _write(_sink(stream, streams), chunks)
         wrote = wrote or any(chunks)
     return wrote

@@ -247,8 +247,12 @@ class Client:
                           params={"force": "true"} if force else None)
 
     def logs(self, job_id: str, replica: int = 0, stream: str = "stdout",
-             follow: bool = False) -> Iterator[bytes]:
-        params = {"replica": replica, "stream": stream, "follow": str(follow).lower()}
+             follow: bool = False, attempt: int | None = None) -> Iterator[bytes]:
+        """A replica's log; ``attempt``: an ended attempt's (rota show's numbers)."""
+        params: dict[str, Any] = {"replica": replica, "stream": stream,
+                                  "follow": str(follow).lower()}
+        if attempt is not None:
+            params["attempt"] = attempt
         return self._wire.stream(self._wire.target(f"/v1/jobs/{_segment(job_id)}/logs", params))
 
     def upload(self, archive: BinaryIO, progress: Callable[[int], None] | None = None,

@@ -149,6 +149,10 @@ def write(conn: Connection, row: Any, now: float, kind: str, message: str,
                           .values(version=row.version + 1, updated_at=now, **values))
     if result.rowcount != 1:
         raise Conflict(f"job {row.id} changed since it was read (version {row.version}); retry")
+    if values.get("backend_handle"):  # the attempt keeps its handle: its logs, once it ended
+        conn.execute(update(attempts).where(attempts.c.job == row.id,
+                                            attempts.c.attempt == row.attempts)
+                     .values(handle=values["backend_handle"]))
     _event(conn, row.id, now, kind, message, data)
 
 
@@ -317,8 +321,9 @@ def _launched(conn: Connection, moves: list[Move], now: float) -> list[JobRecord
          for k, m in zip(keys, moves)],
         update(attempts).where(attempts.c.job == bindparam("b_id"),
                                attempts.c.attempt == bindparam("b_attempt"))
-        .values(launched_at=now),
-        [{"b_id": k, "b_attempt": rows[k].attempts} for k in keys])
+        .values(launched_at=now, handle=bindparam("b_attempt_handle")),
+        [{"b_id": k, "b_attempt": rows[k].attempts,
+          "b_attempt_handle": dict(m.backend_handle or {})} for k, m in zip(keys, moves)])
     if not written:
         return None
     found = {int(r.id): r for r in records(conn, [str(k) for k in keys])}
@@ -413,6 +418,18 @@ def attempt_history(conn: Connection, job_id: object) -> list[AttemptRecord]:
                           r.placement, r.end, r.exit_code, r.reason, r.last_checkpoint_at)
             for r in conn.execute(select(attempts).where(attempts.c.job == key)
                                   .order_by(attempts.c.attempt))]
+
+
+def attempt_handle(conn: Connection, job_id: object, attempt: int) -> Mapping[str, Any] | None:
+    """The backend handle attempt ``attempt`` of the job was launched with (None: it never
+    launched, or it was launched before handles were kept per attempt); ``NotFound`` for an
+    attempt the job never had."""
+    key = get(conn, job_id).id
+    row = conn.execute(select(attempts.c.handle).where(attempts.c.job == key,
+                                                       attempts.c.attempt == attempt)).first()
+    if row is None:
+        raise NotFound("attempt", f"{job_id}/{attempt}")
+    return row.handle
 
 
 def note(conn: Connection, job_id: object, kind: str, message: str, now: float) -> None:

@@ -224,6 +224,7 @@ attempts = Table(
     Column("reason", Text, nullable=False, server_default=""),
     Column("last_checkpoint_at", Time),
     Column("gpus", JSON),  # {GPU model: milli-GPUs held}, as the inventory said at bind
+    Column("handle", JSON),  # its backend handle, kept after it ended: its logs (0016)
     Index("ix_attempts_ended_at", "ended_at"),
 )
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from sqlalchemy import Connection
 
@@ -262,6 +262,11 @@ class Store(Tenancy, Inventory, Billing):
         """Every attempt of the job, first first."""
         with self._read() as conn:
             return jobs.attempt_history(conn, job_id)
+
+    def attempt_handle(self, job_id: str, attempt: int) -> Mapping[str, Any] | None:
+        """The backend handle of one attempt of the job (``jobs.attempt_handle``)."""
+        with self._read() as conn:
+            return jobs.attempt_handle(conn, job_id, attempt)
 
     def note(self, job_id: str, kind: str, message: str) -> None:
         """An event in the job's history (``kind``: a word, e.g. ``idle-warning``)."""

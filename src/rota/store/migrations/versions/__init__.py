@@ -24,5 +24,7 @@ history reads in one place (a new migration adds its line):
 - ``0014_node_features``: ``nodes.features``, what a node can do (share a GPU, deliver signals,
   run containers), as its backend reports it;
 - ``0015_queue_slurm``: ``queues.slurm``, a queue's batch options (partition, QOS, what its
-  jobs may choose).
+  jobs may choose);
+- ``0016_attempt_handle``: ``attempts.handle``, each attempt's backend handle, so that an
+  ended attempt's logs can be read.
 """
