@@ -151,3 +151,32 @@ def test_a_job_file_names_the_jobs_it_made_as_kubectl_delete_f(server, tmp_path)
     clash = server.rota("cancel", "-f", path, "--name", "eval")
     assert clash.returncode == 2 and "--name: 'eval' is not the file's 'train'" in clash.stderr
     ok(server.rota("cancel", other[0]["id"]))
+
+
+def test_update_changes_a_pending_job_as_scontrol_update(server, tmp_path):
+    """A member lowers its job's walltime or priority and moves it to another queue its
+    project may use; raising either is an operator's; a running job is not changed."""
+    from rota.core import Queue
+    server.store.put_queue(Queue("spare"))
+    path = tmp_path / "long.yaml"
+    path.write_text("name: long\nentrypoint: 'true'\nwalltime: 4h\npriority: 5\n")
+    job = json.loads(ok(server.rota("submit", path, "--json")))["id"]
+    out = ok(server.rota("update", job, "--walltime", "2h", "--priority", "3", "--queue",
+                         "spare"))
+    assert out.startswith(f"Updated job {job}: walltime 4h -> 2h, priority 5 -> 3, queue "
+                          "default -> spare.")
+    rec = server.store.get_job(job)
+    assert (rec.job.walltime_s, rec.job.priority, rec.job.queue) == (7200.0, 3, "spare")
+    raised = server.rota("update", job, "--walltime", "8h")
+    assert raised.returncode == 2 and "only an operator may raise a walltime" in raised.stderr
+    higher = server.rota("update", job, "--priority", "9")
+    assert higher.returncode == 2 and "only an operator may raise a priority" in higher.stderr
+    ok(server.rota("update", job, "--priority", "9", user="root"))
+    assert server.store.get_job(job).job.priority == 9
+    nowhere = server.rota("update", job, "--queue", "nosuch")
+    assert nowhere.returncode == 2 and "no queue named 'nosuch'" in nowhere.stderr
+    empty = server.rota("update", job)
+    assert empty.returncode == 2 and "--walltime, --priority or --queue" in empty.stderr
+    ok(server.rota("cancel", job))
+    ended = server.rota("update", job, "--priority", "1")
+    assert ended.returncode == 1 and "only a pending job can be changed" in ended.stderr

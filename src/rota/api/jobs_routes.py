@@ -23,7 +23,9 @@ from rota.api.io_routes import MAX_KEY
 from rota.api.models import job_view
 from rota.api.reads import check_view
 from rota.api.state import Api, api_of
+from rota.core import parse_duration_s
 from rota.store import JobRecord, Principal
+from rota.store.changes import Change
 from rota.store.briefs import MAX_BRIEF_PAGE
 
 router = APIRouter()
@@ -108,6 +110,26 @@ def hold(job_id: str, body: HoldBody = Body(HoldBody()), who: Principal = Depend
     """Keep a pending job from being scheduled until it is released."""
     api.reads.visible_job(job_id, who)
     return job_view(api.store.hold(job_id, body.reason, by=who.user))
+
+
+class UpdateBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    walltime: str | float | None = None  # a duration (4h, 90m) or seconds
+    priority: int | None = None
+    queue: str | None = Field(None, max_length=253)
+
+
+@router.patch("/v1/jobs/{job_id}")
+def update(job_id: str, body: UpdateBody, who: Principal = Depends(principal),
+           api: Api = Depends(api_of)) -> dict[str, Any]:
+    """Change a pending job's walltime, priority or queue (``rota.store.changes``): a member
+    may only lower the first two; an operator may set them. The job, and what changed."""
+    api.reads.visible_job(job_id, who)
+    walltime = None if body.walltime is None else parse_duration_s(body.walltime, "walltime")
+    rec, said = api.store.update_pending(job_id, Change(walltime, body.priority, body.queue),
+                                         by=who.user, operator=who.operator)
+    api.changed()
+    return {**job_view(rec), "changes": said}
 
 
 @router.post("/v1/jobs/{job_id}/release")

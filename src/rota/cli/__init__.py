@@ -34,7 +34,7 @@ The scientist's commands:
 - ``jobrows``: what ``rota ps`` shows (columns, arrays folded into one line), read by both paths;
 - ``detail``: ``rota show``: one job in words;
 - ``logs``: a job's output on the terminal (``rota logs``, ``rota run --wait``, ``rota show``);
-- ``lifecycle``: ``hold``, ``release`` and, from inside a job, ``checkpoint``;
+- ``lifecycle``: ``hold``, ``release``, ``update`` and, from inside a job, ``checkpoint``;
 - ``serving``: ``rota serve FILE``, ``rota services`` and ``rota services delete NAME``.
 
 The cluster, access and operators' commands:

@@ -1,4 +1,5 @@
 """``rota hold`` and ``rota release``: keep a pending job from starting, and let it go again;
+``rota update``: change a pending job's walltime, priority or queue (as ``scontrol update``);
 ``rota checkpoint``: from inside a job, tell rota it has just saved a checkpoint.
 
 A held job stays pending and holds nothing; ``rota show`` says who held it and why. The control
@@ -9,10 +10,12 @@ release it once the cause is found.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
 from rota.cli import remote
-from rota.cli.remote import talking
+from rota.cli.remote import EXIT_BAD_INPUT, die, talking
 
 
 def hold(job: str = typer.Argument(..., metavar="ID"),
@@ -46,7 +49,27 @@ def checkpoint(job: str = typer.Option(None, "--job", metavar="ID", envvar="ROTA
     print(f"Recorded a checkpoint of job {job}.")
 
 
+def update(job: str = typer.Argument(..., metavar="ID"),
+           walltime: Optional[str] = typer.Option(None, "--walltime", help="A new run-time "
+                                                  "limit (2h): lower only, unless operator."),
+           priority: Optional[int] = typer.Option(None, "--priority", help="A new priority: "
+                                                  "lower only, unless operator."),
+           queue: Optional[str] = typer.Option(None, "--queue", help="Another queue its "
+                                               "project may use.")) -> None:
+    """Change a pending job, as scontrol update does: its walltime, priority or queue."""
+    remote.job_id(job)
+    changes = {k: v for k, v in (("walltime", walltime), ("priority", priority),
+                                 ("queue", queue)) if v is not None}
+    if not changes:
+        die("give what to change: --walltime, --priority or --queue", EXIT_BAD_INPUT)
+    with talking() as client:
+        done = client.update(job, changes)
+    said = ", ".join(done["changes"]) or "nothing changed"
+    print(f"Updated job {job}: {said}. rota show {job} says where it stands.")
+
+
 def register(app: typer.Typer) -> None:
+    app.command("update")(update)
     app.command("hold")(hold)
     app.command("release")(release)
     app.command("checkpoint")(checkpoint)

@@ -238,6 +238,11 @@ class Client:
     def checkpoint(self, job_id: str) -> dict[str, Any]:
         return self._json("POST", f"/v1/jobs/{_segment(job_id)}/checkpoint")
 
+    def update(self, job_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """Change a pending job: ``walltime``, ``priority``, ``queue``; the job and what
+        changed (``changes``)."""
+        return self._json("PATCH", f"/v1/jobs/{_segment(job_id)}", json=changes)
+
     def release(self, job_id: str) -> dict[str, Any]:
         return self._json("POST", f"/v1/jobs/{_segment(job_id)}/release")
 

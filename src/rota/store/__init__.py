@@ -18,6 +18,7 @@ with usage accounting. It imports ``rota.core`` and itself only. Modules:
 - ``inventory``: the part of ``Store`` for flavours, queues, idle defaults and nodes;
 - ``billing``: the part of ``Store`` for usage, accounting, prices and budgets;
 - ``jobs``, ``admin``, ``cycle``: the operations, each on a connection the ``Store`` opened;
+- ``changes``: changing a pending job's walltime, priority or queue (``rota update``);
 - ``submit``: submitting jobs: the checks, fair-use caps on pending jobs, idempotency keys, the
   inserts;
 - ``briefs``: brief views of jobs (what ``rota ps`` shows), written as JSON by the database;

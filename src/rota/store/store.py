@@ -37,9 +37,10 @@ from sqlalchemy import Connection
 
 from rota.core import End, IllegalTransition, JobId, JobState, Placement, RotaError
 from rota.core import Decisions, Snapshot
-from rota.store import access, briefs, cycle, jobs, lease, submit
+from rota.store import access, briefs, changes, cycle, jobs, lease, submit
 from rota.store.authcache import DEFAULT_TTL_S
 from rota.store.billing import Billing
+from rota.store.changes import Change
 from rota.store.engine import resolve_url
 from rota.store.errors import NotFound
 from rota.store.group import DEFAULT_MAX_BATCH, GroupCommit
@@ -296,6 +297,15 @@ class Store(Tenancy, Inventory, Billing):
         def run(conn: Connection) -> JobRecord:
             jobs.hold(conn, job_id, reason, by, self.clock())
             return jobs.record(conn, job_id)
+        return self._retry(run)
+
+    def update_pending(self, job_id: str, change: Change, by: str,
+                       operator: bool = False) -> tuple[JobRecord, list[str]]:
+        """Change a pending job's walltime, priority or queue (``rota.store.changes``): the
+        job, and what changed in words."""
+        def run(conn: Connection) -> tuple[JobRecord, list[str]]:
+            said = changes.update_pending(conn, job_id, change, by, operator, self.clock())
+            return jobs.record(conn, job_id), said
         return self._retry(run)
 
     def release(self, job_id: str, by: str) -> JobRecord:

@@ -345,6 +345,11 @@ def _check_queue(conn: Connection, memo: dict[Any, Any],
     return batch
 
 
+def check_queue_admits(conn: Connection, queue: str, project: str) -> None:
+    """The queue exists and admits ``project`` (a job moved to it: ``rota.store.changes``)."""
+    _check_queue(conn, {}, Submission(project=project, queue=queue, user=""))
+
+
 def _found(conn: Connection, memo: dict[Any, Any], kind: str, params: dict[str, str]) -> bool:
     """Whether the ``kind`` lookup finds a row, remembering only a row found (an absence is
     read again: it may be the one a caller fixes)."""
