@@ -211,7 +211,10 @@ def test_a_drained_node_is_named_as_why_a_job_waits(queues):
 def test_nodes_show_cpu_and_memory(queues):
     header = ok(queues.rota("nodes")).splitlines()[0].split()
     assert "CPU" in header and "MEMORY" in header
-    assert "64" in ok(queues.rota("nodes")).splitlines()[1].split()
+    row = ok(queues.rota("nodes")).splitlines()[1].split()
+    assert any(re.fullmatch(r"[0-9.]+/64", cell) for cell in row), row  # allocated of 64 CPUs
+    assert any(re.fullmatch(r"[0-9.]+/[0-9.]+ GiB", " ".join(row[k:k + 2]))
+               for k in range(len(row) - 1)), row  # memory allocated of the node's
 
 
 def test_token_create_prints_the_secret_alone_on_stdout(queues):

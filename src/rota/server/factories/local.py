@@ -32,6 +32,8 @@ class LocalFactory:
 
     def options(self, values: Mapping[str, Any]) -> dict[str, Any]:
         options: dict[str, Any] = {"job_pids": values.get("--job-pids", DEFAULT_PIDS)}
+        if values.get("--gpus"):  # remembered (or forgotten: none) once the plane is built
+            options["gpus"] = values["--gpus"].strip()
         disk = values.get("--job-disk")
         if disk is not None:
             try:
@@ -51,8 +53,6 @@ class LocalFactory:
         remembered = False
         if gpus is not None and gpus.strip().lower() == "none":
             gpus = None
-            if kept is not None:
-                kept.unlink(missing_ok=True)
         elif gpus is None and node_file is None and kept is not None and kept.is_file():
             gpus, remembered = kept.read_text().strip() or None, True
         try:
@@ -65,14 +65,18 @@ class LocalFactory:
         if remembered:
             return replace(found, source=f"{found.source}, as the last rota up --gpus declared "
                                          "them (--gpus none forgets them)")
-        if gpus and kept is not None:
-            kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            kept.write_text(gpus + "\n")
         return found
 
     def build(self, config) -> Backend:
+        """The backend; the --gpus given is remembered here, where the data directory is the
+        control plane's (nothing is written for a start refused before)."""
         from rota.backends.local import LocalBackend
         options = config.backend_options
+        spec, kept = options.get("gpus"), Path(config.data_dir) / LOCAL_GPUS
+        if spec and spec.lower() == "none":
+            kept.unlink(missing_ok=True)
+        elif spec:
+            kept.write_text(spec + "\n")
         return LocalBackend(config.data_dir, node=config.inventory.node,
                             nvml=config.inventory.nvml,
                             job_pids=int(options.get("job_pids", DEFAULT_PIDS)),
