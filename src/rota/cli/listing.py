@@ -285,11 +285,12 @@ class _Canceller:
         self.client, self.force = client, force
         self.done: list[str] = []
         self.requested: list[tuple[str, str]] = []
+        self.asked: set[str] = set()  # every job cancelled or asked to stop, once each
         self.failed = False
 
     def cancel(self, job: str) -> dict[str, Any] | None:
         from rota.client import ApiError
-        if job in self.done or any(j == job for j, _ in self.requested):
+        if job in self.asked:
             return None
         try:
             rec = self.client.cancel(job, force=self.force)
@@ -302,6 +303,7 @@ class _Canceller:
     def cancel_array(self, job: str) -> None:
         """``job``, and where it is an array's ID every unfinished task of it: the error of
         the job itself (cancelled already, ...) is said only if no task was left to cancel."""
+        from rota.cli.selection import oldest_first
         from rota.client import ApiError
         try:
             rec = self.client.cancel(job, force=self.force)
@@ -314,7 +316,7 @@ class _Canceller:
         if view is not None and view.get("array_id") == view["id"]:
             tasks = [j["id"] for j in self.client.jobs(states=list(ACTIVE), limit=10**9)
                      if j.get("array_id") == view["id"] and j["id"] != view["id"]]
-            for task in sorted(tasks, key=lambda i: (len(i), i)):
+            for task in oldest_first(tasks):
                 self.cancel(task)
             if tasks:
                 return
@@ -329,6 +331,7 @@ class _Canceller:
             return None
 
     def _count(self, rec: dict[str, Any]) -> None:
+        self.asked.add(rec["id"])
         if rec["state"] == "cancelled":
             self.done.append(rec["id"])
         else:

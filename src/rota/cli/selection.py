@@ -95,7 +95,7 @@ def choose(jobs: list[dict[str, Any]], wanted: Wanted,
     and what it named that no such job matches (for an error line each)."""
     kept = [j for j in jobs if filters.keep(j)]
     if wanted.empty:
-        return _oldest_first(j["id"] for j in kept), []
+        return oldest_first(j["id"] for j in kept), []
     by_array: dict[str, list[dict[str, Any]]] = {}
     for j in kept:
         if j.get("array_id") is not None:
@@ -113,10 +113,10 @@ def choose(jobs: list[dict[str, Any]], wanted: Wanted,
         if not found:
             missing.append(f"{array}[{_ranges(indices)}]")
         named |= found
-    return _oldest_first(named), missing
+    return oldest_first(named), missing
 
 
-def _oldest_first(ids: Iterable[str]) -> list[str]:
+def oldest_first(ids: Iterable[str]) -> list[str]:
     return sorted(ids, key=lambda i: (len(i), i))  # ids are whole numbers, given in order
 
 
