@@ -62,7 +62,7 @@ def _relative(text: str, now: float) -> float | None:
     """``now``, ``now-N<unit>`` or ``N<unit>`` (ago), else None (not a relative time)."""
     if text == "now":
         return now
-    if not (text.startswith("now-") or text[:1].isdigit()) or text.startswith("now+"):
+    if not (text.startswith("now-") or text[:1].isdigit()):
         return None
     m = RELATIVE.match(text)
     if m is None or m[2] not in UNITS or (text[:1].isdigit() and "-" in text):
