@@ -58,8 +58,8 @@ def test_a_one_gpu_job_is_one_pod_bound_where_rota_placed_it(cluster):
     assert made["metadata"]["annotations"]["rota.dev/devices"] == "3"
     assert made["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert made["spec"]["tolerations"][0] == {"key": "nvidia.com/gpu", "operator": "Exists"}
-    service = cluster.api.get(f"{services_path(cluster.namespace)}/rota-11-0")
-    assert service["metadata"]["ownerReferences"][0]["uid"] == made["metadata"]["uid"]
+    # one replica needs no headless Service (a gang's is checked below)
+    assert not cluster.api.list(services_path(cluster.namespace)).items
     assert (handle.launch_id, handle.attempt) == (
         f"{cluster.namespace}/rota-11-0-0@{made['metadata']['uid']}", 0)
     assert handle.replicas[0].ref == {"namespace": cluster.namespace, "name": "rota-11-0-0",
@@ -110,6 +110,10 @@ def test_a_gang_of_two_is_bound_whole_with_rank_0s_address(cluster):
     assert [(e["ROTA_REPLICA_RANK"], e["ROTA_WORLD_SIZE"]) for e in envs] == [("0", "2"),
                                                                            ("1", "2")]
     assert [r.node for r in handle.replicas] == [a, b]
+    # the address is the gang's headless Service's, which goes with rank 0's Pod
+    service = cluster.api.get(f"{services_path(cluster.namespace)}/rota-12-1")
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["metadata"]["ownerReferences"][0]["uid"] == pods[0]["metadata"]["uid"]
 
 
 def test_a_half_gpu_on_a_hami_node_is_bound_as_hamis_scheduler_binds_it(cluster):

@@ -48,7 +48,8 @@ def test_a_whole_gpu_replica_on_a_plain_node():
     spec = pod["spec"]
     assert spec["schedulerName"] == "rota" and "nodeName" not in spec
     assert (spec["restartPolicy"], spec["terminationGracePeriodSeconds"]) == ("Never", 30)
-    assert (spec["hostname"], spec["subdomain"]) == ("rota-17-2-0", "rota-17-2")
+    # one replica: no headless Service to name it, so no subdomain, and itself as rank 0
+    assert spec["hostname"] == "rota-17-2-0" and "subdomain" not in spec
     (container,) = spec["containers"]
     assert container["command"] == ["python", "train.py"] and container["workingDir"] == "/work"
     assert container["resources"] == {
@@ -56,7 +57,7 @@ def test_a_whole_gpu_replica_on_a_plain_node():
         "limits": {"nvidia.com/gpu": "1"}}
     assert {e["name"]: e["value"] for e in container["env"]} == {
         "LR": "0.1", "ROTA_JOB_ID": "17", "ROTA_REPLICA_RANK": "0", "ROTA_WORLD_SIZE": "1",
-        "ROTA_MASTER_ADDR": "rota-17-2-0.rota-17-2.team-a.svc", "ROTA_MASTER_PORT": "29500"}
+        "ROTA_MASTER_ADDR": "127.0.0.1", "ROTA_MASTER_PORT": "29500"}
 
 
 def test_a_half_gpu_on_a_hami_node_carries_hamis_annotations_and_label():
@@ -97,6 +98,7 @@ def test_the_gang_rank_and_world_size_and_the_grace_rounded_up():
     assert (pod["metadata"]["name"], env["ROTA_REPLICA_RANK"], env["ROTA_WORLD_SIZE"]) == (
         "rota-17-2-3", "3", "4")
     assert env["ROTA_MASTER_ADDR"] == "rota-17-2-0.rota-17-2.team-a.svc"
+    assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == ("rota-17-2-3", "rota-17-2")
     assert pod["spec"]["terminationGracePeriodSeconds"] == 13
 
 

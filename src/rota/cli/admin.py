@@ -21,6 +21,8 @@ from rota.cli.tables import Column, console, fit, wrapped
 from rota.cli.units import amount
 from rota.core import GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, InvalidSpec
 
+EXIT_STANDBY = 3  # rota status --leader, of a standby
+
 token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 
 
@@ -36,19 +38,27 @@ def whoami(as_json: bool = typer.Option(False, "--json")) -> None:
           f"{', '.join(who['projects']) or 'none'}")
 
 
-def status(as_json: bool = typer.Option(False, "--json")) -> None:
+def status(as_json: bool = typer.Option(False, "--json"),
+           leader: bool = typer.Option(False, "--leader", help="Exit 0 only if this control "
+                                       f"plane leads ({EXIT_STANDBY} if it stands by): a "
+                                       "readiness check that lets the leader alone serve.")
+           ) -> None:
     """Whether the control plane at the configured URL leads or stands by, and who leads."""
     with talking() as client:
         plane = client.control_plane()
         url = client.url
     if as_json:
         print_json(plane)
-        return
-    if plane["role"] == "standby":
+    elif plane["role"] == "standby":
         left = plane.get("lease_left_s")
         runs = "" if left is None else f"; its lease runs {left:.0f} s more as last seen"
         print(f"standby at {url}: {plane['leader']} leads{runs}. This control plane serves "
               "the API and takes over when that lease expires")
+    if plane["role"] == "standby":
+        if leader:
+            raise typer.Exit(EXIT_STANDBY)
+        return
+    if as_json:
         return
     since = plane.get("leading_since")
     print(f"leader at {url}" + ("" if plane.get("holder") is None else

@@ -11,7 +11,8 @@ Steps of ``Launcher.start`` (each one safe to run again after a crash at any poi
    (Pods a user created, ``rota.backends.kube.offers``) the Pods are the user's, found again
    by the offer's key; none is created.
 2. Create the gang's headless Service (rank 0's address), owned by rank 0's Pod so that
-   Kubernetes deletes it with the Pod. (Not for an offered job: its Pods name themselves.)
+   Kubernetes deletes it with the Pod. (Not for a job of one replica, which needs no address,
+   nor for an offered job: its Pods name themselves.)
 3. Bind every Pod not bound yet to its node with the Binding subresource. On a HAMi node, a Pod
    that asks for GPUs is bound as HAMi's scheduler binds it (``rota.backends.kube.lock``):
    lock the node (waiting, up to ``lock_wait_s``, while HAMi's device plugin serves another
@@ -244,8 +245,10 @@ class Launcher:
 
     def _service(self, job: Job, attempt: int, first: PodInfo | None) -> None:
         """The gang's headless Service, owned by rank 0's Pod (one made before a crash is
-        kept)."""
+        kept); none for a job of one replica."""
         assert first is not None
+        if job.replicas == 1:
+            return
         body = headless_service(job, attempt, first.namespace, self.settings.master_port)
         body["metadata"]["ownerReferences"] = [
             {"apiVersion": "v1", "kind": "Pod", "name": first.name, "uid": first.uid}]

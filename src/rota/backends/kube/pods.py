@@ -16,8 +16,10 @@ A replica's Pod:
   top rota's ``ROTA_*`` variables, all as values but the attempt's token: ``ROTA_TOKEN`` is
   read from the attempt's Secret (``token_secret``, ``rota.backends.kube.tokens``), never
   written into the Pod (those of the local backend; device visibility and limits
-  come from the device plugin here, so no ``CUDA_*`` variable is set); rank 0's address is
-  its DNS name under the gang's headless Service: ``<pod>.<service>.<namespace>.svc``;
+  come from the device plugin here, so no ``CUDA_*`` variable is set); in a gang, rank 0's
+  address is its DNS name under the gang's headless Service:
+  ``<pod>.<service>.<namespace>.svc`` (the Pod's ``subdomain``); a job of one replica has no
+  Service (nothing else needs its address) and its own ``127.0.0.1`` as rank 0's;
 - requests: the replica's CPU and memory, and ``nvidia.com/gpu`` as many as its devices
   (limits too, as Kubernetes wants for an extended resource);
 - on a HAMi node, HAMi's allocation annotations and label for the devices of the placement
@@ -87,6 +89,7 @@ class ReplicaPod:
     controller: Mapping[str, Any] | None = None  # the ownerReference of its controller
 
 
+LOOPBACK = "127.0.0.1"  # rank 0's address for a job of one replica: itself
 PORT_ANNOTATION = "rota.dev/port"  # ROTA_PORT of a service's replica
 
 
@@ -131,7 +134,9 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
     if spec.port is not None:  # where its server listens (``KubeBackend.endpoint``)
         annotations = {**annotations, PORT_ANNOTATION: str(spec.port)}
     annotations = {**annotations, SAFE_TO_EVICT: "true"}
-    master = f"{pod_name(str(job.id), spec.attempt, 0)}.{service}.{spec.namespace}.svc"
+    gang = job.replicas > 1
+    master = (f"{pod_name(str(job.id), spec.attempt, 0)}.{service}.{spec.namespace}.svc"
+              if gang else LOOPBACK)
     container: dict[str, Any] = {
         "name": CONTAINER, "image": spec.image, "command": list(spec.command),
         "env": _env(spec, master),
@@ -147,7 +152,7 @@ def replica_pod(spec: ReplicaPod) -> dict[str, Any]:
     pod_spec: dict[str, Any] = {
         "schedulerName": SCHEDULER_NAME, "restartPolicy": "Never",
         "terminationGracePeriodSeconds": math.ceil(job.grace_s),
-        "hostname": name, "subdomain": service,
+        "hostname": name, **({"subdomain": service} if gang else {}),
         "automountServiceAccountToken": False, "enableServiceLinks": False,
         "containers": [container], "securityContext": _security(spec),
     }
