@@ -9,6 +9,7 @@ from kubekit import A100, A100_MIB, hami_devices, node_object
 from rota.backends.kube import hami
 from rota.backends.kube.nodes import Grain, NodeProblem, Problem, node_from_kube
 from rota.core import DEFAULT_GROUP, GpuDevice, InvalidSpec
+from rota.core.nodes import model_matches
 
 
 def test_cpu_memory_and_whole_gpus_from_allocatable_and_gfd_labels():
@@ -42,9 +43,27 @@ def test_a_hami_node_offers_each_registered_device():
     assert kube.grain is Grain.DEVICE
     assert kube.gpu_allocatable == 40  # vGPU slots: 4 devices x 10
     assert kube.node.devices == tuple(
-        GpuDevice(index=i, model="NVIDIA A100-SXM4-80GB", memory_mib=A100_MIB,
+        GpuDevice(index=i, model="NVIDIA-A100-SXM4-80GB", memory_mib=A100_MIB,
                   uuid=f"GPU-a100-{i}", numa=i // 4) for i in range(4))
-    assert kube.hami_devices == tuple(devices)
+    assert kube.hami_devices == tuple(devices)  # HAMi's own spelling kept for its annotations
+
+
+@pytest.mark.parametrize("hami_type, gfd_product", [
+    ("NVIDIA-NVIDIA A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB"),  # what HAMi's plugin writes
+    ("NVIDIA-Tesla P4", "Tesla-P4"),
+    ("NVIDIA-NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3"),
+    ("NVIDIA A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB"),  # without the vendor prefix
+])
+def test_a_gpu_has_one_model_name_on_hami_and_gfd_nodes(hami_type, gfd_product):
+    register = hami.encode_node_devices(hami_devices(1, model=hami_type))
+    on_hami = node_from_kube(node_object(gpus=10, hami_register=register))
+    on_gfd = node_from_kube(node_object(gpus=1, labels={
+        "nvidia.com/gpu.product": gfd_product, "nvidia.com/gpu.memory": str(A100_MIB)}))
+    assert on_hami.node.devices[0].model == on_gfd.node.devices[0].model == gfd_product
+    # so that a job's model pattern picks both or neither
+    for patterns in ((gfd_product,), ("*" + gfd_product.split("-")[-1] + "*",), ("*V100*",)):
+        assert model_matches(on_hami.node.devices[0].model, patterns) == model_matches(
+            on_gfd.node.devices[0].model, patterns)
 
 
 def test_unhealthy_and_cordoned_hami_devices_are_offered_as_unhealthy():

@@ -51,6 +51,9 @@ BIND_PHASE = "hami.io/bind-phase"
 BIND_TIME = "hami.io/bind-time"
 PHASE_ALLOCATING, PHASE_SUCCESS, PHASE_FAILED = "allocating", "success", "failed"
 DEVICE_TYPE = "NVIDIA"  # the vendor type HAMi writes in a Pod's device entries
+# what HAMi's NVIDIA device plugin writes before NVML's name in a registered device's type
+# (``fmt.Sprintf("%v-%v", "NVIDIA", Model)``: ``NVIDIA-NVIDIA A40``, ``NVIDIA-Tesla P4``)
+VENDOR_PREFIX = "NVIDIA-"
 MODE_HAMI_CORE, MODE_MPS, MODE_MIG = "hami-core", "mps", "mig"
 FULL_CORES = 100  # a device's cores, in percent
 

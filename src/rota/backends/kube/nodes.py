@@ -15,6 +15,11 @@ How each part is read:
 - GPUs at node grain elsewhere: ``nvidia.com/gpu`` allocatable devices of the model and memory
   of GPU Feature Discovery's labels ``nvidia.com/gpu.product`` and ``nvidia.com/gpu.memory``;
   without those labels rota cannot tell what the GPUs are and offers none.
+- One spelling of a model, GPU Feature Discovery's: NVML's name with ``-`` for each space
+  (``NVIDIA-A100-SXM4-80GB``, ``Tesla-P4``). HAMi registers ``NVIDIA-`` and NVML's name
+  (``NVIDIA-NVIDIA A100-SXM4-80GB``, ``NVIDIA-Tesla P4``): ``model_of_hami`` drops that
+  prefix and spells the rest so, so that a job's ``gpu_model`` matches the same GPUs on
+  either kind of node.
 - Schedulable unless cordoned (``spec.unschedulable``), not Ready (the ``Ready`` condition
   missing, ``False`` or ``Unknown``; since its ``lastTransitionTime``, when given), or tainted ``NoSchedule`` or ``NoExecute`` with a key
   rota's Pods do not tolerate (``tolerated``: the keys rota's Pods carry a toleration for; the
@@ -224,10 +229,17 @@ def _hami_devices(annotations: Mapping[str, str]) -> tuple[
     cordoned = hami.cordoned_devices(annotations)
     pairs = sorted(zip(indices, usable), key=lambda pair: pair[0])
     devices = tuple(
-        GpuDevice(index=index, model=d.type, memory_mib=d.memory_mib, uuid=d.uuid, numa=d.numa,
+        GpuDevice(index=index, model=model_of_hami(d.type), memory_mib=d.memory_mib, uuid=d.uuid, numa=d.numa,
                   healthy=d.health and d.uuid not in cordoned)
         for index, d in pairs)
     return devices, tuple(d for _, d in pairs), ()
+
+
+def model_of_hami(device_type: str) -> str:
+    """HAMi's device ``type`` (``NVIDIA-`` and NVML's name) in GPU Feature Discovery's
+    spelling of the model (NVML's name, ``-`` for spaces)."""
+    name = device_type.removeprefix(hami.VENDOR_PREFIX)
+    return "-".join(name.split(" "))
 
 
 def _node_grain_devices(labels: Mapping[str, str], count: int) -> tuple[
