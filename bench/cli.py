@@ -19,8 +19,10 @@ measured), the latter of a YAML file and of the same job as a ``.json`` file.
 says whether the heavy ones (typer, rich, pydantic, FastAPI, SQLAlchemy, the scheduler, numpy,
 matplotlib) were loaded by each command (``-X importtime``, in a run of its own).
 
-``--jobs N`` then queues N more jobs (they wait behind the one holding the GPUs), then times ``rota ps`` (the newest 1,000, and the note that more exist) and ``rota ps
---limit N`` (all of them, in pages of 10,000 brief views, or 1,000 full ones before them), and
+``--jobs N`` then queues N more jobs (they wait behind the one holding the GPUs), then times ``rota ps`` (the newest 1,000, and the note that more exist), ``rota ps
+--limit N`` (all of them, in pages of 10,000 brief views, or 1,000 full ones before them),
+``rota show`` of the newest of them (a pending job: its reasons and estimate), ``rota queues``
+and ``rota nodes`` with those jobs in the store, and
 from this process one ``GET /v1/jobs?limit=1000``, one ``GET /v1/jobs?view=brief&limit=N``
 (at most 10,000) and the same with the ``columns`` that ``rota ps``'s default table asks for,
 which are the server's share.
@@ -77,8 +79,8 @@ def commands(logged: str, job_file: Path) -> list[tuple[str, list[str]]]:
     json_file = job_file.with_suffix(".json")
     return [("rota --help", ["--help"]), ("rota ps", ["ps"]),
             ("rota ps -A --json", ["ps", "-A", "--json"]),
-            (f"rota logs {logged}", ["logs", logged]), ("rota queues", ["queues"]),
-            ("rota nodes", ["nodes"]),
+            (f"rota logs {logged}", ["logs", logged]), (f"rota show {logged}", ["show", logged]),
+            ("rota queues", ["queues"]), ("rota nodes", ["nodes"]),
             ("rota run --gpus 1 -- true", ["run", "--gpus", "1", "--", "true"]),
             ("rota submit JOB.yaml", ["submit", str(job_file)]),
             ("rota submit JOB.json", ["submit", str(json_file)])]
@@ -220,9 +222,13 @@ def main() -> None:
                                                   view="brief")
             extra["server_table_s"] = server_page(s, args.runs, limit=min(args.jobs, 10_000),
                                                   view="brief", columns=",".join(TABLE))
+            last = str(s.api.get("/v1/jobs", params={"limit": 1}).json()["items"][0]["id"])
             results += measure(envs, args.runs, [
                 (f"rota ps ({args.jobs} queued)", ["ps"]),
-                (f"rota ps --limit {args.jobs}", ["ps", "--limit", str(args.jobs)])
+                (f"rota ps --limit {args.jobs}", ["ps", "--limit", str(args.jobs)]),
+                (f"rota show PENDING ({args.jobs} queued)", ["show", last]),
+                (f"rota queues ({args.jobs} queued)", ["queues"]),
+                (f"rota nodes ({args.jobs} queued)", ["nodes"]),
             ])[len(envs):]  # no second probe
     load = os.getloadavg()[0]
     if args.json:

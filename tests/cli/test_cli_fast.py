@@ -1,4 +1,4 @@
-"""``rota ps`` and ``rota logs`` through their fast path (``rota.cli.fast``) and through the Typer
+"""``rota ps``, ``rota logs``, ``rota queues`` and ``rota nodes`` through their fast path (``rota.cli.fast``) and through the Typer
 app (``rota.cli.app``), on the same real server: the same output, error lines and exit status,
 so that the two cannot drift. And the fast path is taken: typer, rich, pydantic, rota's domain
 model and ``http.client`` are not imported by it. No timing is asserted: ``bench/cli.py``
@@ -18,12 +18,13 @@ from cli_support import FAST, TYPER, cycle, ok
 from rota.backends.base import Handle, ReplicaHandle
 from rota.backends.local import Proc
 from rota.cli import jobrows
-from rota.core import JobState, jobwords
+from rota.core import GpuDevice, JobState, Node, jobwords
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("typer", "rich", "pydantic", "rota.spec", "rota.scheduler")
 # loaded by the fast commands only to say what failed (rota.client.errors)
 DOMAIN = ("rota.core", "rota.client.errors", "rota.client.http", "http.client")
+LIGHT = ("rota.core.shortforms", "rota.core.nodelabels")
 
 
 def rota_both(server, tmp_path: Path, *args: str, user: str = "alice", **env: str):
@@ -39,8 +40,9 @@ def run_both(full: dict[str, str], tmp_path: Path, *args: str):
                            text=True, timeout=60, cwd=ROOT, env=full)
     loaded = set(json.loads(where.read_text()))
     # rota.core stands for its domain model: the package's __init__ loads none of it, and the
-    # short forms of rota ps (rota.core.shortforms) import nothing
-    if not any(m.startswith("rota.core.") and m != "rota.core.shortforms" for m in loaded):
+    # short forms of rota ps (rota.core.shortforms) and the node labels (rota.core.nodelabels)
+    # import nothing
+    if not any(m.startswith("rota.core.") and m not in LIGHT for m in loaded):
         loaded.discard("rota.core")
     return fast, typer, loaded
 
@@ -164,6 +166,49 @@ def test_a_terminal_gets_the_same_bold_header(server, tmp_path, jobs):
     assert outputs[0] == outputs[1]
     assert "\x1b[1mID" in outputs[0]
     assert "rich" not in json.loads((tmp_path / "modules.json").read_text())
+
+
+@pytest.mark.parametrize("args", [
+    ["queues"], ["queues", "-o", "wide"], ["queues", "--output=wide"], ["queues", "--json"],
+    ["nodes"], ["nodes", "-o", "wide"], ["nodes", "-owide"], ["nodes", "--json"],
+    ["nodes", "-o", "json"],
+], ids=lambda a: " ".join(a))
+def test_queues_and_nodes_print_what_the_typer_commands_print(server, tmp_path, jobs, args):
+    # a wide table may be wider than the terminal: rich lays it out then, in both
+    wide = any("wide" in a for a in args)
+    out = same(server, tmp_path, *args, allowed=("rich",) if wide else ())
+    assert out.stdout.startswith(("[", "QUEUE", "NODE"))
+
+
+@pytest.mark.parametrize("width", ["40", "70"])
+@pytest.mark.parametrize("command", ["queues", "nodes"])
+def test_queues_and_nodes_too_wide_are_laid_out_by_rich_in_both(server, tmp_path, jobs, command,
+                                                                 width):
+    same(server, tmp_path, command, "-o", "wide", allowed=("rich",), COLUMNS=width)
+
+
+def test_the_notes_under_the_nodes_are_the_same(server, tmp_path, jobs):
+    """A node whose limits and GPU-memory shares are not enforced: the notes under the table,
+    wrapped alike."""
+    labels = {"rota.dev/job-limits": "not enforced: no cgroup v2 here, see rota up --help",
+              "rota.dev/gpu-memory-enforcement": "not enforced (NVML cannot read processes)"}
+    devices = tuple(GpuDevice(i, "H100-80GB", 81920) for i in range(4))
+    server.store.upsert_nodes([Node("gpu-0", 64_000, 512 * 1024, devices, labels=labels)],
+                              "local")
+    try:
+        out = same(server, tmp_path, "nodes")
+        same(server, tmp_path, "nodes", allowed=("rich",), COLUMNS="80")  # notes wrapped
+    finally:
+        server.store.upsert_nodes([Node("gpu-0", 64_000, 512 * 1024, devices)], "local")
+    assert "warning: gpu-0: jobs' CPU, memory and process limits: not enforced" in out.stdout
+    assert "warning: gpu-0: GPU-memory shares are not enforced" in out.stdout
+
+
+@pytest.mark.parametrize("args", [["queues", "-o", "bogus"], ["nodes", "-o", "tall"]])
+def test_queues_and_nodes_leave_a_bad_output_to_typer(server, tmp_path, args):
+    fast, typer, _ = rota_both(server, tmp_path, *args)
+    assert (fast.stdout, fast.stderr, fast.returncode) == \
+        (typer.stdout, typer.stderr, typer.returncode) and typer.returncode == 2
 
 
 @pytest.mark.parametrize("extra", [[], ["--stdout"], ["--stderr"], ["--tail", "1"], ["-f"],

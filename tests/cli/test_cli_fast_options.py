@@ -13,10 +13,10 @@ import pytest
 import typer.main
 
 from rota.cli.app import app
-from rota.cli.fast import COUNT, FLAG, LOGS, MANY, PS, VALUE
+from rota.cli.fast import COUNT, FLAG, LOGS, MANY, NODES, PS, QUEUES, VALUE
 from rota.cli.fastjobs import RUN, SUBMIT
 
-TABLES = {"ps": PS, "logs": LOGS, "run": RUN, "submit": SUBMIT}
+TABLES = {"ps": PS, "logs": LOGS, "run": RUN, "submit": SUBMIT, "queues": QUEUES, "nodes": NODES}
 
 
 def typer_options(command: str) -> dict[str, object]:

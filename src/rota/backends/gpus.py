@@ -34,11 +34,11 @@ from rota.backends.nvml import Nvml, NvmlDevice
 from rota.core import (
     DEFAULT_GROUP, GpuDevice, InvalidSpec, Node, NodeName, parse_cpu_milli, parse_memory_mib,
 )
+from rota.core.nodelabels import PRODUCT
 
 GiB = 1024
 _GROUP = re.compile(r"^\s*(\d+)\s*[xX]\s*(\S.*?)\s*$")
 _MODEL_MEMORY = re.compile(r"-(\d+)\s*(GB|G|GiB|Gi)$", re.IGNORECASE)
-PRODUCT = "nvidia.com/gpu.product"
 _BRANDS = frozenset({"nvidia", "tesla", "geforce", "quadro"})
 _SERIES = frozenset({"rtx", "gtx", "titan"})  # a word that needs the next one: RTX 4090
 _NAME_MEMORY = re.compile(r"(?:^|[\s-])(\d+)\s*GB(?:$|[\s-])", re.IGNORECASE)

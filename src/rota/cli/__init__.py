@@ -1,10 +1,10 @@
 """The ``rota`` command line: ``main`` (the entry point), ``app`` (the Typer app and error
-convention), ``fast`` (``rota ps`` and ``rota logs`` without Typer), ``plan`` (the dry-run loop
+convention), ``fast`` (``rota ps``, ``logs``, ``queues`` and ``nodes`` without Typer), ``plan`` (the dry-run loop
 and its report), ``render`` (rich tables), ``explain`` (reasons as sentences).
 
 Every command that needs the cluster goes through ``rota.client`` to the API; none opens the
-store. The fast path (``fast``, ``fastjobs`` and what they read: ``jobrows``, ``plain``,
-``making``, ``failures``) imports none of typer, rich, pydantic or rota's domain model.
+store. The fast path (``fast``, ``fastjobs`` and what they read: ``jobrows``,
+``clusterrows``, ``plain``, ``making``, ``failures``) imports none of typer, rich, pydantic or rota's domain model.
 
 Starting and running the command:
 
@@ -32,6 +32,8 @@ The scientist's commands:
 - ``selection``: which jobs ``rota cancel`` names, as ``scancel``: IDs, whole arrays, an
   array's tasks (``88[3-9]``) and filters;
 - ``jobrows``: what ``rota ps`` shows (columns, arrays folded into one line), read by both paths;
+- ``clusterrows``: what ``rota queues`` and ``rota nodes`` show (columns, rows, the notes under
+  the nodes), read by both paths;
 - ``detail``: ``rota show``: one job in words;
 - ``logs``: a job's output on the terminal (``rota logs``, ``rota run --wait``, ``rota show``);
 - ``lifecycle``: ``hold``, ``release``, ``update`` and, from inside a job, ``checkpoint``;
@@ -65,7 +67,7 @@ Planning and simulation:
 Output:
 
 - ``tables``: rich tables and wrapped sentences that fit the terminal without breaking a word;
-- ``plain``: the terminal's width and plain tables for the fast path, printed as ``tables``
-  would;
+- ``plain``: the terminal's width, plain tables and wrapped sentences for the fast path,
+  printed as ``tables`` would;
 - ``units``: amounts and durations as people read them, a light module for listing commands.
 """

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import sys
 
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 from rota.cli import accounting
+from rota.cli.clusterrows import NO_NODES, NO_QUEUES, node_notes, node_table, queue_table
 from rota.cli.login import login
-from rota.cli.remote import EXIT_BAD_INPUT, age, die, node_state, print_json, talking
+from rota.cli.remote import EXIT_BAD_INPUT, age, die, print_json, talking
 from rota.cli.tables import Column, console, fit, wrapped
-from rota.cli.units import amount
-from rota.core import GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, InvalidSpec
+from rota.core import InvalidSpec
 
 EXIT_STANDBY = 3  # rota status --leader, of a standby
 
@@ -149,80 +149,10 @@ def queues(as_json: bool = typer.Option(False, "--json"),
         print_json(data)
         return
     if not data:
-        print("No queues yet: an operator defines them (cluster file or API).")
+        print(NO_QUEUES)
         return
-    wide = output == "wide"
-    rows = []
-    for q in data:
-        for f, quota in q["quotas"].items() or [("-", None)]:
-            head = [q["name"], who_may_use(q.get("projects")), q["cohort"] or "-"]
-            jobs = [str(q["active_jobs"]), str(q["pending_jobs"])]
-            more = _wide(q, quota) if wide else []
-            if quota is None:
-                rows.append(head + ["-", "unlimited", "-", "-", "-"] + jobs + more)
-                continue
-            rows.append(head + [f, _gpu(quota["nominal"].get("gpu")),
-                                _gpu(quota["usage"].get("gpu", 0)),
-                                _gpu(quota["available"].get("gpu")),
-                                "yes" if quota["borrowing"] else "no"] + jobs + more)
-    console().print(fit(QUEUE_COLUMNS + (WIDE_COLUMNS if wide else ()), rows))
-
-
-def _wide(q: dict, quota: dict | None) -> list[str]:
-    """``-o wide``'s values: GPU borrowing and lending limits, CPU and memory used of quota,
-    weight, preemption rules in brief, and the Slurm partition and QOS."""
-    rules = q.get("preemption") or {}
-    brief = ", ".join(f"{k.split('_')[0]}: {v}" for k, v in rules.items()
-                      if k in ("within_queue", "reclaim_within_cohort", "borrow_within_cohort"))
-    slurm = q.get("slurm") or {}
-    batch = "/".join(slurm.get(k) or "-" for k in ("partition", "qos")) if slurm else "-"
-    if quota is None:
-        limits = ["-", "-", "-", "-"]
-    else:
-        limits = [_gpu(quota["borrowing_limit"].get("gpu")),
-                  _gpu(quota["lending_limit"].get("gpu")),
-                  _used_of(quota, "cpu", lambda m: f"{m / 1000:g}"),
-                  _used_of(quota, "memory", lambda m: f"{m / 1024:g}Gi")]
-    return limits + [f"{q.get('weight', 1):g}", brief or "-", batch]
-
-
-def _used_of(quota: dict, r: str, show) -> str:
-    nominal = quota["nominal"].get(r)
-    used = show(quota["usage"].get(r, 0))
-    return f"{used}/{'-' if nominal is None else show(nominal)}"
-
-
-# GPU figures; on a narrow terminal COHORT, BORROW and the job counts go first
-QUEUE_COLUMNS = (Column("QUEUE"), Column("PROJECTS", wrap=True), Column("COHORT", drop=3),
-                 Column("FLAVOUR"), Column("QUOTA", drop=2), Column("USED", drop=1),
-                 Column("FREE"), Column("BORROW", drop=4), Column("RUNNING", drop=5),
-                 Column("PENDING", drop=5))
-# -o wide: these go before any of the above on a narrow terminal, the last first
-WIDE_COLUMNS = (Column("BORROW LIMIT", drop=6), Column("LEND LIMIT", drop=7),
-                Column("CPU USED/QUOTA", drop=8), Column("MEMORY USED/QUOTA", drop=9),
-                Column("WEIGHT", drop=10), Column("PREEMPTION", wrap=True, drop=11),
-                Column("SLURM PARTITION/QOS", drop=12))
-
-
-def who_may_use(projects: list[str] | None) -> str:
-    """A queue's binding in words: ``all``, ``none`` (closed to new jobs), or the names."""
-    if projects is None:
-        return "all"
-    return ", ".join(projects) or "none"
-
-
-def _gpu(milli: Any) -> str:
-    return "unlimited" if milli is None else f"{milli / 1000:g}"
-
-
-# CPU and MEMORY: allocated (rota's jobs and work outside rota) of the node's, as scontrol's
-# CPUAlloc/CPUTot and AllocMem/RealMemory
-NODE_COLUMNS = (Column("NODE"), Column("STATE", wrap=True), Column("CPU", drop=3),
-                Column("MEMORY", drop=3), Column("GROUP", drop=9), Column("GPU"),
-                Column("MODEL"), Column("PRODUCT", wrap=True, drop=8), Column("GPU MEM", drop=2),
-                Column("HEALTH", wrap=True, drop=4), Column("ALLOCATED", drop=1),
-                Column("JOBS", wrap=True))
-PRODUCT = "nvidia.com/gpu.product"  # the label NVML inventory sets: the devices' full names
+    columns, rows = queue_table(data, output == "wide")
+    console().print(fit([Column(*c) for c in columns], rows))
 
 
 def nodes(
@@ -241,51 +171,12 @@ def nodes(
         print_json(data)
         return
     if not data:
-        print("No nodes reported yet: rota up registers this machine's GPUs.")
+        print(NO_NODES)
         return
-    rows = [row for n in data for row in _node_rows(n)]
-    keep = [k for k, c in enumerate(NODE_COLUMNS) if wide or c.header not in ("GROUP", "PRODUCT")]
-    console().print(fit([NODE_COLUMNS[k] for k in keep], [[r[k] for k in keep] for r in rows]))
-    for n in data:
-        limits = (n.get("labels") or {}).get(JOB_LIMITS)
-        if limits:
-            warn = "warning: " if limits.startswith("not enforced") else ""
-            print(wrapped(f"{warn}{n['name']}: jobs' CPU, memory and process limits: {limits}",
-                          rest="  "))
-        off = (n.get("labels") or {}).get(GPU_MEMORY_ENFORCEMENT)
-        if off:
-            print(wrapped(f"warning: {n['name']}: GPU-memory shares are {off}; a job can use "
-                          "more GPU memory than it was given until the check works again "
-                          "(see the log of rota up)", rest="  "))
-
-
-def _gib(mib: int) -> str:
-    """Memory allocated, short: ``0``, ``8``, ``1.5`` (GiB, as the total beside it says)."""
-    return f"{round(mib / 1024, 1):g}"
-
-
-def _node_rows(n: dict[str, Any]) -> list[list[str]]:
-    """One row per GPU; the node's own columns on its first row only."""
-    taken = n.get("allocated") or {"cpu_milli": 0, "memory_mib": 0}
-    node = [n["name"], node_state(n), f"{taken['cpu_milli'] / 1000:g}/{n['cpu_milli'] / 1000:g}",
-            f"{_gib(taken['memory_mib'])}/{amount('memory', n['memory_mib'])}",
-            n.get("resource_group") or "-"]
-    if not n["gpus"]:
-        return [node + ["-", "no GPU", "-", "-", "-", "-", "-"]]
-    rows = []
-    for g in n["gpus"]:
-        allocs = g["allocations"]
-        used = sum(a["share"] for a in allocs)
-        jobs = ", ".join((f"{a['job']}" if a["job"] else a.get("foreign") or "other") +
-                         (f" ({a['share']:g})" if a["share"] < 1 else "") for a in allocs)
-        product = (n.get("labels") or {}).get(PRODUCT, "-") if not rows else ""
-        rows.append(node + [str(g["index"]), g["model"], product,
-                            amount("memory", g["memory_mib"]),
-                            "ok" if g["healthy"] else "unhealthy" + (
-                                f" ({g['problem']})" if g.get("problem") else ""),
-                            f"{used:g}", jobs or "-"])
-        node = [""] * len(node)
-    return rows
+    columns, rows = node_table(data, wide)
+    console().print(fit([Column(*c) for c in columns], rows))
+    for note, rest in node_notes(data):
+        print(wrapped(note, rest=rest))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,5 @@
-"""``rota ps``, ``rota logs``, ``rota run`` and ``rota submit`` started in a few milliseconds:
+"""``rota ps``, ``rota logs``, ``rota run``, ``rota submit``, ``rota queues`` and ``rota nodes``
+started in a few milliseconds:
 a small parser for their options, the standard library's socket (``rota.client.bare``) and
 plain tables (``rota.cli.plain``), and none of typer, rich, pydantic or rota's domain model.
 ``rota run`` and ``rota submit`` are in ``rota.cli.fastjobs``, which says what they leave to
@@ -14,8 +15,9 @@ job the server refused, an upload, ...). The Typer command (``rota.cli.listing``
 prints, its error lines and exit statuses are the Typer command's:
 ``tests/cli/test_cli_fast.py`` and ``test_cli_fast_jobs.py`` run the two on the same server
 and compare them, and ``test_cli_fast_options.py`` checks the option tables here (``PS``,
-``LOGS``; ``RUN``, ``SUBMIT`` in ``fastjobs``) against the Typer commands' definitions: the
-same spellings, each read the same way.
+``LOGS``, ``QUEUES``, ``NODES``; ``RUN``, ``SUBMIT`` in ``fastjobs``) against the Typer
+commands' definitions: the same spellings, each read the same way. ``rota queues`` and ``rota
+nodes`` build their rows with the Typer commands' own code (``rota.cli.clusterrows``).
 
 Options are read as click reads them: ``--opt VALUE``, ``--opt=VALUE``, ``-o VALUE``,
 ``-oVALUE``, short flags together (``-Af``), the last of a repeated single option wins,
@@ -236,8 +238,69 @@ def submit(argv: list[str]) -> None:
     submit(argv)
 
 
+# -- rota queues, rota nodes -------------------------------------------------------------------
+
+QUEUES = {"--json": ("json", FLAG), "--output": ("output", VALUE), "-o": ("output", VALUE)}
+NODES = QUEUES
+
+
+def queues(argv: list[str]) -> None:
+    from rota.cli import clusterrows
+    given = parse(argv, QUEUES, 0)
+    output = given.get("output")
+    if output not in (None, "wide"):
+        raise Usage("--output")  # the Typer command says what it expects
+    data = talking(lambda client: client.queues())
+    if given.get("json"):
+        _json(data)
+    elif not data:
+        print(clusterrows.NO_QUEUES)
+    else:
+        _specs_table(*clusterrows.queue_table(data, output == "wide"))
+
+
+def nodes(argv: list[str]) -> None:
+    from rota.cli import clusterrows
+    given = parse(argv, NODES, 0)
+    output = given.get("output")
+    if output not in (None, "wide", "json"):
+        raise Usage("--output")
+    data = talking(lambda client: client.nodes())
+    if given.get("json") or output == "json":
+        _json(data)
+        return
+    if not data:
+        print(clusterrows.NO_NODES)
+        return
+    _specs_table(*clusterrows.node_table(data, output == "wide"))
+    from rota.cli.plain import wrapped
+    for note, rest in clusterrows.node_notes(data):
+        print(wrapped(note, rest=rest))
+
+
+def _json(value: object) -> None:
+    import json
+    print(json.dumps(value, indent=2, sort_keys=True))  # as rota.cli.remote.print_json
+
+
+def _specs_table(specs, rows: list[list[str]]) -> None:
+    """``rows`` under the columns ``specs`` (``rota.cli.jobrows.Spec``), as
+    ``rota.cli.tables.fit`` lays them out: plainly where they fit at full width, else by
+    rich."""
+    from rota.cli import plain
+    limit = plain.width()
+    text = plain.table([s.header for s in specs], [s.justify for s in specs],
+                       [list(c) for c in zip(*rows)], limit)
+    if text is not None:
+        sys.stdout.write(text)
+        return
+    from rota.cli.tables import Column, console, fit
+    console().print(fit([Column(*s) for s in specs], rows, limit))
+
+
 COMMANDS: dict[str, Callable[[list[str]], None]] = {"ps": ps, "logs": logs, "run": run_job,
-                                                    "submit": submit}
+                                                    "submit": submit, "queues": queues,
+                                                    "nodes": nodes}
 
 
 def run(argv: list[str]) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import textwrap
 from collections.abc import Sequence
 
 PIPE_WIDTH = 160
@@ -22,6 +23,9 @@ BOLD, RESET = "\x1b[1m", "\x1b[0m"
 GAP = "  "  # rich's padding of (0, 1) on both sides of a column boundary
 _EMOJI = re.compile(r":\S*?:")  # what rich might replace by an emoji
 _TAG = re.compile(r"\[[a-z#/@]")  # the start of a tag of rich's markup (rich.markup.RE_TAGS)
+NBSP = "\u00a0"
+# a command in a sentence: the program and its words, up to punctuation that ends it
+_COMMAND = re.compile(r"\b(?:rota|useradd|chmod|pip) (?:[\w./:=$'\"*-]+(?: |(?=[,;.)]|$)))+")
 _RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR", "JUPYTER_COLUMNS",
              "JUPYTER_LINES")
 
@@ -53,9 +57,11 @@ def table(headers: Sequence[str], justify: Sequence[str], columns: Sequence[Sequ
     if sum(widths) + len(GAP) * (len(widths) - 1) > limit:
         return None
     # every cell at once: a space before, between and after them all makes a space at either
-    # end of a cell (or an empty cell) a double space, and neither a markup tag nor an emoji
-    # code can span two cells, since both need a character that is not a space after "[" or ":"
-    if not _simple(" " + " ".join(map(" ".join, columns)) + " "):
+    # end of a cell a double space, and neither a markup tag nor an emoji code can span two
+    # cells, since both need a character that is not a space after "[" or ":". An empty cell
+    # is left out (rich pads it as it pads the rest: ``rota nodes`` prints a node's own
+    # columns on its first GPU's row only)
+    if not _simple(" " + " ".join(c for cells in columns for c in cells if c) + " "):
         return None
     right = [j == "right" for j in justify]
     head = [h.rjust(w) if r else h.ljust(w) for h, w, r in zip(headers, widths, right)]
@@ -88,3 +94,15 @@ def _simple(cells: str) -> bool:
     return (cells.isascii() and cells.isprintable() and "  " not in cells
             and ("[" not in cells or not (_TAG.search(cells) or "\\[" in cells))
             and (":" not in cells or not _EMOJI.search(cells)))
+
+
+def wrapped(text: str, limit: int | None = None, first: str = "", rest: str = "") -> str:
+    """``text`` wrapped at spaces to ``limit`` columns: ``first`` before its first line,
+    ``rest`` before the others; commands are kept whole."""
+    limit = width() if limit is None else limit
+    guarded = _COMMAND.sub(lambda m: m.group(0).rstrip(" ").replace(" ", NBSP)
+                           + (" " if m.group(0).endswith(" ") else ""), text)
+    lines = textwrap.wrap(guarded, width=max(limit, len(first) + 20), initial_indent=first,
+                          subsequent_indent=rest, break_long_words=False,
+                          break_on_hyphens=False)
+    return "\n".join(lines).replace(NBSP, " ")

@@ -19,8 +19,6 @@ A sentence wraps at spaces with a hanging indent, and keeps a command (``rota us
 from __future__ import annotations
 
 import io
-import re
-import textwrap
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -29,13 +27,10 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from rota.cli.plain import PIPE_WIDTH, width
+from rota.cli.plain import PIPE_WIDTH, width, wrapped
 
 __all__ = ["PIPE_WIDTH", "Column", "console", "fit", "print_table", "width", "wrapped"]
 
-NBSP = "\u00a0"
-# a command in a sentence: the program and its words, up to punctuation that ends it
-_COMMAND = re.compile(r"\b(?:rota|useradd|chmod|pip) (?:[\w./:=$'\"*-]+(?: |(?=[,;.)]|$)))+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,15 +86,3 @@ def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]], title: str 
 def _narrowest(table: Table, limit: int) -> int:
     probe = Console(width=max(limit, 1000), file=io.StringIO())
     return Measurement.get(probe, probe.options, table).minimum
-
-
-def wrapped(text: str, limit: int | None = None, first: str = "", rest: str = "") -> str:
-    """``text`` wrapped at spaces to ``limit`` columns: ``first`` before its first line,
-    ``rest`` before the others; commands are kept whole."""
-    limit = width() if limit is None else limit
-    guarded = _COMMAND.sub(lambda m: m.group(0).rstrip(" ").replace(" ", NBSP)
-                           + (" " if m.group(0).endswith(" ") else ""), text)
-    lines = textwrap.wrap(guarded, width=max(limit, len(first) + 20), initial_indent=first,
-                          subsequent_indent=rest, break_long_words=False,
-                          break_on_hyphens=False)
-    return "\n".join(lines).replace(NBSP, " ")

@@ -1,5 +1,6 @@
 """The client of the fast commands (``rota.cli.fast``, ``rota.cli.fastjobs``): the routes
-``rota ps``, ``rota logs``, ``rota run`` and ``rota submit`` need, as ``rota.client.Client``
+``rota ps``, ``rota logs``, ``rota run``, ``rota submit``, ``rota queues`` and ``rota nodes``
+need, as ``rota.client.Client``
 has them, without importing what ``Client`` does (``rota.core``'s domain model, at its import).
 
 Both send through ``rota.client.transport``, so they send, retry and fail alike; this module
@@ -21,7 +22,8 @@ from rota.client.transport import JSON, Transport, retried
 FULL_PAGE, BRIEF_PAGE = 1000, 10_000  # the most jobs of each view GET /v1/jobs gives at once
 
 class BareClient:
-    """``jobs_page``, ``job``, ``logs``, ``whoami``, ``queues``, ``submit`` and ``cancel`` as
+    """``jobs_page``, ``job``, ``logs``, ``whoami``, ``queues``, ``nodes``, ``submit`` and
+    ``cancel`` as
     ``rota.client.Client`` has them, and ``briefs``: the brief views ``rota ps`` shows."""
 
     def __init__(self, credentials: Credentials | None = None, timeout_s: float = 30.0,
@@ -97,6 +99,9 @@ class BareClient:
 
     def queues(self) -> list[dict]:
         return self.get("/v1/queues")
+
+    def nodes(self) -> list[dict]:
+        return self.get("/v1/nodes")
 
     def cancel(self, job_id: str) -> dict:
         return self.post(f"/v1/jobs/{quote(str(job_id), safe='')}/cancel")

@@ -20,6 +20,8 @@ The domain model:
 - ``resources``: resource quantities (milli-cores, MiB, milli-GPU) and requests, and their
   parsers;
 - ``nodes``: GPU devices and the nodes that hold them, with what work outside rota holds there;
+- ``nodelabels``: the node labels rota reports for people (limits enforced, full GPU names);
+  it imports nothing;
 - ``jobs``: jobs, their placements, and the legal moves between their states;
 - ``queues``: queues, flavours, quotas, cohorts and projects, with Kueue's vocabulary;
 - ``snapshot``: the immutable input of one scheduling cycle;

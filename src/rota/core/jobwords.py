@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from rota.core import shortforms
 from rota.core.decisions import Reason, ReasonCode
-from rota.core.shortforms import STARTING, age, state_word
+from rota.core.shortforms import STARTING, age, node_state, state_word
 from rota.core.wording import CAPACITY, amount, duration, hint, sentence
 
 FINISHED = ("succeeded", "failed", "cancelled")
@@ -55,14 +55,6 @@ def reason_column(job: dict[str, Any]) -> str:
     codes of its wait reasons."""
     return shortforms.reason_column(job.get("reason"),
                                     [r.get("code", "") for r in job.get("wait_reasons") or []])
-
-
-def node_state(node: dict[str, Any]) -> str:
-    """``ok``, ``cordoned``, ``draining``, ``drained`` (with the operator's reason) or
-    ``unavailable`` (with the backend's)."""
-    state = node.get("state") or ("ok" if node["schedulable"] else "cordoned")
-    why = node.get("reason") or (node.get("problem") if state == "unavailable" else "")
-    return f"{state} ({why})" if why else state
 
 
 def closed_nodes(nodes: Sequence[dict[str, Any]]) -> list[str]:

@@ -33,14 +33,10 @@ from typing import Mapping, NewType
 
 from rota.core.errors import InvalidSpec
 from rota.core.jobs import DeviceShare, Job
+from rota.core.nodelabels import GPU_MEMORY_ENFORCEMENT, JOB_LIMITS  # noqa: F401 (theirs)
 
 NodeName = NewType("NodeName", str)
 DEFAULT_GROUP = "default"
-# the label a backend sets on a node while its GPU-memory shares are not enforced (why, in words)
-GPU_MEMORY_ENFORCEMENT = "rota.dev/gpu-memory-enforcement"
-# the label a backend sets on a node to say how a job's CPU, memory and process limits are
-# enforced there ("cpu/memory/pids: cgroup v1"), or "not enforced: <why>"
-JOB_LIMITS = "rota.dev/job-limits"
 
 # node features (capabilities), see the module's docstring
 GPU_SHARING = "gpu-sharing"

@@ -12,6 +12,7 @@ it is asked for, so ``rota ps`` reads this module without the dataclasses and en
 - ``placement``: where its replicas run, ``n1: GPU 0,1``;
 - ``reason_column``: the reason of its last move, else the codes of its wait reasons;
 - ``counted``: a number and its noun, plural where it must be: ``1 job``, ``3 jobs``;
+- ``node_state``: a node's state in a word, with the reason;
 - ``state_word``: its state, ``starting`` for a SCHEDULED job whose backend holds its launch
   unstarted (its reason begins with ``STARTING``, as the control loop writes it).
 """
@@ -94,3 +95,11 @@ def reason_column(reason: str | None, codes: list[str] | None) -> str:
     if reason:
         return reason
     return ", ".join(dict.fromkeys(c for c in codes or () if c)) or "-"
+
+
+def node_state(node: dict) -> str:
+    """``ok``, ``cordoned``, ``draining``, ``drained`` (with the operator's reason) or
+    ``unavailable`` (with the backend's), from the API's view of a node."""
+    state = node.get("state") or ("ok" if node["schedulable"] else "cordoned")
+    why = node.get("reason") or (node.get("problem") if state == "unavailable" else "")
+    return f"{state} ({why})" if why else state
