@@ -16,7 +16,6 @@ import math
 import random
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any, Callable
 
 from rota.core import Job, JobState, Placement, WithinQueue
 from rota.scheduler.base import Base, position
@@ -102,7 +101,6 @@ class Cycle(QuotaHolds):
         self._could: dict[tuple, tuple[tuple[int, int], bool]] = {}  # see ``could_start``
         self._kinds: dict[str, tuple[Job, int]] = {}  # see ``kind_of``
         self._kind_ids: dict[tuple, int] = {}
-        self._alike: dict[tuple, tuple[tuple, list[Job], Any]] = {}  # see ``alike``
 
     def close(self) -> None:
         """Undo everything this cycle changed on its base: overlay (journal), caps, quota
@@ -189,28 +187,6 @@ class Cycle(QuotaHolds):
             number = self._kind_ids.setdefault(kind, len(self._kind_ids))  # hashes at once
             hit = self._kinds[job.id] = (job, number)
         return hit[1]
-
-    def moment(self) -> tuple:
-        """The cycle's state a step reads beyond the job: the overlay, the quota book, the
-        jobs leaving and evicting, the reservation and the quota held for partly covered jobs
-        (``hold_owed``)."""
-        return (self.state.version, self.book.version, len(self.gone), self.preemptors,
-                id(self.reservation), len(self.partial))
-
-    def alike(self, question: tuple, job: Job, answer: Callable[[], Any]) -> Any:
-        """``answer()``, a what-if about ``job`` that changes nothing, asked once for the jobs
-        of its kind (``kind_of``) while the cycle's ``moment`` and evictable jobs stay the
-        same: the answer for an earlier job alike otherwise. ``question`` names the question
-        and holds what else of the job the answer reads (whether the reservation caps it, say:
-        that depends on its walltime, which its kind does not say)."""
-        key = (question, self.kind_of(job))
-        moment = self.moment()
-        hit = self._alike.get(key)
-        if hit is None or hit[0] != moment or hit[1] is not self.evictable:
-            hit = (moment, self.evictable, answer())
-            if self.moment() == moment:  # a what-if: it left the cycle as it found it
-                self._alike[key] = hit
-        return hit[2]
 
     def _count(self, job: Job, sign: int) -> None:
         self.allocations += 1

@@ -168,7 +168,9 @@ class Walk:
         """The cycle's state a step reads beyond the job: the overlay, the quota book, the
         jobs leaving and evicting, the reservation and the quota to hold for partly covered
         jobs (``hold_owed``)."""
-        return self.cycle.moment()
+        cycle = self.cycle
+        return (cycle.state.version, cycle.book.version, len(cycle.gone), cycle.preemptors,
+                id(cycle.reservation), len(cycle.partial))
 
     def _preempt(self, job: Job) -> bool:
         """Step c: find victims for ``job`` and evict them; True if it did."""

@@ -94,23 +94,19 @@ class QueueShare(BestEffortFifo):
 
 def stuck(job: Job, view) -> bool:
     """Whether ``job`` could neither start nor evict now (a what-if: nothing changes; a
-    search that fails is remembered for the cycle, as the cycle's own are, and the answer is
-    the same for the jobs alike until the cycle changes: ``Cycle.alike``). A job the cycle's
-    reservation caps never evicts (``Cycle.capped``): it is stuck unless it could start, and
-    no search is made for it."""
+    search that fails is remembered for the cycle, as the cycle's own are). A job the
+    cycle's reservation caps never evicts (``Cycle.capped``): it is stuck unless it could
+    start, and no search is made for it."""
     if job.queue not in view.book.queues:
         return False
     if not view.book.admissible_ever(job.queue, job.total(), [f for f, _ in view.flavors(job)]):
         return True
     with view.lifted(job.queue):  # as the cycle tries it
-        capped = view.capped(job)  # it reads the job's walltime, which its kind does not say
-        return view.alike(("stuck", capped), job, lambda: _stuck(job, view, capped))
-
-
-def _stuck(job: Job, view, capped: bool) -> bool:
-    if view.could_start(job):
-        return False
-    return capped or view.victims_for(job, False) is None
+        if view.could_start(job):
+            return False
+        if view.capped(job):
+            return True
+        return view.victims_for(job, False) is None
 
 
 class FairArgs(BaseModel):
