@@ -45,6 +45,33 @@ def test_a_cached_snapshot_equals_a_fresh_one_after_every_write(db_url, clock):
         store.close()
 
 
+def test_the_holding_jobs_are_the_snapshots_and_keep_its_cache_whole(db_url, clock):
+    """``holding_jobs`` (what ``rota nodes`` reads, without the waiting jobs) gives the jobs of
+    the snapshot that hold resources, after every write, and reading it never drops a pending
+    job from the cache the next snapshot reads."""
+    store = seed(Store.open(db_url, clock=clock), gpus=4)
+    other = Store.open(db_url, clock=clock)
+    try:
+        ids = [store.submit(submission(2)) for _ in range(4)]
+        steps = [
+            lambda: None,
+            lambda: store.apply(run_cycle(store.snapshot(1.0), POLICY, 1.0), 1.0),  # 2 bound
+            lambda: other.transition(ids[0], S.RUNNING),         # written by another store
+            lambda: store.transition(ids[0], S.SUCCEEDED),       # frees its GPUs
+            lambda: store.apply(run_cycle(store.snapshot(2.0), POLICY, 2.0), 2.0),
+        ]
+        for n, step in enumerate(steps):
+            step()
+            holding = store.holding_jobs()
+            assert holding == tuple(j for j in fresh_snapshot(db_url, clock, 2.0).jobs
+                                    if j.state.holds_resources), f"after step {n}"
+            assert store.snapshot(2.0) == fresh_snapshot(db_url, clock, 2.0), f"after step {n}"
+        assert len(store.holding_jobs()) == 2
+    finally:
+        other.close()
+        store.close()
+
+
 def test_an_unchanged_wait_is_not_written_again(db_url, clock):
     store = seed(Store.open(db_url, clock=clock), gpus=2)
     updates: list[str] = []

@@ -107,7 +107,7 @@ class Reads:
         return [event_view(e) for e in self.store.events(job_id, after, limit)]
 
     def nodes(self, who: Principal) -> list[dict[str, Any]]:
-        return nodes_view(self.store.node_records(), self.store.snapshot(self.clock()),
+        return nodes_view(self.store.node_records(), self.store.holding_jobs(),
                           who.may_see, who.operator)
 
     def queues(self) -> list[dict[str, Any]]:

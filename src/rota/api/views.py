@@ -11,10 +11,9 @@ without learning anything about other projects' jobs.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
-from rota.core import JobState
-from rota.core import Snapshot
+from rota.core import Job, JobState
 from rota.store.admin import NodeRecord
 
 
@@ -28,13 +27,15 @@ def node_state(rec: NodeRecord, busy: bool) -> str:
     return "unavailable" if rec.node.problem else "ok"
 
 
-def nodes_view(records: list[NodeRecord], snapshot: Snapshot, may_see: Callable[[str], bool],
-               operator: bool = False) -> list[dict[str, Any]]:
-    """Nodes with what holds each GPU: rota's jobs (ids and projects only where ``may_see``)
-    and work outside rota (who holds it: operators only); ``allocated``: the CPU and memory
-    that rota's jobs holding resources there and work outside rota take of the node."""
+def nodes_view(records: list[NodeRecord], holding: Iterable[Job],
+               may_see: Callable[[str], bool], operator: bool = False) -> list[dict[str, Any]]:
+    """Nodes with what holds each GPU: rota's jobs (``holding``: those that hold resources;
+    ids and projects only where ``may_see``) and work outside rota (who holds it: operators
+    only); ``allocated``: the CPU and memory that rota's jobs holding resources there and work
+    outside rota take of the node."""
+    holding = list(holding)
     held: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for job in snapshot.jobs:
+    for job in holding:
         if job.placement is None or not job.state.holds_resources:
             continue
         visible = may_see(job.project)
@@ -51,10 +52,10 @@ def nodes_view(records: list[NodeRecord], snapshot: Snapshot, may_see: Callable[
                     "job": None, "project": None, "replica": None, "share": d.milli / 1000,
                     "memory_mib": d.memory_mib,
                     "foreign": f.holder if operator else "work outside rota"})
-    busy = {rep.node for job in snapshot.jobs if job.placement is not None
+    busy = {rep.node for job in holding if job.placement is not None
             and job.state.holds_resources for rep in job.placement.replicas}
     taken: dict[str, list[int]] = {}  # node -> [milli-CPU, MiB] rota's jobs and foreign work hold
-    for job in snapshot.jobs:
+    for job in holding:
         if job.placement is not None and job.state.holds_resources:
             for rep in job.placement.replicas:
                 mine = taken.setdefault(rep.node, [0, 0])

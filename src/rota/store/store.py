@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping
 from sqlalchemy import Connection
 
 from rota.core import End, IllegalTransition, JobId, JobState, Placement, RotaError
-from rota.core import Decisions, Snapshot
+from rota.core import Decisions, Job, Snapshot
 from rota.store import access, briefs, changes, cycle, jobs, lease, submit
 from rota.store.authcache import DEFAULT_TTL_S
 from rota.store.billing import Billing
@@ -360,6 +360,11 @@ class Store(Tenancy, Inventory, Billing):
         as stored (decayed to its ``as_of``): the fair-share plugin decays it to ``now``."""
         with self._read() as conn:
             return cycle.snapshot(conn, self._jobs)
+
+    def holding_jobs(self) -> tuple[Job, ...]:
+        """The jobs that hold resources now (``rota.store.cycle.JobCache.holding``)."""
+        with self._read() as conn:
+            return self._jobs.holding(conn)
 
     def apply(self, decisions: Decisions, now: float) -> ApplyResult:
         """Persist one cycle's decisions in one transaction (see ``rota.store.cycle``)."""
