@@ -1,7 +1,8 @@
 """The deployment manifests (deploy/kubernetes) against the real API server: every object
 passes server-side dry run, and the ServiceAccount they make, with only the rights they give
 it, runs the backend through all it does (a gang on a HAMi node, a Pod offered and bound, a
-Pod refused and told why, a cancel) while it is refused what it never needs.
+Pod refused and told why, a cancel) and runs a command in its Pods (an exec through the API
+server), while it is refused what it never needs.
 
 The kustomization is kept plain (only ``resources``), so that the files applied here are
 exactly what ``kubectl apply -k deploy/kubernetes`` sends. For the real run the objects are
@@ -20,11 +21,13 @@ import pytest
 import yaml
 
 from kubekit import HamiPlugin
-from rota.backends.base import OFFER_LABEL, LaunchSpec
+from rota.backends.base import OFFER_LABEL, BackendError, LaunchSpec
 from rota.backends.kube.api import KubeApi, KubeError, pods_path
 from rota.backends.kube.backend import KubeBackend, KubeConfig
+from rota.backends.kube.streams import open_exec
 from rota.core import DeviceShare, GpuRequest, Job, JobId, Placement, ReplicaPlacement, \
     ReplicaRequest
+from streamkit import CONTAINER, Reader, exec_rule, once_kwok_knows, running_pod
 from waiting import poll
 
 wait = functools.partial(poll, timeout=60, every=0.1)
@@ -164,9 +167,32 @@ def test_the_service_account_may_do_what_rota_does_and_no_more(cluster, as_rota)
     finally:
         backend.close()
     assert allowed(as_rota, ns, "get", "pods", "log")  # rota logs (kwok serves no logs)
+    for subresource in ("exec", "portforward"):  # rota exec, rota shell, rota forward
+        for verb in ("get", "create"):  # (a WebSocket is a GET, and needs create too)
+            assert allowed(as_rota, ns, verb, "pods", subresource)
+            assert not allowed(as_rota, "default", verb, "pods", subresource)
     assert not allowed(as_rota, "default", "create", "pods")  # its own namespace only
     assert not allowed(as_rota, ns, "get", "secrets")
     assert not allowed(as_rota, "", "delete", "nodes")
+
+
+def test_the_service_account_runs_commands_in_its_namespaces_pods_only(cluster, as_rota,
+                                                                       tmp_path):
+    node = cluster.add_node("x")
+    pod = running_pod(cluster, "replica", node)
+    exec_rule(cluster, pod, str(tmp_path), {})
+
+    def echo_as_rota() -> bytes:
+        channel = open_exec(as_rota, cluster.namespace, pod, CONTAINER, ["echo", "as-rota"],
+                            tty=False)
+        try:
+            return Reader(channel).read_all()
+        finally:
+            channel.close()
+    assert once_kwok_knows(echo_as_rota, "an exec as rota's account") == b"as-rota\n"
+    with pytest.raises(BackendError) as refused:  # elsewhere: refused before any Pod is looked up
+        open_exec(as_rota, "default", pod, CONTAINER, ["true"], tty=False)
+    assert refused.value.code == "forbidden" and "pods/exec" in str(refused.value)
 
 
 def a_job(job_id: str, gpus: float, replicas: int, labels=()) -> Job:

@@ -3,7 +3,8 @@ translations it is made of.
 
 The translations do no I/O and import no ``kubernetes`` client: ``api`` is the only module
 that imports it, on first use, and only ``api``, ``informer``, ``lock``, ``tokens``,
-``launch`` and ``backend`` make requests.
+``launch``, ``streams`` and ``backend`` make requests (``streams`` opens WebSockets with the
+client's configuration).
 
 Pure translations:
 
@@ -28,5 +29,7 @@ What talks to the API server:
 - ``tokens``: the Secret that holds an attempt's API token, which its Pods read (never a value
   in a Pod);
 - ``launch``: starting one attempt as a gang of Pods, all bound or none, and finding it again;
+- ``streams``: a command run in a Pod's container (``pods/exec``) and a connection to a
+  Pod's port (``pods/portforward``), each a duplex ``Channel`` over the API server;
 - ``backend``: the Kubernetes ``Backend``: inventory, offers, launch, poll, signal, cancel and logs.
 """

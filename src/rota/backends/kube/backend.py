@@ -23,6 +23,8 @@ Vocabulary and what each part is:
   with the grace given.
 - Logs: Kubernetes keeps one log per container, stdout and stderr together: ``read_log``
   gives it as ``stdout``; ``stderr`` is empty.
+- Streams: ``open_exec`` and ``open_port`` reach a replica whose Pod the cache knows Running
+  through ``pods/exec`` and ``pods/portforward`` (``rota.backends.kube.streams``).
 
 HAMi's node lock: a lock HAMi's device plugin has kept longer than ``lock_wait_s`` for a Pod
 that still exists (``rota.backends.kube.lock.stuck``) makes every GPU of the node unhealthy in
@@ -48,7 +50,7 @@ from rota.backends.base import (
     Status, offer_key,
 )
 from rota.backends.kube.api import NODES, KubeApi, KubeError, connect, pods_path
-from rota.backends.kube import lock, tokens
+from rota.backends.kube import lock, streams, tokens
 from rota.backends.kube.informer import Informer
 from rota.backends.kube.launch import BACKEND, Launcher, Settings
 from rota.backends.kube.names import (
@@ -369,6 +371,40 @@ class KubeBackend:
             yield from _from_offset(response, offset)
         finally:
             response.release_conn()
+
+    # -- streams ------------------------------------------------------------------------------
+
+    def open_exec(self, handle: Handle, rank: int, argv: Sequence[str],
+                  tty: bool) -> streams.KubeChannel:
+        """``argv`` in the container of replica ``rank``'s Pod, as the container runs: the
+        job's user, environment, devices and working directory (``streams.open_exec``)."""
+        namespace, name = self._running(handle, rank)
+        return streams.open_exec(self.api, namespace, name, CONTAINER, argv, tty)
+
+    def open_port(self, handle: Handle, rank: int, port: int) -> streams.KubeChannel:
+        """A TCP connection to ``port`` of replica ``rank``'s Pod (``streams.open_port``)."""
+        namespace, name = self._running(handle, rank)
+        return streams.open_port(self.api, namespace, name, port)
+
+    def _running(self, handle: Handle, rank: int) -> tuple[str, str]:
+        """Namespace and name of replica ``rank``'s Pod, known Running from the cache."""
+        if handle.backend != self.name:
+            raise BackendError("foreign_handle", f"handle of backend {handle.backend!r}, "
+                                                 f"not {self.name!r}")
+        if isinstance(rank, bool) or not isinstance(rank, int) or \
+                not 0 <= rank < len(handle.replicas):
+            raise BackendError("no_replica", f"rank: job {handle.job_id} has no replica "
+                                             f"{rank!r} (its ranks are 0 to "
+                                             f"{len(handle.replicas) - 1})")
+        namespace, name, uid = _ref(handle.replicas[rank], f"handle.replicas[{rank}]")
+        pod = self.pods.get(f"{namespace}/{name}")
+        what = f"replica {rank} of job {handle.job_id} (Pod {namespace}/{name})"
+        if pod is None or pod.uid != uid or pod.deleting:
+            raise BackendError("not_running", f"{what} is gone or stopping: see rota show")
+        if pod.phase != "Running":
+            raise BackendError("not_running", f"{what} is {pod.phase}, not Running: wait "
+                                              "until it runs (rota show)")
+        return namespace, name
 
     # -- act ---------------------------------------------------------------------------------
 
