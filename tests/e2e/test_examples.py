@@ -31,3 +31,12 @@ def test_an_example_job_runs_to_the_end(rota_server, name, replicas, line):
         if replicas > 1:
             assert f"replica {rank} of {replicas}" in out
     assert shown(rota_server, job)["state"] == "succeeded"
+    if replicas > 1:  # every replica's at once, each line labelled with its rank
+        labelled = ok(rota(rota_server, "logs", job, "--all-replicas", "--stdout"))
+        for rank in range(replicas):
+            own = ok(rota(rota_server, "logs", job, "--replica", str(rank), "--stdout"))
+            assert [line[len(f"{rank}: "):] for line in labelled.splitlines()
+                    if line.startswith(f"{rank}: ")] == own.splitlines()
+        assert all(line[:3] in ("0: ", "1: ") for line in labelled.splitlines())
+        followed = ok(rota(rota_server, "logs", job, "--all-replicas", "-f", "--stdout"))
+        assert sorted(followed.splitlines()) == sorted(labelled.splitlines())

@@ -170,6 +170,8 @@ def logs(
     attempt: Optional[int] = typer.Option(None, "--attempt", min=0, metavar="N",
                                           help="An earlier attempt's logs (rota show numbers "
                                                "the attempts)."),
+    all_replicas: bool = typer.Option(False, "--all-replicas", help="Every replica's, each "
+                                      "line labelled with its rank (as srun --label)."),
 ) -> None:
     """Print a job's output and errors (its stdout here on stdout, its stderr on stderr)."""
     from rota.cli.logs import STREAMS, ended_line, follow as follow_logs, outcome, show_now
@@ -179,14 +181,17 @@ def logs(
     if follow and attempt is not None:
         die("--follow, --attempt: an earlier attempt has ended; its logs are printed whole",
             EXIT_BAD_INPUT)
+    if all_replicas and replica:
+        die("--replica, --all-replicas: give one of them", EXIT_BAD_INPUT)
     streams = ("stdout",) if stdout_only else ("stderr",) if stderr_only else STREAMS
     with talking() as client:
+        ranks = tuple(range(client.job(job)["replicas"])) if all_replicas else None
         if not follow:
-            show_now(client, job, replica, streams, tail,
+            show_now(client, job, replica, streams, tail, ranks,
                      **({} if attempt is None else {"attempt": attempt}))
             return
         try:
-            follow_logs(client, job, replica, streams, tail)
+            follow_logs(client, job, replica, streams, tail, ranks)
         except KeyboardInterrupt:
             return
         final = client.job(job)

@@ -7,6 +7,9 @@
   ``-f`` the streams are printed one after the other (output first); with ``-f`` both are
   followed at once, each written as it arrives.
 - ``--tail N``: only the last N lines of each stream (then, with ``-f``, what comes next).
+- ``--all-replicas``: every replica's streams, each line labelled with its replica's rank as
+  ``srun --label`` does (``1: loss 0.3``); without ``-f`` replica by replica, with ``-f`` all
+  at once, a line printed whole once it ends (the last one, unended, when its stream ends).
 - Following ends when the job has ended and everything it wrote was printed; the exit status
   is then the job's (``outcome``): 0 when it succeeded, its exit code when it failed with one,
   1 otherwise (failed without a code, cancelled, rejected), and one line on stderr says how it
@@ -80,6 +83,44 @@ def _skipped(chunks: Iterable[bytes], skip: int) -> Iterable[bytes]:
         skip = 0
 
 
+class Labelled:
+    """A sink that writes each line with ``RANK: `` before it (as ``srun --label``), keeping a
+    line that has not ended until it does; ``lock`` keeps the lines of several replicas that
+    share one stream whole."""
+
+    def __init__(self, out: BinaryIO, rank: int, lock: threading.Lock) -> None:
+        self.out, self.prefix, self.lock = out, f"{rank}: ".encode(), lock
+        self.partial = b""
+
+    def write(self, chunk: bytes) -> None:
+        lines = (self.partial + chunk).split(b"\n")
+        self.partial = lines.pop()
+        if lines:
+            with self.lock:
+                self.out.write(b"".join(self.prefix + line + b"\n" for line in lines))
+
+    def flush(self) -> None:
+        with self.lock:
+            self.out.flush()
+
+    def close(self) -> None:
+        """The last line, if it never ended."""
+        if self.partial:
+            self.partial, last = b"", self.partial
+            self.write(last + b"\n")
+        self.flush()
+
+
+def _sinks(streams: tuple[str, ...], replica: int, ranks: tuple[int, ...] | None
+           ) -> list[tuple[int, str, Any]]:
+    """(replica, stream, where it is printed) for each stream of each replica in ``ranks``
+    (labelled), or (``ranks`` None) of ``replica`` alone, as they are."""
+    if ranks is None:
+        return [(replica, s, _sink(s, streams)) for s in streams]
+    locks = {s: threading.Lock() for s in streams}
+    return [(r, s, Labelled(_sink(s, streams), r, locks[s])) for r in ranks for s in streams]
+
+
 def _follow_one(client: Client, job: str, replica: int, stream: str, tail: int | None,
                 out: BinaryIO, errors: list[BaseException]) -> None:
     try:
@@ -94,33 +135,43 @@ def _follow_one(client: Client, job: str, replica: int, stream: str, tail: int |
 
 
 def follow(client: Client, job: str, replica: int = 0, streams: Iterable[str] = STREAMS,
-           tail: int | None = None) -> None:
+           tail: int | None = None, ranks: tuple[int, ...] | None = None) -> None:
     """Print the streams as they grow until the job has ended; errors of the server are
-    raised here, in the calling thread."""
+    raised here, in the calling thread. ``ranks``: those replicas' streams at once, labelled
+    (``Labelled``), instead of ``replica``'s."""
     errors: list[BaseException] = []
     streams = tuple(streams)
+    sinks = _sinks(streams, replica, ranks)
     threads = [threading.Thread(target=_follow_one, daemon=True, args=(
-        client, job, replica, s, tail, _sink(s, streams), errors)) for s in streams]
+        client, job, r, s, tail, out, errors)) for r, s, out in sinks]
     for t in threads:
         t.start()
     for t in threads:
         while t.is_alive():
             t.join(0.2)  # wakes up for Ctrl-C
+    for _, _, out in sinks:
+        if isinstance(out, Labelled):
+            out.close()
     if errors:
         raise errors[0]
 
 
 def show_now(client: Client, job: str, replica: int = 0, streams: Iterable[str] = STREAMS,
-             tail: int | None = None, **attempt: int) -> bool:
-    """Print what the streams hold now, one after the other; whether anything was printed.
+             tail: int | None = None, ranks: tuple[int, ...] | None = None,
+             **attempt: int) -> bool:
+    """Print what the streams hold now, one after the other (``ranks``: those replicas',
+    replica by replica, labelled, instead of ``replica``'s); whether anything was printed.
     ``attempt=N``: an ended attempt's (the full client only)."""
     wrote = False
     streams = tuple(streams)
-    for stream in streams:
+    sinks = _sinks(streams, replica, ranks)
+    for rank, stream, out in sinks:
         if tail is None:
-            chunks = list(client.logs(job, replica, stream, False, **attempt))
+            chunks = list(client.logs(job, rank, stream, False, **attempt))
         else:
-            chunks = [_last_lines(current(client, job, replica, stream, **attempt), tail)]
-        _write(_sink(stream, streams), chunks)
+            chunks = [_last_lines(current(client, job, rank, stream, **attempt), tail)]
+        _write(out, chunks)
+        if isinstance(out, Labelled):
+            out.close()
         wrote = wrote or any(chunks)
     return wrote
