@@ -8,11 +8,16 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import replace
+from datetime import datetime, timezone
 
 import pytest
 from rich.console import Console
 
-from apikit import job_file
+from apikit import job_file, seed_tenants
+from conftest import Api
+from fastapi.testclient import TestClient
+from rota.api import create_app
+from rota.store import Store
 from rota.backends.base import Handle, ReplicaHandle
 from rota.backends.local import Proc
 from rota.cli.detail import render_job
@@ -158,6 +163,10 @@ def test_the_operator_sees_every_job_on_the_gpu_grid_and_who_holds_the_rest(api,
     assert "(p): 0.5 GPU, 20 GiB" in text and "(skunkworks): 1 GPU" in text
     assert "slurm job 7 (omar): 0.25 GPU" in text
     assert "another project" not in text
+    # CPU and memory allocated of the node's, as rota nodes: the two jobs that hold GPUs, of
+    # a job's default 1 CPU and 1 GiB each (the waiting one holds nothing)
+    alloc = re.search(r'id="alloc-n1">([^<·]*)', text).group(1).split()
+    assert " ".join(alloc) == "2 of 64 CPUs, 2 GiB of 512 GiB allocated", alloc
 
 
 def test_a_member_sees_another_projects_gpu_only_as_a_share_on_every_page(api, cluster):
@@ -321,3 +330,35 @@ def test_a_metrics_token_opens_no_dashboard(api):
     refused = api.client.post("/ui/login", data={"token": metrics}, follow_redirects=False)
     assert refused.status_code == 401 and "set-cookie" not in refused.headers
     assert "metrics token" in refused.text
+
+
+def test_usage_shows_this_months_gpu_hours_cost_and_budgets(tmp_path):
+    """This month's exact GPU-hours per project, their cost, and each budget with its state:
+    a job of p bound two hours ago holds a GPU, so p is past its hard limit; q has none."""
+    now = [datetime(2026, 11, 15, 12, tzinfo=timezone.utc).timestamp()]
+    store = Store.open(tmp_path / "db", clock=lambda: now[0])
+    try:
+        tokens = seed_tenants(store)
+        app = Api(store, TestClient(create_app(store, data_dir=tmp_path / "data")),
+                  {u: {"Authorization": f"Bearer {t}"} for u, t in tokens.items()},
+                  tmp_path / "data")
+        made = app.post_job(job_file(name="long-a", resources={"gpu": 1}))
+        assert made.status_code == 201, made.text
+        cycle(app, now=now[0])
+        now[0] += 7200
+        store.put_prices("EUR", {"H100": 3.0})
+        store.set_budget("p", 1.0, 2.0)
+        login(app, "alice")
+        text = page(app, "/ui/usage")
+        month = re.search(r'id="month-p">(.*?)</tr>', text, re.S).group(1)
+        cells = re.findall(r"<td[^>]*>([^<]*)</td>", month)
+        assert cells == ["p", "2.00", "6.00", "1", "2", "over-hard"], cells
+        assert "This month (2026-11, UTC)" in text and "Cost (EUR)" in text
+        assert 'id="month-q"' not in text  # alice's projects only
+        login(app, "root")
+        everyone = page(app, "/ui/usage")
+        theirs = re.search(r'id="month-q">(.*?)</tr>', everyone, re.S).group(1)
+        assert re.findall(r"<td[^>]*>([^<]*)</td>", theirs) == [
+            "q", "0.00", "0.00", "-", "-", "no budget"]
+    finally:
+        store.close()

@@ -5,7 +5,8 @@
 - ``/ui/jobs``: jobs, newest first, filtered by state, project and queue, as ``rota ps``;
 - ``/ui/jobs/ID``: one job as ``rota show`` tells it (``rota.core.jobwords``): state, request,
   placement, why it waits, hints, estimated start, its attempts and events;
-- ``/ui/usage``: decayed GPU-hours per project, as ``rota usage``;
+- ``/ui/usage``: decayed GPU-hours per project, as ``rota usage``; and this month's exact
+  GPU-hours, their cost and each project's budget with its state;
 - ``/ui/login`` and ``/ui/logout``: a token in, a session opened; the session closed
   (``session``).
 
@@ -50,6 +51,7 @@ from rota.api.state import Api
 from rota.core import InvalidSpec, JobState, RotaError, jobwords
 from rota.core.wording import amount, duration
 from rota.store import NotFound, Principal, Store
+from rota.store.accounting import month_bounds
 
 HERE = Path(__file__).parent
 ACTIVE = ("pending", "scheduled", "running", "preempting")  # what rota ps lists by default
@@ -217,10 +219,30 @@ def job(request: Request, job_id: str, ui: Ui = Depends(ui_of)) -> Response:
 @router.get("/ui/usage", include_in_schema=False)
 def usage(request: Request, ui: Ui = Depends(ui_of)) -> Response:
     def build(who: Principal) -> HTMLResponse:
+        month, currency, rows = _this_month(ui, who)
         return ui.render("usage.html", who=who, nav="usage",
                          bars=usage_bars(ui.reads.usage(who)),
-                         half_life_s=ui.store.usage_half_life_s)
+                         half_life_s=ui.store.usage_half_life_s,
+                         month=month, currency=currency, months=rows)
     return ui.page(request, build)
+
+
+def _this_month(ui: Ui, who: Principal) -> tuple[str, str | None, list[dict[str, Any]]]:
+    """The calendar month (UTC) so far, per project ``who`` sees, as ``rota usage --since``
+    the month's first day gives it: exact GPU-hours, their cost where prices are set, and the
+    project's budget with the state it is in."""
+    now = ui.reads.clock()
+    start, _, month = month_bounds(now)
+    seen = ui.reads.projects(who)
+    report, currency = ui.store.report(start, now, ("project",), now,
+                                       [p["name"] for p in seen])
+    lines = {line.key[0]: line for line in report.lines}
+    rows = []
+    for p in seen:
+        line = lines.get(p["name"])
+        rows.append({"project": p["name"], "gpu_hours": line.gpu_hours if line else 0.0,
+                     "cost": line.cost if line else 0.0, "budget": p["budget"]})
+    return month, currency, rows
 
 
 def _next(target: str) -> str:
