@@ -159,3 +159,40 @@ def test_a_job_s_own_token_calls_only_the_models_of_its_project(gw):
                    headers=own).status_code == 403
     store.transition(job, JobState.SUCCEEDED, exit_code=0)  # the attempt ends, its token too
     assert gw.get("/v1/models", headers=own).status_code == 401
+
+
+def ui_login(client, token_header: dict[str, str]) -> None:
+    token = token_header["Authorization"].split()[1]
+    reply = client.post("/ui/login", data={"token": token, "next": "/ui/services"},
+                        follow_redirects=False)
+    assert reply.status_code == 303, reply.text
+
+
+def test_the_dashboards_services_page_shows_what_rota_services_shows(gw):
+    assert gw.post("/v1/services", json=service(), headers=gw.who["alice"]).status_code == 201
+    ui_login(gw, gw.who["alice"])
+    text = gw.get("/ui/services").text
+    row = text.split('id="service-tiny">', 1)[1].split("</tr>", 1)[0]
+    assert "<td>tiny</td><td>tiny</td><td>p</td><td>q</td>" in row
+    assert "0/0 (0-2)" in row and "stands by" not in text
+    ui_login(gw, gw.who["bob"])  # another project's service is not shown
+    assert 'id="service-tiny"' not in gw.get("/ui/services").text
+
+
+def test_a_standby_dashboard_lists_the_stored_services(tmp_path):
+    """Without a serving runtime (a standby's), the services are listed as stored."""
+    store = Store.open(tmp_path / "db", clock=lambda: 100.0)
+    try:
+        tokens = seed_tenants(store)
+        leader = TestClient(create_app(store, data_dir=tmp_path / "data", serving=Serving(
+            store, LocalBackend(tmp_path / "data", node=store.list_nodes()[0][0]),
+            lambda: None)))
+        who = {u: {"Authorization": f"Bearer {t}"} for u, t in tokens.items()}
+        assert leader.post("/v1/services", json=service(), headers=who["alice"]).status_code \
+            == 201
+        standby = TestClient(create_app(store, data_dir=tmp_path / "data"))
+        ui_login(standby, who["alice"])
+        text = standby.get("/ui/services").text
+        assert 'id="service-tiny"' in text and "stands by" in text
+    finally:
+        store.close()

@@ -29,11 +29,13 @@ def _serving(api: Api) -> Serving:
     return api.serving
 
 
-def view(serving: Serving, record: ServiceRecord,
+def view(serving: Serving | None, record: ServiceRecord,
          views: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """What the runtime sees of the service (``views``: ``serving.views()`` when read
     already), else its stored settings with nothing running yet."""
-    live = (serving.views() if views is None else views).get(record.name)
+    if views is None:
+        views = {} if serving is None else serving.views()
+    live = views.get(record.name)
     if live is not None:
         return live
     s = record.settings
@@ -70,9 +72,14 @@ async def create(body: Any = Body(...), who: Principal = Depends(principal),
 @router.get("/v1/services")
 def services(who: Principal = Depends(principal),
              api: Api = Depends(api_of)) -> list[dict[str, Any]]:
-    serving = _serving(api)
-    views = serving.views()
-    return [view(serving, r, views) for r in api.store.services.list()
+    return listed(api, who)
+
+
+def listed(api: Api, who: Principal) -> list[dict[str, Any]]:
+    """The services ``who`` may see, as the serving runtime sees them now (as stored, with
+    nothing running, where this control plane runs none: a standby's dashboard)."""
+    views = {} if api.serving is None else api.serving.views()
+    return [view(api.serving, r, views) for r in api.store.services.list()
             if who.may_see(r.project)]
 
 

@@ -5,6 +5,7 @@
 - ``/ui/jobs``: jobs, newest first, filtered by state, project and queue, as ``rota ps``;
 - ``/ui/jobs/ID``: one job as ``rota show`` tells it (``rota.core.jobwords``): state, request,
   placement, why it waits, hints, estimated start, its attempts and events;
+- ``/ui/services``: model services, their replicas and traffic, as ``rota services``;
 - ``/ui/usage``: decayed GPU-hours per project, as ``rota usage``; and this month's exact
   GPU-hours, their cost and each project's budget with its state;
 - ``/ui/login`` and ``/ui/logout``: a token in, a session opened; the session closed
@@ -47,6 +48,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from rota.api.dashboard import session
 from rota.api.dashboard.shapes import gpu_cells, quota_rows, usage_bars
 from rota.api.logs import LogReader
+from rota.api.service_routes import listed
 from rota.api.state import Api
 from rota.core import InvalidSpec, JobState, RotaError, jobwords
 from rota.core.wording import amount, duration
@@ -72,6 +74,7 @@ class Ui:
     """What the pages share: the API's state, the templates and the open sessions."""
 
     def __init__(self, api: Api) -> None:
+        self.api = api
         self.store, self.reads, self.read_log = api.store, api.reads, api.read_log
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
                                undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -213,6 +216,14 @@ def job(request: Request, job_id: str, ui: Ui = Depends(ui_of)) -> Response:
                          hints=jobwords.hints(found, nodes),
                          waiting=jobwords.not_yet_explained(found, ui.reads.clock()),
                          stderr=jobwords.stderr_tail(stderr))
+    return ui.page(request, build)
+
+
+@router.get("/ui/services", include_in_schema=False)
+def services(request: Request, ui: Ui = Depends(ui_of)) -> Response:
+    def build(who: Principal) -> HTMLResponse:
+        return ui.render("services.html", who=who, nav="services",
+                         services=listed(ui.api, who), serving=ui.api.serving is not None)
     return ui.page(request, build)
 
 
