@@ -283,15 +283,22 @@ class JobFileSpec(JobSpec):
     @field_validator("export", mode="before")
     @classmethod
     def _export(cls, value: Any) -> Any:
-        if value is None or (isinstance(value, str) and value.lower() in ("all", "none")):
-            return value
-        if not isinstance(value, list):
-            raise reason_error(f"expected all, none or a list of variable names, got {value!r}")
-        for k, name in enumerate(value):
-            if not isinstance(name, str) or not _ENV_NAME.match(name):
-                raise reason_error(f"item {k}: {name!r} is not a variable name (letters, "
-                                   "digits and _, not starting with a digit)")
+        with _limit("export"):
+            check_export(value)
         return value
+
+
+def check_export(value: Any) -> None:
+    """A job file's ``export``: None, ``all``, ``none`` or a list of variable names."""
+    if value is None or (isinstance(value, str) and value.lower() in ("all", "none")):
+        return
+    if not isinstance(value, list):
+        raise InvalidSpec("export", f"expected all, none or a list of variable names, got "
+                          f"{value!r}")
+    for k, name in enumerate(value):
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise InvalidSpec("export", f"item {k}: {name!r} is not a variable name (letters, "
+                              "digits and _, not starting with a digit)")
 
 
 def to_job(spec: JobSpec, submit_time: float) -> Job:
