@@ -42,8 +42,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 NEVER_PREFIXES = ("ROTA_", "SLURM_", "SBATCH_", "SRUN_", "SALLOC_", "CUDA_MPS_")
@@ -75,14 +74,13 @@ class EnvOptionError(ValueError):
         self.option, self.reason = option, reason
 
 
-@dataclass(frozen=True, slots=True)
-class Export:
+class Export(NamedTuple):
     """What to take from the caller: ``everything`` (``ALL``), ``names`` (of the caller's
-    variables), ``values`` (set as given); None as a whole: the default (``default_export``)."""
+    variables), ``values`` (set as given). A named tuple: the fast path loads no dataclasses."""
 
     everything: bool = False
     names: tuple[str, ...] = ()
-    values: Mapping[str, str] = field(default_factory=dict)
+    values: Mapping[str, str] = {}
 
 
 NONE = Export()
