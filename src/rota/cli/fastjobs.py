@@ -3,7 +3,10 @@
 
 They neither read nor validate the job: ``rota submit`` sends the file's bytes as they are
 (``Content-Type: application/yaml``), with ``--project``, ``--queue``, ``--array`` and the
-configured defaults as the query; ``rota run`` sends the job its options make, as JSON. The
+configured defaults as the query; ``rota run`` sends the job its options make, as JSON, with
+the caller's environment that ``--export``, ``--env-file`` and ``--env`` say
+(``rota.cli.environ``; a mistake of theirs, or an environment too large, is the Typer
+command's to name). The
 server reads the file as the Typer command does, validates the job with the same models as
 ``rota.spec``, chooses the project and queue that nothing names as ``rota.cli.choose`` would
 (``rota.api.jobfile``), and refuses an invalid job (HTTP 422) before anything is made. They

@@ -14,6 +14,8 @@ A job file's relative ``workdir`` is a directory beside the file: it is packed a
 directory (``..``, or a link that leads out): a job file someone gave you cannot make you
 upload your home or ``/etc``. An absolute ``workdir`` is a path on the server, used in place
 and never uploaded. ``rota run --workdir DIR`` uploads the directory you name.
+``rota run`` sends the caller's environment as ``--export``, ``--env-file`` and ``--env`` say,
+and ``submit`` what a job file's ``export`` names under its ``env`` (``rota.cli.environ``).
 
 ``--wait`` (both commands) stays attached like ``srun``: it prints the job's output and errors
 as they come (``rota.cli.logs``) and exits with the job's exit status; Ctrl-C cancels the job.
