@@ -65,12 +65,14 @@ def test_too_large_an_environment_says_to_send_less(server, tmp_path):
 
 def test_a_job_files_export_adds_your_variables_under_its_env(server, tmp_path):
     path = tmp_path / "job.yaml"
-    path.write_text("name: x\nentrypoint: 'true'\nexport: all\nenv: {WANDB_MODE: online}\n")
+    path.write_text("name: x\nentrypoint: 'true'\nexport: all\n"
+                    "env: {WANDB_MODE: online, SEED: 1}\n")
     fast, typer, loaded = both(server, tmp_path, "submit", path, **MINE)
     assert "typer" in loaded  # the server never reads the caller's environment
     made_alike(server, fast, typer)
     env = job_of(server, fast).run["env"]
-    assert (env["WANDB_MODE"], env["VIRTUAL_ENV"]) == ("online", "/home/al/venv")
+    assert (env["WANDB_MODE"], env["SEED"], env["VIRTUAL_ENV"]) == (
+        "online", "1", "/home/al/venv")
     assert not {"HOME", "ROTA_TOKEN", "CUDA_VISIBLE_DEVICES"} & set(env)
     path.write_text("name: x\nentrypoint: 'true'\nexport: [VIRTUAL_ENV, NOT_SET]\n")
     fast, typer, _ = both(server, tmp_path, "submit", path, **MINE)

@@ -110,7 +110,7 @@ def file_body(client: Client, data: dict[str, Any], local: Path | None, project:
     if "export" in body:  # the caller's variables, under the file's own env
         try:
             export = environ.export_of_file(body.pop("export"))
-            body["env"] = environ.job_env(export, None, body.get("env") or {})
+            body["env"] = {**environ.job_env(export), **(body.get("env") or {})}
         except environ.EnvOptionError as exc:
             die(str(exc), EXIT_BAD_INPUT)
     body["project"] = choose.project_of(client, project or data.get("project") or mine.project)
