@@ -6,7 +6,7 @@ import pytest
 
 from rota.backends.base import RunAs
 from rota.backends.env import (
-    ReplicaContext, account_env, inherited, replica_env, rota_variables,
+    TORCH_NAMES, ReplicaContext, account_env, inherited, replica_env, rota_variables,
 )
 from rota.core import DeviceShare, InvalidSpec
 
@@ -41,6 +41,25 @@ def test_gang_coordinates() -> None:
     env = rota_variables(ctx(rank=1, world=2))
     assert (env["ROTA_JOB_ID"], env["ROTA_REPLICA_RANK"], env["ROTA_WORLD_SIZE"]) == ("j1", "1", "2")
     assert (env["ROTA_MASTER_ADDR"], env["ROTA_MASTER_PORT"]) == ("127.0.0.1", "29500")
+
+
+def test_every_replica_gets_torchruns_variables_as_a_node_of_one_process() -> None:
+    # rank 2 of 4: RANK and WORLD_SIZE are rota's; each replica sees only its own GPU, so it is
+    # a node of one process to torch: LOCAL_RANK 0 names that GPU, NODE_RANK is its rank
+    env = replica_env({}, {}, ctx(DeviceShare(5, 1000, 81920), rank=2, world=4))
+    assert {k: env[k] for k in TORCH_NAMES} == {
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "RANK": "2", "WORLD_SIZE": "4",
+        "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "NODE_RANK": "2"}
+    assert (env["RANK"], env["MASTER_PORT"]) == (env["ROTA_REPLICA_RANK"],
+                                                 env["ROTA_MASTER_PORT"])
+
+
+def test_a_jobs_env_may_set_torchruns_names_but_not_rotas() -> None:
+    env = replica_env({"MASTER_PORT": "1", "RANK": "9"},
+                      {"MASTER_PORT": "29999", "ROTA_MASTER_PORT": "1", "ROTA_REPLICA_RANK": "7"},
+                      ctx(rank=1, world=2))
+    assert (env["MASTER_PORT"], env["RANK"]) == ("29999", "1")  # the base never sets them
+    assert (env["ROTA_MASTER_PORT"], env["ROTA_REPLICA_RANK"]) == ("29500", "1")
 
 
 def test_job_env_is_kept_but_cannot_unpin_devices() -> None:

@@ -109,6 +109,12 @@ def test_a_gang_of_two_is_bound_whole_with_rank_0s_address(cluster):
     assert [e["ROTA_MASTER_ADDR"] for e in envs] == [master, master]
     assert [(e["ROTA_REPLICA_RANK"], e["ROTA_WORLD_SIZE"]) for e in envs] == [("0", "2"),
                                                                            ("1", "2")]
+    # torchrun's, as the API server holds them: rota's values, each Pod a node of one process
+    torch = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+             "LOCAL_WORLD_SIZE", "NODE_RANK")
+    assert [tuple(e[k] for k in torch) for e in envs] == [
+        (master, e["ROTA_MASTER_PORT"], str(rank), "2", "0", "1", str(rank))
+        for rank, e in enumerate(envs)]
     assert [r.node for r in handle.replicas] == [a, b]
     # the address is the gang's headless Service's, which goes with rank 0's Pod
     service = cluster.api.get(f"{services_path(cluster.namespace)}/rota-12-1")

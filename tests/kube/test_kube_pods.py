@@ -57,7 +57,9 @@ def test_a_whole_gpu_replica_on_a_plain_node():
         "limits": {"nvidia.com/gpu": "1"}}
     assert {e["name"]: e["value"] for e in container["env"]} == {
         "LR": "0.1", "ROTA_JOB_ID": "17", "ROTA_REPLICA_RANK": "0", "ROTA_WORLD_SIZE": "1",
-        "ROTA_MASTER_ADDR": "127.0.0.1", "ROTA_MASTER_PORT": "29500"}
+        "ROTA_MASTER_ADDR": "127.0.0.1", "ROTA_MASTER_PORT": "29500",
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "RANK": "0",
+        "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "NODE_RANK": "0"}
 
 
 def test_a_half_gpu_on_a_hami_node_carries_hamis_annotations_and_label():
@@ -100,12 +102,22 @@ def test_the_gang_rank_and_world_size_and_the_grace_rounded_up():
     assert env["ROTA_MASTER_ADDR"] == "rota-17-2-0.rota-17-2.team-a.svc"
     assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == ("rota-17-2-3", "rota-17-2")
     assert pod["spec"]["terminationGracePeriodSeconds"] == 13
+    # torchrun's names, from the same values: each Pod is a node of one process
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["RANK"], env["WORLD_SIZE"]) == (
+        "rota-17-2-0.rota-17-2.team-a.svc", "29500", "3", "4")
+    assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"], env["NODE_RANK"]) == ("0", "1", "3")
 
 
 def test_rotas_variables_win_over_the_jobs_own():
     pod = a_pod(a_job(), env={"ROTA_JOB_ID": "mine", "HOME": "/h"})
     env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
     assert (env["ROTA_JOB_ID"], env["HOME"]) == ("17", "/h")
+
+
+def test_the_jobs_own_torchrun_names_win_over_rotas_defaults():
+    pod = a_pod(a_job(), env={"MASTER_PORT": "29999", "ROTA_MASTER_PORT": "1"})
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    assert (env["MASTER_PORT"], env["ROTA_MASTER_PORT"]) == ("29999", "29500")
 
 
 def test_the_headless_service_selects_the_attempts_pods():

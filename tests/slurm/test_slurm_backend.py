@@ -68,6 +68,27 @@ def test_a_gang_over_two_nodes_reports_each_replica_and_stops_the_peers_of_a_fai
     assert hosts == {"host=node1", "host=node2"}
 
 
+TORCH = ('echo "rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK/$LOCAL_WORLD_SIZE '
+         'node=$NODE_RANK master=$MASTER_ADDR:$MASTER_PORT '
+         'rota=$ROTA_MASTER_ADDR:$ROTA_MASTER_PORT"')
+
+
+def test_a_gangs_replicas_get_torchruns_variables_from_rotas(slurm, data_dir, tmp_path,
+                                                             job_id):
+    backend = slurm_backend(data_dir)
+    handle = backend.launch(rota_job(job_id, replicas=2), on(("node1", 3), ("node2", 3)),
+                            run_spec(TORCH, tmp_path), attempt=0)
+    done = status_of(backend, handle, ended, "the gang to end")
+    assert done.succeeded, [log_of(backend, handle, r) for r in (0, 1)]
+    seen = [dict(w.split("=", 1) for w in log_of(backend, handle, r).split()) for r in (0, 1)]
+    assert [(w["rank"], w["world"], w["local"], w["node"]) for w in seen] == [
+        ("0", "2", "0/1", "0"), ("1", "2", "0/1", "1")]
+    # rank 0's node address and the job's port, the same for both, and rota's own values
+    assert seen[0]["master"] == seen[1]["master"] == seen[0]["rota"]
+    address, port = seen[0]["master"].rsplit(":", 1)
+    assert address and int(port) > 0
+
+
 class Recorded:
     """Slurm's commands, each one's program and first argument noted before it runs."""
 

@@ -108,6 +108,12 @@ def test_a_gang_is_one_job_with_one_srun_step_per_rank():
         f"ROTA_REPLICA_RANK={k}" for k in range(4)]
     assert all("ROTA_WORLD_SIZE=4" in s and "ROTA_MASTER_ADDR=10.0.0.1" in s for s in steps)
     assert all("--gres=gpu:2" in s and "--mem=4096M" in s for s in steps)
+    # torchrun's names, from the same values: each replica is a node of one process
+    assert [[a for a in s if a.startswith(("RANK=", "NODE_RANK=", "LOCAL_RANK="))]
+            for s in steps] == [["LOCAL_RANK=0", f"NODE_RANK={k}", f"RANK={k}"]
+                                for k in range(4)]
+    assert all({"MASTER_ADDR=10.0.0.1", "MASTER_PORT=29500", "WORLD_SIZE=4",
+                "LOCAL_WORLD_SIZE=1"} <= set(s) for s in steps)
     assert [next(a for a in s if a.startswith("--job-name=")) for s in steps] == [
         f"--job-name=rank-{k}" for k in range(4)]
     assert req.script.rstrip().endswith('exit "$status"')
@@ -143,6 +149,15 @@ def test_a_job_without_gpus_or_memory_asks_for_neither():
     with_partition = replace(SPEC, partition="high")
     assert flags(batch_request(job(gpus=0), place(("cpu",)), 1, with_partition,
                                NODES).argv)["--partition"] == "high"
+
+
+def test_a_jobs_own_torchrun_name_is_its_own_and_rotas_is_rotas():
+    mine = replace(SPEC, env={"MASTER_PORT": "29999", "ROTA_MASTER_PORT": "1"})
+    req = batch_request(job(), place(("a1", 2)), 3, mine, NODES)
+    (step,) = sruns(req.script)
+    assert "export MASTER_PORT=29999" in req.script and "ROTA_MASTER_PORT=29500" in step
+    assert not any(a.startswith("MASTER_PORT=") for a in step)  # the script's export holds
+    assert "MASTER_ADDR=10.0.0.3" in step
 
 
 def test_the_script_is_valid_bash_and_keeps_inherited_cuda_and_rota_variables_out(tmp_path):
@@ -218,6 +233,7 @@ def test_left_to_slurm_a_job_names_no_nodes_and_runs_ranks_on_the_nodes_slurm_ch
         "--nodelist=${nodes[0]}", "--nodelist=${nodes[0]}", "--nodelist=${nodes[1]}",
         "--nodelist=${nodes[1]}"]
     assert all("ROTA_MASTER_ADDR=$master" in s and "ROTA_MASTER_PORT=$port" in s for s in steps)
+    assert all("MASTER_ADDR=$master" in s and "MASTER_PORT=$port" in s for s in steps)
     assert "port=$((20000 + SLURM_JOB_ID % 20000))" in req.script
     fraction = batch_request(job(share=250), Placement((ReplicaPlacement(
         "a1", (DeviceShare(1, 250, 10240),)),)), 1, unpinned, NODES)

@@ -223,6 +223,20 @@ def test_a_single_job_file_is_a_jobs_file_of_one_job():
     assert err.value.field == "resources.gpu"
 
 
+def test_a_single_job_files_export_is_checked_and_left_out():
+    """``export`` is for ``rota submit`` (the submitter's variables); ``rota plan`` takes the
+    file all the same."""
+    cluster = build_cluster(base_cluster())
+    (job,) = build_jobs(cluster, {**base_job("solo"), "export": ["PATH", "VIRTUAL_ENV"]})
+    assert job.id == "solo"
+    with pytest.raises(InvalidSpec) as err:
+        build_jobs(cluster, {**base_job("solo"), "export": "everything"})
+    assert err.value.field == "export" and "expected all, none or a list" in err.value.reason
+    with pytest.raises(InvalidSpec) as err:  # a jobs file's job has no export
+        build_jobs(cluster, {"jobs": [{**base_job("solo"), "export": "all"}]})
+    assert err.value.field == "jobs[0].export"
+
+
 def test_project_and_queue_are_chosen_when_a_job_leaves_them_out():
     """As ``rota run`` chooses: the only project, the only queue that admits it."""
     cluster = {**base_cluster(), "projects": [{"name": "vision"}]}

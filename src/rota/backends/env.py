@@ -3,8 +3,9 @@
 Precedence, lowest first: what a job inherits from the control plane (``inherited``: only
 ``INHERITED`` and the locale's ``LC_*``, never the rest of the control plane's environment,
 which may hold its secrets); the account it runs as (``account_env``: ``HOME``, ``USER``,
-``LOGNAME``, ``SHELL``); the job's ``env``; the variables below, which a job cannot override
-(device pinning would be meaningless otherwise).
+``LOGNAME``, ``SHELL``); torchrun's variables (``torch_variables``); the job's ``env`` (which
+``rota run`` fills with the caller's environment, ``rota.cli.environ``); the variables below,
+which a job cannot override (device pinning would be meaningless otherwise).
 
 - ``CUDA_VISIBLE_DEVICES``: the replica's devices on this node (indices, or UUIDs), empty for a
   job without GPUs; ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so that CUDA numbers devices like NVML.
@@ -15,6 +16,17 @@ which may hold its secrets); the account it runs as (``account_env``: ``HOME``, 
   client limits ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` (share x 100) and
   ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` (``0=<MiB>M``: device ordinals as the job sees them,
   after ``CUDA_VISIBLE_DEVICES``, so the one visible device is ``0``).
+
+torchrun's variables (``TORCH_NAMES``), for every replica of every job, so that a script
+written for ``torchrun`` (``init_process_group`` from the environment) runs as a gang unchanged:
+``MASTER_ADDR`` and ``MASTER_PORT`` (``ROTA_MASTER_ADDR`` and ``ROTA_MASTER_PORT``), ``RANK``
+(``ROTA_REPLICA_RANK``), ``WORLD_SIZE`` (``ROTA_WORLD_SIZE``), and ``LOCAL_RANK=0``,
+``LOCAL_WORLD_SIZE=1``, ``NODE_RANK`` (= ``RANK``). Each replica sees only its own GPUs
+(``CUDA_VISIBLE_DEVICES``) wherever it is placed, even beside other replicas of its job on one
+node, so to torch each replica is a node of one process: ``torch.cuda.set_device(LOCAL_RANK)``
+picks the replica's first GPU, where a per-node count would name a device it cannot see. A job
+may set these names itself in its ``env`` (a script that starts ``torchrun`` in each replica
+may want its own); it cannot set rota's ``ROTA_*`` ones above.
 """
 
 from __future__ import annotations
@@ -40,6 +52,8 @@ INHERITED = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM",
              "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
              "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+TORCH_NAMES = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+               "LOCAL_WORLD_SIZE", "NODE_RANK")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +105,15 @@ def rota_variables(ctx: ReplicaContext) -> dict[str, str]:
     return out
 
 
+def torch_variables(rank: int, world_size: int, master_addr: str,
+                    master_port: str) -> dict[str, str]:
+    """torchrun's variables of one replica (``TORCH_NAMES``): each replica is a node of one
+    process, since it sees only its own GPUs."""
+    return {"MASTER_ADDR": master_addr, "MASTER_PORT": master_port, "RANK": str(rank),
+            "WORLD_SIZE": str(world_size), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+            "NODE_RANK": str(rank)}
+
+
 def inherited(environ: Mapping[str, str]) -> dict[str, str]:
     """The part of the control plane's environment a job inherits (``INHERITED``, ``LC_*``)."""
     out = {k: environ[k] for k in INHERITED if k in environ}
@@ -116,9 +139,10 @@ def account_env(run_as: RunAs | None) -> dict[str, str]:
 def replica_env(base: Mapping[str, str], job_env: Mapping[str, object],
                 ctx: ReplicaContext) -> dict[str, str]:
     """``base`` (what the job inherits; rota's own ``CUDA_*`` and ``ROTA_*`` variables are
-    left out of it, except the MPS directories), then the job's ``env``, then rota's."""
+    left out of it, except the MPS directories), then torchrun's, the job's ``env``, rota's."""
     env = {k: v for k, v in base.items()
            if not k.startswith(_DROPPED_PREFIXES) or k in INHERITED}
+    env.update(torch_variables(ctx.rank, ctx.world_size, ctx.master_addr, str(ctx.master_port)))
     env.update(check_job_env(job_env))
     env.update(rota_variables(ctx))
     return env

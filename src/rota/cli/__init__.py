@@ -4,7 +4,8 @@ and its report), ``render`` (rich tables), ``explain`` (reasons as sentences).
 
 Every command that needs the cluster goes through ``rota.client`` to the API; none opens the
 store. The fast path (``fast``, ``fastjobs`` and what they read: ``jobrows``,
-``clusterrows``, ``plain``, ``making``, ``failures``) imports none of typer, rich, pydantic or rota's domain model.
+``clusterrows``, ``plain``, ``making``, ``environ``, ``failures``) imports none of typer,
+rich, pydantic or rota's domain model.
 
 Starting and running the command:
 
@@ -26,6 +27,8 @@ The scientist's commands:
 - ``jobs``: ``submit`` and ``run``, the job file validated locally first with ``rota.spec``;
 - ``making``: what ``submit`` and ``run`` do around the request on either path: the directory
   uploaded, a job's default name, the lines printed, ``--wait``;
+- ``environ``: which of the caller's variables a job gets (``rota run --export``, ``--env``,
+  ``--env-file``, a job file's ``export``), read on both paths;
 - ``choose``: which project and queue a new job goes to when nothing else says;
 - ``upload``: packing a working directory as a tar.gz and uploading it with a progress bar;
 - ``listing``: ``ps``, ``show``, ``logs`` and ``cancel`` (alias ``delete``);

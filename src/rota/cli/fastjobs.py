@@ -3,7 +3,10 @@
 
 They neither read nor validate the job: ``rota submit`` sends the file's bytes as they are
 (``Content-Type: application/yaml``), with ``--project``, ``--queue``, ``--array`` and the
-configured defaults as the query; ``rota run`` sends the job its options make, as JSON. The
+configured defaults as the query; ``rota run`` sends the job its options make, as JSON, with
+the caller's environment that ``--export``, ``--env-file`` and ``--env`` say
+(``rota.cli.environ``; a mistake of theirs, or an environment too large, is the Typer
+command's to name). The
 server reads the file as the Typer command does, validates the job with the same models as
 ``rota.spec``, chooses the project and queue that nothing names as ``rota.cli.choose`` would
 (``rota.api.jobfile``), and refuses an invalid job (HTTP 422) before anything is made. They
@@ -37,6 +40,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rota.cli.environ import (
+    EnvOptionError, default_export, job_env, parse_env, parse_export, read_env_file,
+)
 from rota.cli.fast import COUNT, FLAG, MANY, VALUE, Usage, parse, talking
 from rota.cli.making import (
     attach, gpu_resources, local_workdir, name_of, on_this_machine, submitted,
@@ -47,7 +53,8 @@ RUN = {**WAIT, "--gpus": ("gpus", VALUE), "--cpu": ("cpu", VALUE), "--memory": (
        "--gpu-memory": ("gpu_memory", VALUE), "--gpu-model": ("gpu_model", MANY),
        "--project": ("project", VALUE),
        "--queue": ("queue", VALUE), "--name": ("name", VALUE), "--walltime": ("walltime", VALUE),
-       "--replicas": ("replicas", COUNT), "--workdir": ("workdir", VALUE)}
+       "--replicas": ("replicas", COUNT), "--workdir": ("workdir", VALUE),
+       "--export": ("export", VALUE), "--env": ("env", MANY), "--env-file": ("env_file", VALUE)}
 MAX_FILE_BYTES = 64 * 1024  # ``rota.api.jobfile.MAX_FILE_BYTES``: a larger file is sent as JSON
 SUBMIT = {**WAIT, "--project": ("project", VALUE), "--queue": ("queue", VALUE),
           "--array": ("array", VALUE)}
@@ -69,6 +76,11 @@ def run(argv: list[str]) -> None:
         gpu = gpu_resources(given.get("gpus", "0"), given.get("gpu_model"))
     except Exception:  # noqa: BLE001 - the Typer command says what is wrong with --gpus
         raise Usage("--gpus") from None
+    try:
+        exported = None if given.get("export") is None else parse_export(given["export"])
+        extra = [read_env_file(given.get("env_file")), parse_env(given.get("env"))]
+    except EnvOptionError as exc:  # the Typer command says what is wrong
+        raise Usage(exc.option) from None
     resources = {**gpu, "cpu": given.get("cpu", "1"), "memory": given.get("memory", "1Gi")}
     if "gpu_memory" in given:
         resources["gpu_memory"] = given["gpu_memory"]
@@ -84,9 +96,16 @@ def run(argv: list[str]) -> None:
     as_json, wait = bool(given.get("json")), bool(given.get("wait"))
 
     def work(client) -> None:
+        here = on_this_machine(client.url)
+        try:
+            sent = job_env(exported or default_export(here), None, *extra)
+        except EnvOptionError as exc:  # too large: the Typer command says what to do
+            raise Usage(exc.option) from None
+        if sent:
+            body["env"] = sent
         if workdir is not None:
             body["workdir"] = workdir  # absolute and not here: a directory on the server
-        elif on_this_machine(client.url):
+        elif here:
             body["workdir"] = os.getcwd()  # like srun: the job runs where you are
         _send(client, body, as_json, wait)
 

@@ -14,6 +14,8 @@ A job file's relative ``workdir`` is a directory beside the file: it is packed a
 directory (``..``, or a link that leads out): a job file someone gave you cannot make you
 upload your home or ``/etc``. An absolute ``workdir`` is a path on the server, used in place
 and never uploaded. ``rota run --workdir DIR`` uploads the directory you name.
+``rota run`` sends the caller's environment as ``--export``, ``--env-file`` and ``--env`` say,
+and ``submit`` what a job file's ``export`` names under its ``env`` (``rota.cli.environ``).
 
 ``--wait`` (both commands) stays attached like ``srun``: it prints the job's output and errors
 as they come (``rota.cli.logs``) and exits with the job's exit status; Ctrl-C cancels the job.
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 
-from rota.cli import choose
+from rota.cli import choose, environ
 from rota.cli.making import (
     attach, file_workdir, gpu_resources, local_workdir, name_of, on_this_machine, option_field,
     submitted,
@@ -101,9 +103,16 @@ def file_body(client: Client, data: dict[str, Any], local: Path | None, project:
               queue: str | None, mine: Any, quiet: bool) -> dict[str, Any]:
     """The request body of a checked job (or service) file: project and queue chosen as
     ``rota run`` chooses them (``--project``/``--queue``, the file, then ``mine``, the
-    configured defaults), and a local working directory uploaded (its id in ``upload``)."""
+    configured defaults), the caller's variables its ``export`` names added under its ``env``
+    (``rota.cli.environ``), and a local working directory uploaded (its id in ``upload``)."""
     from rota.spec.load import json_ready
     body = json_ready(data)
+    if "export" in body:  # the caller's variables, under the file's own env
+        try:
+            export = environ.export_of_file(body.pop("export"))
+            body["env"] = {**environ.job_env(export), **(body.get("env") or {})}
+        except environ.EnvOptionError as exc:
+            die(str(exc), EXIT_BAD_INPUT)
     body["project"] = choose.project_of(client, project or data.get("project") or mine.project)
     body["queue"] = choose.queue_of(client, body["project"], queue or data.get("queue")
                                     or mine.queue)
@@ -148,6 +157,16 @@ def run(
                                            "and run in, or an absolute path on the server. "
                                            "Default: with a server on this machine, the "
                                            "current directory itself."),
+    export: Optional[str] = typer.Option(None, "--export", metavar="ALL|NONE|NAME,...",
+                                         help="Your variables the job gets: ALL (but rota's "
+                                         "own, devices, and your shell's), NONE, or names "
+                                         "and NAME=VALUE items (ALL,NAME=VALUE). Default: "
+                                         "ALL with a server on this machine, else NONE."),
+    env: Optional[List[str]] = typer.Option(None, "--env", metavar="NAME=VALUE",
+                                            help="Set a variable in the job; give it again "
+                                            "for more. Wins over --export and --env-file."),
+    env_file: Optional[Path] = typer.Option(None, "--env-file", metavar="FILE",
+                                            help="Variables from a file, NAME=VALUE a line."),
     wait: bool = WAIT,
     as_json: bool = typer.Option(False, "--json", help="Print the submitted job as JSON."),
 ) -> None:
@@ -157,6 +176,12 @@ def run(
         gpu = gpu_resources(gpus_, gpu_model)
     except InvalidSpec as exc:
         die(option_field(exc.field, exc.reason), EXIT_BAD_INPUT)
+    try:
+        exported = None if export is None else environ.parse_export(export)
+        given = [environ.read_env_file(None if env_file is None else str(env_file)),
+                 environ.parse_env(env)]
+    except environ.EnvOptionError as exc:
+        die(str(exc), EXIT_BAD_INPUT)
     resources: dict[str, Any] = {**gpu, "cpu": cpu, "memory": memory}
     if gpu_memory is not None:
         resources["gpu_memory"] = gpu_memory
@@ -168,6 +193,13 @@ def run(
     with talking() as client:
         body["project"] = choose.project_of(client, project or mine.project)
         body["queue"] = choose.queue_of(client, body["project"], queue or mine.queue)
+        here = on_this_machine(client.url)
+        try:
+            sent = environ.job_env(exported or environ.default_export(here), None, *given)
+        except environ.EnvOptionError as exc:
+            die(str(exc), EXIT_BAD_INPUT)
+        if sent:
+            body["env"] = sent
         try:
             parse_job(body)
             local = None if workdir is None else local_workdir(str(workdir), Path.cwd())
@@ -180,7 +212,7 @@ def run(
                                         project=body["project"])["id"]
         elif workdir is not None:
             body["workdir"] = str(workdir)  # absolute and not here: a directory on the server
-        elif on_this_machine(client.url):
+        elif here:
             body["workdir"] = str(Path.cwd())  # like srun: the job runs where you are
         job = client.submit(body)
         submitted(job, as_json, wait)

@@ -36,7 +36,7 @@ from rota.core import (
 from rota.scheduler import Snapshot, Usage, build_policy
 from rota.spec.cluster import ClusterFile, JobsFile, QueuesFile, RunningSpec
 from rota.spec.errors import at, combined, every, from_validation, validate_all
-from rota.spec.job import JobSpec, to_job
+from rota.spec.job import JobSpec, check_export, to_job
 
 
 Binding = tuple[str, ...] | None
@@ -124,9 +124,13 @@ def build_queues(data: Any, groups: Iterable[str], known_flavors: Mapping[str, F
 def build_jobs(cluster: Cluster, data: Any) -> tuple[Job, ...]:
     """Pending jobs of a jobs file, checked against ``cluster``. A file with one job at its top
     level (a single-job file, as ``rota submit`` takes: no ``jobs`` key, and keys of a job) is
-    read as a list of that one job, and its errors name its keys without ``jobs[0]``."""
+    read as a list of that one job, and its errors name its keys without ``jobs[0]``; its
+    ``export`` (the submitter's variables, ``JobFileSpec``) is checked and left out."""
     single = isinstance(data, dict) and "jobs" not in data and \
         bool(set(map(str, data)) & set(JobSpec.model_fields))
+    if single and "export" in data:
+        check_export(data["export"])
+        data = {k: v for k, v in data.items() if k != "export"}
     try:
         return _jobs(cluster, {"jobs": [data]} if single else data)
     except InvalidSpec as exc:

@@ -272,10 +272,33 @@ class JobSpec(Strict):
 
 
 class JobFileSpec(JobSpec):
-    """A single-job file for ``rota submit``: project and queue may be left to the command."""
+    """A single-job file for ``rota submit``: project and queue may be left to the command, and
+    ``export`` (``all``, ``none`` or a list of names) says which of the caller's variables the
+    command adds under the file's ``env`` (``rota.cli.environ``); the server never sees it."""
 
     project: Name | None = None  # type: ignore[assignment]
     queue: Name | None = None  # type: ignore[assignment]
+    export: str | list[str] | None = None
+
+    @field_validator("export", mode="before")
+    @classmethod
+    def _export(cls, value: Any) -> Any:
+        with _limit("export"):
+            check_export(value)
+        return value
+
+
+def check_export(value: Any) -> None:
+    """A job file's ``export``: None, ``all``, ``none`` or a list of variable names."""
+    if value is None or (isinstance(value, str) and value.lower() in ("all", "none")):
+        return
+    if not isinstance(value, list):
+        raise InvalidSpec("export", f"expected all, none or a list of variable names, got "
+                          f"{value!r}")
+    for k, name in enumerate(value):
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise InvalidSpec("export", f"item {k}: {name!r} is not a variable name (letters, "
+                              "digits and _, not starting with a digit)")
 
 
 def to_job(spec: JobSpec, submit_time: float) -> Job:

@@ -12,8 +12,9 @@ A replica's Pod:
   ``safe-to-evict: "true"``, so that the autoscaler may evict it to remove an idle node. An
   eviction stops the job as a preemption does (SIGTERM, then the grace period below) and rota
   requeues it;
-- one container running the job's command in its workdir, with the job's own ``env`` and on
-  top rota's ``ROTA_*`` variables, all as values but the attempt's token: ``ROTA_TOKEN`` is
+- one container running the job's command in its workdir, with torchrun's variables
+  (``rota.backends.env.torch_variables``), the job's own ``env`` over them and on top rota's
+  ``ROTA_*`` variables, all as values but the attempt's token: ``ROTA_TOKEN`` is
   read from the attempt's Secret (``token_secret``, ``rota.backends.kube.tokens``), never
   written into the Pod (those of the local backend; device visibility and limits
   come from the device plugin here, so no ``CUDA_*`` variable is set); in a gang, rank 0's
@@ -48,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from rota.backends.base import RunAs
-from rota.backends.env import ReplicaContext, check_job_env, rota_variables
+from rota.backends.env import ReplicaContext, check_job_env, rota_variables, torch_variables
 from rota.backends.kube import hami
 from rota.backends.kube.names import (
     GPU_RESOURCE, LABEL_ATTEMPT, LABEL_JOB, LABEL_PROJECT, LABEL_QUEUE, LABEL_RANK,
@@ -196,14 +197,16 @@ def _security(spec: ReplicaPod) -> dict[str, Any]:
 
 
 def _env(spec: ReplicaPod, master: str) -> list[dict[str, Any]]:
-    """The container's variables: values, and ``ROTA_TOKEN`` from its Secret (a token in
-    ``spec.env`` is dropped: a Pod never holds it)."""
+    """The container's variables: torchrun's (the job's ``env`` may set those), the job's,
+    rota's, and ``ROTA_TOKEN`` from its Secret (a token in ``spec.env`` is dropped: a Pod
+    never holds it)."""
     ctx = ReplicaContext(job_id=str(spec.job.id), rank=spec.rank,
                          world_size=spec.job.replicas, master_addr=master,
                          master_port=spec.master_port, devices=spec.placement.devices,
                          device_ids=(), port=spec.port)
     ours = {k: v for k, v in rota_variables(ctx).items() if not k.startswith("CUDA_")}
-    values = {**check_job_env(spec.env), **ours}
+    torch = torch_variables(spec.rank, spec.job.replicas, master, str(spec.master_port))
+    values = {**torch, **check_job_env(spec.env), **ours}
     values.pop(TOKEN_ENV, None)
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in values.items()]
     if spec.token_secret is not None:

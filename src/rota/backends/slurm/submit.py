@@ -34,7 +34,10 @@
    pinned, from ``SubmitSpec.addresses``; otherwise ``sinfo``'s ``NodeAddr`` of the first
    node, at run time), ``ROTA_MASTER_PORT`` (``SubmitSpec.master_port``, or when that is None
    ``20000 + SLURM_JOB_ID mod 20000``, which no two of the last 20,000 jobs share) and, for a
-   fraction, ``ROTA_GPU_SHARE`` and ``ROTA_GPU_MEMORY_MIB``. ``CUDA_VISIBLE_DEVICES`` is
+   fraction, ``ROTA_GPU_SHARE`` and ``ROTA_GPU_MEMORY_MIB``; torchrun's ``MASTER_ADDR``,
+   ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` and
+   ``NODE_RANK`` from the same values (``rota.backends.env.torch_variables``), each unless the
+   job's ``env`` names it. ``CUDA_VISIBLE_DEVICES`` is
    Slurm's: the devices of the step's GRES (empty for a replica without GPUs). Inherited
    ``CUDA_*`` and ``ROTA_*`` variables are dropped first. The job's own variables may not be
    Slurm's (``SLURM_*``, ``SBATCH_*``, ``SRUN_*``, ``SALLOC_*``): Slurm's commands read those
@@ -58,7 +61,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from rota.backends.env import ReplicaContext, check_job_env, rota_variables
+from rota.backends.env import ReplicaContext, check_job_env, rota_variables, torch_variables
 from rota.backends.slurm.nodes import NodeReport, shards_for
 from rota.backends.slurm.states import attempt_name, job_comment
 from rota.backends.slurm.text import SlurmOutputError
@@ -382,6 +385,8 @@ def _srun(job: Job, spec: SubmitSpec, files: RankFiles, replica: ReplicaPlacemen
     for mps in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"):
         env.pop(mps, None)  # no MPS daemon behind shards: these would promise a limit
     env["ROTA_MASTER_ADDR"], env["ROTA_MASTER_PORT"] = master, port
+    torch = torch_variables(files.rank, job.replicas, master, port)
+    env.update((k, v) for k, v in torch.items() if k not in spec.env)  # the job's own win
     if spec.port is not None:
         env["ROTA_PORT"] = str(spec.port) if spec.port else port
     assignments = [_word(f"{k}=", v) for k, v in sorted(env.items())]
