@@ -30,7 +30,8 @@ that still exists (``rota.backends.kube.lock.stuck``) makes every GPU of the nod
 GPU work, fractional or whole, on other nodes instead of binds that would wait for it in vain.
 
 Capabilities: fractional GPUs (with memory and compute limits, HAMi's) where some node runs
-HAMi's device plugin; gangs; no signals but SIGTERM; jobs in container images.
+HAMi's device plugin; gangs; no signals but SIGTERM; jobs in container images. Not yet
+``interactive``: ``open_exec`` and ``open_port`` refuse (``unsupported``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from rota.backends.base import (
-    BackendError, Capabilities, Handle, LaunchSpec, Offer, ReplicaHandle, ReplicaState,
+    BackendError, Capabilities, Channel, Handle, LaunchSpec, Offer, ReplicaHandle, ReplicaState,
     Status, offer_key,
 )
 from rota.backends.kube.api import NODES, KubeApi, KubeError, connect, pods_path
@@ -68,6 +69,8 @@ SYNC_TIMEOUT_S = 60.0
 LOG_CHUNK = 64 * 1024
 MAX_GONE = 100_000  # last states of deleted Pods kept for status
 CONTAINER = "main"
+_NO_SESSIONS = ("the kubernetes backend cannot reach inside running Pods yet: rota exec, shell "
+                "and forward need the local or slurm backend")
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,6 +372,14 @@ class KubeBackend:
             yield from _from_offset(response, offset)
         finally:
             response.release_conn()
+
+    def open_exec(self, handle: Handle, rank: int, argv: Sequence[str], tty: bool) -> Channel:
+        """Not yet: ``Capabilities.interactive`` is False here."""
+        raise BackendError("unsupported", _NO_SESSIONS)
+
+    def open_port(self, handle: Handle, rank: int, port: int) -> Channel:
+        """Not yet: ``Capabilities.interactive`` is False here."""
+        raise BackendError("unsupported", _NO_SESSIONS)
 
     # -- act ---------------------------------------------------------------------------------
 
