@@ -46,7 +46,6 @@ router = APIRouter()
 SESSION_THREADS = 256  # sessions waiting on their streams at once, beyond the API's own pool
 BACKEND_STATUS = {"unsupported": 501, "not_running": 409, "no_replica": 422, "no_command": 422,
                   "port_refused": 502, "unreachable": 502, "exec_failed": 502}
-_limiter: anyio.CapacityLimiter | None = None
 
 
 @router.websocket("/v1/jobs/{job_id}/exec")
@@ -91,15 +90,16 @@ async def _session(websocket: WebSocket, job_id: str,
         if api.sessions is None:
             raise BackendError("unsupported", "this server runs no backend: it has no jobs "
                                               "to reach inside")
-        channel = await to_thread.run_sync(open_channel, api, stored, limiter=_threads())
+        threads = _threads(websocket)
+        channel = await to_thread.run_sync(open_channel, api, stored, limiter=threads)
     except RotaError as exc:
         await _refuse(websocket, exc)
         return
     try:
         await websocket.accept()
-        await _pump(websocket, channel)
+        await _pump(websocket, channel, threads)
     finally:
-        await to_thread.run_sync(channel.close, limiter=_threads())
+        await to_thread.run_sync(channel.close, limiter=threads)
 
 
 def _running_handle(api: Api, job_id: str, who: Principal) -> Any:
@@ -111,7 +111,8 @@ def _running_handle(api: Api, job_id: str, who: Principal) -> Any:
     return rec.backend_handle
 
 
-async def _pump(websocket: WebSocket, channel: Channel) -> None:
+async def _pump(websocket: WebSocket, channel: Channel,
+                threads: anyio.CapacityLimiter) -> None:
     """Bytes both ways until the stream ends (then its exit status) or the client leaves
     (then the channel is closed, which ends the stream)."""
     left = False
@@ -122,7 +123,7 @@ async def _pump(websocket: WebSocket, channel: Channel) -> None:
             while (message := await websocket.receive())["type"] != "websocket.disconnect":
                 if message.get("bytes") is not None:
                     await to_thread.run_sync(channel.write, message["bytes"],
-                                             limiter=_threads())
+                                             limiter=threads)
                 elif message.get("text") is not None:
                     _control(channel, message["text"])
         except BackendError:
@@ -130,12 +131,12 @@ async def _pump(websocket: WebSocket, channel: Channel) -> None:
         except (WebSocketDisconnect, RuntimeError, OSError):
             pass
         left = True
-        await to_thread.run_sync(channel.close, limiter=_threads())
+        await to_thread.run_sync(channel.close, limiter=threads)
 
     async with anyio.create_task_group() as group:
         group.start_soon(inbound)
         try:
-            while data := await to_thread.run_sync(channel.read, limiter=_threads()):
+            while data := await to_thread.run_sync(channel.read, limiter=threads):
                 await websocket.send_bytes(data)
             if not left:
                 await websocket.send_text(json.dumps({"exit": channel.exit_code()}))
@@ -178,8 +179,9 @@ def _number(value: str, field: str, low: int, high: int) -> int:
     return int(value)
 
 
-def _threads() -> anyio.CapacityLimiter:
-    global _limiter
-    if _limiter is None:  # made inside the event loop that uses it
-        _limiter = anyio.CapacityLimiter(SESSION_THREADS)
-    return _limiter
+def _threads(websocket: WebSocket) -> anyio.CapacityLimiter:
+    """The application's pool of session threads, made in the event loop that serves it."""
+    state = websocket.app.state
+    if getattr(state, "session_threads", None) is None:
+        state.session_threads = anyio.CapacityLimiter(SESSION_THREADS)
+    return state.session_threads

@@ -149,9 +149,18 @@ def shell(
         except KeyboardInterrupt:
             code = EXIT_INTERRUPTED
         finally:
-            client.cancel(job)
+            _end(client, job)
         print(f"rota: cancelled job {job} (the shell exited)", file=sys.stderr)
     raise typer.Exit(code)
+
+
+def _end(client, job: str) -> None:
+    """Cancel the shell's job; one that ended already (reclaimed, past its walltime) is fine."""
+    from rota.core import RotaError
+    try:
+        client.cancel(job)
+    except RotaError as exc:
+        print(f"rota: job {job}: {exc}", file=sys.stderr)
 
 
 def _wait_running(client, job: str) -> None:
