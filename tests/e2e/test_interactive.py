@@ -7,20 +7,17 @@ live session counts as interaction for idle reclamation."""
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
 import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from commands import rota_command
+from terminal import Terminal, on_terminal
 from waiting import poll
 
 
@@ -94,49 +91,20 @@ def test_exec_runs_in_the_job_and_exits_with_its_status(rota_server, tmp_path: P
 
 
 def test_shell_holds_an_allocation_until_the_shell_exits(rota_server, tmp_path: Path) -> None:
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: rota shell on a terminal, as a person runs it
-        os.chdir(tmp_path)
-        os.execvpe(rota_command()[0], [*rota_command(), "shell", "--cpu", "0.5"],
-                   rota_server.env)
-    seen = b""
+    jobs: list[str] = []
 
-    def read_until(marker: bytes) -> bool:
-        nonlocal seen
-        while marker not in seen:
-            ready, _, _ = select.select([fd], [], [], 60)
-            if not ready:
-                return False
-            try:
-                seen += os.read(fd, 4096)
-            except OSError:
-                return False
-        return True
-    try:
-        assert read_until(b"holds the allocation"), seen
-        job = seen.split(b"rota: job ")[1].split()[0].decode()
-        _running(rota_server, job)
-        os.write(fd, b"echo inside-$ROTA_JOB_ID-$PWD; exit 4\n")
-        assert read_until(b"(the shell exited)"), seen
-    finally:
-        status = _reaped(pid)
-        os.close(fd)
-    assert f"inside-{job}-{tmp_path}".encode() in seen
-    assert os.waitstatus_to_exitcode(status) == 4
+    def session(terminal: Terminal) -> None:
+        assert terminal.read_until(b"holds the allocation"), terminal.seen
+        jobs.append(terminal.seen.split(b"rota: job ")[1].split()[0].decode())
+        _running(rota_server, jobs[0])
+        terminal.type(b"echo inside-$ROTA_JOB_ID-$PWD; exit 4\n")
+    seen, status = on_terminal([*rota_command(), "shell", "--cpu", "0.5"], rota_server.env,
+                               tmp_path, session)
+    [job] = jobs
+    assert f"inside-{job}-{tmp_path}".encode() in seen and b"(the shell exited)" in seen, seen
+    assert status == 4
     ended = _state(rota_server, job)
     assert ended["state"] == "cancelled" and ended["kind"] == "interactive"
-
-
-def _reaped(pid: int) -> int:
-    """The wait status of child ``pid``, killed if it has not exited within a minute."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return status
-        time.sleep(0.1)
-    os.kill(pid, signal.SIGKILL)
-    return os.waitpid(pid, 0)[1]
 
 
 def test_attach_streams_output_as_it_is_written(rota_server, tmp_path: Path) -> None:

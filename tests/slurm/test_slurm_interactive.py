@@ -21,6 +21,7 @@ from rota.backends.base import BackendError, ReplicaState as R, RunAs
 from rotaup import ROTA
 from slurmkit import on, rota_job, run_spec, slurm_backend, status_of, wait
 from slurmserver import SlurmServer, running
+from terminal import Terminal, on_terminal
 from test_slurm_backend import running_in_slurm
 from waiting import poll
 
@@ -58,6 +59,22 @@ def test_exec_runs_a_step_in_the_jobs_allocation(server: SlurmServer) -> None:
     refused = _rota(server, "exec", "--replica", "1", job, "--", "true")
     assert refused.returncode == 2 and "replicas 0 to 0, not 1" in refused.stderr
     server.cli("cancel", job)
+
+
+def test_shell_is_an_allocation_with_a_terminal(server: SlurmServer) -> None:
+    jobs: list[str] = []
+
+    def session(terminal: Terminal) -> None:
+        assert terminal.read_until(b"holds the allocation"), terminal.seen
+        jobs.append(terminal.seen.split(b"rota: job ")[1].split()[0].decode())
+        _running(server, jobs[0])
+        terminal.type(b"echo on-$SLURMD_NODENAME-$ROTA_JOB_ID; tty; exit 6\n")
+    seen, status = on_terminal([*ROTA, "shell", "--memory", "256Mi"], server.env, server.work,
+                               session)
+    [job] = jobs
+    assert b"on-node" in seen and f"-{job}".encode() in seen, seen
+    assert b"/dev/pts/" in seen and status == 6
+    assert server.job(job)["state"] == "cancelled"
 
 
 def test_forward_reaches_a_server_on_the_jobs_node(server: SlurmServer) -> None:
