@@ -7,6 +7,7 @@ live session counts as interaction for idle reclamation."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -87,6 +88,30 @@ def test_exec_runs_in_the_job_and_exits_with_its_status(rota_server, tmp_path: P
     assert ran.stdout.split("\n") == [f"{job} set-in-job", str(tmp_path), "oops", ""]
     terminal = _rota(rota_server, "exec", "--tty", job, "--", "sh", "-c", "tty", cwd=tmp_path)
     assert terminal.returncode == 0 and "/dev/pts/" in terminal.stdout, terminal.stderr
+    _rota(rota_server, "cancel", job, cwd=tmp_path)
+
+
+def test_a_client_that_goes_away_ends_its_command(rota_server, tmp_path: Path) -> None:
+    job = _submit(rota_server, ["sleep", "300"], tmp_path)
+    _running(rota_server, job)
+    mark = tmp_path / "pid"
+    client = subprocess.Popen([*rota_command(), "exec", job, "--", "sh", "-c",
+                               f"echo $$ > {mark}.new; mv {mark}.new {mark}; sleep 300"],
+                              env=rota_server.env, cwd=tmp_path, stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid = int(poll(lambda: mark.exists() and mark.read_text(), "the command to start",
+                   timeout=60))
+    client.kill()  # no goodbye: the connection just drops
+    client.wait()
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    poll(gone, "the command to be ended", timeout=60)
+    assert _state(rota_server, job)["state"] == "running"  # the job itself runs on
     _rota(rota_server, "cancel", job, cwd=tmp_path)
 
 

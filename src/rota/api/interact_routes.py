@@ -119,15 +119,17 @@ async def _pump(websocket: WebSocket, channel: Channel,
 
     async def inbound() -> None:
         nonlocal left
+        reading = True  # the command still takes input (its output may outlast it)
         try:
             while (message := await websocket.receive())["type"] != "websocket.disconnect":
-                if message.get("bytes") is not None:
-                    await to_thread.run_sync(channel.write, message["bytes"],
-                                             limiter=threads)
+                if message.get("bytes") is not None and reading:
+                    try:
+                        await to_thread.run_sync(channel.write, message["bytes"],
+                                                 limiter=threads)
+                    except BackendError:
+                        reading = False  # later input is dropped; the client may still leave
                 elif message.get("text") is not None:
                     _control(channel, message["text"])
-        except BackendError:
-            return  # the command no longer reads its input: its output may still come
         except (WebSocketDisconnect, RuntimeError, OSError):
             pass
         left = True
