@@ -88,6 +88,11 @@ def test_exec_runs_in_the_job_and_exits_with_its_status(rota_server, tmp_path: P
     assert ran.stdout.split("\n") == [f"{job} set-in-job", str(tmp_path), "oops", ""]
     terminal = _rota(rota_server, "exec", "--tty", job, "--", "sh", "-c", "tty", cwd=tmp_path)
     assert terminal.returncode == 0 and "/dev/pts/" in terminal.stdout, terminal.stderr
+    # a command on a terminal reading a piped stdin to its end: the end is typed as Ctrl-D
+    sort = _rota(rota_server, "exec", "--tty", job, "--", "sort", cwd=tmp_path,
+                 input="pear\napple\n")
+    assert sort.returncode == 0, sort.stderr
+    assert sort.stdout.replace("\r\n", "\n").endswith("apple\npear\n"), sort.stdout
     _rota(rota_server, "cancel", job, cwd=tmp_path)
 
 

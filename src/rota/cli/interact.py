@@ -78,7 +78,8 @@ def _interact(session, terminal: bool) -> int | None:
         ttys.setraw(0, termios.TCSANOW)  # what was typed ahead goes to the command
         previous = signal.signal(signal.SIGWINCH, lambda *_: _send_size(session))
         _send_size(session)
-    threading.Thread(target=_stdin_to, args=(session,), daemon=True).start()
+    threading.Thread(target=_stdin_to, args=(session, terminal and not raw),
+                     daemon=True).start()
     try:
         while (data := session.recv()) is not None:
             os.write(1, data)
@@ -94,14 +95,21 @@ def _send_size(session) -> None:
     session.resize(size.lines, size.columns)
 
 
-def _stdin_to(session) -> None:
+def _stdin_to(session, typed_end: bool) -> None:
+    """Stdin to the session. ``typed_end``: the command has a terminal but stdin is not one
+    (a pipe, a file): its end is typed as a terminal's end of input (Ctrl-D, twice after a
+    line left unfinished). Without a terminal, the end of stdin is not sent (docs/cli.md)."""
+    last = b"\n"
     while True:
         try:
             data = os.read(0, 65536)
         except OSError:
             return
         if not data:
-            return  # a command without a terminal reads no end of input: it ends by itself
+            if typed_end:
+                session.send(b"\x04" if last == b"\n" else b"\x04\x04")
+            return
+        last = data[-1:]
         session.send(data)
 
 
