@@ -173,7 +173,11 @@ def test_sessions_are_refused_with_the_apis_errors(rota_server, tmp_path: Path) 
             session.recv()
         return refused.value
     own = rota_server.token
+    told = _rota(rota_server, "exec", hidden, "--", "sh", "-c", "echo $ROTA_TOKEN", cwd=tmp_path)
+    job_token = told.stdout.strip()  # the job's own token, as a command inside it finds it
+    assert job_token, told.stderr
     cases = [  # (token, path, params) -> (status, code)
+        ((job_token, f"/v1/jobs/{hidden}/exec", {"command": "true"}), (403, "forbidden")),
         ((member, f"/v1/jobs/{hidden}/exec", {"command": "true"}), (404, "not_found")),
         ((own, f"/v1/jobs/{ended}/exec", {"command": "true"}), (409, "not_running")),
         ((own, f"/v1/jobs/{hidden}/forward", {"port": 0}), (422, "invalid_spec")),
