@@ -196,8 +196,9 @@ def test_sessions_are_refused_with_the_apis_errors(rota_server, tmp_path: Path) 
                                     stderr=subprocess.PIPE, text=True)
     try:
         url = with_nothing.stdout.readline().split()[1]
-        with pytest.raises(OSError):
+        with pytest.raises(OSError) as dropped:
             urllib.request.urlopen(url, timeout=30).read()
+        assert not isinstance(dropped.value, TimeoutError)  # closed, not left hanging
     finally:
         with_nothing.send_signal(signal.SIGINT)
         _, err = with_nothing.communicate(timeout=30)

@@ -267,6 +267,10 @@ def _tunnel(credentials, job: str, replica: int, port: int, conn: socket.socket)
             pass  # the local side went away
         finally:
             session.close()
+            try:  # wakes the thread reading it, and tells the local client it ended
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def _socket_to(conn: socket.socket, session) -> None:
