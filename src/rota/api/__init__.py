@@ -17,6 +17,7 @@ The routers, one per resource (each a module-level ``router``):
 - ``jobs_routes``: listing and showing jobs, their events, hold, release, cancel, and what
   a running attempt reports (checkpoint, exit);
 - ``io_routes``: replica logs and uploads;
+- ``interact_routes``: WebSocket sessions inside running jobs: exec and port forwarding;
 - ``admin_routes``: queues, fair-use caps, deleting projects, node cordon and drain;
 - ``accounting_routes``: accounting, project budgets and decayed usage;
 - ``metrics_routes``: ``GET /metrics`` for Prometheus (only with ``metrics``);

@@ -20,8 +20,8 @@ from typing import Callable
 from fastapi import FastAPI
 
 from rota.api import (access_routes, accounting_routes, admin_routes, dashboard, errors,
-                      gateway, io_routes, jobs_routes, metrics_routes, service_routes,
-                      submit_routes, users_routes)
+                      gateway, interact_routes, io_routes, jobs_routes, metrics_routes,
+                      service_routes, submit_routes, users_routes)
 from rota.api.bodylimit import MAX_BODY_BYTES, BodyLimit
 from rota.api.budgetcheck import HardBudgets
 from rota.api.fairuse import SubmitRate
@@ -34,6 +34,7 @@ from rota.api.uploads import DEFAULT_MAX_BYTES, Uploads
 from rota.control.loop import HANDOFF_WAIT_S
 from rota.control.screen import Screen
 from rota.control.serving import Serving
+from rota.control.sessions import Sessions
 from rota.core.archive import MAX_UNPACKED_BYTES
 from rota.store import Store
 
@@ -51,7 +52,8 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
                                  Future[None] | None] | None = None,
                exit_wait_s: float = HANDOFF_WAIT_S,
                offload: Offload | None = None,
-               role: Callable[[], dict[str, object]] | None = None) -> FastAPI:
+               role: Callable[[], dict[str, object]] | None = None,
+               sessions: Sessions | None = None) -> FastAPI:
     """``data_dir`` holds uploads (none without it); ``on_change`` is called after a job is
     submitted or cancelled, to wake the control loop; an upload is refused past
     ``max_upload_bytes`` as sent and ``max_unpacked_bytes`` unpacked; ``read_log`` reads jobs' logs from the
@@ -70,7 +72,9 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
     (``rota.api.offload``; one with the default bounds when not given), and is kept as
     ``app.state.offload`` for its owner to ``close``; ``role`` says whether this control
     plane leads or stands by, and who leads (``GET /v1/control-plane``; without it: a
-    leader holding no lease, as an API composed with its own loop is)."""
+    leader holding no lease, as an API composed with its own loop is); ``sessions`` opens
+    commands and ports inside running jobs (``rota.api.interact_routes``; without it, every
+    session is refused)."""
     clock = clock or store.clock
     uploads = Uploads(data_dir, max_upload_bytes, max_unpacked_bytes)
     offload = offload or Offload()
@@ -81,7 +85,7 @@ def create_app(store: Store, clock: Callable[[], float] | None = None,
               read_log=read_log, log_poll_s=log_poll_s, on_change=on_change,
               workdir_refusal=workdir_refusal,
               on_exit=on_exit, exit_wait_s=exit_wait_s, metrics=metrics, serving=serving,
-              budgets=HardBudgets(store, clock), role=role or _no_lease)
+              budgets=HardBudgets(store, clock), role=role or _no_lease, sessions=sessions)
     app = FastAPI(title="rota", version="0.1.0")
     app.state.api, app.state.offload = api, offload
     errors.install(app)
@@ -106,4 +110,5 @@ def _no_lease() -> dict[str, object]:
 
 
 ROUTERS = (users_routes.router, access_routes.router, accounting_routes.router,
-           submit_routes.router, jobs_routes.router, io_routes.router, admin_routes.router)
+           submit_routes.router, jobs_routes.router, io_routes.router, admin_routes.router,
+           interact_routes.router)

@@ -24,6 +24,7 @@ from rota.api.storage import StorageQuota
 from rota.api.uploads import Uploads
 from rota.control.screen import Screen
 from rota.control.serving import Serving
+from rota.control.sessions import Sessions
 from rota.store import Principal, Store
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class Api:
     serving: Serving | None
     budgets: HardBudgets  # a new job's project past its hard budget (the submit says so)
     role: Callable[[], dict[str, object]]  # which role this control plane has, who leads
+    sessions: Sessions | None = None  # commands and ports inside running jobs
 
     def changed(self) -> None:
         """Wake the control loop after a change its next cycle must see."""

@@ -8,6 +8,10 @@ The contract and the values shared by every backend:
 - ``base``: the one ``Backend`` protocol with its handles, statuses and capabilities;
 - ``env``: the environment one replica sees: what rota sets on top of the job's variables,
   and the little a job inherits from the control plane;
+- ``channels``: interactive streams over a process (with a terminal or pipes) or a TCP
+  connection, for backends that reach a job through this machine;
+- ``execshim``: the helper that enters a job's cgroup, account and working directory and
+  executes a command there (``python -m rota.backends.execshim FD``);
 - ``logfiles``: log files as backends that write them keep them, read from an offset;
 - ``periodic``: a piece of work repeated in a background thread (the disk and GPU-memory
   watchers);
@@ -20,6 +24,7 @@ The local backend, replicas as supervised processes on this machine:
   layout of their directories under the data directory;
 - ``localstatus``: how a replica stands (status, a lost GPU, GPU activity, last output, its
   running child), read from its files and processes, and rota's notes in its log;
+- ``localexec``: a command or a port inside a running replica (``rota exec``, ``forward``);
 - ``localfiles``: what a handle's ``ref`` holds, the argv a command becomes, the log files a
   job owns, the account its supervisor starts it as;
 - ``shim``: the supervisor of one replica (``python -m rota.backends.shim REPLICA_DIR``),

@@ -70,6 +70,16 @@ Vocabulary:
   (Slurm: the attempt's name in ``squeue``/``sacct``) instead, so that an attempt the other
   control plane launched without recording it is found, never launched again.
 
+- An **interactive stream** (``Channel``) is a duplex byte stream to something inside a
+  running replica, for ``rota exec``, ``rota shell`` and ``rota forward``. A backend that
+  opens them (``Interactive``; ``Capabilities.interactive``) gives ``open_exec(handle, rank,
+  argv, tty)``: ``argv`` run inside replica ``rank`` as the job's owner, with the job's
+  environment and devices, in its working directory, on a terminal of its own when ``tty``
+  (without one, its stderr is merged into the stream, after its stdout as written); and
+  ``open_port(handle, rank, port)``: a TCP connection to ``port`` where replica ``rank``
+  listens. Faults (no such replica, a job that does not run, a refused port) are
+  ``BackendError`` with a message that says what to do.
+
 Backends report outcomes as ``Status`` values; ``BackendError`` is for faults (a handle from
 another backend, a process that cannot be started) and carries a stable ``code``.
 """
@@ -115,6 +125,8 @@ class Capabilities:
     queued: bool = False       # a launch may wait in the backend's system before it runs
                                # (``Status.waiting``): its job stays SCHEDULED until it runs;
                                # otherwise a launch runs once ``launch`` returns
+    interactive: bool = False  # commands and ports inside running replicas can be reached
+                               # (``Interactive``: rota exec, shell and forward)
 
     @property
     def features(self) -> frozenset[str]:
@@ -416,6 +428,41 @@ class EarlyEnding(Protocol):
         """Finish now what the launches made so far left to do in the background (Slurm:
         release the held jobs queued for one ``scontrol release``), so that they are in the
         backend's system when this returns."""
+
+
+@runtime_checkable
+class Channel(Protocol):
+    """A duplex byte stream to something inside a running replica (the module docstring)."""
+
+    def read(self, n: int = 65536) -> bytes:
+        """At most ``n`` bytes; blocks until some come; ``b""`` at the end of the stream."""
+
+    def write(self, data: bytes) -> None:
+        """Send ``data``; ``BackendError`` once the channel is closed."""
+
+    def resize(self, rows: int, cols: int) -> None:
+        """A terminal's new size (nothing for a port, or an exec without a terminal)."""
+
+    def close(self) -> None:
+        """End the process or the connection; calling it again does nothing."""
+
+    def exit_code(self) -> int | None:
+        """An exec's exit status once it ended (``128 + n`` when killed by signal ``n``);
+        None before, and for a port."""
+
+
+@runtime_checkable
+class Interactive(Protocol):
+    """A backend that reaches inside running replicas (``Capabilities.interactive``)."""
+
+    def open_exec(self, handle: Handle, rank: int, argv: Sequence[str],
+                  tty: bool) -> Channel:
+        """Run ``argv`` inside replica ``rank`` as the job's owner, with its environment and
+        devices, in its working directory; on a terminal when ``tty``, else with stderr
+        merged into the stream."""
+
+    def open_port(self, handle: Handle, rank: int, port: int) -> Channel:
+        """A TCP connection to ``port`` where replica ``rank`` listens."""
 
 
 @runtime_checkable

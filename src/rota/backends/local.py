@@ -56,10 +56,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from rota.backends import cgroups, localstatus
+from rota.backends import cgroups, localexec, localstatus
 from rota.backends.base import (
-    Activity, BackendError, Capabilities, Handle, LaunchSpec, ReplicaHandle, ReplicaState,
-    Status,
+    Activity, BackendError, Capabilities, Channel, Handle, LaunchSpec, ReplicaHandle,
+    ReplicaState, Status,
 )
 from rota.backends.env import ReplicaContext, account_env, check_job_env, inherited, replica_env
 from rota.backends.exits import ExitWatcher
@@ -117,7 +117,8 @@ class LocalBackend:
     def capabilities(self) -> Capabilities:
         return Capabilities(fractional_gpu=True,
                             memory_enforcement=self.nvml is not None and not self.unenforced(),
-                            compute_enforcement=mps_running(), gang=True, signals=True)
+                            compute_enforcement=mps_running(), gang=True, signals=True,
+                            interactive=True)
 
     def unenforced(self) -> str:
         """Why GPU-memory shares are not enforced now ("": they are, or no watcher says)."""
@@ -403,6 +404,14 @@ class LocalBackend:
         if not 0 <= rank < len(handle.replicas):
             return
         yield from read_from(str(getattr(proc(handle.replicas[rank]), stream)), offset)
+
+    def open_exec(self, handle: Handle, rank: int, argv: Sequence[str], tty: bool) -> Channel:
+        """``argv`` inside replica ``rank``, as its command runs (``rota.backends.localexec``)."""
+        return localexec.open_exec(handle, rank, argv, tty)
+
+    def open_port(self, handle: Handle, rank: int, port: int) -> Channel:
+        """A connection to ``port`` on this machine's address for jobs, while the replica runs."""
+        return localexec.open_port(handle, rank, port, self.master_addr)
 
     # -- act ---------------------------------------------------------------------------------
 

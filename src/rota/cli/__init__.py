@@ -40,6 +40,8 @@ The scientist's commands:
 - ``detail``: ``rota show``: one job in words;
 - ``logs``: a job's output on the terminal (``rota logs``, ``rota run --wait``, ``rota show``);
 - ``lifecycle``: ``hold``, ``release``, ``update`` and, from inside a job, ``checkpoint``;
+- ``interact``: inside running jobs: ``exec``, ``shell`` (an allocation with a terminal),
+  ``attach`` and ``forward`` (a port of a job tunnelled to this machine);
 - ``serving``: ``rota serve FILE``, ``rota services`` and ``rota services delete NAME``.
 
 The cluster, access and operators' commands:

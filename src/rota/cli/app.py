@@ -191,3 +191,7 @@ people.register(app)
 from rota.cli import serving  # noqa: E402 (registers onto app)
 
 serving.register(app)
+
+from rota.cli import interact  # noqa: E402 (registers onto app)
+
+interact.register(app)

@@ -18,6 +18,8 @@ elsewhere only where a request or a setting fails.
 - ``transport``: HTTP/1.1 to one server on a socket, without ``http.client``: keep-alive,
   JSON, streamed answers and chunked upload bodies, TLS against a pinned CA, and the one
   retry loop of submits;
+- ``streams``: sessions inside running jobs over WebSocket (exec, shell, forward), with the
+  same token and TLS trust;
 - ``bare``: the fast commands' client, on the same transport;
 - ``pinning``: a server's own certificate authority trusted on first contact, as ``ssh``
   trusts a host key.

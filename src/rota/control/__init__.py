@@ -29,6 +29,8 @@ The loop and what one pass carries out:
 What the control plane gives the API:
 
 - ``logs``: the API's log reader over the backend that ran a job;
+- ``sessions``: commands and ports inside running jobs (``rota exec``, ``shell``,
+  ``forward``), opened through the backend that runs them;
 - ``screen``: refusing at submit a job that can never run, by the scheduler's own screening;
 - ``queueview``: the JSON view of queues: quotas, usage, borrowing and who may use each;
 - ``metrics``: the Prometheus metrics of ``GET /metrics``;

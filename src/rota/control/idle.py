@@ -8,7 +8,9 @@ call for all of them) and judges each (``rota.scheduler.idle.judge``):
 - GPU utilisation is sampled once per pass; ``low_since`` is when it went, and stayed, below
   the job's threshold (a sample at or above it, or none, resets it);
 - the last activity is the latest of the job's output and of any API call about it by a person
-  (``touch``, which the API calls; the job's own token does not count);
+  (``touch``, which the API calls; the job's own token does not count); while a session is
+  open inside the job (``rota exec``, ``shell`` or ``forward``: ``opened``, until ``closed``),
+  it is now: a live session is interaction, however quiet;
 - an interactive job inside its notice is warned once for each time it would be reclaimed
   (a new idle period, after it was used again, gets its own warning): an event in its history
   and a line in its output, which does not count as the job's own output;
@@ -62,11 +64,28 @@ class IdleWatch:
         self.low_since: dict[str, float] = {}
         self.warned: dict[str, float] = {}  # job -> the reclaim time it was warned of
         self._touched: dict[str, float] = {}
+        self._sessions: dict[str, int] = {}  # job -> its sessions open now
         self._lock = threading.Lock()
 
     def touch(self, job_id: str) -> None:
         """Someone asked the API about the job: it counts as activity."""
         with self._lock:
+            self._touched[job_id] = self._clock()
+
+    def opened(self, job_id: str) -> None:
+        """A session inside the job was opened: it counts as activity until ``closed``."""
+        with self._lock:
+            self._sessions[job_id] = self._sessions.get(job_id, 0) + 1
+            self._touched[job_id] = self._clock()
+
+    def closed(self, job_id: str) -> None:
+        """One session of ``opened`` ended; its end is the job's last activity."""
+        with self._lock:
+            left = self._sessions.get(job_id, 0) - 1
+            if left > 0:
+                self._sessions[job_id] = left
+            else:
+                self._sessions.pop(job_id, None)
             self._touched[job_id] = self._clock()
 
     def forget(self, job_id: str) -> None:
@@ -105,7 +124,7 @@ class IdleWatch:
         else:
             self.low_since.pop(rec.id, None)
         with self._lock:
-            touched = self._touched.get(rec.id)
+            touched = now if self._sessions.get(rec.id) else self._touched.get(rec.id)
         last = max((t for t in (activity.last_output_at, touched) if t is not None),
                    default=None)
         started = rec.job.started_at if rec.job.started_at is not None else now

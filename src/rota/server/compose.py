@@ -42,6 +42,7 @@ from rota.control.metrics import Metrics, Reading
 from rota.control.logs import log_reader
 from rota.control.reconcile import PassReport
 from rota.control.serving import Serving
+from rota.control.sessions import Sessions
 from rota.control.standby import Role, Standby, leading
 from rota.control.servingmetrics import ServingMetrics
 from rota.scheduler import Policy
@@ -138,6 +139,7 @@ class ControlPlane:
         containers = self.loop.backend.capabilities.containers  # a workdir is in the image
         if self.metrics is not None:
             self.metrics.registry.register(ServingMetrics(serving))
+        idle = self.loop.reconciler.idle
         app = create_app(self.store, data_dir=self.config.data_dir, on_change=self.loop.wake,
                          read_log=log_reader(self.loop.backend),
                          workdir_refusal=None if containers else self.accounts.workdir_refusal,
@@ -145,7 +147,8 @@ class ControlPlane:
                          metrics=None if self.metrics is None else self.metrics.exposition,
                          serving=serving, on_exit=self._exited,
                          role=lambda: self.role().to_dict(time.time()),
-                         exit_wait_s=HANDOFF_WAIT_S)
+                         exit_wait_s=HANDOFF_WAIT_S,
+                         sessions=Sessions(self.loop.backend, idle.opened, idle.closed))
         cert, key = (None, None) if self.served is None else (self.served.cert,
                                                                self.served.key)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,

@@ -32,7 +32,8 @@ that still exists (``rota.backends.kube.lock.stuck``) makes every GPU of the nod
 GPU work, fractional or whole, on other nodes instead of binds that would wait for it in vain.
 
 Capabilities: fractional GPUs (with memory and compute limits, HAMi's) where some node runs
-HAMi's device plugin; gangs; no signals but SIGTERM; jobs in container images.
+HAMi's device plugin; gangs; no signals but SIGTERM; jobs in container images; interactive
+(``open_exec``, ``open_port``: rota exec, shell, attach and forward).
 """
 
 from __future__ import annotations
@@ -70,8 +71,6 @@ SYNC_TIMEOUT_S = 60.0
 LOG_CHUNK = 64 * 1024
 MAX_GONE = 100_000  # last states of deleted Pods kept for status
 CONTAINER = "main"
-
-
 @dataclass(frozen=True, slots=True)
 class KubeConfig:
     """How ``rota up --backend kubernetes`` reaches and uses the cluster."""
@@ -150,7 +149,7 @@ class KubeBackend:
         hami = any(n.grain is Grain.DEVICE and n.node.devices for n in self.nodes.items())
         return Capabilities(fractional_gpu=hami, memory_enforcement=hami,
                             compute_enforcement=hami, gang=True, signals=False,
-                            run_as_owner=True, containers=True)
+                            run_as_owner=True, containers=True, interactive=True)
 
     # -- the caches --------------------------------------------------------------------------
 

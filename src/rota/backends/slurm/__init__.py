@@ -32,5 +32,6 @@ The backend and what it runs:
 - ``accounting``: what ``sacct`` says of rota's attempts, where the cluster keeps accounting;
 - ``release``: releasing held jobs in batches, off the control loop's thread;
 - ``watch``: waking the control loop soon after one of rota's Slurm jobs changes state;
-- ``logs``: the attempts' output on the filesystem the nodes share with rota.
+- ``logs``: the attempts' output on the filesystem the nodes share with rota;
+- ``interact``: commands (``srun --jobid --overlap``) and ports inside a running attempt.
 """

@@ -46,6 +46,9 @@ sends SIGTERM to the steps and leaves the rest to the control loop (which sends 
 ``scancel``, once the grace has passed); without one, or for a job still pending in Slurm, it
 is ``scancel`` at once. Cancelling an ended job does nothing.
 
+Inside a running attempt (``interact``): ``open_exec`` is a step of its own (``srun --jobid
+--overlap``) as the job's owner, ``open_port`` a connection to the node's address.
+
 Inventory: ``sinfo --json``, ``squeue --all --json`` and the reservations, read into core
 nodes (``nodes``): Slurm's reason as each node's ``problem``, other people's jobs as
 ``foreign``.
@@ -62,11 +65,11 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from rota.backends.base import (
-    Activity, BackendError, Capabilities, Handle, LaunchSpec, ReplicaState, Status,
+    Activity, BackendError, Capabilities, Channel, Handle, LaunchSpec, ReplicaState, Status,
 )
 from rota.backends.env import account_env, inherited
 from rota.backends.procs import make_dirs
-from rota.backends.slurm import attempts, logs
+from rota.backends.slurm import attempts, interact, logs
 from rota.backends.slurm.accounting import Accounting
 from rota.backends.slurm.attempts import AttemptFiles
 from rota.backends.slurm.commands import SlurmCommands, SlurmCommandError
@@ -128,7 +131,7 @@ class SlurmBackend:
         shards = fractional_refusal(self.reports().values()) is None
         return Capabilities(fractional_gpu=shards, memory_enforcement=False,
                             compute_enforcement=False, gang=True, signals=True,
-                            run_as_owner=True, walltime=True, queued=True)
+                            run_as_owner=True, walltime=True, queued=True, interactive=True)
 
     def inventory(self) -> list[Node]:
         self._read_nodes()
@@ -218,6 +221,7 @@ class SlurmBackend:
             pinned=self.config.pinned, hold=True,
             instance=self.instance, port=spec.port, addresses=addresses), reports)
         files.prepare(spec.run_as)
+        interact.save_session(files.private, spec)  # for commands inside it (``interact``)
         files.intend(request.name)                                                   # 1
         self.before("sbatch", files)
         base = {**inherited(os.environ), **account_env(spec.run_as)}
@@ -250,6 +254,32 @@ class SlurmBackend:
         """Called before each step of a launch after the first (``sbatch``, ``save``,
         ``release``, ``return``); does nothing. Tests override it to stop a launch there, as
         a killed control plane would."""
+
+    # -- inside a running attempt (``interact``) ---------------------------------------------
+
+    def open_exec(self, handle: Handle, rank: int, argv: Sequence[str], tty: bool) -> Channel:
+        """``argv`` in a step of its own on replica ``rank``'s node, as the job's owner."""
+        self._running(handle, rank)
+        files = AttemptFiles.of(self.data_dir, handle.job_id, handle.attempt or 0)
+        return interact.open_exec(self.commands, files.private, handle, slurm_job(handle),
+                                  rank, argv, tty)
+
+    def open_port(self, handle: Handle, rank: int, port: int) -> Channel:
+        """A connection to ``port`` at the address of replica ``rank``'s node."""
+        node = self._running(handle, rank)
+        if node not in self._slurm_nodes:
+            self.reports(0)  # a node rota has not read yet: read them again
+        found = self._slurm_nodes.get(node)
+        return interact.open_port(found.address if found else node, handle, rank, port)
+
+    def _running(self, handle: Handle, rank: int) -> str:
+        """The node replica ``rank`` runs on; ``BackendError`` unless Slurm runs the job."""
+        interact.node_of(handle, rank)  # no such replica: said first
+        state = self._state(handle)
+        if state != interact.RUNNING:
+            raise interact.not_running(handle, state)
+        landed = self._landed.get(slurm_job(handle))
+        return (landed or handle).replicas[rank].node
 
     # -- recover -----------------------------------------------------------------------------
 
