@@ -226,7 +226,7 @@ def test_a_run_summary_counts_placed_at_once_and_percentiles_per_side():
 
 
 def test_the_workload_offers_each_sides_load_and_is_the_same_for_a_seed():
-    exp = replace(Experiment(), nodes=4, hours=200.0, max_run_h=2.0)
+    exp = replace(Experiment(), nodes=4, hours=200.0, warmup_h=0.0, max_run_h=2.0)
     pods = pod_rows([TracePod("p", 4000, 1024, 1, 500, (), 0, 3600),
                      TracePod("q", 4000, 1024, 2, 1000, (), 0, 36000),  # cut to 2 h
                      TracePod("cpu", 4000, 1024, 0, 0, (), 0, 3600),     # no GPU: out
@@ -243,7 +243,7 @@ def test_the_workload_offers_each_sides_load_and_is_the_same_for_a_seed():
         assert share == pytest.approx(exp.sides[side].load, rel=0.15)
     eights = [w for w in work if w.side == SLURM]
     assert {(w.replicas, w.request.gpu.count) for w in eights} == {(1, 4)}
-    assert split(exp) == 2  # 4 x 0.45 / 1.05 = 1.7 -> 2
+    assert split(exp) == 2  # 4 x 0.4 / 0.9 = 1.8 -> 2
 
 
 @pytest.mark.parametrize("data, field, reason", [

@@ -219,7 +219,8 @@ class Engine:
         _step(self.result.alloc[side], now, self.held[side])
 
     def _keep(self, side: str, node: str, holding: Job | None, now: float) -> None:
-        milli = 0 if holding is None else sum(d.milli for d in holding.placement.replicas[0].devices)
+        devices = () if holding is None else holding.placement.replicas[0].devices
+        milli = sum(d.milli for d in devices)
         self.kept[side] += milli - self.kept_at[side].get(node, 0)
         self.kept_at[side][node] = milli
         _step(self.result.kept[side], now, self.kept[side])

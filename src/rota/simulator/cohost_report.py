@@ -140,7 +140,8 @@ def row(report: dict, spread: bool = True) -> list[str]:
 def plot(results: list[CohostResult], reports: list[dict], path: Path | str,
          title: str = "") -> None:
     """Top: GPUs allocated over the arrival window per regime (the first seed's run), the two
-    sides stacked, what the pods keep from Slurm dashed, the end of the warm-up dotted. Bottom: per regime, mean GPU allocation per side, and mean queueing delay
+    sides stacked, what the pods keep from Slurm dashed, the end of the warm-up dotted.
+    Bottom: per regime, mean GPU allocation per side, and mean queueing delay
     and JCT per side, with the standard deviation over seeds."""
     import matplotlib
 
@@ -190,6 +191,7 @@ def plot(results: list[CohostResult], reports: list[dict], path: Path | str,
                    color=colours[side], label=side)
         ax.set_xticks(list(xs), regimes)
         ax.set_title(label, fontsize=10)
+        ax.set_ylim(bottom=0)  # an sd bar below a small mean says spread, not a negative value
         ax.grid(alpha=0.3, axis="y")
         if k == 0:
             ax.legend(fontsize=8)

@@ -63,20 +63,20 @@ class Side:
 class Experiment:
     """Every parameter of the experiment; the defaults are examples/cohosting/experiment.yaml."""
 
-    nodes: int = 16
+    nodes: int = 32
     node_cpu_milli: int = 96000  # openb's most common 8-GPU node (G2)
     node_memory_mib: int = 393216
     node_gpus: int = 8
     gpu_model: str = "G2"
-    hours: float = 24.0
-    warmup_h: float = 0.0  # measures leave out [0, warmup_h): the cluster fills up
-    max_run_h: float = 24.0
+    hours: float = 36.0
+    warmup_h: float = 12.0  # measures leave out [0, warmup_h): the cluster fills up
+    max_run_h: float = 12.0
     seeds: tuple[int, ...] = (1, 2, 3)
     regimes: tuple[str, ...] = REGIMES
     pods: str = "openb_pod_list_default.csv"
     slurm_max_gpus: int = 16
     sides: Mapping[str, Side] = field(default_factory=lambda: {
-        KUBE: Side(0.45, {"preset": "besteffort"}), SLURM: Side(0.6, {"preset": "besteffort"})})
+        KUBE: Side(0.4, {"preset": "besteffort"}), SLURM: Side(0.5, {"preset": "besteffort"})})
 
     @property
     def gpus(self) -> int:
@@ -162,7 +162,8 @@ def _policy(spec: Any, side: str) -> Mapping[str, Any]:
     if isinstance(spec, str):
         spec = {"preset": spec}
     if not isinstance(spec, Mapping):
-        raise InvalidSpec(f"{side}.policy", f"expected a preset name or a policy spec, got {spec!r}")
+        raise InvalidSpec(f"{side}.policy",
+                          f"expected a preset name or a policy spec, got {spec!r}")
     try:
         policy = build_policy(spec)
     except InvalidSpec as exc:
