@@ -54,6 +54,22 @@ def test_pods_load_in_the_five_column_layout(tmp_path):
     pods = load_pods(write(tmp_path, PODS_5))
     assert [(p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli, p.gpu_spec) for p in pods] == [
         (12000, 16384, 8, 1000, ()), (6000, 12288, 1, 460, ())]
+    assert [p.lifetime for p in pods] == [None, None]
+
+
+def test_pod_lifetimes_are_deletion_minus_creation_and_none_when_a_time_is_empty(tmp_path):
+    pods = load_pods(write(tmp_path, PODS_11))
+    # 12537496 - 0; 12902960 - 427061; 9968575 - 9967058; no deletion_time
+    assert [p.lifetime for p in pods] == [12537496, 12475899, 1517, None]
+    assert (pods[3].created, pods[3].deleted) == (10, None)
+
+
+def test_a_pod_deleted_before_it_was_created_is_named(tmp_path):
+    text = PODS_11.splitlines()[0] + "\np,1000,10,1,500,,LS,Running,100,99,100\n"
+    with pytest.raises(TraceError) as err:
+        load_pods(write(tmp_path, text))
+    assert err.value.field == "line 2.deletion_time"
+    assert "before the creation_time 100" in err.value.reason
 
 
 HEAD = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"

@@ -1,5 +1,8 @@
 """``rota sim``: simulations on real cluster traces. ``rota sim pack`` runs the packing
-experiment of "Beware of Fragmentation" (ATC '23) on the Alibaba GPU-sharing trace (docs/simulator.md).
+experiment of "Beware of Fragmentation" (ATC '23) on the Alibaba GPU-sharing trace (docs/simulator.md);
+``rota sim replay`` replays the Philly trace (docs/replay.md); ``rota sim cohost`` runs
+Kubernetes pods and Slurm gangs on the same nodes at four grains of sharing
+(docs/cohosting.md).
 
 Seeds run in parallel worker processes (``--jobs``); each run is deterministic for its seed.
 """
@@ -319,3 +322,144 @@ def _policy_names(option: str, known) -> list[str]:
         if name not in known:
             fail("--policy", InvalidSpec("", f"unknown policy {name!r}; known: {', '.join(known)}, all"))
     return names
+
+
+COHOST_HELP = (
+    "Run the same mixed workload (Alibaba openb pods as Kubernetes work, Philly gangs as Slurm "
+    "work) on the same nodes under a static split, node grain, GPU grain and rota's fraction "
+    "grain, and report GPU allocation, queueing delay and JCT per side, mean and sd over seeds "
+    "(docs/cohosting.md). Every parameter is in the experiment file; without --config, the "
+    "defaults (those of examples/cohosting/experiment.yaml).\n\n"
+    "Example: rota sim cohost --config examples/cohosting/experiment.yaml --plot cohost.png"
+)
+
+
+def _cohost_one(exp, pods, gangs, regime: str, seed: int):
+    from rota.simulator.cohost import run_seed
+    from rota.simulator.cohost_report import summarise
+    result = run_seed(exp, pods, gangs, regime, seed)
+    summary = summarise(result)
+    result.runs = []  # what the plot needs is the allocation series; the runs stay here
+    return summary, result
+
+
+@sim_app.command("cohost", help=COHOST_HELP)
+def cohost_cmd(
+    config: Optional[Path] = typer.Option(None, "--config", metavar="FILE.yaml",
+                                          help="The experiment's parameters (docs/cohosting.md)."),
+    alibaba: Optional[Path] = typer.Option(None, "--alibaba", metavar="DIR",
+                                           help="Directory of the Alibaba trace's CSV files "
+                                                "(default: where rota sim fetch puts them)."),
+    philly_csv: Optional[Path] = typer.Option(None, "--philly", metavar="PHILLY.csv",
+                                              help="Philly job list (default: where rota sim "
+                                                   "fetch puts it)."),
+    seeds: Optional[str] = typer.Option(None, "--seeds",
+                                        help="Seeds instead of the file's: 1-3, 1,2 or 1."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (one object per regime)."),
+    plot_to: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png",
+                                           help="Allocation over time and per-side bars (PNG)."),
+    jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1,
+                             help="Worker processes (default: the number of cores)."),
+) -> None:
+    from dataclasses import replace
+
+    from rota.cli.app import fail
+    from rota.simulator import philly
+    from rota.simulator.alibaba import load_pods
+    from rota.simulator.cohost_report import over_seeds
+    from rota.simulator.cohost_workload import (
+        HOUR, Experiment, gang_rows, parse_experiment, pod_rows,
+    )
+    from rota.simulator.fetch import trace_dir
+    from rota.spec import read_yaml
+
+    exp = Experiment()
+    if config is not None:
+        try:
+            exp = parse_experiment(read_yaml(config))
+        except InvalidSpec as exc:
+            fail(str(config), exc)
+    if seeds is not None:
+        try:
+            exp = replace(exp, seeds=tuple(parse_seeds(seeds)))
+        except InvalidSpec as exc:
+            fail("--seeds", InvalidSpec("", exc.reason))
+    pods_file = _trace_file(Path(exp.pods), alibaba if alibaba is not None else trace_dir(ALIBABA),
+                            PODS, ALIBABA)
+    philly_file = _trace_file(philly_csv, trace_dir("philly"), PHILLY, "philly")
+    try:
+        pods = pod_rows(load_pods(pods_file), exp.max_run_h * HOUR)
+    except InvalidSpec as exc:
+        fail(str(pods_file), exc)
+    try:
+        gangs = gang_rows(philly.load(philly_file), exp.slurm_max_gpus, exp.max_run_h * HOUR)
+    except InvalidSpec as exc:
+        fail(str(philly_file), exc)
+    summaries, results = _cohost_all(exp, pods, gangs, jobs, as_json)
+    reports = [over_seeds(summaries[r]) for r in exp.regimes]
+    if plot_to is not None:
+        from rota.simulator.cohost_report import plot
+        plot([results[r][0] for r in exp.regimes], reports, plot_to,
+             title=f"{exp.gpus} GPUs ({exp.nodes} nodes), {exp.hours:g} h of arrivals, "
+                   f"load {exp.sides['kubernetes'].load:g} pods + {exp.sides['slurm'].load:g} "
+                   f"gangs, seeds {', '.join(map(str, exp.seeds))}")
+    if as_json:
+        print(json.dumps({"experiment": _described(exp), "regimes": reports,
+                          "runs": [s for r in exp.regimes for s in summaries[r]]}, indent=2))
+        return
+    _print_cohost(exp, reports, plot_to)
+
+
+def _cohost_all(exp, pods, gangs, jobs: int, quiet: bool):
+    """Every (regime, seed) run: summaries and results per regime, in seed order."""
+    from rich.progress import Progress
+
+    tasks = [(r, s) for r in exp.regimes for s in exp.seeds]
+    done: dict = {}
+    with Progress(disable=quiet, transient=True) as progress:
+        bar = progress.add_task("co-hosting runs", total=len(tasks))
+        if jobs <= 1:
+            for r, s in tasks:
+                done[r, s] = _cohost_one(exp, pods, gangs, r, s)
+                progress.advance(bar)
+        else:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                futures = {pool.submit(_cohost_one, exp, pods, gangs, r, s): (r, s)
+                           for r, s in tasks}
+                for fut in as_completed(futures):
+                    done[futures[fut]] = fut.result()
+                    progress.advance(bar)
+    summaries = {r: [done[r, s][0] for s in exp.seeds] for r in exp.regimes}
+    results = {r: [done[r, s][1] for s in exp.seeds] for r in exp.regimes}
+    return summaries, results
+
+
+def _described(exp) -> dict:
+    from rota.simulator.cohost_workload import split
+    return {"nodes": exp.nodes, "gpus": exp.gpus, "static_kubernetes_nodes": split(exp),
+            "hours": exp.hours, "max_run_h": exp.max_run_h, "seeds": list(exp.seeds),
+            "pods": exp.pods, "slurm_max_gpus": exp.slurm_max_gpus,
+            "sides": {name: {"load": side.load, "policy": dict(side.policy)}
+                      for name, side in exp.sides.items()}}
+
+
+def _print_cohost(exp, reports: list[dict], plot_to: Optional[Path]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from rota.simulator.cohost_report import headers, row
+    from rota.simulator.cohost_workload import split
+
+    console = Console()
+    table = Table(title=f"co-hosting on {exp.gpus} GPUs ({exp.nodes} nodes; static split "
+                        f"{split(exp)} Kubernetes / {exp.nodes - split(exp)} Slurm), "
+                        f"mean ± sd over {len(exp.seeds)} seed{'s' if len(exp.seeds) > 1 else ''}")
+    table.add_column("", justify="left")
+    for rep in reports:
+        table.add_column(rep["regime"], justify="right")
+    rows = [row(rep) for rep in reports]
+    for k, name in enumerate(headers()[1:], start=1):
+        table.add_row(name, *(cells[k] for cells in rows))
+    console.print(table)
+    if plot_to is not None:
+        console.print(f"plot written to {plot_to}")

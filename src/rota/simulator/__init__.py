@@ -24,4 +24,13 @@ Replay (``rota sim replay``), a job trace on a virtual clock:
 - ``replay_metrics``: measures of a replay per job (JCT, queueing delay, slowdown) and per
   policy;
 - ``replay_report``: a table row per policy and a plot of replays.
+
+Co-hosting (``rota sim cohost``), Kubernetes pods and Slurm gangs on the same nodes:
+
+- ``cohost_workload``: the experiment's parameters (its file), the cluster, the static split,
+  and the mixed workload drawn from the Alibaba pods and the Philly jobs;
+- ``cohost``: one run of a workload under a regime (static split, node, GPU or fraction
+  grain), each side's cycles on its own base, the other side's work held at the regime's grain;
+- ``cohost_report``: measures per side (allocation, queueing delay, JCT, pods placed), over
+  seeds, a table row per regime and a plot.
 """

@@ -3,7 +3,9 @@
 Node list columns: ``sn, cpu_milli, memory_mib, gpu, model``.
 Pod list columns: ``name, cpu_milli, memory_mib, num_gpu, gpu_milli`` and, in all but the
 ``multigpu*`` lists, ``gpu_spec, qos, pod_phase, creation_time, deletion_time, scheduled_time``
-(optional here; the packing experiment uses none of the time columns).
+(optional here). The packing experiment uses none of the time columns; the co-hosting
+experiment reads a pod's lifetime, ``deletion_time - creation_time`` (seconds; ``None`` when
+either is empty, as for pods still pending when the trace was taken).
 
 Invariants of what is returned: a pod's ``gpu_milli`` is in 1..1000 when it asks for GPUs and 0
 when it does not; a share below 1000 is for exactly one device (what rota's ``GpuRequest``
@@ -55,6 +57,15 @@ class TracePod:
     num_gpu: int
     gpu_milli: int
     gpu_spec: tuple[str, ...] = ()
+    created: int | None = None  # creation_time, seconds; None: not in the list
+    deleted: int | None = None  # deletion_time, seconds; None: not in the list
+
+    @property
+    def lifetime(self) -> int | None:
+        """Seconds from creation to deletion; None when either time is missing."""
+        if self.created is None or self.deleted is None:
+            return None
+        return self.deleted - self.created
 
     @property
     def gpu_total(self) -> int:
@@ -95,6 +106,14 @@ def _int(path: Path, line: int, row: dict[str, str], column: str, lo: int, hi: i
     if not lo <= value <= hi:
         raise TraceError(path, line, column, f"must be in {lo}..{hi}, got {value}")
     return value
+
+
+def _time(path: Path, line: int, row: dict[str, str], column: str) -> int | None:
+    """An optional time column (seconds); None when the layout has no such column or the
+    row leaves it empty."""
+    if not (row.get(column) or "").strip():
+        return None
+    return _int(path, line, row, column, 0, 10**12)
 
 
 def load_nodes(path: Path | str) -> list[TraceNode]:
@@ -140,8 +159,14 @@ def load_pods(path: Path | str) -> list[TracePod]:
                              f"a share below 1000 is for one GPU, this pod asks for {count}")
         spec = (row.get("gpu_spec") or "").strip()
         models = () if spec.lower() in ("", "nan") else tuple(m for m in spec.split("|") if m)
+        created = _time(path, line, row, "creation_time")
+        deleted = _time(path, line, row, "deletion_time")
+        if created is not None and deleted is not None and deleted < created:
+            raise TraceError(path, line, "deletion_time",
+                             f"{deleted} is before the creation_time {created}")
         pods.append(TracePod(name, _int(path, line, row, "cpu_milli", 0, 10**9),
-                             _int(path, line, row, "memory_mib", 0, 10**12), count, milli, models))
+                             _int(path, line, row, "memory_mib", 0, 10**12), count, milli, models,
+                             created, deleted))
     if not pods:
         raise TraceError(path, 1, "", "no pods")
     return pods
