@@ -9,12 +9,12 @@ import html
 import re
 from dataclasses import replace
 from datetime import datetime, timezone
+from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
 
 from apikit import job_file, seed_tenants
-from conftest import Api
 from fastapi.testclient import TestClient
 from rota.api import create_app
 from rota.store import Store
@@ -339,10 +339,11 @@ def test_usage_shows_this_months_gpu_hours_cost_and_budgets(tmp_path):
     store = Store.open(tmp_path / "db", clock=lambda: now[0])
     try:
         tokens = seed_tenants(store)
-        app = Api(store, TestClient(create_app(store, data_dir=tmp_path / "data")),
-                  {u: {"Authorization": f"Bearer {t}"} for u, t in tokens.items()},
-                  tmp_path / "data")
-        made = app.post_job(job_file(name="long-a", resources={"gpu": 1}))
+        app = SimpleNamespace(store=store, client=TestClient(create_app(
+            store, data_dir=tmp_path / "data")), auth={
+                u: {"Authorization": f"Bearer {t}"} for u, t in tokens.items()})
+        made = app.client.post("/v1/jobs", headers=app.auth["alice"],
+                               json=job_file(name="long-a", resources={"gpu": 1}))
         assert made.status_code == 201, made.text
         cycle(app, now=now[0])
         now[0] += 7200
