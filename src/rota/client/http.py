@@ -243,6 +243,10 @@ class Client:
         changed (``changes``)."""
         return self._json("PATCH", f"/v1/jobs/{_segment(job_id)}", json=changes)
 
+    def requeue(self, job_id: str) -> dict[str, Any]:
+        """Send a job holding resources back to pending through its grace period."""
+        return self._json("POST", f"/v1/jobs/{_segment(job_id)}/requeue")
+
     def release(self, job_id: str) -> dict[str, Any]:
         return self._json("POST", f"/v1/jobs/{_segment(job_id)}/release")
 

@@ -308,6 +308,14 @@ class Store(Tenancy, Inventory, Billing):
             return jobs.record(conn, job_id), said
         return self._retry(run)
 
+    def requeue(self, job_id: str, by: str) -> JobRecord:
+        """Send a job holding resources back to pending through its grace period
+        (``rota.store.changes.requeue``)."""
+        def run(conn: Connection) -> JobRecord:
+            changes.requeue(conn, job_id, by, self.clock())
+            return jobs.record(conn, job_id)
+        return self._retry(run)
+
     def release(self, job_id: str, by: str) -> JobRecord:
         def run(conn: Connection) -> JobRecord:
             jobs.release(conn, job_id, by, self.clock())
