@@ -1,0 +1,227 @@
+"""A start estimate for every pending job, as ``squeue --start`` gives one: a forward
+simulation over walltimes.
+
+``forecast(snapshot, policy, now)`` runs the same cycle (``run_cycle``) again and again on a
+copy of the snapshot, moving its time from one end of a job to the next:
+
+1. run a cycle at time ``t`` (``now`` first) with the policy's preemption left out (the
+   forecast assumes jobs end at their walltimes, not that they are evicted); a job it binds
+   starts at ``t``, and from then on holds its placement until ``t`` + its walltime;
+2. after the first cycle only the first ``Horizon.max_jobs`` waiting jobs in the cycle's own
+   order are simulated further (as Slurm's ``bf_max_job_test``): the others get no estimate;
+3. move ``t`` to the earliest end of a job that holds resources (``started_at + walltime``;
+   one already past it ends at ``t``; a PREEMPTING job ends within its grace period), and
+   release every job that ends by then plus ``Horizon.resolution_s`` (one step for ends that
+   close together, as Slurm's ``bf_resolution``; ``t`` is then the last of those ends, so an
+   estimate is never earlier than the walltimes allow); repeat from 1.
+
+It stops when every job has started, after ``Horizon.steps`` cycles, when the next end is
+more than ``Horizon.window_s`` after ``now`` (Slurm's ``bf_window``), or when no job that
+holds resources has a walltime (nothing is known to end).
+
+Each pending job gets an ``Estimate``: its ``start``, or None and ``why`` there is none:
+
+- ``no-walltime``: it waits behind jobs that have no walltime (``holders`` names them), which
+  are assumed to run for ever;
+- ``never``: it does not start even once nothing holds resources any more (no node can take
+  it, or its quota can never allow it), or the cycle rejects it;
+- ``window``: it would start after the window; ``steps``: the step budget was spent first;
+- ``depth``: it is beyond the first ``max_jobs`` jobs in order.
+
+``holders`` of a job with a start are the jobs whose end lets it start: for each device (or,
+for a replica without GPUs, node) of the placement it gets, the last job to hold it before,
+else the jobs that ended in the step just before it started (quota they gave back); each is a
+``Holder`` (job, nodes, end, and whether it runs now or is itself forecast to start first).
+
+Fair-share usage, arrivals and jobs the cycle does not see (held, not yet eligible) stay as
+the snapshot has them. The cost is one cycle per step over at most ``max_jobs`` pending jobs:
+``bench/forecast.py`` measures it, and the control loop runs it at most once per
+``forecast_s`` (``rota.control.forecasts``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from rota.core import Job, JobState
+from rota.core.decisions import Decisions
+from rota.core.snapshot import Snapshot
+from rota.scheduler.apply import apply_decisions
+from rota.scheduler.cycle import run_cycle
+from rota.scheduler.policy import Policy
+
+MAX_HOLDERS = 4  # jobs named per estimate
+
+
+@dataclass(frozen=True, slots=True)
+class Horizon:
+    """How far a forecast looks (module docstring); Slurm's backfill defaults where it has
+    them, a week's window for training jobs."""
+
+    max_jobs: int = 500
+    steps: int = 100
+    window_s: float = 7 * 86400.0
+    resolution_s: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    job: str
+    nodes: tuple[str, ...]
+    end: float | None   # None: it has no walltime
+    running: bool       # it holds resources now (else it is forecast to start before)
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    job: str
+    start: float | None
+    why: str = ""       # when start is None: no-walltime, never, window, steps, depth
+    holders: tuple[Holder, ...] = ()
+
+
+def forecast(snapshot: Snapshot, policy: Policy, now: float,
+             horizon: Horizon = Horizon()) -> dict[str, Estimate]:
+    """An estimate for each pending job of ``snapshot`` (module docstring)."""
+    sim = _Simulation(snapshot, replace(policy, preemption=None), now, horizon)
+    return sim.run()
+
+
+class _Simulation:
+    def __init__(self, snapshot: Snapshot, policy: Policy, now: float,
+                 horizon: Horizon) -> None:
+        self.snapshot, self.policy, self.now, self.horizon = snapshot, policy, now, horizon
+        self.running = {j.id for j in snapshot.active}
+        self.starts: dict[str, float] = {}
+        self.placed: dict[str, Job] = {}           # job -> as it started in the forecast
+        self.ended: list[tuple[float, int, Job]] = []  # (end, step, job) released so far
+        self.never: set[str] = set()
+        self.cut: set[str] = set()                 # beyond max_jobs
+
+    def run(self) -> dict[str, Estimate]:
+        snap, t, step, stop = self.snapshot, self.now, 0, "steps"
+        while step < self.horizon.steps:
+            decisions = run_cycle(snap, self.policy, t)
+            snap = self._apply(snap, decisions, t, step)
+            if step == 0:
+                snap = self._cut(snap, decisions)
+            step += 1
+            if not any(j.state is JobState.PENDING for j in snap.jobs):
+                stop = ""
+                break
+            nxt = self._next_end(snap, t)
+            if nxt is None:
+                stop = "never" if not any(j.state.holds_resources for j in snap.jobs) \
+                    else "no-walltime"
+                break
+            if nxt - self.now > self.horizon.window_s:
+                stop = "window"
+                break
+            snap, t = self._release(snap, nxt, t, step)
+        return self._estimates(snap, stop)
+
+    def _apply(self, snap: Snapshot, d: Decisions, t: float, step: int) -> Snapshot:
+        self.never.update(r.job for r in d.rejects)
+        snap = apply_decisions(snap, d, t)
+        bound = {b.job for b in d.binds}
+        for job in snap.jobs:
+            if job.id in bound:
+                self.starts[job.id], self.placed[job.id] = t, job
+        return snap
+
+    def _cut(self, snap: Snapshot, d: Decisions) -> Snapshot:
+        """Keep the first ``max_jobs`` waiting jobs of the first cycle's order."""
+        keep = {w.job for w in d.waits[:self.horizon.max_jobs]}
+        self.cut = {j.id for j in snap.jobs
+                    if j.state is JobState.PENDING and j.id not in keep}
+        if not self.cut:
+            return snap
+        return replace(snap, jobs=tuple(j for j in snap.jobs if j.id not in self.cut))
+
+    def _end(self, job: Job, t: float) -> float | None:
+        if job.state is JobState.PREEMPTING and job.id in self.running:
+            end = self.now + job.grace_s
+            expected = job.expected_end
+            return max(t, end if expected is None else min(end, expected))
+        expected = job.expected_end
+        return None if expected is None else max(t, expected)
+
+    def _next_end(self, snap: Snapshot, t: float) -> float | None:
+        ends = [e for j in snap.jobs if j.state.holds_resources
+                and (e := self._end(j, t)) is not None]
+        return min(ends) if ends else None
+
+    def _release(self, snap: Snapshot, first: float, t: float,
+                 step: int) -> tuple[Snapshot, float]:
+        """Release every job that ends by ``first`` + the resolution; the new time is the
+        last of their ends."""
+        cutoff = first + self.horizon.resolution_s
+        kept, last = [], first
+        for job in snap.jobs:
+            end = self._end(job, t) if job.state.holds_resources else None
+            if end is not None and end <= cutoff:
+                self.ended.append((end, step, job))
+                last = max(last, end)
+            else:
+                kept.append(job)
+        return replace(snap, jobs=tuple(kept)), last
+
+    def _estimates(self, snap: Snapshot, stop: str) -> dict[str, Estimate]:
+        out: dict[str, Estimate] = {}
+        for job in self.snapshot.pending:
+            jid = job.id
+            if jid in self.starts:
+                out[jid] = Estimate(jid, self.starts[jid], "",
+                                    self._holders_of(self.placed[jid], self.starts[jid]))
+            elif jid in self.cut:
+                out[jid] = Estimate(jid, None, "depth")
+            elif jid in self.never:
+                out[jid] = Estimate(jid, None, "never")
+            elif stop == "no-walltime":
+                out[jid] = Estimate(jid, None, stop, self._endless(snap))
+            else:
+                out[jid] = Estimate(jid, None, stop or "never")
+        return out
+
+    def _holder(self, job: Job, end: float | None) -> Holder:
+        nodes = tuple(sorted({r.node for r in job.placement.replicas})) if job.placement \
+            else ()
+        return Holder(job.id, nodes, end, job.id in self.running)
+
+    def _holders_of(self, job: Job, start: float) -> tuple[Holder, ...]:
+        if start <= self.now or not self.ended:
+            return ()
+        mine = _slots(job)
+        before = [(e, s, j) for e, s, j in self.ended if e <= start]
+        last: dict[tuple[str, int], tuple[float, Job]] = {}  # each slot's latest holder
+        for e, _, j in before:
+            for slot in _slots(j) & mine:
+                if slot not in last or e > last[slot][0]:
+                    last[slot] = (e, j)
+        found = list({j.id: (e, j) for e, j in last.values()}.values())
+        if not found and before:
+            last = max(s for _, s, _ in before)
+            found = [(e, j) for e, s, j in before if s == last]
+        found.sort(key=lambda p: (-p[0], p[1].id))
+        return tuple(self._holder(j, e) for e, j in found[:MAX_HOLDERS])
+
+    def _endless(self, snap: Snapshot) -> tuple[Holder, ...]:
+        endless = sorted((j for j in snap.jobs if j.state.holds_resources
+                          and j.walltime_s is None), key=lambda j: _id_key(j.id))
+        return tuple(self._holder(j, None) for j in endless[:MAX_HOLDERS])
+
+
+def _slots(job: Job) -> set[tuple[str, int]]:
+    """The (node, device) pairs a job holds; (node, -1) for a replica without devices."""
+    if job.placement is None:
+        return set()
+    out: set[tuple[str, int]] = set()
+    for r in job.placement.replicas:
+        out.update((r.node, d.index) for d in r.devices)
+        if not r.devices:
+            out.add((r.node, -1))
+    return out
+
+
+def _id_key(job_id: str) -> tuple[int, str]:
+    return (int(job_id), job_id) if job_id.isdigit() else (0, job_id)
