@@ -78,3 +78,15 @@ def test_a_job_held_by_quota_is_told_the_jobs_whose_end_gives_it_back():
     # 4 GPUs free, but q's quota of 4 is used by a until 500
     out = forecast(snap, EASY, 0.0)
     assert out["b"].start == 500.0 and [h.job for h in out["b"].holders] == ["a"]
+
+
+def test_a_step_further_ahead_spans_a_tenth_of_its_distance_from_now():
+    # now 10; r1 holds GPUs 0-3 until 1000, r2 holds 4-7 until 1090: 90 s apart, more than
+    # the 60 s resolution but within a tenth of (1000 - 10) = 99 s: one step, at 1090
+    snap = cluster().nodes(node("n1").gpus(8)).jobs(
+        job("r1").gpus(4).walltime(1000).running_on(("n1", [0, 1, 2, 3]), since=0),
+        job("r2").gpus(4).walltime(1090).running_on(("n1", [4, 5, 6, 7]), since=0),
+        job("four").gpus(4).walltime(100).submitted(0)).build()
+    assert forecast(snap, EASY, 10.0)["four"].start == 1090.0
+    # without the spread, r1's end is a step of its own: four starts then
+    assert forecast(snap, EASY, 10.0, Horizon(spread=0))["four"].start == 1000.0

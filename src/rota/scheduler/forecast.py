@@ -11,9 +11,12 @@ copy of the snapshot, moving its time from one end of a job to the next:
    order are simulated further (as Slurm's ``bf_max_job_test``): the others get no estimate;
 3. move ``t`` to the earliest end of a job that holds resources (``started_at + walltime``;
    one already past it ends at ``t``; a PREEMPTING job ends within its grace period), and
-   release every job that ends by then plus ``Horizon.resolution_s`` (one step for ends that
-   close together, as Slurm's ``bf_resolution``; ``t`` is then the last of those ends, so an
-   estimate is never earlier than the walltimes allow); repeat from 1.
+   release every job that ends by then plus ``Horizon.resolution_s`` (60 s, as Slurm's
+   ``bf_resolution``) or, further ahead, ``Horizon.spread`` (a tenth) of its distance from
+   ``now``, whichever is more: one step for ends close together, so that a week's window
+   takes tens of steps, not one per job; ``t`` is then the last of those ends, so an
+   estimate is never earlier than the walltimes allow, and at most about a tenth later than
+   they would give one by one; repeat from 1.
 
 It stops when every job has started, after ``Horizon.steps`` cycles, when the next end is
 more than ``Horizon.window_s`` after ``now`` (Slurm's ``bf_window``), or when no job that
@@ -44,9 +47,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from rota.core import Job, JobState
-from rota.core.decisions import Decisions
+from rota.core.decisions import Decisions, Holder
 from rota.core.snapshot import Snapshot
 from rota.scheduler.apply import apply_decisions
+from rota.scheduler.base import Base
 from rota.scheduler.cycle import run_cycle
 from rota.scheduler.policy import Policy
 
@@ -62,14 +66,7 @@ class Horizon:
     steps: int = 100
     window_s: float = 7 * 86400.0
     resolution_s: float = 60.0
-
-
-@dataclass(frozen=True, slots=True)
-class Holder:
-    job: str
-    nodes: tuple[str, ...]
-    end: float | None   # None: it has no walltime
-    running: bool       # it holds resources now (else it is forecast to start before)
+    spread: float = 0.1  # a step further ahead spans this share of its distance from now
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +85,18 @@ def forecast(snapshot: Snapshot, policy: Policy, now: float,
 
 
 class _Simulation:
+    """The forecast's state: a ``Base`` (``rota.scheduler.base``) with what holds resources,
+    changed by deltas as jobs start and end, and the pending jobs left; each cycle runs on the
+    base with only those pending jobs, as the control loop's cycles may."""
+
     def __init__(self, snapshot: Snapshot, policy: Policy, now: float,
                  horizon: Horizon) -> None:
         self.snapshot, self.policy, self.now, self.horizon = snapshot, policy, now, horizon
-        self.running = {j.id for j in snapshot.active}
+        self.base = Base.of(snapshot)
+        self.holding: dict[str, Job] = {j.id: j for j in snapshot.active}
+        self.ends = {j.id: self._end(j) for j in snapshot.active}  # None: no walltime
+        self.running = set(self.holding)
+        self.pending = list(snapshot.pending)
         self.starts: dict[str, float] = {}
         self.placed: dict[str, Job] = {}           # job -> as it started in the forecast
         self.ended: list[tuple[float, int, Job]] = []  # (end, step, job) released so far
@@ -99,74 +104,72 @@ class _Simulation:
         self.cut: set[str] = set()                 # beyond max_jobs
 
     def run(self) -> dict[str, Estimate]:
-        snap, t, step, stop = self.snapshot, self.now, 0, "steps"
+        t, step, stop = self.now, 0, "steps"
         while step < self.horizon.steps:
-            decisions = run_cycle(snap, self.policy, t)
-            snap = self._apply(snap, decisions, t, step)
+            view = replace(self.snapshot, jobs=tuple(self.pending))
+            decisions = run_cycle(view, self.policy, t, base=self.base)
+            self._apply(view, decisions, t)
             if step == 0:
-                snap = self._cut(snap, decisions)
+                self._cut(decisions)
             step += 1
-            if not any(j.state is JobState.PENDING for j in snap.jobs):
+            if not self.pending:
                 stop = ""
                 break
-            nxt = self._next_end(snap, t)
-            if nxt is None:
-                stop = "never" if not any(j.state.holds_resources for j in snap.jobs) \
-                    else "no-walltime"
+            ends = [e for e in self.ends.values() if e is not None]
+            if not ends:
+                stop = "no-walltime" if self.holding else "never"
                 break
+            nxt = max(t, min(ends))
             if nxt - self.now > self.horizon.window_s:
                 stop = "window"
                 break
-            snap, t = self._release(snap, nxt, t, step)
-        return self._estimates(snap, stop)
+            t = self._release(nxt, step)
+        return self._estimates(stop)
 
-    def _apply(self, snap: Snapshot, d: Decisions, t: float, step: int) -> Snapshot:
+    def _apply(self, view: Snapshot, d: Decisions, t: float) -> None:
         self.never.update(r.job for r in d.rejects)
-        snap = apply_decisions(snap, d, t)
         bound = {b.job for b in d.binds}
-        for job in snap.jobs:
+        if not (bound or d.rejects):
+            return
+        after = apply_decisions(view, d, t)
+        for job in after.jobs:
             if job.id in bound:
                 self.starts[job.id], self.placed[job.id] = t, job
-        return snap
+                self.base.hold(job)
+                self.holding[job.id], self.ends[job.id] = job, self._end(job)
+        self.pending = [j for j in after.jobs if j.id not in bound]
 
-    def _cut(self, snap: Snapshot, d: Decisions) -> Snapshot:
+    def _cut(self, d: Decisions) -> None:
         """Keep the first ``max_jobs`` waiting jobs of the first cycle's order."""
         keep = {w.job for w in d.waits[:self.horizon.max_jobs]}
-        self.cut = {j.id for j in snap.jobs
-                    if j.state is JobState.PENDING and j.id not in keep}
-        if not self.cut:
-            return snap
-        return replace(snap, jobs=tuple(j for j in snap.jobs if j.id not in self.cut))
+        self.cut = {j.id for j in self.pending if j.id not in keep}
+        if self.cut:
+            self.pending = [j for j in self.pending if j.id not in self.cut]
 
-    def _end(self, job: Job, t: float) -> float | None:
-        if job.state is JobState.PREEMPTING and job.id in self.running:
-            end = self.now + job.grace_s
-            expected = job.expected_end
-            return max(t, end if expected is None else min(end, expected))
+    def _end(self, job: Job) -> float | None:
+        """When a job that holds resources gives them back, at the latest."""
         expected = job.expected_end
-        return None if expected is None else max(t, expected)
+        if job.state is JobState.PREEMPTING:
+            grace = self.now + job.grace_s
+            expected = grace if expected is None else min(grace, expected)
+        return None if expected is None else max(self.now, expected)
 
-    def _next_end(self, snap: Snapshot, t: float) -> float | None:
-        ends = [e for j in snap.jobs if j.state.holds_resources
-                and (e := self._end(j, t)) is not None]
-        return min(ends) if ends else None
-
-    def _release(self, snap: Snapshot, first: float, t: float,
-                 step: int) -> tuple[Snapshot, float]:
+    def _release(self, first: float, step: int) -> float:
         """Release every job that ends by ``first`` + the resolution; the new time is the
         last of their ends."""
-        cutoff = first + self.horizon.resolution_s
-        kept, last = [], first
-        for job in snap.jobs:
-            end = self._end(job, t) if job.state.holds_resources else None
+        cutoff = first + max(self.horizon.resolution_s,
+                             self.horizon.spread * (first - self.now))
+        last = first
+        for jid, end in list(self.ends.items()):
             if end is not None and end <= cutoff:
-                self.ended.append((end, step, job))
+                job = self.holding.pop(jid)
+                del self.ends[jid]
+                self.base.release(jid)
+                self.ended.append((max(end, first), step, job))
                 last = max(last, end)
-            else:
-                kept.append(job)
-        return replace(snap, jobs=tuple(kept)), last
+        return last
 
-    def _estimates(self, snap: Snapshot, stop: str) -> dict[str, Estimate]:
+    def _estimates(self, stop: str) -> dict[str, Estimate]:
         out: dict[str, Estimate] = {}
         for job in self.snapshot.pending:
             jid = job.id
@@ -178,7 +181,7 @@ class _Simulation:
             elif jid in self.never:
                 out[jid] = Estimate(jid, None, "never")
             elif stop == "no-walltime":
-                out[jid] = Estimate(jid, None, stop, self._endless(snap))
+                out[jid] = Estimate(jid, None, stop, self._endless())
             else:
                 out[jid] = Estimate(jid, None, stop or "never")
         return out
@@ -205,9 +208,9 @@ class _Simulation:
         found.sort(key=lambda p: (-p[0], p[1].id))
         return tuple(self._holder(j, e) for e, j in found[:MAX_HOLDERS])
 
-    def _endless(self, snap: Snapshot) -> tuple[Holder, ...]:
-        endless = sorted((j for j in snap.jobs if j.state.holds_resources
-                          and j.walltime_s is None), key=lambda j: _id_key(j.id))
+    def _endless(self) -> tuple[Holder, ...]:
+        endless = sorted((j for j in self.holding.values() if self.ends[j.id] is None),
+                         key=lambda j: _id_key(j.id))
         return tuple(self._holder(j, None) for j in endless[:MAX_HOLDERS])
 
 
