@@ -169,7 +169,7 @@ class Store(Tenancy, Inventory, Billing):
         (``briefs.brief_page``: an array of the values of ``columns`` per job), and the next
         cursor."""
         with self._read() as conn:
-            return briefs.brief_page(conn, where, limit, after, columns)
+            return briefs.brief_page(conn, where, limit, after, columns, self.clock())
 
     def events(self, job_id: str, after: int = 0, limit: int = 1000) -> list[JobEvent]:
         with self._read() as conn:
