@@ -85,7 +85,18 @@ def placement_from_json(data: list[dict[str, Any]] | None) -> Placement | None:
 
 
 def reasons_json(reasons: tuple[Reason, ...]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in asdict(r).items() if v not in (None, "", ())} for r in reasons]
+    return [{k: _plain(v) for k, v in asdict(r).items() if v not in (None, "", ())}
+            for r in reasons]
+
+
+def _plain(value: Any) -> Any:
+    """A reason's value as JSON reads back (lists, not tuples), so that a stored reason
+    compares equal to the one that wrote it."""
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def reasons_from_json(data: list[dict[str, Any]] | None) -> tuple[Reason, ...]:
