@@ -18,8 +18,7 @@ R815 = Holder("815", ("node2",), None, False)
 
 @pytest.mark.parametrize("reason,words", [
     (Reason(ReasonCode.ESTIMATE, holders=(R812,)),
-     "Estimated from walltimes: what it needs is held by 812 on node2 (ends by its walltime "
-     "in 1h5m)."),
+     "Estimated from walltimes: what it needs is held by 812 on node2 (ends within 1h5m)."),
     (Reason(ReasonCode.ESTIMATE, detail="no-walltime", holders=(R815,)),
      "No start estimate: it waits behind jobs without a walltime, which may run for ever: "
      "815 on node2 (no walltime, forecast to start first)."),
@@ -37,8 +36,8 @@ def test_a_stored_estimate_reads_back_with_its_holders_and_is_no_reason_column()
     reason = Reason(ReasonCode.ESTIMATE, holders=(R812, R815))
     view = {"wait_reasons": [normalised(reason)]}
     assert jobwords.why_lines(view, now=NOW) == [
-        "Estimated from walltimes: what it needs is held by 812 on node2 (ends by its "
-        "walltime in 1h5m), 815 on node2 (no walltime, forecast to start first)."]
+        "Estimated from walltimes: what it needs is held by 812 on node2 (ends within 1h5m), "
+        "815 on node2 (no walltime, forecast to start first)."]
     assert jobwords.why_lines(view) == [
         "Estimated from walltimes: what it needs is held by 812 on node2 (ends by its "
         "walltime), 815 on node2 (no walltime, forecast to start first)."]

@@ -169,9 +169,10 @@ def _holder_words(holder: Any, now: float | None) -> str:
     first = "" if holder.running else ", forecast to start first"
     if holder.end is None:
         return f"{holder.job}{where} (no walltime{first})"
-    until = "" if now is None else (" now" if holder.end <= now
-                                    else f" in {duration(holder.end - now)}")
-    return f"{holder.job}{where} (ends by its walltime{until}{first})"
+    if now is None:
+        return f"{holder.job}{where} (ends by its walltime{first})"
+    until = "now" if holder.end <= now else f"within {duration(holder.end - now)}"
+    return f"{holder.job}{where} (ends {until}{first})"
 
 
 def _quota_sentence(reason: Reason, req: str, free: str, cap: str) -> str:

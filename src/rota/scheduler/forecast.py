@@ -38,8 +38,8 @@ else the jobs that ended in the step just before it started (quota they gave bac
 
 Fair-share usage, arrivals and jobs the cycle does not see (held, not yet eligible) stay as
 the snapshot has them. The cost is one cycle per step over at most ``max_jobs`` pending jobs:
-``bench/forecast.py`` measures it, and the control loop runs it at most once per
-``forecast_s`` (``rota.control.forecasts``).
+``bench/forecast.py`` measures it, and the control loop runs it about once a minute
+(``rota.control.forecasts``).
 """
 
 from __future__ import annotations
@@ -196,15 +196,15 @@ class _Simulation:
             return ()
         mine = _slots(job)
         before = [(e, s, j) for e, s, j in self.ended if e <= start]
-        last: dict[tuple[str, int], tuple[float, Job]] = {}  # each slot's latest holder
+        latest: dict[tuple[str, int], tuple[float, Job]] = {}  # each slot's last holder
         for e, _, j in before:
             for slot in _slots(j) & mine:
-                if slot not in last or e > last[slot][0]:
-                    last[slot] = (e, j)
-        found = list({j.id: (e, j) for e, j in last.values()}.values())
-        if not found and before:
-            last = max(s for _, s, _ in before)
-            found = [(e, j) for e, s, j in before if s == last]
+                if slot not in latest or e > latest[slot][0]:
+                    latest[slot] = (e, j)
+        found = list({j.id: (e, j) for e, j in latest.values()}.values())
+        if not found and before:  # not its devices: the quota the last step gave back
+            step = max(s for _, s, _ in before)
+            found = [(e, j) for e, s, j in before if s == step]
         found.sort(key=lambda p: (-p[0], p[1].id))
         return tuple(self._holder(j, e) for e, j in found[:MAX_HOLDERS])
 
