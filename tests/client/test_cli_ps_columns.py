@@ -61,3 +61,16 @@ def test_ps_watch_piped_prints_the_table_then_each_change_of_state(server):
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+def test_maxrss_is_the_peak_memory_of_the_latest_attempt_that_told_it(server):
+    job = json.loads(ok(server.rota("run", "--gpus", "1", "--json", "--", "true")))["id"]
+    cycle(server)
+    server.store.transition(job, JobState.RUNNING)
+    shown = ok(server.rota("ps", "-o", "id,maxrss")).splitlines()
+    assert [line.split() for line in shown if line.split()[0] == job] == [[job, "n/a"]]
+    server.store.transition(job, JobState.SUCCEEDED, exit_code=0, max_rss_kib=3 * 1024 * 1024)
+    shown = ok(server.rota("ps", "-A", "-o", "id,maxrss")).splitlines()
+    assert [line.split()[1:] for line in shown if line.split()[0] == job] == [["3", "GiB"]]
+    attempts = json.loads(ok(server.rota("show", job, "--json")))
+    assert attempts["history"][-1]["max_rss_kib"] == 3 * 1024 * 1024

@@ -264,7 +264,13 @@ def brief_of(rec, store: Store | None = None) -> list:
             gpu.share, gpu.memory_mib, placement, rec.job.submit_time, rec.exit_code, rec.reason,
             [str(r.code) for r in rec.wait_reasons], rec.array_id, rec.array_index,
             rec.array_limit, rec.job.started_at, rec.finished_at, rec.job.walltime_s,
-            rec.estimated_start, None if store is None else _gpu_seconds(store, rec.id)]
+            rec.estimated_start, None if store is None else _gpu_seconds(store, rec.id),
+            None if store is None else _max_rss(store, rec.id)]
+
+
+def _max_rss(store: Store, job_id: str) -> int | None:
+    known = [a.max_rss_kib for a in store.attempts(job_id) if a.max_rss_kib is not None]
+    return known[-1] if known else None
 
 
 def _gpu_seconds(store: Store, job_id: str) -> float | None:
@@ -306,16 +312,23 @@ def test_brief_views_are_written_by_either_database_as_python_made_them(store, c
         Reason(ReasonCode("quota"), detail='"quoted" \\ ünïcode ✓')), 1_764_230_500.5)]), 7.0)
     failed = store.submit(submission(0, name="failed"))
     store.transition(failed, S.CANCELLED, reason='stopped: "why" \\ ünïcode ✓\ttab')
+    ended = store.submit(submission(0, name="ended"))  # two attempts: the last's peak memory
+    for peak, end in ((2048, S.PENDING), (None, S.PENDING), (3 * 1024 * 1024, S.FAILED)):
+        bind(store, ended)
+        store.transition(ended, S.RUNNING)
+        store.transition(ended, end, max_rss_kib=peak)
     tasks = store.submit_array([submission(0, name="arr") for _ in range(3)])
     other = store.submit(submission(0, user="bob", project="q"))
     items, after = briefs_of(store, where=JobFilter(projects=frozenset({"p"})), limit=20)
-    mine = [r.id for r in tasks][::-1] + [failed, waiting, gang, placed, half]
+    mine = [r.id for r in tasks][::-1] + [ended, failed, waiting, gang, placed, half]
     assert after is None and [i[0] for i in items] == mine
     made = [brief_of(store.get_job(i), store) for i in mine]
-    assert [i[:-1] for i in items] == [m[:-1] for m in made]
+    gpu_seconds = BRIEF_COLUMNS.index("gpu_seconds")
+    assert [i[:gpu_seconds] + i[gpu_seconds + 1:] for i in items] == \
+        [m[:gpu_seconds] + m[gpu_seconds + 1:] for m in made]
     # GPU-seconds: the database's sum, to its fifteen significant digits
-    assert [i[-1] for i in items] == [None if m[-1] is None else pytest.approx(m[-1])
-                                      for m in made]
+    assert [i[gpu_seconds] for i in items] == [
+        None if m[gpu_seconds] is None else pytest.approx(m[gpu_seconds]) for m in made]
     assert all(len(i) == len(BRIEF_COLUMNS) for i in items)
     by_id = {i[0]: dict(zip(BRIEF_COLUMNS, i)) for i in items}
     assert by_id[half]["submit_time"] == 1_764_230_400.123_456_7
@@ -332,6 +345,8 @@ def test_brief_views_are_written_by_either_database_as_python_made_them(store, c
     bound_at = store.attempts(placed)[0].bound_at
     assert by_id[placed]["gpu_seconds"] == pytest.approx(store.clock() - bound_at)
     assert by_id[half]["gpu_seconds"] is None
+    assert by_id[ended]["max_rss_kib"] == 3 * 1024 * 1024 and by_id[placed]["max_rss_kib"] is None
+    assert [a.max_rss_kib for a in store.attempts(ended)] == [2048, None, 3 * 1024 * 1024]
     first, after = briefs_of(store, limit=1)
     assert [r[0] for r in first] == [other] and after == other
     rest, end = briefs_of(store, limit=2, after=after)

@@ -86,7 +86,7 @@ def attempt_view(a: AttemptRecord) -> dict[str, Any]:
     return {"attempt": a.attempt, "bound_at": a.bound_at, "launched_at": a.launched_at,
             "ended_at": a.ended_at, "placement": a.placement, "end": a.end,
             "exit_code": a.exit_code, "reason": a.reason,
-            "last_checkpoint_at": a.last_checkpoint_at}
+            "last_checkpoint_at": a.last_checkpoint_at, "max_rss_kib": a.max_rss_kib}
 
 
 def event_view(event: JobEvent) -> dict[str, Any]:

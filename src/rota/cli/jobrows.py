@@ -134,7 +134,8 @@ def fold_arrays(rows: list[list], at: dict[str, int]) -> list[list]:
 BRIEF = ("id", "name", "project", "user", "queue", "state", "priority", "replicas", "cpu_milli",
          "memory_mib", "gpu_count", "gpu_share", "gpu_memory_mib", "placement", "submit_time",
          "exit_code", "reason", "wait_codes", "array_id", "array_index", "array_limit",
-         "started_at", "finished_at", "walltime_s", "estimated_start", "gpu_seconds")
+         "started_at", "finished_at", "walltime_s", "estimated_start", "gpu_seconds",
+         "max_rss_kib")
 
 
 def brief(job: dict) -> list:
@@ -146,7 +147,7 @@ def brief(job: dict) -> list:
                                    "priority", "replicas", "placement", "submit_time",
                                    "exit_code", "reason", "array_id", "array_index",
                                    "array_limit", "started_at", "finished_at", "walltime_s",
-                                   "estimated_start", "gpu_seconds")}
+                                   "estimated_start", "gpu_seconds", "max_rss_kib")}
     out.update(cpu_milli=request.get("cpu_milli"), memory_mib=request.get("memory_mib"),
                gpu_count=gpu["count"], gpu_share=gpu["share"],
                gpu_memory_mib=gpu.get("memory_mib"),
@@ -162,7 +163,7 @@ READS = {"id": (), "name": ("name",), "project": ("project",), "queue": ("queue"
          "memory": ("memory_mib",), "where": (), "age": ("submit_time",),
          "exit": ("exit_code",), "reason": ("reason", "wait_codes"),
          "elapsed": ("started_at", "finished_at"), "timelimit": ("walltime_s",),
-         "start": ("started_at", "estimated_start"), "maxrss": (),
+         "start": ("started_at", "estimated_start"), "maxrss": ("max_rss_kib",),
          "gpu-hours": ("gpu_seconds",)}
 
 
@@ -298,8 +299,14 @@ def _gpu_hours(rows: list[list], at: dict[str, int], now: float) -> list[str]:
 
 
 def _maxrss(rows: list[list], at: dict[str, int], now: float) -> list[str]:
-    """Not recorded by any engine yet."""
-    return ["n/a"] * len(rows)
+    """The peak memory of its latest attempt that ended with one known; ``n/a`` before, or
+    where its engine does not tell."""
+    out = []
+    for r in rows:
+        kib = _value(r, at, "max_rss_kib")
+        mib = None if kib is None else kib / 1024
+        out.append("n/a" if mib is None else memory(round(mib) if mib < 1024 else mib))
+    return out
 
 
 _READERS: dict[str, Callable[[list[list], dict[str, int], float], list[str]]] = {

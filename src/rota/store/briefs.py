@@ -12,8 +12,9 @@ Each value is the full view's (``rota.api.models.job_view``): ``id`` and ``array
 strings, the request's numbers from the spec (``cpu_milli``, ``gpu_count``, ...), the
 placement with each device named (``{"index", "milli", "memory_mib"}``; stored as a list of
 three numbers), ``wait_codes`` the ``code`` of each wait reason (``[]`` for none),
-``walltime_s`` the spec's, and ``gpu_seconds`` what the job's attempts held, as ``rota usage``
-counts it (``rota.store.accounting``: null before its first attempt). The
+``walltime_s`` the spec's, ``gpu_seconds`` what the job's attempts held, as ``rota usage``
+counts it (``rota.store.accounting``: null before its first attempt), and ``max_rss_kib`` the
+peak memory of its latest attempt that ended with one known (null: none). The
 page is the one ``rota.store.jobs.list_jobs`` would list: the same filter, newest first, after
 the same cursor. SQLite writes a number with fifteen significant digits in JSON, which would
 round a submit time, so it is written with seventeen (``printf('%!.17g')``), which read back
@@ -43,7 +44,7 @@ BRIEF_COLUMNS = ("id", "name", "project", "user", "queue", "state", "priority", 
                  "cpu_milli", "memory_mib", "gpu_count", "gpu_share", "gpu_memory_mib",
                  "placement", "submit_time", "exit_code", "reason", "wait_codes", "array_id",
                  "array_index", "array_limit", "started_at", "finished_at", "walltime_s",
-                 "estimated_start", "gpu_seconds")
+                 "estimated_start", "gpu_seconds", "max_rss_kib")
 
 # a time that may be null, with seventeen digits on SQLite (see the module docstring)
 _TIME_17 = "CASE WHEN jobs.{0} IS NULL THEN NULL ELSE json(printf('%!.17g', jobs.{0})) END"
@@ -65,6 +66,9 @@ _GPU_SECONDS_POSTGRES = """(SELECT sum((CASE WHEN json_typeof(a.gpus) = 'object'
         FROM json_array_elements(a.placement) AS r, json_array_elements(r -> 'devices') AS d)
     ELSE 0 END) * (coalesce(a.ended_at, NOW) - a.bound_at)) / 1000.0
     FROM attempts AS a WHERE a.job = jobs.id)"""
+# the peak memory of the job's latest attempt that ended with one known
+_MAX_RSS = """(SELECT a.max_rss_kib FROM attempts AS a WHERE a.job = jobs.id
+    AND a.max_rss_kib IS NOT NULL ORDER BY a.attempt DESC LIMIT 1)"""
 
 # the values that are JSON (placement, wait_codes) or that JSON would round (submit_time), in
 # each database's own words; stored JSON that is not an array (SQL NULL, JSON null) is none.
@@ -169,6 +173,7 @@ def _values(columns: tuple[str, ...], words: dict[str, str], numbers: dict[str, 
     """One SQL expression per column."""
     c = jobs.c
     plain = {"id": cast(c.id, Text), "array_id": cast(c.array_id, Text),
+             "max_rss_kib": literal_column(_MAX_RSS),
              "walltime_s": c.spec["walltime_s"].as_float(), **numbers}
     return [literal_column(words[name]) if name in words else plain[name] if name in plain
             else c[name] for name in columns]

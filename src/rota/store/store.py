@@ -230,14 +230,16 @@ class Store(Tenancy, Inventory, Billing):
     def transition(self, job_id: str, new_state: JobState, *, exit_code: int | None = None,
                    reason: str | None = None, backend_handle: dict[str, Any] | None = None,
                    expected_version: int | None = None, end: End | None = None,
-                   hold: str | None = None, eligible_at: float | None = None) -> JobRecord:
+                   hold: str | None = None, eligible_at: float | None = None,
+                   max_rss_kib: int | None = None) -> JobRecord:
         """A move reported by a backend (RUNNING, SUCCEEDED, FAILED, CANCELLED, or PENDING to
-        requeue with ``attempts + 1``), with how the attempt ended (``end``) and, for a
-        requeue, a ``hold`` or the backoff's ``eligible_at``. With ``expected_version`` it is
-        not retried."""
+        requeue with ``attempts + 1``), with how the attempt ended (``end``, and its peak
+        memory ``max_rss_kib`` where known) and, for a requeue, a ``hold`` or the backoff's
+        ``eligible_at``. With ``expected_version`` it is not retried."""
         def run(conn: Connection) -> JobRecord:
             jobs.transition(conn, job_id, JobState(new_state), self.clock(), expected_version,
-                            exit_code, reason, backend_handle, end, hold, eligible_at)
+                            exit_code, reason, backend_handle, end, hold, eligible_at,
+                            max_rss_kib)
             return jobs.record(conn, job_id)
         if expected_version is not None:
             with self._write() as conn:
