@@ -4,7 +4,7 @@ budget spent), and runs again as a new attempt."""
 
 from __future__ import annotations
 
-from controlkit import drive, python, state_is, submit, workdir
+from controlkit import drive, python, submit, workdir
 from rota.core import End, JobState as S
 from test_loop_history import CHECKPOINTER
 
