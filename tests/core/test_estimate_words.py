@@ -22,12 +22,15 @@ R815 = Holder("815", ("node2",), None, False)
     (Reason(ReasonCode.ESTIMATE, detail="no-walltime", holders=(R815,)),
      "No start estimate: it waits behind jobs without a walltime, which may run for ever: "
      "815 on node2 (no walltime, forecast to start first)."),
+    (Reason(ReasonCode.ESTIMATE, detail="never-quota"),
+     "No start estimate: it does not start even once every job holding resources has ended: "
+     "its queue's quota can never allow it."),
     (Reason(ReasonCode.ESTIMATE, detail="window", capacity=7 * 86400),
      "No start estimate: it would start beyond the forecast's window of 7d."),
     (Reason(ReasonCode.ESTIMATE, detail="depth", capacity=500),
      "No start estimate: it is not among the first 500 pending jobs in order, which the "
      "forecast follows."),
-], ids=["holders", "no-walltime", "window", "depth"])
+], ids=["holders", "no-walltime", "never-quota", "window", "depth"])
 def test_an_estimate_reason_in_words(reason, words):
     assert estimate_sentence(reason, NOW) == words
 

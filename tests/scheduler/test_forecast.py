@@ -90,3 +90,17 @@ def test_a_step_further_ahead_spans_a_tenth_of_its_distance_from_now():
     assert forecast(snap, EASY, 10.0)["four"].start == 1090.0
     # without the spread, r1's end is a step of its own: four starts then
     assert forecast(snap, EASY, 10.0, Horizon(spread=0))["four"].start == 1000.0
+
+
+def test_a_job_its_quota_can_never_allow_says_so():
+    # q's nominal quota is 4 GPUs, without a cohort to borrow from: 6 GPUs never fit in it
+    snap = cluster().nodes(node("n1").gpus(8)).queue(queue("q").quota(gpu=4)).jobs(
+        job("six").gpus(6).queue("q").walltime(100).submitted(1)).build()
+    assert forecast(snap, EASY, 0.0)["six"] == Estimate("six", None, "never-quota")
+
+
+def test_a_job_no_node_will_ever_have_room_for_says_so():
+    # work outside rota holds 4 of n1's 8 GPUs and never ends: 6 GPUs never fit there
+    snap = cluster().nodes(node("n1").gpus(8).held_by("slurm-job-7", gpus=[0, 1, 2, 3])).jobs(
+        job("six").gpus(6).walltime(100).submitted(1)).build()
+    assert forecast(snap, EASY, 0.0)["six"] == Estimate("six", None, "never-room")

@@ -11,9 +11,9 @@ the CLI and API turn it into a sentence. ``limit`` names the quota limit that ho
 back (``nominal``, ``cohort``, ``borrowing_limit``, ``lending_limit``) where one does; a
 ``gpu_memory`` reason's amounts are MiB of one GPU. An ``estimate`` reason (the forecast's,
 ``rota.scheduler.forecast``) names in ``holders`` the jobs whose end lets the job start, and
-in ``detail``, where it has no estimate, why not (``no-walltime``, ``never``, ``window``,
-``steps``, ``depth``; ``capacity`` is then the forecast's bound: its window in seconds, its
-steps, or how many jobs it follows).
+in ``detail``, where it has no estimate, why not (``no-walltime``, ``never``,
+``never-quota``, ``never-room``, ``window``, ``steps``, ``depth``; ``capacity`` is then the
+forecast's bound: its window in seconds, its steps, or how many jobs it follows).
 """
 
 from __future__ import annotations

@@ -139,8 +139,11 @@ def sentence(reason: Reason, now: float | None = None) -> str:
 
 WHY_NO_ESTIMATE = {
     "no-walltime": "it waits behind jobs without a walltime, which may run for ever",
-    "never": ("it does not start even once every job holding resources has ended (no node "
-              "can take it, or its queue's quota can never allow it)"),
+    "never": "the scheduling cycle rejects it",
+    "never-quota": ("it does not start even once every job holding resources has ended: its "
+                    "queue's quota can never allow it"),
+    "never-room": ("it does not start even once every job holding resources has ended: no "
+                   "node (no set of nodes, for a gang) can take it"),
     "window": "it would start beyond the forecast's window of {bound}",
     "steps": "the forecast stopped after {bound} steps before it started",
     "depth": "it is not among the first {bound} pending jobs in order, which the forecast follows",

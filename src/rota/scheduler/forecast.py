@@ -26,8 +26,9 @@ Each pending job gets an ``Estimate``: its ``start``, or None and ``why`` there 
 
 - ``no-walltime``: it waits behind jobs that have no walltime (``holders`` names them), which
   are assumed to run for ever;
-- ``never``: it does not start even once nothing holds resources any more (no node can take
-  it, or its quota can never allow it), or the cycle rejects it;
+- ``never-quota`` and ``never-room``: it does not start even once nothing holds resources any
+  more: its queue's quota can never allow it (its last wait was for quota), or no node (no
+  set of nodes, for a gang) can take it; ``never``: the cycle rejects it;
 - ``window``: it would start after the window; ``steps``: the step budget was spent first;
 - ``depth``: it is beyond the first ``max_jobs`` jobs in order.
 
@@ -47,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from rota.core import Job, JobState
-from rota.core.decisions import Decisions, Holder
+from rota.core.decisions import Decisions, Holder, ReasonCode
 from rota.core.snapshot import Snapshot
 from rota.scheduler.apply import apply_decisions
 from rota.scheduler.base import Base
@@ -73,7 +74,7 @@ class Horizon:
 class Estimate:
     job: str
     start: float | None
-    why: str = ""       # when start is None: no-walltime, never, window, steps, depth
+    why: str = ""  # no start: no-walltime, never(-quota, -room), window, steps, depth
     holders: tuple[Holder, ...] = ()
 
 
@@ -101,6 +102,7 @@ class _Simulation:
         self.placed: dict[str, Job] = {}           # job -> as it started in the forecast
         self.ended: list[tuple[float, int, Job]] = []  # (end, step, job) released so far
         self.never: set[str] = set()
+        self.quota: set[str] = set()               # jobs whose last wait was for quota
         self.cut: set[str] = set()                 # beyond max_jobs
 
     def run(self) -> dict[str, Estimate]:
@@ -128,6 +130,9 @@ class _Simulation:
 
     def _apply(self, view: Snapshot, d: Decisions, t: float) -> None:
         self.never.update(r.job for r in d.rejects)
+        for w in d.waits:
+            held = bool(w.reasons) and w.reasons[0].code is ReasonCode.QUOTA
+            (self.quota.add if held else self.quota.discard)(w.job)
         bound = {b.job for b in d.binds}
         if not (bound or d.rejects):
             return
@@ -182,8 +187,11 @@ class _Simulation:
                 out[jid] = Estimate(jid, None, "never")
             elif stop == "no-walltime":
                 out[jid] = Estimate(jid, None, stop, self._endless())
+            elif stop == "never":  # nothing holds resources, and still it does not start
+                out[jid] = Estimate(jid, None, "never-quota" if jid in self.quota
+                                    else "never-room")
             else:
-                out[jid] = Estimate(jid, None, stop or "never")
+                out[jid] = Estimate(jid, None, stop)
         return out
 
     def _holder(self, job: Job, end: float | None) -> Holder:
