@@ -278,8 +278,8 @@ def _gpu_seconds(store: Store, job_id: str) -> float | None:
     tried = store.attempts(job_id)
     if not tried:
         return None
-    return sum(held_milli(None, a.placement) * ((a.ended_at if a.ended_at is not None
-                                                 else store.clock()) - a.bound_at)
+    return sum(held_milli(None, a.placement) * max((a.ended_at if a.ended_at is not None
+                                                     else store.clock()) - a.bound_at, 0)
                for a in tried) / 1000
 
 
