@@ -1,7 +1,7 @@
 """Start estimates in the control loop (``rota.control.forecasts``): every pending job's wait
 tells the forecast's start, the jobs holding what it needs and until when, or why there is
-none; a forecast runs once per its period, and sooner (5 s) for a job it has not seen. The
-node has 4 GPUs."""
+none; a forecast runs once per its period, and sooner for a job it has not seen; in the
+background, no pass waits for it. The node has 4 GPUs."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _estimate(store, job):
 def test_a_job_behind_the_reserved_one_gets_a_start_and_the_jobs_it_waits_for(
         store, backend, data_dir, clock):
     loop = ControlLoop(store, backend, build_policy("default"), data_dir, clock=clock,
-                       forecasts=Forecasts(every_s=60))
+                       forecasts=Forecasts(every_s=60, soon_s=5))
     try:
         first = submit(store, ["sleep", "600"], gpus=4, walltime_s=3600)
         running = drive(loop, state_is(store, first, S.RUNNING), "the first job to run")
@@ -51,5 +51,26 @@ def test_a_job_behind_the_reserved_one_gets_a_start_and_the_jobs_it_waits_for(
         start, why = _estimate(store, last)
         assert (start, why.detail) == (None, "no-walltime")
         assert why.holders == (Holder(endless, ("n1",), None, False),)
+    finally:
+        loop.stop()
+
+
+def test_in_the_background_a_pass_does_not_wait_for_the_forecast(store, backend, data_dir,
+                                                                  clock):
+    from controlkit import wait_until
+    forecasts = Forecasts(every_s=60, soon_s=5, background=True)
+    loop = ControlLoop(store, backend, build_policy("default"), data_dir, clock=clock,
+                       forecasts=forecasts)
+    try:
+        first = submit(store, ["sleep", "600"], gpus=4, walltime_s=3600)
+        running = drive(loop, state_is(store, first, S.RUNNING), "the first job to run")
+        behind = submit(store, ["true"], gpus=4, walltime_s=600)
+        clock.advance(5)
+        loop.step()                   # starts the forecast that sees it, on its own thread
+        wait_until(lambda: behind in forecasts.estimates, "the forecast to end")
+        clock.advance(5)
+        loop.step()                   # tells it
+        start, why = _estimate(store, behind)
+        assert start == running.job.started_at + 3600 and why.holders[0].job == first
     finally:
         loop.stop()

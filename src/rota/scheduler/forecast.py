@@ -7,8 +7,9 @@ copy of the snapshot, moving its time from one end of a job to the next:
 1. run a cycle at time ``t`` (``now`` first) with the policy's preemption left out (the
    forecast assumes jobs end at their walltimes, not that they are evicted); a job it binds
    starts at ``t``, and from then on holds its placement until ``t`` + its walltime;
-2. after the first cycle only the first ``Horizon.max_jobs`` waiting jobs in the cycle's own
-   order are simulated further (as Slurm's ``bf_max_job_test``): the others get no estimate;
+2. after the first cycle only the first ``Horizon.max_jobs`` (100) waiting jobs in the
+   cycle's own order are simulated further (as Slurm's ``bf_max_job_test``): the others get
+   no estimate;
 3. move ``t`` to the earliest end of a job that holds resources (``started_at + walltime``;
    one already past it ends at ``t``; a PREEMPTING job ends within its grace period), and
    release every job that ends by then plus ``Horizon.resolution_s`` (60 s, as Slurm's
@@ -18,7 +19,7 @@ copy of the snapshot, moving its time from one end of a job to the next:
    estimate is never earlier than the walltimes allow, and at most about a tenth later than
    they would give one by one; repeat from 1.
 
-It stops when every job has started, after ``Horizon.steps`` cycles, when the next end is
+It stops when every job has started, after ``Horizon.steps`` (50) cycles, when the next end is
 more than ``Horizon.window_s`` after ``now`` (Slurm's ``bf_window``), or when no job that
 holds resources has a walltime (nothing is known to end).
 
@@ -39,8 +40,8 @@ else the jobs that ended in the step just before it started (quota they gave bac
 
 Fair-share usage, arrivals and jobs the cycle does not see (held, not yet eligible) stay as
 the snapshot has them. The cost is one cycle per step over at most ``max_jobs`` pending jobs:
-``bench/forecast.py`` measures it, and the control loop runs it about once a minute
-(``rota.control.forecasts``).
+``bench/forecast.py`` measures it, and the control loop runs it every few minutes, on a
+thread of its own (``rota.control.forecasts``).
 """
 
 from __future__ import annotations
@@ -60,11 +61,12 @@ MAX_HOLDERS = 4  # jobs named per estimate
 
 @dataclass(frozen=True, slots=True)
 class Horizon:
-    """How far a forecast looks (module docstring); Slurm's backfill defaults where it has
-    them, a week's window for training jobs."""
+    """How far a forecast looks (module docstring): Slurm's ``bf_resolution``, a week's
+    window for training jobs (``bf_window`` is a day), and fewer jobs than ``bf_max_job_test``
+    (500), for fewer steps, as each step is a whole cycle with its backfill reservation."""
 
-    max_jobs: int = 500
-    steps: int = 100
+    max_jobs: int = 100
+    steps: int = 50
     window_s: float = 7 * 86400.0
     resolution_s: float = 60.0
     spread: float = 0.1  # a step further ahead spans this share of its distance from now

@@ -226,7 +226,7 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         loop = ControlLoop(store, backend, config.policy, directory,
                            interval_s=config.interval_s, lease=keeper, accounts=accounts,
                            api_url=jobs_url, api_ca_file=_public_certificate(served, directory),
-                           metrics=metrics, forecasts=Forecasts())
+                           metrics=metrics, forecasts=Forecasts(background=True))
         plane = ControlPlane(config, lock, store, loop, accounts, sock, url, token, issued,
                              operator, cordoned, metrics=metrics, jobs_url=jobs_url,
                              served=served, leaked=leaked, held=held)
