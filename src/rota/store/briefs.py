@@ -51,8 +51,9 @@ _TIME_17 = "CASE WHEN jobs.{0} IS NULL THEN NULL ELSE json(printf('%!.17g', jobs
 
 # the GPU-seconds of a job's attempts (``rota.store.accounting``: each attempt holds its
 # milli-GPUs, its ``gpus`` else its placement's devices, from ``bound_at`` to ``ended_at``,
-# or to NOW while it holds them; never less than nothing), in each database's words; NOW is
-# the page's time
+# or to NOW while it holds them; never less than nothing), in each database's words (on
+# PostgreSQL the attempts' JSON is read as json, whichever type stores it); NOW is the page's
+# time
 _GPU_SECONDS_SQLITE = """(SELECT sum((CASE WHEN json_type(a.gpus) = 'object' THEN (
         SELECT coalesce(sum(g.value), 0) FROM json_each(a.gpus) AS g)
     WHEN json_type(a.placement) = 'array' THEN (
@@ -60,11 +61,12 @@ _GPU_SECONDS_SQLITE = """(SELECT sum((CASE WHEN json_type(a.gpus) = 'object' THE
         FROM json_each(a.placement) AS r, json_each(r.value, '$.devices') AS d)
     ELSE 0 END) * max(coalesce(a.ended_at, NOW) - a.bound_at, 0)) / 1000.0
     FROM attempts AS a WHERE a.job = jobs.id)"""
-_GPU_SECONDS_POSTGRES = """(SELECT sum((CASE WHEN json_typeof(a.gpus) = 'object' THEN (
-        SELECT coalesce(sum(g.value::float8), 0) FROM json_each_text(a.gpus) AS g)
-    WHEN json_typeof(a.placement) = 'array' THEN (
-        SELECT coalesce(sum((d ->> 1)::float8), 0)
-        FROM json_array_elements(a.placement) AS r, json_array_elements(r -> 'devices') AS d)
+_GPU_SECONDS_POSTGRES = """(SELECT sum((CASE WHEN json_typeof(a.gpus::json) = 'object' THEN (
+        SELECT coalesce(sum(gm.value::float8), 0) FROM json_each_text(a.gpus::json) AS gm)
+    WHEN json_typeof(a.placement::json) = 'array' THEN (
+        SELECT coalesce(sum((dv.dev ->> 1)::float8), 0)
+        FROM json_array_elements(a.placement::json) AS ar(rep),
+             json_array_elements(ar.rep -> 'devices') AS dv(dev))
     ELSE 0 END) * greatest(coalesce(a.ended_at, NOW) - a.bound_at, 0)) / 1000.0
     FROM attempts AS a WHERE a.job = jobs.id)"""
 # the peak memory of the job's latest attempt that ended with one known
