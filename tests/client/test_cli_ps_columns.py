@@ -5,8 +5,10 @@ per change of a job's state."""
 from __future__ import annotations
 
 import json
+import queue
 import re
 import subprocess
+import threading
 import time
 
 from cli_support import cycle, ok
@@ -41,26 +43,35 @@ def test_ps_watch_piped_prints_the_table_then_each_change_of_state(server):
     proc = subprocess.Popen([*rota_command(), "ps", "--watch", "--interval", "0.2"],
                             env=server.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+
+    def line_with(*words: str) -> str:
+        """The first line printed from now on that has every word; fails after 30 s."""
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no line with {words} within 30 s") from None
+            if all(w in line.split() for w in words):
+                return line
+
     try:
-        assert proc.stdout.readline().split()[:2] == ["ID", "NAME"]
+        assert line_with("ID", "NAME").split()[:2] == ["ID", "NAME"]
         cycle(server)
-        deadline, line = time.monotonic() + 30, ""
-        while f" {job} pending -> scheduled" not in line and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-        assert line.endswith(f"Z {job} pending -> scheduled\n"), line
+        line = line_with(job, "pending", "scheduled")
+        assert line.split()[1:] == [job, "pending", "->", "scheduled"], line
         assert time.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%SZ")
         server.store.transition(job, JobState.RUNNING)
         server.store.transition(job, JobState.SUCCEEDED, exit_code=0)
-        while f" {job} " not in line or "succeeded" not in line:
-            if time.monotonic() > deadline:
-                break
-            line = proc.stdout.readline()
         # no longer listed (finished): the state it ended in
-        assert line.split()[1:] == [job, "scheduled", "->", "succeeded"] or \
-            line.split()[1:] == [job, "running", "->", "succeeded"], line
+        line = line_with(job, "succeeded")
+        assert line.split()[1:] in ([job, "scheduled", "->", "succeeded"],
+                                    [job, "running", "->", "succeeded"]), line
     finally:
         proc.terminate()
-        proc.communicate(timeout=30)
+        proc.wait(timeout=30)
 
 
 def test_maxrss_is_the_peak_memory_of_the_latest_attempt_that_told_it(server):
