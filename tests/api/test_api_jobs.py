@@ -121,7 +121,8 @@ def test_operator_only_routes_and_token_issue(world):
 
 
 SAME = ("id", "name", "project", "user", "queue", "state", "priority", "replicas", "placement",
-        "submit_time", "exit_code", "reason", "array_id", "array_index", "array_limit")
+        "submit_time", "exit_code", "reason", "array_id", "array_index", "array_limit",
+        "started_at", "finished_at", "walltime_s", "estimated_start")
 
 
 def test_the_brief_view_is_the_full_views_values_that_rota_ps_shows(either_world):
@@ -149,7 +150,12 @@ def test_the_brief_view_is_the_full_views_values_that_rota_ps_shows(either_world
             assert b == {**{k: f[k] for k in SAME}, "cpu_milli": request["cpu_milli"],
                          "memory_mib": request["memory_mib"], "gpu_count": gpu["count"],
                          "gpu_share": gpu["share"], "gpu_memory_mib": gpu["memory_mib"],
-                         "wait_codes": [r["code"] for r in f["wait_reasons"]]}
+                         "wait_codes": [r["code"] for r in f["wait_reasons"]],
+                         # what its attempts held (tests/store: exact), none before one
+                         "gpu_seconds": None if f["placement"] is None else b["gpu_seconds"],
+                         "max_rss_kib": None}
+            if f["placement"] is not None:
+                assert b["gpu_seconds"] >= 0
     asked = client.get("/v1/jobs?view=brief&project=q", headers=auth["alice"]).json()
     assert asked["items"] == []  # another project's jobs, asked for by name: none
     full = client.get("/v1/jobs", headers=auth["alice"]).json()["items"]

@@ -112,6 +112,7 @@ def _made(server, tmp_path_factory) -> dict[str, str]:
                                                                            "bob"],
     ["ps", "--queue", "nope"], ["ps", "-A", "--limit", "3"], ["ps", "-A", "--limit", "1000"],
     ["ps", "-o", "bogus"], ["ps", "-o", ","], ["ps", "--after", "x"],
+    ["ps", "-A", "-o", "id,state,elapsed,timelimit,start,maxrss,gpu-hours"],
 ], ids=lambda a: " ".join(a))
 def test_ps_prints_what_the_typer_command_prints(server, tmp_path, jobs, args):
     same(server, tmp_path, *args)

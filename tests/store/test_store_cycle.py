@@ -190,3 +190,21 @@ def test_put_queue_replaces_and_refuses_unknown_flavours(store):
     with pytest.raises(InvalidSpec) as err:
         store.put_queue(queue("q").quota("h100", gpu=1).build())
     assert err.value.field == "quotas.h100"
+
+
+def test_a_forecast_reason_with_its_holders_is_stored_as_it_reads_back(store):
+    """An ``estimate`` reason names its holders (job, nodes, end, running): stored, it reads
+    back equal, and its JSON is as the database gives it back, so the same wait is not
+    written again (``apply`` compares the stored JSON with the new)."""
+    import json
+    from rota.core.decisions import Holder, Reason, Wait
+    from rota.store.convert import reasons_json
+    seed(store)
+    waiting = store.submit(submission(4))
+    reasons = (Reason(ReasonCode.RESOURCES),
+               Reason(ReasonCode.ESTIMATE, holders=(Holder("7", ("n1", "n2"), 1900.5, True),
+                                                    Holder("9", ("n1",), None, False))))
+    store.apply(Decisions(waits=[Wait(waiting, reasons, 1900.5)]), 12.0)
+    rec = store.get_job(waiting)
+    assert rec.wait_reasons == reasons and rec.estimated_start == 1900.5
+    assert json.loads(json.dumps(reasons_json(reasons))) == reasons_json(reasons)

@@ -249,9 +249,11 @@ def test_events_page_after_an_id(store):
     assert store.events(job_id, after=first.id, limit=1) == rest[:1]
 
 
-def brief_of(rec) -> list:
+def brief_of(rec, store: Store | None = None) -> list:
     """A job's brief view as it was made in Python before the database wrote it: the values
-    of ``JobRecord`` in the order of ``BRIEF_COLUMNS``."""
+    of ``JobRecord`` in the order of ``BRIEF_COLUMNS``; its GPU-seconds from its attempts in
+    ``store`` as ``rota.store.accounting`` counts them (held milli-GPUs from bound to ended,
+    or to the store's now)."""
     request, gpu = rec.job.request, rec.job.request.gpu
     placement = None if rec.job.placement is None else [
         {"node": r.node, "devices": [{"index": d.index, "milli": d.milli,
@@ -261,7 +263,24 @@ def brief_of(rec) -> list:
             rec.job.priority, rec.job.replicas, request.cpu_milli, request.memory_mib, gpu.count,
             gpu.share, gpu.memory_mib, placement, rec.job.submit_time, rec.exit_code, rec.reason,
             [str(r.code) for r in rec.wait_reasons], rec.array_id, rec.array_index,
-            rec.array_limit]
+            rec.array_limit, rec.job.started_at, rec.finished_at, rec.job.walltime_s,
+            rec.estimated_start, None if store is None else _gpu_seconds(store, rec.id),
+            None if store is None else _max_rss(store, rec.id)]
+
+
+def _max_rss(store: Store, job_id: str) -> int | None:
+    known = [a.max_rss_kib for a in store.attempts(job_id) if a.max_rss_kib is not None]
+    return known[-1] if known else None
+
+
+def _gpu_seconds(store: Store, job_id: str) -> float | None:
+    from rota.store.accounting import held_milli
+    tried = store.attempts(job_id)
+    if not tried:
+        return None
+    return sum(held_milli(None, a.placement) * max((a.ended_at if a.ended_at is not None
+                                                     else store.clock()) - a.bound_at, 0)
+               for a in tried) / 1000
 
 
 def briefs_of(store: Store, **asked) -> tuple[list[list], str | None]:
@@ -290,15 +309,26 @@ def test_brief_views_are_written_by_either_database_as_python_made_them(store, c
     waiting = store.submit(submission(1, name="waits"))
     store.apply(Decisions(waits=[Wait(waiting, (
         Reason(ReasonCode("resources"), "gpu", 1, 0, 8),
-        Reason(ReasonCode("quota"), detail='"quoted" \\ ünïcode ✓')))]), 7.0)
+        Reason(ReasonCode("quota"), detail='"quoted" \\ ünïcode ✓')), 1_764_230_500.5)]), 7.0)
     failed = store.submit(submission(0, name="failed"))
     store.transition(failed, S.CANCELLED, reason='stopped: "why" \\ ünïcode ✓\ttab')
+    ended = store.submit(submission(0, name="ended"))  # two attempts: the last's peak memory
+    for peak, end in ((2048, S.PENDING), (None, S.PENDING), (3 * 1024 * 1024, S.FAILED)):
+        bind(store, ended)
+        store.transition(ended, S.RUNNING)
+        store.transition(ended, end, max_rss_kib=peak)
     tasks = store.submit_array([submission(0, name="arr") for _ in range(3)])
     other = store.submit(submission(0, user="bob", project="q"))
     items, after = briefs_of(store, where=JobFilter(projects=frozenset({"p"})), limit=20)
-    mine = [r.id for r in tasks][::-1] + [failed, waiting, gang, placed, half]
+    mine = [r.id for r in tasks][::-1] + [ended, failed, waiting, gang, placed, half]
     assert after is None and [i[0] for i in items] == mine
-    assert items == [brief_of(store.get_job(i)) for i in mine]
+    made = [brief_of(store.get_job(i), store) for i in mine]
+    gpu_seconds = BRIEF_COLUMNS.index("gpu_seconds")
+    assert [i[:gpu_seconds] + i[gpu_seconds + 1:] for i in items] == \
+        [m[:gpu_seconds] + m[gpu_seconds + 1:] for m in made]
+    # GPU-seconds: the database's sum, to its fifteen significant digits
+    assert [i[gpu_seconds] for i in items] == [
+        None if m[gpu_seconds] is None else pytest.approx(m[gpu_seconds]) for m in made]
     assert all(len(i) == len(BRIEF_COLUMNS) for i in items)
     by_id = {i[0]: dict(zip(BRIEF_COLUMNS, i)) for i in items}
     assert by_id[half]["submit_time"] == 1_764_230_400.123_456_7
@@ -309,6 +339,14 @@ def test_brief_views_are_written_by_either_database_as_python_made_them(store, c
     assert by_id[waiting]["wait_codes"] == ["resources", "quota"]
     assert "ünïcode ✓\t" in by_id[failed]["reason"] and by_id[placed]["wait_codes"] == []
     assert by_id[tasks[0].id]["array_id"] == tasks[0].id
+    assert by_id[waiting]["estimated_start"] == 1_764_230_500.5
+    assert by_id[placed]["started_at"] is not None and by_id[half]["started_at"] is None
+    # one GPU held since it was bound, up to now: the GPU-seconds rota usage counts
+    bound_at = store.attempts(placed)[0].bound_at
+    assert by_id[placed]["gpu_seconds"] == pytest.approx(store.clock() - bound_at)
+    assert by_id[half]["gpu_seconds"] is None
+    assert by_id[ended]["max_rss_kib"] == 3 * 1024 * 1024 and by_id[placed]["max_rss_kib"] is None
+    assert [a.max_rss_kib for a in store.attempts(ended)] == [2048, None, 3 * 1024 * 1024]
     first, after = briefs_of(store, limit=1)
     assert [r[0] for r in first] == [other] and after == other
     rest, end = briefs_of(store, limit=2, after=after)

@@ -21,7 +21,7 @@ from rota.store.engine import MIGRATIONS, resolve_url
 from rota.store.schema import attempts, job_events, metadata
 from storekit import seed, submission
 
-HEAD = "0016"
+HEAD = "0017"
 TABLES = {"projects", "users", "memberships", "api_tokens", "flavors", "queues", "nodes", "jobs",
           "attempts", "idle_policies", "idempotency_keys", "fair_use", "idle_spans", "prices",
           "budgets", "services", "service_models", "gpu_months",

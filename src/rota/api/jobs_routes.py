@@ -1,5 +1,6 @@
 """Jobs after their submit (``rota.api.submit_routes``): ``GET /v1/jobs`` (a page, newest
-first), ``GET /v1/jobs/{job_id}``, its ``events``, ``hold``, ``release`` and ``cancel``, and
+first), ``GET /v1/jobs/{job_id}``, its ``events``, ``hold``, ``release``, ``requeue`` and
+``cancel``, and
 what a running attempt reports with its own token: ``checkpoint`` and ``exited``.
 
 A member sees and acts only on jobs of its projects; another project's job answers 404, as one
@@ -137,6 +138,21 @@ def release(job_id: str, who: Principal = Depends(principal),
             api: Api = Depends(api_of)) -> dict[str, Any]:
     """Let a held job be scheduled again."""
     return _acted(api, job_id, who, api.store.release)
+
+
+@router.post("/v1/jobs/{job_id}/requeue")
+def requeue(job_id: str, who: Principal = Depends(principal),
+            api: Api = Depends(api_of)) -> dict[str, Any]:
+    """Send a scheduled or running job back to pending, as ``scontrol requeue``: it gets its
+    checkpoint signal and grace period, as a preemption's victim (``rota.store.changes``).
+    Its owner or an operator only: another member of its project is refused (403)."""
+    rec = api.reads.visible_job(job_id, who)
+    if not who.operator and rec.job.user != who.user:
+        raise Forbidden(f"only job {job_id}'s owner ({rec.job.user}) or an operator may requeue "
+                        f"it ({who.user} is neither)")
+    rec = api.store.requeue(job_id, by=who.user)
+    api.changed()
+    return job_view(rec)
 
 
 @router.post("/v1/jobs/{job_id}/cancel")

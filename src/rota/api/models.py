@@ -70,8 +70,8 @@ def job_view(rec: JobRecord) -> dict[str, Any]:
         "walltime_s": job.walltime_s, "submit_time": job.submit_time,
         "started_at": job.started_at, "finished_at": rec.finished_at,
         "placement": placement, "flavor": job.flavor, "reason": rec.reason,
-        "wait_reasons": [{k: (str(v) if k == "code" else v) for k, v in asdict(r).items()}
-                         for r in rec.wait_reasons],
+        "wait_reasons": [{k: (str(v) if k == "code" else v) for k, v in asdict(r).items()
+                          if k != "holders" or v} for r in rec.wait_reasons],
         "estimated_start": rec.estimated_start, "exit_code": rec.exit_code,
         "attempts": rec.attempts, "cancel_requested": rec.cancel_requested,
         "held": rec.held, "eligible_at": rec.eligible_at, "failures": rec.failures,
@@ -86,7 +86,7 @@ def attempt_view(a: AttemptRecord) -> dict[str, Any]:
     return {"attempt": a.attempt, "bound_at": a.bound_at, "launched_at": a.launched_at,
             "ended_at": a.ended_at, "placement": a.placement, "end": a.end,
             "exit_code": a.exit_code, "reason": a.reason,
-            "last_checkpoint_at": a.last_checkpoint_at}
+            "last_checkpoint_at": a.last_checkpoint_at, "max_rss_kib": a.max_rss_kib}
 
 
 def event_view(event: JobEvent) -> dict[str, Any]:

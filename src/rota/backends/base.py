@@ -318,7 +318,9 @@ class ReplicaStatus:
     ``End.GPU_UNHEALTHY``, or ``End.PREEMPTED`` when the site took it back (an eviction, no
     fault: the job is requeued as preempted); otherwise a lost replica counts as
     ``End.NODE_LOST``. An exited
-    replica's ``End.WALLTIME``: the backend's system stopped it at its walltime."""
+    replica's ``End.WALLTIME``: the backend's system stopped it at its walltime. ``max_rss_kib``:
+an exited replica's peak resident memory in KiB, where its backend tells it (local: its
+largest process's, from the kernel's resource usage)."""
 
     rank: int
     state: ReplicaState
@@ -327,6 +329,7 @@ class ReplicaStatus:
     reason: str = ""
     finished_at: float | None = None
     cause: End | None = None
+    max_rss_kib: int | None = None  # an exited replica's peak resident memory, where known
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,6 +364,12 @@ class Status:
     @property
     def succeeded(self) -> bool:
         return self.state is ReplicaState.EXITED and all(c == 0 for c in self.exit_codes)
+
+    @property
+    def max_rss_kib(self) -> int | None:
+        """The largest peak resident memory of a replica, in KiB (None: none known)."""
+        known = [r.max_rss_kib for r in self.replicas if r.max_rss_kib is not None]
+        return max(known) if known else None
 
     @property
     def finished_at(self) -> float | None:

@@ -29,9 +29,11 @@ def replica_status(handle: Handle, r: ReplicaHandle, boot: str) -> ReplicaStatus
     for attempt in range(2):  # re-read: the supervisor may finish between the two checks
         done = read_json(Path(p.dir) / "status.json")
         if done is not None:
+            peak = done.get("max_rss_kib")
             return ReplicaStatus(r.rank, ReplicaState.EXITED, done.get("exit_code"),
                                  done.get("signal"), done.get("reason", ""),
-                                 done.get("finished_at"))
+                                 done.get("finished_at"),
+                                 max_rss_kib=peak if isinstance(peak, int) else None)
         if attempt == 0 and boot_of(handle) == boot and is_running(p.pid, p.start_ticks):
             return ReplicaStatus(r.rank, ReplicaState.RUNNING)
     if boot_of(handle) != boot:

@@ -25,7 +25,10 @@ waits for it, and records how it ended. Files in ``REPLICA_DIR``:
   SIGTERM: ``reason`` and ``grace_s``. With it, SIGTERM is followed by SIGKILL after the grace
   period, counted by the supervisor itself so that it holds even if the control plane died.
 - ``status.json`` (written atomically, last): ``exit_code`` (``128 + n`` when killed by signal
-  ``n``), ``signal``, ``reason``, ``started_at``, ``finished_at``.
+  ``n``), ``signal``, ``reason``, ``started_at``, ``finished_at``, and ``max_rss_kib``: the
+  peak resident memory of the command's largest process, in KiB (``getrusage`` of the
+  supervisor's children, which are the command and what it waited for; null when the command
+  never started).
 
 SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 received by the supervisor are forwarded to the
 command's process group. SIGTERM or SIGINT before the command started means it never starts.
@@ -35,6 +38,7 @@ When the command exits, whatever it left behind in its process group is killed.
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -179,9 +183,11 @@ class Supervisor:
             reason += f"; killed with SIGKILL after a grace period of {self.grace_s:g}s"
         if returncode is None:
             reason = reason or "stopped before it started"
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss \
+            if returncode is not None and self.child is not None else None
         write_json_atomic(self.dir / "status.json", {
             "exit_code": exit_code, "signal": sig, "reason": reason,
-            "started_at": started_at, "finished_at": time.time(),
+            "started_at": started_at, "finished_at": time.time(), "max_rss_kib": peak,
         })
         return 0
 

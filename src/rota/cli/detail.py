@@ -107,7 +107,7 @@ def _attempts(history: list[dict[str, Any]], console: Console) -> None:
 
 
 def _pending(job: dict[str, Any], nodes: list[dict[str, Any]], console: Console) -> None:
-    lines = why_lines(job, nodes)
+    lines = why_lines(job, nodes, time.time())
     if not lines:
         _say(console, wrapped("Why pending: " + not_yet_explained(job, time.time()),
                               console.width, "", " " * LABEL))

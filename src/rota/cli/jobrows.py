@@ -52,6 +52,12 @@ COLUMNS: dict[str, Spec] = {
     "age": Spec("AGE", drop=5),
     "exit": Spec("EXIT", drop=9),
     "reason": Spec("REASON", wrap=True, drop=10),
+    # accounting's, as sacct's Elapsed, Timelimit, Start and MaxRSS, and GPU-hours; only by name
+    "elapsed": Spec("ELAPSED", drop=5),
+    "timelimit": Spec("TIMELIMIT", drop=6),
+    "start": Spec("START", drop=5),
+    "maxrss": Spec("MAXRSS", drop=7, justify="right"),
+    "gpu-hours": Spec("GPU-HOURS", drop=6, justify="right"),
 }
 DEFAULT = ("id", "name", "project", "state", "gpus", "where", "age")
 WIDE = ("id", "name", "project", "queue", "user", "state", "priority", "gpus", "cpu",
@@ -127,7 +133,9 @@ def fold_arrays(rows: list[list], at: dict[str, int]) -> list[list]:
 # the values of a brief view, in the server's order (``rota.store.briefs.BRIEF_COLUMNS``)
 BRIEF = ("id", "name", "project", "user", "queue", "state", "priority", "replicas", "cpu_milli",
          "memory_mib", "gpu_count", "gpu_share", "gpu_memory_mib", "placement", "submit_time",
-         "exit_code", "reason", "wait_codes", "array_id", "array_index", "array_limit")
+         "exit_code", "reason", "wait_codes", "array_id", "array_index", "array_limit",
+         "started_at", "finished_at", "walltime_s", "estimated_start", "gpu_seconds",
+         "max_rss_kib")
 
 
 def brief(job: dict) -> list:
@@ -138,7 +146,8 @@ def brief(job: dict) -> list:
     out = {k: job.get(k) for k in ("id", "name", "project", "user", "queue", "state",
                                    "priority", "replicas", "placement", "submit_time",
                                    "exit_code", "reason", "array_id", "array_index",
-                                   "array_limit")}
+                                   "array_limit", "started_at", "finished_at", "walltime_s",
+                                   "estimated_start", "gpu_seconds", "max_rss_kib")}
     out.update(cpu_milli=request.get("cpu_milli"), memory_mib=request.get("memory_mib"),
                gpu_count=gpu["count"], gpu_share=gpu["share"],
                gpu_memory_mib=gpu.get("memory_mib"),
@@ -152,7 +161,10 @@ READS = {"id": (), "name": ("name",), "project": ("project",), "queue": ("queue"
          "user": ("user",), "state": ("reason",), "priority": ("priority",),
          "gpus": ("replicas", "gpu_count", "gpu_share", "gpu_memory_mib"), "cpu": ("cpu_milli",),
          "memory": ("memory_mib",), "where": (), "age": ("submit_time",),
-         "exit": ("exit_code",), "reason": ("reason", "wait_codes")}
+         "exit": ("exit_code",), "reason": ("reason", "wait_codes"),
+         "elapsed": ("started_at", "finished_at"), "timelimit": ("walltime_s",),
+         "start": ("started_at", "estimated_start"), "maxrss": ("max_rss_kib",),
+         "gpu-hours": ("gpu_seconds",)}
 
 
 def values_for(names: tuple[str, ...]) -> list[str]:
@@ -239,6 +251,64 @@ def _reasons(rows: list[list], at: dict[str, int], now: float) -> list[str]:
     return [r[k] or reason_column(None, r[w]) for r in rows]
 
 
+def _value(row: list, at: dict[str, int], name: str) -> object:
+    """A value of a brief view, None where the server sent none (an older server)."""
+    k = at.get(name)
+    return None if k is None else row[k]
+
+
+FINISHED = ("succeeded", "failed", "cancelled")
+
+
+def _elapsed(rows: list[list], at: dict[str, int], now: float) -> list[str]:
+    """Since its current attempt started, to its end or now; ``-`` before it started."""
+    out = []
+    for r in rows:
+        began, ended = _value(r, at, "started_at"), _value(r, at, "finished_at")
+        if began is None:
+            out.append("-")
+            continue
+        until = ended if ended is not None and r[at["state"]] in FINISHED else now
+        spent = duration(until - began)
+        out.append("0s" if spent == "now" else spent)
+    return out
+
+
+def _timelimit(rows: list[list], at: dict[str, int], now: float) -> list[str]:
+    return ["none" if (w := _value(r, at, "walltime_s")) is None else duration(w)
+            for r in rows]
+
+
+def _start(rows: list[list], at: dict[str, int], now: float) -> list[str]:
+    """A pending job's estimated start (``in 1h5m``, ``unknown``), else when it started."""
+    out = []
+    for r in rows:
+        if r[at["state"]] == "pending":
+            t = _value(r, at, "estimated_start")
+            out.append("unknown" if t is None else "now" if t - now < 1
+                       else f"in {duration(t - now)}")
+            continue
+        t = _value(r, at, "started_at")
+        out.append("-" if t is None else "now" if now - t < 1 else f"{duration(now - t)} ago")
+    return out
+
+
+def _gpu_hours(rows: list[list], at: dict[str, int], now: float) -> list[str]:
+    return ["-" if (s := _value(r, at, "gpu_seconds")) is None else f"{s / 3600:.2f}"
+            for r in rows]
+
+
+def _maxrss(rows: list[list], at: dict[str, int], now: float) -> list[str]:
+    """The peak memory of its latest attempt that ended with one known; ``n/a`` before, or
+    where its engine does not tell."""
+    out = []
+    for r in rows:
+        kib = _value(r, at, "max_rss_kib")
+        mib = None if kib is None else kib / 1024
+        out.append("n/a" if mib is None else memory(round(mib) if mib < 1024 else mib))
+    return out
+
+
 _READERS: dict[str, Callable[[list[list], dict[str, int], float], list[str]]] = {
     "id": _as_is("id"),
     "name": _named,
@@ -254,4 +324,9 @@ _READERS: dict[str, Callable[[list[list], dict[str, int], float], list[str]]] = 
     "age": _age,
     "exit": _worded("exit_code", lambda v: "-" if v is None else str(v)),
     "reason": _reasons,
+    "elapsed": _elapsed,
+    "timelimit": _timelimit,
+    "start": _start,
+    "maxrss": _maxrss,
+    "gpu-hours": _gpu_hours,
 }

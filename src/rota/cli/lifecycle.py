@@ -1,5 +1,7 @@
 """``rota hold`` and ``rota release``: keep a pending job from starting, and let it go again;
 ``rota update``: change a pending job's walltime, priority or queue (as ``scontrol update``);
+``rota requeue``: send a scheduled or running job back to pending through its checkpoint grace
+period (as ``scontrol requeue``; ``rota.store.changes``);
 ``rota checkpoint``: from inside a job, tell rota it has just saved a checkpoint.
 
 A held job stays pending and holds nothing; ``rota show`` says who held it and why. The control
@@ -68,8 +70,19 @@ def update(job: str = typer.Argument(..., metavar="ID"),
     print(f"Updated job {job}: {said}. rota show {job} says where it stands.")
 
 
+def requeue(job: str = typer.Argument(..., metavar="ID")) -> None:
+    """Send a running job back to pending, as scontrol requeue: it gets its checkpoint signal
+    and grace period, is stopped, and is scheduled again (owner or operator)."""
+    remote.job_id(job)
+    with talking() as client:
+        client.requeue(job)
+    print(f"Requeue requested for job {job}: it gets its checkpoint signal and grace period, "
+          f"then goes back to pending. rota show {job} says where it stands.")
+
+
 def register(app: typer.Typer) -> None:
     app.command("update")(update)
     app.command("hold")(hold)
     app.command("release")(release)
+    app.command("requeue")(requeue)
     app.command("checkpoint")(checkpoint)

@@ -6,8 +6,12 @@
 split). ``-o wide`` adds the queue, user, priority, CPU, memory and reason; ``-o id,state,...``
 picks columns by name, as ``kubectl -o custom-columns`` or ``squeue --format`` do; ``-o json``
 is ``--json``. ``--limit N`` lists the newest N jobs (1,000 by default) and a note on stderr
-says when more exist, naming the ``--after ID`` that lists the next ones (``rota.cli.jobrows``). ``--watch`` prints the list again every ``--interval`` seconds until Ctrl-C:
-redrawn in place on a terminal, printed again when it changed otherwise.
+says when more exist, naming the ``--after ID`` that lists the next ones (``rota.cli.jobrows``). A
+table is drawn from brief views (``GET /v1/jobs?view=brief``, the values its columns read),
+JSON from full views. ``--watch`` redraws the list in place every ``--interval`` seconds until
+Ctrl-C on a terminal; piped, it prints the table once and then a line per change of a job's
+state instead of the table again (``watch_lines``: time, job, old -> new state; JSON lines
+alone with ``--json``).
 
 ``rota ps`` without ``--watch`` and ``rota logs`` usually run through ``rota.cli.fast``
 instead, which must say and do the same: change both together.
@@ -36,13 +40,6 @@ def chosen_columns(output: str | None) -> tuple[str, ...] | None:
         return jobrows.chosen_columns(output)
     except jobrows.BadColumns as exc:
         die(str(exc), EXIT_BAD_INPUT)
-
-
-def jobs_table(jobs: list[dict[str, Any]], names: tuple[str, ...], width: int | None = None):
-    """The table of full views of jobs, read in their brief form (``rota.cli.jobrows.brief``)
-    by the function ``rota.cli.fast``'s ``rota ps`` reads the server's brief views with."""
-    cells = jobrows.cells(names, jobrows.BRIEF, [jobrows.brief(j) for j in jobs], time.time())
-    return fit([Column(*COLUMNS[n]) for n in names], [list(r) for r in zip(*cells)], width)
 
 
 def complete_job_ids(incomplete: str) -> list[str]:
@@ -76,8 +73,8 @@ def ps(
     after: Optional[str] = typer.Option(None, "--after", metavar="ID",
                                         help="Only jobs older than job ID: the next page, as "
                                              "the note names it."),
-    watch: bool = typer.Option(False, "--watch", "-w", help="Print again every --interval "
-                               "seconds until Ctrl-C."),
+    watch: bool = typer.Option(False, "--watch", "-w", help="Redraw every --interval seconds "
+                               "until Ctrl-C; piped, print a line per change of a job's state."),
     interval: float = typer.Option(2.0, "--interval", min=0.1, metavar="SECONDS",
                                    help="Seconds between two lists with --watch."),
     as_json: bool = typer.Option(False, "--json", help="Print the jobs as JSON."),
@@ -87,57 +84,109 @@ def ps(
     states = jobrows.states_of(state, all_)
     if after is not None:
         remote.job_id(after)
-
-    def fetch(client) -> tuple[list[dict[str, Any]], str | None]:
-        return client.jobs_page(projects=project, states=states, queue=queue, user=user,
-                                limit=limit, after=after)
-
+    asked = {"projects": project, "states": states, "queue": queue, "user": user,
+             "limit": limit, "after": after}
+    empty = empty_line(all_ or bool(state))
     with talking() as client:
         if watch:
-            _watch(lambda: fetch(client)[0], names, interval,
-                   empty=empty_line(all_ or bool(state)))
+            _watch(client, asked, names, interval, empty)
             return
-        jobs, more = fetch(client)
-    if names is None:
-        print_json(jobs)
-    elif not jobs:
-        print(empty_line(all_ or bool(state)))
-    else:
-        console().print(jobs_table(jobs, names))
+        if names is None:
+            jobs, more = client.jobs_page(**asked)
+            print_json(jobs)
+            shown = len(jobs)
+        else:
+            columns, rows, more = client.briefs(**asked, values=jobrows.values_for(names))
+            console().print(brief_table(names, columns, rows) if rows else empty)
+            shown = len(rows)
     if more is not None:
         sys.stdout.flush()
-        print(jobrows.more_line(len(jobs), more), file=sys.stderr)
+        print(jobrows.more_line(shown, more), file=sys.stderr)
 
 
-def _watch(fetch: Callable[[], list[dict[str, Any]]], names: tuple[str, ...] | None,
-           interval: float, empty: str) -> None:
+def brief_table(names: tuple[str, ...], columns: list[str], rows: list[list],
+                width: int | None = None):
+    """The table of jobs' brief views (``GET /v1/jobs?view=brief``), as ``rota.cli.fast``
+    draws it."""
+    cells = jobrows.cells(names, columns, rows, time.time())
+    return fit([Column(*COLUMNS[n]) for n in names], [list(r) for r in zip(*cells)], width)
+
+
+def _watch(client, asked: dict[str, Any], names: tuple[str, ...] | None, interval: float,
+           empty: str) -> None:
+    """``--watch``: on a terminal the table (or JSON) redrawn in place every ``interval``;
+    piped, the table once and then a line per change of a job's state (``watch_lines``), or
+    with ``--json`` JSON lines alone, the first ones each job's state."""
     import json
 
-    def render(jobs):
+    def render():
         if names is None:
-            return json.dumps(jobs, indent=2, sort_keys=True)
-        return jobs_table(jobs, names) if jobs else empty
+            return json.dumps(client.jobs_page(**asked)[0], indent=2, sort_keys=True)
+        columns, rows, _ = client.briefs(**asked, values=jobrows.values_for(names))
+        return brief_table(names, columns, rows) if rows else empty
 
-    out = console()
     try:
         if sys.stdout.isatty():
             from rich.live import Live
-            with Live(render(fetch()), console=out, auto_refresh=False) as live:
+            with Live(render(), console=console(), auto_refresh=False) as live:
                 while True:
                     time.sleep(interval)
-                    live.update(render(fetch()), refresh=True)
-        last = None
+                    live.update(render(), refresh=True)
+        seen: dict[str, str] | None = None
         while True:
-            jobs = fetch()
-            seen = [(j["id"], j["state"], j.get("placement")) for j in jobs]
-            if seen != last:
-                out.print(render(jobs))
-                out.print()
-                sys.stdout.flush()
-                last = seen
+            columns, rows, _ = client.briefs(**asked, values=["id", "state"])
+            at = {c: k for k, c in enumerate(columns)}
+            now = {r[at["id"]]: r[at["state"]] for r in rows}
+            if seen is None and names is not None:  # the table once, then its changes
+                console().print(render())
+                seen = now
+            for line in watch_lines(seen, now, time.time(), lambda j: _final(client, j),
+                                    as_json=names is None):
+                print(line)
+            sys.stdout.flush()
+            seen = now
             time.sleep(interval)
     except KeyboardInterrupt:
         return
+
+
+def _final(client, job_id: str) -> str:
+    """The state of a job no longer listed (it finished, or left the filter)."""
+    try:
+        return client.job(job_id)["state"]
+    except Exception:  # deleted, or no longer visible: say it is gone
+        return "gone"
+
+
+def watch_lines(before: dict[str, str] | None, now: dict[str, str], t: float,
+                final: Callable[[str], str], as_json: bool = False) -> list[str]:
+    """The lines ``rota ps --watch`` prints when piped, for the jobs listed ``before`` and
+    ``now`` (id -> state) at time ``t``: first every job with its state, then one line per
+    change, ``TIME ID OLD -> NEW`` (a job no longer listed with the state it ended in, as
+    ``final`` reads it; a new one from ``new``); with ``as_json`` each a JSON object (``time``,
+    ``job``, ``from``, ``to``)."""
+    import json
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+    changes: list[tuple[str, str | None, str]] = []
+    if before is None:
+        changes = [(j, None, s) for j, s in sorted(now.items(), key=_id_order)]
+    else:
+        for j in sorted(set(before) | set(now), key=_id_order):
+            old, new = before.get(j, "new"), now.get(j)
+            if new is None:
+                new = final(j)
+            if old != new:
+                changes.append((j, old, new))
+    if as_json:
+        return [json.dumps({"time": t, "job": j, "from": old, "to": new})
+                for j, old, new in changes]
+    return [f"{when} {j} {new}" if old is None else f"{when} {j} {old} -> {new}"
+            for j, old, new in changes]
+
+
+def _id_order(item: Any) -> tuple[int, str]:
+    job = item[0] if isinstance(item, tuple) else item
+    return (int(job), job) if job.isdigit() else (0, job)
 
 
 def show(

@@ -226,6 +226,32 @@ class Client:
                 break
         return out, after
 
+    def briefs(self, projects: list[str] | None = None, states: list[str] | None = None,
+               limit: int = 1000, queue: str | None = None, user: str | None = None,
+               after: str | None = None, values: list[str] | None = None
+               ) -> tuple[list[str], list[list], str | None]:
+        """The same jobs as brief views (``view=brief``, ``values`` of them only), as
+        ``rota.client.bare.BareClient.briefs``: the names of their values, a list of values
+        per job in that order, and the cursor."""
+        columns: list[str] = []
+        out: list[list] = []
+        while len(out) < limit:
+            page = self._json("GET", "/v1/jobs", params=_params(
+                project=projects or None, state=states or None, queue=queue, user=user,
+                after=after, limit=min(10_000, limit - len(out)), view="brief",
+                columns=",".join(values) if values else None))
+            items = page["items"]
+            if not out:
+                columns = page["columns"]
+            elif page["columns"] != columns:  # a server upgraded between two pages
+                where = {name: k for k, name in enumerate(page["columns"])}
+                items = [[i[where[c]] if c in where else None for c in columns] for i in items]
+            out += items
+            after = page["next_after"]
+            if after is None:
+                break
+        return columns, out, after
+
     def job(self, job_id: str) -> dict[str, Any]:
         return self._json("GET", f"/v1/jobs/{_segment(job_id)}")
 
@@ -242,6 +268,10 @@ class Client:
         """Change a pending job: ``walltime``, ``priority``, ``queue``; the job and what
         changed (``changes``)."""
         return self._json("PATCH", f"/v1/jobs/{_segment(job_id)}", json=changes)
+
+    def requeue(self, job_id: str) -> dict[str, Any]:
+        """Send a job holding resources back to pending through its grace period."""
+        return self._json("POST", f"/v1/jobs/{_segment(job_id)}/requeue")
 
     def release(self, job_id: str) -> dict[str, Any]:
         return self._json("POST", f"/v1/jobs/{_segment(job_id)}/release")

@@ -13,6 +13,8 @@ The loop and what one pass carries out:
 - ``verdict``: the pure rules (exit codes, restart budget, cancel, preemption grace);
 - ``launcher``: launching the jobs a pass bound, many at once, recovering attempts an earlier
   control plane started;
+- ``forecasts``: start estimates of pending jobs (``rota.scheduler.forecast``), run at most
+  once per period and told in each pass's waits;
 - ``eligibility``: which pending jobs may be scheduled now (account, budget, hold, start time,
   dependencies, array limit), a pure decision made before the cycle sees them;
 - ``budgets``: project budgets carried out: whose new jobs wait, and the soft limit's warning;

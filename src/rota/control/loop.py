@@ -27,8 +27,10 @@ One pass (``ControlLoop.step``), in order:
    and passes it to the cycle.
    Pending jobs whose owner's OS account cannot run here (``rota.control.accounts``), or whose
    project reached its hard budget this month (``rota.control.budgets``), are left out of the
-   cycle and wait with that reason, holding nothing. Wait explanations that did not
-   change since the last pass are not written again.
+   cycle and wait with that reason, holding nothing. With ``forecasts``
+   (``rota.control.forecasts``; ``rota up`` gives it), each wait also tells the latest start
+   estimate of a forward simulation over walltimes, run at most once per its period. Wait
+   explanations that did not change since the last pass are not written again.
 4. Launch: every job bound in step 3 is handed to the launcher, which starts them through
    the backend all at once (``rota.control.launcher``) while the next passes go on; each pass
    first records the launches that ended since the last (their handles with their moves to
@@ -98,6 +100,7 @@ from rota.control.accounts import Accounts
 from rota.control.budgets import BudgetWatch
 from rota.control import eligibility
 from rota.control.clock import Clock, SystemClock
+from rota.control.forecasts import Forecasts
 from rota.control.intake import Intake
 from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
@@ -124,8 +127,9 @@ class ControlLoop:
                  on_lease_lost: Callable[[], None] = lambda: None,
                  accounts: Accounts | None = None, inventory_s: float = 10.0,
                  api_url: str | None = None, api_ca_file: str | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, forecasts: Forecasts | None = None) -> None:
         self.store, self.backend, self.policy = store, backend, policy
+        self.forecasts = forecasts
         # None: the backend takes no early ends, and its launches are out when they return
         self.early = backend if isinstance(backend, EarlyEnding) else None
         self._arrivals = Arrivals.of(policy)
@@ -412,7 +416,12 @@ class ControlLoop:
             self._seen = (whole, {w.job: str(w.reasons[0].code) for w in
                                   (*decisions.waits, *held.waits) if w.reasons})
         self._written_waits = {j: w for j, w in self._written_waits.items() if j in pending}
-        waits = [w for w in (*decisions.waits, *held.waits)
+        told = decisions.waits
+        if self.forecasts is not None:
+            if self.forecasts.due(snapshot, now):
+                self.forecasts.refresh(snapshot, self.policy, now)
+            told = self.forecasts.explain(told)
+        waits = [w for w in (*told, *held.waits)
                  if self._written_waits.get(w.job) != hash((w.reasons, w.estimated_start))]
         todo = Decisions(binds=decisions.binds,
                          preemptions=_sparing(decisions.preemptions, self.reconciler.in_flight),

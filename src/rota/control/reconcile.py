@@ -56,7 +56,7 @@ from __future__ import annotations
 import logging
 import math
 import signal as signals
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -194,6 +194,8 @@ class Reconciler:
         if verdict.move is not None:
             if status.state is ReplicaState.LOST:
                 self.backend.cancel(handle, 0.0)  # no orphan of a lost replica outlives it
+            if not verdict.move.holds_resources:  # the attempt ends: its peak memory
+                verdict = replace(verdict, max_rss_kib=status.max_rss_kib)
             self._move(rec, verdict, report, now)
 
     def _placed(self, rec: JobRecord, status: Status) -> None:
@@ -349,7 +351,7 @@ class Reconciler:
                 eligible_at = (now if now is not None else self.store.clock()) + verdict.retry_in_s
             moves.append(Move(rec.id, verdict.move, verdict.exit_code, verdict.reason,  # type: ignore[arg-type]
                               handle.to_dict() if handle is not None else None, verdict.end,
-                              verdict.hold, eligible_at))
+                              verdict.hold, eligible_at, verdict.max_rss_kib))
         for (rec, verdict, _now, handle), after in zip(queued, self.store.transition_many(moves)):
             if isinstance(after, Exception):
                 log.info("job %s: skipped %s -> %s: %s", rec.id, rec.state, verdict.move, after)

@@ -111,6 +111,7 @@ class Verdict:
     hold: str | None = None          # a requeue that holds the job back: why
     retry_in_s: float | None = None  # a requeue that may not start before this much time
     waiting: str | None = None       # a SCHEDULED job its backend has not started yet: why
+    max_rss_kib: int | None = None   # with a move out of holding: the attempt's peak memory
 
 
 KEEP = Verdict()

@@ -9,7 +9,11 @@
 A ``Reason`` is structured (code, resource, requested, free, capacity, detail, limit); only
 the CLI and API turn it into a sentence. ``limit`` names the quota limit that holds a job
 back (``nominal``, ``cohort``, ``borrowing_limit``, ``lending_limit``) where one does; a
-``gpu_memory`` reason's amounts are MiB of one GPU.
+``gpu_memory`` reason's amounts are MiB of one GPU. An ``estimate`` reason (the forecast's,
+``rota.scheduler.forecast``) names in ``holders`` the jobs whose end lets the job start, and
+in ``detail``, where it has no estimate, why not (``no-walltime``, ``never``,
+``never-quota``, ``never-room``, ``window``, ``steps``, ``depth``; ``capacity`` is then the
+forecast's bound: its window in seconds, its steps, or how many jobs it follows).
 """
 
 from __future__ import annotations
@@ -39,6 +43,19 @@ class ReasonCode(enum.StrEnum):
     DEPENDENCY = "dependency"        # a job it depends on has not ended as it needs
     ARRAY_LIMIT = "array-limit"      # its array runs as many tasks at once as it may
     BUDGET = "budget"                # its project reached its hard budget for the month
+    ESTIMATE = "estimate"            # the forecast's: who holds what it needs, until when
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """A job that holds what a pending job needs (``rota.scheduler.forecast``): where, until
+    when (None: it has no walltime), and whether it runs now (else it is forecast to start
+    before the pending job)."""
+
+    job: str
+    nodes: tuple[str, ...]
+    end: float | None
+    running: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +67,7 @@ class Reason:
     capacity: float | None = None
     detail: str = ""
     limit: str | None = None
+    holders: tuple[Holder, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rota.core import shortforms
-from rota.core.decisions import Reason, ReasonCode
+from rota.core.decisions import Holder, Reason, ReasonCode
 from rota.core.shortforms import STARTING, age, node_state, state_word
 from rota.core.wording import CAPACITY, amount, duration, hint, sentence
 
@@ -62,11 +62,12 @@ def closed_nodes(nodes: Sequence[dict[str, Any]]) -> list[str]:
     return [f"{n['name']} is {node_state(n)}" for n in nodes if node_state(n) != "ok"]
 
 
-def sentence_among(reason: Reason, nodes: Sequence[dict[str, Any]]) -> str:
+def sentence_among(reason: Reason, nodes: Sequence[dict[str, Any]],
+                   now: float | None = None) -> str:
     """``sentence(reason)``, told with the nodes that take no new job (module docstring)."""
     closed = closed_nodes(nodes)
     if reason.code not in CAPACITY or not closed:
-        return sentence(reason)
+        return sentence(reason, now)
     if len(closed) == len(nodes):
         return f"No node takes new jobs: {'; '.join(closed)}."
     return f"{sentence(reason)} Not counted, as they take no new job: {'; '.join(closed)}."
@@ -78,17 +79,21 @@ def reason_of(data: dict[str, Any]) -> Reason | None:
     try:
         return Reason(ReasonCode(data["code"]), data.get("resource"), data.get("requested"),
                       data.get("free"), data.get("capacity"), data.get("detail") or "",
-                      data.get("limit"))
-    except (KeyError, ValueError, TypeError):
+                      data.get("limit"), tuple(
+                          Holder(str(h["job"]), tuple(h.get("nodes") or ()), h.get("end"),
+                                 bool(h.get("running"))) for h in data.get("holders") or ()))
+    except (KeyError, ValueError, TypeError, AttributeError):
         return None
 
 
-def why_lines(job: dict[str, Any], nodes: Sequence[dict[str, Any]] = ()) -> list[str]:
-    """Sentences for a job's stored wait (or reject) reasons."""
+def why_lines(job: dict[str, Any], nodes: Sequence[dict[str, Any]] = (),
+              now: float | None = None) -> list[str]:
+    """Sentences for a job's stored wait (or reject) reasons; the forecast's times relative
+    to ``now`` where it is given."""
     out = []
     for data in job.get("wait_reasons") or []:
         reason = reason_of(data)
-        out.append(sentence_among(reason, nodes) if reason is not None
+        out.append(sentence_among(reason, nodes, now) if reason is not None
                    else str(data.get("detail") or data))
     return list(dict.fromkeys(out))
 

@@ -91,10 +91,11 @@ def placement(replicas: list[dict] | None) -> str:
 
 
 def reason_column(reason: str | None, codes: list[str] | None) -> str:
-    """The reason of the job's last move, else the codes of its wait reasons (each once)."""
+    """The reason of the job's last move, else the codes of its wait reasons (each once; the
+    forecast's ``estimate`` is not a reason to wait)."""
     if reason:
         return reason
-    return ", ".join(dict.fromkeys(c for c in codes or () if c)) or "-"
+    return ", ".join(dict.fromkeys(c for c in codes or () if c and c != "estimate")) or "-"
 
 
 def node_state(node: dict) -> str:

@@ -16,6 +16,9 @@ for the CLI and for the API's answers alike (reasons stay data everywhere else).
   limit (``borrowing_limit``), the lender's lending limit (``lending_limit``).
 
 ``sentence`` is the one place a reason becomes words; ``hint`` suggests what to do next.
+``estimate_sentence`` tells the forecast's ``estimate`` reason: the jobs that hold what a
+pending job needs and when each ends (relative to a ``now`` the caller gives), or why there
+is no start estimate.
 """
 
 from __future__ import annotations
@@ -43,9 +46,13 @@ def normalised(reason: Reason) -> dict[str, Any]:
         x = v * scale
         return int(x) if float(x).is_integer() else round(x, 3)
 
-    return {"code": str(reason.code), "resource": reason.resource,
-            "requested": conv(reason.requested), "free": conv(reason.free),
-            "capacity": conv(reason.capacity), "detail": reason.detail, "limit": reason.limit}
+    out = {"code": str(reason.code), "resource": reason.resource,
+           "requested": conv(reason.requested), "free": conv(reason.free),
+           "capacity": conv(reason.capacity), "detail": reason.detail, "limit": reason.limit}
+    if reason.holders:  # the forecast's (``estimate``)
+        out["holders"] = [{"job": h.job, "nodes": list(h.nodes), "end": h.end,
+                           "running": h.running} for h in reason.holders]
+    return out
 
 
 def reason_json(reason: Reason) -> dict[str, Any]:
@@ -54,13 +61,17 @@ def reason_json(reason: Reason) -> dict[str, Any]:
     return out
 
 
-__all__ = ["CAPACITY", "amount", "duration", "hint", "normalised", "reason_json", "sentence"]
+__all__ = ["CAPACITY", "amount", "duration", "estimate_sentence", "hint", "normalised",
+           "reason_json", "sentence"]
 
 CAPACITY = (C.RESOURCES, C.GANG)
 
 
-def sentence(reason: Reason) -> str:
-    """One sentence that says why, with the numbers that matter."""
+def sentence(reason: Reason, now: float | None = None) -> str:
+    """One sentence that says why, with the numbers that matter; an ``estimate`` reason's
+    times are told relative to ``now`` where it is given."""
+    if reason.code is C.ESTIMATE:
+        return estimate_sentence(reason, now)
     n = normalised(reason)
     r = n["resource"]
     req, free, cap = (amount(r, n[k]) for k in ("requested", "free", "capacity"))
@@ -124,6 +135,47 @@ def sentence(reason: Reason) -> str:
         return (f"Over budget: {reason.detail}; the project's new jobs wait until the month "
                 "ends (UTC) or an operator raises the limit. Running jobs go on.")
     return reason.detail or str(code)
+
+
+WHY_NO_ESTIMATE = {
+    "no-walltime": "it waits behind jobs without a walltime, which may run for ever",
+    "never": "the scheduling cycle rejects it",
+    "never-quota": ("it does not start even once every job holding resources has ended: its "
+                    "queue's quota can never allow it"),
+    "never-room": ("it does not start even once every job holding resources has ended: no "
+                   "node (no set of nodes, for a gang) can take it"),
+    "window": "it would start beyond the forecast's window of {bound}",
+    "steps": "the forecast stopped after {bound} steps before it started",
+    "depth": "it is not among the first {bound} pending jobs in order, which the forecast follows",
+}
+
+
+def estimate_sentence(reason: Reason, now: float | None = None) -> str:
+    """The forecast's word on a pending job: who holds what it needs and until when, or why
+    there is no estimate (``rota.scheduler.forecast``)."""
+    held = ", ".join(_holder_words(h, now) for h in reason.holders)
+    if reason.detail:
+        bound = reason.capacity
+        if reason.detail == "window" and bound is not None:
+            bound = duration(bound)
+        elif bound is not None:
+            bound = f"{bound:g}"
+        why = WHY_NO_ESTIMATE.get(reason.detail, reason.detail).format(bound=bound)
+        return f"No start estimate: {why}" + (f": {held}." if held else ".")
+    if not held:
+        return "Estimated from walltimes: it starts as soon as the cycle reaches it."
+    return f"Estimated from walltimes: what it needs is held by {held}."
+
+
+def _holder_words(holder: Any, now: float | None) -> str:
+    where = f" on {', '.join(holder.nodes)}" if holder.nodes else ""
+    first = "" if holder.running else ", forecast to start first"
+    if holder.end is None:
+        return f"{holder.job}{where} (no walltime{first})"
+    if now is None:
+        return f"{holder.job}{where} (ends by its walltime{first})"
+    until = "now" if holder.end <= now else f"within {duration(holder.end - now)}"
+    return f"{holder.job}{where} (ends {until}{first})"
 
 
 def _quota_sentence(reason: Reason, req: str, free: str, cap: str) -> str:

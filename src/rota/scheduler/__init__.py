@@ -20,6 +20,9 @@ The cycle:
 - ``holds``: the quota a cycle holds for jobs that wait, kept from the other queues;
 - ``base``: what the jobs holding resources take, kept between cycles by a caller;
 - ``apply``: applying decisions to a snapshot (dry runs, simulations).
+- ``forecast``: a start estimate for every pending job, by running the cycle forward over
+  walltimes (``squeue --start``), with the jobs that hold what each waits for, or why there is
+  no estimate.
 
 Capacity, quota and placement:
 

@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping
 
 from rota.control import ControlLoop, DataDirLock, setup
 from rota.control.accounts import Accounts
+from rota.control.forecasts import Forecasts
 from rota.control.lease import LeaseKeeper
 from rota.control.loop import HANDOFF_WAIT_S
 from rota.control.metrics import Metrics, Reading
@@ -228,7 +229,7 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         loop = ControlLoop(store, backend, config.policy, directory,
                            interval_s=config.interval_s, lease=keeper, accounts=accounts,
                            api_url=jobs_url, api_ca_file=_public_certificate(served, directory),
-                           metrics=metrics)
+                           metrics=metrics, forecasts=Forecasts(background=True))
         plane = ControlPlane(config, lock, store, loop, accounts, sock, url, token, issued,
                              operator, cordoned, metrics=metrics, jobs_url=jobs_url,
                              served=served, leaked=leaked, held=held)

@@ -11,7 +11,10 @@ back from the control loop's thread (up to the 5 ms switch interval each).
 Each value is the full view's (``rota.api.models.job_view``): ``id`` and ``array_id`` as
 strings, the request's numbers from the spec (``cpu_milli``, ``gpu_count``, ...), the
 placement with each device named (``{"index", "milli", "memory_mib"}``; stored as a list of
-three numbers), and ``wait_codes`` the ``code`` of each wait reason (``[]`` for none). The
+three numbers), ``wait_codes`` the ``code`` of each wait reason (``[]`` for none),
+``walltime_s`` the spec's, ``gpu_seconds`` what the job's attempts held, as ``rota usage``
+counts it (``rota.store.accounting``: null before its first attempt), and ``max_rss_kib`` the
+peak memory of its latest attempt that ended with one known (null: none). The
 page is the one ``rota.store.jobs.list_jobs`` would list: the same filter, newest first, after
 the same cursor. SQLite writes a number with fifteen significant digits in JSON, which would
 round a submit time, so it is written with seventeen (``printf('%!.17g')``), which read back
@@ -40,7 +43,35 @@ MAX_BRIEF_PAGE = 10_000  # brief views are a tenth of the size: a page holds ten
 BRIEF_COLUMNS = ("id", "name", "project", "user", "queue", "state", "priority", "replicas",
                  "cpu_milli", "memory_mib", "gpu_count", "gpu_share", "gpu_memory_mib",
                  "placement", "submit_time", "exit_code", "reason", "wait_codes", "array_id",
-                 "array_index", "array_limit")
+                 "array_index", "array_limit", "started_at", "finished_at", "walltime_s",
+                 "estimated_start", "gpu_seconds", "max_rss_kib")
+
+# a time that may be null, with seventeen digits on SQLite (see the module docstring)
+_TIME_17 = "CASE WHEN jobs.{0} IS NULL THEN NULL ELSE json(printf('%!.17g', jobs.{0})) END"
+
+# the GPU-seconds of a job's attempts (``rota.store.accounting``: each attempt holds its
+# milli-GPUs, its ``gpus`` else its placement's devices, from ``bound_at`` to ``ended_at``,
+# or to NOW while it holds them; never less than nothing), in each database's words (on
+# PostgreSQL the attempts' JSON is read as json, whichever type stores it); NOW is the page's
+# time
+_GPU_SECONDS_SQLITE = """(SELECT sum((CASE WHEN json_type(a.gpus) = 'object' THEN (
+        SELECT coalesce(sum(g.value), 0) FROM json_each(a.gpus) AS g)
+    WHEN json_type(a.placement) = 'array' THEN (
+        SELECT coalesce(sum(json_extract(d.value, '$[1]')), 0)
+        FROM json_each(a.placement) AS r, json_each(r.value, '$.devices') AS d)
+    ELSE 0 END) * max(coalesce(a.ended_at, NOW) - a.bound_at, 0)) / 1000.0
+    FROM attempts AS a WHERE a.job = jobs.id)"""
+_GPU_SECONDS_POSTGRES = """(SELECT sum((CASE WHEN json_typeof(a.gpus::json) = 'object' THEN (
+        SELECT coalesce(sum(gm.value::float8), 0) FROM json_each_text(a.gpus::json) AS gm)
+    WHEN json_typeof(a.placement::json) = 'array' THEN (
+        SELECT coalesce(sum((dv.dev ->> 1)::float8), 0)
+        FROM json_array_elements(a.placement::json) AS ar(rep),
+             json_array_elements(ar.rep -> 'devices') AS dv(dev))
+    ELSE 0 END) * greatest(coalesce(a.ended_at, NOW) - a.bound_at, 0)) / 1000.0
+    FROM attempts AS a WHERE a.job = jobs.id)"""
+# the peak memory of the job's latest attempt that ended with one known
+_MAX_RSS = """(SELECT a.max_rss_kib FROM attempts AS a WHERE a.job = jobs.id
+    AND a.max_rss_kib IS NOT NULL ORDER BY a.attempt DESC LIMIT 1)"""
 
 # the values that are JSON (placement, wait_codes) or that JSON would round (submit_time), in
 # each database's own words; stored JSON that is not an array (SQL NULL, JSON null) is none.
@@ -55,6 +86,7 @@ _SQLITE = {
             FROM json_each(r.value, '$.devices') AS d))))
         FROM json_each(jobs.placement) AS r)) END""",
     "submit_time": "json(printf('%!.17g', jobs.submit_time))",
+    **{name: _TIME_17.format(name) for name in ("started_at", "finished_at", "estimated_start")},
     "wait_codes": """json((SELECT json_group_array(json_extract(w.value, '$.code'))
         FROM json_each(jobs.wait_reasons) AS w WHERE w.type = 'object'))""",
 }
@@ -88,10 +120,12 @@ def chosen_columns(names: list[str] | None) -> tuple[str, ...]:
 
 
 def brief_page(conn: Connection, where: JobFilter, limit: int, after: str | None,
-               columns: tuple[str, ...] = BRIEF_COLUMNS) -> tuple[str, str | None]:
+               columns: tuple[str, ...] = BRIEF_COLUMNS,
+               now: float = 0.0) -> tuple[str, str | None]:
     """The JSON text of up to ``limit`` (at most ``MAX_BRIEF_PAGE``) jobs' brief views, newest
     first, from after job ``after``, each the values of ``columns`` (``chosen_columns``) in
-    that order; and the cursor of the next page (None: no more)."""
+    that order; and the cursor of the next page (None: no more). ``now`` ends the GPU-seconds
+    of attempts that still hold their GPUs."""
     if not 1 <= limit <= MAX_BRIEF_PAGE:
         raise InvalidSpec("limit", f"must be between 1 and {MAX_BRIEF_PAGE}, got {limit}")
     postgres = conn.dialect.name == "postgresql"
@@ -101,12 +135,14 @@ def brief_page(conn: Connection, where: JobFilter, limit: int, after: str | None
         request = select(cast(jobs.c.spec["request"], JSONB).label("r")).correlate(jobs) \
             .offset(0).lateral("request")  # OFFSET 0: not merged, so read once
         numbers = {name: request.c.r[path] for name, path in _NUMBERS.items()}
-        row = func.json_build_array(*_values(columns, _POSTGRES, numbers))
+        words = {**_POSTGRES, "gpu_seconds": _GPU_SECONDS_POSTGRES.replace("NOW", repr(float(now)))}
+        row = func.json_build_array(*_values(columns, words, numbers))
         source: Any = jobs.join(request, true()) if _NUMBERS.keys() & set(columns) else jobs
     else:
         numbers = {name: jobs.c.spec[("request", *path)].as_integer()
                    for name, path in _NUMBERS.items()}
-        row = func.json_array(*_values(columns, _SQLITE, numbers))
+        words = {**_SQLITE, "gpu_seconds": _GPU_SECONDS_SQLITE.replace("NOW", repr(float(now)))}
+        row = func.json_array(*_values(columns, words, numbers))
         source = jobs
     page = filtered(select(jobs.c.id, row.label("row")).select_from(source), where, after,
                     newest_first=True).limit(limit).subquery("page")
@@ -139,6 +175,8 @@ def _values(columns: tuple[str, ...], words: dict[str, str], numbers: dict[str, 
             ) -> list[Any]:
     """One SQL expression per column."""
     c = jobs.c
-    plain = {"id": cast(c.id, Text), "array_id": cast(c.array_id, Text), **numbers}
+    plain = {"id": cast(c.id, Text), "array_id": cast(c.array_id, Text),
+             "max_rss_kib": literal_column(_MAX_RSS),
+             "walltime_s": c.spec["walltime_s"].as_float(), **numbers}
     return [literal_column(words[name]) if name in words else plain[name] if name in plain
             else c[name] for name in columns]

@@ -1,4 +1,7 @@
-"""Changing a pending job, as ``scontrol update`` does: its walltime, priority or queue.
+"""Changing a job, as ``scontrol update`` and ``scontrol requeue`` do.
+
+``update_pending``: a pending job's walltime, priority or queue. ``requeue``: a job that holds
+resources goes back to pending (below).
 
 Only a PENDING job changes (held or not): one that holds resources runs as it was bound.
 A member may only make its job ask for less, as Slurm lets a user lower a time limit or a
@@ -6,6 +9,15 @@ priority but not raise them; an operator may set either. A new queue must exist 
 job's project, as at submit; a job whose batch options (``run.slurm``) its queue filled in
 cannot move (they would no longer be its new queue's): cancel it and submit again. Each change
 is one event of the job's history that names what changed, from what, to what.
+
+A requeue takes the preemption path: a SCHEDULED or RUNNING job moves to PREEMPTING with its
+checkpoint grace (``preempt_deadline`` = now + ``grace_s``), so the control loop sends its
+checkpoint signal, stops it once it checkpointed or the grace is over, and moves it to PENDING
+with the end ``preempted`` (which spends no restart budget); it is then scheduled again like
+any pending job. It is refused for a pending job (nothing to requeue), a job already leaving
+(PREEMPTING, or its cancel requested) and a finished one: unlike Slurm, which requeues a
+finished batch job, rota's ended states are final (the attempt's accounting is closed), so a
+finished job is submitted again instead. Who may ask (owner or operator) is the API's check.
 """
 
 from __future__ import annotations
@@ -17,7 +29,7 @@ from sqlalchemy import Connection
 
 from rota.core import InvalidSpec, IllegalTransition, JobState
 from rota.core.shortforms import duration
-from rota.store.jobs import check_name, get, write
+from rota.store.jobs import check_name, get, move, write
 from rota.store.submit import check_queue_admits
 
 PRIORITY_BOUND = 1_000_000  # as a job file's priority
@@ -35,6 +47,25 @@ class Change:
     @property
     def empty(self) -> bool:
         return self.walltime_s is None and self.priority is None and self.queue is None
+
+
+def requeue(conn: Connection, job_id: object, by: str, now: float) -> None:
+    """Send a job holding resources back to pending through its grace (module docstring)."""
+    row = get(conn, job_id, lock=True)
+    state = JobState(row.state)
+    if state is JobState.PENDING:
+        raise IllegalTransition(f"job {row.id} is already pending: nothing to requeue")
+    if state.terminal:
+        raise IllegalTransition(f"job {row.id} has {state}: a finished job is not requeued; "
+                                "submit it again")
+    if state is JobState.PREEMPTING or row.cancel_requested:
+        raise IllegalTransition(f"job {row.id} is already stopping "
+                                f"({'cancel requested' if row.cancel_requested else state})")
+    grace = row.spec["grace_s"]
+    why = f"requeued by {by}"
+    move(conn, row, JobState.PREEMPTING, now, why, {"by": by, "reason": "requeue",
+                                                   "grace_s": grace},
+         preempt_deadline=now + grace, reason=why)
 
 
 def update_pending(conn: Connection, job_id: object, change: Change, by: str, operator: bool,

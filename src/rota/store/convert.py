@@ -34,6 +34,7 @@ from rota.core import (
     ReplicaPlacement, ReplicaRequest, WithinQueue,
 )
 from rota.core import Reason, ReasonCode
+from rota.core.decisions import Holder
 from rota.store.records import JobRecord, Submission
 
 SPEC_VERSION = 1
@@ -84,11 +85,29 @@ def placement_from_json(data: list[dict[str, Any]] | None) -> Placement | None:
 
 
 def reasons_json(reasons: tuple[Reason, ...]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in asdict(r).items() if v not in (None, "")} for r in reasons]
+    return [{k: _plain(v) for k, v in asdict(r).items() if v not in (None, "", ())}
+            for r in reasons]
+
+
+def _plain(value: Any) -> Any:
+    """A reason's value as JSON reads back (lists, not tuples), so that a stored reason
+    compares equal to the one that wrote it."""
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def reasons_from_json(data: list[dict[str, Any]] | None) -> tuple[Reason, ...]:
-    return tuple(Reason(**{**r, "code": ReasonCode(r["code"])}) for r in data or ())
+    return tuple(Reason(**{**r, "code": ReasonCode(r["code"]),
+                            "holders": holders_from_json(r.get("holders"))}) for r in data or ())
+
+
+def holders_from_json(data: list[dict[str, Any]] | None) -> tuple[Holder, ...]:
+    """An ``estimate`` reason's holders, as ``reasons_json`` stored them."""
+    return tuple(Holder(str(h["job"]), tuple(h.get("nodes") or ()), h.get("end"),
+                        bool(h.get("running"))) for h in data or ())
 
 
 def job_from_row(row: Any) -> Job:

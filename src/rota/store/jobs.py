@@ -167,13 +167,15 @@ def _event(conn: Connection, key: int, now: float, kind: str, message: str,
 
 def move(conn: Connection, row: Any, new: JobState, now: float, message: str = "",
          data: dict[str, Any] | None = None, end: End | None = None,
-         models: Mapping[tuple[str, int], str] | None = None, **values: Any) -> None:
+         models: Mapping[tuple[str, int], str] | None = None, max_rss_kib: int | None = None,
+         **values: Any) -> None:
     """Move the job of ``row`` to ``new`` (checked against the state table), record it, and
     keep the history of its attempts. ``end`` says how an attempt that leaves its resources
     ended: a fault of the infrastructure, a preemption or a missing account
     (``End.spares_budget``) does not spend the restart budget (``failures``), and faults in a
     row are counted (``lost_streak``). ``models``: the GPU model of each (node, device) a bind
-    may name (``accounting.device_models``; None: read)."""
+    may name (``accounting.device_models``; None: read). ``max_rss_kib``: an ending attempt's
+    peak resident memory, where its backend told it."""
     old = JobState(row.state)
     check_transition(old, new)
     if new.terminal:
@@ -197,12 +199,13 @@ def move(conn: Connection, row: Any, new: JobState, now: float, message: str = "
     write(conn, row, now, "state", message or f"{old} -> {new}",
           {"from": str(old), "to": str(new), "attempt": row.attempts, **extra, **(data or {})},
           state=str(new), **values)
-    _history(conn, row, old, new, now, end, values, models)
+    _history(conn, row, old, new, now, end, values, models, max_rss_kib)
 
 
 def _history(conn: Connection, row: Any, old: JobState, new: JobState, now: float,
              end: End | None, values: dict[str, Any],
-             models: Mapping[tuple[str, int], str] | None = None) -> None:
+             models: Mapping[tuple[str, int], str] | None = None,
+             max_rss_kib: int | None = None) -> None:
     """The ``attempts`` row of the attempt that was bound, launched or ended by this move."""
     this = (attempts.c.job == row.id) & (attempts.c.attempt == row.attempts)
     if old is JobState.PENDING and new is JobState.SCHEDULED:
@@ -216,7 +219,7 @@ def _history(conn: Connection, row: Any, old: JobState, new: JobState, now: floa
     elif old.holds_resources and not new.holds_resources:
         conn.execute(update(attempts).where(this).values(
             ended_at=now, end=str(end or _end_of(old, new)), exit_code=values.get("exit_code"),
-            reason=values.get("reason") or ""))
+            reason=values.get("reason") or "", max_rss_kib=max_rss_kib))
         accounting.add_ended(conn, row.id, row.attempts, row.project, now)
         conn.execute(update(api_tokens).where(  # the attempt's own token dies with it
             api_tokens.c.user == row.user,
@@ -235,7 +238,8 @@ def _end_of(old: JobState, new: JobState) -> End:
 def transition(conn: Connection, job_id: object, new: JobState, now: float,
                expected_version: int | None, exit_code: int | None, reason: str | None,
                backend_handle: dict[str, Any] | None, end: End | None = None,
-               hold: str | None = None, eligible_at: float | None = None) -> None:
+               hold: str | None = None, eligible_at: float | None = None,
+               max_rss_kib: int | None = None) -> None:
     """A move reported by a backend. A requeue (-> PENDING) of a job whose cancel was requested
     ends it CANCELLED instead: the user asked for it to stop. A requeue may hold the job back
     (``hold``: why) or make it wait until ``eligible_at`` (a retry's backoff)."""
@@ -258,7 +262,7 @@ def transition(conn: Connection, job_id: object, new: JobState, now: float,
         if eligible_at is not None:
             values["eligible_at"] = eligible_at
     move(conn, row, new, now, data={k: v for k, v in values.items() if k != "backend_handle"},
-         end=end, **values)
+         end=end, max_rss_kib=max_rss_kib, **values)
 
 
 def transition_many(conn: Connection, moves: list[Move],
@@ -275,7 +279,7 @@ def transition_many(conn: Connection, moves: list[Move],
             with conn.begin_nested():
                 transition(conn, m.job, m.state, now, None, m.exit_code, m.reason,
                            dict(m.backend_handle) if m.backend_handle is not None else None,
-                           m.end, m.hold, m.eligible_at)
+                           m.end, m.hold, m.eligible_at, m.max_rss_kib)
                 out.append(record(conn, m.job))
         except RotaError as exc:
             out.append(exc)
@@ -415,7 +419,8 @@ HOLDING = tuple(str(s) for s in JobState if s.holds_resources)
 def attempt_history(conn: Connection, job_id: object) -> list[AttemptRecord]:
     key = get(conn, job_id).id
     return [AttemptRecord(str(r.job), r.attempt, r.bound_at, r.launched_at, r.ended_at,
-                          r.placement, r.end, r.exit_code, r.reason, r.last_checkpoint_at)
+                          r.placement, r.end, r.exit_code, r.reason, r.last_checkpoint_at,
+                          r.max_rss_kib)
             for r in conn.execute(select(attempts).where(attempts.c.job == key)
                                   .order_by(attempts.c.attempt))]
 

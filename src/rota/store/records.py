@@ -160,6 +160,7 @@ class AttemptRecord:
     exit_code: int | None
     reason: str
     last_checkpoint_at: float | None
+    max_rss_kib: int | None = None      # its peak resident memory, where its backend told it
 
 
 DEPENDENCY_KINDS = ("after_ok", "after_any", "after_failed")
@@ -258,3 +259,4 @@ class Move:
     end: Any = None                 # a rota.core.End
     hold: str | None = None
     eligible_at: float | None = None
+    max_rss_kib: int | None = None  # the ending attempt's peak resident memory, where known

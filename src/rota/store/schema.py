@@ -70,7 +70,7 @@ Times are float seconds since the epoch (the core's clock unit), stored as doubl
 from __future__ import annotations
 
 from sqlalchemy import (
-    JSON, Boolean, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text, false,
+    JSON, BigInteger, Boolean, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text, false,
 )
 
 metadata = MetaData(naming_convention={
@@ -225,6 +225,7 @@ attempts = Table(
     Column("last_checkpoint_at", Time),
     Column("gpus", JSON),  # {GPU model: milli-GPUs held}, as the inventory said at bind
     Column("handle", JSON),  # its backend handle, kept after it ended: its logs (0016)
+    Column("max_rss_kib", BigInteger),  # its peak resident memory, where its backend tells (0017)
     Index("ix_attempts_ended_at", "ended_at"),
 )
 

@@ -169,7 +169,7 @@ class Store(Tenancy, Inventory, Billing):
         (``briefs.brief_page``: an array of the values of ``columns`` per job), and the next
         cursor."""
         with self._read() as conn:
-            return briefs.brief_page(conn, where, limit, after, columns)
+            return briefs.brief_page(conn, where, limit, after, columns, self.clock())
 
     def events(self, job_id: str, after: int = 0, limit: int = 1000) -> list[JobEvent]:
         with self._read() as conn:
@@ -230,14 +230,16 @@ class Store(Tenancy, Inventory, Billing):
     def transition(self, job_id: str, new_state: JobState, *, exit_code: int | None = None,
                    reason: str | None = None, backend_handle: dict[str, Any] | None = None,
                    expected_version: int | None = None, end: End | None = None,
-                   hold: str | None = None, eligible_at: float | None = None) -> JobRecord:
+                   hold: str | None = None, eligible_at: float | None = None,
+                   max_rss_kib: int | None = None) -> JobRecord:
         """A move reported by a backend (RUNNING, SUCCEEDED, FAILED, CANCELLED, or PENDING to
-        requeue with ``attempts + 1``), with how the attempt ended (``end``) and, for a
-        requeue, a ``hold`` or the backoff's ``eligible_at``. With ``expected_version`` it is
-        not retried."""
+        requeue with ``attempts + 1``), with how the attempt ended (``end``, and its peak
+        memory ``max_rss_kib`` where known) and, for a requeue, a ``hold`` or the backoff's
+        ``eligible_at``. With ``expected_version`` it is not retried."""
         def run(conn: Connection) -> JobRecord:
             jobs.transition(conn, job_id, JobState(new_state), self.clock(), expected_version,
-                            exit_code, reason, backend_handle, end, hold, eligible_at)
+                            exit_code, reason, backend_handle, end, hold, eligible_at,
+                            max_rss_kib)
             return jobs.record(conn, job_id)
         if expected_version is not None:
             with self._write() as conn:
@@ -306,6 +308,14 @@ class Store(Tenancy, Inventory, Billing):
         def run(conn: Connection) -> tuple[JobRecord, list[str]]:
             said = changes.update_pending(conn, job_id, change, by, operator, self.clock())
             return jobs.record(conn, job_id), said
+        return self._retry(run)
+
+    def requeue(self, job_id: str, by: str) -> JobRecord:
+        """Send a job holding resources back to pending through its grace period
+        (``rota.store.changes.requeue``)."""
+        def run(conn: Connection) -> JobRecord:
+            changes.requeue(conn, job_id, by, self.clock())
+            return jobs.record(conn, job_id)
         return self._retry(run)
 
     def release(self, job_id: str, by: str) -> JobRecord:

@@ -212,7 +212,7 @@ def job(request: Request, job_id: str, ui: Ui = Depends(ui_of)) -> Response:
         stderr = _stderr(ui.store, ui.read_log, job_id) if found["state"] == "failed" else b""
         return ui.render("job.html", who=who, nav="jobs", job=found,
                          events=ui.reads.events(job_id, who), words=jobwords,
-                         why=jobwords.why_lines(found, nodes),
+                         why=jobwords.why_lines(found, nodes, ui.reads.clock()),
                          hints=jobwords.hints(found, nodes),
                          waiting=jobwords.not_yet_explained(found, ui.reads.clock()),
                          stderr=jobwords.stderr_tail(stderr))

@@ -26,5 +26,7 @@ history reads in one place (a new migration adds its line):
 - ``0015_queue_slurm``: ``queues.slurm``, a queue's batch options (partition, QOS, what its
   jobs may choose);
 - ``0016_attempt_handle``: ``attempts.handle``, each attempt's backend handle, so that an
-  ended attempt's logs can be read.
+  ended attempt's logs can be read;
+- ``0017_attempt_max_rss``: ``attempts.max_rss_kib``, each ended attempt's peak resident
+  memory where its backend tells it.
 """
