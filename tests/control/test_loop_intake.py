@@ -8,25 +8,36 @@ and the image, and nothing is prepared here for it."""
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import replace
 
 from builders import job
-from controlkit import FakeClock, drive, state_is, submit
+from controlkit import FakeClock, drive, state_is, submit, wait_until
 from rota.backends.base import OFFER_LABEL, Offer
 from rota.backends.local import LocalBackend
-from rota.control import ControlLoop
+from rota.control import ControlLoop, loop as loop_module
 from rota.control.intake import RETRY_S
 from rota.core import JobState as S
 from rota.scheduler import build_policy
 
 
 class Offering(LocalBackend):
-    """The local backend, with work of its own on offer (as Kubernetes Pods are offered)."""
+    """The local backend, with work of its own on offer (as Kubernetes Pods are offered);
+    ``offer`` makes one more and says so to the loop, as a watch of Pods does."""
 
     def __init__(self, data_dir, node) -> None:
         super().__init__(data_dir, node=node)
         self.waiting: list[Offer] = []
         self.declined: list[tuple[str, str]] = []
+        self.wake = lambda **_: None
+
+    def watch(self, wake) -> None:
+        self.wake = wake
+        super().watch(wake)
+
+    def offer(self, offer: Offer) -> None:
+        self.waiting.append(offer)
+        self.wake(arrived=True)
 
     def offers(self) -> list[Offer]:
         return list(self.waiting)
@@ -105,6 +116,48 @@ def test_a_pending_job_whose_offer_is_no_longer_made_is_cancelled_and_a_running_
                                   "waits for rota")
     assert store.get_job(runs).state is S.RUNNING  # launched: its work is not an offer any more
     loop.stop()
+
+
+class HourLongPasses:
+    """``time`` as the control loop reads it, except that every pass seems to take an hour
+    (``monotonic`` moves an hour each time it is read): with ``MAX_REST_S`` an hour, the
+    loop would rest an hour after each pass."""
+
+    perf_counter = staticmethod(time.perf_counter)
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def monotonic(self) -> float:
+        self.t += 3600.0
+        return self.t
+
+
+def test_work_offered_during_the_rest_after_a_pass_is_taken_without_resting_on(
+        store, backend, data_dir, clock, monkeypatch):
+    monkeypatch.setattr(loop_module, "MAX_REST_S", 3600.0)
+    monkeypatch.setattr(loop_module, "time", HourLongPasses())
+    offering = Offering(data_dir, backend.node)
+    loop = ControlLoop(store, offering, build_policy("default"), data_dir, clock=clock,
+                       interval_s=3600.0)
+    try:
+        loop.start()
+        first = submit(store, [sys.executable, "-c", "import time; time.sleep(30)"])
+        loop.wake()
+        wait_until(lambda: loop.passes >= 2, "a pass to take the first job")  # now it rests
+        assert store.get_job(first).state in (S.SCHEDULED, S.RUNNING)
+        # a submit through the API wakes the loop too, but waits for the rest to end
+        later = submit(store, [sys.executable, "-c", "import time; time.sleep(30)"])
+        loop.wake()
+        offering.offer(an_offer("pod:ml/c@3"))  # a Pod created for rota: the rest ends
+        wait_until(lambda: loop.passes >= 3, "the next pass")
+        # that pass took both: the offered work, and the submit that came during the rest
+        (rec,) = offered_jobs(store)
+        assert rec.state in (S.SCHEDULED, S.RUNNING)
+        assert store.get_job(later).state in (S.SCHEDULED, S.RUNNING)
+        assert loop.passes == 3  # and now it rests an hour
+    finally:
+        loop.stop()
 
 
 def test_the_local_backend_refuses_a_job_that_names_an_image(loop, store):

@@ -10,7 +10,8 @@ One pass (``ControlLoop.step``), in order:
    (``rota.control.inventory``); again right after step 1 when it requeued a job for a fault
    of its node or GPU, or one displaced by work outside rota (``End.DISPLACED``), so that
    step 3 does not place work there again.
-   Intake: a backend that offers work of its own (``Offering``: Kubernetes Pods created with
+   Intake, right before step 3 (so that work offered while step 1 ran is placed in this pass):
+   a backend that offers work of its own (``Offering``: Kubernetes Pods created with
    ``schedulerName: rota``) has its new offers submitted as pending jobs, and in step 3 the
    pending jobs whose offers are no longer made are cancelled before the cycle
    (``rota.control.intake``).
@@ -44,8 +45,12 @@ One pass (``ControlLoop.step``), in order:
 Passes run on a background thread: after ``wake()`` (a submit or cancel through the API, a
 launch that the backend saw end: ``Backend.watch``) and every ``interval_s`` otherwise.
 Wake-ups coalesce: many submits in a burst cost one pass, not one each, and after each pass the
-loop rests as long as the pass took, so that a long pass (many pending jobs) cannot starve the
-API sharing its process (a job waiting with its report of its end, below, cuts the rest short).
+loop rests as long as the pass took (at most ``MAX_REST_S``), so that a long pass (many
+pending jobs) cannot starve the API sharing its process (a job waiting with its report of its
+end, below, cuts the rest short). Work that the backend offers (``wake(arrived=True)``: a Pod
+created for rota) came through no API request of this process: it ends the rest too, once
+``ARRIVAL_REST_S`` more have let the rest of its burst arrive, and the next pass takes it.
+So a Pod created during a pass waits for that pass to end, not for a rest as long again.
 The first pass after ``start`` adopts every active job's handle (``backend.adopt``): a job
 still running is kept, one that finished while the control plane was down has its exit code
 recorded, one whose processes vanished is requeued (or failed) per its restart policy. A job
@@ -111,6 +116,7 @@ if TYPE_CHECKING:  # the metrics are composed in only by ``rota up``
 
 log = logging.getLogger("rota.control")
 MAX_REST_S = 1.0
+ARRIVAL_REST_S = 0.05  # after work the backend offered: its burst's time to arrive
 HANDOFF_WAIT_S = 5.0  # the longest the API keeps a job's report of its end waiting (``exited``)
 
 
@@ -147,6 +153,7 @@ class ControlLoop:
         self._wakeup = threading.Event()
         self._halt = threading.Event()
         self._urgent = threading.Event()  # a report waits: cut the rest after a pass short
+        self._arrived = False  # the backend offered work since the last pass began
         self._thread: threading.Thread | None = None
         self._step_lock = threading.Lock()
         self._handoffs: list[Future[None]] = []  # reports waiting for the pass that takes them
@@ -171,8 +178,14 @@ class ControlLoop:
         self._thread.start()
         return first
 
-    def wake(self) -> None:
-        """Ask for a pass as soon as possible (coalesced with other requests)."""
+    def wake(self, arrived: bool = False) -> None:
+        """Ask for a pass as soon as possible (coalesced with other requests). ``arrived``:
+        the backend offers new work (``Offering``), which ends the rest after the pass under
+        way (module docstring)."""
+        if arrived:
+            with self._handoff_lock:
+                self._arrived = True
+                self._urgent.set()
         self._wakeup.set()
 
     def exited(self, job_id: str, attempt: int, exit_code: int,
@@ -252,10 +265,17 @@ class ControlLoop:
             except Exception as exc:  # a bad pass must not end the loop: the next one retries
                 self.last_error = repr(exc)
                 log.exception("control pass failed; retrying in the next pass")
-            # rest as long as the pass took (at most MAX_REST_S): during a burst of submits
-            # the loop takes at most half of the process, and the API the other half; a job
-            # waiting with its report (``exited``) ends the rest
-            self._urgent.wait(min(time.monotonic() - began, MAX_REST_S))
+            self._rest(time.monotonic() - began)
+
+    def _rest(self, pass_s: float) -> None:
+        """Rest after a pass of ``pass_s`` seconds: as long as it took, at most
+        ``MAX_REST_S`` (during a burst of submits the loop takes at most half of the process,
+        and the API the other half). A job waiting with its report (``exited``) or a stop
+        ends it at once; work the backend offered, once ``ARRIVAL_REST_S`` more have let
+        the rest of its burst arrive (module docstring)."""
+        rest = min(pass_s, MAX_REST_S)
+        if self._urgent.wait(rest) and self._arrived and not self._handoffs:
+            self._halt.wait(min(rest, ARRIVAL_REST_S))
 
     # -- one pass ----------------------------------------------------------------------------
 
@@ -289,11 +309,6 @@ class ControlLoop:
             self.accounts.refresh()    # fails the pass, never a guess of the account
         self._land(now, report, wait=False)                     # 4, of earlier passes
         self._sync_inventory(now, report)                                       # 0
-        try:
-            self.intake.take(now)
-        except Exception as exc:  # the offers wait for the next pass
-            report.errors.append(f"intake: {exc!r}")
-            log.exception("intake of %s's offers failed", self.backend.name)
         if not self._may_act():  # slowed or frozen past the lease since the pass began
             return report
         self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
@@ -302,6 +317,7 @@ class ControlLoop:
             # work outside rota took a job's GPUs: the cycle must see it before placing
             self._sync_inventory(now, report, force=True)
         self.reconciler.flush_usage(now)                                        # 2
+        self._take_offers(now, report)                                          # 0
         bound = self._schedule(now)                                             # 3
         if bound and self._may_act():                                           # 4
             self.reconciler.launch(self.store.get_jobs(list(bound)))
@@ -310,6 +326,18 @@ class ControlLoop:
         self.passes += 1
         self._measured(began, report)
         return report
+
+    def _take_offers(self, now: float, report: PassReport) -> None:
+        """Intake (module docstring, step 0): the work offered until now becomes jobs."""
+        with self._handoff_lock:  # what arrives from here on is for the next pass
+            self._arrived = False
+            if not (self._handoffs or self._halt.is_set()):
+                self._urgent.clear()
+        try:
+            self.intake.take(now)
+        except Exception as exc:  # the offers wait for the next pass
+            report.errors.append(f"intake: {exc!r}")
+            log.exception("intake of %s's offers failed", self.backend.name)
 
     def _may_act(self) -> bool:
         """Whether this process may still act, asked again before step 1 and right before

@@ -56,7 +56,9 @@ from rota.backends.kube.names import (
     PROJECT, check_namespace_rule, pod_name,
 )
 from rota.backends.kube.nodes import Grain, KubeNode, Problem, node_from_kube
-from rota.backends.kube.offers import Made, Refusal, find_offers, gang_of, parse_key
+from rota.backends.kube.offers import (
+    Made, Refusal, find_offers, gang_of, parse_key, waiting,
+)
 from rota.backends.kube.podinfo import PodInfo, pod_info
 from rota.backends.kube.pods import DEFAULT_UID, PORT_ANNOTATION
 from rota.backends.kube.status import Gone, replica_status
@@ -97,7 +99,7 @@ class KubeBackend:
         self.api = api or KubeApi(connect(config.kubeconfig))
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._wake: Callable[[], None] | None = None
+        self._wake: Callable[..., None] | None = None
         self._mine: dict[str, str] = {}        # uid of a Pod of a known handle -> its job
         self._deleting: dict[str, str] = {}    # uid -> why rota deleted it
         self._gone: dict[str, Gone] = {}       # uid -> its last state, deleted since
@@ -172,15 +174,19 @@ class KubeBackend:
                 self._gone[uid] = Gone(old, self._deleting.get(uid, ""))
                 while len(self._gone) > MAX_GONE:
                     self._gone.pop(next(iter(self._gone)))
-        if ours or (new is not None and new.scheduler == "rota" and not new.node):
-            self._notify()
+        arrived = new is not None and waiting(new) and (old is None or not waiting(old))
+        if ours or arrived or (new is not None and new.scheduler == "rota" and not new.node):
+            self._notify(arrived)
 
-    def _notify(self) -> None:
+    def _notify(self, arrived: bool = False) -> None:
         with self._changed:
             self._changed.notify_all()
         wake = self._wake
         if wake is not None:
-            wake()
+            if arrived:  # a Pod newly waits for rota: work offered (``Backend.watch``)
+                wake(arrived=True)
+            else:
+                wake()
 
     # what the launcher reads (``launch.Cluster``)
     def node(self, name: str) -> KubeNode | None:
@@ -200,7 +206,7 @@ class KubeBackend:
         with self._lock:
             self._deleting.setdefault(uid, why)
 
-    def watch(self, wake: Callable[[], None]) -> None:
+    def watch(self, wake: Callable[..., None]) -> None:
         self._wake = wake
 
     def unwatch(self) -> None:
