@@ -23,6 +23,11 @@ One pass (``ControlLoop.step``), in order:
 2. Bill: GPU-seconds of running jobs, per project, into the store.
 3. Schedule: ``store.snapshot(now)`` -> ``run_cycle(snapshot, policy, now)`` ->
    ``store.apply(decisions, now)``, one transaction, durable before anything is acted on.
+   The cycle runs on a base kept from pass to pass (``rota.scheduler.base``, ``Base.sync``):
+   what the active jobs hold is taken again only for the jobs whose row changed since the
+   last pass (the store's job cache hands back the same object for a row that did not), and
+   the base is built afresh when the nodes, queues or flavours changed or a cycle failed; a
+   cycle on it decides exactly as one on the whole snapshot.
    For a placement that plans for the mix of arriving work (``capgd``), the loop keeps the
    mix (``rota.scheduler.Arrivals``: each snapshot's new pending jobs are observed into it)
    and passes it to the cycle.
@@ -108,7 +113,8 @@ from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
 from rota.control.reconcile import PassReport, Reconciler, current_handle
 from rota.core import InvalidSpec, Preempt
-from rota.scheduler import Arrivals, Decisions, Policy, Snapshot, run_cycle
+from rota.scheduler import ArrivalMix, Arrivals, Decisions, Policy, Snapshot, run_cycle
+from rota.scheduler.base import Base
 from rota.store import JobRecord, NotFound, Store
 
 if TYPE_CHECKING:  # the metrics are composed in only by ``rota up``
@@ -150,6 +156,7 @@ class ControlLoop:
         self._seen: tuple[Snapshot, dict[str, str]] | None = None  # for metrics
         self.last_error: str | None = None
         self._written_waits: dict[str, int] = {}  # job -> hash of (reasons, estimate) applied
+        self._base: Base | None = None  # what the active jobs hold, kept between cycles
         self._wakeup = threading.Event()
         self._halt = threading.Event()
         self._urgent = threading.Event()  # a report waits: cut the rest after a pass short
@@ -435,7 +442,7 @@ class ControlLoop:
         snapshot, held = self._held(whole, now)
         mix = None if self._arrivals is None else self._arrivals.update(whole)
         with _snapshot_out_of_collector(), timer("cycle"):
-            decisions = run_cycle(snapshot, self.policy, now, mix=mix)
+            decisions = self._cycle(snapshot, now, mix)
         if self.metrics is not None:
             self._seen = (whole, {w.job: str(w.reasons[0].code) for w in
                                   (*decisions.waits, *held.waits) if w.reasons})
@@ -457,6 +464,19 @@ class ControlLoop:
         if result.stale:
             log.info("dropped stale decisions: %s", dict(result.stale))
         return result.bound
+
+
+    def _cycle(self, snapshot: Snapshot, now: float, mix: ArrivalMix | None) -> Decisions:
+        """``run_cycle`` on the base kept from the last pass (``rota.scheduler.base``), brought
+        to ``snapshot``'s active jobs (only those that changed are taken again); a new base
+        when the nodes, queues or flavours changed, or when the last cycle failed."""
+        base = self._base
+        if base is None or not base.stands_on(snapshot):
+            base = Base(snapshot.nodes, snapshot.queues, snapshot.flavors)
+        self._base = None  # kept again only once this cycle ran to its end
+        decisions = run_cycle(base.sync(snapshot), self.policy, now, base=base, mix=mix)
+        self._base = base
+        return decisions
 
 
 def _without(snapshot: Snapshot, job_ids: Collection[str]) -> Snapshot:
