@@ -8,11 +8,12 @@ and the image, and nothing is prepared here for it."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import replace
 
 from builders import job
-from controlkit import FakeClock, drive, state_is, submit, wait_until
+from controlkit import DEADLINE_S, FakeClock, drive, state_is, submit, wait_until
 from rota.backends.base import OFFER_LABEL, Offer
 from rota.backends.local import LocalBackend
 from rota.control import ControlLoop, loop as loop_module
@@ -157,6 +158,56 @@ def test_work_offered_during_the_rest_after_a_pass_is_taken_without_resting_on(
         assert store.get_job(later).state in (S.SCHEDULED, S.RUNNING)
         assert loop.passes == 3  # and now it rests an hour
     finally:
+        loop.stop()
+
+
+class HeldOffering(Offering):
+    """Offers, whose launches wait until ``go`` is set (``entered``: those begun)."""
+
+    def __init__(self, data_dir, node) -> None:
+        super().__init__(data_dir, node)
+        self.go, self.entered = threading.Event(), []
+
+    def launch(self, job, placement, spec, attempt=None):
+        if dict(job.labels).get(OFFER_LABEL):
+            self.entered.append(job.id)
+            assert self.go.wait(DEADLINE_S), "the test never let the launch go"
+        return super().launch(job, placement, spec, attempt)
+
+
+class StoppedMonotonic:
+    """``time`` as the control loop reads it, except that ``monotonic`` stands still: every
+    pass follows the last step 1 by less than ``RECONCILE_EVERY_S``."""
+
+    perf_counter = staticmethod(time.perf_counter)
+
+    @staticmethod
+    def monotonic() -> float:
+        return 0.0
+
+
+def test_work_offered_soon_after_a_full_pass_is_placed_by_a_pass_without_step_1(
+        store, backend, data_dir, clock, monkeypatch):
+    monkeypatch.setattr(loop_module, "time", StoppedMonotonic())
+    offering = HeldOffering(data_dir, backend.node)
+    loop = ControlLoop(store, offering, build_policy("default"), data_dir, clock=clock,
+                       interval_s=3600.0)
+    try:
+        loop.start()
+        first = submit(store, [sys.executable, "-c", "import time; time.sleep(60)"])
+        loop.wake()
+        wait_until(state_is(store, first, S.RUNNING), "the first job to run")
+        with loop._step_lock:  # between two passes: the next one sees both at once
+            store.request_cancel(first, by="alice")
+            offering.offer(an_offer("pod:ml/d@4"))
+        wait_until(lambda: offering.entered, "the offered job to be placed and launched")
+        # its launch is held, so no pass has run since the one that placed it, and that
+        # pass did not look at the running jobs: the cancel is not carried out yet
+        assert store.get_job(first).state is S.RUNNING
+        loop.wake()  # a pass without offered work runs every step
+        wait_until(state_is(store, first, S.CANCELLED), "the cancel to be carried out")
+    finally:
+        offering.go.set()
         loop.stop()
 
 

@@ -56,6 +56,13 @@ end, below, cuts the rest short). Work that the backend offers (``wake(arrived=T
 created for rota) came through no API request of this process: it ends the rest too, once
 ``ARRIVAL_REST_S`` more have let the rest of its burst arrive, and the next pass takes it.
 So a Pod created during a pass waits for that pass to end, not for a rest as long again.
+A pass that takes offered work less than ``RECONCILE_EVERY_S`` after the end of the last step
+1 skips steps 1 and 2 (with thousands of running jobs, step 1 is most of a pass): it records
+the launches that ended, takes the offers and places them, and launches. So while Pods keep
+coming, they are placed by short passes, and step 1 still runs at least every
+``RECONCILE_EVERY_S`` (a job that ended is seen that much later at most, and its devices stay
+held in the snapshot until then: nothing is placed on them early). ``step()`` always runs
+every step, and so does a pass that takes a job's report of its end.
 The first pass after ``start`` adopts every active job's handle (``backend.adopt``): a job
 still running is kept, one that finished while the control plane was down has its exit code
 recorded, one whose processes vanished is requeued (or failed) per its restart policy. A job
@@ -93,6 +100,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
@@ -123,6 +131,7 @@ if TYPE_CHECKING:  # the metrics are composed in only by ``rota up``
 log = logging.getLogger("rota.control")
 MAX_REST_S = 1.0
 ARRIVAL_REST_S = 0.05  # after work the backend offered: its burst's time to arrive
+RECONCILE_EVERY_S = 1.0  # while offered work keeps arriving: the most between two step 1s
 HANDOFF_WAIT_S = 5.0  # the longest the API keeps a job's report of its end waiting (``exited``)
 
 
@@ -161,6 +170,7 @@ class ControlLoop:
         self._halt = threading.Event()
         self._urgent = threading.Event()  # a report waits: cut the rest after a pass short
         self._arrived = False  # the backend offered work since the last pass began
+        self._reconciled_at = -math.inf  # when step 1 last ended (``time.monotonic``)
         self._thread: threading.Thread | None = None
         self._step_lock = threading.Lock()
         self._handoffs: list[Future[None]] = []  # reports waiting for the pass that takes them
@@ -305,25 +315,26 @@ class ControlLoop:
                 handoffs, self._handoffs = self._handoffs, []
                 if not self._halt.is_set():
                     self._urgent.clear()
+            # offered work arriving soon after a step 1: placed without another (docstring)
+            quick = (not settle and not handoffs and self._arrived
+                     and time.monotonic() - self._reconciled_at < RECONCILE_EVERY_S)
             try:
-                return self._steps(now, report, settle, began)
+                return self._steps(now, report, settle, began, quick)
             finally:
                 self._answer_after_launches(handoffs)
 
-    def _steps(self, now: float, report: PassReport, settle: bool, began: float) -> PassReport:
-        """The steps of a pass (module docstring) that may act."""
+    def _steps(self, now: float, report: PassReport, settle: bool, began: float,
+               quick: bool = False) -> PassReport:
+        """The steps of a pass (module docstring) that may act; ``quick``: without steps 1
+        and 2."""
         if self.accounts is not None:  # before any launch: a store that cannot answer
             self.accounts.refresh()    # fails the pass, never a guess of the account
         self._land(now, report, wait=False)                     # 4, of earlier passes
         self._sync_inventory(now, report)                                       # 0
         if not self._may_act():  # slowed or frozen past the lease since the pass began
             return report
-        self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
-        self._stop_overdue(report)
-        if report.faults or report.displaced:  # a node or GPU failed or was drained, or
-            # work outside rota took a job's GPUs: the cycle must see it before placing
-            self._sync_inventory(now, report, force=True)
-        self.reconciler.flush_usage(now)                                        # 2
+        if not quick:
+            self._reconcile(now, report)                                       # 1, 2
         self._take_offers(now, report)                                          # 0
         bound = self._schedule(now)                                             # 3
         if bound and self._may_act():                                           # 4
@@ -333,6 +344,16 @@ class ControlLoop:
         self.passes += 1
         self._measured(began, report)
         return report
+
+    def _reconcile(self, now: float, report: PassReport) -> None:
+        """Steps 1 and 2 (module docstring)."""
+        self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
+        self._stop_overdue(report)
+        if report.faults or report.displaced:  # a node or GPU failed or was drained, or
+            # work outside rota took a job's GPUs: the cycle must see it before placing
+            self._sync_inventory(now, report, force=True)
+        self.reconciler.flush_usage(now)                                        # 2
+        self._reconciled_at = time.monotonic()
 
     def _take_offers(self, now: float, report: PassReport) -> None:
         """Intake (module docstring, step 0): the work offered until now becomes jobs."""
