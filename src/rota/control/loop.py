@@ -10,8 +10,7 @@ One pass (``ControlLoop.step``), in order:
    (``rota.control.inventory``); again right after step 1 when it requeued a job for a fault
    of its node or GPU, or one displaced by work outside rota (``End.DISPLACED``), so that
    step 3 does not place work there again.
-   Intake, right before step 3 (so that work offered while step 1 ran is placed in this pass):
-   a backend that offers work of its own (``Offering``: Kubernetes Pods created with
+   Intake: a backend that offers work of its own (``Offering``: Kubernetes Pods created with
    ``schedulerName: rota``) has its new offers submitted as pending jobs, and in step 3 the
    pending jobs whose offers are no longer made are cancelled before the cycle
    (``rota.control.intake``).
@@ -331,11 +330,11 @@ class ControlLoop:
             self.accounts.refresh()    # fails the pass, never a guess of the account
         self._land(now, report, wait=False)                     # 4, of earlier passes
         self._sync_inventory(now, report)                                       # 0
+        self._take_offers(now, report)                                          # 0
         if not self._may_act():  # slowed or frozen past the lease since the pass began
             return report
         if not quick:
             self._reconcile(now, report)                                       # 1, 2
-        self._take_offers(now, report)                                          # 0
         bound = self._schedule(now)                                             # 3
         if bound and self._may_act():                                           # 4
             self.reconciler.launch(self.store.get_jobs(list(bound)))
