@@ -1,7 +1,7 @@
 """What the backend sees of the real cluster through its watches: Pods of other schedulers
 held as used on their nodes, Pods users created for rota offered as jobs (each one waking the
-control loop as work offered; refused ones told why on the Pod, as kube-scheduler does), bound where rota places them, and a watch whose
-resource version is gone listed again."""
+control loop as work offered; refused ones told why on the Pod, as kube-scheduler does),
+bound where rota places them, and a watch whose resource version is gone listed again."""
 
 from __future__ import annotations
 
