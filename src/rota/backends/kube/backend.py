@@ -104,6 +104,7 @@ class KubeBackend:
         self._deleting: dict[str, str] = {}    # uid -> why rota deleted it
         self._gone: dict[str, Gone] = {}       # uid -> its last state, deleted since
         self._offered: dict[str, Made] = {}    # what the waiting Pods made last time
+        self._waiting: dict[str, PodInfo] = {}  # the cached Pods that wait for rota, by key
         self._refused: dict[str, str] = {}     # uid -> the refusal last written on it
         self._secrets: set[tuple[str, str, int]] = set()  # (namespace, job, attempt) running
         self._check()
@@ -168,13 +169,18 @@ class KubeBackend:
 
     def _pod_changed(self, key: str, old: PodInfo | None, new: PodInfo | None) -> None:
         uid = (new or old).uid  # type: ignore[union-attr]
+        waits = new is not None and waiting(new)
         with self._lock:
             ours = uid in self._mine
             if new is None and ours and old is not None:
                 self._gone[uid] = Gone(old, self._deleting.get(uid, ""))
                 while len(self._gone) > MAX_GONE:
                     self._gone.pop(next(iter(self._gone)))
-        arrived = new is not None and waiting(new) and (old is None or not waiting(old))
+            if waits:
+                self._waiting[key] = new  # type: ignore[assignment]
+            else:
+                self._waiting.pop(key, None)
+        arrived = waits and (old is None or not waiting(old))
         if ours or arrived or (new is not None and new.scheduler == "rota" and not new.node):
             self._notify(arrived)
 
@@ -404,7 +410,11 @@ class KubeBackend:
     # -- offers ------------------------------------------------------------------------------
 
     def offers(self) -> list[Offer]:
-        found, refusals = find_offers(self.pods.items(), self.config.pod_user, self._offered)
+        """The offers of the Pods that wait for rota (kept apart from the other cached Pods
+        as the watch reports them: thousands of bound Pods are not read each pass)."""
+        with self._lock:
+            waiting_pods = list(self._waiting.values())
+        found, refusals = find_offers(waiting_pods, self.config.pod_user, self._offered)
         for refusal in refusals:
             self._refuse(refusal)
         return found
