@@ -1,6 +1,8 @@
 """Work a backend offers becomes jobs: each offer is submitted once (also across a restart of
 the control plane between the submit and the launch), waits in its queue like any job, and
-one the store refuses is declined to the backend and tried again later. A job that names a
+one the store refuses is declined to the backend and tried again later. Work offered ends
+the loop's rest after a pass (a submit does not), and a pass soon after a step 1 places it
+without another step 1. A job that names a
 container image is rejected where no node runs container images (the local backend runs
 commands on this machine); a backend that runs container images gets the workdir as written
 and the image, and nothing is prepared here for it."""
