@@ -1,6 +1,8 @@
 """Work a backend offers becomes jobs: each offer is submitted once (also across a restart of
 the control plane between the submit and the launch), waits in its queue like any job, and
-one the store refuses is declined to the backend and tried again later. A job that names a
+one the store refuses is declined to the backend and tried again later. Work offered ends
+the loop's rest after a pass (a submit does not), and a pass soon after a step 1 places it
+without another step 1. A job that names a
 container image is rejected where no node runs container images (the local backend runs
 commands on this machine); a backend that runs container images gets the workdir as written
 and the image, and nothing is prepared here for it."""
@@ -8,25 +10,37 @@ and the image, and nothing is prepared here for it."""
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from dataclasses import replace
 
 from builders import job
-from controlkit import FakeClock, drive, state_is, submit
+from controlkit import DEADLINE_S, FakeClock, drive, state_is, submit, wait_until
 from rota.backends.base import OFFER_LABEL, Offer
 from rota.backends.local import LocalBackend
-from rota.control import ControlLoop
+from rota.control import ControlLoop, loop as loop_module
 from rota.control.intake import RETRY_S
 from rota.core import JobState as S
 from rota.scheduler import build_policy
 
 
 class Offering(LocalBackend):
-    """The local backend, with work of its own on offer (as Kubernetes Pods are offered)."""
+    """The local backend, with work of its own on offer (as Kubernetes Pods are offered);
+    ``offer`` makes one more and says so to the loop, as a watch of Pods does."""
 
     def __init__(self, data_dir, node) -> None:
         super().__init__(data_dir, node=node)
         self.waiting: list[Offer] = []
         self.declined: list[tuple[str, str]] = []
+        self.wake = lambda **_: None
+
+    def watch(self, wake) -> None:
+        self.wake = wake
+        super().watch(wake)
+
+    def offer(self, offer: Offer) -> None:
+        self.waiting.append(offer)
+        self.wake(arrived=True)
 
     def offers(self) -> list[Offer]:
         return list(self.waiting)
@@ -105,6 +119,98 @@ def test_a_pending_job_whose_offer_is_no_longer_made_is_cancelled_and_a_running_
                                   "waits for rota")
     assert store.get_job(runs).state is S.RUNNING  # launched: its work is not an offer any more
     loop.stop()
+
+
+class HourLongPasses:
+    """``time`` as the control loop reads it, except that every pass seems to take an hour
+    (``monotonic`` moves an hour each time it is read): with ``MAX_REST_S`` an hour, the
+    loop would rest an hour after each pass."""
+
+    perf_counter = staticmethod(time.perf_counter)
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def monotonic(self) -> float:
+        self.t += 3600.0
+        return self.t
+
+
+def test_work_offered_during_the_rest_after_a_pass_is_taken_without_resting_on(
+        store, backend, data_dir, clock, monkeypatch):
+    monkeypatch.setattr(loop_module, "MAX_REST_S", 3600.0)
+    monkeypatch.setattr(loop_module, "time", HourLongPasses())
+    offering = Offering(data_dir, backend.node)
+    loop = ControlLoop(store, offering, build_policy("default"), data_dir, clock=clock,
+                       interval_s=3600.0)
+    try:
+        loop.start()
+        first = submit(store, [sys.executable, "-c", "import time; time.sleep(30)"])
+        loop.wake()
+        wait_until(lambda: loop.passes >= 2, "a pass to take the first job")  # now it rests
+        assert store.get_job(first).state in (S.SCHEDULED, S.RUNNING)
+        # a submit through the API wakes the loop too, but waits for the rest to end
+        later = submit(store, [sys.executable, "-c", "import time; time.sleep(30)"])
+        loop.wake()
+        offering.offer(an_offer("pod:ml/c@3"))  # a Pod created for rota: the rest ends
+        wait_until(lambda: loop.passes >= 3, "the next pass")
+        # that pass took both: the offered work, and the submit that came during the rest
+        (rec,) = offered_jobs(store)
+        assert rec.state in (S.SCHEDULED, S.RUNNING)
+        assert store.get_job(later).state in (S.SCHEDULED, S.RUNNING)
+        assert loop.passes == 3  # and now it rests an hour
+    finally:
+        loop.stop()
+
+
+class HeldOffering(Offering):
+    """Offers, whose launches wait until ``go`` is set (``entered``: those begun)."""
+
+    def __init__(self, data_dir, node) -> None:
+        super().__init__(data_dir, node)
+        self.go, self.entered = threading.Event(), []
+
+    def launch(self, job, placement, spec, attempt=None):
+        if dict(job.labels).get(OFFER_LABEL):
+            self.entered.append(job.id)
+            assert self.go.wait(DEADLINE_S), "the test never let the launch go"
+        return super().launch(job, placement, spec, attempt)
+
+
+class StoppedMonotonic:
+    """``time`` as the control loop reads it, except that ``monotonic`` stands still: every
+    pass follows the last step 1 by less than ``RECONCILE_EVERY_S``."""
+
+    perf_counter = staticmethod(time.perf_counter)
+
+    @staticmethod
+    def monotonic() -> float:
+        return 0.0
+
+
+def test_work_offered_soon_after_a_full_pass_is_placed_by_a_pass_without_step_1(
+        store, backend, data_dir, clock, monkeypatch):
+    monkeypatch.setattr(loop_module, "time", StoppedMonotonic())
+    offering = HeldOffering(data_dir, backend.node)
+    loop = ControlLoop(store, offering, build_policy("default"), data_dir, clock=clock,
+                       interval_s=3600.0)
+    try:
+        loop.start()
+        first = submit(store, [sys.executable, "-c", "import time; time.sleep(60)"])
+        loop.wake()
+        wait_until(state_is(store, first, S.RUNNING), "the first job to run")
+        with loop._step_lock:  # between two passes: the next one sees both at once
+            store.request_cancel(first, by="alice")
+            offering.offer(an_offer("pod:ml/d@4"))
+        wait_until(lambda: offering.entered, "the offered job to be placed and launched")
+        # its launch is held, so no pass has run since the one that placed it, and that
+        # pass did not look at the running jobs: the cancel is not carried out yet
+        assert store.get_job(first).state is S.RUNNING
+        loop.wake()  # a pass without offered work runs every step
+        wait_until(state_is(store, first, S.CANCELLED), "the cancel to be carried out")
+    finally:
+        offering.go.set()
+        loop.stop()
 
 
 def test_the_local_backend_refuses_a_job_that_names_an_image(loop, store):

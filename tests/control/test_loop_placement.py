@@ -10,8 +10,8 @@ from pathlib import Path
 from controlkit import drive, python, state_is, submit, wait_until, workdir
 from rota.backends.local import LocalBackend
 from rota.control import ControlLoop
-from rota.core import JobState
-from rota.scheduler import build_policy
+from rota.core import ANY_FLAVOR, FlavorQuota, JobState, Queue
+from rota.scheduler import ReasonCode, build_policy
 
 S = JobState
 # Checkpoints on SIGUSR1 and keeps going: only the SIGKILL after the grace period ends it.
@@ -128,3 +128,19 @@ def test_background_loop_is_woken_by_a_submit_and_by_a_process_exit(store, loop,
     (workdir(data_dir, job) / "go").write_text("")
     rec = wait_until(state_is(store, job, S.SUCCEEDED), "the exit to wake the loop")
     assert rec.exit_code == 0
+
+
+def test_each_pass_places_against_the_queues_and_jobs_as_they_are_now(store, loop) -> None:
+    # what running jobs hold is kept from pass to pass (``rota.scheduler.base``): a quota set
+    # and a job ended since the last pass are what the next one places against
+    first = submit(store, python("import time; time.sleep(60)"), gpus=2)
+    drive(loop, state_is(store, first, JobState.RUNNING), "the first job to run")
+    store.put_queue(Queue("q", {ANY_FLAVOR: FlavorQuota({"gpu": 2000})}))  # 2 GPUs in all
+    second = submit(store, python("import time; time.sleep(60)"), gpus=2)
+    loop.step()
+    loop.step()
+    rec = store.get_job(second)  # 2 GPUs of 4 are free, but the queue's quota is used up
+    assert rec.state is JobState.PENDING and rec.wait_reasons[0].code is ReasonCode.QUOTA
+    store.request_cancel(first, by="alice")
+    drive(loop, state_is(store, second, JobState.RUNNING), "the second job to run once the "
+                                                          "first gave its quota back")

@@ -1,7 +1,7 @@
 """What the backend sees of the real cluster through its watches: Pods of other schedulers
-held as used on their nodes, Pods users created for rota offered as jobs (refused ones told
-why on the Pod, as kube-scheduler does), bound where rota places them, and a watch whose
-resource version is gone listed again."""
+held as used on their nodes, Pods users created for rota offered as jobs (each one waking the
+control loop as work offered; refused ones told why on the Pod, as kube-scheduler does),
+bound where rota places them, and a watch whose resource version is gone listed again."""
 
 from __future__ import annotations
 
@@ -82,6 +82,23 @@ def test_pods_created_for_rota_are_offered_and_bound_where_rota_places_them(clus
         assert api.get(f"{pods_path(ns)}/ddp-{rank}")["spec"]["nodeName"] == node
     wait(lambda: [o.key for o in ours(backend, ns)] == [by_kind["pod"].key],
          "the gang's offer to be gone once bound")
+
+
+def test_a_pod_created_for_rota_wakes_the_loop_as_work_offered(cluster):
+    backend = cluster.backend()
+    wakes: list[bool] = []
+    backend.watch(lambda arrived=False: wakes.append(arrived))
+    try:
+        cluster.api.create(pods_path(cluster.namespace),
+                           user_pod("fresh", labels={"rota.dev/queue": "research"}))
+        wait(lambda: True in wakes, "the Pod to wake the loop as work offered")
+        # a Pod of another scheduler is no work offered to rota
+        cluster.api.create(pods_path(cluster.namespace),
+                           user_pod("theirs", scheduler="default-scheduler"))
+        wait(lambda: backend.pods.get(f"{cluster.namespace}/theirs"), "the other Pod")
+        assert wakes.count(True) == 1
+    finally:
+        backend.unwatch()
 
 
 def ours(backend, namespace: str):

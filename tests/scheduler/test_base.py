@@ -35,6 +35,8 @@ POLICIES = {
     "las": {"preset": "besteffort", "order": "las", "preemption": "minimal-victims"},
     "sjf-easy": {"preset": "fifo", "order": "shortest-first", "backfill": "easy"},
     "gpuclustering": {"preset": "default", "placement": "gpuclustering"},  # follows the journal
+    # starts after the node of the latest job bound among those holding resources
+    "round-robin": {"preset": "fifo", "placement": "round-robin"},
 }
 
 
@@ -65,8 +67,9 @@ def feed(base: Base, before: Snapshot, after: Snapshot) -> None:
             base.hold(j)
 
 
-def both_ways(seed: int, spec, steps: int = 5) -> int:
-    """Run ``steps`` cycles both ways; return how many binds and preemptions were compared."""
+def both_ways(seed: int, spec, steps: int = 5, by_sync: bool = False) -> int:
+    """Run ``steps`` cycles both ways; return how many binds and preemptions were compared.
+    ``by_sync``: the kept base is told by ``sync`` of each full snapshot, not by deltas."""
     rng = random.Random(seed)
     fresh_policy, kept_policy = build_policy(spec), build_policy(spec)
     queues = random_queues(rng)
@@ -79,14 +82,19 @@ def both_ways(seed: int, spec, steps: int = 5) -> int:
             arrivals.append(random_job(rng, f"j{serial}", list(queues), now))
             serial += 1
         left = ended(snap, now)
-        feed(base, snap, left)
+        if not by_sync:
+            feed(base, snap, left)
         snap = replace(left, jobs=left.jobs + tuple(arrivals))
         fresh = run_cycle(snap, fresh_policy, now)
-        kept = run_cycle(replace(snap, jobs=snap.pending), kept_policy, now, base=base)
+        pending = base.sync(snap) if by_sync else replace(snap, jobs=snap.pending)
+        kept = run_cycle(pending, kept_policy, now, base=base)
         assert kept == fresh, "a kept base decided differently from a fresh one"
         compared += len(fresh.binds) + len(fresh.preemptions) + len(fresh.reservations)
         after = apply_decisions(snap, fresh, now, evict_now=rng.random() < 0.5)
-        feed(base, snap, after)
+        if by_sync:
+            base.sync(after)
+        else:
+            feed(base, snap, after)
         assert fingerprint(base) == fingerprint(Base.of(after)), "the kept base drifted"
         snap = after
         now += rng.choice([10.0, 100.0, 250.0])
@@ -99,6 +107,43 @@ def both_ways(seed: int, spec, steps: int = 5) -> int:
 @given(seed=st.integers(0, 2**32 - 1))
 def test_a_kept_base_decides_as_a_fresh_one(policy, seed):
     both_ways(seed, policy)
+
+
+@pytest.mark.parametrize("policy", ["default", "fair", "round-robin"])
+@settings(max_examples=15, derandomize=True, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_a_base_kept_by_sync_of_full_snapshots_decides_as_a_fresh_one(policy, seed):
+    both_ways(seed, POLICIES[policy], by_sync=True)
+
+
+def test_sync_takes_again_only_the_jobs_that_are_not_the_objects_it_was_given():
+    full = _busy_cluster()
+    base = Base(full.nodes, full.queues, full.flavors)
+    pending = base.sync(full)
+    assert {j.id for j in pending.jobs} == {"big", "small", "huge"}
+    assert list(base.active) == ["old", "rest"]  # in the snapshot's order
+    taken: list[str] = []
+    hold = base.hold
+    base.hold = lambda job: (taken.append(job.id), hold(job))  # type: ignore[method-assign]
+    base.sync(full)  # the same objects: nothing is taken again
+    assert taken == []
+    # "rest" ended, "old" started its grace period (a new object); the pending jobs are as
+    # they were
+    old = next(j for j in full.jobs if j.id == "old")
+    after = replace(full, jobs=tuple(old.move_to(old.state.PREEMPTING) if j.id == "old" else j
+                                     for j in full.jobs if j.id != "rest"))
+    base.sync(after)
+    assert taken == ["old"] and list(base.active) == ["old"]
+    assert fingerprint(base) == fingerprint(Base.of(after))
+
+
+def test_sync_refuses_a_snapshot_of_other_nodes():
+    full = _busy_cluster()
+    base = Base.of(full)
+    with pytest.raises(InvalidSpec) as err:
+        base.sync(replace(full, nodes=full.nodes[:1]))
+    assert err.value.field == "snapshot"
 
 
 def test_the_property_sees_binds_preemptions_and_reservations():

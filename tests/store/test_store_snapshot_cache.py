@@ -5,9 +5,11 @@ this store or from another (another process)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlalchemy import event
 
-from rota.core import JobState
+from rota.core import DeviceShare, Foreign, JobState
 from rota.scheduler import build_policy, run_cycle
 from rota.store import Store
 from storekit import seed, submission
@@ -67,6 +69,32 @@ def test_the_holding_jobs_are_the_snapshots_and_keep_its_cache_whole(db_url, clo
                                     if j.state.holds_resources), f"after step {n}"
             assert store.snapshot(2.0) == fresh_snapshot(db_url, clock, 2.0), f"after step {n}"
         assert len(store.holding_jobs()) == 2
+    finally:
+        other.close()
+        store.close()
+
+
+def test_nodes_are_parsed_again_only_when_a_row_changed_from_this_store_or_another(
+        db_url, clock):
+    store = seed(Store.open(db_url, clock=clock), gpus=4)
+    other = Store.open(db_url, clock=clock)
+    try:
+        first = store.snapshot(1.0).nodes
+        assert store.snapshot(2.0).nodes is first  # nothing changed: the same nodes
+        (n1,) = first
+        foreign = Foreign(0, 0, (DeviceShare(3, 1000, n1.devices[3].memory_mib),), "pod x/y")
+        steps = [
+            lambda: other.set_node("n1", schedulable=False, reason="maintenance"),
+            lambda: store.set_node("n1", schedulable=True),
+            lambda: other.upsert_nodes([replace(n1, foreign=(foreign,))], backend="local"),
+            lambda: store.upsert_nodes([n1, replace(n1, name="n2")], backend="local"),
+        ]
+        for n, step in enumerate(steps):
+            before = store.snapshot(2.0).nodes
+            step()
+            after = store.snapshot(2.0)
+            assert after.nodes is not before, f"step {n} not seen"
+            assert after == fresh_snapshot(db_url, clock, 2.0), f"after step {n}"
     finally:
         other.close()
         store.close()

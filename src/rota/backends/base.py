@@ -516,9 +516,11 @@ class Backend(Protocol):
         """Put ``message`` where the job's owner reads its output (a warning before idle
         reclamation); a backend without such a place does nothing."""
 
-    def watch(self, wake: Callable[[], None]) -> None:
+    def watch(self, wake: Callable[..., None]) -> None:
         """From now on, call ``wake`` soon after a launch this backend tracks changes state
-        (a replica exits), so that the control loop need not wait for its period. A backend
+        (a replica exits), so that the control loop need not wait for its period; a backend
+        that offers work (``Offering``) calls ``wake(arrived=True)`` soon after new work
+        waits for rota, so that the loop places it without resting after its pass. A backend
         without such news does nothing here: the loop's periodic pass covers it."""
 
     def unwatch(self) -> None:

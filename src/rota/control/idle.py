@@ -97,8 +97,9 @@ class IdleWatch:
     def review(self, running: list[tuple[JobRecord, Handle]], now: float) -> dict[str, str]:
         """The jobs to reclaim now: job id -> why."""
         defaults = self.store.idle_defaults() if running else {}
+        by_queue: dict[str, IdlePolicy] = {}  # the policy of jobs that set none of their own
         watched = [(rec, handle, policy) for rec, handle in running
-                   if not (policy := _policy(rec, defaults)).empty]
+                   if not (policy := _policy(rec, defaults, by_queue)).empty]
         if not watched:
             return {}
         seen = self.backend.activity([handle for _, handle, _ in watched])
@@ -139,7 +140,16 @@ class IdleWatch:
         log.info("job %s: %s", rec.id, message)
 
 
-def _policy(rec: JobRecord, defaults: Mapping[str, Any]) -> IdlePolicy:
+def _policy(rec: JobRecord, defaults: Mapping[str, Any],
+            by_queue: dict[str, IdlePolicy]) -> IdlePolicy:
+    """The job's effective idle policy; that of a job without its own ``idle`` is its queue's,
+    kept in ``by_queue`` (thousands of running jobs share a few queues)."""
     run_idle = rec.run.get("idle") if isinstance(rec.run, Mapping) else None
-    return effective(IdlePolicy.of(defaults.get("*")), IdlePolicy.of(defaults.get(rec.job.queue)),
-                     IdlePolicy.of(run_idle))
+    queue = rec.job.queue
+    if run_idle is None and queue in by_queue:
+        return by_queue[queue]
+    policy = effective(IdlePolicy.of(defaults.get("*")), IdlePolicy.of(defaults.get(queue)),
+                       IdlePolicy.of(run_idle))
+    if run_idle is None:
+        by_queue[queue] = policy
+    return policy

@@ -22,6 +22,11 @@ One pass (``ControlLoop.step``), in order:
 2. Bill: GPU-seconds of running jobs, per project, into the store.
 3. Schedule: ``store.snapshot(now)`` -> ``run_cycle(snapshot, policy, now)`` ->
    ``store.apply(decisions, now)``, one transaction, durable before anything is acted on.
+   The cycle runs on a base kept from pass to pass (``rota.scheduler.base``, ``Base.sync``):
+   what the active jobs hold is taken again only for the jobs whose row changed since the
+   last pass (the store's job cache hands back the same object for a row that did not), and
+   the base is built afresh when the nodes, queues or flavours changed or a cycle failed; a
+   cycle on it decides exactly as one on the whole snapshot.
    For a placement that plans for the mix of arriving work (``capgd``), the loop keeps the
    mix (``rota.scheduler.Arrivals``: each snapshot's new pending jobs are observed into it)
    and passes it to the cycle.
@@ -46,8 +51,19 @@ One pass (``ControlLoop.step``), in order:
 Passes run on a background thread: after ``wake()`` (a submit or cancel through the API, a
 launch that the backend saw end: ``Backend.watch``) and every ``interval_s`` otherwise.
 Wake-ups coalesce: many submits in a burst cost one pass, not one each, and after each pass the
-loop rests as long as the pass took, so that a long pass (many pending jobs) cannot starve the
-API sharing its process (a job waiting with its report of its end, below, cuts the rest short).
+loop rests as long as the pass took (at most ``MAX_REST_S``), so that a long pass (many
+pending jobs) cannot starve the API sharing its process (a job waiting with its report of its
+end, below, cuts the rest short). Work that the backend offers (``wake(arrived=True)``: a Pod
+created for rota) came through no API request of this process: it ends the rest too, once
+``ARRIVAL_REST_S`` more have let the rest of its burst arrive, and the next pass takes it.
+So a Pod created during a pass waits for that pass to end, not for a rest as long again.
+A pass that takes offered work less than ``RECONCILE_EVERY_S`` after the end of the last step
+1 skips steps 1 and 2 (with thousands of running jobs, step 1 is most of a pass): it records
+the launches that ended, takes the offers and places them, and launches. So while Pods keep
+coming, they are placed by short passes, and step 1 still runs at least every
+``RECONCILE_EVERY_S`` (a job that ended is seen that much later at most, and its devices stay
+held in the snapshot until then: nothing is placed on them early). ``step()`` always runs
+every step, and so does a pass that takes a job's report of its end.
 The first pass after ``start`` adopts every active job's handle (``backend.adopt``): a job
 still running is kept, one that finished while the control plane was down has its exit code
 recorded, one whose processes vanished is requeued (or failed) per its restart policy. A job
@@ -85,6 +101,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
@@ -106,7 +123,8 @@ from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
 from rota.control.reconcile import PassReport, Reconciler, current_handle
 from rota.core import InvalidSpec, Preempt
-from rota.scheduler import Arrivals, Decisions, Policy, Snapshot, run_cycle
+from rota.scheduler import ArrivalMix, Arrivals, Decisions, Policy, Snapshot, run_cycle
+from rota.scheduler.base import Base
 from rota.store import JobRecord, NotFound, Store
 
 if TYPE_CHECKING:  # the metrics are composed in only by ``rota up``
@@ -114,6 +132,8 @@ if TYPE_CHECKING:  # the metrics are composed in only by ``rota up``
 
 log = logging.getLogger("rota.control")
 MAX_REST_S = 1.0
+ARRIVAL_REST_S = 0.05  # after work the backend offered: its burst's time to arrive
+RECONCILE_EVERY_S = 1.0  # while offered work keeps arriving: the most between two step 1s
 HANDOFF_WAIT_S = 5.0  # the longest the API keeps a job's report of its end waiting (``exited``)
 
 
@@ -148,9 +168,12 @@ class ControlLoop:
         self._seen: tuple[Snapshot, dict[str, str]] | None = None  # for metrics
         self.last_error: str | None = None
         self._written_waits: dict[str, int] = {}  # job -> hash of (reasons, estimate) applied
+        self._base: Base | None = None  # what the active jobs hold, kept between cycles
         self._wakeup = threading.Event()
         self._halt = threading.Event()
         self._urgent = threading.Event()  # a report waits: cut the rest after a pass short
+        self._arrived = False  # the backend offered work since the last pass began
+        self._reconciled_at = -math.inf  # when step 1 last ended (``time.monotonic``)
         self._thread: threading.Thread | None = None
         self._step_lock = threading.Lock()
         self._handoffs: list[Future[None]] = []  # reports waiting for the pass that takes them
@@ -175,8 +198,14 @@ class ControlLoop:
         self._thread.start()
         return first
 
-    def wake(self) -> None:
-        """Ask for a pass as soon as possible (coalesced with other requests)."""
+    def wake(self, arrived: bool = False) -> None:
+        """Ask for a pass as soon as possible (coalesced with other requests). ``arrived``:
+        the backend offers new work (``Offering``), which ends the rest after the pass under
+        way (module docstring)."""
+        if arrived:
+            with self._handoff_lock:
+                self._arrived = True
+                self._urgent.set()
         self._wakeup.set()
 
     def exited(self, job_id: str, attempt: int, exit_code: int,
@@ -256,10 +285,17 @@ class ControlLoop:
             except Exception as exc:  # a bad pass must not end the loop: the next one retries
                 self.last_error = repr(exc)
                 log.exception("control pass failed; retrying in the next pass")
-            # rest as long as the pass took (at most MAX_REST_S): during a burst of submits
-            # the loop takes at most half of the process, and the API the other half; a job
-            # waiting with its report (``exited``) ends the rest
-            self._urgent.wait(min(time.monotonic() - began, MAX_REST_S))
+            self._rest(time.monotonic() - began)
+
+    def _rest(self, pass_s: float) -> None:
+        """Rest after a pass of ``pass_s`` seconds: as long as it took, at most
+        ``MAX_REST_S`` (during a burst of submits the loop takes at most half of the process,
+        and the API the other half). A job waiting with its report (``exited``) or a stop
+        ends it at once; work the backend offered, once ``ARRIVAL_REST_S`` more have let
+        the rest of its burst arrive (module docstring)."""
+        rest = min(pass_s, MAX_REST_S)
+        if self._urgent.wait(rest) and self._arrived and not self._handoffs:
+            self._halt.wait(min(rest, ARRIVAL_REST_S))
 
     # -- one pass ----------------------------------------------------------------------------
 
@@ -282,30 +318,27 @@ class ControlLoop:
                 handoffs, self._handoffs = self._handoffs, []
                 if not self._halt.is_set():
                     self._urgent.clear()
+            # offered work arriving soon after a step 1: placed without another (docstring)
+            quick = (not settle and not handoffs and self._arrived
+                     and time.monotonic() - self._reconciled_at < RECONCILE_EVERY_S)
             try:
-                return self._steps(now, report, settle, began)
+                return self._steps(now, report, settle, began, quick)
             finally:
                 self._answer_after_launches(handoffs)
 
-    def _steps(self, now: float, report: PassReport, settle: bool, began: float) -> PassReport:
-        """The steps of a pass (module docstring) that may act."""
+    def _steps(self, now: float, report: PassReport, settle: bool, began: float,
+               quick: bool = False) -> PassReport:
+        """The steps of a pass (module docstring) that may act; ``quick``: without steps 1
+        and 2."""
         if self.accounts is not None:  # before any launch: a store that cannot answer
             self.accounts.refresh()    # fails the pass, never a guess of the account
         self._land(now, report, wait=False)                     # 4, of earlier passes
         self._sync_inventory(now, report)                                       # 0
-        try:
-            self.intake.take(now)
-        except Exception as exc:  # the offers wait for the next pass
-            report.errors.append(f"intake: {exc!r}")
-            log.exception("intake of %s's offers failed", self.backend.name)
+        self._take_offers(now, report)                                          # 0
         if not self._may_act():  # slowed or frozen past the lease since the pass began
             return report
-        self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
-        self._stop_overdue(report)
-        if report.faults or report.displaced:  # a node or GPU failed or was drained, or
-            # work outside rota took a job's GPUs: the cycle must see it before placing
-            self._sync_inventory(now, report, force=True)
-        self.reconciler.flush_usage(now)                                        # 2
+        if not quick:
+            self._reconcile(now, report)                                       # 1, 2
         bound = self._schedule(now)                                             # 3
         if bound and self._may_act():                                           # 4
             self.reconciler.launch(self.store.get_jobs(list(bound)))
@@ -314,6 +347,28 @@ class ControlLoop:
         self.passes += 1
         self._measured(began, report)
         return report
+
+    def _reconcile(self, now: float, report: PassReport) -> None:
+        """Steps 1 and 2 (module docstring)."""
+        self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
+        self._stop_overdue(report)
+        if report.faults or report.displaced:  # a node or GPU failed or was drained, or
+            # work outside rota took a job's GPUs: the cycle must see it before placing
+            self._sync_inventory(now, report, force=True)
+        self.reconciler.flush_usage(now)                                        # 2
+        self._reconciled_at = time.monotonic()
+
+    def _take_offers(self, now: float, report: PassReport) -> None:
+        """Intake (module docstring, step 0): the work offered until now becomes jobs."""
+        with self._handoff_lock:  # what arrives from here on is for the next pass
+            self._arrived = False
+            if not (self._handoffs or self._halt.is_set()):
+                self._urgent.clear()
+        try:
+            self.intake.take(now)
+        except Exception as exc:  # the offers wait for the next pass
+            report.errors.append(f"intake: {exc!r}")
+            log.exception("intake of %s's offers failed", self.backend.name)
 
     def _may_act(self) -> bool:
         """Whether this process may still act, asked again before step 1 and right before
@@ -411,7 +466,7 @@ class ControlLoop:
         snapshot, held = self._held(whole, now)
         mix = None if self._arrivals is None else self._arrivals.update(whole)
         with _snapshot_out_of_collector(), timer("cycle"):
-            decisions = run_cycle(snapshot, self.policy, now, mix=mix)
+            decisions = self._cycle(snapshot, now, mix)
         if self.metrics is not None:
             self._seen = (whole, {w.job: str(w.reasons[0].code) for w in
                                   (*decisions.waits, *held.waits) if w.reasons})
@@ -438,6 +493,19 @@ class ControlLoop:
         if result.stale:
             log.info("dropped stale decisions: %s", dict(result.stale))
         return result.bound
+
+
+    def _cycle(self, snapshot: Snapshot, now: float, mix: ArrivalMix | None) -> Decisions:
+        """``run_cycle`` on the base kept from the last pass (``rota.scheduler.base``), brought
+        to ``snapshot``'s active jobs (only those that changed are taken again); a new base
+        when the nodes, queues or flavours changed, or when the last cycle failed."""
+        base = self._base
+        if base is None or not base.stands_on(snapshot):
+            base = Base(snapshot.nodes, snapshot.queues, snapshot.flavors)
+        self._base = None  # kept again only once this cycle ran to its end
+        decisions = run_cycle(base.sync(snapshot), self.policy, now, base=base, mix=mix)
+        self._base = base
+        return decisions
 
 
 def _without(snapshot: Snapshot, job_ids: Collection[str]) -> Snapshot:

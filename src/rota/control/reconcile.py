@@ -66,7 +66,7 @@ from rota.backends.base import (
 from rota.control.idle import IdleWatch
 from rota.control.launcher import Launcher, unreadable
 from rota.control.runspec import RunSpec, SpecCache
-from rota.control.verdict import JobView, Verdict, judge
+from rota.control.verdict import KEEP, JobView, Verdict, judge
 from rota.core import MILLI, End, IllegalTransition, InvalidSpec, JobState
 from rota.store import Conflict, JobRecord, Move, NotFound, Store
 
@@ -117,6 +117,8 @@ class Reconciler:
         self._backend_walltime: bool | None = None  # Capabilities.walltime, once asked
         self._queued: bool | None = None  # Capabilities.queued, once asked
         self.billed_until: dict[str, float] = {}
+        # job -> (its record, its status) judged to be left running with nothing due later
+        self._steady: dict[str, tuple[JobRecord, Status]] = {}
         self.usage: dict[str, float] = {}  # project -> GPU-seconds not yet stored
         self._flushed: dict[str, float] = {}  # job -> billed_until last stored
         self._flush_at = -math.inf  # when usage was last stored
@@ -171,6 +173,12 @@ class Reconciler:
 
     def _judge(self, rec: JobRecord, handle: Handle, status: Status, now: float,
                report: PassReport) -> None:
+        steady = self._steady.get(rec.id)
+        if (steady is not None and steady[0] is rec and steady[1] == status
+                and rec.id not in self.reclaiming):
+            self._bill(rec, now)  # judged to be left running, and nothing changed since
+            return
+        self._steady.pop(rec.id, None)
         if status.placement is not None and status.placement != rec.job.placement:
             self._placed(rec, status)
         try:
@@ -197,6 +205,8 @@ class Reconciler:
             if not verdict.move.holds_resources:  # the attempt ends: its peak memory
                 verdict = replace(verdict, max_rss_kib=status.max_rss_kib)
             self._move(rec, verdict, report, now)
+        elif _steady(rec, status, verdict):
+            self._steady[rec.id] = (rec, status)
 
     def _placed(self, rec: JobRecord, status: Status) -> None:
         """Record where the backend put the job, when that is not where it was placed."""
@@ -371,7 +381,7 @@ class Reconciler:
 
     def forget(self, job_id: str) -> None:
         for table in (self.handles, self.kill_at, self.billed_until, self.signalled,
-                      self.reclaiming):
+                      self.reclaiming, self._steady):
             table.pop(job_id, None)
         self.specs.forget(job_id)
         self.idle.forget(job_id)
@@ -469,6 +479,17 @@ class Reconciler:
             return
         self.store.bill(pending, billed, now)
         self._flushed = dict(self.billed_until)
+
+
+def _steady(rec: JobRecord, status: Status, verdict: Verdict) -> bool:
+    """Whether ``verdict`` for ``rec`` with ``status`` holds for as long as neither
+    changes: a RUNNING job left as it is, that runs where it was placed, with no cancel
+    asked and no walltime (``judge``'s only rules that depend on the time are its
+    walltime's, a preemption's deadline and an idle reclaim, checked apart)."""
+    return (verdict == KEEP and rec.state is JobState.RUNNING and not rec.cancel_requested
+            and rec.job.walltime_s is None and status.state is ReplicaState.RUNNING
+            and status.waiting is None and not status.displaced
+            and status.placement in (None, rec.job.placement))
 
 
 def current_handle(rec: JobRecord) -> dict[str, Any] | None:

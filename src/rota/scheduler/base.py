@@ -8,6 +8,11 @@ Vocabulary:
   loaded. The caller keeps it up to date with *deltas*: ``hold(job)`` when a job starts (or
   changes while it holds, e.g. is being preempted), ``release(job_id)`` when a job gives its
   resources back (finished, requeued, preempted and gone).
+- *sync*: ``sync(snapshot)`` brings the base to a full snapshot of the same nodes, queues and
+  flavours (``stands_on``) in one call: ``hold`` for each active job that is not the very
+  object given last time (a caller whose snapshots rebuild only the jobs that changed, as the
+  store's job cache does, pays for those alone), ``release`` for each one no longer active.
+  It returns the snapshot of the pending jobs to run the cycle on.
 - *cycle on a base*: ``run_cycle(snapshot, policy, now, base=base)`` with a snapshot whose jobs
   are only the pending ones. The cycle works on a *view* of the base's overlay (the same nodes,
   a journal of its own) and records every tentative change it makes: binds, nominated
@@ -92,6 +97,7 @@ class Base:
         self.screened: dict[tuple, Reason | None] = {}
         self.screened_job: dict[str, tuple[Job, Reason | None]] = {}
         self.busy = False
+        self._given: dict[str, Job] = {}  # the job objects of the last ``sync``
         for job in jobs:
             self.hold(job)
 
@@ -100,6 +106,34 @@ class Base:
         """The base of a full snapshot: its nodes, queues, flavours and active jobs."""
         return cls(snapshot.nodes, snapshot.queues, snapshot.flavors,
                    (j for j in snapshot.jobs if j.state.holds_resources))
+
+    def stands_on(self, snapshot: Snapshot) -> bool:
+        """Whether ``snapshot`` has this base's nodes, queues and flavours."""
+        return all(getattr(snapshot, name) is getattr(self, name)
+                   or getattr(snapshot, name) == getattr(self, name)
+                   for name in ("nodes", "queues", "flavors"))
+
+    def sync(self, snapshot: Snapshot) -> Snapshot:
+        """Bring the base to the active jobs of the full ``snapshot`` (module docstring:
+        *sync*); the snapshot of its pending jobs, for a cycle on the base. The active jobs
+        are then listed in the snapshot's order, as in a base built from it afresh, and the
+        screening answers of jobs no longer pending are forgotten."""
+        if not self.stands_on(snapshot):
+            raise InvalidSpec("snapshot", "its nodes, queues or flavours differ from the "
+                              "base's; build a new base")
+        self._idle("sync")
+        active = [j for j in snapshot.jobs if j.state.holds_resources]
+        given, self._given = self._given, {j.id: j for j in active}
+        for job_id in [j for j in self.active if j not in self._given]:
+            self.release(job_id)
+        for job in active:
+            if given.get(job.id) is not job:
+                self.hold(job)
+        self.active = {j.id: self.active[j.id] for j in active}
+        pending = tuple(j for j in snapshot.jobs if j.state is JobState.PENDING)
+        ids = {j.id for j in pending}
+        self.screened_job = {k: v for k, v in self.screened_job.items() if k in ids}
+        return replace(snapshot, jobs=pending)
 
     def fits(self, snapshot: Snapshot) -> None:
         """Check that ``snapshot`` may run on this base: same nodes, queues and flavours, and

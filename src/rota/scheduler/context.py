@@ -52,12 +52,15 @@ class Cycle(QuotaHolds):
     def __init__(self, snapshot: Snapshot, policy, now: float, base: Base | None = None,
                  mix=None) -> None:
         self.snapshot, self.policy, self.now = snapshot, policy, now
-        # the placement plugin's copy for this cycle (see ``placement_for``): every placement
-        # of the cycle goes through it, so nothing of this cycle reaches the next
-        self.placement = placement_for(policy.placement, snapshot, mix)
-        self.rng = random.Random(policy.seed)
+        seen = snapshot  # the whole snapshot: with a kept base, its active jobs are the base's
         if base is None:
             base = Base.of(snapshot)
+        else:
+            seen = replace(snapshot, jobs=(*base.active.values(), *snapshot.jobs))
+        # the placement plugin's copy for this cycle (see ``placement_for``): every placement
+        # of the cycle goes through it, so nothing of this cycle reaches the next
+        self.placement = placement_for(policy.placement, seen, mix)
+        self.rng = random.Random(policy.seed)
         if base.busy:
             raise RuntimeError("a cycle already runs on this base")
         base.busy = True

@@ -16,7 +16,9 @@ leaves capacity free, and a preemptor is never bound in the cycle that evicts fo
 
 Cost per cycle: a snapshot reads the ``(id, version)`` of every live job and builds a core
 ``Job`` only for rows whose version ``JobCache`` has not seen (a new job, a job that moved);
-the cache keeps only the jobs of the latest snapshot. ``apply`` rewrites a waiting job's
+the cache keeps only the jobs of the latest snapshot. It reads every node row, with its JSON
+as stored, and parses them only when one of them differs from the last snapshot's
+(``NodeCache``). ``apply`` rewrites a waiting job's
 reasons only when they changed.
 
 Usage is GPU-seconds per project, decayed with a half-life: stored as (amount, as_of), and
@@ -25,12 +27,14 @@ Usage is GPU-seconds per project, decayed with a half-life: stored as (amount, a
 
 from __future__ import annotations
 
+import json
 import threading
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select, update
+from sqlalchemy import JSON, Connection, Text, bindparam, cast, insert, select, update
 
-from rota.core import ANY_FLAVOR, Flavor, IllegalTransition, Job, JobState, Project
+from rota.core import ANY_FLAVOR, Flavor, IllegalTransition, Job, JobState, Node, Project
 from rota.core import Decisions, Reason, ReasonCode, Snapshot, Usage
 from rota.store import accounting, convert
 from rota.store import jobs as job_rows
@@ -96,14 +100,46 @@ class JobCache:
         return tuple(known[key][1] for key, _ in versions)
 
 
-def snapshot(conn: Connection, cache: JobCache | None = None) -> Snapshot:
+# every column of a node row, its JSON ones as the text stored: compared before being parsed
+_NODE_TEXT = [cast(c, Text).label(c.name) if isinstance(c.type, JSON) else c for c in nodes.c]
+
+
+class NodeCache:
+    """The core nodes of the last snapshot and the rows they were built from, as stored (JSON
+    as text): a snapshot whose node rows are all equal to those gets the same tuple of nodes,
+    so that nothing is parsed again and a scheduler's base kept between cycles sees the very
+    same nodes (``rota.scheduler.base.Base.stands_on``)."""
+
+    def __init__(self) -> None:
+        self._rows: list[Any] | None = None
+        self._nodes: tuple[Node, ...] = ()
+        self._lock = threading.Lock()
+
+    def nodes(self, conn: Connection) -> tuple[Node, ...]:
+        rows = [tuple(r) for r in conn.execute(select(*_NODE_TEXT).order_by(nodes.c.name))]
+        with self._lock:
+            if rows == self._rows:
+                return self._nodes
+        built = tuple(convert.node_from_row(_parsed(r)) for r in rows)
+        with self._lock:
+            self._rows, self._nodes = rows, built
+        return built
+
+
+def _parsed(row: tuple) -> SimpleNamespace:
+    """A node row read by ``_NODE_TEXT``, its JSON columns parsed as the JSON type would."""
+    return SimpleNamespace(**{c.name: json.loads(v) if isinstance(c.type, JSON) and v is not None
+                              else v for c, v in zip(nodes.c, row)})
+
+
+def snapshot(conn: Connection, cache: JobCache | None = None,
+             node_cache: NodeCache | None = None) -> Snapshot:
     """Everything ``run_cycle`` reads, as of this transaction."""
     flavor_map: dict[str, Flavor] = {ANY_FLAVOR: Flavor(ANY_FLAVOR)}
     flavor_map.update({r.name: convert.flavor_from_row(r)
                        for r in conn.execute(select(flavors).order_by(flavors.c.name))})
     return Snapshot(
-        nodes=tuple(convert.node_from_row(r)
-                    for r in conn.execute(select(nodes).order_by(nodes.c.name))),
+        nodes=(node_cache or NodeCache()).nodes(conn),
         queues={r.name: convert.queue_from_row(r)
                 for r in conn.execute(select(queues).order_by(queues.c.name))},
         jobs=(cache or JobCache()).live(conn),

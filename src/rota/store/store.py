@@ -64,6 +64,7 @@ class Store(Tenancy, Inventory, Billing):
                  max_batch: int = DEFAULT_MAX_BATCH) -> None:
         super().__init__(url, clock, usage_half_life_s, auth_ttl_s)
         self._jobs = cycle.JobCache()
+        self._nodes = cycle.NodeCache()
         self._held = HeldCache()
         self._fair_use: FairUse | None = None  # read once, cleared by ``put_fair_use``
         self.group: GroupCommit[tuple[Submission, SubmitOptions], JobRecord | Replayed] = \
@@ -369,7 +370,7 @@ class Store(Tenancy, Inventory, Billing):
         """Everything ``run_cycle`` reads. ``now`` is the cycle's time; usage is handed over
         as stored (decayed to its ``as_of``): the fair-share plugin decays it to ``now``."""
         with self._read() as conn:
-            return cycle.snapshot(conn, self._jobs)
+            return cycle.snapshot(conn, self._jobs, self._nodes)
 
     def holding_jobs(self) -> tuple[Job, ...]:
         """The jobs that hold resources now (``rota.store.cycle.JobCache.holding``)."""

@@ -59,7 +59,9 @@ from rota.backends.kube.names import (
     PROJECT, check_namespace_rule, pod_name,
 )
 from rota.backends.kube.nodes import Grain, KubeNode, Problem, node_from_kube
-from rota.backends.kube.offers import Made, Refusal, find_offers, gang_of, parse_key
+from rota.backends.kube.offers import (
+    Made, Refusal, find_offers, gang_of, parse_key, waiting,
+)
 from rota.backends.kube.podinfo import PodInfo, pod_info
 from rota.backends.kube.pods import DEFAULT_UID, PORT_ANNOTATION
 from rota.backends.kube.status import Gone, replica_status
@@ -98,11 +100,12 @@ class KubeBackend:
         self.api = api or KubeApi(connect(config.kubeconfig))
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._wake: Callable[[], None] | None = None
+        self._wake: Callable[..., None] | None = None
         self._mine: dict[str, str] = {}        # uid of a Pod of a known handle -> its job
         self._deleting: dict[str, str] = {}    # uid -> why rota deleted it
         self._gone: dict[str, Gone] = {}       # uid -> its last state, deleted since
         self._offered: dict[str, Made] = {}    # what the waiting Pods made last time
+        self._waiting: dict[str, PodInfo] = {}  # the cached Pods that wait for rota, by key
         self._refused: dict[str, str] = {}     # uid -> the refusal last written on it
         self._secrets: set[tuple[str, str, int]] = set()  # (namespace, job, attempt) running
         self._check()
@@ -167,21 +170,30 @@ class KubeBackend:
 
     def _pod_changed(self, key: str, old: PodInfo | None, new: PodInfo | None) -> None:
         uid = (new or old).uid  # type: ignore[union-attr]
+        waits = new is not None and waiting(new)
         with self._lock:
             ours = uid in self._mine
             if new is None and ours and old is not None:
                 self._gone[uid] = Gone(old, self._deleting.get(uid, ""))
                 while len(self._gone) > MAX_GONE:
                     self._gone.pop(next(iter(self._gone)))
-        if ours or (new is not None and new.scheduler == "rota" and not new.node):
-            self._notify()
+            if waits:
+                self._waiting[key] = new  # type: ignore[assignment]
+            else:
+                self._waiting.pop(key, None)
+        arrived = waits and (old is None or not waiting(old))
+        if ours or arrived or (new is not None and new.scheduler == "rota" and not new.node):
+            self._notify(arrived)
 
-    def _notify(self) -> None:
+    def _notify(self, arrived: bool = False) -> None:
         with self._changed:
             self._changed.notify_all()
         wake = self._wake
         if wake is not None:
-            wake()
+            if arrived:  # a Pod newly waits for rota: work offered (``Backend.watch``)
+                wake(arrived=True)
+            else:
+                wake()
 
     # what the launcher reads (``launch.Cluster``)
     def node(self, name: str) -> KubeNode | None:
@@ -201,7 +213,7 @@ class KubeBackend:
         with self._lock:
             self._deleting.setdefault(uid, why)
 
-    def watch(self, wake: Callable[[], None]) -> None:
+    def watch(self, wake: Callable[..., None]) -> None:
         self._wake = wake
 
     def unwatch(self) -> None:
@@ -433,7 +445,11 @@ class KubeBackend:
     # -- offers ------------------------------------------------------------------------------
 
     def offers(self) -> list[Offer]:
-        found, refusals = find_offers(self.pods.items(), self.config.pod_user, self._offered)
+        """The offers of the Pods that wait for rota (kept apart from the other cached Pods
+        as the watch reports them: thousands of bound Pods are not read each pass)."""
+        with self._lock:
+            waiting_pods = list(self._waiting.values())
+        found, refusals = find_offers(waiting_pods, self.config.pod_user, self._offered)
         for refusal in refusals:
             self._refuse(refusal)
         return found
