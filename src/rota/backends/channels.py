@@ -10,6 +10,10 @@ without, the channel writes its stdin and reads its stdout and stderr merged, in
 they were written. ``read`` gives ``b""`` once the process and whatever it left holding its
 output are done; ``exit_code`` is then the process's status (``128 + n`` when killed by
 signal ``n``).
+
+``helper_channel`` starts the exec helper (``rota.backends.execshim``) with its instructions
+written on a pipe, never on its command line: the local backend's exec and Slurm's ``srun``
+step both run through it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import termios
 import threading
 from typing import Any, Mapping, Sequence
@@ -187,3 +192,21 @@ def connect(host: str, port: int, what: str) -> SocketChannel:
     sock.settimeout(None)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return SocketChannel(sock, what)
+
+
+def helper_channel(instructions: Mapping[str, Any], tty: bool, what: str) -> ProcessChannel:
+    """The exec helper as a ``ProcessChannel``, given ``instructions`` (as
+    ``rota.backends.execshim`` reads them) through a pipe."""
+    import json
+    told, tell = os.pipe()
+    try:
+        channel = ProcessChannel([sys.executable, "-m", "rota.backends.execshim", str(told)],
+                                 tty, pass_fds=(told,), what=what)
+    finally:
+        os.close(told)
+    try:
+        with os.fdopen(tell, "wb") as out:
+            out.write(json.dumps(instructions).encode())
+    except OSError:
+        pass  # the helper died before reading: the channel's stream says so
+    return channel

@@ -16,13 +16,11 @@ backend share this machine's network, so a port a replica listens on is a port h
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Sequence
 
 from rota.backends.base import BackendError, Handle, ReplicaHandle
-from rota.backends.channels import ProcessChannel, SocketChannel, connect
+from rota.backends.channels import ProcessChannel, SocketChannel, connect, helper_channel
 from rota.backends.localfiles import proc
 from rota.backends.localstatus import live_child
 from rota.backends.procs import read_json
@@ -48,19 +46,8 @@ def open_exec(handle: Handle, rank: int, argv: Sequence[str], tty: bool) -> Proc
     instructions = {"argv": list(argv), "env": spec["env"], "workdir": spec["workdir"],
                     "umask": spec.get("umask"), "run_as": spec.get("run_as"), "tty": tty,
                     "cgroups": list((cgroup.get("dirs") or {}).values())}
-    told, tell = os.pipe()
-    try:
-        channel = ProcessChannel(
-            [sys.executable, "-m", "rota.backends.execshim", str(told)], tty,
-            pass_fds=(told,), what=f"the command in replica {rank} of job {handle.job_id}")
-    finally:
-        os.close(told)
-    try:
-        with os.fdopen(tell, "wb") as out:
-            out.write(_json(instructions))
-    except OSError:
-        pass  # the helper died before reading: the channel's stream says so
-    return channel
+    return helper_channel(instructions, tty,
+                          f"the command in replica {rank} of job {handle.job_id}")
 
 
 def open_port(handle: Handle, rank: int, port: int, host: str) -> SocketChannel:
@@ -69,8 +56,3 @@ def open_port(handle: Handle, rank: int, port: int, host: str) -> SocketChannel:
         raise BackendError("not_running", f"replica {rank} of job {handle.job_id} is not "
                                           "running: rota show ID says how it stands")
     return connect(host, port, f"port {port} of replica {rank} of job {handle.job_id}")
-
-
-def _json(value: object) -> bytes:
-    import json
-    return json.dumps(value).encode()

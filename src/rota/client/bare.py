@@ -67,23 +67,9 @@ class BareClient:
         pages ten times larger; ``values`` of them only, where the server takes ``columns``):
         the names of their values (the page's ``columns``), a list of values per job in that
         order, and the cursor."""
-        columns: list[str] = []
-        out: list[list] = []
-        while len(out) < limit:
-            page = self.get("/v1/jobs", {**self._listing(
-                projects, states, queue, user, after, min(BRIEF_PAGE, limit - len(out))),
-                "view": "brief", "columns": ",".join(values) if values else None})
-            items = page["items"]
-            if not out:
-                columns = page["columns"]
-            elif page["columns"] != columns:  # a server upgraded between two pages
-                where = {name: k for k, name in enumerate(page["columns"])}
-                items = [[i[where[c]] if c in where else None for c in columns] for i in items]
-            out += items
-            after = page["next_after"]
-            if after is None:
-                break
-        return columns, out, after
+        return brief_pages(lambda after, n: self.get("/v1/jobs", {**self._listing(
+            projects, states, queue, user, after, n), "view": "brief",
+            "columns": ",".join(values) if values else None}), limit, after)
 
     @staticmethod
     def _listing(projects: list[str] | None, states: list[str] | None, queue: str | None,
@@ -135,3 +121,27 @@ class BareClient:
         """The JSON answer to a POST of ``body`` as JSON; an error raised as ``ApiError``."""
         data = b"" if body is None else json.dumps(body).encode()
         return self._wire.request("POST", self._wire.target(path), data, JSON).check().json()
+
+
+def brief_pages(page_of: Callable[[str | None, int], object], limit: int, after: str | None
+                ) -> tuple[list[str], list[list], str | None]:
+    """Up to ``limit`` brief views, page after page (``page_of(after, n)``: the answer of
+    ``GET /v1/jobs?view=brief`` for ``n`` jobs after ``after``): the names of their values,
+    a list of values per job in that order, and the cursor of what is left (None: nothing).
+    A page of other columns (a server upgraded between two pages) is read into the first
+    page's."""
+    columns: list[str] = []
+    out: list[list] = []
+    while len(out) < limit:
+        page = page_of(after, min(BRIEF_PAGE, limit - len(out)))
+        items = page["items"]
+        if not out:
+            columns = page["columns"]
+        elif page["columns"] != columns:
+            where = {name: k for k, name in enumerate(page["columns"])}
+            items = [[i[where[c]] if c in where else None for c in columns] for i in items]
+        out += items
+        after = page["next_after"]
+        if after is None:
+            break
+    return columns, out, after

@@ -25,6 +25,7 @@ import uuid
 from typing import Any, BinaryIO, Callable, Iterator, Mapping
 from urllib.parse import quote
 
+from rota.client.bare import brief_pages
 from rota.client.credentials import Credentials, discover
 from rota.client.errors import ApiError, ConnectionLost, Unreachable, Untrusted
 from rota.client.transport import (MAX_RETRY_AFTER_S, OWN_TIMEOUT, RETRY_DELAYS_S, Response,
@@ -233,24 +234,10 @@ class Client:
         """The same jobs as brief views (``view=brief``, ``values`` of them only), as
         ``rota.client.bare.BareClient.briefs``: the names of their values, a list of values
         per job in that order, and the cursor."""
-        columns: list[str] = []
-        out: list[list] = []
-        while len(out) < limit:
-            page = self._json("GET", "/v1/jobs", params=_params(
-                project=projects or None, state=states or None, queue=queue, user=user,
-                after=after, limit=min(10_000, limit - len(out)), view="brief",
-                columns=",".join(values) if values else None))
-            items = page["items"]
-            if not out:
-                columns = page["columns"]
-            elif page["columns"] != columns:  # a server upgraded between two pages
-                where = {name: k for k, name in enumerate(page["columns"])}
-                items = [[i[where[c]] if c in where else None for c in columns] for i in items]
-            out += items
-            after = page["next_after"]
-            if after is None:
-                break
-        return columns, out, after
+        return brief_pages(lambda after, n: self._json("GET", "/v1/jobs", params=_params(
+            project=projects or None, state=states or None, queue=queue, user=user,
+            after=after, limit=n, view="brief", columns=",".join(values) if values else None)),
+            limit, after)
 
     def job(self, job_id: str) -> dict[str, Any]:
         return self._json("GET", f"/v1/jobs/{_segment(job_id)}")

@@ -23,12 +23,11 @@ on an address the control plane can reach (``0.0.0.0``, not only ``127.0.0.1``).
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rota.backends.base import BackendError, Handle, LaunchSpec
-from rota.backends.channels import ProcessChannel, SocketChannel, connect
+from rota.backends.channels import ProcessChannel, SocketChannel, connect, helper_channel
 from rota.backends.env import account_env, inherited
 from rota.backends.procs import read_json, write_json_atomic
 from rota.backends.slurm.commands import SlurmCommands
@@ -80,20 +79,8 @@ def open_exec(commands: SlurmCommands, private: Path, handle: Handle, slurm_id: 
         **saved["env"], "ROTA_JOB_ID": handle.job_id, "ROTA_REPLICA_RANK": str(rank),
         "ROTA_WORLD_SIZE": str(len(handle.replicas))})
     instructions = {"argv": srun, "env": env, "workdir": "/", "tty": tty, "run_as": run_as}
-    told, tell = os.pipe()
-    try:
-        channel = ProcessChannel(
-            [sys.executable, "-m", "rota.backends.execshim", str(told)], tty,
-            pass_fds=(told,), what=f"the command in replica {rank} of job {handle.job_id}")
-    finally:
-        os.close(told)
-    try:
-        with os.fdopen(tell, "wb") as out:
-            import json
-            out.write(json.dumps(instructions).encode())
-    except OSError:
-        pass  # the helper died before reading: the channel's stream says so
-    return channel
+    return helper_channel(instructions, tty,
+                          f"the command in replica {rank} of job {handle.job_id}")
 
 
 def open_port(address: str, handle: Handle, rank: int, port: int) -> SocketChannel:
