@@ -74,3 +74,28 @@ def test_in_the_background_a_pass_does_not_wait_for_the_forecast(store, backend,
         assert start == running.job.started_at + 3600 and why.holders[0].job == first
     finally:
         loop.stop()
+
+
+def test_a_background_forecast_works_on_a_policy_of_its_own(store, backend, data_dir, clock,
+                                                            monkeypatch):
+    """The loop's next cycle runs while a background forecast does: the forecast must not
+    share the plugins (placement keeps what a cycle works on, on itself) with the loop."""
+    import rota.control.forecasts as module
+    seen = []
+    real = module.forecast
+    monkeypatch.setattr(module, "forecast", lambda snapshot, policy, now, horizon: (
+        seen.append(policy), real(snapshot, policy, now, horizon))[1])
+    policy = build_policy("default")
+    forecasts = Forecasts(every_s=60, soon_s=5, background=True)
+    loop = ControlLoop(store, backend, policy, data_dir, clock=clock, forecasts=forecasts)
+    try:
+        submit(store, ["sleep", "600"], gpus=4, walltime_s=3600)
+        behind = submit(store, ["true"], gpus=4, walltime_s=600)
+        loop.step()
+        from controlkit import wait_until
+        wait_until(lambda: behind in forecasts.estimates, "the forecast to end")
+        (used,) = seen
+        assert used is not policy and used.placement is not policy.placement
+        assert type(used.placement) is type(policy.placement)
+    finally:
+        loop.stop()

@@ -20,6 +20,7 @@ time the job may not start before, stands). A job waiting for its victims to exi
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from dataclasses import replace
@@ -60,7 +61,10 @@ class Forecasts:
         if not self.background:
             self._forecast(snapshot, policy, now)
             return
-        self._running = threading.Thread(target=self._forecast, args=(snapshot, policy, now),
+        # a copy of its own: placement plugins keep what a cycle works on (packing's state and
+        # draws, capgd's mix) on themselves, and the loop's next cycle runs meanwhile
+        own = copy.deepcopy(policy)
+        self._running = threading.Thread(target=self._forecast, args=(snapshot, own, now),
                                          name="rota-forecast", daemon=True)
         self._running.start()
 
