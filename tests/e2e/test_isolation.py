@@ -28,7 +28,7 @@ import pytest
 
 from osusers import PYTHON, needs_accounts, os_user, remove_os_user
 from serverkit import RotaServer
-from rota.backends.env import INHERITED
+from rota.backends.env import INHERITED, TORCH_NAMES
 from waiting import poll
 
 pytestmark = needs_accounts
@@ -206,13 +206,13 @@ def test_alices_job_runs_as_alice_and_sees_its_own_files(attacked: Tenants) -> N
 
 def test_alices_job_inherits_nothing_of_the_operators_environment(attacked: Tenants) -> None:
     """Only what docs/local-backend.md lists: the inherited few, the account's, the job's own
-    env and rota's variables."""
+    env and rota's variables (its ROTA_* and CUDA_* ones, and torchrun's, set from them)."""
     names = set(attacked.results["environment"])  # type: ignore[arg-type]
     print(f"alice's job saw the variables {sorted(names)}")
     account = {"HOME", "USER", "LOGNAME", "SHELL"}
     own = {"DATA", "CREDS", "BOB_WORK", "BOB_ATTEMPT", "BOB_UID"}
     rota = {n for n in names if n.startswith("ROTA_")} | {"CUDA_VISIBLE_DEVICES",
-                                                          "CUDA_DEVICE_ORDER"}
+                                                          "CUDA_DEVICE_ORDER"} | set(TORCH_NAMES)
     documented = set(INHERITED) | {n for n in names if n.startswith("LC_")}
     assert names - account - own - rota - documented == set()
     assert "AWS_SECRET_ACCESS_KEY" not in names and "XDG_CONFIG_HOME" not in names
