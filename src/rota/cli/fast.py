@@ -178,9 +178,15 @@ def ps(argv: list[str]) -> None:
 
 
 def _table(jobrows, names: tuple[str, ...], columns: list[str], rows: list[list]) -> None:
+    _print_table([jobrows.COLUMNS[n] for n in names],
+                 jobrows.cells(names, columns, rows, time.time()))
+
+
+def _print_table(specs, cells: list[list[str]]) -> None:
+    """The columns ``specs`` (``rota.cli.jobrows.Spec``) of ``cells`` (each the cells of one
+    column, top to bottom), as ``rota.cli.tables.fit`` lays them out: plainly where they fit
+    at full width, else by rich."""
     from rota.cli import plain
-    specs = [jobrows.COLUMNS[n] for n in names]
-    cells = jobrows.cells(names, columns, rows, time.time())
     limit = plain.width()
     text = plain.table([s.header for s in specs], [s.justify for s in specs], cells, limit)
     if text is not None:
@@ -284,18 +290,8 @@ def _json(value: object) -> None:
 
 
 def _specs_table(specs, rows: list[list[str]]) -> None:
-    """``rows`` under the columns ``specs`` (``rota.cli.jobrows.Spec``), as
-    ``rota.cli.tables.fit`` lays them out: plainly where they fit at full width, else by
-    rich."""
-    from rota.cli import plain
-    limit = plain.width()
-    text = plain.table([s.header for s in specs], [s.justify for s in specs],
-                       [list(c) for c in zip(*rows)], limit)
-    if text is not None:
-        sys.stdout.write(text)
-        return
-    from rota.cli.tables import Column, console, fit
-    console().print(fit([Column(*s) for s in specs], rows, limit))
+    """``rows`` under the columns ``specs``, as ``_print_table`` prints them."""
+    _print_table(specs, [list(c) for c in zip(*rows)])
 
 
 COMMANDS: dict[str, Callable[[list[str]], None]] = {"ps": ps, "logs": logs, "run": run_job,
