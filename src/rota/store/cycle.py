@@ -63,16 +63,7 @@ class JobCache:
     def live(self, conn: Connection) -> tuple[Job, ...]:
         """The live jobs of this transaction, in id order; reads in full only the rows whose
         version is not cached, and forgets the jobs that are no longer live."""
-        versions = conn.execute(select(jobs.c.id, jobs.c.version)
-                                .where(jobs.c.state.in_(LIVE_STATES)).order_by(jobs.c.id)).all()
-        with self._lock:
-            known = dict(self._jobs)
-        stale = [key for key, version in versions
-                 if key not in known or known[key][0] != version]
-        for start in range(0, len(stale), _CHUNK):
-            for r in conn.execute(select(*_JOB_COLUMNS)
-                                  .where(jobs.c.id.in_(stale[start:start + _CHUNK]))):
-                known[r.id] = (r.version, convert.job_from_row(r))
+        versions, known = self._read(conn, LIVE_STATES)
         fresh = {key: known[key] for key, _ in versions}
         with self._lock:
             self._jobs = fresh
@@ -82,22 +73,27 @@ class JobCache:
         """The jobs of this transaction that hold resources, in id order, read as ``live``
         reads them (in full only where the version is not cached) without the pending ones:
         what holds each GPU, for ``rota nodes``, with thousands of jobs waiting. The cache
-        keeps the live jobs it has."""
+        keeps the live jobs it has, and gains those read."""
+        versions, known = self._read(conn, HOLDING_STATES)
+        with self._lock:
+            self._jobs.update((key, known[key]) for key, _ in versions)
+        return tuple(known[key][1] for key, _ in versions)
+
+    def _read(self, conn: Connection, states: tuple[str, ...]
+              ) -> tuple[list[Any], dict[int, tuple[int, Job]]]:
+        """The (id, version) of the jobs in ``states``, in id order, and the cached jobs with
+        those whose version is not cached read in full."""
         versions = conn.execute(select(jobs.c.id, jobs.c.version)
-                                .where(jobs.c.state.in_(HOLDING_STATES)).order_by(jobs.c.id)).all()
+                                .where(jobs.c.state.in_(states)).order_by(jobs.c.id)).all()
         with self._lock:
             known = dict(self._jobs)
         stale = [key for key, version in versions
                  if key not in known or known[key][0] != version]
-        read: dict[int, tuple[int, Job]] = {}
         for start in range(0, len(stale), _CHUNK):
             for r in conn.execute(select(*_JOB_COLUMNS)
                                   .where(jobs.c.id.in_(stale[start:start + _CHUNK]))):
-                read[r.id] = (r.version, convert.job_from_row(r))
-        with self._lock:
-            self._jobs.update(read)
-        known.update(read)
-        return tuple(known[key][1] for key, _ in versions)
+                known[r.id] = (r.version, convert.job_from_row(r))
+        return versions, known
 
 
 # every column of a node row, its JSON ones as the text stored: compared before being parsed
