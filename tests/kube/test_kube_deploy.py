@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from kubekit import HamiPlugin
-from rota.backends.base import OFFER_LABEL, BackendError, LaunchSpec
+from rota.backends.base import OFFER_LABEL, BackendError, LaunchSpec, ReplicaState
 from rota.backends.kube.api import KubeApi, KubeError, pods_path
 from rota.backends.kube.backend import KubeBackend, KubeConfig
 from rota.backends.kube.streams import open_exec
@@ -161,7 +161,10 @@ def test_the_service_account_may_do_what_rota_does_and_no_more(cluster, as_rota)
         wait(lambda: not any(p["metadata"]["name"].startswith("rota-41-")
                              for p in cluster.api.list(pods_path(ns)).items),
              "the gang's Pods deleted")
-        backend.poll([handle])  # sees the attempt ended: deletes its Secret, as rota's account
+        # once its watch has seen them go, a poll sees the attempt ended and deletes its
+        # Secret, as rota's account
+        wait(lambda: backend.poll([handle])[0].state is not ReplicaState.RUNNING,
+             "the backend to see the gang ended")
         wait(lambda: not cluster.api.list(f"/api/v1/namespaces/{ns}/secrets").items,
              "the attempt's Secret deleted after them")
     finally:
