@@ -16,7 +16,9 @@
   most of it is waiting for a GPU, so it measures how quickly each system refills freed GPUs.
   Drain: from the first submit to the end of the last job. Refill: the median time a freed
   GPU stood idle, from a job's end to the start of the next job's command on its node (each
-  command writes its node too; see ``refill_gaps``): what each system adds per GPU turn.
+  command writes its node too; see ``refill_gaps``): what each system adds per GPU turn; with
+  ``--json`` also its 90th percentile and mean (the drain is about the first start plus the
+  turns' lengths and gaps) and the first start (from the first submit).
 - fairness: project ``a`` submits ``--first`` jobs, then project ``b`` submits ``--second``.
   Slurm (priority/basic, as the fixture and many small sites run it) starts them in the order
   they came, one partition queue for all; rota (``--policy fair``: dominant-resource fairness
@@ -113,7 +115,10 @@ def summary(submitted: dict[str, float], starts: Path, submit_s: float) -> dict[
     return {"jobs": len(submitted), "submits_per_s": round(len(submitted) / submit_s, 1),
             "p50_s": round(percentile(waits, 50), 2), "p99_s": round(percentile(waits, 99), 2),
             "drain_s": round(max(ended[n] for n in submitted) - first, 1),
-            "refill_p50_s": round(percentile(gaps, 50), 2) if gaps else None}
+            "first_start_s": round(min(begun[n] for n in submitted) - first, 2),
+            "refill_p50_s": round(percentile(gaps, 50), 2) if gaps else None,
+            "refill_p90_s": round(percentile(gaps, 90), 2) if gaps else None,
+            "refill_mean_s": round(sum(gaps) / len(gaps), 2) if gaps else None}
 
 
 # -- plain sbatch ------------------------------------------------------------------------------
