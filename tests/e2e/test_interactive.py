@@ -79,6 +79,25 @@ def test_forward_tunnels_a_port_of_a_running_job(rota_server, tmp_path: Path) ->
         _rota(rota_server, "cancel", job, cwd=tmp_path)
 
 
+def test_forward_to_a_local_port_in_use_says_which_to_choose(rota_server, tmp_path: Path) -> None:
+    # on the local backend the job listens on this machine: the same local port is taken
+    port = _free_port()
+    job = _submit(rota_server, [sys.executable, "-m", "http.server", str(port), "--bind",
+                                "127.0.0.1"], tmp_path)
+    _running(rota_server, job)
+
+    def listening() -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+    poll(listening, "the job's server to listen", timeout=60)
+    taken = _rota(rota_server, "forward", job, str(port), cwd=tmp_path)
+    assert taken.returncode != 0
+    local = port + 10000 if port < 55536 else 0
+    assert f"cannot listen on 127.0.0.1:{port}" in taken.stderr, taken.stderr
+    assert f"rota forward {job} {port}:{local}, or {port}:0 for any free one" in taken.stderr
+    _rota(rota_server, "cancel", job, cwd=tmp_path)
+
+
 def test_exec_runs_in_the_job_and_exits_with_its_status(rota_server, tmp_path: Path) -> None:
     job = _submit(rota_server, ["sleep", "300"], tmp_path, env={"MINE": "set-in-job"})
     _running(rota_server, job)

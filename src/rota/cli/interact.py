@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -220,7 +221,10 @@ def forward(
     try:
         listener = socket.create_server((address, local))
     except OSError as exc:
-        die(f"PORT[:LOCAL]: cannot listen on {address}:{local}: {exc.strerror or exc}")
+        hint = (f" (a job on this machine may listen there itself): choose another local port, "
+                f"rota forward {job} {remote}:{local + 10000 if local < 55536 else 0}, or "
+                f"{remote}:0 for any free one" if exc.errno == errno.EADDRINUSE else "")
+        die(f"PORT[:LOCAL]: cannot listen on {address}:{local}: {exc.strerror or exc}{hint}")
     with listener:
         bound = listener.getsockname()[1]
         print(f"Forwarding http://{address}:{bound} -> port {remote} of job {job} (replica "
