@@ -11,8 +11,8 @@ directories, as in ``bench/control.py``); each command is the installed ``rota``
 fresh process with that server's credentials, timed from spawn to exit with
 ``time.perf_counter``, and its CPU time (user and system, from ``getrusage``: the command's
 own work, without the wait for the server). The commands: ``rota --help`` (no server), ``rota ps`` (one request),
-``rota ps -A --json``, ``rota logs ID`` (a finished job's output, two requests), ``rota queues``
-and ``rota nodes`` (Typer commands: one or two requests), ``rota run`` and ``rota submit FILE``
+``rota ps -A --json``, ``rota logs ID`` (a finished job's output, two requests), ``rota show
+ID`` (that job: two requests), ``rota queues`` and ``rota nodes`` (one request each), ``rota run`` and ``rota submit FILE``
 (each queues a job that waits behind one holding the 4 GPUs, so nothing runs while it is
 measured), the latter of a YAML file and of the same job as a ``.json`` file.
 ``import rota.cli.main`` is the import alone, timed inside a fresh interpreter; ``modules``
@@ -197,7 +197,7 @@ def main() -> None:
                         help="also time rota ps over N queued jobs")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    extra: dict = {}
+    extra: dict = {"load_before": os.getloadavg()[0]}
     with server() as s, tempfile.TemporaryDirectory(prefix="rota-bench-cli-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROTA_")}
         env.update(ROTA_URL=s.url,
@@ -234,8 +234,9 @@ def main() -> None:
     if args.json:
         print(json.dumps({"results": results, "load": load, **extra}, indent=2))
         return
-    print(f"{args.runs} runs each; 1-minute load average {load:.1f}")
-    if extra:
+    print(f"{args.runs} runs each; 1-minute load average {extra['load_before']:.1f} before, "
+          f"{load:.1f} after")
+    if args.jobs:
         print(f"{args.jobs} jobs queued in {extra['queued_s']:.0f} s; from this process, one "
               f"GET /v1/jobs?limit=1000: {extra['server_page_s'] * 1000:.0f} ms, one "
               f"GET /v1/jobs?view=brief&limit={min(args.jobs, 10_000)}: "

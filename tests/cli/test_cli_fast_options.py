@@ -13,10 +13,11 @@ import pytest
 import typer.main
 
 from rota.cli.app import app
-from rota.cli.fast import COUNT, FLAG, LOGS, MANY, NODES, PS, QUEUES, VALUE
+from rota.cli.fast import COUNT, FLAG, LOGS, MANY, NODES, PS, QUEUES, SHOW, VALUE
 from rota.cli.fastjobs import RUN, SUBMIT
 
-TABLES = {"ps": PS, "logs": LOGS, "run": RUN, "submit": SUBMIT, "queues": QUEUES, "nodes": NODES}
+TABLES = {"ps": PS, "logs": LOGS, "run": RUN, "submit": SUBMIT, "queues": QUEUES, "nodes": NODES,
+          "show": SHOW}
 
 
 def typer_options(command: str) -> dict[str, object]:

@@ -1,11 +1,13 @@
 """The ``rota`` command line: ``main`` (the entry point), ``app`` (the Typer app and error
-convention), ``fast`` (``rota ps``, ``logs``, ``queues`` and ``nodes`` without Typer), ``plan`` (the dry-run loop
-and its report), ``render`` (rich tables), ``explain`` (reasons as sentences).
+convention), ``fast`` (``rota ps``, ``logs``, ``queues``, ``nodes`` and ``show`` without
+Typer), ``plan`` (the dry-run loop and its report), ``render`` (rich tables), ``explain``
+(reasons as sentences).
 
 Every command that needs the cluster goes through ``rota.client`` to the API; none opens the
 store. The fast path (``fast``, ``fastjobs`` and what they read: ``jobrows``,
-``clusterrows``, ``plain``, ``making``, ``environ``, ``failures``) imports none of typer,
-rich, pydantic or rota's domain model.
+``clusterrows``, ``showrows``, ``plain``, ``making``, ``environ``, ``failures``) imports none
+of typer, rich or pydantic, and none of rota's domain model but what ``rota show`` words a
+job's reasons with (``rota.core.jobwords``).
 
 Starting and running the command:
 
@@ -14,8 +16,9 @@ Starting and running the command:
 - ``app``: the Typer app (``rota plan`` and the commands each module registers on it) and the
   error convention for every command;
 - ``usage``: running the Typer app: one-line usage errors and help that says what to type;
-- ``fast``: ``rota ps``, ``rota logs``, ``rota run`` and ``rota submit`` started in a few
-  milliseconds, with a small parser of their own;
+- ``fast``: ``rota ps``, ``rota logs``, ``rota run``, ``rota submit``, ``rota queues``,
+  ``rota nodes`` and ``rota show`` started in a few milliseconds, with a small parser of their
+  own;
 - ``fastjobs``: the fast ``rota run`` and ``rota submit FILE``: the file's bytes sent as they are,
   one request;
 - ``failures``: how a command that talks to a server fails, in words and exit statuses both
@@ -37,7 +40,9 @@ The scientist's commands:
 - ``jobrows``: what ``rota ps`` shows (columns, arrays folded into one line), read by both paths;
 - ``clusterrows``: what ``rota queues`` and ``rota nodes`` show (columns, rows, the notes under
   the nodes), read by both paths;
-- ``detail``: ``rota show``: one job in words;
+- ``showrows``: what ``rota show`` shows (the parts of one job's page, worded and wrapped),
+  read by both paths;
+- ``detail``: ``rota show``'s parts printed with rich;
 - ``logs``: a job's output on the terminal (``rota logs``, ``rota run --wait``, ``rota show``);
 - ``lifecycle``: ``hold``, ``release``, ``update`` and, from inside a job, ``checkpoint``;
 - ``interact``: inside running jobs: ``exec``, ``shell`` (an allocation with a terminal),

@@ -20,6 +20,7 @@ from typing import Any, List, Optional
 import typer
 
 from rota.cli.remote import EXIT_BAD_INPUT, die, print_json, talking
+from rota.cli.showrows import figure
 from rota.cli.tables import Column, console, fit
 
 KEYS = ("project", "user", "queue", "model")
@@ -81,14 +82,6 @@ def _decayed(as_json: bool) -> None:
           "exact GPU-hours and cost: rota usage --since DATE.")
 
 
-def figure(value: float | None, scale: float | None = None) -> str:
-    """Two decimals, or four where ``scale`` (the column's total; default: the value) is
-    below 100, so that a few minutes on a fraction of a GPU do not read as nothing."""
-    if value is None:
-        return "-"
-    return f"{value:,.{4 if abs(value if scale is None else scale) < 100 else 2}f}"
-
-
 def _table(data: dict[str, Any]) -> None:
     by, currency = data["by"], data["currency"]
     until = "now" if data["until"] == data["now"] else data["until"]
@@ -141,18 +134,3 @@ def budget_words(budget: dict[str, Any] | None) -> str:
              "over-hard": ": over hard limit, new jobs wait"}[budget["state"]]
     return (f"{figure(budget['used_gpu_hours'])} GPU-h used of {', '.join(limits)} "
             f"({budget['month']}){state}")
-
-
-def budget_line(project: str, budget: dict[str, Any] | None) -> str | None:
-    """What ``rota show`` says of the job's project budget, when it is past a limit."""
-    if budget is None or budget["state"] == "ok":
-        return None
-    if budget["state"] == "over-hard":
-        return (f"project {project} used {figure(budget['used_gpu_hours'])} GPU-hours in "
-                f"{budget['month']}, at or past its hard limit of {budget['hard_gpu_hours']:g}: "
-                f"its new jobs wait until {budget['resets_at']} or until an operator raises it "
-                f"(rota project budget {project} --hard N); running jobs go on.")
-    return (f"project {project} used {figure(budget['used_gpu_hours'])} GPU-hours in "
-            f"{budget['month']}, past its soft limit of {budget['soft_gpu_hours']:g}"
-            + (f" (hard limit {budget['hard_gpu_hours']:g}: new jobs wait beyond it)"
-               if budget["hard_gpu_hours"] is not None else "") + ".")

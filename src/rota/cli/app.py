@@ -1,8 +1,8 @@
 """The Typer app of the ``rota`` command; its subcommands live in their own modules.
 
-``rota.cli.main`` is the entry point: it gives ``ps``, ``logs``, ``run`` and ``submit`` to the
-small parser of ``rota.cli.fast`` when it knows every word of the command line, and everything
-else to this app.
+``rota.cli.main`` is the entry point: it gives ``ps``, ``logs``, ``run``, ``submit``,
+``queues``, ``nodes`` and ``show`` to the small parser of ``rota.cli.fast`` when it knows every
+word of the command line, and everything else to this app.
 
 Error convention for every command: bad input (a file, a field, an option value) prints one
 line ``error: <file>: <field>: <reason>`` on stderr and exits with status 2; no traceback.

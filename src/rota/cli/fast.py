@@ -1,5 +1,5 @@
-"""``rota ps``, ``rota logs``, ``rota run``, ``rota submit``, ``rota queues`` and ``rota nodes``
-started in a few milliseconds:
+"""``rota ps``, ``rota logs``, ``rota run``, ``rota submit``, ``rota queues``, ``rota nodes`` and
+``rota show`` started in a few milliseconds:
 a small parser for their options, the standard library's socket (``rota.client.bare``) and
 plain tables (``rota.cli.plain``), and none of typer, rich, pydantic or rota's domain model.
 ``rota run`` and ``rota submit`` are in ``rota.cli.fastjobs``, which says what they leave to
@@ -13,11 +13,13 @@ number that is not plain digits, a value that starts with ``-``), a stray argume
 job the server refused, an upload, ...). The Typer command (``rota.cli.listing``,
 ``rota.cli.jobs``) then runs it, with its help and its error lines. What the fast command
 prints, its error lines and exit statuses are the Typer command's:
-``tests/cli/test_cli_fast.py`` and ``test_cli_fast_jobs.py`` run the two on the same server
-and compare them, and ``test_cli_fast_options.py`` checks the option tables here (``PS``,
-``LOGS``, ``QUEUES``, ``NODES``; ``RUN``, ``SUBMIT`` in ``fastjobs``) against the Typer
-commands' definitions: the same spellings, each read the same way. ``rota queues`` and ``rota
-nodes`` build their rows with the Typer commands' own code (``rota.cli.clusterrows``).
+``tests/cli/test_cli_fast.py``, ``test_cli_fast_jobs.py`` and ``test_cli_fast_show.py`` run
+the two on the same server and compare them, and ``test_cli_fast_options.py`` checks the
+option tables here (``PS``, ``LOGS``, ``QUEUES``, ``NODES``, ``SHOW``; ``RUN``, ``SUBMIT`` in
+``fastjobs``) against the Typer commands' definitions: the same spellings, each read the same
+way. ``rota queues`` and ``rota nodes`` build their rows with the Typer commands' own code
+(``rota.cli.clusterrows``), ``rota show`` its lines (``rota.cli.showrows``); ``rota show``
+loads the part of rota's domain model that words a job's reasons (``rota.core.jobwords``).
 
 Options are read as click reads them: ``--opt VALUE``, ``--opt=VALUE``, ``-o VALUE``,
 ``-oVALUE``, short flags together (``-Af``), the last of a repeated single option wins,
@@ -294,9 +296,70 @@ def _specs_table(specs, rows: list[list[str]]) -> None:
     _print_table(specs, [list(c) for c in zip(*rows)])
 
 
+# -- rota show ------------------------------------------------------------------------------------
+
+SHOW = {"--json": ("json", FLAG)}
+
+
+def show(argv: list[str]) -> None:
+    """``rota show ID``: the requests and the parts of ``rota.cli.showrows`` that
+    ``rota.cli.listing.show`` makes, each printed plainly where rich would print the same
+    characters, else by rich (``rota.cli.detail.print_part``)."""
+    from rota.cli.logs import current
+    given = parse(argv, SHOW, 1)
+    job = given["arguments"][0]
+    if (problem := not_a_job_id(job)) is not None:
+        fail(problem, EXIT_BAD_INPUT)
+    as_json = bool(given.get("json"))
+
+    def work(client):
+        from urllib.parse import quote
+        record = client.job(job)
+        events = client.get(f"/v1/jobs/{quote(job, safe='')}/events")
+        if as_json:
+            return record, events, [], b""
+        nodes = client.nodes() if record["state"] == "pending" else []
+        errors = current(client, job, 0, "stderr") if record["state"] == "failed" else b""
+        return record, events, nodes, errors
+
+    record, events, nodes, errors = talking(work)
+    if as_json:
+        _json({**record, "events": events})
+        return
+    from rota.cli import plain, showrows
+    limit = plain.width()
+    for part in showrows.parts(record, events, limit, time.time(), nodes, errors):
+        text = _plain_part(plain, part, limit)
+        if text is None:
+            from rota.cli.detail import print_part
+            from rota.cli.tables import console
+            print_part(console(), part)
+        else:
+            sys.stdout.write(text)
+
+
+def _plain_part(plain, part: tuple, limit: int) -> str | None:
+    """A part of ``rota show`` as rich prints it (``rota.cli.detail.print_part``), or None
+    where only rich can tell (see ``rota.cli.plain``)."""
+    from rota.cli.showrows import HEAD, HEADING, SAY, TABLE
+    kind, text = part[0], part[1]
+    if kind == TABLE:
+        return plain.table([s.header for s in text], [s.justify for s in text],
+                           [list(c) for c in zip(*part[2])], limit)
+    terminal = plain.terminal()
+    if terminal is None or not plain.plain_text(text, markup=kind in (SAY, HEADING)):
+        return None
+    if kind == SAY and len(text) > limit:
+        return None  # rich wraps it
+    if terminal and kind in (HEAD, HEADING):
+        bold = part[2] if kind == HEAD else len(text)
+        return f"{plain.BOLD}{text[:bold]}{plain.RESET}{text[bold:]}\n"
+    return text + "\n"
+
+
 COMMANDS: dict[str, Callable[[list[str]], None]] = {"ps": ps, "logs": logs, "run": run_job,
                                                     "submit": submit, "queues": queues,
-                                                    "nodes": nodes}
+                                                    "nodes": nodes, "show": show}
 
 
 def run(argv: list[str]) -> None:

@@ -13,8 +13,9 @@ Ctrl-C on a terminal; piped, it prints the table once and then a line per change
 state instead of the table again (``watch_lines``: time, job, old -> new state; JSON lines
 alone with ``--json``).
 
-``rota ps`` without ``--watch`` and ``rota logs`` usually run through ``rota.cli.fast``
-instead, which must say and do the same: change both together.
+``rota ps`` without ``--watch``, ``rota logs`` and ``rota show`` usually run through
+``rota.cli.fast`` instead, which must say and do the same: change both together (``rota show``'s
+lines are ``rota.cli.showrows``', which both print).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The ``rota`` command's entry point (``rota = rota.cli.main:main``).
 
 Most commands are the Typer app of ``rota.cli.app``. Typer imports pydantic for every command
-(about 90 ms here) and rich (about 40 ms), so ``rota ps``, ``rota logs``, ``rota run`` and
-``rota submit``, which people type all day, first go to ``rota.cli.fast``: a small parser and
+(about 90 ms here) and rich (about 40 ms), so ``rota ps``, ``rota logs``, ``rota run``,
+``rota submit``, ``rota queues``, ``rota nodes`` and ``rota show``, which people type all day,
+first go to ``rota.cli.fast``: a small parser and
 plain output that load none of them, and do the command when they know every word of the
 command line (``rota.cli.fastjobs`` says what else ``run`` and ``submit`` leave). Anything
 else, their ``--help`` and shell completion included, goes to the Typer app, which behaves the

@@ -49,8 +49,8 @@ def table(headers: Sequence[str], justify: Sequence[str], columns: Sequence[Sequ
           limit: int) -> str | None:
     """The lines of the table of ``columns`` (each the cells of one column, top to bottom),
     or None where rich must lay it out (see the module)."""
-    terminal = _terminal()
-    if terminal is None:
+    styled = terminal()
+    if styled is None:
         return None
     # column by column, with the built-in functions: 10,000 rows take a few milliseconds
     widths = [max(len(h), max(map(len, cells), default=0)) for h, cells in zip(headers, columns)]
@@ -65,7 +65,7 @@ def table(headers: Sequence[str], justify: Sequence[str], columns: Sequence[Sequ
         return None
     right = [j == "right" for j in justify]
     head = [h.rjust(w) if r else h.ljust(w) for h, w, r in zip(headers, widths, right)]
-    if terminal:  # rich styles each cell and each space of padding on its own
+    if styled:  # rich styles each cell and each space of padding on its own
         line = f"{BOLD} {RESET}{BOLD} {RESET}".join(f"{BOLD}{h}{RESET}" for h in head)
     else:
         line = GAP.join(head)
@@ -73,18 +73,32 @@ def table(headers: Sequence[str], justify: Sequence[str], columns: Sequence[Sequ
     return "\n".join([line, *map(row_format.__mod__, zip(*columns))]) + "\n"
 
 
-def _terminal() -> bool | None:
+def terminal() -> bool | None:
     """Whether rich would style the output (a terminal); None where this module cannot tell
     what rich would do."""
     if os.name == "nt" or any(name in os.environ for name in _RICH_ENV):
         return None
     try:
-        terminal = sys.stdout.isatty()
+        tty = sys.stdout.isatty()
     except ValueError:
         return None
-    if terminal and os.environ.get("TERM", "").lower() in ("dumb", "unknown"):
+    if tty and os.environ.get("TERM", "").lower() in ("dumb", "unknown"):
         return None
-    return terminal
+    return tty
+
+
+def plain_text(text: str, markup: bool = False) -> bool:
+    """Whether rich prints the lines of ``text`` as they are, unwrapped (``soft_wrap``, or
+    short enough): printable ASCII, no emoji code (rich replaces one even where markup is off)
+    and, where rich reads ``markup``, no tag of it; no space at the end of a line."""
+    for line in text.split("\n"):
+        if not (line.isascii() and line.isprintable()) or line.endswith(" "):
+            return False
+        if ":" in line and _EMOJI.search(line):
+            return False
+        if markup and "[" in line and (_TAG.search(line) or "\\[" in line):
+            return False
+    return True
 
 
 def _simple(cells: str) -> bool:

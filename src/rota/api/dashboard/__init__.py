@@ -1,10 +1,15 @@
-"""The web dashboard: read-only pages under ``/ui/`` of the API server (``/`` leads there).
+"""The web dashboard: pages under ``/ui/`` of the API server (``/`` leads there), which read
+what the API reads; a job's page besides cancels, holds and releases the job.
 
 - ``/ui/``: the cluster: nodes, and each GPU as a bar of what holds it (``shapes.gpu_cells``);
 - ``/ui/queues``: queues with their quota bars (nominal, used, borrowed), as ``rota queues``;
 - ``/ui/jobs``: jobs, newest first, filtered by state, project and queue, as ``rota ps``;
 - ``/ui/jobs/ID``: one job as ``rota show`` tells it (``rota.core.jobwords``): state, request,
-  placement, why it waits, hints, estimated start, its attempts and events;
+  placement, why it waits, hints, estimated start, its attempts and events; the end of each
+  replica's logs, as ``rota logs`` prints them (``tails``); and buttons to cancel, hold and
+  release it, for a viewer who may, where its state allows (``actions``): each a form posted
+  to ``/ui/jobs/ID/ACTION`` with the session's form token (``session``), which leads back to
+  the page with a sentence that says what was done;
 - ``/ui/services``: model services, their replicas and traffic, as ``rota services``;
 - ``/ui/usage``: decayed GPU-hours per project, as ``rota usage``; and this month's exact
   GPU-hours, their cost and each project's budget with its state;
@@ -26,7 +31,10 @@ person's activity for idle reclamation, as ``rota show`` does.
 This module holds the pages (``router``) and what they share (``Ui``); beside it:
 
 - ``session``: who is looking: a token given once in the login form opens a session kept on the
-  server, whose id the browser holds in a cookie scripts cannot read;
+  server, whose id the browser holds in a cookie scripts cannot read; the form token that a
+  form which changes something must carry;
+- ``actions``: which of cancel, hold and release a job's page offers its viewer, and doing one;
+- ``tails``: the end of each replica's logs for a job's page, through the API's log code;
 - ``shapes``: what the templates draw (GPU cells, quota bars, usage bars), shaped from the API's
   views, never reading the store or deciding who sees what.
 
@@ -35,24 +43,26 @@ This module holds the pages (``router``) and what they share (``Ui``); beside it
 
 from __future__ import annotations
 
-from collections import deque
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from rota.api.dashboard import session
+from rota.api.dashboard.actions import act, offered
 from rota.api.dashboard.shapes import gpu_cells, quota_rows, usage_bars
-from rota.api.logs import LogReader
+from rota.api.dashboard.tails import MAX_REPLICAS, TAIL_BYTES, tails
+from rota.api.errors import Forbidden
 from rota.api.service_routes import listed
 from rota.api.state import Api
-from rota.core import InvalidSpec, JobState, RotaError, jobwords
+from rota.core import InvalidSpec, JobState, jobwords
 from rota.core.wording import amount, duration
-from rota.store import NotFound, Principal, Store
+from rota.store import NotFound, Principal
 from rota.store.accounting import month_bounds
 
 HERE = Path(__file__).parent
@@ -60,7 +70,6 @@ ACTIVE = ("pending", "scheduled", "running", "preempting")  # what rota ps lists
 HOLDING = ("scheduled", "running", "preempting")
 PAGE = 50
 COUNTED = 1000  # the cluster page counts jobs up to this, then says "1000+"
-STDERR_BYTES = 64 * 1024
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; script-src 'self'; "
                                "img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
@@ -87,10 +96,14 @@ class Ui:
             amount=amount, duration=duration, **context)
         return HTMLResponse(html, status, headers=HEADERS)
 
-    def page(self, request: Request, build: Callable[[Principal], HTMLResponse]) -> Response:
+    def page(self, request: Request, build: Callable[[Principal], Response],
+             back: str | None = None) -> Response:
+        """``build(who)`` for the session's principal; without a session, the login form,
+        which leads back to ``back`` (default: this page)."""
         who = session.current(self.store, self.sessions, request)
         if who is None:
-            back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            if back is None:
+                back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             out = RedirectResponse("/ui/login?" + urlencode({"next": back}), 303)
             if session.COOKIE in request.cookies:
                 session.forget(out, request)
@@ -207,16 +220,53 @@ def jobs(request: Request, state: str = "active", project: str = "", queue: str 
 @router.get("/ui/jobs/{job_id}", include_in_schema=False)
 def job(request: Request, job_id: str, ui: Ui = Depends(ui_of)) -> Response:
     def build(who: Principal) -> HTMLResponse:
-        found = ui.reads.job(job_id, who)
+        found = ui.reads.job(job_id, who)  # NotFound for a job of another project
         nodes = ui.reads.nodes(who) if found["state"] == "pending" else []
-        stderr = _stderr(ui.store, ui.read_log, job_id) if found["state"] == "failed" else b""
+        logs, no_logs = tails(ui.store.get_job(job_id), ui.read_log)
+        stderr = next((t.text for t in logs if (t.replica, t.stream) == (0, "stderr")), "")
+        sid = request.cookies.get(session.COOKIE, "")
         return ui.render("job.html", who=who, nav="jobs", job=found,
                          events=ui.reads.events(job_id, who), words=jobwords,
                          why=jobwords.why_lines(found, nodes, ui.reads.clock()),
                          hints=jobwords.hints(found, nodes),
                          waiting=jobwords.not_yet_explained(found, ui.reads.clock()),
-                         stderr=jobwords.stderr_tail(stderr))
+                         stderr=jobwords.stderr_tail(stderr.encode())
+                         if found["state"] == "failed" else [],
+                         logs=logs, no_logs=no_logs, tail_kib=TAIL_BYTES // 1024,
+                         more_replicas=found["replicas"] > MAX_REPLICAS,
+                         actions=offered(found, who), csrf=ui.sessions.csrf(sid),
+                         csrf_field=session.CSRF_FIELD, notice=ui.sessions.told(sid, job_id))
     return ui.page(request, build)
+
+
+@router.post("/ui/jobs/{job_id}/{action}", include_in_schema=False)
+async def job_action(request: Request, job_id: str, action: str,
+                     ui: Ui = Depends(ui_of)) -> Response:
+    """A job page's button: refused (403, nothing done) without the session's form token or
+    from another site's page; else done, and back to the job's page, which says what was."""
+    try:
+        fields = await session.form(request)
+    except session.LoginRefused:
+        fields = {}
+    return await run_in_threadpool(_act, ui, request, job_id, action, fields)
+
+
+def _act(ui: Ui, request: Request, job_id: str, action: str, fields: dict[str, str]
+         ) -> Response:
+    def build(who: Principal) -> Response:
+        if not session.form_allowed(ui.sessions, request, fields):
+            return ui.render("error.html", 403, who=who, nav="", title="Refused",
+                             message="This form was not sent from this dashboard's page, or "
+                                     "that page is out of date: nothing was done. Open the "
+                                     "job's page again and use its buttons.")
+        try:
+            said = act(ui.api, who, job_id, action, fields.get("reason", ""))
+        except Forbidden as exc:
+            return ui.render("error.html", 403, who=who, nav="", title="Refused",
+                             message=str(exc))
+        ui.sessions.tell(request.cookies.get(session.COOKIE, ""), job_id, said)
+        return RedirectResponse(f"/ui/jobs/{quote(job_id, safe='')}", 303)
+    return ui.page(request, build, back=f"/ui/jobs/{quote(job_id, safe='')}")
 
 
 @router.get("/ui/services", include_in_schema=False)
@@ -265,21 +315,3 @@ def _next(target: str) -> str:
 
 def _count(page: dict[str, Any]) -> str:
     return f"{len(page['items'])}" + ("+" if page["next_after"] is not None else "")
-
-
-def _stderr(store: Store, read_log: LogReader, job_id: str) -> bytes:
-    """The end of replica 0's standard error; nothing where the job has no logs."""
-    rec = store.get_job(job_id)
-    if not rec.backend_handle:
-        return b""
-    kept: deque[bytes] = deque()
-    size = 0
-    try:
-        for chunk in read_log(rec.backend_handle, 0, "stderr", 0):
-            kept.append(chunk)
-            size += len(chunk)
-            while size - len(kept[0]) >= STDERR_BYTES:
-                size -= len(kept.popleft())
-    except (OSError, RotaError):  # logs gone (retention) or a backend that cannot read them
-        return b""
-    return b"".join(kept)

@@ -10,12 +10,20 @@ The session's token is checked on every page exactly as the API checks ``Authori
 Bearer`` (``Store.authenticate``, with its cache): a revoked token stops working on the next
 page. A job's own token opens no page (it may only read its job through the API).
 
-A form posted from another origin is refused (``Origin`` differs from ``Host``): nobody can log
-a browser in with their own token from their own page.
+A form posted from another origin is refused (``Origin``, or else ``Referer``, names another
+host than ``Host``): nobody can log a browser in with their own token from their own page.
+A form that changes something (a job page's cancel, hold and release) must besides carry the
+session's own *form token* in a hidden field (``CSRF_FIELD``): 256 random bits made when the
+session opens, kept with it on the server, compared in constant time (``form_allowed``). A page
+of another site can neither read it nor make the browser send it.
+
+A session also keeps, for each job page, the sentence that says what the last action on it did
+(``tell``, ``told``): the page that the action redirects to shows it once.
 """
 
 from __future__ import annotations
 
+import hmac
 import secrets
 import threading
 import time
@@ -32,15 +40,28 @@ PATH = "/ui"
 MAX_FORM_BYTES = 16 * 1024
 SESSION_S = 12 * 3600.0  # a session ends this long after its login, whatever happens
 MAX_SESSIONS = 10_000  # beyond: the oldest are closed first
+CSRF_FIELD = "csrf"
+MAX_NOTICES = 16  # sentences kept per session for job pages not yet shown again
+
+
+class Session:
+    """One open session: its token, when it expires, its form token and its notices."""
+
+    __slots__ = ("token", "expires", "csrf", "notices")
+
+    def __init__(self, token: str, expires: float) -> None:
+        self.token, self.expires = token, expires
+        self.csrf = secrets.token_urlsafe(32)
+        self.notices: dict[str, str] = {}  # job id -> what the last action on it did
 
 
 class Sessions:
-    """The open sessions: id -> (token, when it expires). Ids are 256 random bits."""
+    """The open sessions by id. Ids and form tokens are 256 random bits."""
 
     def __init__(self, ttl_s: float = SESSION_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl_s, self.clock = ttl_s, clock
-        self._open: dict[str, tuple[str, float]] = {}
+        self._open: dict[str, Session] = {}
         self._lock = threading.Lock()
 
     def open(self, token: str) -> str:
@@ -48,19 +69,48 @@ class Sessions:
         with self._lock:
             while len(self._open) >= MAX_SESSIONS:
                 del self._open[next(iter(self._open))]
-            self._open[sid] = (token.strip(), self.clock() + self.ttl_s)
+            self._open[sid] = Session(token.strip(), self.clock() + self.ttl_s)
         return sid
+
+    def _live(self, sid: str) -> Session | None:
+        """The session ``sid``; None when there is none, or it expired (then closed). Under
+        the lock."""
+        found = self._open.get(sid)
+        if found is None:
+            return None
+        if self.clock() >= found.expires:
+            del self._open[sid]
+            return None
+        return found
 
     def token(self, sid: str) -> str | None:
         """The token of session ``sid``; None when there is none, or it expired (then closed)."""
         with self._lock:
-            found = self._open.get(sid)
+            found = self._live(sid)
+            return None if found is None else found.token
+
+    def csrf(self, sid: str) -> str | None:
+        """The form token of session ``sid``, for the forms of its pages; None: no session."""
+        with self._lock:
+            found = self._live(sid)
+            return None if found is None else found.csrf
+
+    def tell(self, sid: str, job: str, sentence: str) -> None:
+        """Keep ``sentence`` for the next view of ``job``'s page in session ``sid``."""
+        with self._lock:
+            found = self._live(sid)
             if found is None:
-                return None
-            if self.clock() >= found[1]:
-                del self._open[sid]
-                return None
-            return found[0]
+                return
+            found.notices.pop(job, None)
+            while len(found.notices) >= MAX_NOTICES:
+                del found.notices[next(iter(found.notices))]
+            found.notices[job] = sentence
+
+    def told(self, sid: str, job: str) -> str | None:
+        """The sentence kept for ``job``'s page, once; None: nothing to say."""
+        with self._lock:
+            found = self._live(sid)
+            return None if found is None else found.notices.pop(job, None)
 
     def close(self, sid: str) -> None:
         with self._lock:
@@ -110,11 +160,23 @@ async def form(request: Request) -> dict[str, str]:
 
 
 def same_origin(request: Request) -> bool:
-    """Whether a form post comes from a page of this server (or says nothing of its origin)."""
-    origin = request.headers.get("origin")
+    """Whether a form post comes from a page of this server (or says nothing of its origin):
+    ``Origin`` where the browser sends it, else ``Referer`` where it sends that."""
+    origin = request.headers.get("origin") or request.headers.get("referer")
     if origin is None:  # an older browser, or a client that is not a browser
         return True
     return urlsplit(origin).netloc == request.headers.get("host")
+
+
+def form_allowed(sessions: Sessions, request: Request, fields: dict[str, str]) -> bool:
+    """Whether a form that changes something may: sent from a page of this server, with the
+    form token of the session whose cookie it carries (compared in constant time)."""
+    if not same_origin(request):
+        return False
+    expected = sessions.csrf(request.cookies.get(COOKIE, ""))
+    given = fields.get(CSRF_FIELD, "")
+    return expected is not None and hmac.compare_digest(given.encode("utf-8", "replace"),
+                                                        expected.encode())
 
 
 def keep(response: Response, sid: str, request: Request) -> None:
