@@ -18,7 +18,7 @@ from controlkit import drive, python, state_is, submit, wait_until, workdir
 from rota.backends.local import LocalBackend
 from rota.backends.procs import is_running, read_json
 from rota.control import ControlLoop
-from rota.control.reconcile import FLUSH_S
+from rota.control.tracking import FLUSH_S
 from rota.core import JobState
 from rota.scheduler import Decisions, Preempt, build_policy
 

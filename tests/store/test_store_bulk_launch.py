@@ -13,8 +13,8 @@ from sqlalchemy import select
 from rota.core import DeviceShare, IllegalTransition, JobState as S, Placement, ReplicaPlacement
 from rota.scheduler import Bind, Decisions
 from rota.store import Move, Store
-from rota.store import jobs as store_jobs
-from rota.store.jobs import BULK_MIN
+from rota.store import moves as store_moves
+from rota.store.moves import BULK_MIN
 from rota.store.schema import attempts, job_events, jobs
 from storekit import seed, submission
 
@@ -50,8 +50,8 @@ def launches(ids: list[str], reason: str | None = None) -> list[Move]:
 def test_bulk_launches_write_what_one_by_one_launches_write(db_url, clock, tmp_path,
                                                            monkeypatch):
     made = []
-    bulk_path = store_jobs._launched
-    monkeypatch.setattr(store_jobs, "_launched",
+    bulk_path = store_moves._launched
+    monkeypatch.setattr(store_moves, "_launched",
                         lambda *a: made.append(bulk_path(*a)) or made[-1])
     with Store.open(db_url, clock=clock) as bulk:
         seed(bulk, gpus=8)

@@ -171,20 +171,8 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print the submitted job as JSON."),
 ) -> None:
     """Run one command as a job: rota run --gpus 1 -- python train.py --lr 3e-4"""
-    from rota.spec import parse_job
-    try:
-        gpu = gpu_resources(gpus_, gpu_model)
-    except InvalidSpec as exc:
-        die(option_field(exc.field, exc.reason), EXIT_BAD_INPUT)
-    try:
-        exported = None if export is None else environ.parse_export(export)
-        given = [environ.read_env_file(None if env_file is None else str(env_file)),
-                 environ.parse_env(env)]
-    except environ.EnvOptionError as exc:
-        die(str(exc), EXIT_BAD_INPUT)
-    resources: dict[str, Any] = {**gpu, "cpu": cpu, "memory": memory}
-    if gpu_memory is not None:
-        resources["gpu_memory"] = gpu_memory
+    resources = _resources(gpus_, gpu_model, cpu, memory, gpu_memory)
+    exported, given = _env_options(export, env, env_file)
     body: dict[str, Any] = {"name": name or name_of(command[0]), "entrypoint": list(command),
                             "resources": resources, "replicas": replicas}
     if walltime is not None:
@@ -200,24 +188,59 @@ def run(
             die(str(exc), EXIT_BAD_INPUT)
         if sent:
             body["env"] = sent
-        try:
-            parse_job(body)
-            local = None if workdir is None else local_workdir(str(workdir), Path.cwd())
-        except InvalidSpec as exc:
-            from rota.spec.errors import every
-            die("; ".join(option_field(e.field, e.reason) for e in every(exc)), EXIT_BAD_INPUT)
-        if local is not None:
-            from rota.cli.upload import upload_dir
-            body["upload"] = upload_dir(client, local, quiet=as_json or wait,
-                                        project=body["project"])["id"]
-        elif workdir is not None:
-            body["workdir"] = str(workdir)  # absolute and not here: a directory on the server
-        elif here:
-            body["workdir"] = str(Path.cwd())  # like srun: the job runs where you are
+        _place(client, body, workdir, here, quiet=as_json or wait)
         job = client.submit(body)
         submitted(job, as_json, wait)
         if wait:
             attach(client, job)
+
+
+def _resources(gpus_: str, gpu_model: list[str] | None, cpu: str, memory: str,
+               gpu_memory: str | None) -> dict[str, Any]:
+    """``rota run``'s per-replica resources, as a job file's ``resources``; a bad ``--gpus``
+    or ``--gpu-model`` ends the command, naming the option."""
+    try:
+        gpu = gpu_resources(gpus_, gpu_model)
+    except InvalidSpec as exc:
+        die(option_field(exc.field, exc.reason), EXIT_BAD_INPUT)
+    resources: dict[str, Any] = {**gpu, "cpu": cpu, "memory": memory}
+    if gpu_memory is not None:
+        resources["gpu_memory"] = gpu_memory
+    return resources
+
+
+def _env_options(export: str | None, env: list[str] | None,
+                 env_file: Path | None) -> tuple[environ.Export | None, list[dict[str, str]]]:
+    """``--export`` read (None: not given) and the variables ``--env-file`` and ``--env``
+    give, in that order (``rota.cli.environ``); a bad one ends the command."""
+    try:
+        exported = None if export is None else environ.parse_export(export)
+        given = [environ.read_env_file(None if env_file is None else str(env_file)),
+                 environ.parse_env(env)]
+    except environ.EnvOptionError as exc:
+        die(str(exc), EXIT_BAD_INPUT)
+    return exported, given
+
+
+def _place(client: Client, body: dict[str, Any], workdir: Path | None, here: bool,
+           quiet: bool) -> None:
+    """Check the job ``body`` (every mistake named by its option) and say where it runs:
+    ``--workdir`` uploaded when it is a directory here, else a path on the server; without
+    it, the current directory when the server is on this machine (like ``srun``)."""
+    from rota.spec import parse_job
+    try:
+        parse_job(body)
+        local = None if workdir is None else local_workdir(str(workdir), Path.cwd())
+    except InvalidSpec as exc:
+        from rota.spec.errors import every
+        die("; ".join(option_field(e.field, e.reason) for e in every(exc)), EXIT_BAD_INPUT)
+    if local is not None:
+        from rota.cli.upload import upload_dir
+        body["upload"] = upload_dir(client, local, quiet=quiet, project=body["project"])["id"]
+    elif workdir is not None:
+        body["workdir"] = str(workdir)  # absolute and not here: a directory on the server
+    elif here:
+        body["workdir"] = str(Path.cwd())  # like srun: the job runs where you are
 
 
 def register(app: typer.Typer) -> None:

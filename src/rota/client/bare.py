@@ -49,15 +49,8 @@ class BareClient:
                   after: str | None = None) -> tuple[list[dict], str | None]:
         """Up to ``limit`` jobs, newest first, from after job ``after``; and the cursor of the
         jobs that come next (None: there are none), as ``Client.jobs_page``."""
-        out: list[dict] = []
-        while len(out) < limit:
-            page = self.get("/v1/jobs", self._listing(projects, states, queue, user, after,
-                                                      min(FULL_PAGE, limit - len(out))))
-            out.extend(page["items"])
-            after = page["next_after"]
-            if after is None:
-                break
-        return out, after
+        return job_pages(lambda after, n: self.get("/v1/jobs", self._listing(
+            projects, states, queue, user, after, n)), limit, after)
 
     def briefs(self, projects: list[str] | None = None, states: list[str] | None = None,
                limit: int = 1000, queue: str | None = None, user: str | None = None,
@@ -121,6 +114,21 @@ class BareClient:
         """The JSON answer to a POST of ``body`` as JSON; an error raised as ``ApiError``."""
         data = b"" if body is None else json.dumps(body).encode()
         return self._wire.request("POST", self._wire.target(path), data, JSON).check().json()
+
+
+def job_pages(page_of: Callable[[str | None, int], object], limit: int, after: str | None
+              ) -> tuple[list[dict], str | None]:
+    """Up to ``limit`` jobs, page after page (``page_of(after, n)``: the answer of
+    ``GET /v1/jobs`` for ``n`` jobs after ``after``), and the cursor of what is left (None:
+    nothing)."""
+    out: list[dict] = []
+    while len(out) < limit:
+        page = page_of(after, min(FULL_PAGE, limit - len(out)))
+        out.extend(page["items"])
+        after = page["next_after"]
+        if after is None:
+            break
+    return out, after
 
 
 def brief_pages(page_of: Callable[[str | None, int], object], limit: int, after: str | None

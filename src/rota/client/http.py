@@ -25,7 +25,7 @@ import uuid
 from typing import Any, BinaryIO, Callable, Iterator, Mapping
 from urllib.parse import quote
 
-from rota.client.bare import brief_pages
+from rota.client.bare import brief_pages, job_pages
 from rota.client.credentials import Credentials, discover
 from rota.client.errors import ApiError, ConnectionLost, Unreachable, Untrusted
 from rota.client.transport import (MAX_RETRY_AFTER_S, OWN_TIMEOUT, RETRY_DELAYS_S, Response,
@@ -216,16 +216,9 @@ class Client:
         """Up to ``limit`` jobs newest first, from after job ``after`` (the server's pages hold
         1,000 at most: they are followed), and the cursor of the jobs that come next (None:
         there are none)."""
-        out: list[dict[str, Any]] = []
-        while len(out) < limit:
-            page = self._json("GET", "/v1/jobs", params=_params(
-                project=projects or None, state=states or None, queue=queue, user=user,
-                after=after, limit=min(1000, limit - len(out))))
-            out.extend(page["items"])
-            after = page["next_after"]
-            if after is None:
-                break
-        return out, after
+        return job_pages(lambda after, n: self._json("GET", "/v1/jobs", params=_params(
+            project=projects or None, state=states or None, queue=queue, user=user,
+            after=after, limit=n)), limit, after)
 
     def briefs(self, projects: list[str] | None = None, states: list[str] | None = None,
                limit: int = 1000, queue: str | None = None, user: str | None = None,

@@ -9,7 +9,12 @@ The loop and what one pass carries out:
 - ``loop``: ``ControlLoop``, one pass = reconcile -> bill -> snapshot -> ``run_cycle`` ->
   apply -> launch, on a background thread woken by ``wake()`` and a period;
 - ``reconcile``: carrying out what ``verdict`` decides for each active job, launching bound
-  jobs, billing usage;
+  jobs, billing usage: ``Reconciler``, put together from ``observe`` and ``landing`` on
+  ``tracking``;
+- ``tracking``: what the control process knows of each active job beyond the store, the state
+  moves of a pass written together, and usage billed;
+- ``observe``: adopting and polling the launched jobs, a failing poll asked again by halves;
+- ``landing``: handing bound jobs to the launcher, and recording what became of the launches;
 - ``verdict``: the pure rules (exit codes, restart budget, cancel, preemption grace);
 - ``launcher``: launching the jobs a pass bound, many at once, recovering attempts an earlier
   control plane started;

@@ -1,127 +1,51 @@
 """The control loop's side effects on jobs: reconcile them with their backend, launch, bill.
 
-``Reconciler`` keeps what this process knows beyond the store: the handle of every job it
-launched or adopted (a job seen for the first time, e.g. after a restart, is adopted through
-``backend.adopt``; later passes ask ``backend.poll`` about all of them at once), which jobs
-were already sent their checkpoint signal or asked to stop (each is done once), and up to when
-each running job was billed. Not knowing is never taken for a lost job: a poll that fails
-(the backend cannot answer, or one job's record cannot be read) is asked again of each half
-of its jobs, down to the jobs it fails for, at most ``MAX_POLLS`` polls a pass; a job whose
-poll still fails is left as it is for the pass (not judged, not launched), with an error in
-the pass's report, and every other job is judged and the pass goes on to schedule.
+``Reconciler`` is put together from parts on one base (``tracking``: what this process knows of
+each active job beyond the store, the state moves of a pass written together, usage billed):
+``observe`` adopts and polls the launched jobs, ``landing`` hands bound jobs to the launcher
+and records what became of them. This module judges each job and carries out the verdict.
 
-Every decision about a job is ``rota.control.verdict.judge``'s; this module only carries it out.
-The state moves of a pass are written together (``Store.transition_many``: one transaction,
-each move checked against the state table on its own); a move that a concurrent change made
-illegal is skipped and looked at again next pass.
+Every decision about a job is ``rota.control.verdict.judge``'s; this module only carries it out
+(checkpoint signals, stops with their grace, then SIGKILL ``KILL_MARGIN_S`` after it, moves).
+A job being preempted or cancelled without a handle of its current attempt is looked for with
+``backend.recover`` first, so that nothing it started runs on. A stored handle of an earlier
+attempt (a job requeued and bound again) is not the job's: it is ignored (``current_handle``).
 
 Placement: a backend that chose where a job runs (Slurm picks devices, or nodes) reports it
 in the job's status; it is recorded as the job's placement (``Store.record_placement``), so
 that the scheduler counts what is really taken and ``rota show`` says where the job runs.
 
-Launch (``rota.control.launcher``, all bound jobs of a pass at once): attempt ``n`` of a job is
-its ``attempts`` column; ``backend.launch(..., attempt=n)`` never starts an attempt twice, so a
-job found SCHEDULED after a restart (bound, maybe launched, handle never saved) is launched
-through the same steps and adopted if it had started. Launches run while later passes go on:
-a job in flight (``in_flight``) keeps its SCHEDULED state, and with it its devices in every
-snapshot, and is neither judged nor launched again until ``land`` has recorded what became
-of it. The handles that landed since the last pass are recorded together; a launch that
-cannot be recorded is stopped, so nothing runs unrecorded. A backend whose launches may
-wait in its own queue (``Capabilities.queued``: Slurm) has its handles recorded without a
-move (``_starting``): the job stays SCHEDULED, shown *starting* with its backend's reason,
-until a poll says it runs, and is billed from then; a restart adopts it by its stored
-handle, never launching it again. A stored handle of an earlier attempt (a job requeued and
-bound again) is not the job's: it is ignored. A job being
-preempted or cancelled without a handle of its current attempt is looked for with
-``backend.recover`` first, so that nothing it started runs on.
-
 Restart budget: ``attempts`` counts every requeue, ``failures`` those that spend the budget;
 requeues after a preemption do not, every other one (a failed run, a failed
 launch) does.
-
-Usage is billed per pass: GPU-seconds (devices x their share x seconds) of every job holding
-devices since it was last billed, stored per project together with each job's
-``billed_until`` (``Store.bill``, one transaction) every ``FLUSH_S`` seconds, not every pass
-(the write touches every running job), and when the loop stops. A job seen for the first time
-after a restart is billed from its stored ``billed_until`` (else its ``started_at``), so the
-time the control plane was down is billed, and so is what a crash kept from being stored of a
-job still running; one that ended meanwhile is billed up to when it ended, as its backend
-reports it. A crash loses at most ``FLUSH_S`` seconds of usage of the jobs that ended within
-them (fair share's figures, which decay over hours; the exact accounting of ``rota usage``
-comes from the attempts and loses nothing).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import signal as signals
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Callable
+from dataclasses import replace
+from typing import Any
 
-from rota.backends.base import (
-    Backend, BackendError, Handle, ReplicaState, ReplicaStatus, RunAs, Status,
-)
-from rota.control.idle import IdleWatch
-from rota.control.launcher import Launcher, unreadable
-from rota.control.runspec import RunSpec, SpecCache
+from rota.backends.base import Handle, ReplicaState, ReplicaStatus, Status
+from rota.control.landing import Landing
+from rota.control.launcher import unreadable
+from rota.control.observe import Observing
+from rota.control.runspec import RunSpec
+from rota.control.tracking import PassReport
 from rota.control.verdict import KEEP, JobView, Verdict, judge
-from rota.core import MILLI, End, IllegalTransition, InvalidSpec, JobState
-from rota.store import Conflict, JobRecord, Move, NotFound, Store
+from rota.core import End, IllegalTransition, InvalidSpec, JobState
+from rota.store import Conflict, JobRecord, NotFound
 
 log = logging.getLogger("rota.control")
-FLUSH_S = 10.0  # seconds between two writes of the usage billed
 KILL_MARGIN_S = 2.0  # after a stop's grace, SIGKILL whatever still runs this much later
-MAX_POLLS = 32  # polls a pass makes to find the jobs a failing poll fails for
+
+__all__ = ["PassReport", "Reconciler", "current_handle"]  # what the loop imports from here
 
 
-@dataclass(slots=True)
-class PassReport:
-    """What one pass did: state moves as (job, from, to, reason), launches, errors."""
-
-    moves: list[tuple[str, str, str, str]] = field(default_factory=list)
-    launched: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    # jobs requeued for a node or GPU fault, or taken off their node by a preemption (a
-    # drain's eviction): the cycle must see their nodes as they are now (cordoned, failed)
-    faults: list[str] = field(default_factory=list)
-    displaced: list[str] = field(default_factory=list)  # requeued: foreign work took their GPUs
-
-    def moved(self, job: str, old: JobState, new: JobState, reason: str) -> None:
-        self.moves.append((job, str(old), str(new), reason))
-
-
-class Reconciler:
-    """``account`` names the OS account a job runs as (``rota.control.accounts``); without
-    one, jobs run as the control plane's own account. With ``api_url``, each attempt gets
-    ``ROTA_URL`` and a token of its own (``Store.issue_job_token``), and with ``api_ca_file``
-    (an HTTPS API's certificate, readable by every account) ``ROTA_CA_FILE`` to verify it."""
-
-    def __init__(self, store: Store, backend: Backend, data_dir: Path, since: float,
-                 account: Callable[[JobRecord], RunAs | None] = lambda rec: None,
-                 api_url: str | None = None, api_ca_file: str | None = None,
-                 on_ready: Callable[[], None] = lambda: None) -> None:
-        self.store, self.backend, self.data_dir = store, backend, data_dir
-        self.specs = SpecCache()  # each job's launch spec, read once
-        self.launcher = Launcher(store, backend, data_dir, account, api_url, api_ca_file,
-                                 on_ready, self.specs)
-        self.idle = IdleWatch(store, backend)
-        self._moves: list[tuple[JobRecord, Verdict, float | None, Handle | None]] = []
-        self.reclaiming: dict[str, str] = {}  # job -> why it is being reclaimed as idle
-        self.since = since  # when this process took over
-        self.handles: dict[str, Handle] = {}
-        self.signalled: dict[str, set[str]] = {}  # job -> why it got the checkpoint signal
-        self.kill_at: dict[str, float] = {}
-        self.unseen: frozenset[str] = frozenset()  # jobs whose last poll failed
-        self._backend_walltime: bool | None = None  # Capabilities.walltime, once asked
-        self._queued: bool | None = None  # Capabilities.queued, once asked
-        self.billed_until: dict[str, float] = {}
-        # job -> (its record, its status) judged to be left running with nothing due later
-        self._steady: dict[str, tuple[JobRecord, Status]] = {}
-        self.usage: dict[str, float] = {}  # project -> GPU-seconds not yet stored
-        self._flushed: dict[str, float] = {}  # job -> billed_until last stored
-        self._flush_at = -math.inf  # when usage was last stored
+class Reconciler(Observing, Landing):
+    """Each pass, the active jobs reconciled with their backend (module docstring); its
+    arguments are ``tracking.Tracking``'s."""
 
     # -- reconcile ---------------------------------------------------------------------------
 
@@ -252,62 +176,6 @@ class Reconciler:
             return None
         return self.backend.recover(rec.job, rec.job.placement, rec.attempts)
 
-    def _observe(self, recs: list[JobRecord], report: PassReport
-                 ) -> dict[str, tuple[Handle, Status]]:
-        """Each launched job's handle and status: handles seen for the first time (after a
-        restart) are adopted, the others polled together (``_poll``: those whose poll failed
-        are left out, in ``unseen``)."""
-        out: dict[str, tuple[Handle, Status]] = {}
-        known: list[tuple[str, Handle]] = []
-        for rec in recs:
-            handle = self.handles.get(rec.id)
-            stored = rec.backend_handle or {}
-            if handle is not None and handle.launch_id == _launch_id(stored):
-                known.append((rec.id, handle))
-                continue
-            try:
-                handle = Handle.from_dict(stored)
-                out[rec.id] = handle, self.backend.adopt(handle)
-            except (InvalidSpec, BackendError) as exc:
-                lost = ReplicaStatus(0, ReplicaState.LOST, reason=f"cannot adopt its handle: {exc}")
-                out[rec.id] = _placeholder(rec), Status((lost,))
-                continue
-            self.handles[rec.id] = handle
-            if rec.state is not JobState.SCHEDULED:  # a starting job is billed once it runs
-                self.billed_until.setdefault(rec.id, _billed_from(rec, self.since))
-        polled = self._poll(known, report)
-        for job_id, handle in known:
-            if job_id in polled:
-                out[job_id] = handle, polled[job_id]
-        return out
-
-    def _poll(self, known: list[tuple[str, Handle]], report: PassReport) -> dict[str, Status]:
-        """``backend.poll`` of every handle in one call; where it fails, of each half again,
-        down to the jobs it fails for (module docstring), which become ``unseen``."""
-        statuses: dict[str, Status] = {}
-        unseen: set[str] = set()
-        groups, polls = [known] if known else [], 0
-        while groups:
-            group = groups.pop()
-            polls += 1
-            try:
-                found = self.backend.poll([h for _, h in group])
-            except Exception as exc:
-                if len(group) > 1 and polls + 2 <= MAX_POLLS:
-                    half = len(group) // 2
-                    groups += [group[half:], group[:half]]
-                    continue
-                if any(job_id not in self.unseen for job_id, _ in group):  # once, not each pass
-                    log.warning("%s: cannot be observed: %s",
-                                ", ".join(f"job {job_id}" for job_id, _ in group), exc)
-                report.errors.extend(f"job {job_id}: poll failed: {exc!r}" for job_id, _ in group)
-                unseen.update(job_id for job_id, _ in group)
-                continue
-            statuses.update((job_id, status)
-                            for (job_id, _), status in zip(group, found, strict=True))
-        self.unseen = frozenset(unseen)
-        return statuses
-
     def _unreadable(self, rec: JobRecord, handle: Handle, exc: InvalidSpec, now: float,
                     report: PassReport) -> None:
         """Fail a launched job whose stored spec cannot be read (its signal, grace and restart
@@ -343,142 +211,9 @@ class Reconciler:
         if grace_s == 0 or now >= self.kill_at[job_id]:
             self.backend.signal(handle, signals.SIGKILL)
 
-    def _move(self, rec: JobRecord, verdict: Verdict, report: PassReport,
-              now: float | None = None, handle: Handle | None = None) -> None:
-        """Queue a move for ``flush`` (``handle``: a launch to record with it)."""
-        assert verdict.move is not None
-        self._moves.append((rec, verdict, now, handle))
-
-    def flush(self, report: PassReport) -> None:
-        """Write the queued moves in one transaction and carry out what follows each."""
-        queued, self._moves = self._moves, []
-        if not queued:
-            return
-        moves = []
-        for rec, verdict, now, handle in queued:
-            eligible_at = None
-            if verdict.retry_in_s:
-                eligible_at = (now if now is not None else self.store.clock()) + verdict.retry_in_s
-            moves.append(Move(rec.id, verdict.move, verdict.exit_code, verdict.reason,  # type: ignore[arg-type]
-                              handle.to_dict() if handle is not None else None, verdict.end,
-                              verdict.hold, eligible_at, verdict.max_rss_kib))
-        for (rec, verdict, _now, handle), after in zip(queued, self.store.transition_many(moves)):
-            if isinstance(after, Exception):
-                log.info("job %s: skipped %s -> %s: %s", rec.id, rec.state, verdict.move, after)
-                if handle is not None:
-                    self.backend.cancel(handle, 0.0)  # it cannot be recorded: it must not run
-                    self.forget(rec.id)
-                continue
-            report.moved(rec.id, rec.state, after.state, verdict.reason or "")
-            if verdict.end is not None and (verdict.end.fault or verdict.end is End.PREEMPTED):
-                report.faults.append(rec.id)
-            if verdict.end is End.DISPLACED:
-                report.displaced.append(rec.id)
-            log.info("job %s: %s -> %s%s", rec.id, rec.state, after.state,
-                     f" ({verdict.reason})" if verdict.reason else "")
-            if after.state is not JobState.RUNNING:
-                self.forget(rec.id)
-
-    def forget(self, job_id: str) -> None:
-        for table in (self.handles, self.kill_at, self.billed_until, self.signalled,
-                      self.reclaiming, self._steady):
-            table.pop(job_id, None)
-        self.specs.forget(job_id)
-        self.idle.forget(job_id)
-
     def _failures(self, rec: JobRecord) -> int:
         """Earlier attempts that spent the restart budget: every requeue but preemptions."""
         return rec.failures
-
-    # -- launch ------------------------------------------------------------------------------
-
-    def launch(self, recs: list[JobRecord]) -> None:
-        """Start launching SCHEDULED jobs (``rota.control.launcher``) and return at once;
-        ``land`` records what became of them."""
-        self.launcher.submit(recs)
-
-    @property
-    def in_flight(self) -> frozenset[str]:
-        """The jobs whose launch is under way, not recorded yet: left alone until it is."""
-        return self.launcher.in_flight
-
-    def land(self, now: float, report: PassReport, wait: bool = False) -> None:
-        """Record the launches that ended (with ``wait``: every one under way, once it
-        ended): handles with their moves to RUNNING in one transaction, failures with theirs.
-        A launch that failed unforeseen leaves its job SCHEDULED, to be launched again."""
-        if wait:
-            self.launcher.settle()
-        launched = []
-        for outcome in self.launcher.landed():
-            if outcome.handle is not None:
-                launched.append((outcome.rec, outcome.handle))
-            elif outcome.verdict is not None:
-                self._move(outcome.rec, outcome.verdict, report, now)
-            else:
-                report.errors.append(f"launch of job {outcome.rec.id}: {outcome.error}")
-        self.flush(report)
-        if launched:
-            self._launched(launched, now, report)
-
-    def _launched(self, launched: list[tuple[JobRecord, Handle]], now: float,
-                  report: PassReport) -> None:
-        if self._queued is None:  # Capabilities.queued, asked once: it does not change
-            self._queued = self.backend.capabilities.queued
-        if self._queued:
-            self._starting(launched, report)
-            return
-        for rec, handle in launched:
-            self._move(rec, Verdict(JobState.RUNNING, reason=""), report, now, handle)
-            self.handles[rec.id] = handle
-            self.billed_until[rec.id] = _billed_from(rec, now)
-        self.flush(report)
-        for rec, handle in launched:
-            if self.handles.get(rec.id) is handle:
-                report.launched.append(rec.id)
-                log.info("job %s: launched (%d replica%s)", rec.id, len(handle.replicas),
-                         "" if len(handle.replicas) == 1 else "s")
-
-    def _starting(self, launched: list[tuple[JobRecord, Handle]], report: PassReport) -> None:
-        """Launches a backend may hold before they run (``Capabilities.queued``): each handle
-        is recorded without a move, the job stays SCHEDULED (starting) until a poll says it
-        runs (``verdict`` rule 3), and is billed from then. A handle that cannot be recorded
-        is stopped, as in ``flush``."""
-        for rec, handle in launched:
-            try:
-                self.store.record_handle(rec.id, handle.to_dict(), launched=self.backend.name)
-            except (IllegalTransition, Conflict, NotFound) as exc:
-                log.info("job %s: launch %s not recorded: %s", rec.id, handle.launch_id, exc)
-                self.backend.cancel(handle, 0.0)  # it cannot be recorded: it must not run
-                continue
-            self.handles[rec.id] = handle
-            report.launched.append(rec.id)
-            log.info("job %s: launched (%d replica%s), starting", rec.id, len(handle.replicas),
-                     "" if len(handle.replicas) == 1 else "s")
-
-    # -- usage -------------------------------------------------------------------------------
-
-    def _bill(self, rec: JobRecord, now: float) -> None:
-        since = self.billed_until.get(rec.id)
-        placement = rec.job.placement
-        if since is None or placement is None or now <= since:
-            return
-        gpus = sum(d.milli for r in placement.replicas for d in r.devices) / MILLI
-        self.billed_until[rec.id] = now
-        if gpus:
-            self.usage[rec.job.project] = self.usage.get(rec.job.project, 0.0) + gpus * (now - since)
-
-    def flush_usage(self, now: float, force: bool = False) -> None:
-        """Store the usage billed since the last flush and each job's ``billed_until``, if
-        ``FLUSH_S`` seconds passed since the last (``force``: at once)."""
-        if not force and now - self._flush_at < FLUSH_S:
-            return
-        self._flush_at = now
-        pending, self.usage = self.usage, {}
-        billed = {j: t for j, t in self.billed_until.items() if t > self._flushed.get(j, 0.0)}
-        if not pending and not billed:
-            return
-        self.store.bill(pending, billed, now)
-        self._flushed = dict(self.billed_until)
 
 
 def _steady(rec: JobRecord, status: Status, verdict: Verdict) -> bool:
@@ -502,22 +237,3 @@ def current_handle(rec: JobRecord) -> dict[str, Any] | None:
     if attempt is None:
         return stored if rec.state is not JobState.SCHEDULED else None
     return stored if attempt == rec.attempts else None
-
-
-def _billed_from(rec: JobRecord, fallback: float) -> float:
-    """Where billing of a job resumes: its ``billed_until`` when that is of this attempt
-    (not before it was bound), else when it was bound."""
-    started = rec.job.started_at if rec.job.started_at is not None else fallback
-    if rec.billed_until is not None and rec.billed_until > started:
-        return rec.billed_until
-    return started
-
-
-def _launch_id(stored: dict[str, Any]) -> object:
-    """The launch a stored handle names (a handle saved before version 2: its directory)."""
-    return stored.get("launch_id", stored.get("attempt_dir"))
-
-
-def _placeholder(rec: JobRecord) -> Handle:
-    """A handle that names nothing, for a job whose stored handle cannot be read."""
-    return Handle("none", rec.id, "", ())

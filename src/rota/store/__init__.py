@@ -18,6 +18,11 @@ with usage accounting. It imports ``rota.core`` and itself only. Modules:
 - ``inventory``: the part of ``Store`` for flavours, queues, idle defaults and nodes;
 - ``billing``: the part of ``Store`` for usage, accounting, prices and budgets;
 - ``jobs``, ``admin``, ``cycle``: the operations, each on a connection the ``Store`` opened;
+  ``jobs`` reads job rows: by id, in pages, their events, attempts and what keeps them pending;
+- ``moves``: moving jobs between states, one by one or many launches at once, with their
+  events and the history of their attempts; cancelling;
+- ``marks``: the writes that keep a job's state: notes, holds and releases, checkpoints, the
+  handles and placements backends report, up to when a job is billed;
 - ``changes``: changing a pending job's walltime, priority or queue (``rota update``);
 - ``submit``: submitting jobs: the checks, fair-use caps on pending jobs, idempotency keys, the
   inserts;

@@ -41,6 +41,7 @@ from rota.store import access, convert
 from rota.store import jobs as job_rows
 from rota.store.errors import AlreadyExists, InUse, NotFound, Unauthenticated
 from rota.store.jobs import check_name
+from rota.store.moves import move
 from rota.store.schema import (
     api_tokens, budgets, flavors, idle_policies, jobs, memberships, nodes, projects, queues,
     usage, users,
@@ -418,9 +419,9 @@ def evict(conn: Connection, name: str, by: str, now: float) -> tuple[list[str], 
             continue
         grace = row.spec["grace_s"]
         why = f"evicted: node {name} is drained"
-        job_rows.move(conn, row, JobState.PREEMPTING, now, f"{why} by {by}",
-                      {"by": by, "reason": "drain", "node": name, "grace_s": grace},
-                      preempt_deadline=now + grace, reason=why)
+        move(conn, row, JobState.PREEMPTING, now, f"{why} by {by}",
+             {"by": by, "reason": "drain", "node": name, "grace_s": grace},
+             preempt_deadline=now + grace, reason=why)
         evicted.append(str(key))
     return evicted, kept
 

@@ -12,7 +12,7 @@ from typing import Iterable
 
 from rota.core import Usage
 from rota.core.accounting import BudgetStatus, Report, check_budget, tally
-from rota.store import accounting, cycle, jobs
+from rota.store import accounting, cycle, marks
 from rota.store.transactions import Transactions
 
 
@@ -26,7 +26,7 @@ class Billing(Transactions):
         with self._write() as conn:
             for project, seconds in sorted(gpu_seconds.items()):
                 cycle.add_usage(conn, project, seconds, now, self.usage_half_life_s)
-            jobs.note_billed(conn, billed_until)
+            marks.note_billed(conn, billed_until)
 
     def add_usage(self, project: str, gpu_seconds: float, now: float) -> Usage:
         with self._write() as conn:

@@ -29,7 +29,8 @@ from sqlalchemy import Connection
 
 from rota.core import InvalidSpec, IllegalTransition, JobState
 from rota.core.shortforms import duration
-from rota.store.jobs import check_name, get, move, write
+from rota.store.jobs import check_name, get
+from rota.store.moves import move, write
 from rota.store.submit import check_queue_admits
 
 PRIORITY_BOUND = 1_000_000  # as a job file's priority

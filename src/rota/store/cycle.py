@@ -38,6 +38,7 @@ from rota.core import ANY_FLAVOR, Flavor, IllegalTransition, Job, JobState, Node
 from rota.core import Decisions, Reason, ReasonCode, Snapshot, Usage
 from rota.store import accounting, convert
 from rota.store import jobs as job_rows
+from rota.store import moves
 from rota.store.errors import NotFound
 from rota.store.records import ApplyResult
 from rota.store.schema import attempts, flavors, jobs, nodes, projects, queues, usage
@@ -54,7 +55,7 @@ _CHUNK = 500  # ids per ``IN`` list
 
 class JobCache:
     """Core jobs by id with the row ``version`` they were built from. Every write to a job row
-    bumps its version (``rota.store.jobs``), so an equal version is an equal job."""
+    bumps its version (``rota.store.moves``), so an equal version is an equal job."""
 
     def __init__(self) -> None:
         self._jobs: dict[int, tuple[int, Job]] = {}
@@ -177,7 +178,7 @@ def apply(conn: Connection, decisions: Decisions, now: float) -> ApplyResult:
             return
         row = job_rows.get(conn, job_id)
         try:
-            job_rows.move(conn, row, new, now, message, data, **values)
+            moves.move(conn, row, new, now, message, data, **values)
         except IllegalTransition as exc:
             stale[job_id] = exc.message
             return
@@ -219,10 +220,10 @@ def _bound_to(b: Any) -> str:
 def _bound(conn: Connection, decisions: Decisions, keys: dict[str, int], rows: dict[int, Any],
            stale: dict[str, str], now: float, models: Any) -> bool:
     """The cycle's binds written in five statements whatever their number, with the rows,
-    events and attempt history that ``job_rows.move`` writes one by one; False, having written
+    events and attempt history that ``moves.move`` writes one by one; False, having written
     nothing, unless there are at least ``BULK_MIN`` binds, of distinct pending jobs."""
     binds = decisions.binds
-    if len(binds) < job_rows.BULK_MIN or any(b.job in stale for b in binds):
+    if len(binds) < moves.BULK_MIN or any(b.job in stale for b in binds):
         return False
     bound = [keys[b.job] for b in binds]
     if len(set(bound)) != len(bound) or any(rows[k].state != str(JobState.PENDING)
@@ -231,7 +232,7 @@ def _bound(conn: Connection, decisions: Decisions, keys: dict[str, int], rows: d
     full = {r.id: r for r in conn.execute(select(jobs.c.id, jobs.c.version, jobs.c.attempts)
                                           .where(jobs.c.id.in_(bound)))}
     placements = [convert.placement_json(b.placement) for b in binds]
-    return job_rows.write_many(
+    return moves.write_many(
         conn, update(jobs).values(updated_at=now, started_at=now, state=str(JobState.SCHEDULED),
                                   placement=bindparam("b_placement"),
                                   flavor=bindparam("b_flavor"), reason="", wait_reasons=None,

@@ -1,8 +1,8 @@
 """The jobs that hold resources, as ``JobRecord``s cached by row version: the control loop
 reads every one of them each pass, and few change between two passes.
 
-Every write to a job row bumps its ``version`` (``rota.store.jobs``) but two notes:
-``billed_until`` (``jobs.note_billed``: every running job, every few seconds) and the wait reasons
+Every write to a job row bumps its ``version`` (``rota.store.moves``) but two notes:
+``billed_until`` (``marks.note_billed``: every running job, every few seconds) and the wait reasons
 of a pending job (``cycle``). So ``HeldCache.held`` reads the id, version and
 ``billed_until`` of each job holding resources (one narrow query), whole rows only for the
 jobs new or changed since the last call, and sets ``billed_until`` on the cached records

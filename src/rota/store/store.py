@@ -37,7 +37,8 @@ from sqlalchemy import Connection
 
 from rota.core import End, IllegalTransition, JobId, JobState, Placement, RotaError
 from rota.core import Decisions, Job, Snapshot
-from rota.store import access, briefs, changes, cycle, jobs, lease, submit
+from rota.store import access, briefs, changes, cycle, jobs, lease, marks, submit
+from rota.store import moves as job_moves
 from rota.store.authcache import DEFAULT_TTL_S
 from rota.store.billing import Billing
 from rota.store.changes import Change
@@ -188,7 +189,7 @@ class Store(Tenancy, Inventory, Billing):
     def request_cancel(self, job_id: str, by: str) -> JobRecord:
         """Cancel a pending job now, or flag an active one for the control loop to stop."""
         def run(conn: Connection) -> JobRecord:
-            jobs.request_cancel(conn, job_id, by, self.clock())
+            job_moves.request_cancel(conn, job_id, by, self.clock())
             return jobs.record(conn, job_id)
         return self._retry(run)
 
@@ -201,8 +202,9 @@ class Store(Tenancy, Inventory, Billing):
             if JobState(row.state).terminal:
                 raise IllegalTransition(f"job {row.id} is already {row.state}")
             why = f"force-cancelled by {by}"
-            jobs.move(conn, row, JobState.CANCELLED, self.clock(), why, {"by": by, "force": True},
-                      end=End.CANCELLED, reason=why, cancel_requested=True)
+            job_moves.move(conn, row, JobState.CANCELLED, self.clock(), why,
+                           {"by": by, "force": True}, end=End.CANCELLED, reason=why,
+                           cancel_requested=True)
             return jobs.record(conn, job_id)
         return self._retry(run)
 
@@ -214,7 +216,7 @@ class Store(Tenancy, Inventory, Billing):
             return []
 
         def run(conn: Connection) -> list[JobRecord | RotaError]:
-            return jobs.transition_many(conn, moves, self.clock())
+            return job_moves.transition_many(conn, moves, self.clock())
         return self._retry(run)
 
     def held_jobs(self) -> list[JobRecord]:
@@ -238,9 +240,9 @@ class Store(Tenancy, Inventory, Billing):
         memory ``max_rss_kib`` where known) and, for a requeue, a ``hold`` or the backoff's
         ``eligible_at``. With ``expected_version`` it is not retried."""
         def run(conn: Connection) -> JobRecord:
-            jobs.transition(conn, job_id, JobState(new_state), self.clock(), expected_version,
-                            exit_code, reason, backend_handle, end, hold, eligible_at,
-                            max_rss_kib)
+            job_moves.transition(conn, job_id, JobState(new_state), self.clock(),
+                                 expected_version, exit_code, reason, backend_handle, end, hold,
+                                 eligible_at, max_rss_kib)
             return jobs.record(conn, job_id)
         if expected_version is not None:
             with self._write() as conn:
@@ -275,7 +277,7 @@ class Store(Tenancy, Inventory, Billing):
     def note(self, job_id: str, kind: str, message: str) -> None:
         """An event in the job's history (``kind``: a word, e.g. ``idle-warning``)."""
         def run(conn: Connection) -> None:
-            jobs.note(conn, job_id, kind, message, self.clock())
+            marks.note(conn, job_id, kind, message, self.clock())
         self._retry(run)
 
     def note_many(self, job_ids: list[str], kind: str, message: str) -> None:
@@ -284,7 +286,7 @@ class Store(Tenancy, Inventory, Billing):
         def run(conn: Connection) -> None:
             for job_id in job_ids:
                 try:
-                    jobs.note(conn, job_id, kind, message, self.clock())
+                    marks.note(conn, job_id, kind, message, self.clock())
                 except NotFound:
                     continue
         if job_ids:
@@ -292,13 +294,13 @@ class Store(Tenancy, Inventory, Billing):
 
     def record_checkpoint(self, job_id: str, attempt: int | None = None) -> JobRecord:
         def run(conn: Connection) -> JobRecord:
-            jobs.record_checkpoint(conn, job_id, attempt, self.clock())
+            marks.record_checkpoint(conn, job_id, attempt, self.clock())
             return jobs.record(conn, job_id)
         return self._retry(run)
 
     def hold(self, job_id: str, reason: str, by: str) -> JobRecord:
         def run(conn: Connection) -> JobRecord:
-            jobs.hold(conn, job_id, reason, by, self.clock())
+            marks.hold(conn, job_id, reason, by, self.clock())
             return jobs.record(conn, job_id)
         return self._retry(run)
 
@@ -321,7 +323,7 @@ class Store(Tenancy, Inventory, Billing):
 
     def release(self, job_id: str, by: str) -> JobRecord:
         def run(conn: Connection) -> JobRecord:
-            jobs.release(conn, job_id, by, self.clock())
+            marks.release(conn, job_id, by, self.clock())
             return jobs.record(conn, job_id)
         return self._retry(run)
 
@@ -330,18 +332,18 @@ class Store(Tenancy, Inventory, Billing):
         """Save the handle of an attempt found after a restart, or (``launched``: the
         backend's name) of a launch not started yet, without a state move."""
         def run(conn: Connection) -> JobRecord:
-            jobs.record_handle(conn, job_id, handle, self.clock(), launched)
+            marks.record_handle(conn, job_id, handle, self.clock(), launched)
             return jobs.record(conn, job_id)
         return self._retry(run)
 
     def record_waiting(self, job_id: str, reason: str) -> None:
-        """Why a SCHEDULED job's backend has not started it yet (``jobs.record_waiting``)."""
-        self._retry(lambda conn: jobs.record_waiting(conn, job_id, reason, self.clock()))
+        """Why a SCHEDULED job's backend has not started it yet (``marks.record_waiting``)."""
+        self._retry(lambda conn: marks.record_waiting(conn, job_id, reason, self.clock()))
 
     def record_placement(self, job_id: str, placement: Placement) -> JobRecord:
-        """Record where the backend put a job that holds resources (``jobs.record_placement``)."""
+        """Record where the backend put a job that holds resources (``marks.record_placement``)."""
         def run(conn: Connection) -> JobRecord:
-            jobs.record_placement(conn, job_id, placement, self.clock())
+            marks.record_placement(conn, job_id, placement, self.clock())
             return jobs.record(conn, job_id)
         return self._retry(run)
 

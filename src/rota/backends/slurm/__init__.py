@@ -24,7 +24,14 @@ The backend and what it runs:
 - ``config``: the site's Slurm options (``rota up --slurm-...``), checked, and the backend
   built from them;
 - ``commands``: running Slurm's commands with a clean environment;
-- ``backend``: the Slurm ``Backend``: inventory, launch, recover, poll, signal and cancel;
+- ``backend``: the Slurm ``Backend``: inventory, launch, recover, poll, signal and cancel,
+  put together from ``launches`` and ``polls`` on ``view``, and holding the rest (early ends,
+  the watch, signals and stops);
+- ``view``: the base the parts share: the nodes as last read, the queue asked by name, the
+  launches tracked, ``scancel``;
+- ``launches``: submitting each attempt once, crash-safe, and recovering it;
+- ``polls``: the status of attempts in bulk (``squeue``, ``sacct``, the whole queue when
+  needed);
 - ``handles``: what the handle of an attempt holds, built at launch and read back checked;
 - ``attempts``: where each attempt's files live under the data directory, and whether it was
   submitted;

@@ -11,7 +11,7 @@ confirmed yet, ``rota.backends.slurm.early``), and for attempt ``n`` of job ``J`
 The data directory must be on a filesystem the Slurm nodes share at the same path: the nodes
 write the logs there (and run jobs in ``jobs/J/work`` when a job names no workdir).
 
-Launching is idempotent through these files (``rota.backends.slurm.backend``):
+Launching is idempotent through these files (``rota.backends.slurm.launches``):
 ``submit.json`` is written (durably) before ``sbatch`` runs, ``handle.json`` once it printed
 the Slurm job id. So:
 
