@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import glob
 import os
+import secrets
+import shutil
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
@@ -18,12 +21,14 @@ from backend_support import a_job, placement, run, wait_ended, wait_for, wait_st
 from rota.backends import localimage
 from rota.backends.local import LocalBackend, proc
 from rota.backends.procs import read_json
+from rota.control.accounts import lookup
 from rota.core import InvalidSpec, Node
 from rota.core.nodelabels import CONTAINER_IMAGES
 from rota.core.nodes import CONTAINERS
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
+from osusers import needs_accounts, os_user, remove_os_user  # noqa: E402
 from podman_image import (  # noqa: E402
     IMAGE, IMAGE_MARK, import_image, need_podman, podman, podman_storage, remove_containers,
 )
@@ -178,3 +183,55 @@ def test_a_line_break_in_a_variable_is_refused_naming_it(tmp_path: Path) -> None
                                 cgroup=None)
     assert refused.value.field == "env.NOTE"
     assert "line break" in refused.value.reason
+
+
+@needs_accounts
+def test_a_job_runs_as_its_owner_inside_and_mounts_only_what_she_may_enter(
+        images: LocalBackend, tmp_path: Path) -> None:
+    """An owned job's command has her uid and groups inside, so the files it writes in its
+    working directory are hers; a working directory she cannot enter (a 0755 directory in
+    someone's 0700 home) is not mounted by podman, which runs as root."""
+    name = f"pi{secrets.token_hex(3)}"
+    root = Path(tempfile.mkdtemp(prefix="rota-image-", dir="/tmp"))
+    os.chmod(root, 0o711)
+    try:
+        uid = os_user(name)
+        owner = lookup(name)
+        assert owner is not None
+        mine, closed = root / "mine", root / "closed" / "project"
+        mine.mkdir()
+        os.chown(mine, owner.uid, owner.gid)
+        closed.mkdir(parents=True)
+        os.chmod(closed.parent, 0o700)
+        handle = images.launch(a_job("owned"), placement([]), replace(
+            in_image("id -u; touch made", mine), run_as=owner))
+        status = wait_ended(images, handle)
+        assert status.exit_codes == (0,), Path(proc(handle.replicas[0]).stderr).read_text()
+        assert output(handle).split() == [str(uid)]
+        assert (mine / "made").stat().st_uid == uid
+        with pytest.raises(InvalidSpec) as refused:
+            images.launch(a_job("closed"), placement([]), replace(
+                in_image("true", closed), run_as=owner))
+        assert refused.value.field == "workdir"
+        assert f"cannot be entered as OS user {name}" in refused.value.reason
+    finally:
+        remove_os_user(name)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_rota_exec_runs_in_the_container(images: LocalBackend, workdir: Path) -> None:
+    handle = images.launch(a_job("shell"), placement([3]), in_image(
+        "touch started; exec sleep 300", workdir, {"MINE": "x"}))
+    wait_for((workdir / "started").exists, "the command to start in its container")
+    channel = images.open_exec(handle, 0, ["sh", "-c", "grep NAME /etc/os-release; pwd; "
+                                           "echo $MINE $CUDA_VISIBLE_DEVICES; exit 3"], tty=False)
+    try:
+        out = b""
+        while chunk := channel.read():
+            out += chunk
+        assert channel.exit_code() == 3
+    finally:
+        channel.close()
+    assert out.decode().split("\n") == [f'NAME="{IMAGE_MARK}"', str(workdir), "x 3", ""]
+    images.cancel(handle, 0)
+    wait_ended(images, handle)

@@ -235,9 +235,11 @@ class LocalBackend:
                                      self._device_ids(rep), serves)
                 self.before_start(adir, rank)
                 replicas.append(self._start_replica(adir, ctx, rep, job_env, spec, argv, job))
-        except OSError as exc:
+        except (OSError, InvalidSpec) as exc:
             for started in replicas:
                 self._stop_replica(proc(started), 0, "launch of the gang failed")
+            if isinstance(exc, InvalidSpec):  # a replica's image cannot run as written
+                raise
             raise BackendError("launch_failed", f"cannot start job {job.id}: {exc}") from exc
         ref: dict[str, object] = {"boot_id": boot_id()}
         if serves is not None:
