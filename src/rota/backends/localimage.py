@@ -46,6 +46,7 @@ missing here is pulled by podman as it pulls any (``--pull=missing``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -93,9 +94,15 @@ class Podman:
 def probe(argv: Sequence[str] = ("podman",),
           environ: Mapping[str, str] | None = None) -> Podman:
     """Whether ``argv`` (podman, found on ``PATH``) runs containers here: ``version``, then
-    ``info``, each answering within ``PROBE_TIMEOUT_S``."""
+    ``info``, each answering within ``PROBE_TIMEOUT_S``; asked once per process for one
+    command and environment (a podman installed later is seen by the next process)."""
     environ = os.environ if environ is None else environ
-    argv = tuple(argv)
+    return _probe(tuple(argv), tuple(sorted(podman_env(environ).items())))
+
+
+@functools.lru_cache(maxsize=16)
+def _probe(argv: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> Podman:
+    environ = dict(env)
     path = environ.get("PATH", "")
     if not argv or shutil.which(argv[0], path=path) is None:
         return Podman(argv, problem=f"podman is not installed on this machine "
