@@ -4,8 +4,8 @@ one the store refuses is declined to the backend and tried again later. Work off
 the loop's rest after a pass (a submit does not), and a pass soon after a step 1 places it
 without another step 1. A job that names a
 container image is rejected where no node runs container images (the local backend without
-podman runs commands on this machine only); a backend that runs container images gets the workdir as written
-and the image, and nothing is prepared here for it."""
+podman runs commands on this machine only); a backend that runs container images gets the
+workdir as written and the image, and nothing is prepared here for it."""
 
 from __future__ import annotations
 
