@@ -9,6 +9,7 @@ import glob
 import os
 import secrets
 import shutil
+import signal
 import sys
 import tempfile
 from dataclasses import replace
@@ -103,6 +104,18 @@ def test_cancel_stops_the_container(images: LocalBackend, storage: dict[str, str
     status = wait_ended(images, handle)
     assert status.exit_codes == (143,)  # SIGTERM reached sleep: 128 + 15, as podman says it
     assert name not in podman(storage, "ps", "--all", "--format", "{{.Names}}").stdout
+
+
+def test_a_signal_reaches_the_command_in_its_container(images: LocalBackend,
+                                                       workdir: Path) -> None:
+    handle = images.launch(a_job("warned"), placement([]), in_image(
+        "trap 'echo checkpointing; exit 0' USR1; touch started; "
+        "while true; do sleep 0.2; done", workdir))
+    wait_for((workdir / "started").exists, "the command to start in its container")
+    images.signal(handle, signal.SIGUSR1)
+    status = wait_ended(images, handle)
+    assert status.exit_codes == (0,)
+    assert output(handle) == "checkpointing\n"
 
 
 def test_a_killed_podman_leaves_no_container(images: LocalBackend, storage: dict[str, str],
