@@ -118,6 +118,24 @@ def test_a_signal_reaches_the_command_in_its_container(images: LocalBackend,
     assert output(handle) == "checkpointing\n"
 
 
+def test_a_server_in_an_image_is_found_again_at_its_port(images: LocalBackend,
+                                                         workdir: Path) -> None:
+    """A control plane that died before saving the handle finds the launch again, with the
+    port its server listens on (``ROTA_PORT``, which only the container's environment has)."""
+    spec = replace(in_image("echo $ROTA_PORT > port; exec sleep 300", workdir), port=0)
+    handle = images.launch(a_job("served"), placement([]), spec, attempt=0)
+    wait_for(lambda: (workdir / "port").exists() and (workdir / "port").read_text(),
+             "the server to say its port")
+    (Path(handle.launch_id) / "handle.json").unlink()
+    found = LocalBackend(images.data_dir, node=images.node).recover(
+        a_job("served"), placement([]), 0)
+    assert found is not None
+    port = (workdir / "port").read_text().strip()
+    assert images.endpoint(found) == images.endpoint(handle) == f"127.0.0.1:{port}"
+    images.cancel(handle, 0)
+    wait_ended(images, handle)
+
+
 def test_a_killed_podman_leaves_no_container(images: LocalBackend, storage: dict[str, str],
                                              workdir: Path) -> None:
     """A command that ignores SIGTERM is killed after the grace period with its podman; the

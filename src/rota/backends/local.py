@@ -477,7 +477,8 @@ class LocalBackend:
 
 
 def _served_port(attempt_dir: Path) -> int | None:
-    """ROTA_PORT as rank 0's launch file gave it, for a launch found again by ``recover``."""
+    """ROTA_PORT as rank 0's launch file gave it (in its container's, for an image), for a
+    launch found again by ``recover``."""
     spec = read_json(attempt_dir / "replica-0" / "spec.json") or {}
-    port = (spec.get("env") or {}).get("ROTA_PORT")
+    port = (spec.get("container") or spec.get("env") or {}).get("ROTA_PORT")
     return int(port) if isinstance(port, str) and port.isdigit() else None

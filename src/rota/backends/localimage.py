@@ -180,8 +180,8 @@ def image_fields(podman: Podman, name: str, replica_dir: Path, spec: LaunchSpec,
     command += ["--", spec.image, *argv]
     return {"command": command, "workdir": "/", "env": podman_env(os.environ),
             "run_as": None,
-            "container": {"podman": list(podman.argv), "name": name,
-                          "exec": inside},
+            "container": {"podman": list(podman.argv), "name": name, "exec": inside,
+                          **({"ROTA_PORT": env["ROTA_PORT"]} if "ROTA_PORT" in env else {})},
             "cleanup": [[*podman.argv, "rm", "--force", "--ignore", "--time", "0", name],
                         *([["/bin/sh", "-c", RMDIRS, "sh", *made]] if made else [])]}
 
