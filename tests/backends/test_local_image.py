@@ -171,6 +171,19 @@ def test_without_podman_no_image_runs(data_dir: Path, n1: Node, workdir: Path) -
     assert "podman is not installed" in refused.value.reason
 
 
+def test_a_podman_that_cannot_start_containers_runs_no_image(
+        storage: dict[str, str], data_dir: Path, n1: Node,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``podman version`` and ``podman info`` answer, but its runtime (here ``/bin/false``)
+    starts no container: the node runs no image, and says why."""
+    for key, value in storage.items():
+        monkeypatch.setenv(key, value)
+    backend = LocalBackend(data_dir, node=n1, podman=("podman", "--runtime", "/bin/false"))
+    (node,) = backend.inventory()
+    assert CONTAINERS not in node.features
+    assert node.labels[CONTAINER_IMAGES].startswith("not available: `podman run` fails: ")
+
+
 def test_podman_is_given_the_gpus_device_files_the_account_and_the_network(
         tmp_path: Path) -> None:
     dev = tmp_path / "dev"

@@ -1,8 +1,10 @@
 """Container images on the local backend: a replica of a job that names an ``image`` runs as
 ``podman run`` under its supervisor (``rota.backends.shim``), like any other command.
 
-Whether podman works here is probed once (``probe``): ``podman version``, then ``podman info``
-(which fails where its storage or cgroups cannot work). The answer is the node's feature
+Whether podman works here is probed once (``probe``): ``podman version``, ``podman info``
+(which fails where its storage cannot work), then a container of an empty root filesystem,
+which must get as far as not finding its command (where the runtime cannot make its cgroups
+or set its resource limits, it does not). The answer is the node's feature
 ``containers`` and its label ``rota.dev/containers`` (``podman 4.3.1``, or ``not available:
 <why>``), so that without a working podman a job naming an image is refused at submit.
 
@@ -52,6 +54,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -114,7 +117,27 @@ def _probe(argv: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> Podman:
     info = _ask(argv, environ, "info", "--format", "{{.Store.GraphDriverName}}")
     if info.startswith("!"):
         return Podman(argv, version, problem=f"`podman info` fails: {info[1:]}")
+    ran = _try_run(argv, environ)
+    if ran:
+        return Podman(argv, version, problem=f"`podman run` fails: {ran}")
     return Podman(argv, version)
+
+
+def _try_run(argv: tuple[str, ...], environ: Mapping[str, str]) -> str:
+    """Why podman cannot start a container here ("" when it can): a container of an empty
+    root filesystem, on this machine's network and processes as a job's, must get as far as
+    not finding its command (exit code 127), past what the runtime sets up (its cgroups, its
+    resource limits)."""
+    with tempfile.TemporaryDirectory(prefix="rota-podman-probe-") as root:
+        try:
+            done = subprocess.run([*argv, "run", "--rm", "--rootfs", "--network=host",
+                                   "--pid=host", root, "/rota-probe"], env=podman_env(environ),
+                                  capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+                                  stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return str(exc)
+    said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+    return "" if done.returncode == 127 and "/rota-probe" in said else said
 
 
 def _ask(argv: tuple[str, ...], environ: Mapping[str, str], *args: str) -> str:
