@@ -12,14 +12,18 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from backend_support import a_job, placement, run, wait_ended, wait_for, wait_started
+from backend_support import (
+    a_job, placement, poll_one, run, wait_ended, wait_for, wait_started,
+)
 from rota.backends import localimage
+from rota.backends.base import ReplicaState
 from rota.backends.local import LocalBackend, proc
 from rota.backends.procs import read_json
 from rota.control.accounts import lookup
@@ -112,7 +116,14 @@ def test_a_signal_reaches_the_command_in_its_container(images: LocalBackend,
         "trap 'echo checkpointing; exit 0' USR1; touch started; "
         "while true; do sleep 0.2; done", workdir))
     wait_for((workdir / "started").exists, "the command to start in its container")
-    images.signal(handle, signal.SIGUSR1)
+
+    def delivered() -> bool:
+        # podman passes signals on once it watches for them, a moment after the container
+        # started: one sent before is lost, so it is sent again until the command answers
+        images.signal(handle, signal.SIGUSR1)
+        time.sleep(0.2)
+        return poll_one(images, handle).state is not ReplicaState.RUNNING
+    wait_for(delivered, "SIGUSR1 to reach the command")
     status = wait_ended(images, handle)
     assert status.exit_codes == (0,)
     assert output(handle) == "checkpointing\n"
