@@ -186,8 +186,11 @@ def test_backend_inventory_and_capabilities(tmp_path: Path) -> None:
 
 
 def test_the_local_node_has_the_features_of_its_backends_capabilities(tmp_path: Path) -> None:
-    with_nvml = LocalBackend(tmp_path / "a", nvml=Nvml(four_gpu_box()))
+    """On a machine without podman (``containers`` where it works: test_local_image.py)."""
+    no_podman = ("rota-test-no-such-podman",)
+    with_nvml = LocalBackend(tmp_path / "a", nvml=Nvml(four_gpu_box()), podman=no_podman)
     assert with_nvml.inventory()[0].features == frozenset({
         "gpu-sharing", "gpu-memory-limit", "signals"})
-    without = LocalBackend(tmp_path / "b", node=local_node("n", gpus="4xH100-80GB"))
+    without = LocalBackend(tmp_path / "b", node=local_node("n", gpus="4xH100-80GB"),
+                           podman=no_podman)
     assert without.inventory()[0].features == frozenset({"gpu-sharing", "signals"})

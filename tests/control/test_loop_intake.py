@@ -3,9 +3,9 @@ the control plane between the submit and the launch), waits in its queue like an
 one the store refuses is declined to the backend and tried again later. Work offered ends
 the loop's rest after a pass (a submit does not), and a pass soon after a step 1 places it
 without another step 1. A job that names a
-container image is rejected where no node runs container images (the local backend runs
-commands on this machine); a backend that runs container images gets the workdir as written
-and the image, and nothing is prepared here for it."""
+container image is rejected where no node runs container images (the local backend without
+podman runs commands on this machine only); a backend that runs container images gets the
+workdir as written and the image, and nothing is prepared here for it."""
 
 from __future__ import annotations
 
@@ -213,10 +213,16 @@ def test_work_offered_soon_after_a_full_pass_is_placed_by_a_pass_without_step_1(
         loop.stop()
 
 
-def test_the_local_backend_refuses_a_job_that_names_an_image(loop, store):
-    # its machine runs commands, not images: no node has the feature containers
-    job_id = submit(store, [sys.executable, "-c", "pass"], image="pytorch/pytorch:2.3.0")
-    rec = drive(loop, state_is(store, job_id, S.FAILED), "the job to fail")
+def test_the_local_backend_refuses_a_job_that_names_an_image(store, backend, data_dir, clock):
+    # its machine runs commands, not images, without podman: no node has the feature containers
+    plain = LocalBackend(data_dir, node=backend.node, podman=("rota-test-no-such-podman",))
+    store.upsert_nodes(plain.inventory(), backend="local")
+    loop = loop_over(store, plain, data_dir, clock)
+    try:
+        job_id = submit(store, [sys.executable, "-c", "pass"], image="pytorch/pytorch:2.3.0")
+        rec = drive(loop, state_is(store, job_id, S.FAILED), "the job to fail")
+    finally:
+        loop.stop()
     assert rec.reason.startswith("rejected: never-fits (it names the container image "
                                  "'pytorch/pytorch:2.3.0', which needs a node that runs "
                                  "container images (feature containers); none of this "

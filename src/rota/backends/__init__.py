@@ -25,6 +25,8 @@ The local backend, replicas as supervised processes on this machine:
 - ``localstatus``: how a replica stands (status, a lost GPU, GPU activity, last output, its
   running child), read from its files and processes, and rota's notes in its log;
 - ``localexec``: a command or a port inside a running replica (``rota exec``, ``forward``);
+- ``localimage``: a replica of a job that names a container image, run as ``podman run``,
+  and whether podman works here;
 - ``localfiles``: what a handle's ``ref`` holds, the argv a command becomes, the log files a
   job owns, the account its supervisor starts it as;
 - ``shim``: the supervisor of one replica (``python -m rota.backends.shim REPLICA_DIR``),

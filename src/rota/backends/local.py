@@ -56,7 +56,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from rota.backends import cgroups, localexec, localstatus
+from rota.backends import cgroups, localexec, localimage, localstatus
 from rota.backends.base import (
     Activity, BackendError, Capabilities, Channel, Handle, LaunchSpec, ReplicaHandle,
     ReplicaState, Status,
@@ -80,22 +80,26 @@ from rota.backends.procs import (
 from rota.backends.shim import CLAIM, FORWARDED
 from rota.backends.spawner import Spawner
 from rota.core import (
-    GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, InvalidSpec, Job, Node, Placement, ReplicaPlacement,
+    GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, MILLI, InvalidSpec, Job, Node, Placement, ReplicaPlacement,
 )
+from rota.core.nodelabels import CONTAINER_IMAGES
+from rota.core.nodes import CONTAINERS
 from rota.core.datadir import job_home
 
 
 class LocalBackend:
     """Runs jobs on this machine. ``nvml`` (``Nvml.load()`` on a GPU machine) is used for the
     inventory when ``node`` is not given; ``device_ids`` chooses what ``CUDA_VISIBLE_DEVICES``
-    holds: device ``index`` or ``uuid``."""
+    holds: device ``index`` or ``uuid``; ``podman``: the command that runs podman, for jobs
+    that name a container image (probed once, on first use: ``rota.backends.localimage``)."""
 
     name = "local"
 
     def __init__(self, data_dir: str | Path, node: Node | None = None, nvml: Nvml | None = None,
                  *, master_addr: str = "127.0.0.1", device_ids: str = "index",
                  health: GpuHealth | None = None, job_pids: int = cgroups.DEFAULT_PIDS,
-                 job_disk_mib: int | None = None) -> None:
+                 job_disk_mib: int | None = None,
+                 podman: Sequence[str] = ("podman",)) -> None:
         if device_ids not in ("index", "uuid"):
             raise InvalidSpec("device_ids", f"must be index or uuid, got {device_ids!r}")
         self.data_dir = Path(data_dir).resolve()
@@ -110,15 +114,24 @@ class LocalBackend:
         self._exits: ExitWatcher | None = None
         self.health = health if health is not None else (GpuHealth(nvml) if nvml else None)
         self.memory_watcher: Any = None  # a rota.backends.watcher.MemoryWatcher attaches itself
+        self._podman_argv, self._podman = tuple(podman), None
         self.limits = JobLimits(self.data_dir, job_pids, job_disk_mib, self.tracked,
                                 self.stop_replica)  # cgroups and disk (rota.backends.joblimits)
 
     @property
     def capabilities(self) -> Capabilities:
+        # not ``containers``: a job here, in an image or not, has its workdir on this machine
         return Capabilities(fractional_gpu=True,
                             memory_enforcement=self.nvml is not None and not self.unenforced(),
                             compute_enforcement=mps_running(), gang=True, signals=True,
                             interactive=True)
+
+    def podman(self) -> localimage.Podman:
+        """Whether podman runs container images here, probed on first use."""
+        with self._lock:
+            if self._podman is None:
+                self._podman = localimage.probe(self._podman_argv)
+            return self._podman
 
     def unenforced(self) -> str:
         """Why GPU-memory shares are not enforced now ("": they are, or no watcher says)."""
@@ -130,10 +143,13 @@ class LocalBackend:
     def inventory(self) -> list[Node]:
         """This machine, its unhealthy GPUs marked so (``rota.backends.health``), and the
         label ``GPU_MEMORY_ENFORCEMENT`` while its GPU-memory shares are not enforced (``unenforced``),
-        and its features from this backend's capabilities."""
-        node, sick, off = self.node, self._sick(), self.unenforced()
-        node = replace(node, labels={**node.labels, JOB_LIMITS: self.limits_enforced()},
-                       features=self.capabilities.features)
+        its features from this backend's capabilities, and ``containers`` (with the label
+        ``CONTAINER_IMAGES`` saying how, or why not) where podman works."""
+        node, sick, off, podman = self.node, self._sick(), self.unenforced(), self.podman()
+        node = replace(node, labels={**node.labels, JOB_LIMITS: self.limits_enforced(),
+                                     CONTAINER_IMAGES: podman.label()},
+                       features=self.capabilities.features | (
+                           {CONTAINERS} if podman.works else set()))
         if off:
             node = replace(node, labels={**node.labels, GPU_MEMORY_ENFORCEMENT: off})
         if not sick:
@@ -187,12 +203,12 @@ class LocalBackend:
                attempt: int | None = None) -> Handle:
         """Start every replica of ``job``. With ``attempt``, an attempt that was started
         before (by this process or an earlier one) is returned as it is, not started again.
-        A job that names a container image is refused (``InvalidSpec`` on ``image``)."""
-        if spec.image is not None:
-            raise InvalidSpec("image", f"names the container image {spec.image!r}, but the local "
-                                       "backend runs commands on this machine, not in images: "
-                                       "drop image, or run the job on a backend that runs "
-                                       "containers (kubernetes)")
+        A job that names a container image runs in it through podman
+        (``rota.backends.localimage``), or is refused (``InvalidSpec`` on ``image``) where
+        podman does not work."""
+        if spec.image is not None and not self.podman().works:
+            raise InvalidSpec("image", f"names the container image {spec.image!r}, which this "
+                                       f"machine cannot run: {self.podman().problem}")
         argv = argv_of(spec.command)
         job_env = check_job_env(spec.env)
         if spec.run_as is None and not Path(spec.workdir).is_dir():
@@ -219,9 +235,11 @@ class LocalBackend:
                                      self._device_ids(rep), serves)
                 self.before_start(adir, rank)
                 replicas.append(self._start_replica(adir, ctx, rep, job_env, spec, argv, job))
-        except OSError as exc:
+        except (OSError, InvalidSpec) as exc:
             for started in replicas:
                 self._stop_replica(proc(started), 0, "launch of the gang failed")
+            if isinstance(exc, InvalidSpec):  # a replica's image cannot run as written
+                raise
             raise BackendError("launch_failed", f"cannot start job {job.id}: {exc}") from exc
         ref: dict[str, object] = {"boot_id": boot_id()}
         if serves is not None:
@@ -345,11 +363,17 @@ class LocalBackend:
         rdir = attempt / f"replica-{ctx.rank}"
         rdir.mkdir(mode=0o700)
         base = {**inherited(os.environ), **account_env(spec.run_as)}
-        write_json_atomic(rdir / "spec.json", {
+        fields = {
             "command": argv, "workdir": os.path.abspath(spec.workdir),  # no link followed here
             "env": replica_env(base, job_env, ctx), "umask": JOB_UMASK,
             "run_as": account_json(spec.run_as),
-            **self.limits.spec_fields(rdir, job, spec.disk_mib)}, mode=0o600, durable=False)
+            **self.limits.spec_fields(rdir, job, spec.disk_mib)}
+        if spec.image is not None:  # podman runs the command in the image, as the job's owner
+            fields.update(localimage.image_fields(
+                self.podman(), localimage.container_name(self.data_dir, rdir), rdir, spec,
+                fields["env"], argv, [d.index for d in rep.devices],
+                any(d.milli < MILLI for d in rep.devices) and mps_running(), fields["cgroup"]))
+        write_json_atomic(rdir / "spec.json", fields, mode=0o600, durable=False)
         out, err = rdir / "stdout.log", rdir / "stderr.log"
         with log_file(out, spec.run_as) as fout, log_file(err, spec.run_as) as ferr:
             pid = self.spawner.start(rdir, fout.fileno(), ferr.fileno())
@@ -453,7 +477,8 @@ class LocalBackend:
 
 
 def _served_port(attempt_dir: Path) -> int | None:
-    """ROTA_PORT as rank 0's launch file gave it, for a launch found again by ``recover``."""
+    """ROTA_PORT as rank 0's launch file gave it (in its container's, for an image), for a
+    launch found again by ``recover``."""
     spec = read_json(attempt_dir / "replica-0" / "spec.json") or {}
-    port = (spec.get("env") or {}).get("ROTA_PORT")
+    port = (spec.get("container") or spec.get("env") or {}).get("ROTA_PORT")
     return int(port) if isinstance(port, str) and port.isdigit() else None

@@ -7,8 +7,11 @@ A command is run the way the replica's own command was: from the replica's ``spe
 the OS account (``run_as``) and the cgroup, so that it runs as the job's owner with the job's
 devices and counts against the job's limits; the helper ``rota.backends.execshim`` enters all
 of that and executes the command. The command never runs as the control plane's account when
-the job has an owner. It lives in the replica's cgroup, which the supervisor empties when the
-replica ends: a session does not outlive its job.
+the job has an owner. In a replica that runs in a container image, the command is ``podman
+exec`` in its container (``rota.backends.localimage``), with the replica's environment file,
+``--user`` and working directory: podman runs as the control plane, the command as the
+owner. It lives in the replica's cgroup, which the supervisor empties when the replica ends: a
+session does not outlive its job.
 
 A port is reached on this machine's address for jobs (``master_addr``): replicas of the local
 backend share this machine's network, so a port a replica listens on is a port here.
@@ -22,6 +25,7 @@ from typing import Sequence
 from rota.backends.base import BackendError, Handle, ReplicaHandle
 from rota.backends.channels import ProcessChannel, SocketChannel, connect, helper_channel
 from rota.backends.localfiles import proc
+from rota.backends.localimage import exec_argv
 from rota.backends.localstatus import live_child
 from rota.backends.procs import read_json
 
@@ -43,6 +47,8 @@ def open_exec(handle: Handle, rank: int, argv: Sequence[str], tty: bool) -> Proc
         raise BackendError("not_running", f"replica {rank} of job {handle.job_id} is not "
                                           "running: rota show ID says how it stands")
     cgroup = spec.get("cgroup") or {}
+    if spec.get("container"):  # podman, as the control plane, runs it in the container
+        argv = exec_argv(spec["container"], argv, tty)
     instructions = {"argv": list(argv), "env": spec["env"], "workdir": spec["workdir"],
                     "umask": spec.get("umask"), "run_as": spec.get("run_as"), "tty": tty,
                     "cgroups": list((cgroup.get("dirs") or {}).values())}

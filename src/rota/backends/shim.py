@@ -20,6 +20,10 @@ waits for it, and records how it ended. Files in ``REPLICA_DIR``:
   command's process enters ``workdir`` only after it took ``run_as`` (never as root: a link on
   the way is followed with the job's rights); one it cannot enter never starts, and
   ``status.json`` says why.
+- ``cleanup`` in ``spec.json`` (optional): commands (argv lists) the supervisor runs in
+  order, as itself, once the command ended however it ended (the removal of a container that
+  may outlive its ``podman run``, then of the cgroups podman made in the replica's:
+  ``rota.backends.localimage``), before ``status.json`` is written.
 - ``child.json`` (written once the command started): ``pid`` and ``start_ticks`` of the command.
 - ``stop.json`` (read, optional): written by whoever asks the replica to stop, before sending
   SIGTERM: ``reason`` and ``grace_s``. With it, SIGTERM is followed by SIGKILL after the grace
@@ -56,6 +60,7 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signa
 STOPPING = (signal.SIGTERM, signal.SIGINT)
 EXIT_CANNOT_START = 127
 CLAIM = "supervisor.json"
+CLEANUP_S = 60.0
 
 
 class Supervisor:
@@ -111,6 +116,7 @@ class Supervisor:
         returncode = self.child.wait()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal_group(self.child.pid, signal.SIGKILL)  # leftovers of the replica's group
+        _clean_up(spec.get("cleanup"))
         if limits is not None:
             if returncode != 0 and not self.reason:
                 self.reason = limits.out_of_memory()
@@ -190,6 +196,18 @@ class Supervisor:
             "started_at": started_at, "finished_at": time.time(), "max_rss_kib": peak,
         })
         return 0
+
+
+def _clean_up(commands: object) -> None:
+    """Run each command of ``cleanup`` (a container's removal, then its cgroups), in order,
+    as the supervisor, each waited for at most ``CLEANUP_S``; what they say on stderr goes to
+    the replica's stderr log."""
+    for argv in commands if isinstance(commands, list) else ():
+        try:
+            subprocess.run([str(a) for a in argv], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, timeout=CLEANUP_S)
+        except (OSError, subprocess.SubprocessError, TypeError):
+            pass  # the container, if any, is left; the replica's cgroup still ends what it ran
 
 
 def _account(run_as: object, umask: object) -> dict[str, object]:

@@ -5,8 +5,10 @@ inventory, queues and flavours as stored now, with no job: a job whose GPU model
 has, whose queue has no flavour covering them, with one replica larger than every eligible
 node (CPUs, memory, GPUs, GPU memory) or more replicas than those nodes hold even when empty,
 or that needs a node feature no node has (a GPU share where no node shares a GPU, a container
-``image`` where no node runs container images: a control plane of the local or Slurm backend),
-is refused with the sentence ``rota show`` would give for its rejection, and what could be
+``image`` where no node runs container images: a control plane of the Slurm backend, or of
+the local backend without a working podman, whose reason the node's label
+``rota.dev/containers`` gives and the refusal repeats), is refused with the sentence ``rota
+show`` would give for its rejection, and what could be
 done about it where there is something to say (``rota.core.wording``: ``sentence``,
 ``hint``). The API asks this before it accepts a job.
 
@@ -31,6 +33,7 @@ from typing import Any
 
 from rota.core import ANY_FLAVOR, Flavor, InvalidSpec, Job, JobId
 from rota.core.decisions import ReasonCode
+from rota.core.nodelabels import CONTAINER_IMAGES
 from rota.core.snapshot import Snapshot
 from rota.core.wording import hint, sentence
 from rota.store import Store
@@ -68,8 +71,19 @@ class Screen:
         if reason is not None:
             field = FIELDS.get(reason.resource or "", "resources")
             advice = hint(reason)
-            raise InvalidSpec(image_field if field == "image" else field, sentence(reason) + (
-                f" To run it: {advice}." if advice else ""))
+            why = self._no_images() if field == "image" else ""
+            raise InvalidSpec(image_field if field == "image" else field, sentence(reason) + why
+                              + (f" To run it: {advice}." if advice else ""))
+
+    def _no_images(self) -> str:
+        """Why the nodes run no container images, as their backends said (the label
+        ``rota.dev/containers``: the local backend's podman), or ""."""
+        cycle = self._cycle
+        nodes = cycle.snapshot.nodes if cycle is not None else ()
+        said = sorted({(n.labels.get(CONTAINER_IMAGES) or "").removeprefix("not available: ")
+                       for n in nodes if (n.labels.get(CONTAINER_IMAGES) or "").startswith(
+                           "not available")})
+        return "".join(f" {why[0].upper()}{why[1:]}." for why in said)
 
     def _screen(self, job: Job, fresh: bool):
         """The reason ``job`` can never run, or None."""

@@ -7,5 +7,8 @@ GPU_MEMORY_ENFORCEMENT = "rota.dev/gpu-memory-enforcement"
 # the label a backend sets on a node to say how a job's CPU, memory and process limits are
 # enforced there ("cpu/memory/pids: cgroup v1"), or "not enforced: <why>"
 JOB_LIMITS = "rota.dev/job-limits"
+# the label the local backend sets on its node to say how it runs container images ("podman
+# 4.3.1"), or "not available: <why>" (a job that names an image is then refused at submit)
+CONTAINER_IMAGES = "rota.dev/containers"
 # the label NVML inventory sets: the devices' full names as NVML reports them
 PRODUCT = "nvidia.com/gpu.product"

@@ -1,4 +1,5 @@
-"""The local backend's factory: jobs run as processes on this machine (``rota.backends.local``).
+"""The local backend's factory: jobs run as processes on this machine (``rota.backends.local``),
+in a container image through podman for a job that names one (``rota.backends.localimage``).
 
 Its options are each job's limits (``--job-pids``, ``--job-disk``) and this machine's
 inventory (``--gpus``, ``--node-file``, else NVML); it is the one backend whose jobs run here.
@@ -83,13 +84,17 @@ class LocalFactory:
                             job_disk_mib=options.get("job_disk_mib"))
 
     def describe(self, plane) -> list[str]:
-        """This machine, and whether the cgroup limits of each job hold (a warning if not)."""
+        """This machine, whether the cgroup limits of each job hold (a warning if not), and
+        whether jobs that name a container image run here (podman), or why not."""
         inventory = plane.config.inventory
         said = plane.loop.backend.limits_enforced()
         limits = ("  warning: jobs' CPU, memory and process limits are " if
                   said.startswith("not enforced") else
                   "  jobs' CPU, memory and process limits: ") + said
-        return [f"  this machine: {inventory.node.name}, {inventory.source}", limits]
+        podman = plane.loop.backend.podman()
+        images = ("  container images: " if podman.works else
+                  "  container images (image:) are refused: ") + podman.label()
+        return [f"  this machine: {inventory.node.name}, {inventory.source}", limits, images]
 
     def standby_refusal(self, config) -> str | None:
         return ("the local backend's jobs are processes of the machine that leads, which "
