@@ -1,8 +1,9 @@
-"""One ``rota up --backend slurm,kubernetes`` (and ``kubernetes,slurm``) over the Slurm fixture's nodes, ``node1`` of which
-is also a kwok node of the Kubernetes fixture: ``node1`` is one node in ``rota nodes``; a plain
-``sbatch -w node1 --gres=gpu:h100:4`` keeps a job that asks Kubernetes for four GPUs off
-``node1`` until it ends; a job runs through each engine; and a control plane killed with
-SIGKILL and started again adopts the jobs of both."""
+"""One ``rota up --backend slurm,kubernetes`` (and ``kubernetes,slurm``) over the Slurm
+fixture's nodes, ``node1`` of which is also a kwok node of the Kubernetes fixture: ``node1``
+is one node in ``rota nodes``; a plain ``sbatch -w node1 --gres=gpu:h100:4`` keeps a job that
+asks Kubernetes for four GPUs off ``node1`` until it ends; a job runs through each engine; a
+control plane killed with SIGKILL and started again adopts the jobs of both; and a Slurm job
+runs to its end, its log read through the control plane."""
 
 from __future__ import annotations
 
@@ -125,6 +126,11 @@ def test_one_node_one_inventory_a_job_on_each_engine_and_a_restart(server, slurm
          "both jobs adopted, running")
     uid = server.api.get(f"{pods_path(namespace)}/rota-{on_kube}-{ran['attempts']}-0")
     assert uid["metadata"]["uid"] == pod["metadata"]["uid"]  # the same Pod, not a new one
+    # a Slurm job to its end: its batch script's report of the end and its log go back to Slurm
+    short = server.submit("--gpus", "1", "--", "echo", "through", "slurm")
+    done = wait(lambda: server.state(short, "succeeded", "failed"), "the short job to end")
+    assert done["state"] == "succeeded", done
+    assert "through slurm" in server.cli("logs", short, "-f")
     for job_id in (on_kube, on_slurm):
         server.cli("cancel", job_id)
     wait(lambda: all(server.state(j, "cancelled") for j in (on_kube, on_slurm)),
