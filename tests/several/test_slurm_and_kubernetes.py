@@ -2,8 +2,9 @@
 fixture's nodes, ``node1`` of which is also a kwok node of the Kubernetes fixture: ``node1``
 is one node in ``rota nodes``; a plain ``sbatch -w node1 --gres=gpu:h100:4`` keeps a job that
 asks Kubernetes for four GPUs off ``node1`` until it ends; a job runs through each engine; a
-control plane killed with SIGKILL and started again adopts the jobs of both; and a Slurm job
-runs to its end, its log read through the control plane."""
+control plane killed with SIGKILL and started again adopts the jobs of both; a Slurm job
+runs to its end, its log read through the control plane; and a Pod created with
+``schedulerName: rota`` becomes a job that runs through Kubernetes."""
 
 from __future__ import annotations
 
@@ -143,3 +144,27 @@ def _file(server: BothServer, name: str, text: str) -> Path:
     path = server.work / f"{name}.yaml"
     path.write_text(text)
     return path
+
+
+@pytest.mark.parametrize("server", ["slurm,kubernetes"], indirect=True)
+def test_a_pod_created_for_rota_runs_through_kubernetes_beside_slurm(server, namespace):
+    server.cli("project", "create", namespace)
+    queues = server.work / "queues.yaml"
+    queues.write_text("queues:\n  - name: research\n    quota:\n      any: {nominal: {gpu: 1}}\n")
+    server.cli("queue", "apply", str(queues))
+    server.api.create(pods_path(namespace), {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "train", "labels": {"rota.dev/queue": "research"}},
+        "spec": {"schedulerName": "rota", "containers": [{
+            "name": "train", "image": "pytorch/pytorch:2.3.0", "command": ["python", "t.py"],
+            "resources": {"limits": {"nvidia.com/gpu": "1"},
+                          "requests": {"cpu": "1", "memory": "2Gi"}}}]}})
+
+    def offered_job_runs() -> dict | None:
+        jobs = [j for j in server.json("ps", "-A") if j["project"] == namespace]
+        return jobs[0] if jobs and jobs[0]["state"] == "running" else None
+    job = server.job(wait(offered_job_runs, "the Pod's job to run")["id"])
+    assert [r["node"] for r in job["placement"]] == [SHARED]  # the one node Kubernetes reaches
+    pod = server.api.get(f"{pods_path(namespace)}/train")
+    assert pod["spec"]["nodeName"] == SHARED
+    assert not [j for j in server.slurm_jobs() if j.name.startswith(f"rota-{job['id']}-")]
