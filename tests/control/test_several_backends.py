@@ -2,7 +2,7 @@
 ``open_control_plane``): this machine as the local backend reports it and as the example backend
 (``tests/backends/example_backend.py``) reports it under the same name is one node; a job runs
 through the local backend unless its selector asks for the example's engine, and everything
-about a launch (status, logs) goes back to the member that made it."""
+about a launch (status, logs, exec) goes back to the member that made it."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from backend_support import kill_everything_under
 from builders import job
 from controlkit import drive, python, state_is
 from example_backend import NAME, ExampleFactory
-from rota.backends.base import EarlyEnding, Handle, Interactive, Offering
+from rota.backends.base import BackendError, EarlyEnding, Handle, Interactive, Offering
 from rota.backends.engines import ENGINE_LABEL
 from rota.control import setup
 from rota.control.logs import log_reader
+from rota.control.sessions import Sessions
 from rota.core import InvalidSpec
 from rota.core import JobState as S
 from rota.scheduler import build_policy
@@ -87,6 +88,10 @@ def test_one_node_one_job_through_each_backend(plane):
         stored = store.get_job(job_id).backend_handle
         assert Handle.from_dict(stored).backend == member
         assert b"".join(read(stored, 0, "stdout", 0)) == text
+    # rota exec reaches inside through the member that runs the job, which here cannot
+    with pytest.raises(BackendError) as refused:
+        Sessions(backend).open_exec(store.get_job(asked).backend_handle, 0, ["true"], False)
+    assert refused.value.code == "unsupported" and f"the {NAME} backend" in str(refused.value)
 
 
 @pytest.mark.parametrize("plane", [("1xH100-80GB", "box-7")], indirect=True)
