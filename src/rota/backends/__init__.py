@@ -51,6 +51,13 @@ The cluster backends, each a package:
 
 - ``slurm``: Slurm 22.05: one batch job per attempt, one ``srun`` step per replica;
 - ``kube``: Kubernetes: rota schedules and binds Pods itself, with HAMi for shared GPUs.
+
+Several backends at once, over the same machines:
+
+- ``several``: one backend made of several members (Slurm and Kubernetes, and local): each
+  launch through one member, everything about it routed back to that member;
+- ``engines``: the members' reports of the same machines made one inventory, with which
+  members reach each node.
 """
 
 from rota.backends.base import (

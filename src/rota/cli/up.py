@@ -28,7 +28,8 @@ from rota.core import InvalidSpec
 UP_HELP = (
     "Start the control plane here: the HTTP API and the control loop, running jobs on this "
     "machine (--backend local, the default), on a Slurm cluster (--backend slurm) or as Pods "
-    "on a Kubernetes cluster (--backend kubernetes).\n\n"
+    "on a Kubernetes cluster (--backend kubernetes), or on several at once (--backend "
+    "slurm,kubernetes: a machine both report is one node with one set of GPUs).\n\n"
     "Stores everything in the data directory (SQLite) unless --db names a PostgreSQL "
     "database, writes the server URL and an operator token to "
     "$XDG_CONFIG_HOME/rota/credentials.json for the CLI, and runs until Ctrl-C. Jobs keep "

@@ -53,7 +53,9 @@ INTERVAL = typer.Option(2.0, "--interval", min=0.05, metavar="SECONDS",
 BACKEND = typer.Option(
     None, "--backend", metavar="NAME",
     help="Where jobs run: local (processes on this machine, the default), slurm (the Slurm "
-         "cluster SLURM_CONF names) or kubernetes (Pods rota binds on a cluster).")
+         "cluster SLURM_CONF names) or kubernetes (Pods rota binds on a cluster); several "
+         "joined by commas (slurm,kubernetes) drive them at once, a machine they share being "
+         "one node.")
 
 SLURM_GPU_TYPES = typer.Option(
     None, "--slurm-gpu-types", metavar="TYPE=MODEL,...",

@@ -37,7 +37,7 @@ def address(text: str, option: str) -> tuple[str, int]:
 
 
 def backend_setup(backend: Optional[str], values: Mapping[str, Any]) -> tuple[str, dict, Any]:
-    """The chosen backend's name, its ``ServerConfig.backend_options`` and this machine's
+    """The chosen backend's name (several joined by commas: ``slurm,kubernetes``), its ``ServerConfig.backend_options`` and this machine's
     inventory, each asked of its factory (``rota.server.backends``): an option of another
     backend, a bad value or an unknown backend exits naming the option."""
     from rota.cli.app import fail
@@ -45,7 +45,7 @@ def backend_setup(backend: Optional[str], values: Mapping[str, Any]) -> tuple[st
     name = backend or DEFAULT_BACKEND
     try:
         factory = check_flags(name, values)
-        return name, factory.options(values), factory.inventory(values)
+        return factory.name, factory.options(values), factory.inventory(values)
     except InvalidSpec as exc:
         fail(exc.field if exc.field.startswith("--") else f"--{exc.field}",
              InvalidSpec("", exc.reason))

@@ -16,7 +16,8 @@ it) or the verdict that ends or requeues it. Steps, each over all the jobs toget
    reason, until the account exists. A backend that
    runs container images (``Capabilities.containers``) gets neither directory made here: the
    ``workdir`` is a path in the image ("" for the image's own), ``checkpoint.dir`` likewise,
-   and an upload, which cannot reach the image, is refused;
+   and an upload, which cannot reach the image, is refused. Several backends at once
+   (``rota.backends.several.PerJob``) answer this per job: the member that launches it;
 3. tokens: one transaction gives each new attempt its own token (``Store.issue_job_tokens``);
 4. launch: ``backend.launch`` for every new attempt.
 
@@ -54,6 +55,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from rota.backends.base import Backend, BackendError, Handle, LaunchSpec, RunAs
+from rota.backends.several import PerJob
 from rota.control.accounts import NoAccount
 from rota.control.runspec import (
     RunSpec, SpecCache, prepare_checkpoints, prepare_workdir,
@@ -100,6 +102,7 @@ class Launcher:
         self.specs = specs if specs is not None else SpecCache()
         self.account, self.api_url, self.api_ca_file = account, api_url, api_ca_file
         self.on_ready = on_ready
+        self._per_job = backend if isinstance(backend, PerJob) else None
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="rota-launch")
         self._rounds = ThreadPoolExecutor(1, thread_name_prefix="rota-launch-round")
         self._unpacker = ThreadPoolExecutor(UNPACKERS, thread_name_prefix="rota-unpack")
@@ -259,14 +262,14 @@ class Launcher:
         except InvalidSpec:
             return False  # ``_prepare`` says why, at once
         return (spec.upload is not None and spec.workdir is None
-                and not self.backend.capabilities.containers
+                and not self._in_containers(rec)
                 and not (job_home(self.data_dir, rec.id) / WORK_DIR).is_dir())
 
     def _prepare(self, rec: JobRecord) -> _Ready | Launched:
         try:
             spec = self.specs.spec(rec)
             run_as = self.account(rec)
-            if self.backend.capabilities.containers:
+            if self._in_containers(rec):
                 return _Ready(rec, spec, run_as, *self._in_image(spec))
             if spec.volumes or spec.shm_mib is not None:
                 raise InvalidSpec("run.volumes" if spec.volumes else "run.shm_mib", (
@@ -281,6 +284,17 @@ class Launcher:
             return Launched(rec, verdict=no_account(exc))
         except (BackendError, OSError) as exc:
             return Launched(rec, verdict=launch_failed(rec, exc))
+
+    def _in_containers(self, rec: JobRecord) -> bool:
+        """Whether ``rec`` runs in a container image (``Capabilities.containers``): the
+        backend's word, or, for several backends at once, that of the member that launches it
+        (a job no member can launch is refused by the launch itself)."""
+        if self._per_job is not None and rec.job.placement is not None:
+            try:
+                return self._per_job.job_capabilities(rec.job).containers
+            except BackendError:
+                pass
+        return self.backend.capabilities.containers
 
     def _in_image(self, spec: RunSpec) -> tuple[str, str | None]:
         """The working and checkpoint directories of a job that runs in a container image."""
@@ -312,7 +326,7 @@ class Launcher:
         env = job_env(r.spec, rec, r.checkpoints)
         if token is not None:
             env.update(ROTA_URL=self.api_url or "", ROTA_TOKEN=token)
-            if self.api_ca_file is not None and not self.backend.capabilities.containers:
+            if self.api_ca_file is not None and not self._in_containers(rec):
                 env["ROTA_CA_FILE"] = self.api_ca_file  # a path on the job's host
         assert rec.job.placement is not None
         try:

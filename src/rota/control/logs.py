@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator, Mapping
 
 from rota.backends.base import Backend, Handle
+from rota.backends.several import launched_by
 from rota.core import InvalidSpec
 
 
@@ -18,7 +19,7 @@ def log_reader(backend: Backend) -> Callable[[Mapping[str, Any], int, str, int],
     def read(stored: Mapping[str, Any], rank: int, stream: str, offset: int) -> Iterator[bytes]:
         try:
             handle = Handle.from_dict(stored)
-            if handle.backend != backend.name:
+            if not launched_by(backend, handle):
                 return
             yield from backend.read_log(handle, rank, stream, offset)
         except InvalidSpec:

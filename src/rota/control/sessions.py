@@ -13,6 +13,7 @@ import threading
 from typing import Any, Callable, Mapping, Sequence
 
 from rota.backends.base import Backend, BackendError, Channel, Handle, Interactive
+from rota.backends.several import launched_by
 
 __all__ = ["BackendError", "Channel", "Sessions"]  # the API sees backends only through here
 
@@ -38,7 +39,7 @@ class Sessions:
                                               "running jobs: rota exec, shell and forward need "
                                               "a backend that can (local, slurm)")
         handle = Handle.from_dict(stored)
-        if handle.backend != backend.name:
+        if not launched_by(backend, handle):
             raise BackendError("unsupported", f"job {handle.job_id} was launched by the "
                                               f"{handle.backend} backend, and this control "
                                               f"plane runs the {backend.name} backend")

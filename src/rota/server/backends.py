@@ -5,6 +5,10 @@
 differs between backends, so that adding a backend is one factory module and one ``register``
 call (see docs/architecture.md, "Adding a backend"). Each factory imports its backend only
 when it is built.
+
+Several names joined by commas (``slurm,kubernetes``) name one control plane that drives those
+backends at once: ``factory_of`` answers with a ``SeveralFactory``
+(``rota.server.factories.several``) made of theirs, in that order.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from rota.backends.base import Backend
 from rota.core import InvalidSpec
 from rota.server.factories.kubernetes import KubernetesFactory
 from rota.server.factories.local import LocalFactory
+from rota.server.factories.several import SEPARATOR, SeveralFactory
 from rota.server.factories.slurm import SlurmFactory
 from rota.server.factory import BackendFactory
 
@@ -39,9 +44,12 @@ def unregister(name: str) -> None:
 
 def factory_of(name: str) -> BackendFactory:
     factory = FACTORIES.get(name)
+    if factory is None and SEPARATOR in name:
+        return SeveralFactory([factory_of(part.strip()) for part in name.split(SEPARATOR)])
     if factory is None:
         raise InvalidSpec("backend", f"unknown backend {name!r}; known: "
-                                     f"{', '.join(sorted(FACTORIES))}")
+                                     f"{', '.join(sorted(FACTORIES))}, or several of them "
+                                     f"joined by {SEPARATOR!r}")
     return factory
 
 

@@ -7,9 +7,10 @@ of another site holds it, stand by (``rota.control.standby``) unless the backend
 refuses (``NoStandby``: the local backend always does); set up a first start (default
 project and queue, the operator and its token); revoke every live token that a log of the
 control plane holds (``rota.server.leaks``); build the backend from its factory
-(``rota.server.backends``) and, when its jobs run here, register this machine as a node; bind
-the HTTP socket (``port`` 0 picks a free one), HTTPS with the given certificate or, beyond
-loopback, rota's own (``rota.server.certs``); write the credentials file the CLI reads; build
+(``rota.server.backends``; several at once: ``rota.server.factories.several``) and, when its
+jobs run here, register this machine as a node (as the local backend's); bind the HTTP
+socket (``port`` 0 picks a free one), HTTPS with the given certificate or, beyond loopback,
+rota's own (``rota.server.certs``); write the credentials file the CLI reads; build
 the accounts its jobs run as, and the control loop. Anything that fails on the way releases
 what was taken. ``ControlPlane.serve`` then adopts what an earlier control plane left
 running, serves the API (uvicorn, in this process) while the loop runs on its own thread, and
@@ -133,8 +134,8 @@ class ControlPlane:
             keeper = self.loop.lease
             assert keeper is not None
             self.standby = Standby(keeper, self.held, promote)
-        watcher = _memory_watcher(self.loop.backend, self.config.inventory,
-                                  factory_of(self.config.backend).runs_here)
+        here = _here(factory_of(self.config.backend), self.loop.backend)
+        watcher = _memory_watcher(None if here is None else here[1], self.config.inventory)
         sweeper = Sweeper(self.store, self.config.data_dir, self.config.retention, time.time)
         sweeper.start()
         containers = self.loop.backend.capabilities.containers  # a workdir is in the image
@@ -213,8 +214,9 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
         operator = setup.first_start(store)
         leaked = revoke_leaked(store, directory)
         backend = factory.build(config)
-        cordoned = (setup.register(store, config.inventory.node, factory.name)
-                    if factory.runs_here else [])
+        here = _here(factory, backend)
+        cordoned = [] if here is None else setup.register(store, config.inventory.node,
+                                                          here[0])
         sock = _bind(config.host, config.port)
         scheme = "http" if served is None else "https"
         url = f"{scheme}://{_url_host(config.host)}:{sock.getsockname()[1]}"
@@ -315,8 +317,18 @@ def _serve_metrics(metrics: Metrics, host: str, port: int) -> tuple[Any, str]:
     return server, f"http://{_url_host(host)}:{server.server_address[1]}/metrics"
 
 
-def _memory_watcher(backend, inventory, runs_here: bool):
-    if inventory.nvml is None or not runs_here:  # it watches processes here
+def _here(factory, backend) -> tuple[str, Any] | None:
+    """The name and the backend of what runs jobs on this machine: ``backend`` itself, or the
+    member of several backends at once that does (``SeveralFactory.members``); None when
+    jobs run elsewhere."""
+    for member in getattr(factory, "members", (factory,)):
+        if member.runs_here:
+            return member.name, getattr(backend, "members", {member.name: backend})[member.name]
+    return None
+
+
+def _memory_watcher(backend, inventory):
+    if inventory.nvml is None or backend is None:  # it watches processes here
         return None
     from rota.backends.watcher import MemoryWatcher
 
@@ -345,8 +357,11 @@ def jobs_api_url(host: str, backend: str, scheme: str, port: int) -> str:
     """The API's URL as jobs reach it (their ``ROTA_URL``): the address it listens on
     (``host``). On every interface (``0.0.0.0``, ``::``) that is loopback for jobs on this
     machine, and this machine's name for a ``backend`` that runs them elsewhere (its factory
-    is not ``runs_here``: Slurm, Kubernetes), where loopback is the node itself."""
-    if host in WILDCARDS and not factory_of(backend).runs_here:
+    is not ``runs_here``: Slurm, Kubernetes, or several backends of which one is), where
+    loopback is the node itself."""
+    factory = factory_of(backend)
+    if host in WILDCARDS and not all(f.runs_here for f in getattr(factory, "members",
+                                                                  (factory,))):
         return f"{scheme}://{_url_host(socket.getfqdn())}:{port}"
     return f"{scheme}://{_url_host(host)}:{port}"
 

@@ -6,5 +6,7 @@ each, registered by name in ``rota.server.backends``.
 - ``slurm``: the cluster ``SLURM_CONF`` names (``rota.backends.slurm``); this machine only runs
   the control plane;
 - ``kubernetes``: Pods rota binds on a cluster (``rota.backends.kube``); this machine's GPUs
-  are never probed.
+  are never probed;
+- ``several``: several of these at once (``--backend slurm,kubernetes``), made of their
+  factories, over one inventory (``rota.backends.several``).
 """
