@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from rota.core.decisions import Reason, ReasonCode
+from rota.core.mig import QUOTA_PREFIX
 from rota.core.resources import CPU, GPU, MEMORY, MILLI
 from rota.core.shortforms import duration, memory
 
@@ -232,5 +233,7 @@ def amount(resource: str | None, value: float | int | None) -> str:
         return memory(value)
     if resource == "replicas":
         return f"{value:g} replica" + ("" if value == 1 else "s")
+    if resource and resource.startswith(QUOTA_PREFIX):  # a MIG quota: mig-1g.10gb
+        return f"{value:g} {resource[len(QUOTA_PREFIX):]} instance" + ("" if value == 1 else "s")
     return f"{value:g} {resource or ''}".strip()
 
