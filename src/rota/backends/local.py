@@ -88,7 +88,7 @@ from rota.core.datadir import job_home
 class LocalBackend:
     """Runs jobs on this machine. ``nvml`` (``Nvml.load()`` on a GPU machine) is used for the
     inventory when ``node`` is not given; ``device_ids`` chooses what ``CUDA_VISIBLE_DEVICES``
-    holds: device ``index`` or ``uuid``."""
+    holds: device ``index`` or ``uuid`` (a MIG instance: its ``MIG-...`` UUID either way)."""
 
     name = "local"
 
@@ -324,10 +324,15 @@ class LocalBackend:
                                    f"{field}: GPU {share.index} does not exist on {rep.node}")
 
     def _device_ids(self, rep: ReplicaPlacement) -> tuple[str, ...]:
-        if self.device_ids == "index":
-            return tuple(str(s.index) for s in rep.devices)
-        uuids = {d.index: d.uuid for d in self.node.devices}
-        return tuple(uuids[s.index] or str(s.index) for s in rep.devices)
+        """What names each device in CUDA_VISIBLE_DEVICES: its index or UUID, as configured;
+        a MIG instance only by its UUID (``MIG-...``), which is how CUDA names one."""
+        devices = {d.index: d for d in self.node.devices}
+        names = []
+        for share in rep.devices:
+            device = devices[share.index]
+            by_uuid = device.mig or self.device_ids == "uuid"
+            names.append(device.uuid if by_uuid and device.uuid else str(share.index))
+        return tuple(names)
 
     def _new_attempt_dir(self, job_id: str) -> Path:
         job_dir = self._job_dir(job_id)
