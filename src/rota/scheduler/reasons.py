@@ -40,6 +40,9 @@ def resource_reason(cycle, shape: Shape) -> Reason:
             top = max((lv for p in pools for lv, b in enumerate(p.frac) if b), default=None)
             best = 0 if top is None else max(
                 m for p in pools for i in p.frac[top] for m in state.slots[i].milli)
+            if any(s.mig for s in slots):  # a MIG instance is never shared
+                best = max((s.milli[p] for s in slots for p, kind in enumerate(s.profiles)
+                            if not kind), default=0)
             if best < shape.share:
                 return Reason(ReasonCode.RESOURCES, GPU, shape.share / MILLI, best / MILLI, 1.0)
             memory = memory_reason(shape, slots)
@@ -47,6 +50,8 @@ def resource_reason(cycle, shape: Shape) -> Reason:
                 return memory
         else:
             best = max((w for p in pools for w, b in enumerate(p.whole) if b), default=0)
+            if shape.profile or any(s.mig for s in slots):  # buckets count MIG instances too
+                best = max((len(_free_kind(s, shape)) for s in slots), default=0)
             if best < shape.count:
                 return Reason(ReasonCode.RESOURCES, GPU, shape.count, best, most_gpus)
     for resource, need, attr in ((CPU, shape.cpu, "cpu"), (MEMORY, shape.mem, "mem")):
@@ -56,6 +61,13 @@ def resource_reason(cycle, shape: Shape) -> Reason:
         if best < need:
             return Reason(ReasonCode.RESOURCES, resource, need, best)
     return Reason(ReasonCode.RESOURCES, GPU if shape.count else CPU, detail=_split(shape))
+
+
+def _free_kind(slot: Slot, shape: Shape) -> list[int]:
+    """The wholly free devices of ``slot`` of the kind ``shape`` takes: MIG instances of its
+    profile, or whole GPUs, of its models."""
+    return [p for p, profile in enumerate(slot.profiles) if profile == shape.profile
+            and slot.wholly_free(p) and (not shape.models or accepts(shape.models, slot.models[p]))]
 
 
 def _split(shape: Shape) -> str:
@@ -76,7 +88,8 @@ def memory_reason(shape: Shape, slots: list[Slot]) -> Reason | None:
     best, need, largest = -1, shape.gpu_mem or 0, 0
     for s in slots:
         for p, m in enumerate(s.milli):
-            if m < shape.share or (shape.models and not accepts(shape.models, s.models[p])):
+            if m < shape.share or s.profiles[p] != shape.profile \
+                    or (shape.models and not accepts(shape.models, s.models[p])):
                 continue
             want = shape.gpu_mem if shape.gpu_mem is not None else \
                 shape.share * s.dev_mem[p] // MILLI
