@@ -65,14 +65,23 @@ class c_nvmlGpuInstancePlacement_t(ctypes.Structure):  # noqa: N801 - pynvml's n
 # name as nvidia-smi shows it);
 # every placement of a profile spans its memory slices (1, 2, 2, 4, 4, 8 in this order)
 _SPAN = {0: 1, 9: 2, 1: 2, 2: 4, 3: 4, 4: 8}
-A100_40GB = {0: (19, 1, 4864, 7, (0, 1, 2, 3, 4, 5, 6), "1g.5gb"),
-             9: (15, 1, 9856, 4, (0, 2, 4, 6), "1g.10gb"), 1: (14, 2, 9856, 3, (0, 2, 4), "2g.10gb"),
-             2: (9, 3, 19968, 2, (0, 4), "3g.20gb"), 3: (5, 4, 19968, 1, (0,), "4g.20gb"),
-             4: (0, 7, 40192, 1, (0,), "7g.40gb")}
-H100_80GB = {0: (19, 1, 9856, 7, (0, 1, 2, 3, 4, 5, 6), "1g.10gb"),
-             9: (15, 1, 19968, 4, (0, 2, 4, 6), "1g.20gb"), 1: (14, 2, 19968, 3, (0, 2, 4), "2g.20gb"),
-             2: (9, 3, 40192, 2, (0, 4), "3g.40gb"), 3: (5, 4, 40192, 1, (0,), "4g.40gb"),
-             4: (0, 7, 80384, 1, (0,), "7g.80gb")}
+Profiles = dict[int, tuple[int, int, int, int, tuple[int, ...], str]]
+A100_40GB: Profiles = {
+    0: (19, 1, 4864, 7, (0, 1, 2, 3, 4, 5, 6), "1g.5gb"),
+    9: (15, 1, 9856, 4, (0, 2, 4, 6), "1g.10gb"),
+    1: (14, 2, 9856, 3, (0, 2, 4), "2g.10gb"),
+    2: (9, 3, 19968, 2, (0, 4), "3g.20gb"),
+    3: (5, 4, 19968, 1, (0,), "4g.20gb"),
+    4: (0, 7, 40192, 1, (0,), "7g.40gb"),
+}
+H100_80GB: Profiles = {
+    0: (19, 1, 9856, 7, (0, 1, 2, 3, 4, 5, 6), "1g.10gb"),
+    9: (15, 1, 19968, 4, (0, 2, 4, 6), "1g.20gb"),
+    1: (14, 2, 19968, 3, (0, 2, 4), "2g.20gb"),
+    2: (9, 3, 40192, 2, (0, 4), "3g.40gb"),
+    3: (5, 4, 40192, 1, (0,), "4g.40gb"),
+    4: (0, 7, 80384, 1, (0,), "7g.80gb"),
+}
 
 
 @dataclass
@@ -100,7 +109,7 @@ class FakeGpu:
     process_util: dict[int, int] = field(default_factory=dict)  # pid -> SM percent
     lost: bool = False                # every query answers GPU_IS_LOST
     events: bool = True               # supports XID critical error events
-    mig: dict | None = None           # MIG profiles (A100_40GB, H100_80GB); None: no MIG
+    mig: Profiles | None = None       # MIG profiles (A100_40GB, H100_80GB); None: no MIG
     mig_mode: int = NVML_DEVICE_MIG_DISABLE
     instances: list[FakeInstance] = field(default_factory=list)
 
@@ -254,7 +263,8 @@ class FakeNvml:
         gpu = self._mig_gpu(handle)
         profile = self._profile_by_id(gpu, profileId)
         span = _SPAN[profile]
-        if placement.start not in gpu.mig[profile][4] or placement.size != span:  # type: ignore[index]
+        starts = gpu.mig[profile][4]  # type: ignore[index]
+        if placement.start not in starts or placement.size != span:
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
         taken = {s for i in gpu.instances for s in range(i.start, i.start + i.size)}
         if taken & set(range(placement.start, placement.start + span)):
@@ -313,11 +323,12 @@ class FakeNvml:
 
     def nvmlGpuInstanceGetInfo(self, gpu_instance: SimpleNamespace) -> SimpleNamespace:
         instance = self._instance(gpu_instance)
-        gpu = self.gpus[gpu_instance.index]
+        assert instance is not None, "a GPU instance handle"
+        profiles = self.gpus[gpu_instance.index].mig or {}
         return SimpleNamespace(
-            device=SimpleNamespace(index=gpu_instance.index), id=instance.id,  # type: ignore[union-attr]
-            profileId=gpu.mig[instance.profile][0],  # type: ignore[index,union-attr]
-            placement=c_nvmlGpuInstancePlacement_t(instance.start, instance.size))  # type: ignore[union-attr]
+            device=SimpleNamespace(index=gpu_instance.index), id=instance.id,
+            profileId=profiles[instance.profile][0],
+            placement=c_nvmlGpuInstancePlacement_t(instance.start, instance.size))
 
     def nvmlDeviceGetPciInfo(self, handle: SimpleNamespace) -> SimpleNamespace:
         gpu = self._gpu(handle)
