@@ -66,8 +66,9 @@ def resource_reason(cycle, shape: Shape) -> Reason:
 def _free_kind(slot: Slot, shape: Shape) -> list[int]:
     """The wholly free devices of ``slot`` of the kind ``shape`` takes: MIG instances of its
     profile, or whole GPUs, of its models."""
+    models = shape.models
     return [p for p, profile in enumerate(slot.profiles) if profile == shape.profile
-            and slot.wholly_free(p) and (not shape.models or accepts(shape.models, slot.models[p]))]
+            and slot.wholly_free(p) and (not models or accepts(models, slot.models[p]))]
 
 
 def _split(shape: Shape) -> str:
