@@ -29,3 +29,22 @@ def test_a_profile_job_is_placed_on_an_instance_and_shown(api):
     assert [(r[4], r[5], r[8], r[9]) for r in rows] == [
         ("1000", "A100-40GB MIG 4g.20gb", "0", "-"),
         ("1004", "A100-40GB MIG 1g.5gb", "1", str(made.json()["id"]))]
+
+
+def test_the_compact_body_asks_for_a_profile_too(api):
+    api.store.upsert_nodes([node("m1").mig(("4g.20gb", 0), ("1g.5gb", 4)).build()], "local")
+    body = {"project": "p", "queue": "q", "name": "tiny", "gpu": "2x1g.5gb", "cpu": 1,
+            "memory": "1Gi", "run": {"command": ["true"]}}
+    refused = api.post_job(body)  # one 1g.5gb instance on the node: two never fit
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["field"] == "resources.gpu"
+    assert refused.json()["error"]["message"] == (
+        "resources.gpu: Can never run here: one replica needs 2 1g.5gb instances and the "
+        "largest eligible node has 1 1g.5gb instance. To run it: ask for fewer MIG instances "
+        "per replica and more replicas, or another profile.")
+    made = api.post_job({**body, "gpu": "1g.5gb"})
+    assert made.status_code in (200, 201), made.text
+    gpu = api.store.get_job(str(made.json()["id"])).job.request.gpu
+    assert (gpu.count, gpu.profile) == (1, "1g.5gb")
+    bad = api.post_job({**body, "gpu": "1g.5gb", "gpu_memory": "2Gi"})
+    assert bad.status_code == 422 and "gpu_memory" in bad.text, bad.text

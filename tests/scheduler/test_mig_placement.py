@@ -36,7 +36,9 @@ def test_an_instance_held_is_not_given_twice():
         job("next").mig("1g.5gb")).build()
     d = decide(snap, PACK)
     assert "next" not in bound(d)
-    assert codes(d, "next") == ["resources"]
+    (reason,) = waiting(d)["next"].reasons
+    assert (reason.code, reason.resource, reason.requested, reason.free, reason.capacity) == (
+        ReasonCode.RESOURCES, "mig-1g.5gb", 1, 0, 1)
 
 
 def test_several_instances_of_one_profile():
@@ -89,7 +91,8 @@ def test_a_profile_no_gpu_has_is_refused_at_submit():
 def test_more_instances_than_a_node_has_is_refused():
     snap = cluster().nodes(mig_box()).jobs(job("many").mig("1g.5gb", 2)).build()
     (reason,) = rejected(decide(snap, PACK))["many"].reasons
-    assert (reason.code, reason.requested, reason.capacity) == (ReasonCode.NEVER_FITS, 2, 1)
+    assert (reason.code, reason.resource, reason.requested, reason.capacity) == (
+        ReasonCode.NEVER_FITS, "mig-1g.5gb", 2, 1)
 
 
 def test_the_model_patterns_pick_the_gpus_instances_come_from():

@@ -207,6 +207,9 @@ def hint(reason: Reason) -> str | None:
                     "backend that runs container images (kubernetes)")
         if reason.resource == GPU:
             return "ask for fewer GPUs per replica and more replicas, or a GPU model with larger nodes"
+        if reason.resource and reason.resource.startswith(QUOTA_PREFIX):
+            return ("ask for fewer MIG instances per replica and more replicas, or another "
+                    "profile")
         return "lower the request per replica, or check the resource group and selector"
     if code is C.QUOTA:
         return "wait for the queue's jobs to finish, lower the request, or use a queue with free quota"

@@ -12,14 +12,15 @@ quota never make a job infeasible: those only make it wait.
 
 MIG: a job asking for a MIG profile (``gpu: 1g.10gb``) is rejected when no GPU of the models
 it accepts has an instance of that profile; its count is checked against the instances of
-that profile a node has, and a whole-GPU job's against the node's GPUs that are not cut into
-instances (``rota.core.mig``).
+that profile a node has (a reason on resource ``mig-<profile>``), and a whole-GPU job's against
+the node's GPUs that are not cut into instances (``rota.core.mig``).
 """
 
 from __future__ import annotations
 
 from rota.core import CPU, GPU, MEMORY, MILLI, Job, Node, ReplicaRequest
 from rota.core.decisions import Reason, ReasonCode
+from rota.core.mig import quota_resource
 from rota.core.nodes import CONTAINERS, GPU_SHARING, features_needed
 from rota.scheduler.placement import accepts
 
@@ -78,7 +79,9 @@ def _never_fits(cycle, job: Job, flavors) -> Reason | None:
         return Reason(ReasonCode.NEVER_FITS, "node", detail="no node matches the "
                       "job's resource group and selector")
     cpu, memory, gpus, gpu_memory = largest
-    checks = [(CPU, req.cpu_milli, cpu), (MEMORY, req.memory_mib, memory), (GPU, g.count, gpus)]
+    devices = quota_resource(g.profile) if g.profile else GPU  # instances are counted as such
+    checks = [(CPU, req.cpu_milli, cpu), (MEMORY, req.memory_mib, memory),
+              (devices, g.count, gpus)]
     if g.count and g.memory_mib is not None:
         checks.append(("gpu_memory", g.memory_mib, gpu_memory))
     for resource, need, cap in checks:
