@@ -15,6 +15,7 @@ from fake_nvml import (
     FakeGpu, FakeNvml, NVMLError, c_nvmlGpuInstancePlacement_t, initialised,
 )
 from rota.backends.gpus import load_node_file, local_node
+from rota.backends.health import GpuHealth
 from rota.backends.local import LocalBackend
 from rota.backends.nvml import Nvml
 from rota.core import DeviceShare, InvalidSpec, Placement, ReplicaPlacement
@@ -160,3 +161,16 @@ def test_a_job_on_an_instance_sees_its_mig_uuid(data_dir: Path, workdir: Path,
     whole = "0" if device_ids == "index" else f"GPU-{NODE}-0"
     assert env["CUDA_VISIBLE_DEVICES"] == f"MIG-{NODE}-1-4,{whole}"
     assert "ROTA_GPU_SHARE" not in env and "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in env
+
+
+def test_a_sick_gpu_makes_its_instances_unhealthy(data_dir: Path) -> None:
+    """NVML knows a MIG-enabled GPU's health by the GPU's index: its uncorrected ECC errors
+    mark every instance cut from it, and nothing else."""
+    fake = box()
+    fake.gpus[1].ecc_uncorrected = 3
+    nvml = Nvml(fake)
+    backend = LocalBackend(data_dir, nvml=nvml, health=GpuHealth(nvml))
+    (inventory,) = backend.inventory()
+    assert [(d.index, d.healthy) for d in inventory.devices] == [
+        (0, True), (2, True), (2000, False), (2004, False), (2006, False)]
+    assert inventory.devices[2].problem == "3 uncorrected ECC errors since the driver loaded"

@@ -80,7 +80,8 @@ from rota.backends.procs import (
 from rota.backends.shim import CLAIM, FORWARDED
 from rota.backends.spawner import Spawner
 from rota.core import (
-    GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, InvalidSpec, Job, Node, Placement, ReplicaPlacement,
+    GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, GpuDevice, InvalidSpec, Job, Node, Placement,
+    ReplicaPlacement,
 )
 from rota.core.datadir import job_home
 
@@ -128,7 +129,8 @@ class LocalBackend:
         return f"not enforced: the memory watcher's NVML check fails ({watcher.last_error!r})"
 
     def inventory(self) -> list[Node]:
-        """This machine, its unhealthy GPUs marked so (``rota.backends.health``), and the
+        """This machine, its unhealthy GPUs marked so (``rota.backends.health``; a MIG
+        instance by its GPU's health), and the
         label ``GPU_MEMORY_ENFORCEMENT`` while its GPU-memory shares are not enforced (``unenforced``),
         and its features from this backend's capabilities."""
         node, sick, off = self.node, self._sick(), self.unenforced()
@@ -138,9 +140,7 @@ class LocalBackend:
             node = replace(node, labels={**node.labels, GPU_MEMORY_ENFORCEMENT: off})
         if not sick:
             return [node]
-        return [replace(node, devices=tuple(
-            replace(d, healthy=False, problem=sick[d.index]) if d.index in sick else d
-            for d in node.devices))]
+        return [replace(node, devices=tuple(_marked(d, sick) for d in node.devices))]
 
     def limits_enforced(self) -> str:
         """How jobs' CPU, memory and process limits are enforced here, or why they are not."""
@@ -462,3 +462,10 @@ def _served_port(attempt_dir: Path) -> int | None:
     spec = read_json(attempt_dir / "replica-0" / "spec.json") or {}
     port = (spec.get("env") or {}).get("ROTA_PORT")
     return int(port) if isinstance(port, str) and port.isdigit() else None
+
+
+def _marked(device: GpuDevice, sick: dict[int, str]) -> GpuDevice:
+    """``device`` unhealthy when NVML reports its GPU so (a MIG instance: the GPU it is cut
+    from, which NVML knows by the GPU's index)."""
+    gpu = device.parent if device.mig and device.parent is not None else device.index
+    return replace(device, healthy=False, problem=sick[gpu]) if gpu in sick else device
