@@ -31,6 +31,7 @@ class NodeBuilder:
         self._foreign: list[Foreign] = []
         self._problem = ""
         self._features: frozenset[str] | None = None
+        self._physical = 0  # GPUs declared so far, whole or cut into MIG instances
 
     def features(self, *names: str) -> NodeBuilder:
         """What the node can do (``rota.core.nodes``); unset: ``HOST_FEATURES``."""
@@ -39,12 +40,30 @@ class NodeBuilder:
 
     def gpus(self, count: int, model: str = "H100-80GB", memory_gib: int = 80,
              nvlink: list[str | None] | None = None, numa: list[int] | None = None) -> NodeBuilder:
-        start = len(self._devices)
+        start = self._physical
+        self._physical += count
         for k in range(count):
             self._devices.append(GpuDevice(
                 index=start + k, model=model, memory_mib=memory_gib * GiB,
                 uuid=f"GPU-{self._name}-{start + k}",
                 numa=numa[k] if numa else 0, nvlink=nvlink[k] if nvlink else None))
+        return self
+
+    def mig(self, *instances: tuple[str, int], model: str = "A100-40GB", memory_gib: int = 40,
+            nvlink: str | None = None, numa: int = 0) -> NodeBuilder:
+        """One more GPU, in MIG mode, cut into ``instances`` (profile, start): each a device
+        (index ``(gpu + 1) * 1000 + start``) with its profile's memory."""
+        from rota.core.mig import check_geometry, instance_index, profile_compute, table_for
+        parent = self._physical
+        self._physical += 1
+        table = table_for(model, memory_gib * GiB)
+        check_geometry(table, list(instances), "mig")
+        for profile, start in instances:
+            self._devices.append(GpuDevice(
+                index=instance_index(parent, start), model=model,
+                memory_mib=table.profile(profile).memory_gb * GiB,
+                uuid=f"MIG-{self._name}-{parent}-{start}", numa=numa, nvlink=nvlink,
+                profile=profile, parent=parent, start=start, compute=profile_compute(profile)))
         return self
 
     def unhealthy(self, index: int) -> NodeBuilder:
@@ -87,7 +106,8 @@ class NodeBuilder:
         return self
 
     def build(self) -> Node:
-        node = Node(self._name, self._cpu, self._mem, tuple(self._devices), self._group,
+        devices = tuple(sorted(self._devices, key=lambda d: d.index))
+        node = Node(self._name, self._cpu, self._mem, devices, self._group,
                     dict(self._labels), self._schedulable, tuple(self._foreign), self._problem)
         return node if self._features is None else replace(node, features=self._features)
 
@@ -110,6 +130,11 @@ class JobBuilder:
             self._gpu = GpuRequest(1, round(count * 1000), mem, models)
         else:
             self._gpu = GpuRequest(int(count), 1000, mem, models)
+        return self
+
+    def mig(self, profile: str, count: int = 1, models: tuple[str, ...] = ()) -> JobBuilder:
+        """``count`` MIG instances of ``profile`` per replica."""
+        self._gpu = GpuRequest(count, 1000, None, models, profile)
         return self
 
     def cpu(self, cores: float) -> JobBuilder:
@@ -142,6 +167,16 @@ class JobBuilder:
             reps.append(ReplicaPlacement(node_name, tuple(DeviceShare(i, milli, mem) for i in indices)))
         self._f.update(state=JobState.RUNNING, placement=Placement(tuple(reps)),
                        started_at=since, flavor=flavor, replicas=len(reps))
+        return self
+
+    def running_with(self, *replicas: tuple[str, list[tuple[int, int, int]]],
+                     since: float = 0.0, flavor: str = ANY_FLAVOR) -> JobBuilder:
+        """Make the job running: each replica is (node, its device shares as (index, milli,
+        MiB))."""
+        reps = tuple(ReplicaPlacement(n, tuple(DeviceShare(*d) for d in shares))
+                     for n, shares in replicas)
+        self._f.update(state=JobState.RUNNING, placement=Placement(reps), started_at=since,
+                       flavor=flavor, replicas=len(reps))
         return self
 
     def build(self) -> Job:

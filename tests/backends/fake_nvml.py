@@ -6,10 +6,21 @@ with ``pid`` and ``usedGpuMemory`` (``None`` when unavailable). Failures raise `
 the NVML return code in ``value``: an index out of range is ``INVALID_ARGUMENT``, a feature the
 device lacks (NVLink, ECC, NUMA query) is ``NOT_SUPPORTED``, calls before ``nvmlInit`` are
 ``UNINITIALIZED``.
+
+MIG, as the driver does it: a GPU with ``mig`` (``A100_40GB`` or ``H100_80GB``, each profile by
+NVML's profile index: its id, compute slices, memory in MB, most instances and possible
+starts, from NVIDIA's MIG user guide) is MIG-capable; ``nvmlDeviceGetMigMode`` answers
+``NOT_SUPPORTED`` on any other. GPU instances are made as ``nvidia-smi mig -cgi ... -C`` makes
+them (``nvmlDeviceCreateGpuInstance[WithPlacement]``, each with one compute instance spanning
+it, so one MIG device): a placement taken in part is ``INSUFFICIENT_RESOURCES``, one the
+profile does not allow ``INVALID_ARGUMENT``; destroying an instance a process uses, or
+switching MIG mode while processes run, is ``IN_USE``. Possible placements fill a ctypes
+array and count, as the real ``_v2`` call does (a ``None`` array asks only for the count).
 """
 
 from __future__ import annotations
 
+import ctypes
 import queue
 import time
 from dataclasses import dataclass, field
@@ -22,6 +33,12 @@ NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_DRIVER_NOT_LOADED = 9
 NVML_ERROR_TIMEOUT = 10
 NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_IN_USE = 19
+NVML_ERROR_INSUFFICIENT_RESOURCES = 23
+NVML_DEVICE_MIG_DISABLE = 0
+NVML_DEVICE_MIG_ENABLE = 1
+NVML_GPU_INSTANCE_PROFILE_COUNT = 15
+NVML_SUCCESS = 0
 nvmlEventTypeXidCriticalError = 0x8
 NVML_FEATURE_DISABLED = 0
 NVML_FEATURE_ENABLED = 1
@@ -40,6 +57,45 @@ class NVMLError(Exception):
         return f"NVML error {self.value}"
 
 
+class c_nvmlGpuInstancePlacement_t(ctypes.Structure):  # noqa: N801 - pynvml's name
+    _fields_ = [("start", ctypes.c_uint), ("size", ctypes.c_uint)]
+
+
+# NVML profile index -> (profile id, compute slices, memory MB, most instances, possible starts,
+# name as nvidia-smi shows it);
+# every placement of a profile spans its memory slices (1, 2, 2, 4, 4, 8 in this order)
+_SPAN = {0: 1, 9: 2, 1: 2, 2: 4, 3: 4, 4: 8}
+Profiles = dict[int, tuple[int, int, int, int, tuple[int, ...], str]]
+A100_40GB: Profiles = {
+    0: (19, 1, 4864, 7, (0, 1, 2, 3, 4, 5, 6), "1g.5gb"),
+    9: (15, 1, 9856, 4, (0, 2, 4, 6), "1g.10gb"),
+    1: (14, 2, 9856, 3, (0, 2, 4), "2g.10gb"),
+    2: (9, 3, 19968, 2, (0, 4), "3g.20gb"),
+    3: (5, 4, 19968, 1, (0,), "4g.20gb"),
+    4: (0, 7, 40192, 1, (0,), "7g.40gb"),
+}
+H100_80GB: Profiles = {
+    0: (19, 1, 9856, 7, (0, 1, 2, 3, 4, 5, 6), "1g.10gb"),
+    9: (15, 1, 19968, 4, (0, 2, 4, 6), "1g.20gb"),
+    1: (14, 2, 19968, 3, (0, 2, 4), "2g.20gb"),
+    2: (9, 3, 40192, 2, (0, 4), "3g.40gb"),
+    3: (5, 4, 40192, 1, (0,), "4g.40gb"),
+    4: (0, 7, 80384, 1, (0,), "7g.80gb"),
+}
+
+
+@dataclass
+class FakeInstance:
+    """A GPU instance (with its one compute instance): its id, profile, placement, UUID."""
+
+    id: int
+    profile: int  # NVML profile index
+    start: int
+    size: int
+    uuid: str
+    processes: dict[int, int | None] = field(default_factory=dict)
+
+
 @dataclass
 class FakeGpu:
     name: str = "NVIDIA H100 80GB HBM3"
@@ -53,6 +109,9 @@ class FakeGpu:
     process_util: dict[int, int] = field(default_factory=dict)  # pid -> SM percent
     lost: bool = False                # every query answers GPU_IS_LOST
     events: bool = True               # supports XID critical error events
+    mig: Profiles | None = None       # MIG profiles (A100_40GB, H100_80GB); None: no MIG
+    mig_mode: int = NVML_DEVICE_MIG_DISABLE
+    instances: list[FakeInstance] = field(default_factory=list)
 
     @property
     def bus_id(self) -> bytes:
@@ -63,6 +122,8 @@ class FakeNvml:
     """Use as the ``lib`` of ``rota.backends.nvml.Nvml``, or install as ``sys.modules['pynvml']``."""
 
     NVMLError = NVMLError
+    NVML_GPU_INSTANCE_PROFILE_COUNT = NVML_GPU_INSTANCE_PROFILE_COUNT
+    c_nvmlGpuInstancePlacement_t = c_nvmlGpuInstancePlacement_t
     NVML_FEATURE_ENABLED = NVML_FEATURE_ENABLED
     NVML_NVLINK_MAX_LINKS = NVML_NVLINK_MAX_LINKS
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = NVML_MEMORY_ERROR_TYPE_UNCORRECTED
@@ -110,17 +171,164 @@ class FakeNvml:
         return SimpleNamespace(index=index)
 
     def nvmlDeviceGetName(self, handle: SimpleNamespace) -> str:
-        return self._gpu(handle).name
+        gpu = self._gpu(handle)
+        instance = self._instance(handle)
+        if instance is not None:  # a MIG device: its GPU's name and its profile's
+            return f"{gpu.name} MIG {gpu.mig[instance.profile][5]}"  # type: ignore[index]
+        return gpu.name
 
     def nvmlDeviceGetUUID(self, handle: SimpleNamespace) -> str:
         self._gpu(handle)
-        return f"GPU-fake-{handle.index:04d}"
+        instance = self._instance(handle)
+        return instance.uuid if instance is not None else f"GPU-fake-{handle.index:04d}"
 
     def nvmlDeviceGetMemoryInfo(self, handle: SimpleNamespace) -> SimpleNamespace:
         gpu = self._gpu(handle)
+        instance = self._instance(handle)
+        if instance is not None:
+            total = gpu.mig[instance.profile][2] * MiB  # type: ignore[index]
+            used = sum(m or 0 for m in instance.processes.values()) * MiB
+            return SimpleNamespace(total=total, used=used, free=total - used)
         used = sum(m or 0 for m in gpu.processes.values()) * MiB
         total = gpu.memory_mib * MiB
         return SimpleNamespace(total=total, used=used, free=total - used)
+
+    # -- MIG ---------------------------------------------------------------------------------
+
+    def _instance(self, handle: SimpleNamespace) -> FakeInstance | None:
+        """The GPU instance of a MIG device handle; None for a GPU's own handle."""
+        gi = getattr(handle, "gi", None)
+        if gi is None:
+            return None
+        found = [i for i in self.gpus[handle.index].instances if i.id == gi]
+        if not found:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)  # the instance was destroyed
+        return found[0]
+
+    def _mig_gpu(self, handle: SimpleNamespace, enabled: bool = True) -> FakeGpu:
+        gpu = self._gpu(handle)
+        if gpu.mig is None or (enabled and gpu.mig_mode != NVML_DEVICE_MIG_ENABLE):
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return gpu
+
+    def nvmlDeviceGetMigMode(self, handle: SimpleNamespace) -> list[int]:
+        gpu = self._mig_gpu(handle, enabled=False)
+        return [gpu.mig_mode, gpu.mig_mode]
+
+    def nvmlDeviceSetMigMode(self, handle: SimpleNamespace, mode: int) -> int:
+        gpu = self._mig_gpu(handle, enabled=False)
+        if gpu.processes:
+            raise NVMLError(NVML_ERROR_IN_USE)
+        if mode not in (NVML_DEVICE_MIG_DISABLE, NVML_DEVICE_MIG_ENABLE):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        if mode == NVML_DEVICE_MIG_DISABLE and gpu.instances:
+            raise NVMLError(NVML_ERROR_IN_USE)
+        gpu.mig_mode = mode
+        return NVML_SUCCESS  # the activation status
+
+    def nvmlDeviceGetGpuInstanceProfileInfo(self, handle: SimpleNamespace,
+                                            profile: int) -> SimpleNamespace:
+        gpu = self._mig_gpu(handle)
+        if not 0 <= profile < NVML_GPU_INSTANCE_PROFILE_COUNT:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        if profile not in gpu.mig:  # type: ignore[operator]
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        pid, compute, memory, count, _, _ = gpu.mig[profile]  # type: ignore[index]
+        return SimpleNamespace(id=pid, isP2pSupported=0, sliceCount=compute, instanceCount=count,
+                               multiprocessorCount=compute * 16, copyEngineCount=compute,
+                               decoderCount=0, encoderCount=0, jpegCount=0, ofaCount=0,
+                               memorySizeMB=memory)
+
+    def _profile_by_id(self, gpu: FakeGpu, profile_id: int) -> int:
+        for index, entry in gpu.mig.items():  # type: ignore[union-attr]
+            if entry[0] == profile_id:
+                return index
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+
+    def nvmlDeviceGetGpuInstancePossiblePlacements(self, handle: SimpleNamespace, profileId: int,
+                                                   placementsRef, countRef) -> int:
+        gpu = self._mig_gpu(handle)
+        profile = self._profile_by_id(gpu, profileId)
+        starts = gpu.mig[profile][4]  # type: ignore[index]
+        if placementsRef is not None:
+            if len(placementsRef) < len(starts):
+                raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+            for k, start in enumerate(starts):
+                placementsRef[k].start, placementsRef[k].size = start, _SPAN[profile]
+        countRef.contents.value = len(starts)
+        return NVML_SUCCESS
+
+    def nvmlDeviceCreateGpuInstanceWithPlacement(self, handle: SimpleNamespace, profileId: int,
+                                                 placement) -> SimpleNamespace:
+        gpu = self._mig_gpu(handle)
+        profile = self._profile_by_id(gpu, profileId)
+        span = _SPAN[profile]
+        starts = gpu.mig[profile][4]  # type: ignore[index]
+        if placement.start not in starts or placement.size != span:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        taken = {s for i in gpu.instances for s in range(i.start, i.start + i.size)}
+        if taken & set(range(placement.start, placement.start + span)):
+            raise NVMLError(NVML_ERROR_INSUFFICIENT_RESOURCES)
+        gi = max((i.id for i in gpu.instances), default=0) + 1
+        gpu.instances.append(FakeInstance(gi, profile, placement.start, span,
+                                          f"MIG-fake-{handle.index:02d}-{gi:02d}"))
+        return SimpleNamespace(index=handle.index, gi=gi, profile=profile)
+
+    def nvmlDeviceCreateGpuInstance(self, handle: SimpleNamespace,
+                                    profileId: int) -> SimpleNamespace:
+        gpu = self._mig_gpu(handle)
+        profile = self._profile_by_id(gpu, profileId)
+        for start in gpu.mig[profile][4]:  # type: ignore[index]
+            try:
+                return self.nvmlDeviceCreateGpuInstanceWithPlacement(
+                    handle, profileId, c_nvmlGpuInstancePlacement_t(start, _SPAN[profile]))
+            except NVMLError as exc:
+                if exc.value != NVML_ERROR_INSUFFICIENT_RESOURCES:
+                    raise
+        raise NVMLError(NVML_ERROR_INSUFFICIENT_RESOURCES)
+
+    def nvmlGpuInstanceDestroy(self, gpu_instance: SimpleNamespace) -> None:
+        instance = self._instance(gpu_instance)
+        if instance.processes:  # type: ignore[union-attr]
+            raise NVMLError(NVML_ERROR_IN_USE)
+        self.gpus[gpu_instance.index].instances.remove(instance)  # type: ignore[arg-type]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: SimpleNamespace) -> int:
+        gpu = self._mig_gpu(handle, enabled=False)
+        return max(entry[3] for entry in gpu.mig.values())  # type: ignore[union-attr]
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: SimpleNamespace,
+                                            index: int) -> SimpleNamespace:
+        gpu = self._mig_gpu(handle)
+        if not 0 <= index < self.nvmlDeviceGetMaxMigDeviceCount(handle):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        made = sorted(gpu.instances, key=lambda i: i.id)
+        if index >= len(made):
+            raise NVMLError(NVML_ERROR_NOT_FOUND)
+        return SimpleNamespace(index=handle.index, gi=made[index].id, profile=made[index].profile)
+
+    def nvmlDeviceGetGpuInstanceId(self, handle: SimpleNamespace) -> int:
+        self._check()
+        instance = self._instance(handle)
+        if instance is None:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)  # not a MIG device handle
+        return instance.id
+
+    def nvmlDeviceGetGpuInstanceById(self, handle: SimpleNamespace, id: int) -> SimpleNamespace:
+        gpu = self._mig_gpu(handle)
+        for instance in gpu.instances:
+            if instance.id == id:
+                return SimpleNamespace(index=handle.index, gi=id, profile=instance.profile)
+        raise NVMLError(NVML_ERROR_NOT_FOUND)
+
+    def nvmlGpuInstanceGetInfo(self, gpu_instance: SimpleNamespace) -> SimpleNamespace:
+        instance = self._instance(gpu_instance)
+        assert instance is not None, "a GPU instance handle"
+        profiles = self.gpus[gpu_instance.index].mig or {}
+        return SimpleNamespace(
+            device=SimpleNamespace(index=gpu_instance.index), id=instance.id,
+            profileId=profiles[instance.profile][0],
+            placement=c_nvmlGpuInstancePlacement_t(instance.start, instance.size))
 
     def nvmlDeviceGetPciInfo(self, handle: SimpleNamespace) -> SimpleNamespace:
         gpu = self._gpu(handle)

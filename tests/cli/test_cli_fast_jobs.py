@@ -297,3 +297,11 @@ def test_a_gpu_model_given_wrongly_is_named_by_its_option(server, tmp_path, args
     fast, typer, loaded = both(server, tmp_path, "run", *args, "--", "true")
     fell_back(fast, typer, loaded)
     assert fast.returncode != 0 and said in fast.stderr, fast.stderr
+
+
+def test_a_mig_profile_no_gpu_here_has_is_refused_at_submit(server, tmp_path):
+    """``--gpus 1g.10gb:2`` asks for two instances of MIG profile 1g.10gb; this server's GPUs
+    are whole H100s, so the job is refused at submit, naming the profile, on both paths."""
+    fast, typer, _ = both(server, tmp_path, "run", "--gpus", "1g.10gb:2", "--", "true")
+    assert fast.returncode == typer.returncode != 0 and fast.stderr == typer.stderr
+    assert "no GPU here has MIG instances of profile 1g.10gb" in fast.stderr, fast.stderr

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from rota.core import (
-    GpuRequest, JobKind, ReplicaRequest, parse_cpu_milli, parse_duration_s, parse_gpu_amount,
+    GpuRequest, JobKind, ReplicaRequest, parse_cpu_milli, parse_duration_s, parse_gpu_request,
     parse_memory_mib,
 )
 from rota.store import JobEvent, JobRecord, Submission
@@ -43,11 +43,11 @@ class JobBody(BaseModel):
     run: dict[str, Any] = {}
 
     def submission(self, user: str) -> Submission:
-        count, share = parse_gpu_amount(self.gpu, "gpu")
+        count, share, profile = parse_gpu_request(self.gpu, "gpu")
         gpu_mem = None if self.gpu_memory is None else parse_memory_mib(self.gpu_memory, "gpu_memory")
         request = ReplicaRequest(parse_cpu_milli(self.cpu, "cpu"),
                                  parse_memory_mib(self.memory, "memory"),
-                                 GpuRequest(count, share, gpu_mem, tuple(self.gpu_model)))
+                                 GpuRequest(count, share, gpu_mem, tuple(self.gpu_model), profile))
         walltime = None if self.walltime is None else parse_duration_s(self.walltime, "walltime")
         return Submission(project=self.project, queue=self.queue, user=user, request=request,
                           name=self.name, replicas=self.replicas, priority=self.priority,

@@ -77,7 +77,9 @@ def nodes_view(records: list[NodeRecord], holding: Iterable[Job],
                           "gpus": len(f.devices)} for f in n.foreign],
              "gpus": [{"index": d.index, "model": d.model, "memory_mib": d.memory_mib,
                        "healthy": d.healthy, "problem": d.problem,
-                       "allocations": held.get((n.name, d.index), [])}
+                       "allocations": held.get((n.name, d.index), []),
+                       **({"mig": {"profile": d.profile, "gpu": d.parent, "start": d.start,
+                                   "compute_slices": d.compute}} if d.mig else {})}
                       for d in n.devices],
              "backend": r.backend, "last_seen": r.last_seen}
             for r in records for n in [r.node]]

@@ -9,6 +9,9 @@ which a job cannot override (device pinning would be meaningless otherwise).
 
 - ``CUDA_VISIBLE_DEVICES``: the replica's devices on this node (indices, or UUIDs), empty for a
   job without GPUs; ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so that CUDA numbers devices like NVML.
+  A MIG instance is named by its UUID (``MIG-...``), always, as NVIDIA's container toolkit
+  names it; it is no fraction (none of the variables below), though its share is its
+  compute slices' part of its GPU.
 - ``ROTA_JOB_ID``, ``ROTA_REPLICA_RANK``, ``ROTA_WORLD_SIZE``, ``ROTA_MASTER_ADDR``,
   ``ROTA_MASTER_PORT`` (rank 0's address and a port free when the job was launched);
   ``ROTA_PORT`` for a job that serves (a service's replica): the port its server listens on.
@@ -39,6 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from rota.core import MILLI, DeviceShare, InvalidSpec
+from rota.core.mig import is_instance_index
 
 if TYPE_CHECKING:
     from rota.backends.base import RunAs
@@ -94,7 +98,7 @@ def rota_variables(ctx: ReplicaContext) -> dict[str, str]:
     }
     if ctx.port is not None:
         out["ROTA_PORT"] = str(ctx.port)
-    fractions = [d for d in ctx.devices if d.milli < MILLI]
+    fractions = [d for d in ctx.devices if d.milli < MILLI and not is_instance_index(d.index)]
     if fractions:
         share = fractions[0]
         out["ROTA_GPU_SHARE"] = f"{share.milli / MILLI:g}"

@@ -4,12 +4,17 @@ Sources, first match wins (``local_node``):
 
 1. a node file (YAML): ``name``, ``cpu``, ``memory``, ``resource_group``, ``labels`` and ``gpus``,
    either a virtual spec string or a list of ``{model, memory, uuid, numa, nvlink, healthy}``;
+   an entry with ``mig: [{profile, start, uuid}, ...]`` is a GPU in MIG mode with those
+   instances, which must be a valid geometry of its model (``rota.core.mig``);
 2. a virtual spec: ``4xH100-80GB`` (count x model; the memory is read from a ``-<n>GB`` suffix
    of the model, in GiB as GPU vendors mean it), ``4xH100:80Gi`` (explicit memory), several
    groups separated by commas (``2xA100-40GB,1xT4:16Gi``);
 3. NVML, when the machine has an NVIDIA driver: index, UUID, name, memory, NUMA node, health,
    and NVLink domains (devices joined by active NVLinks, directly or through each other, share
-   a domain named ``nvl<lowest index>``);
+   a domain named ``nvl<lowest index>``); a GPU in MIG mode is its MIG instances instead
+   (``devices_from_nvml``, ``rota.core.mig``): each a device with its profile, memory, UUID
+   ``MIG-...``, compute slices and placement, and its GPU's index, model, NUMA node, NVLink
+   domain and health;
 4. otherwise a node without GPUs.
 
 A device's model is the short name the virtual spec and the docs use, so that a job's
@@ -30,9 +35,12 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from rota.backends.nvml import Nvml, NvmlDevice
+from rota.backends.nvml import Nvml, NvmlDevice, NvmlMigDevice
 from rota.core import (
     DEFAULT_GROUP, GpuDevice, InvalidSpec, Node, NodeName, parse_cpu_milli, parse_memory_mib,
+)
+from rota.core.mig import (
+    MigTable, check_geometry, check_profile, instance_index, profile_compute, table_for,
 )
 from rota.core.nodelabels import PRODUCT
 
@@ -108,17 +116,84 @@ def nvlink_domains(devices: list[NvmlDevice]) -> dict[int, str | None]:
 
 
 def devices_from_nvml(found: list[NvmlDevice]) -> tuple[GpuDevice, ...]:
+    """The node's devices: each GPU, or, for a GPU in MIG mode, each of its MIG instances
+    (after every whole GPU, as their indices are: ``rota.core.mig.instance_index``)."""
     domains = nvlink_domains(found)
-    return tuple(
-        GpuDevice(index=d.index, model=model_name(d.name), memory_mib=d.memory_mib, uuid=d.uuid,
-                  numa=d.numa or 0, nvlink=domains[d.index], healthy=d.healthy)
-        for d in found)
+    whole: list[GpuDevice] = []
+    instances: list[GpuDevice] = []
+    for d in found:
+        model = model_name(d.name)
+        if d.mig is None:
+            whole.append(GpuDevice(index=d.index, model=model, memory_mib=d.memory_mib,
+                                   uuid=d.uuid, numa=d.numa or 0, nvlink=domains[d.index],
+                                   healthy=d.healthy))
+            continue
+        table = table_for(model, d.memory_mib)
+        for m in d.mig:
+            profile = mig_profile_name(table, m)
+            instances.append(GpuDevice(
+                index=instance_index(d.index, m.start), model=model, memory_mib=m.memory_mib,
+                uuid=m.uuid, numa=d.numa or 0, nvlink=domains[d.index], healthy=d.healthy,
+                profile=profile, parent=d.index, start=m.start,
+                compute=m.compute or profile_compute(profile)))
+    return tuple(whole + instances)
+
+
+_MIG_NAME = re.compile(r"\bMIG\s+(\d+g\.\d+gb)\b")
+
+
+def mig_profile_name(table: MigTable | None, device: NvmlMigDevice) -> str:
+    """The profile of a MIG device: the one of its GPU's table (``rota.core.mig``) with its
+    compute and memory slices, else the one its NVML name ends with (``... MIG 1g.5gb``),
+    else its compute slices and memory in GB."""
+    if table is not None and (known := table.by_slices(device.compute, device.size)):
+        return known.name
+    if match := _MIG_NAME.search(device.name):
+        return match.group(1)
+    return f"{device.compute}g.{round(device.memory_mib / GiB)}gb"
+
+
+def _gpus_from_entry(entry: object, index: int, field: str) -> list[GpuDevice]:
+    """One entry of a node file's ``gpus``: the GPU, or, with ``mig``, its MIG instances."""
+    gpu = _gpu_from_entry(entry, index, field)
+    if not isinstance(entry, dict) or "mig" not in entry:
+        return [gpu]
+    return _instances(gpu, entry["mig"], f"{field}.mig")
+
+
+def _instances(gpu: GpuDevice, entries: object, field: str) -> list[GpuDevice]:
+    """``mig: [{profile: 3g.20gb, start: 4, uuid: MIG-...}, ...]`` of GPU ``gpu``: its MIG
+    instances, a valid geometry of its model's table (``rota.core.mig``)."""
+    table = table_for(gpu.model, gpu.memory_mib)
+    if table is None:
+        raise InvalidSpec(field, f"rota knows no MIG profiles of {gpu.model} with "
+                                 f"{gpu.memory_mib} MiB; known: A100-40GB, A100-80GB, "
+                                 "H100-80GB, H200-141GB")
+    if not isinstance(entries, list):
+        raise InvalidSpec(field, "must be a list of {profile, start} instances")
+    geometry = []
+    for k, item in enumerate(entries):
+        where = f"{field}[{k}]"
+        if not isinstance(item, dict) or set(item) - {"profile", "start", "uuid"}:
+            raise InvalidSpec(where, "must be a mapping of profile, start and uuid")
+        start = item.get("start")
+        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+            raise InvalidSpec(f"{where}.start", f"must be a memory slice, 0 or more, got "
+                                                f"{start!r}")
+        geometry.append((check_profile(item.get("profile"), f"{where}.profile"), start))
+    check_geometry(table, geometry, field)
+    return [GpuDevice(index=instance_index(gpu.index, start), model=gpu.model,
+                      memory_mib=table.profile(name).memory_gb * GiB,  # type: ignore[union-attr]
+                      uuid=str(item.get("uuid") or f"MIG-VIRTUAL-{gpu.index}-{start}"),
+                      numa=gpu.numa, nvlink=gpu.nvlink, healthy=gpu.healthy, profile=name,
+                      parent=gpu.index, start=start, compute=profile_compute(name))
+            for item, (name, start) in zip(entries, geometry)]
 
 
 def _gpu_from_entry(entry: object, index: int, field: str) -> GpuDevice:
     if not isinstance(entry, dict):
         raise InvalidSpec(field, f"must be a mapping, got {entry!r}")
-    unknown = set(entry) - {"model", "memory", "uuid", "numa", "nvlink", "healthy"}
+    unknown = set(entry) - {"model", "memory", "uuid", "numa", "nvlink", "healthy", "mig"}
     if unknown:
         raise InvalidSpec(f"{field}.{sorted(unknown)[0]}", "unknown key")
     model = entry.get("model")
@@ -149,7 +224,9 @@ def node_from_mapping(data: object, field: str = "node") -> Node:
     if isinstance(gpus, str):
         devices = parse_virtual_gpus(gpus, f"{field}.gpus")
     elif isinstance(gpus, list):
-        devices = tuple(_gpu_from_entry(e, k, f"{field}.gpus[{k}]") for k, e in enumerate(gpus))
+        found = [d for k, e in enumerate(gpus)
+                 for d in _gpus_from_entry(e, k, f"{field}.gpus[{k}]")]
+        devices = tuple(sorted(found, key=lambda d: d.index))
     else:
         raise InvalidSpec(f"{field}.gpus", "must be a spec such as 4xH100-80GB or a list")
     labels = data.get("labels", {})

@@ -80,7 +80,8 @@ from rota.backends.procs import (
 from rota.backends.shim import CLAIM, FORWARDED
 from rota.backends.spawner import Spawner
 from rota.core import (
-    GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, MILLI, InvalidSpec, Job, Node, Placement, ReplicaPlacement,
+    GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, MILLI, GpuDevice, InvalidSpec, Job, Node, Placement,
+    ReplicaPlacement,
 )
 from rota.core.nodelabels import CONTAINER_IMAGES
 from rota.core.nodes import CONTAINERS
@@ -90,8 +91,9 @@ from rota.core.datadir import job_home
 class LocalBackend:
     """Runs jobs on this machine. ``nvml`` (``Nvml.load()`` on a GPU machine) is used for the
     inventory when ``node`` is not given; ``device_ids`` chooses what ``CUDA_VISIBLE_DEVICES``
-    holds: device ``index`` or ``uuid``; ``podman``: the command that runs podman, for jobs
-    that name a container image (probed once, on first use: ``rota.backends.localimage``)."""
+    holds: device ``index`` or ``uuid`` (a MIG instance: its ``MIG-...`` UUID either way);
+    ``podman``: the command that runs podman, for jobs that name a container image (probed
+    once, on first use: ``rota.backends.localimage``)."""
 
     name = "local"
 
@@ -141,7 +143,8 @@ class LocalBackend:
         return f"not enforced: the memory watcher's NVML check fails ({watcher.last_error!r})"
 
     def inventory(self) -> list[Node]:
-        """This machine, its unhealthy GPUs marked so (``rota.backends.health``), and the
+        """This machine, its unhealthy GPUs marked so (``rota.backends.health``; a MIG
+        instance by its GPU's health), and the
         label ``GPU_MEMORY_ENFORCEMENT`` while its GPU-memory shares are not enforced (``unenforced``),
         its features from this backend's capabilities, and ``containers`` (with the label
         ``CONTAINER_IMAGES`` saying how, or why not) where podman works."""
@@ -154,9 +157,7 @@ class LocalBackend:
             node = replace(node, labels={**node.labels, GPU_MEMORY_ENFORCEMENT: off})
         if not sick:
             return [node]
-        return [replace(node, devices=tuple(
-            replace(d, healthy=False, problem=sick[d.index]) if d.index in sick else d
-            for d in node.devices))]
+        return [replace(node, devices=tuple(_marked(d, sick) for d in node.devices))]
 
     def limits_enforced(self) -> str:
         """How jobs' CPU, memory and process limits are enforced here, or why they are not."""
@@ -342,10 +343,15 @@ class LocalBackend:
                                    f"{field}: GPU {share.index} does not exist on {rep.node}")
 
     def _device_ids(self, rep: ReplicaPlacement) -> tuple[str, ...]:
-        if self.device_ids == "index":
-            return tuple(str(s.index) for s in rep.devices)
-        uuids = {d.index: d.uuid for d in self.node.devices}
-        return tuple(uuids[s.index] or str(s.index) for s in rep.devices)
+        """What names each device in CUDA_VISIBLE_DEVICES: its index or UUID, as configured;
+        a MIG instance only by its UUID (``MIG-...``), which is how CUDA names one."""
+        devices = {d.index: d for d in self.node.devices}
+        names = []
+        for share in rep.devices:
+            device = devices[share.index]
+            by_uuid = device.mig or self.device_ids == "uuid"
+            names.append(device.uuid if by_uuid and device.uuid else str(share.index))
+        return tuple(names)
 
     def _new_attempt_dir(self, job_id: str) -> Path:
         job_dir = self._job_dir(job_id)
@@ -482,3 +488,10 @@ def _served_port(attempt_dir: Path) -> int | None:
     spec = read_json(attempt_dir / "replica-0" / "spec.json") or {}
     port = (spec.get("container") or spec.get("env") or {}).get("ROTA_PORT")
     return int(port) if isinstance(port, str) and port.isdigit() else None
+
+
+def _marked(device: GpuDevice, sick: dict[int, str]) -> GpuDevice:
+    """``device`` unhealthy when NVML reports its GPU so (a MIG instance: the GPU it is cut
+    from, which NVML knows by the GPU's index)."""
+    gpu = device.parent if device.mig and device.parent is not None else device.index
+    return replace(device, healthy=False, problem=sick[gpu]) if gpu in sick else device

@@ -19,6 +19,7 @@ from rota.backends.localfiles import Proc, boot_of, proc
 from rota.backends.nvml import Nvml
 from rota.backends.procs import is_running, read_json, session_of
 from rota.core import MILLI, End
+from rota.core.mig import is_instance_index
 
 UTIL_WINDOW_S = 10.0  # per-process GPU utilisation samples of the last this many seconds
 
@@ -78,6 +79,8 @@ def _gpu_util(handle: Handle, util: dict[int, int] | None,
         for share in r.devices:
             if share.milli >= MILLI:
                 figures.append(util.get(share.index))
+            elif is_instance_index(share.index):
+                figures.append(None)  # NVML reports no utilization of a MIG instance
             else:
                 figures.append(sharing.get((child.get("pid"), share.index), 0))
     known = [f for f in figures if f is not None]

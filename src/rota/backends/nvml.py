@@ -5,13 +5,23 @@ package, imported only by ``Nvml.load``; tests pass a fake with the same functio
 its answers into plain values:
 
 - ``devices()``: one ``NvmlDevice`` per GPU in NVML index order (PCI bus order): UUID, name,
-  memory, NUMA node when known, PCI bus id, the bus ids of its active NVLink peers, health.
+  memory, NUMA node when known, PCI bus id, the bus ids of its active NVLink peers, health,
+  and, for a GPU in MIG mode, its MIG devices (``NvmlMigDevice``: UUID ``MIG-...``, memory,
+  GPU instance id, profile id, compute slices, placement start and size in memory slices).
+- ``mig_profiles(index)``: the GPU instance profiles a MIG-capable GPU offers, each with its
+  possible placements (``NvmlMigProfile``); empty for a GPU without MIG.
 - ``process_memory()``: the GPU memory each compute process uses on each device.
 - ``problem(index)``: why a device is unhealthy now (uncorrected volatile ECC errors, lost),
   or ``None``; ``xid_events()`` / ``wait_xid(events, timeout)``: XID critical errors as the
   driver reports them (an event set, waited on by ``rota.backends.health``).
 - ``utilization()``: each device's GPU utilization (percent, NVML's last sample period) and
   ``process_utilization(since)``: each process's SM utilization samples since a time.
+
+MIG: ``nvmlDeviceGetMigMode`` answers NOT_SUPPORTED on a GPU without MIG; a GPU whose current
+mode is enabled lists its MIG devices by slot (``nvmlDeviceGetMigDeviceHandleByIndex``, an empty
+slot NOT_FOUND), one per compute instance; each names its GPU instance, whose info gives the
+profile and placement (a GPU instance cut into several compute instances counts once, with the
+first). A MIG device's utilization and ECC are not queried (NVML has none).
 
 NVML errors surface as ``pynvml.NVMLError`` with an integer ``value``. "Not supported" answers
 (no NVLink, no ECC, no NUMA query in an old driver) are expected and mean "unknown"; a device
@@ -27,9 +37,38 @@ from pathlib import Path
 from typing import Any
 
 MiB = 1 << 20
+_NVML_ERROR_NOT_FOUND = 6
 _NVML_ERROR_TIMEOUT = 10
 _NVML_ERROR_GPU_IS_LOST = 15
+_MIG_ENABLED = 1  # NVML_DEVICE_MIG_ENABLE
+_PROFILE_COUNT = 15  # NVML_GPU_INSTANCE_PROFILE_COUNT, where the library does not say
 _EVENT_XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlMigDevice:
+    """One MIG device of a GPU: its GPU instance's profile and placement (memory slices)."""
+
+    uuid: str
+    name: str          # NVML's: NVIDIA A100-SXM4-40GB MIG 1g.5gb
+    memory_mib: int
+    gpu_instance: int
+    profile_id: int
+    compute: int       # compute slices of its GPU instance's profile
+    start: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlMigProfile:
+    """A GPU instance profile a GPU offers: NVML's id, compute slices, memory, the most
+    instances a GPU holds, and its possible placements as (start, size) in memory slices."""
+
+    id: int
+    compute: int
+    memory_mib: int
+    instances: int
+    placements: tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +81,7 @@ class NvmlDevice:
     numa: int | None = None
     nvlink_peers: tuple[str, ...] = ()  # PCI bus ids of the devices at the other end
     healthy: bool = True
+    mig: tuple[NvmlMigDevice, ...] | None = None  # None: MIG is off or not supported
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +144,31 @@ class Nvml:
                 name=_text(lib.nvmlDeviceGetName(h)),
                 memory_mib=lib.nvmlDeviceGetMemoryInfo(h).total // MiB,
                 pci_bus_id=pci, numa=self._numa(h, pci), nvlink_peers=self._peers(h),
-                healthy=self._healthy(h)))
+                healthy=self._healthy(h), mig=self._mig_devices(h)))
+        return out
+
+    def mig_profiles(self, index: int) -> list[NvmlMigProfile]:
+        """The GPU instance profiles GPU ``index`` offers, with their possible placements;
+        empty for a GPU without MIG."""
+        import ctypes  # noqa: PLC0415 - only MIG placements need it
+
+        lib = self.lib
+        h = lib.nvmlDeviceGetHandleByIndex(index)
+        out = []
+        for profile in range(getattr(lib, "NVML_GPU_INSTANCE_PROFILE_COUNT", _PROFILE_COUNT)):
+            try:
+                info = lib.nvmlDeviceGetGpuInstanceProfileInfo(h, profile)
+            except lib.NVMLError:
+                continue  # not a profile of this GPU (NOT_SUPPORTED), or no MIG at all
+            count = ctypes.c_uint(0)
+            lib.nvmlDeviceGetGpuInstancePossiblePlacements(h, info.id, None, ctypes.pointer(count))
+            found = (lib.c_nvmlGpuInstancePlacement_t * count.value)()
+            lib.nvmlDeviceGetGpuInstancePossiblePlacements(h, info.id, found,
+                                                           ctypes.pointer(count))
+            out.append(NvmlMigProfile(
+                int(info.id), int(info.sliceCount), int(info.memorySizeMB),
+                int(info.instanceCount),
+                tuple((int(p.start), int(p.size)) for p in found[:count.value])))
         return out
 
     def process_memory(self) -> list[ProcessMemory]:
@@ -201,6 +265,44 @@ class Nvml:
             out.extend(ProcessUtil(index, s.pid, int(s.smUtil), int(s.timeStamp))
                        for s in samples)
         return out
+
+    def _mig_devices(self, h: Any) -> tuple[NvmlMigDevice, ...] | None:
+        """The MIG devices of GPU ``h``; None when MIG is not enabled (or not supported)."""
+        lib = self.lib
+        query = getattr(lib, "nvmlDeviceGetMigMode", None)  # an old library has no MIG
+        if query is None:
+            return None
+        try:
+            current = query(h)[0]
+        except lib.NVMLError:
+            return None  # NOT_SUPPORTED: a GPU without MIG
+        if int(getattr(current, "value", current)) != _MIG_ENABLED:
+            return None
+        profiles: dict[int, int] = {}  # profile id -> compute slices
+        for profile in range(getattr(lib, "NVML_GPU_INSTANCE_PROFILE_COUNT", _PROFILE_COUNT)):
+            try:
+                info = lib.nvmlDeviceGetGpuInstanceProfileInfo(h, profile)
+            except lib.NVMLError:
+                continue
+            profiles[int(info.id)] = int(info.sliceCount)
+        out = []
+        for slot in range(lib.nvmlDeviceGetMaxMigDeviceCount(h)):
+            try:
+                mig = lib.nvmlDeviceGetMigDeviceHandleByIndex(h, slot)
+            except lib.NVMLError as exc:
+                if getattr(exc, "value", None) == _NVML_ERROR_NOT_FOUND:
+                    continue  # an empty slot
+                raise
+            gi = lib.nvmlDeviceGetGpuInstanceId(mig)
+            if any(d.gpu_instance == gi for d in out):
+                continue  # a second compute instance of one GPU instance: rota gives it whole
+            info = lib.nvmlGpuInstanceGetInfo(lib.nvmlDeviceGetGpuInstanceById(h, gi))
+            out.append(NvmlMigDevice(
+                uuid=_text(lib.nvmlDeviceGetUUID(mig)), name=_text(lib.nvmlDeviceGetName(mig)),
+                memory_mib=lib.nvmlDeviceGetMemoryInfo(mig).total // MiB, gpu_instance=int(gi),
+                profile_id=int(info.profileId), compute=profiles.get(int(info.profileId), 0),
+                start=int(info.placement.start), size=int(info.placement.size)))
+        return tuple(sorted(out, key=lambda d: d.start))
 
     def _numa(self, h: Any, bus_id: str) -> int | None:
         query = getattr(self.lib, "nvmlDeviceGetNumaNodeId", None)

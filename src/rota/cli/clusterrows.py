@@ -132,11 +132,14 @@ def _node_rows(n: dict[str, Any]) -> list[list[str]]:
     rows = []
     for g in n["gpus"]:
         allocs = g["allocations"]
-        used = sum(a["share"] for a in allocs)
+        mig = g.get("mig")  # a MIG instance: held whole, its share is its GPU's part
+        used = (1 if allocs else 0) if mig else sum(a["share"] for a in allocs)
         jobs = ", ".join((f"{a['job']}" if a["job"] else a.get("foreign") or "other") +
-                         (f" ({a['share']:g})" if a["share"] < 1 else "") for a in allocs)
+                         (f" ({a['share']:g})" if a["share"] < 1 and not mig else "")
+                         for a in allocs)
         product = (n.get("labels") or {}).get(PRODUCT, "-") if not rows else ""
-        rows.append(node + [str(g["index"]), g["model"], product,
+        model = f"{g['model']} MIG {mig['profile']}" if mig else g["model"]
+        rows.append(node + [str(g["index"]), model, product,
                             memory(g["memory_mib"]),
                             "ok" if g["healthy"] else "unhealthy" + (
                                 f" ({g['problem']})" if g.get("problem") else ""),

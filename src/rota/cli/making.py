@@ -12,8 +12,9 @@ typer, rich, pydantic nor rota's domain model. So this module imports none of th
   it on Ctrl-C;
 - ``option_field``: a mistake of ``rota run`` named by its option (``--gpus``), not its field;
 - ``gpu_count``: ``--gpus`` as the number a job's ``resources.gpu`` must be;
-- ``gpu_resources``: ``--gpus`` (a count, or ``MODEL:COUNT``) and ``--gpu-model`` as the job's
-  ``resources.gpu`` and ``resources.gpu_model``.
+- ``gpu_resources``: ``--gpus`` (a count, ``MODEL:COUNT``, or a MIG profile ``1g.10gb`` /
+  ``1g.10gb:2``) and ``--gpu-model`` as the job's ``resources.gpu`` and
+  ``resources.gpu_model``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def gpu_count(text: str) -> int | float | str:
 
 
 GLOB = re.compile(r"[*?\[]")
+MIG_PROFILE = re.compile(r"^\d+g\.\d+gb$")  # a MIG profile's shape; the server checks the name
 
 
 def gpu_resources(gpus: str, models: list[str] | None) -> dict[str, object]:
@@ -59,9 +61,22 @@ def gpu_resources(gpus: str, models: list[str] | None) -> dict[str, object]:
     whose model name contains MODEL (the ``gpu_model`` pattern ``*MODEL*``; a MODEL with
     ``*``, ``?`` or ``[`` is a pattern as it is). ``--gpu-model`` gives the patterns
     themselves (``gpu_model`` of a job file), once or more; a model given both ways is
-    refused, naming ``--gpus``."""
+    refused, naming ``--gpus``. A MIG profile in MODEL's place asks for instances of it:
+    ``--gpus 1g.10gb`` is one (``gpu: 1g.10gb``), ``--gpus 1g.10gb:2`` two
+    (``gpu: 2x1g.10gb``); ``--gpu-model`` then picks the GPUs they are cut from."""
     out: dict[str, object] = {}
+    if MIG_PROFILE.match(gpus.strip()):
+        gpus = f"{gpus.strip()}:1"
     model, sep, count = gpus.rpartition(":")
+    if sep and MIG_PROFILE.match(model.strip()):
+        number = gpu_count(count)
+        if not isinstance(number, int) or number < 1:
+            raise _invalid("resources.gpu", f"expected PROFILE:COUNT with a whole number of "
+                           f"MIG instances after the colon (1g.10gb:2), got {gpus!r}")
+        out["gpu"] = model.strip() if number == 1 else f"{number}x{model.strip()}"
+        if models:
+            out["gpu_model"] = list(models)
+        return out
     if sep and model and gpu_count(count) == count:
         raise _invalid("resources.gpu", f"expected MODEL:COUNT with a number of GPUs after "
                        f"the colon (a100:2), got {gpus!r}")

@@ -33,6 +33,7 @@ from typing import Any
 
 from rota.core import ANY_FLAVOR, Flavor, InvalidSpec, Job, JobId
 from rota.core.decisions import ReasonCode
+from rota.core.mig import QUOTA_PREFIX
 from rota.core.nodelabels import CONTAINER_IMAGES
 from rota.core.snapshot import Snapshot
 from rota.core.wording import hint, sentence
@@ -70,6 +71,8 @@ class Screen:
                 reason = self._screen(job, fresh=True)
         if reason is not None:
             field = FIELDS.get(reason.resource or "", "resources")
+            if (reason.resource or "").startswith(QUOTA_PREFIX):  # instances of a MIG profile
+                field = FIELDS["gpu"]
             advice = hint(reason)
             why = self._no_images() if field == "image" else ""
             raise InvalidSpec(image_field if field == "image" else field, sentence(reason) + why

@@ -20,6 +20,7 @@ The domain model:
 - ``resources``: resource quantities (milli-cores, MiB, milli-GPU) and requests, and their
   parsers;
 - ``nodes``: GPU devices and the nodes that hold them, with what work outside rota holds there;
+- ``mig``: MIG GPU instance profiles per GPU model, their valid placements and geometries;
 - ``nodelabels``: the node labels rota reports for people (limits enforced, full GPU names);
   it imports nothing;
 - ``jobs``: jobs, their placements, and the legal moves between their states;
@@ -70,7 +71,8 @@ if TYPE_CHECKING:
     )
     from rota.core.resources import (
         CPU, GPU, MEMORY, MILLI, RESOURCE_NAMES, GpuRequest, ReplicaRequest, parse_cpu_milli,
-        parse_duration_s, parse_gpu, parse_gpu_amount, parse_gpus, parse_memory_mib,
+        parse_duration_s, parse_gpu, parse_gpu_amount, parse_gpu_request, parse_gpus,
+        parse_memory_mib,
     )
     from rota.core.snapshot import Snapshot, Usage
 
@@ -85,6 +87,7 @@ __all__ = [
     "NodeName", "Placement", "Project", "Queue", "ReclaimWithinCohort", "ReplicaPlacement",
     "ReplicaRequest", "RotaError", "UnknownPlugin", "WithinQueue", "check_transition",
     "model_matches", "parse_cpu_milli", "parse_duration_s", "parse_gpu", "parse_gpu_amount",
+    "parse_gpu_request",
     "parse_gpus", "parse_memory_mib",
 ]
 

@@ -23,6 +23,12 @@ job only where it can run, instead of a backend refusing at launch what was plac
 
 A node reported without them (an inventory file, a row stored before nodes had features) has
 ``HOST_FEATURES``: what a machine running jobs as processes offers.
+
+A MIG-enabled GPU is not a device here: each of its GPU instances is (``rota.core.mig``), with
+its ``profile`` (``1g.10gb``), the index of the GPU it is cut from (``parent``), its placement
+``start`` and ``compute`` slices; its ``index`` is ``mig.instance_index(parent, start)``, its
+``model`` the parent's, its memory its own. Such a device is given whole to a job that asks
+for its profile, and never to any other job (``GpuDevice.mig``).
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ from typing import Mapping, NewType
 
 from rota.core.errors import InvalidSpec
 from rota.core.jobs import DeviceShare, Job
+from rota.core.mig import COMPUTE_SLICES
 from rota.core.nodelabels import GPU_MEMORY_ENFORCEMENT, JOB_LIMITS  # noqa: F401 (theirs)
+from rota.core.resources import MILLI
 
 NodeName = NewType("NodeName", str)
 DEFAULT_GROUP = "default"
@@ -58,14 +66,37 @@ class GpuDevice:
     nvlink: str | None = None  # devices with the same value share an NVLink domain
     healthy: bool = True
     problem: str = ""          # why it is unhealthy, as its backend reported it
+    profile: str = ""          # a MIG instance's profile (1g.10gb); "" for a whole GPU
+    parent: int | None = None  # a MIG instance's GPU
+    start: int = 0             # a MIG instance's placement start, in memory slices
+    compute: int = 0           # a MIG instance's compute slices
 
     def __post_init__(self) -> None:
         if self.index < 0:
             raise InvalidSpec("index", f"must not be negative, got {self.index}")
+        if self.profile:
+            if self.parent is None or self.parent < 0:
+                raise InvalidSpec("parent", f"MIG instance {self.index} needs its GPU's index")
+            if not 1 <= self.compute <= COMPUTE_SLICES:
+                raise InvalidSpec("compute", f"must be 1 to {COMPUTE_SLICES} slices, got "
+                                  f"{self.compute}")
+        elif self.parent is not None:
+            raise InvalidSpec("profile", f"device {self.index} has a parent GPU but no profile")
         if self.memory_mib <= 0:
             raise InvalidSpec("memory", f"must be positive, got {self.memory_mib}")
         if not self.model:
             raise InvalidSpec("model", "must not be empty")
+
+    @property
+    def mig(self) -> bool:
+        """Whether it is a MIG instance (given whole, only to jobs asking for its profile)."""
+        return bool(self.profile)
+
+    @property
+    def milli(self) -> int:
+        """What holding the whole device is charged, in milli-GPU: a whole GPU 1000, a MIG
+        instance its compute slices of the GPU's (a 1g of 7 slices: 143)."""
+        return round(self.compute * MILLI / COMPUTE_SLICES) if self.profile else MILLI
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,10 @@ Vocabulary:
   the way Kubernetes device plugins for GPU sharing express it.
 - Quota and usage are vectors over the three resource names of ``RESOURCE_NAMES``; GPU quota is
   in milli-GPU so that fractional jobs are charged exactly.
+- A request may name a MIG profile instead (``profile``, ``rota.core.mig``): ``count``
+  instances of that profile, each a device given whole. Its GPU charge is the instances'
+  compute slices (a ``1g`` is 1/7 of a GPU), and its vector counts them besides, as the quota
+  resource ``mig-<profile>``.
 
 Quantity parsing (``"500m"``, ``"16Gi"``, ``0.5``) lives here too: it is pure and every edge
 that reads user files needs the same rules.
@@ -19,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 from rota.core.errors import InvalidSpec
+from rota.core.mig import check_profile, profile_milli, quota_resource
 
 MILLI = 1000
 GPU, CPU, MEMORY = "gpu", "cpu", "memory"
@@ -32,12 +37,14 @@ class GpuRequest:
     ``memory_mib`` is the device memory wanted on each device; ``None`` means the whole device
     for whole GPUs and the proportional part (share x device memory) for a fraction.
     ``models`` are shell-style patterns (``*A100*``) of acceptable GPU models; empty means any.
+    ``profile`` names a MIG profile (``1g.10gb``): ``count`` instances of it, whole.
     """
 
     count: int = 0
     share: int = MILLI
     memory_mib: int | None = None
     models: tuple[str, ...] = ()
+    profile: str = ""
 
     def __post_init__(self) -> None:
         if self.count < 0:
@@ -48,6 +55,14 @@ class GpuRequest:
             raise InvalidSpec("gpu", "a fractional request is for exactly one device")
         if self.memory_mib is not None and self.memory_mib < 0:
             raise InvalidSpec("gpu_memory", f"must not be negative, got {self.memory_mib}")
+        if self.profile:
+            check_profile(self.profile, "gpu")
+            if self.count < 1 or self.share != MILLI:
+                raise InvalidSpec("gpu", f"asks for MIG profile {self.profile}: give a number "
+                                         "of whole instances, such as 2x" + self.profile)
+            if self.memory_mib is not None:
+                raise InvalidSpec("gpu_memory", f"is set with MIG profile {self.profile}, "
+                                                "whose memory the profile says; drop gpu_memory")
 
     @property
     def fractional(self) -> bool:
@@ -55,7 +70,10 @@ class GpuRequest:
 
     @property
     def milli(self) -> int:
-        """Total milli-GPU of one replica (what quota is charged)."""
+        """Total milli-GPU of one replica (what quota is charged): a MIG instance counts its
+        compute slices (``rota.core.mig.profile_milli``)."""
+        if self.profile:
+            return self.count * profile_milli(self.profile)
         return self.count * self.share
 
 
@@ -74,8 +92,12 @@ class ReplicaRequest:
             raise InvalidSpec("memory", f"must not be negative, got {self.memory_mib}Mi")
 
     def vector(self) -> dict[str, int]:
-        """The quota vector of one replica."""
-        return {GPU: self.gpu.milli, CPU: self.cpu_milli, MEMORY: self.memory_mib}
+        """The quota vector of one replica; with a MIG profile, its instances besides
+        (``mig-1g.10gb: 2``)."""
+        out = {GPU: self.gpu.milli, CPU: self.cpu_milli, MEMORY: self.memory_mib}
+        if self.gpu.profile:
+            out[quota_resource(self.gpu.profile)] = self.gpu.count
+        return out
 
 
 _MEMORY_UNITS = {
@@ -173,6 +195,28 @@ def parse_gpu_amount(value: object, field: str) -> tuple[int, int]:
         raise InvalidSpec(field, f"expected a number of GPUs such as 2 or 0.5, got the string "
                                  f"{value!r}{hint}")
     return parse_gpu(value, field)
+
+
+_PROFILE_REQUEST = re.compile(r"^\s*(?:(\d+)\s*[xX]\s*)?(\d+g\.\d+gb)\s*$")
+
+
+def parse_gpu_request(value: object, field: str) -> tuple[int, int, str]:
+    """A job's GPUs per replica -> ``(count, share, profile)``: a number as
+    ``parse_gpu_amount`` reads it (profile ``""``), or MIG instances of one profile,
+    ``"1g.10gb"`` (one) or ``"2x1g.10gb"`` (two), checked against the profiles rota knows."""
+    if isinstance(value, str) and (match := _PROFILE_REQUEST.match(value)):
+        count = int(match.group(1) or 1)
+        if count < 1:
+            raise InvalidSpec(field, f"asks for {count} MIG instances; ask for at least one, "
+                                     f"or for gpu: 0")
+        return count, MILLI, check_profile(match.group(2), field)
+    try:
+        return (*parse_gpu_amount(value, field), "")
+    except InvalidSpec as exc:
+        if isinstance(value, str) and "g." in value:
+            raise InvalidSpec(field, f"expected a MIG profile such as 1g.10gb or 2x1g.10gb, "
+                                     f"got {value!r}") from None
+        raise exc from None
 
 
 def parse_duration_s(value: object, field: str) -> float:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from rota.core.decisions import Reason, ReasonCode
+from rota.core.mig import QUOTA_PREFIX
 from rota.core.resources import CPU, GPU, MEMORY, MILLI
 from rota.core.shortforms import duration, memory
 
@@ -206,6 +207,9 @@ def hint(reason: Reason) -> str | None:
                     "backend that runs container images (kubernetes)")
         if reason.resource == GPU:
             return "ask for fewer GPUs per replica and more replicas, or a GPU model with larger nodes"
+        if reason.resource and reason.resource.startswith(QUOTA_PREFIX):
+            return ("ask for fewer MIG instances per replica and more replicas, or another "
+                    "profile")
         return "lower the request per replica, or check the resource group and selector"
     if code is C.QUOTA:
         return "wait for the queue's jobs to finish, lower the request, or use a queue with free quota"
@@ -232,5 +236,7 @@ def amount(resource: str | None, value: float | int | None) -> str:
         return memory(value)
     if resource == "replicas":
         return f"{value:g} replica" + ("" if value == 1 else "s")
+    if resource and resource.startswith(QUOTA_PREFIX):  # a MIG quota: mig-1g.10gb
+        return f"{value:g} {resource[len(QUOTA_PREFIX):]} instance" + ("" if value == 1 else "s")
     return f"{value:g} {resource or ''}".strip()
 

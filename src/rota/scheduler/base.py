@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import Iterable, Mapping
 
 from rota.core import (
-    ANY_FLAVOR, CPU, GPU, MEMORY, MILLI, Flavor, InvalidSpec, Job, JobState, Node, Queue,
+    ANY_FLAVOR, CPU, GPU, MEMORY, Flavor, InvalidSpec, Job, JobState, Node, Queue,
 )
 from rota.core.decisions import Reason
 from rota.scheduler.placement import Shape
@@ -85,7 +85,7 @@ class Base:
         self.capacity = {
             CPU: sum(n.cpu_milli for n in self.nodes if n.schedulable),
             MEMORY: sum(n.memory_mib for n in self.nodes if n.schedulable),
-            GPU: sum(MILLI for n in self.nodes if n.schedulable for d in n.devices if d.healthy),
+            GPU: sum(d.milli for n in self.nodes if n.schedulable for d in n.devices if d.healthy),
         }
         self.sizes = NodeSizes(self.nodes)  # for screening: the largest eligible node
         # answers that depend only on nodes, queues and flavours, kept for every cycle

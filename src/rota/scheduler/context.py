@@ -214,7 +214,7 @@ class Cycle(QuotaHolds):
         the failed-placement cache)."""
         req, g = job.request, job.request.gpu
         key = (req.cpu_milli, req.memory_mib, g.count, g.share, g.memory_mib, job.queue,
-               job.resource_group, job.selector, job.image is None, models)
+               job.resource_group, job.selector, job.image is None, models, g.profile)
         hit = self._shapes.get(key)
         if hit is None:
             hit = self._shapes[key] = self._new_shape(job, models)
@@ -230,7 +230,7 @@ class Cycle(QuotaHolds):
         else:
             pools = tuple((rg, m) for rg in groups for m in models)
         return Shape(req.cpu_milli, req.memory_mib, g.count, g.share, g.memory_mib, models,
-                     job.selector, pools, features_needed(job))
+                     job.selector, pools, features_needed(job), g.profile)
 
     # -- starting a job -----------------------------------------------------------------------
 

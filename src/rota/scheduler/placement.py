@@ -12,6 +12,13 @@ Device choice inside a node:
 - several whole GPUs take wholly free devices, preferring a set inside one NVLink domain, then
   inside one NUMA node, and among those the domain with the fewest free devices (best fit).
 
+MIG instances (``rota.core.mig``) are devices given whole: a request for a profile takes only
+wholly free instances of exactly that profile (as whole GPUs, preferring one NVLink domain,
+then one NUMA node), and no other request takes an instance, whole GPUs and shares alike. A
+replica's share of an instance is its charge, the instance's compute slices of its GPU (143
+milli-GPU for a ``1g`` of 7 slices), with all its memory, so that quota, usage and accounting
+count what it holds.
+
 A device's *neighbours* are the other devices of its NVLink domain (none when it has no
 NVLink), and, a grade below, those of its NUMA node. Its *crowding* counts the neighbours that
 are wholly free (the devices a multi-GPU replica would take with it), NVLink then NUMA, and
@@ -49,6 +56,7 @@ class Shape:
     selector: tuple[tuple[str, str], ...]
     pools: tuple[tuple[str, str], ...]
     features: frozenset[str] = frozenset()  # the node features it needs (``rota.core.nodes``)
+    profile: str = ""  # the MIG profile of the instances it takes; "": whole GPUs or a share
 
     @property
     def fractional(self) -> bool:
@@ -78,6 +86,8 @@ def accepts(patterns: tuple[str, ...], model: str) -> bool:
 def device_fits(slot: Slot, p: int, shape: Shape, capped: bool) -> int | None:
     """Memory to take on device ``p`` for one share of ``shape``, or None if it does not fit."""
     if shape.models and not accepts(shape.models, slot.models[p]):
+        return None
+    if slot.profiles[p] != shape.profile:
         return None
     free_m, free_g = slot.milli[p], slot.gmem[p]
     if capped and slot.cap is not None:
@@ -111,6 +121,9 @@ def fitting_devices(slot: Slot, shape: Shape, capped: bool) -> list[int]:
                 and gmem[p] >= (share * full[p] // MILLI if g is None else g)]
     if shape.models:
         fits = [p for p in fits if accepts(shape.models, slot.models[p])]
+    if slot.mig or shape.profile:
+        profiles, profile = slot.profiles, shape.profile
+        fits = [p for p in fits if profiles[p] == profile]
     return fits
 
 
@@ -127,7 +140,8 @@ def holds(slot: Slot, shape: Shape) -> bool:
         return True
     usable = [d for d in node.devices if d.healthy and (not shape.models
                                                        or accepts(shape.models, d.model))
-              and (shape.gpu_mem is None or shape.gpu_mem <= d.memory_mib)]
+              and (shape.gpu_mem is None or shape.gpu_mem <= d.memory_mib)
+              and d.profile == shape.profile]
     return len(usable) >= shape.count
 
 
@@ -219,10 +233,15 @@ def free_link_neighbours(slot: Slot, p: int) -> int:
 
 
 def shares(slot: Slot, shape: Shape, positions: list[int]) -> list[DeviceShare]:
+    """The device shares of one replica at ``positions``: a MIG instance's share is what it
+    is charged (its compute slices, ``GpuDevice.milli``) with all its memory; taking that
+    leaves it neither wholly free nor fit for any other request."""
     out = []
     for p in positions:
         need = device_fits(slot, p, shape, False)
-        out.append(device_share(slot.node.devices[p].index, shape.share, need or 0))
+        device = slot.node.devices[p]
+        milli = device.milli if shape.profile else shape.share
+        out.append(device_share(device.index, milli, need or 0))
     return out
 
 

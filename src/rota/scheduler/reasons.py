@@ -1,8 +1,8 @@
 """Why a job that its quota admits finds no room: the structured reasons of a failed placement.
 
 - ``resource_reason``: the resource no eligible node has enough of, with the most any of them
-  has free (``gpu`` in GPUs or a share of one, ``gpu_memory`` in MiB of one GPU, ``cpu`` in
-  milli-cores, ``memory`` in MiB), or, when each resource is free somewhere but never all on
+  has free (``gpu`` in GPUs or a share of one, ``mig-<profile>`` in MIG instances of that
+  profile, ``gpu_memory`` in MiB of one GPU, ``cpu`` in milli-cores, ``memory`` in MiB), or, when each resource is free somewhere but never all on
   one node (one with the node features the job needs, ``rota.core.nodes``), a reason that
   says so;
 - ``protected_reason``: the job would fit if jobs that may not be preempted were gone, and
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from rota.core import CPU, GPU, MEMORY, MILLI, Job, ReclaimWithinCohort
 from rota.core.decisions import Reason, ReasonCode
+from rota.core.mig import quota_resource
 from rota.scheduler.placement import Shape, accepts, place_gang
 from rota.scheduler.state import Slot
 
@@ -40,6 +41,9 @@ def resource_reason(cycle, shape: Shape) -> Reason:
             top = max((lv for p in pools for lv, b in enumerate(p.frac) if b), default=None)
             best = 0 if top is None else max(
                 m for p in pools for i in p.frac[top] for m in state.slots[i].milli)
+            if any(s.mig for s in slots):  # a MIG instance is never shared
+                best = max((s.milli[p] for s in slots for p, kind in enumerate(s.profiles)
+                            if not kind), default=0)
             if best < shape.share:
                 return Reason(ReasonCode.RESOURCES, GPU, shape.share / MILLI, best / MILLI, 1.0)
             memory = memory_reason(shape, slots)
@@ -47,8 +51,13 @@ def resource_reason(cycle, shape: Shape) -> Reason:
                 return memory
         else:
             best = max((w for p in pools for w, b in enumerate(p.whole) if b), default=0)
+            counted = quota_resource(shape.profile) if shape.profile else GPU
+            if shape.profile or any(s.mig for s in slots):  # buckets count MIG instances too
+                best = max((len(_free_kind(s, shape)) for s in slots), default=0)
+                most_gpus = max((sum(1 for p in s.profiles if p == shape.profile)
+                                 for s in slots), default=0)
             if best < shape.count:
-                return Reason(ReasonCode.RESOURCES, GPU, shape.count, best, most_gpus)
+                return Reason(ReasonCode.RESOURCES, counted, shape.count, best, most_gpus)
     for resource, need, attr in ((CPU, shape.cpu, "cpu"), (MEMORY, shape.mem, "mem")):
         if any(getattr(s, attr) >= need for s in slots):
             continue  # enough somewhere: the usual case, found without a full scan
@@ -56,6 +65,14 @@ def resource_reason(cycle, shape: Shape) -> Reason:
         if best < need:
             return Reason(ReasonCode.RESOURCES, resource, need, best)
     return Reason(ReasonCode.RESOURCES, GPU if shape.count else CPU, detail=_split(shape))
+
+
+def _free_kind(slot: Slot, shape: Shape) -> list[int]:
+    """The wholly free devices of ``slot`` of the kind ``shape`` takes: MIG instances of its
+    profile, or whole GPUs, of its models."""
+    models = shape.models
+    return [p for p, profile in enumerate(slot.profiles) if profile == shape.profile
+            and slot.wholly_free(p) and (not models or accepts(models, slot.models[p]))]
 
 
 def _split(shape: Shape) -> str:
@@ -76,7 +93,8 @@ def memory_reason(shape: Shape, slots: list[Slot]) -> Reason | None:
     best, need, largest = -1, shape.gpu_mem or 0, 0
     for s in slots:
         for p, m in enumerate(s.milli):
-            if m < shape.share or (shape.models and not accepts(shape.models, s.models[p])):
+            if m < shape.share or s.profiles[p] != shape.profile \
+                    or (shape.models and not accepts(shape.models, s.models[p])):
                 continue
             want = shape.gpu_mem if shape.gpu_mem is not None else \
                 shape.share * s.dev_mem[p] // MILLI

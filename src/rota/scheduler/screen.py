@@ -9,12 +9,18 @@ no node has, cordoned or not (a backend that runs on Kubernetes nodes without HA
 a GPU; the local and Slurm backends run commands, not images). A missing feature is a reason on
 ``gpu`` for a share and on ``image`` for an image, the fields a user would change. Usage and
 quota never make a job infeasible: those only make it wait.
+
+MIG: a job asking for a MIG profile (``gpu: 1g.10gb``) is rejected when no GPU of the models
+it accepts has an instance of that profile; its count is checked against the instances of
+that profile a node has (a reason on resource ``mig-<profile>``), and a whole-GPU job's against
+the node's GPUs that are not cut into instances (``rota.core.mig``).
 """
 
 from __future__ import annotations
 
 from rota.core import CPU, GPU, MEMORY, MILLI, Job, Node, ReplicaRequest
 from rota.core.decisions import Reason, ReasonCode
+from rota.core.mig import quota_resource
 from rota.core.nodes import CONTAINERS, GPU_SHARING, features_needed
 from rota.scheduler.placement import accepts
 
@@ -31,6 +37,13 @@ def screen(cycle, job: Job) -> Reason | None:
             detail = (f"none of the GPU models here ({', '.join(cycle.models)}) matches "
                       f"{', '.join(g.models)}")
         return Reason(ReasonCode.NO_MATCHING_GPU, GPU, detail=detail)
+    if g.profile and not any(p == g.profile and accepts(g.models, m)
+                             for m, p in cycle.sizes.profiles()):
+        kinds = sorted({p for _, p in cycle.sizes.profiles()})
+        return Reason(ReasonCode.NO_MATCHING_GPU, GPU, detail=(
+            f"no GPU here has MIG instances of profile {g.profile}" + (
+                f" (the profiles here: {', '.join(kinds)})" if kinds else
+                " (no GPU here is MIG-enabled)")))
     flavors = cycle.flavors(job)
     if not flavors:
         return Reason(ReasonCode.NO_FLAVOR, GPU, detail=(
@@ -61,12 +74,14 @@ def _never_fits(cycle, job: Job, flavors) -> Reason | None:
     models = frozenset(m for _, ms in flavors for m in ms) if g.count else None
     queue = cycle.snapshot.queues[job.queue]
     groups = frozenset({job.resource_group} if job.resource_group else queue.resource_groups) or None
-    largest = cycle.sizes.largest(groups, job.selector, models)
+    largest = cycle.sizes.largest(groups, job.selector, models, g.profile)
     if largest is None:
         return Reason(ReasonCode.NEVER_FITS, "node", detail="no node matches the "
                       "job's resource group and selector")
     cpu, memory, gpus, gpu_memory = largest
-    checks = [(CPU, req.cpu_milli, cpu), (MEMORY, req.memory_mib, memory), (GPU, g.count, gpus)]
+    devices = quota_resource(g.profile) if g.profile else GPU  # instances are counted as such
+    checks = [(CPU, req.cpu_milli, cpu), (MEMORY, req.memory_mib, memory),
+              (devices, g.count, gpus)]
     if g.count and g.memory_mib is not None:
         checks.append(("gpu_memory", g.memory_mib, gpu_memory))
     for resource, need, cap in checks:
@@ -96,6 +111,14 @@ class NodeSizes:
         self._kinds: list[Node] | None = None
         self._answers: dict[tuple, tuple[int, int, int, int] | None] = {}
         self._offered: frozenset[str] | None = None
+        self._profiles: frozenset[tuple[str, str]] | None = None
+
+    def profiles(self) -> frozenset[tuple[str, str]]:
+        """The (GPU model, MIG profile) of every MIG instance of the cluster."""
+        if self._profiles is None:
+            self._profiles = frozenset((d.model, d.profile) for n in self.nodes
+                                       for d in n.devices if d.profile)
+        return self._profiles
 
     def missing(self, needed: frozenset[str]) -> frozenset[str]:
         """The features in ``needed`` that no node has."""
@@ -106,10 +129,13 @@ class NodeSizes:
         return needed - self._offered
 
     def largest(self, groups: frozenset[str] | None, selector: tuple[tuple[str, str], ...],
-                models: frozenset[str] | None) -> tuple[int, int, int, int] | None:
-        key = (groups, selector, models)
+                models: frozenset[str] | None, profile: str = ""
+                ) -> tuple[int, int, int, int] | None:
+        """The largest eligible node; its GPUs are those of ``models`` that are MIG instances
+        of ``profile`` (``""``: whole GPUs)."""
+        key = (groups, selector, models, profile)
         if key not in self._answers:
-            self._answers[key] = self._compute(groups, selector, models)
+            self._answers[key] = self._compute(groups, selector, models, profile)
         return self._answers[key]
 
     def kinds(self) -> list[Node]:
@@ -118,7 +144,7 @@ class NodeSizes:
             self._counts: dict[str, int] = {}
             for n in self.nodes:
                 kind = (n.resource_group, n.cpu_milli, n.memory_mib,
-                        tuple((d.model, d.memory_mib, d.healthy) for d in n.devices))
+                        tuple((d.model, d.memory_mib, d.healthy, d.profile) for d in n.devices))
                 first = by_kind.setdefault(kind, n)
                 self._counts[first.name] = self._counts.get(first.name, 0) + 1
             self._kinds = list(by_kind.values())
@@ -138,7 +164,7 @@ class NodeSizes:
                 and all(n.labels.get(k) == v for k, v in selector))
         return self._answers[key]  # type: ignore[return-value]
 
-    def _compute(self, groups, selector, models) -> tuple[int, int, int, int] | None:
+    def _compute(self, groups, selector, models, profile) -> tuple[int, int, int, int] | None:
         eligible = [n for n in (self.nodes if selector else self.kinds())
                     if (groups is None or n.resource_group in groups)
                     and all(n.labels.get(k) == v for k, v in selector)]
@@ -146,7 +172,8 @@ class NodeSizes:
             return None
 
         def devices(n):
-            return [d for d in n.devices if models is None or d.model in models]
+            return [d for d in n.devices if (models is None or d.model in models)
+                    and d.profile == profile]
 
         return (max(n.cpu_milli for n in eligible), max(n.memory_mib for n in eligible),
                 max(len(devices(n)) for n in eligible),
@@ -160,7 +187,8 @@ def _replicas_on(node: Node, models: frozenset[str] | None, req: ReplicaRequest)
             node.memory_mib // req.memory_mib if req.memory_mib else 1 << 30]
     if g.count:
         devs = [d for d in node.devices if d.healthy and (models is None or d.model in models)
-                and (g.memory_mib is None or d.memory_mib >= g.memory_mib)]
+                and (g.memory_mib is None or d.memory_mib >= g.memory_mib)
+                and d.profile == g.profile]
         if g.fractional:
             fits.append(sum(min(MILLI // g.share,
                                 d.memory_mib // g.memory_mib if g.memory_mib else 1 << 30)

@@ -50,7 +50,8 @@ class Slot:
     """One node's free capacity. ``milli[d]``/``gmem[d]`` are free on device position ``d``."""
 
     __slots__ = ("i", "node", "name", "cpu", "mem", "milli", "gmem", "dev_mem", "models",
-                 "numa", "nvlink", "whole", "level_count", "pools", "cap", "listed")
+                 "numa", "nvlink", "whole", "level_count", "pools", "cap", "listed",
+                 "profiles", "mig")
 
     def __init__(self, i: int, node: Node) -> None:
         self.i, self.node, self.name = i, node, node.name
@@ -66,6 +67,9 @@ class Slot:
         self.models = tuple([d.model for d in devs])
         self.numa = tuple([d.numa for d in devs])
         self.nvlink = tuple([d.nvlink for d in devs])
+        # each device's MIG profile ("" for a whole GPU), and whether the node has any
+        self.profiles = tuple([d.profile for d in devs])
+        self.mig = any(self.profiles)
         # wholly free devices, and how many devices have each tenths-of-a-GPU level of free
         # share; kept up to date device by device as shares are taken and given
         self.whole = sum(self.wholly_free(p) for p in range(len(devs)))

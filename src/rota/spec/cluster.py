@@ -18,8 +18,9 @@ from typing import Annotated, Any, Union
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from rota.core import (
-    BorrowWithinCohort, FlavorQuota, GpuDevice, ReclaimWithinCohort, WithinQueue,
+    BorrowWithinCohort, FlavorQuota, GpuDevice, InvalidSpec, ReclaimWithinCohort, WithinQueue,
 )
+from rota.core.mig import QUOTA_PREFIX, check_profile
 from rota.spec.errors import reason_error
 from rota.spec.job import IdleSpec, JobSpec
 from rota.spec.slurm import SlurmQueueSpec
@@ -118,15 +119,43 @@ class NodeSpec(Strict):
 
 
 class Amounts(Strict):
-    """A quota vector: gpu in GPUs (fractions allowed), cpu in cores or milli, memory."""
+    """A quota vector: gpu in GPUs (fractions allowed), cpu in cores or milli, memory, and
+    instances of MIG profiles (``mig-1g.10gb: 14``, ``rota.core.mig``), kept in ``mig``."""
 
     gpu: QuotaGpu | None = None
     cpu: CpuMilli | None = None
     memory: MemoryMiB | None = None
+    mig: dict[str, int] = Field(default_factory=dict)  # mig-<profile> -> instances
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mig_keys(cls, data: Any) -> Any:
+        """The ``mig-<profile>`` keys, checked and moved into ``mig``; ``mig`` itself is no
+        key of a quota."""
+        if not isinstance(data, dict):
+            return data
+        if "mig" in data:
+            raise reason_error("unknown key; a MIG quota is written mig-<profile>, such as "
+                               "mig-1g.10gb: 14", "mig")
+        mig = {}
+        for key, value in data.items():
+            if not (isinstance(key, str) and key.startswith(QUOTA_PREFIX)):
+                continue
+            try:
+                check_profile(key[len(QUOTA_PREFIX):], key)
+            except InvalidSpec as exc:
+                raise reason_error(exc.reason, key) from None
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise reason_error(f"must be a whole number of MIG instances, 0 or more, got "
+                                   f"{value!r}", key)
+            mig[key] = value
+        if not mig:
+            return data
+        return {**{k: v for k, v in data.items() if k not in mig}, "mig": mig}
 
     def vector(self) -> dict[str, int]:
-        return {k: v for k, v in (("gpu", self.gpu), ("cpu", self.cpu), ("memory", self.memory))
-                if v is not None}
+        return {**{k: v for k, v in (("gpu", self.gpu), ("cpu", self.cpu),
+                                     ("memory", self.memory)) if v is not None}, **self.mig}
 
 
 class QuotaSpec(Strict):
@@ -158,6 +187,8 @@ class QuotaSpec(Strict):
 
 
 def _amount(resource: str, value: int) -> str:
+    if resource.startswith(QUOTA_PREFIX):
+        return f"{value} {resource[len(QUOTA_PREFIX):]} instance{'' if value == 1 else 's'}"
     if resource == "gpu":
         return f"{value / 1000:g} GPU"
     if resource == "cpu":

@@ -57,11 +57,12 @@ def _limit(within: str | None = None) -> Iterator[None]:
 
 
 class ResourcesSpec(Strict):
-    """Per-replica resources. ``gpu`` is ``(count, share)``: 2 -> (2, 1000), 0.5 -> (1, 500)."""
+    """Per-replica resources. ``gpu`` is ``(count, share, MIG profile)``: 2 -> (2, 1000, ""),
+    0.5 -> (1, 500, ""), "2x1g.10gb" -> (2, 1000, "1g.10gb")."""
 
     cpu: CpuMilli = MILLI
     memory: MemoryMiB = DEFAULT_MEMORY_MIB
-    gpu: GpuAmount = (0, MILLI)
+    gpu: GpuAmount = (0, MILLI, "")
     gpu_memory: MemoryMiB | None = None
     gpu_model: Patterns = ()
     disk: MemoryMiB | None = None  # the working directory's limit; not scheduled, only watched
@@ -71,6 +72,9 @@ class ResourcesSpec(Strict):
         if self.gpu_memory is not None and self.gpu[0] == 0:
             raise reason_error("is set but gpu is 0; ask for a GPU or drop gpu_memory",
                                "gpu_memory")
+        if self.gpu_memory is not None and self.gpu[2]:
+            raise reason_error(f"is set but gpu asks for MIG profile {self.gpu[2]}, whose "
+                               "memory the profile says; drop gpu_memory", "gpu_memory")
         with _limit():
             limits.check_patterns(self.gpu_model, "gpu_model")
         if self.disk is not None and self.disk <= 0:
@@ -78,9 +82,9 @@ class ResourcesSpec(Strict):
         return self
 
     def request(self) -> ReplicaRequest:
-        count, share = self.gpu
+        count, share, profile = self.gpu
         return ReplicaRequest(self.cpu, self.memory,
-                              GpuRequest(count, share, self.gpu_memory, self.gpu_model))
+                              GpuRequest(count, share, self.gpu_memory, self.gpu_model, profile))
 
 
 class CheckpointSpec(Strict):

@@ -20,8 +20,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 from pydantic_core import PydanticCustomError
 
 from rota.core import (
-    MILLI, InvalidSpec, parse_cpu_milli, parse_duration_s, parse_gpu, parse_gpu_amount,
-    parse_gpus, parse_memory_mib,
+    MILLI, InvalidSpec, parse_cpu_milli, parse_duration_s, parse_gpu,
+    parse_gpu_request, parse_gpus, parse_memory_mib,
 )
 from rota.spec.errors import UNKNOWN_KEY, reason_error
 
@@ -202,7 +202,7 @@ CpuMilli = Annotated[int, BeforeValidator(_parser(parse_cpu_milli))]
 MemoryMiB = Annotated[int, BeforeValidator(_parser(parse_memory_mib))]
 Duration = Annotated[float, BeforeValidator(_parser(parse_duration_s))]
 PositiveDuration = Annotated[float, BeforeValidator(_parser(_positive_duration))]
-GpuAmount = Annotated[tuple[int, int], BeforeValidator(_parser(parse_gpu_amount))]
+GpuAmount = Annotated[tuple[int, int, str], BeforeValidator(_parser(parse_gpu_request))]
 QuotaGpu = Annotated[int, BeforeValidator(_parser(_quota_gpu))]
 Share = Annotated[int, BeforeValidator(_parser(_share))]
 Timestamp = Annotated[float, BeforeValidator(_parser(_timestamp))]

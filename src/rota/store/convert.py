@@ -8,6 +8,9 @@ The job ``spec`` column holds the core-level request, version 1::
      "walltime_s": 3600.0, "preemptible": true, "grace_s": 30.0, "resource_group": null,
      "selector": {"zone": "a"}, "labels": {}, "run": {...}}
 
+A request for MIG instances adds ``"profile": "1g.10gb"`` to its ``gpu`` (a spec without it
+asks for no profile).
+
 Identity and ordering fields (name, project, user, queue, priority, kind, replicas) are columns,
 not spec keys: the store filters and orders on them. ``run`` is what the backend needs; the
 scheduler reads only its ``image`` (a job in a container image needs a node that runs them),
@@ -46,7 +49,8 @@ def spec_json(sub: Submission) -> dict[str, Any]:
         "v": SPEC_VERSION,
         "request": {"cpu_milli": sub.request.cpu_milli, "memory_mib": sub.request.memory_mib,
                     "gpu": {"count": gpu.count, "share": gpu.share, "memory_mib": gpu.memory_mib,
-                            "models": list(gpu.models)}},
+                            "models": list(gpu.models),
+                            **({"profile": gpu.profile} if gpu.profile else {})}},
         "walltime_s": sub.walltime_s, "preemptible": sub.preemptible, "grace_s": sub.grace_s,
         "resource_group": sub.resource_group, "selector": dict(sub.selector),
         "labels": dict(sub.labels), "run": dict(sub.run),
@@ -56,14 +60,15 @@ def spec_json(sub: Submission) -> dict[str, Any]:
 def request_from_spec(spec: Mapping[str, Any]) -> ReplicaRequest:
     req, gpu = spec["request"], spec["request"]["gpu"]
     return _request(req["cpu_milli"], req["memory_mib"], gpu["count"], gpu["share"],
-                    gpu["memory_mib"], tuple(gpu["models"]))
+                    gpu["memory_mib"], tuple(gpu["models"]), gpu.get("profile", ""))
 
 
 @lru_cache(maxsize=4096)
 def _request(cpu_milli: int, memory_mib: int, count: int, share: int, gpu_memory_mib: int | None,
-             models: tuple[str, ...]) -> ReplicaRequest:
+             models: tuple[str, ...], profile: str = "") -> ReplicaRequest:
     """One object for every equal request: most queued jobs ask for one of a few shapes."""
-    return ReplicaRequest(cpu_milli, memory_mib, GpuRequest(count, share, gpu_memory_mib, models))
+    return ReplicaRequest(cpu_milli, memory_mib,
+                          GpuRequest(count, share, gpu_memory_mib, models, profile))
 
 
 def _name(value: str | None) -> str | None:

@@ -3,9 +3,10 @@ feasible node: ``random``, ``dotprod``, ``gpuclustering``, ``gpupacking``, ``bes
 ``fgd`` (fragmentation gradient descent, Weng et al., USENIX ATC '23).
 
 Vocabulary:
-- *device view*: a node's free devices as ``(model, free milli-GPU)`` pairs, sorted; with the
-  free CPU it is all a score depends on (plus, for ``gpuclustering``, the kinds of task the node
-  hosts). Nodes with equal views form a *group* and are scored once per request.
+- *device view*: a node's free devices as ``(model, free milli-GPU)`` pairs (with their memory
+  and MIG profile), sorted; with the free CPU it is all a score depends on (plus, for
+  ``gpuclustering``, the kinds of task the node hosts). Nodes with equal views form a *group*
+  and are scored once per request.
 - *rank*: a node's place in a random order of the nodes fixed by the plugin's ``seed``. Among
   equally scored nodes the lowest rank wins.
 - *kind* of a GPU request: ``share`` (a fraction of one device), or the number of whole devices.
@@ -111,7 +112,8 @@ class _Packing:
     def select(self, state: ClusterState, shape: Shape, capped: bool
                ) -> tuple[Slot, list[int]] | None:
         self._sync(state)
-        request = (shape.cpu, shape.count, shape.share, shape.gpu_mem, shape.models, shape.pools)
+        request = (shape.cpu, shape.count, shape.share, shape.gpu_mem, shape.models, shape.pools,
+                   shape.profile)
         best_score: float | None = None
         best_rank = len(self._rank_slot)
         for gid, members in self._members.items():
@@ -227,7 +229,7 @@ class _Packing:
             del kinds[k]
 
     def view_key(self, slot: Slot) -> tuple:
-        devs = tuple(sorted(zip(slot.models, slot.milli, slot.gmem, slot.dev_mem)))
+        devs = tuple(sorted(zip(slot.models, slot.milli, slot.gmem, slot.dev_mem, slot.profiles)))
         extra = tuple(sorted(map(str, self._kinds[slot.i]))) if self.tracks_kinds else ()
         return (tuple(p.key for p in slot.pools), slot.cpu, devs, extra)
 
@@ -267,7 +269,8 @@ class RandomFit(_Packing):
     def select(self, state: ClusterState, shape: Shape, capped: bool
                ) -> tuple[Slot, list[int]] | None:
         self._sync(state)
-        request = (shape.cpu, shape.count, shape.share, shape.gpu_mem, shape.models, shape.pools)
+        request = (shape.cpu, shape.count, shape.share, shape.gpu_mem, shape.models, shape.pools,
+                   shape.profile)
         groups: list[list[int]] = []
         for gid, members in self._members.items():
             cache = self._scores[gid]
