@@ -10,10 +10,12 @@ or set its resource limits, it does not). The answer is the node's feature
 
 What ``podman run`` is given (``image_fields``), for the replica as a process would have it:
 
-- ``--rm`` and a name of the replica's own (``rota-<digest of the data directory>-<job>-
-  <attempt>-<rank>``), which the supervisor removes again (``podman rm --force``) once the
-  command ended however it ended, so that a container killed with its podman (a SIGKILL after a
-  grace period) does not outlive the replica;
+- a name of the replica's own (``rota-<digest of the data directory>-<job>-<attempt>-<rank>``),
+  which the supervisor removes (``podman rm --force``) once the command ended however it
+  ended, so that a container killed with its podman (a SIGKILL after a grace period) does not
+  outlive the replica. Not ``--rm``: podman 4.3's own removal races ``podman run``'s wait for
+  the exit code, which then exits 127 ("container has already been removed") for a command
+  that exited 0;
 - ``--cgroup-parent``: the container's cgroup is made inside the replica's
   (``rota.backends.cgroups``), so that the replica's CPU, memory and process limits hold for
   the container and its OOM kills are named; podman itself runs in the replica's cgroup, as
@@ -49,6 +51,7 @@ missing here is pulled by podman as it pulls any (``--pull=missing``).
 from __future__ import annotations
 
 import functools
+import glob
 import hashlib
 import os
 import re
@@ -66,11 +69,13 @@ from rota.core import InvalidSpec
 PROBE_TIMEOUT_S = 60.0
 CONTROL_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 ENV_FILE = "container.env"
-# the directories given, removed, for up to 5 s while a process (podman's monitor, which
-# outlives its container a moment) still holds one
-RMDIRS = ('n=0; while [ "$n" -lt 50 ]; do rmdir "$@" 2>/dev/null; left=; '
-          'for d; do [ -d "$d" ] && left=1; done; [ -z "$left" ] && exit 0; '
-          'n=$((n + 1)); sleep 0.1; done')
+# the directories given (shell patterns: a container's cgroup is named after its id, not
+# known beforehand), removed, for up to 30 s while a process (podman's monitor, which outlives
+# its container a moment, seconds on a loaded machine) still holds one
+RMDIRS = ("IFS='\n'; n=0; while [ \"$n\" -lt 300 ]; do left=; "
+          'for p; do for d in $p; do [ -d "$d" ] || continue; '
+          'rmdir "$d" 2>/dev/null || left=1; done; done; [ -z "$left" ] && exit 0; '
+          'n=$((n + 1)); sleep 0.1; done; exit 1')
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 # what podman itself may take from the control plane's environment, besides ``inherited``
 PODMAN_OWN = ("HOME", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "TMPDIR")
@@ -190,7 +195,7 @@ def image_fields(podman: Podman, name: str, replica_dir: Path, spec: LaunchSpec,
     inside = ["--env-file", str(replica_dir / ENV_FILE), *user,
               "--workdir", workdir]  # what ``podman exec`` repeats (``exec_argv``)
     parent, made = _cgroup_parent(cgroup)
-    command = [*podman.argv, "run", "--rm", "--name", name, *parent,
+    command = [*podman.argv, "run", "--name", name, *parent,
                "--network=host", "--pid=host", *inside, *rights,
                "--volume", f"{real}:{workdir}"]
     for extra in _extra_paths(env, workdir):
@@ -212,18 +217,24 @@ def image_fields(podman: Podman, name: str, replica_dir: Path, spec: LaunchSpec,
 def _cgroup_parent(plan: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
     """``--cgroup-parent`` (the replica's cgroup: the container's is made inside it, under its
     limits) and ``--pids-limit=-1`` (no limit of podman's own below the replica's), and the
-    cgroup directories podman makes for it that outlive the container, children first: its
-    monitor's ``conmon`` in every hierarchy, and the replica's path in the hierarchies rota
-    limits nothing in (cgroup v1's cpuset, devices, ...). Nothing without a plan."""
+    cgroup directories podman makes for it that may outlive the container, children first,
+    as shell patterns: the container's own (``libpod-<id>``) and its monitor's (``conmon``) in
+    every hierarchy, and the replica's path where it is not the replica's own cgroup: in the
+    hierarchies rota limits nothing in (cgroup v1's cpuset, devices, ...), and in those where
+    this process's cgroup, and so the replica's, is not at the same path as in the memory
+    hierarchy (one ``--cgroup-parent`` is one path in every hierarchy: there the container runs
+    outside the replica's cgroup, limited by the memory hierarchy's alone). Nothing without a
+    plan."""
     if not plan:
         return [], []
     key = "memory" if plan.get("version") == 1 else ""
     mount, leaf = plan["mounts"][key], plan["dirs"][key]
     relative = "/" + os.path.relpath(leaf, mount)
-    ours = set(plan["mounts"].values())
+    ours = set(plan["dirs"].values())
     hierarchies = sorted(_cgroup_mounts())
-    made = [f"{m}{relative}/conmon" for m in hierarchies] + [
-        f"{m}{relative}" for m in hierarchies if m not in ours]
+    made = [f"{m}{glob.escape(relative)}/libpod-*" for m in hierarchies] + [
+        f"{m}{glob.escape(relative)}/conmon" for m in hierarchies] + [
+        f"{m}{glob.escape(relative)}" for m in hierarchies if f"{m}{relative}" not in ours]
     return [f"--cgroup-parent={relative}", "--pids-limit=-1"], made
 
 
