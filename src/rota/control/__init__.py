@@ -15,6 +15,9 @@ The loop and what one pass carries out:
   moves of a pass written together, and usage billed;
 - ``observe``: adopting and polling the launched jobs, a failing poll asked again by halves;
 - ``landing``: handing bound jobs to the launcher, and recording what became of the launches;
+- ``handoff``: a job's own report of its end (a Slurm batch script's), taken by the backend and
+  answered once the pass that took it has its launches out; attempts still running long after
+  their report stopped;
 - ``verdict``: the pure rules (exit codes, restart budget, cancel, preemption grace);
 - ``launcher``: launching the jobs a pass bound, many at once, recovering attempts an earlier
   control plane started;

@@ -72,16 +72,8 @@ left SCHEDULED (its launch under way when the control plane died) has its attemp
 start only after (the launcher's rounds run one after the other). No accepted job is lost: the
 store holds it.
 
-Early ends (``exited``): a job's own report that its attempt ended (``POST
-/v1/jobs/{id}/exited``, sent by a Slurm batch script before it exits) is handed to the backend
-(``EarlyEnding.reported``, where the backend implements it), which reports the attempt exited
-from then on; the loop is woken, and the future ``exited`` returns is done once the pass that
-took the report has launched what it placed and the backend has those launches out
-(``EarlyEnding.flush_launches``; Slurm: submitted and released); the API answers the report
-then, or after ``HANDOFF_WAIT_S``. So the job that takes the freed GPUs is queued in Slurm
-before the reporting job lets them go. Every pass also stops the attempts the backend still
-runs long after they reported their end (``EarlyEnding.overdue``), and says so in the job's
-events.
+Early ends (``exited``): a job's own report of its end, answered once the pass that took it
+has its launches out; every pass stops attempts that still run long after (``handoff``).
 
 With a ``LeaseKeeper`` (``rota.control.lease``), every pass first makes sure this process
 still holds the database's ``control-loop`` lease, renewing it when due, and the loop wakes at
@@ -104,28 +96,26 @@ import logging
 import math
 import threading
 import time
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Iterator
 
-from rota.backends.base import (
-    REPORT_TRUST_S, Backend, EarlyEnding, Handle, RunAs, Succeeding,
-)
+from rota.backends.base import Backend, EarlyEnding, RunAs, Succeeding
 from rota.control.accounts import Accounts
 from rota.control.budgets import BudgetWatch
-from rota.control import eligibility
+from rota.control import eligibility, handoff
 from rota.control.clock import Clock, SystemClock
 from rota.control.forecasts import Forecasts
 from rota.control.intake import Intake
 from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
-from rota.control.reconcile import PassReport, Reconciler, current_handle
-from rota.core import InvalidSpec, Preempt
+from rota.control.reconcile import PassReport, Reconciler
+from rota.core import Preempt
 from rota.scheduler import ArrivalMix, Arrivals, Decisions, Policy, Snapshot, run_cycle
 from rota.scheduler.base import Base
-from rota.store import JobRecord, NotFound, Store
+from rota.store import JobRecord, Store
 
 if TYPE_CHECKING:  # the metrics are composed in only by ``rota up``
     from rota.control.metrics import Metrics
@@ -211,26 +201,15 @@ class ControlLoop:
     def exited(self, job_id: str, attempt: int, exit_code: int,
                replicas: tuple[int, ...] | None = None) -> Future[None] | None:
         """Attempt ``attempt`` of job ``job_id`` says it ended with ``exit_code``, and each
-        replica with its code in ``replicas`` where it knows them (the module docstring's
-        early ends). Returns at once: a future done once the pass that took the
-        report has its launches out, or None when the report is not taken (the attempt is
-        not the job's current launch, the backend takes no such word, or this loop stopped:
-        the backend's own report of the end counts then, as always)."""
+        replica with its code in ``replicas`` where it knows them (``rota.control.handoff``).
+        Returns at once: a future done once the pass that took the report has its launches
+        out, or None when the report is not taken (the attempt is not the job's current
+        launch, the backend takes no such word, or this loop stopped: the backend's own
+        report of the end counts then, as always)."""
         if self._halt.is_set() or (self.lease is not None and self.lease.lost):
             return None  # stopped, or its lease lost: the leader's API takes it
-        try:
-            rec = self.store.get_job(job_id)
-            stored = current_handle(rec)
-            if stored is None or rec.attempts != attempt or not rec.state.holds_resources:
-                return None
-            handle = Handle.from_dict(stored)
-        except (NotFound, InvalidSpec):
+        if not handoff.taken(self.store, self.early, job_id, attempt, exit_code, replicas):
             return None
-        if replicas is not None and len(replicas) != len(handle.replicas):
-            replicas = None  # not this attempt's ranks: the batch's status stands for each
-        if self.early is None or not self.early.reported(handle, exit_code, replicas):
-            return None
-        log.info("job %s: attempt %d reported its end (status %d)", job_id, attempt, exit_code)
         taken: Future[None] = Future()
         with self._handoff_lock:
             self._handoffs.append(taken)
@@ -324,7 +303,8 @@ class ControlLoop:
             try:
                 return self._steps(now, report, settle, began, quick)
             finally:
-                self._answer_after_launches(handoffs)
+                handoff.answer_after(self.reconciler.launcher, self.early,
+                                     self.backend.name, handoffs)
 
     def _steps(self, now: float, report: PassReport, settle: bool, began: float,
                quick: bool = False) -> PassReport:
@@ -351,7 +331,7 @@ class ControlLoop:
     def _reconcile(self, now: float, report: PassReport) -> None:
         """Steps 1 and 2 (module docstring)."""
         self.reconciler.reconcile(self.store.held_jobs(), now, report)          # 1
-        self._stop_overdue(report)
+        handoff.stop_overdue(self.early, self.backend, self.store, report)
         if report.faults or report.displaced:  # a node or GPU failed or was drained, or
             # work outside rota took a job's GPUs: the cycle must see it before placing
             self._sync_inventory(now, report, force=True)
@@ -375,39 +355,6 @@ class ControlLoop:
         launching: a pass that began in time but was slowed or frozen past its lease stops
         there (the jobs it bound stay SCHEDULED, and whoever leads launches them)."""
         return self.lease is None or self.lease.ensure(self.clock.now())
-
-    def _answer_after_launches(self, handoffs: list[Future[None]]) -> None:
-        """Answer the reports a pass took once its launches are out in the backend."""
-        if not handoffs:
-            return
-        early = self.early
-
-        def answer() -> None:
-            try:
-                if early is not None:
-                    early.flush_launches()
-            except Exception:  # the launches are released later (Slurm: by ``poll``)
-                log.exception("flushing the launches of %s failed", self.backend.name)
-            for taken in handoffs:
-                try:
-                    taken.set_result(None)
-                except InvalidStateError:  # given up on (cancelled) meanwhile
-                    pass
-        self.reconciler.launcher.then(answer)
-
-    def _stop_overdue(self, report: PassReport) -> None:
-        """Stop the attempts that reported their end but still run in the backend."""
-        try:
-            for handle in self.early.overdue() if self.early is not None else []:
-                log.warning("job %s: attempt %s reported its end, but %s still runs it: "
-                            "stopped", handle.job_id, handle.attempt, self.backend.name)
-                self.backend.cancel(handle, 0.0)
-                self.store.note(handle.job_id, "stopped-after-report", (
-                    f"attempt {handle.attempt} reported its end, but the {self.backend.name} "
-                    f"backend still ran it {REPORT_TRUST_S:.0f} s later: stopped there"))
-        except Exception as exc:  # the next pass asks again
-            report.errors.append(f"overdue: {exc!r}")
-            log.exception("stopping attempts that reported their end failed")
 
     def _land(self, now: float, report: PassReport, wait: bool) -> None:
         try:
