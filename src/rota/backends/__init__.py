@@ -5,7 +5,8 @@ Modules are imported on use so that the supervisor process starts quickly. A bac
 
 The contract and the values shared by every backend:
 
-- ``base``: the one ``Backend`` protocol with its handles, statuses and capabilities;
+- ``base``: the one ``Backend`` protocol with its statuses, capabilities and launch requests;
+- ``handles``: the name of one launch (``Handle``), plain data that round-trips through JSON;
 - ``env``: the environment one replica sees: what rota sets on top of the job's variables,
   and the little a job inherits from the control plane;
 - ``channels``: interactive streams over a process (with a terminal or pipes) or a TCP
