@@ -19,6 +19,7 @@ from rota.backends.base import Handle, ReplicaHandle
 from rota.backends.local import Proc
 from rota.cli import jobrows
 from rota.core import GpuDevice, JobState, Node, jobwords
+from terminal import on_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("typer", "rich", "pydantic", "rota.spec", "rota.scheduler")
@@ -140,30 +141,13 @@ def test_a_table_too_wide_for_the_terminal_is_laid_out_by_rich_in_both(server, t
 
 def test_a_terminal_gets_the_same_bold_header(server, tmp_path, jobs):
     """Under a pseudo-terminal, as a person at a shell runs it."""
-    script = ("import os, pty, sys, json\n"
-              "code, argv = sys.argv[1], sys.argv[2:]\n"
-              "pid, fd = pty.fork()\n"
-              "if pid == 0:\n"
-              "    os.execv(sys.executable, [sys.executable, '-c', code, *argv])\n"
-              "out = b''\n"
-              "while True:\n"
-              "    try:\n"
-              "        chunk = os.read(fd, 65536)\n"
-              "    except OSError:\n"
-              "        break\n"
-              "    if not chunk:\n"
-              "        break\n"
-              "    out += chunk\n"
-              "os.waitpid(pid, 0)\n"
-              "sys.stdout.write(json.dumps(out.decode()))\n")
     env = server.env(TERM="xterm", COLUMNS="200")
     for key in ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
         env.pop(key, None)
     args = ["ps", "-A", "-o", "id,name,state,gpus,where"]
-    outputs = [json.loads(subprocess.run(
-        [sys.executable, "-c", script, code, *extra, *args], capture_output=True, text=True,
-        timeout=60, cwd=ROOT, env=env).stdout) for code, extra in
-        ((FAST, [str(tmp_path / "modules.json")]), (TYPER, []))]
+    outputs = [on_terminal([sys.executable, "-c", code, *extra, *args], env, ROOT,
+                           lambda _: None)[0].decode()
+               for code, extra in ((FAST, [str(tmp_path / "modules.json")]), (TYPER, []))]
     assert outputs[0] == outputs[1]
     assert "\x1b[1mID" in outputs[0]
     assert "rich" not in json.loads((tmp_path / "modules.json").read_text())

@@ -8,7 +8,6 @@ No timing is asserted: ``bench/cli.py`` measures it."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -19,6 +18,7 @@ from rota.backends.local import Proc
 from rota.core import JobState
 from rota.core.decisions import Decisions, Holder, Reason, ReasonCode, Wait
 from test_cli_fast import DOMAIN, HEAVY, ROOT, rota_both, same
+from terminal import on_terminal
 
 DAYS = 3 * 86400 + 2 * 3600 + 1800  # the jobs' age: 3d2h for both runs of a command
 
@@ -136,30 +136,13 @@ def test_the_fast_path_is_taken_and_loads_no_heavy_module(server, tmp_path, show
 
 def test_a_terminal_gets_the_same_bold_title_and_headings(server, tmp_path, shown):
     """Under a pseudo-terminal, as a person at a shell runs it."""
-    script = ("import os, pty, sys, json\n"
-              "code, argv = sys.argv[1], sys.argv[2:]\n"
-              "pid, fd = pty.fork()\n"
-              "if pid == 0:\n"
-              "    os.execv(sys.executable, [sys.executable, '-c', code, *argv])\n"
-              "out = b''\n"
-              "while True:\n"
-              "    try:\n"
-              "        chunk = os.read(fd, 65536)\n"
-              "    except OSError:\n"
-              "        break\n"
-              "    if not chunk:\n"
-              "        break\n"
-              "    out += chunk\n"
-              "os.waitpid(pid, 0)\n"
-              "sys.stdout.write(json.dumps(out.decode()))\n")
     env = server.env(TERM="xterm", COLUMNS="200")
     for key in ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
         env.pop(key, None)
     for kind in ("running", "failed"):
-        outputs = [json.loads(subprocess.run(
-            [sys.executable, "-c", script, code, *extra, "show", shown[kind]],
-            capture_output=True, text=True, timeout=60, cwd=ROOT, env=env).stdout)
-            for code, extra in ((FAST, [str(tmp_path / "modules.json")]), (TYPER, []))]
+        outputs = [on_terminal([sys.executable, "-c", code, *extra, "show", shown[kind]],
+                               env, ROOT, lambda _: None)[0].decode()
+                   for code, extra in ((FAST, [str(tmp_path / "modules.json")]), (TYPER, []))]
         assert outputs[0] == outputs[1]
         assert f"\x1b[1mJob {shown[kind]}" in outputs[0] and "\x1b[1mEvents" in outputs[0]
         assert "rich" not in json.loads((tmp_path / "modules.json").read_text())
