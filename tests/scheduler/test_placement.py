@@ -39,6 +39,49 @@ def test_a_gang_that_only_partly_fits_binds_nothing():
     assert devices_of(bound(d)["small"]) == [("n1", (0,))]
 
 
+SLURM, KUBE = "rota.dev/engine-slurm", "rota.dev/engine-kubernetes"
+
+
+def test_a_gang_goes_to_nodes_that_one_backend_launches_on():
+    # n1 and n2 are reached by Slurm alone, n3 by Kubernetes alone: 1 GPU free on n1 and on n3
+    # would take a gang of two across both, which no backend could launch
+    snap = cluster().nodes(
+        node("n1").gpus(2).label(SLURM, "true"), node("n2").gpus(2).label(SLURM, "true"),
+        node("n3").gpus(1).label(KUBE, "true")).jobs(
+        job("a").gpus(1).running_on(("n1", [0])),
+        job("b").gpus(2).running_on(("n2", [0, 1])),
+        job("gang").gpus(1).replicas(2)).build()
+    d = decide(snap, PACK)
+    assert "gang" not in bound(d)
+    (reason,) = waiting(d)["gang"].reasons
+    assert reason.code is ReasonCode.GANG
+    # once n2 frees up, both replicas go to Slurm's nodes
+    freed = cluster().nodes(
+        node("n1").gpus(2).label(SLURM, "true"), node("n2").gpus(2).label(SLURM, "true"),
+        node("n3").gpus(1).label(KUBE, "true")).jobs(
+        job("a").gpus(1).running_on(("n1", [0])),
+        job("gang").gpus(1).replicas(2)).build()
+    placed = {n for n, _ in devices_of(bound(decide(freed, PACK))["gang"])}
+    assert placed <= {"n1", "n2"}
+
+
+def test_a_node_reached_by_both_backends_joins_either_sides_gang():
+    snap = cluster().nodes(
+        node("n1").gpus(1).label(SLURM, "true").label(KUBE, "true"),
+        node("n2").gpus(1).label(KUBE, "true"), node("n3").gpus(1).label(SLURM, "true")).jobs(
+        job("gang").gpus(1).replicas(3),
+        job("pair").gpus(1).replicas(2).selector(((KUBE, "true"),))).build()
+    d = decide(snap, PACK)
+    assert "gang" not in bound(d)  # three replicas: no backend reaches three nodes
+    assert sorted(n for n, _ in devices_of(bound(d)["pair"])) == ["n1", "n2"]
+
+
+def test_a_single_backends_labels_change_nothing():
+    snap = cluster().nodes(node("n1").gpus(1).label(SLURM, "true"), node("n2").gpus(1)).jobs(
+        job("gang").gpus(1).replicas(2)).build()
+    assert sorted(n for n, _ in devices_of(bound(decide(snap, PACK))["gang"])) == ["n1", "n2"]
+
+
 # -- whole and fractional GPUs ------------------------------------------------------------------
 
 def test_whole_gpus_are_free_devices_with_their_whole_memory():

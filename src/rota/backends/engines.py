@@ -27,9 +27,8 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from rota.core import Foreign, Node
-from rota.core.nodes import GpuDevice
+from rota.core.nodes import ENGINE_LABEL, GpuDevice
 
-ENGINE_LABEL = "rota.dev/engine-"  # + a member's name: "true" where that member reaches the node
 
 
 def engine_label(member: str) -> str:

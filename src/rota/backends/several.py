@@ -16,9 +16,10 @@ name of its own, in the order they were named: ``rota up --backend slurm,kuberne
   member offered (``Offering``: a Pod created with ``schedulerName: rota``) is launched by that
   member, and its offer's job asks for that member's engine label, so that it is placed where
   that member reaches. A job ``selector: {rota.dev/engine-kubernetes: "true"}`` runs through
-  Kubernetes; a gang stays within one engine when it asks for one. A gang placed on nodes that
-  no one member reaches all of (it asked for no engine, and some of its nodes are one engine's
-  only) is refused at launch (``BackendError`` ``no_engine``).
+  Kubernetes. The scheduler places a gang on nodes that one member reaches
+  (``rota.scheduler.placement.place_gang``); a placement that no one member reaches all of
+  (one made before a node's labels changed) is refused at launch (``BackendError``
+  ``no_engine``).
 - **Everything about a launch** (poll, adopt, cancel, signal, logs, activity, endpoint, exec,
   early ends) goes to the member its handle names (``Handle.backend``): each member writes its
   own name into the handles it makes. ``recover`` asks each member that reaches the

@@ -24,6 +24,12 @@ job only where it can run, instead of a backend refusing at launch what was plac
 A node reported without them (an inventory file, a row stored before nodes had features) has
 ``HOST_FEATURES``: what a machine running jobs as processes offers.
 
+A control plane of several backends (``rota.backends.several``) labels each node with
+``ENGINE_LABEL`` + a backend's name (``rota.dev/engine-slurm: "true"``) for every backend that
+can launch jobs there. A gang's replicas are launched by one backend, so the scheduler places
+them on nodes that share one such label (``rota.scheduler.placement.place_gang``); a job's
+selector may name one.
+
 A MIG-enabled GPU is not a device here: each of its GPU instances is (``rota.core.mig``), with
 its ``profile`` (``1g.10gb``), the index of the GPU it is cut from (``parent``), its placement
 ``start`` and ``compute`` slices; its ``index`` is ``mig.instance_index(parent, start)``, its
@@ -54,6 +60,7 @@ SIGNALS = "signals"
 CONTAINERS = "containers"
 FEATURES = frozenset({GPU_SHARING, GPU_MEMORY_LIMIT, GPU_COMPUTE_LIMIT, SIGNALS, CONTAINERS})
 HOST_FEATURES = frozenset({GPU_SHARING, SIGNALS})
+ENGINE_LABEL = "rota.dev/engine-"  # + a backend's name: "true" where that backend launches jobs
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,9 @@
 
 A ``Shape`` is one replica's request resolved against the cluster: which pools (resource group
 x GPU model) it may use, and how much of each device. ``place_gang`` places every replica or
-none: replicas are tentatively taken in the ``ClusterState`` overlay and undone if one fails.
+none: replicas are tentatively taken in the ``ClusterState`` overlay and undone if one fails;
+where nodes say which backends launch jobs on them (``rota.core.nodes.ENGINE_LABEL``), on the
+nodes of one backend.
 
 Device choice inside a node:
 - a fraction goes on one device that has both the share and the memory free; the scorer's
@@ -35,7 +37,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterator, Protocol
 
@@ -358,7 +360,26 @@ def find_replica(state: ClusterState, shape: Shape, scorer: Scorer, capped: bool
 
 def place_gang(state: ClusterState, shape: Shape, replicas: int, scorer: Scorer,
                capped: bool = False) -> tuple[Placement | None, int]:
-    """Place all ``replicas`` or none. Returns (placement, replicas that fitted)."""
+    """Place all ``replicas`` or none. Returns (placement, replicas that fitted).
+
+    Where nodes name the backends that launch jobs on them (``ClusterState.engines``), a gang
+    whose selector names none goes to nodes that one backend launches on: each backend's
+    nodes are tried in turn, in name order, and the first that take every replica win."""
+    if replicas > 1 and len(state.engines) > 1 and not any(
+            k in state.engines for k, _ in shape.selector):
+        most = 0
+        for engine in state.engines:
+            within = replace(shape, selector=(*shape.selector, (engine, "true")))
+            placement, fitted = _place_all(state, within, replicas, scorer, capped)
+            if placement is not None:
+                return placement, fitted
+            most = max(most, fitted)
+        return None, most
+    return _place_all(state, shape, replicas, scorer, capped)
+
+
+def _place_all(state: ClusterState, shape: Shape, replicas: int, scorer: Scorer,
+               capped: bool) -> tuple[Placement | None, int]:
     mark = state.mark()
     placed: list[ReplicaPlacement] = []
     for _ in range(replicas):

@@ -33,6 +33,7 @@ from bisect import bisect_left, insort
 from dataclasses import dataclass
 
 from rota.core import MILLI, DeviceShare, Node
+from rota.core.nodes import ENGINE_LABEL
 
 ALL_MODELS = "*"
 NO_GPUS = "-"  # the pool of a resource group's nodes without GPUs
@@ -140,6 +141,10 @@ class ClusterState:
     def __init__(self, nodes: tuple[Node, ...]) -> None:
         self.slots = [Slot(i, n) for i, n in enumerate(sorted(nodes, key=lambda n: n.name))]
         self.by_name = {s.name: s for s in self.slots}
+        # the labels of the backends that launch jobs on some node, where nodes name any
+        # (``rota.core.nodes.ENGINE_LABEL``): a gang goes to nodes that share one
+        self.engines = tuple(sorted({k for n in nodes for k, v in n.labels.items()
+                                     if k.startswith(ENGINE_LABEL) and v == "true"}))
         self.pools: dict[tuple[str, str], Pool] = {}
         self.journal: list[Entry] = []
         self.loaded_kinds: dict[int, dict[str | int, int]] = {}  # slot -> task kind -> loaded jobs
