@@ -33,9 +33,9 @@ from typing import Iterator, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rota.core import BorrowWithinCohort, Job, ReclaimWithinCohort
+from rota.core import BorrowWithinCohort, Job, ReclaimWithinCohort, WithinQueue
 from rota.scheduler.candidates import (
-    Candidate, Setting, Variant, candidates, short_of, within_nominal_with,
+    Candidate, Setting, Variant, candidates, index_of, short_of, within_nominal_with,
 )
 from rota.scheduler.placement import place_gang
 from rota.scheduler.plugins.order import BestEffortFifo, priority_key
@@ -147,6 +147,8 @@ class FairSharing:
         queue's order), as fair sharing finds them in each."""
         best, rank = None, None
         for k, (flavor, models) in enumerate(cycle.flavors(job)):
+            if not reclaim_bound(cycle, job, flavor):
+                continue  # no search could give back enough quota: no list to build
             cands = fair_candidates(cycle, job, flavor)
             if not cands:
                 continue
@@ -184,6 +186,63 @@ def fair_candidates(cycle, job: Job, flavor: str) -> Setting | None:
             return None
     out = candidates(cycle, job, flavor, short, True)
     return Setting(flavor, short, False, out, (True,)) if out else None
+
+
+def reclaim_bound(cycle, job: Job, flavor: str) -> bool:
+    """False only if the job would fail its queue's quota in ``flavor`` even with every
+    candidate that ``FairSearch.reachable`` could keep given back (``Search.quota_allows``):
+    a necessary condition of a search there, read from the cycle's evictable jobs by queue
+    before any candidate list is built. It gives back, with the handover, what the queue's
+    own preemptible jobs there hold where ``within_queue`` could let it evict one (its lowest
+    priority there is below the job's, or equal under ``lower-or-newer-equal-priority``), and
+    what those of each other queue of the cohort hold where reclaim could take one; of the
+    latter, unless the job's queue is within nominal quota with the job (as ``reachable``
+    judges it), only of queues that borrow with a share at least the lowest the job's queue
+    could have (its preemptible and leaving jobs there all gone). Each is a superset of what
+    the search could give back, and quota only grows as jobs are uncharged, so a False here
+    is a False there."""
+    queue = cycle.snapshot.queues[job.queue]
+    quota = queue.quotas.get(flavor)
+    if quota is None:
+        return True  # the flavour does not limit the queue
+    book, index, own = cycle.book, index_of(cycle), job.queue
+    short = short_of(cycle, job, flavor, quota)  # as the candidate list reads it
+    demand, mine = job.total(), cycle.priority_of(job)
+    lowest = index.lowest(own, flavor)
+    evicts_own = queue.within_queue is not WithinQueue.NEVER and (lowest < mine or (
+        lowest == mine and queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY))
+    back = [(own, index.held(own, flavor))] if evicts_own else []
+    reclaim = queue.reclaim_within_cohort
+    for v in cycle.handover:
+        book.charge(v.queue, v.flavor, v.total(), -1)
+    gone: list[tuple[str, dict[str, int]]] = []
+    try:
+        if queue.cohort is not None and reclaim is not ReclaimWithinCohort.NEVER:
+            others = [q for q in index.cohorts.get(queue.cohort, ()) if q != own and (
+                reclaim is ReclaimWithinCohort.ANY or index.lowest(q, flavor) < mine)]
+            if not all(book.usage[(own, flavor, r)] + demand.get(r, 0) <= quota.nominal[r]
+                       for r in short if r in quota.nominal):
+                least = dict(demand)
+                for _, amounts in (*back, (own, index.held(own, flavor, True))):
+                    for r, amount in amounts.items():
+                        least[r] = least.get(r, 0) - amount
+                floor = share_of(book, own, flavor, least).key()
+                others = [q for q in others if _at_least(share_of(book, q), floor)]
+            back += [(q, index.held(q, flavor)) for q in others]
+        for q, amounts in back:
+            if amounts:
+                book.charge(q, flavor, amounts, -1)
+                gone.append((q, amounts))
+        return cycle.policy.admission.check(book, own, flavor, demand) is None
+    finally:
+        for q, amounts in gone:
+            book.charge(q, flavor, amounts, 1)
+        for v in cycle.handover:
+            book.charge(v.queue, v.flavor, v.total(), 1)
+
+
+def _at_least(share, floor: tuple) -> bool:
+    return share.borrowing and share.key() >= floor
 
 
 class FairSearch(Search):
@@ -303,6 +362,12 @@ class FairSearch(Search):
                     return None
                 continue
             mine, theirs = self._mine(), share_of(self.book, target)
+            if (mine.key() > theirs.key()) if strategy == STRATEGIES[0] \
+                    else not mine.key() < theirs.key():
+                # no victim qualifies: one only lowers its queue's share (``after``)
+                retry.setdefault(target, []).extend(stack)
+                stack.clear()
+                continue
             while stack:
                 v = stack.pop(0)
                 after = share_of(self.book, target, v.flavor, v.total(), -1)
