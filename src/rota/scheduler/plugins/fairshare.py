@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rota.core import BorrowWithinCohort, Job, ReclaimWithinCohort, WithinQueue
 from rota.scheduler.candidates import (
-    Candidate, Setting, Variant, candidates, index_of, short_of, within_nominal_with,
+    Candidate, Setting, Variant, candidates, index_of, short_of,
 )
 from rota.scheduler.placement import place_gang
 from rota.scheduler.plugins.order import BestEffortFifo, priority_key
@@ -397,14 +397,21 @@ class FairSearch(Search):
         or one taken before) owed back: within its queue's nominal quota if it came back, so
         that it would take the room back at once and the job evict again (rota's rule; Kueue
         lets that loop happen where a queue's share stays high after its last victim, as with
-        weight 0). A job within its own queue's nominal quota takes freely."""
-        book = self.book
-        book.charge(v.queue, v.flavor, v.total(), -1)
-        try:
-            return any(within_nominal_with(book, w.queue, w.flavor, w.total())
-                       for w in (*taken, v) if w.queue == v.queue)
-        finally:
-            book.charge(v.queue, v.flavor, v.total(), 1)
+        weight 0). A job within its own queue's nominal quota takes freely. Read from the
+        book's usage less ``v``'s, without charging it."""
+        book, gone = self.book, v.total()
+        for w in (*taken, v):
+            if w.queue != v.queue:
+                continue
+            quota = book.queues[w.queue].quotas.get(w.flavor)
+            if quota is None:
+                return True
+            less = gone if w.flavor == v.flavor else {}
+            if all(book.usage[(w.queue, w.flavor, r)] - less.get(r, 0) + amount
+                   <= quota.nominal[r]
+                   for r, amount in w.total().items() if amount > 0 and r in quota.nominal):
+                return True
+        return False
 
     def _take(self, v: Job, taken: list[Job]) -> bool:
         self.release(v)
