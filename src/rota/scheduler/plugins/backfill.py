@@ -50,7 +50,7 @@ class EasyBackfill:
             ((j.expected_end, j.id, j) for j in cycle.holding() if j.expected_end is not None),
             key=lambda t: (t[0], t[1]))
         state, book = cycle.state, cycle.book
-        mark, version = state.mark(), book.version
+        mark, booked = state.mark(), book.mark()
         found = None
         released: list[Job] = []
         try:
@@ -76,7 +76,7 @@ class EasyBackfill:
         finally:
             for ended in released:
                 book.charge(ended.queue, ended.flavor, ended.total(), 1)
-            book.version = version  # charged back: the book is as it was
+            book.restore(booked)  # charged back: the book is as it was
             state.undo(mark)
         cycle.reserved_quota = (job.queue, flavor, job.total())
         cycle.reserved_borrows = borrows
