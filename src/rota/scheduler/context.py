@@ -331,7 +331,7 @@ class Cycle(QuotaHolds):
             return hit[1]
         answer = False
         for flavor, models in self.flavors(job):
-            if self.policy.admission.check(self.book, job.queue, flavor, job.total()) is None:
+            if self.policy.admission.admits(self.book, job.queue, flavor, job.total()):
                 if self.fits(job, self.shape(job, models)):
                     answer = True
                     break

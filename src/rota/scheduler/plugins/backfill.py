@@ -85,7 +85,7 @@ class EasyBackfill:
     @staticmethod
     def _fit(cycle, job: Job):
         for flavor, models in cycle.flavors(job):
-            if cycle.policy.admission.check(cycle.book, job.queue, flavor, job.total()) is not None:
+            if not cycle.policy.admission.admits(cycle.book, job.queue, flavor, job.total()):
                 continue
             shape = cycle.shape(job, models)
             if not _enough_whole(cycle.state, shape, job.replicas):

@@ -233,7 +233,7 @@ def reclaim_bound(cycle, job: Job, flavor: str) -> bool:
             if amounts:
                 book.charge(q, flavor, amounts, -1)
                 gone.append((q, amounts))
-        return cycle.policy.admission.check(book, own, flavor, demand) is None
+        return cycle.policy.admission.admits(book, own, flavor, demand)
     finally:
         for q, amounts in gone:
             book.charge(q, flavor, amounts, 1)
