@@ -144,7 +144,9 @@ class FairSharing:
     def find(self, cycle, job: Job, capped: bool = False) -> Plan | None:
         """The victims of the best of the job's flavours (as ``minimal-victims`` chooses:
         taking back only other queues' jobs first, then ending within nominal, then the
-        queue's order), as fair sharing finds them in each."""
+        queue's order), as fair sharing finds them in each. A flavour where the job's queue
+        could not pass its quota even with every reachable candidate gone is passed over
+        before its candidate list is built (``reclaim_bound``)."""
         best, rank = None, None
         for k, (flavor, models) in enumerate(cycle.flavors(job)):
             if not reclaim_bound(cycle, job, flavor):
