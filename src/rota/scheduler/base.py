@@ -64,6 +64,18 @@ class UndoableBook(QuotaBook):
     def begin(self) -> None:
         self.log = []
 
+    def mark(self) -> tuple[int, int]:
+        """The book's name and the length of its log now (see ``restore``)."""
+        return (self.version, 0 if self.log is None else len(self.log))
+
+    def restore(self, mark: tuple[int, int]) -> None:
+        """The book is as it was at ``mark``: the caller charged back whatever it charged
+        since. It gets back its name, and those charges leave the log (rolling a charge and
+        its reverse back changes nothing), so that ``rollback`` does not replay what-ifs."""
+        self.version, length = mark
+        if self.log is not None:
+            del self.log[length:]
+
     def rollback(self) -> None:
         log, self.log = self.log or [], None
         for queue, f, demand, sign in reversed(log):

@@ -186,7 +186,8 @@ def saved_at(v: Job) -> float:
 class Index:
     """The cycle's evictable jobs, grouped once per change of them: those already being
     preempted, the preemptible others by queue, each one's priority, and the queues of each
-    cohort; and the candidate lists made from them (``setting``), remembered per question."""
+    cohort; and the candidate lists made from them (``setting``), remembered per question, as
+    are each queue's lowest priority and what its jobs hold, per flavour."""
 
     def __init__(self, cycle) -> None:
         self.evictable = cycle.evictable
@@ -204,6 +205,7 @@ class Index:
                 self.cohorts.setdefault(q.cohort, []).append(q.name)
         self.memo: dict[tuple, list[Candidate] | dict[str, int]] = {}  # answers per question
         self._lowest: dict[tuple[str, str], float] = {}
+        self._sums: dict[tuple[str, str, bool], dict[str, int]] = {}
 
     def lowest(self, queue: str, flavor: str) -> float:
         """The lowest priority of the queue's evictable jobs in ``flavor`` (inf: none)."""
@@ -213,6 +215,22 @@ class Index:
             hit = self._lowest[key] = min(
                 (self.prio[id(v)] for v in self.by_queue.get(queue, ()) if v.flavor == flavor),
                 default=math.inf)
+        return hit
+
+
+    def held(self, queue: str, flavor: str, leaving: bool = False) -> dict[str, int]:
+        """What the queue's preemptible jobs in ``flavor`` hold, summed per resource (with
+        ``leaving``: its jobs already being preempted there instead)."""
+        key = (queue, flavor, leaving)
+        hit = self._sums.get(key)
+        if hit is None:
+            jobs = [v for v in self.preempting if v.queue == queue] if leaving \
+                else self.by_queue.get(queue, ())
+            hit = self._sums[key] = {}
+            for v in jobs:
+                if v.flavor == flavor:
+                    for r, amount in v.total().items():
+                        hit[r] = hit.get(r, 0) + amount
         return hit
 
 

@@ -288,13 +288,13 @@ class Cycle(QuotaHolds):
         check, book, hold = self.policy.admission.check, self.book, self.reserved_quota
         if not capped or hold is None:
             return check(book, job.queue, flavor, demand)
-        version = book.version
+        mark = book.mark()
         book.charge(*hold, 1)
         try:
             return check(book, job.queue, flavor, demand)
         finally:
             book.charge(*hold, -1)
-            book.version = version  # the book is as it was: answers remembered still hold
+            book.restore(mark)  # the book is as it was: answers remembered still hold
 
     def capped(self, job: Job) -> bool:
         """Whether the cycle's reservation caps ``job``: it would still run when the reserved
@@ -331,7 +331,7 @@ class Cycle(QuotaHolds):
             return hit[1]
         answer = False
         for flavor, models in self.flavors(job):
-            if self.policy.admission.check(self.book, job.queue, flavor, job.total()) is None:
+            if self.policy.admission.admits(self.book, job.queue, flavor, job.total()):
                 if self.fits(job, self.shape(job, models)):
                     answer = True
                     break
@@ -363,11 +363,11 @@ class Cycle(QuotaHolds):
     def find_victims(self, job: Job, capped: bool = False) -> Plan | None:
         """The preemption plugin's search for ``job``, every time (a what-if: the overlay and
         the quota book are as they were after it, and so are their versions)."""
-        before = self.book.version
+        mark = self.book.mark()
         try:
             return self.policy.preemption.find(self, job, capped)
         finally:
-            self.book.version = before  # what the search charged, it charged back
+            self.book.restore(mark)  # what the search charged, it charged back
 
     def fits(self, job: Job, shape: Shape) -> bool:
         """Whether ``place`` would find room for ``job`` now (a what-if: nothing is taken;

@@ -107,6 +107,20 @@ class QuotaBook:
                 return self._refusal(queue, f, r, amount, avail, quota.nominal[r])
         return None
 
+    def admits(self, queue: str, f: str, demand: Mapping[str, int]) -> bool:
+        """Whether ``demand`` fits the queue's quota in ``f`` now: ``check`` is None, without
+        working out the reason (what-ifs ask only whether)."""
+        quota = self.queues[queue].quotas.get(f)
+        if quota is None:
+            return True
+        for r, amount in demand.items():
+            if amount <= 0 or r not in quota.nominal:
+                continue
+            avail = self.available(queue, f, r)
+            if avail is not None and amount > avail:
+                return False
+        return True
+
     def _refusal(self, queue: str, f: str, r: str, amount: int, avail: int, nominal: int) -> Reason:
         """The quota reason, one value per question, remembered like ``available``."""
         answers = self._group_answers(queue, f)

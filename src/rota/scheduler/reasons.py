@@ -164,7 +164,8 @@ def young_reason(cycle, job: Job, reasons: list[Reason]) -> list[Reason]:
 
 
 def _admits_without(cycle, job: Job, flavor: str, gone: list[Job]) -> bool:
-    book, version = cycle.book, cycle.book.version
+    book = cycle.book
+    mark = book.mark()
     for j in gone:
         book.charge(j.queue, flavor, j.total(), -1)
     try:
@@ -172,7 +173,7 @@ def _admits_without(cycle, job: Job, flavor: str, gone: list[Job]) -> bool:
     finally:
         for j in gone:
             book.charge(j.queue, flavor, j.total(), 1)
-        book.version = version  # charged back: the book is as it was
+        book.restore(mark)  # charged back: the book is as it was
 
 
 def _young_names(cycle, young: list[Job]) -> str:

@@ -112,7 +112,7 @@ def charged_flavor(cycle, job: Job) -> str | None:
     quota admits it, else the first (None: the queue has none that may take it)."""
     flavors = cycle.flavors(job)
     for flavor, _ in flavors:
-        if cycle.policy.admission.check(cycle.book, job.queue, flavor, job.total()) is None:
+        if cycle.policy.admission.admits(cycle.book, job.queue, flavor, job.total()):
             return flavor
     return flavors[0][0] if flavors else None
 

@@ -97,7 +97,7 @@ class Search:
     def fits(self) -> bool:
         self.checks += 1
         job, cycle = self.job, self.cycle
-        if cycle.policy.admission.check(self.book, job.queue, self.flavor, job.total()) is not None:
+        if not cycle.policy.admission.admits(self.book, job.queue, self.flavor, job.total()):
             return False
         if not self.borrow and not within_nominal(self.book, job, self.flavor):
             return False
@@ -212,8 +212,7 @@ class Search:
         for (queue, flavor), total in back.items():
             book.charge(queue, flavor, total, -1)
         try:
-            if self.cycle.policy.admission.check(book, job.queue, self.flavor, job.total()) \
-                    is not None:
+            if not self.cycle.policy.admission.admits(book, job.queue, self.flavor, job.total()):
                 return False
             return self.borrow or within_nominal(book, job, self.flavor)
         finally:

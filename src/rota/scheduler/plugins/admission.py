@@ -2,6 +2,8 @@
 
 ``quota`` applies Kueue's nominal quota, cohort borrowing and lending (``rota.scheduler.quota``);
 ``none`` admits everything (placement alone decides), charging flavour ``any`` for the record.
+Each has ``check`` (None, or the reason it refuses) and ``admits`` (whether ``check`` is None,
+for what-ifs that need no reason).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ class QuotaAdmission:
     def check(self, book: QuotaBook, queue: str, flavor: str, demand: Mapping[str, int]) -> Reason | None:
         return book.check(queue, flavor, demand)
 
+    def admits(self, book: QuotaBook, queue: str, flavor: str, demand: Mapping[str, int]) -> bool:
+        return book.admits(queue, flavor, demand)
+
 
 @register("admission")
 class NoAdmission(QuotaAdmission):
@@ -30,3 +35,6 @@ class NoAdmission(QuotaAdmission):
 
     def check(self, book: QuotaBook, queue: str, flavor: str, demand: Mapping[str, int]) -> Reason | None:
         return None
+
+    def admits(self, book: QuotaBook, queue: str, flavor: str, demand: Mapping[str, int]) -> bool:
+        return True

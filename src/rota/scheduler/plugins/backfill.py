@@ -50,7 +50,7 @@ class EasyBackfill:
             ((j.expected_end, j.id, j) for j in cycle.holding() if j.expected_end is not None),
             key=lambda t: (t[0], t[1]))
         state, book = cycle.state, cycle.book
-        mark, version = state.mark(), book.version
+        mark, booked = state.mark(), book.mark()
         found = None
         released: list[Job] = []
         try:
@@ -76,7 +76,7 @@ class EasyBackfill:
         finally:
             for ended in released:
                 book.charge(ended.queue, ended.flavor, ended.total(), 1)
-            book.version = version  # charged back: the book is as it was
+            book.restore(booked)  # charged back: the book is as it was
             state.undo(mark)
         cycle.reserved_quota = (job.queue, flavor, job.total())
         cycle.reserved_borrows = borrows
@@ -85,7 +85,7 @@ class EasyBackfill:
     @staticmethod
     def _fit(cycle, job: Job):
         for flavor, models in cycle.flavors(job):
-            if cycle.policy.admission.check(cycle.book, job.queue, flavor, job.total()) is not None:
+            if not cycle.policy.admission.admits(cycle.book, job.queue, flavor, job.total()):
                 continue
             shape = cycle.shape(job, models)
             if not _enough_whole(cycle.state, shape, job.replicas):

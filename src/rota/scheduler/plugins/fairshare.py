@@ -33,9 +33,9 @@ from typing import Iterator, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rota.core import BorrowWithinCohort, Job, ReclaimWithinCohort
+from rota.core import BorrowWithinCohort, Job, ReclaimWithinCohort, WithinQueue
 from rota.scheduler.candidates import (
-    Candidate, Setting, Variant, candidates, short_of, within_nominal_with,
+    Candidate, Setting, Variant, candidates, index_of, short_of,
 )
 from rota.scheduler.placement import place_gang
 from rota.scheduler.plugins.order import BestEffortFifo, priority_key
@@ -144,9 +144,13 @@ class FairSharing:
     def find(self, cycle, job: Job, capped: bool = False) -> Plan | None:
         """The victims of the best of the job's flavours (as ``minimal-victims`` chooses:
         taking back only other queues' jobs first, then ending within nominal, then the
-        queue's order), as fair sharing finds them in each."""
+        queue's order), as fair sharing finds them in each. A flavour where the job's queue
+        could not pass its quota even with every reachable candidate gone is passed over
+        before its candidate list is built (``reclaim_bound``)."""
         best, rank = None, None
         for k, (flavor, models) in enumerate(cycle.flavors(job)):
+            if not reclaim_bound(cycle, job, flavor):
+                continue  # no search could give back enough quota: no list to build
             cands = fair_candidates(cycle, job, flavor)
             if not cands:
                 continue
@@ -184,6 +188,63 @@ def fair_candidates(cycle, job: Job, flavor: str) -> Setting | None:
             return None
     out = candidates(cycle, job, flavor, short, True)
     return Setting(flavor, short, False, out, (True,)) if out else None
+
+
+def reclaim_bound(cycle, job: Job, flavor: str) -> bool:
+    """False only if the job would fail its queue's quota in ``flavor`` even with every
+    candidate that ``FairSearch.reachable`` could keep given back (``Search.quota_allows``):
+    a necessary condition of a search there, read from the cycle's evictable jobs by queue
+    before any candidate list is built. It gives back, with the handover, what the queue's
+    own preemptible jobs there hold where ``within_queue`` could let it evict one (its lowest
+    priority there is below the job's, or equal under ``lower-or-newer-equal-priority``), and
+    what those of each other queue of the cohort hold where reclaim could take one; of the
+    latter, unless the job's queue is within nominal quota with the job (as ``reachable``
+    judges it), only of queues that borrow with a share at least the lowest the job's queue
+    could have (its preemptible and leaving jobs there all gone). Each is a superset of what
+    the search could give back, and quota only grows as jobs are uncharged, so a False here
+    is a False there."""
+    queue = cycle.snapshot.queues[job.queue]
+    quota = queue.quotas.get(flavor)
+    if quota is None:
+        return True  # the flavour does not limit the queue
+    book, index, own = cycle.book, index_of(cycle), job.queue
+    short = short_of(cycle, job, flavor, quota)  # as the candidate list reads it
+    demand, mine = job.total(), cycle.priority_of(job)
+    lowest = index.lowest(own, flavor)
+    evicts_own = queue.within_queue is not WithinQueue.NEVER and (lowest < mine or (
+        lowest == mine and queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY))
+    back = [(own, index.held(own, flavor))] if evicts_own else []
+    reclaim = queue.reclaim_within_cohort
+    for v in cycle.handover:
+        book.charge(v.queue, v.flavor, v.total(), -1)
+    gone: list[tuple[str, dict[str, int]]] = []
+    try:
+        if queue.cohort is not None and reclaim is not ReclaimWithinCohort.NEVER:
+            others = [q for q in index.cohorts.get(queue.cohort, ()) if q != own and (
+                reclaim is ReclaimWithinCohort.ANY or index.lowest(q, flavor) < mine)]
+            if not all(book.usage[(own, flavor, r)] + demand.get(r, 0) <= quota.nominal[r]
+                       for r in short if r in quota.nominal):
+                least = dict(demand)
+                for _, amounts in (*back, (own, index.held(own, flavor, True))):
+                    for r, amount in amounts.items():
+                        least[r] = least.get(r, 0) - amount
+                floor = share_of(book, own, flavor, least).key()
+                others = [q for q in others if _at_least(share_of(book, q), floor)]
+            back += [(q, index.held(q, flavor)) for q in others]
+        for q, amounts in back:
+            if amounts:
+                book.charge(q, flavor, amounts, -1)
+                gone.append((q, amounts))
+        return cycle.policy.admission.admits(book, own, flavor, demand)
+    finally:
+        for q, amounts in gone:
+            book.charge(q, flavor, amounts, 1)
+        for v in cycle.handover:
+            book.charge(v.queue, v.flavor, v.total(), 1)
+
+
+def _at_least(share, floor: tuple) -> bool:
+    return share.borrowing and share.key() >= floor
 
 
 class FairSearch(Search):
@@ -303,6 +364,12 @@ class FairSearch(Search):
                     return None
                 continue
             mine, theirs = self._mine(), share_of(self.book, target)
+            if (mine.key() > theirs.key()) if strategy == STRATEGIES[0] \
+                    else not mine.key() < theirs.key():
+                # no victim qualifies: one only lowers its queue's share (``after``)
+                retry.setdefault(target, []).extend(stack)
+                stack.clear()
+                continue
             while stack:
                 v = stack.pop(0)
                 after = share_of(self.book, target, v.flavor, v.total(), -1)
@@ -332,14 +399,21 @@ class FairSearch(Search):
         or one taken before) owed back: within its queue's nominal quota if it came back, so
         that it would take the room back at once and the job evict again (rota's rule; Kueue
         lets that loop happen where a queue's share stays high after its last victim, as with
-        weight 0). A job within its own queue's nominal quota takes freely."""
-        book = self.book
-        book.charge(v.queue, v.flavor, v.total(), -1)
-        try:
-            return any(within_nominal_with(book, w.queue, w.flavor, w.total())
-                       for w in (*taken, v) if w.queue == v.queue)
-        finally:
-            book.charge(v.queue, v.flavor, v.total(), 1)
+        weight 0). A job within its own queue's nominal quota takes freely. Read from the
+        book's usage less ``v``'s, without charging it."""
+        book, gone = self.book, v.total()
+        for w in (*taken, v):
+            if w.queue != v.queue:
+                continue
+            quota = book.queues[w.queue].quotas.get(w.flavor)
+            if quota is None:
+                return True
+            less = gone if w.flavor == v.flavor else {}
+            if all(book.usage[(w.queue, w.flavor, r)] - less.get(r, 0) + amount
+                   <= quota.nominal[r]
+                   for r, amount in w.total().items() if amount > 0 and r in quota.nominal):
+                return True
+        return False
 
     def _take(self, v: Job, taken: list[Job]) -> bool:
         self.release(v)
