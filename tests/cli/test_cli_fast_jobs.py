@@ -244,6 +244,31 @@ def test_wait_follows_the_job_and_exits_with_its_status(server, tmp_path):
     assert [m for m in ("typer", "rich", "pydantic") if m in loaded] == []
 
 
+@pytest.mark.parametrize("code", [FAST, TYPER], ids=["fast", "typer"])
+def test_wait_follows_every_replica_of_a_gang_each_line_labelled(server, tmp_path, code):
+    """``--wait`` of a gang prints every replica's output, labelled with its rank."""
+    extra = [str(tmp_path / "modules.json")] if code == FAST else []
+    proc = subprocess.Popen([sys.executable, "-c", code, *extra, "run", "--replicas", "2",
+                             "--wait", "--", "true"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=server.env())
+    job = re.search(r"Submitted job (\d+)", proc.stderr.readline()).group(1)
+    replicas = []
+    for rank in (0, 1):
+        (tmp_path / f"out{rank}").write_text(f"rank {rank} working\n")
+        (tmp_path / f"err{rank}").write_text("")
+        replicas.append(ReplicaHandle(rank, "gpu-0", ref=Proc(
+            4242 + rank, 1, str(tmp_path), str(tmp_path / f"out{rank}"),
+            str(tmp_path / f"err{rank}")).ref()))
+    handle = Handle("local", job, str(tmp_path), tuple(replicas), ref={"boot_id": "boot"})
+    cycle(server)
+    server.store.transition(job, JobState.RUNNING, backend_handle=handle.to_dict())
+    time.sleep(0.5)
+    server.store.transition(job, JobState.SUCCEEDED, exit_code=0)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, (out, err)
+    assert sorted(out.splitlines()) == ["0: rank 0 working", "1: rank 1 working"]
+
+
 @pytest.mark.parametrize("argv, expected", [
     (["python", "x.py", "--lr", "3"], {"arguments": ["python", "x.py", "--lr", "3"]}),
     (["--gpus", "1", "-w", "--", "sh", "-c", "x"], {"gpus": "1", "wait": True,

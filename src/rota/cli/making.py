@@ -176,11 +176,14 @@ def _over_budget(job: dict) -> None:
 
 
 def attach(client, job: dict) -> None:
-    """Follow the job's first replica until it ends; exit with its status (``--wait``).
-    ``client``: ``rota.client.Client`` or ``rota.client.bare.BareClient``."""
+    """Follow the job until it ends, every replica of a gang at once, each line labelled with
+    its rank (as ``srun --label``); exit with its status (``--wait``). ``client``:
+    ``rota.client.Client`` or ``rota.client.bare.BareClient``."""
     from rota.cli.logs import ended_line, follow, outcome
+    replicas = job.get("replicas")
+    ranks = tuple(range(replicas)) if isinstance(replicas, int) and replicas > 1 else None
     try:
-        follow(client, job["id"])
+        follow(client, job["id"], ranks=ranks)
     except KeyboardInterrupt:
         client.cancel(job["id"])
         print(f"rota: cancelled job {job['id']} (Ctrl-C)", file=sys.stderr)
