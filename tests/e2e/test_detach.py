@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -32,6 +33,11 @@ def test_up_detached_runs_a_job_and_down_stops_it(tmp_path):
                   "2xH100-80GB", "--interval", "0.5", cwd=tmp_path)
         assert up.returncode == 0, up.stderr
         assert "running in the background" in up.stdout and "rota down" in up.stdout
+        assert "rota control plane at" in up.stdout  # the banner, and no log record beside it
+        record = r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ rota"
+        assert not re.search(record, up.stdout, re.M), up.stdout
+        assert re.search(r"^\d{4}-\d\d-\d\d .* rota\.control: ", (data / "rota-up.log").read_text(),
+                         re.M)  # where they went
         again = rota(env, "up", "-d", "--port", "0", "--data-dir", str(data), cwd=tmp_path)
         assert again.returncode == 1 and "already running" in again.stderr
         ran = rota(env, "run", "--gpus", "0.5", "--", "sh", "-c", "echo hello $CUDA_VISIBLE_DEVICES",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,7 +45,7 @@ def detach(argv: list[str], directory: Path, credentials: Path) -> None:
                   file=sys.stderr)
             raise SystemExit(1)
         if _ready(credentials, before):
-            sys.stdout.write(_since(log, offset))
+            sys.stdout.write(_for_people(_since(log, offset)))
             print(f"running in the background (pid {child.pid}); log: {log}\n"
                   f"stop it with: rota down" + ("" if _default(directory) else
                                                  f" --data-dir {directory}"))
@@ -109,6 +110,16 @@ def _since(path: Path, offset: int) -> str:
             return f.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def _for_people(text: str) -> str:
+    """What ``rota up`` printed, without the log records its first moments wrote beside it
+    (``2026-11-29 16:21:39,546 rota.control: ...``: they stay in the log): a start that
+    succeeded says what the banner says; one that failed prints everything."""
+    return "".join(line for line in text.splitlines(keepends=True) if not _RECORD.match(line))
+
+
+_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [\w.]+: ")
 
 
 def _default(directory: Path) -> bool:
