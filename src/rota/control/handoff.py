@@ -4,12 +4,10 @@ A job's own report that its attempt ended (``POST /v1/jobs/{id}/exited``, sent b
 script before it exits) is handed to the backend (``EarlyEnding.reported``, where the backend
 implements it: ``taken``), which reports the attempt exited from then on; the loop is woken,
 and the future ``ControlLoop.exited`` returns is done once the pass that took the report has
-launched what it placed (``answer_after``; Slurm: submitted, held); the API answers the report
-then, or after ``rota.control.loop.HANDOFF_WAIT_S``, and the backend lets those launches go
-right after the answer (``EarlyEnding.flush_launches``; Slurm: released). So the job that takes
-the freed GPUs is queued in Slurm before the reporting job lets them go, and released as it
-ends: Slurm runs at most one scheduling pass per ``batch_sched_delay``, and a pass that a
-release asks for before the GPUs are free costs the next job that long (bench/RESULTS.md). Every pass also stops the attempts the
+launched what it placed and the backend has those launches out (``answer_after``:
+``EarlyEnding.flush_launches``; Slurm: submitted and released); the API answers the report
+then, or after ``rota.control.loop.HANDOFF_WAIT_S``. So the job that takes the freed GPUs is
+queued in Slurm before the reporting job lets them go. Every pass also stops the attempts the
 backend still runs long after they reported their end (``stop_overdue``:
 ``EarlyEnding.overdue``), and says so in the job's events.
 """
@@ -60,16 +58,16 @@ def answer_after(launcher: Launcher, early: EarlyEnding | None, backend: str,
         return
 
     def answer() -> None:
+        try:
+            if early is not None:
+                early.flush_launches()
+        except Exception:  # the launches are released later (Slurm: by ``poll``)
+            log.exception("flushing the launches of %s failed", backend)
         for report in handoffs:
             try:
                 report.set_result(None)
             except InvalidStateError:  # given up on (cancelled) meanwhile
                 pass
-        try:  # right after: the release reaches the backend's system as the reporter ends
-            if early is not None:
-                early.flush_launches()
-        except Exception:  # the launches are released later (Slurm: by ``poll``)
-            log.exception("flushing the launches of %s failed", backend)
     launcher.then(answer)
 
 
