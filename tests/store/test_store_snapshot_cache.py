@@ -74,6 +74,30 @@ def test_the_holding_jobs_are_the_snapshots_and_keep_its_cache_whole(db_url, clo
         store.close()
 
 
+def test_the_queues_view_from_the_overview_is_the_snapshots(db_url, clock):
+    """``queue_overview`` (the holding jobs, and each queue's pending jobs counted in the
+    database) gives the queues' view that the whole snapshot gives, after every write."""
+    from rota.control.queueview import queues_view
+    store = seed(Store.open(db_url, clock=clock), gpus=4)
+    try:
+        ids = [store.submit(submission(2)) for _ in range(4)]
+        steps = [
+            lambda: None,
+            lambda: store.apply(run_cycle(store.snapshot(1.0), POLICY, 1.0), 1.0),  # 2 bound
+            lambda: store.transition(ids[0], S.RUNNING),
+            lambda: store.transition(ids[0], S.SUCCEEDED),       # frees its GPUs
+            lambda: store.request_cancel(ids[3], by="alice"),    # a pending job: gone at once
+        ]
+        for n, step in enumerate(steps):
+            step()
+            holding, pending = store.queue_overview()
+            assert queues_view(holding, store.bindings(), pending=pending) == queues_view(
+                store.snapshot(2.0), store.bindings()), f"after step {n}"
+        assert sum(store.queue_overview()[1].values()) == 1
+    finally:
+        store.close()
+
+
 def test_nodes_are_parsed_again_only_when_a_row_changed_from_this_store_or_another(
         db_url, clock):
     store = seed(Store.open(db_url, clock=clock), gpus=4)

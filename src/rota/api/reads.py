@@ -111,8 +111,9 @@ class Reads:
                           who.may_see, who.operator)
 
     def queues(self) -> list[dict[str, Any]]:
-        return queues_view(self.store.snapshot(self.clock()), self.store.bindings(),
-                           self.store.idle_defaults(), self.store.queue_batches())
+        holding, pending = self.store.queue_overview()
+        return queues_view(holding, self.store.bindings(), self.store.idle_defaults(),
+                           self.store.queue_batches(), pending)
 
     def usage(self, who: Principal) -> dict[str, float]:
         """Decayed GPU-seconds per project the caller may see."""

@@ -25,14 +25,18 @@ from rota.store.admin import Binding
 
 def queues_view(snapshot: Snapshot, bindings: Mapping[str, Binding],
                 idle: Mapping[str, Any] | None = None,
-                batch: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                batch: Mapping[str, Any] | None = None,
+                pending: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
     """Each queue's quotas with usage and borrowing, who may use it, its jobs, the idle
     reclamation defaults its jobs get (the global ones made stricter by the queue's), and its
-    batch options (``slurm``: partition, QOS and what its jobs may choose; null: none)."""
+    batch options (``slurm``: partition, QOS and what its jobs may choose; null: none).
+    ``pending``: each queue's pending jobs counted already (``Store.queue_overview``, whose
+    snapshot holds only the jobs that hold resources); else counted in ``snapshot``."""
     idle, batch = idle or {}, batch or {}
     active = [j for j in snapshot.jobs if j.state.holds_resources]
     book = QuotaBook(snapshot.queues, snapshot.flavors, active)
-    pending = Counter(j.queue for j in snapshot.jobs if j.state is JobState.PENDING)
+    if pending is None:
+        pending = Counter(j.queue for j in snapshot.jobs if j.state is JobState.PENDING)
     running = Counter(j.queue for j in active)
     out = []
     for q in snapshot.queues.values():
@@ -49,7 +53,7 @@ def queues_view(snapshot: Snapshot, bindings: Mapping[str, Binding],
         defaults = effective(IdlePolicy.of(idle.get("*")), IdlePolicy.of(idle.get(q.name)))
         out.append({"name": q.name, "cohort": q.cohort, "quotas": flavors,
                     "projects": None if bound is None else list(bound),
-                    "active_jobs": running[q.name], "pending_jobs": pending[q.name],
+                    "active_jobs": running[q.name], "pending_jobs": pending.get(q.name, 0),
                     "idle": None if defaults.empty else asdict(defaults),
                     "slurm": batch.get(q.name), "weight": q.weight,
                     "preemption": {"within_queue": str(q.within_queue),

@@ -32,7 +32,7 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import JSON, Connection, Text, bindparam, cast, insert, select, update
+from sqlalchemy import JSON, Connection, Text, bindparam, cast, func, insert, select, update
 
 from rota.core import ANY_FLAVOR, Flavor, IllegalTransition, Job, JobState, Node, Project
 from rota.core import Decisions, Reason, ReasonCode, Snapshot, Usage
@@ -147,6 +147,25 @@ def snapshot(conn: Connection, cache: JobCache | None = None,
         nominated=frozenset(str(r.id) for r in conn.execute(
             select(jobs.c.id).where(jobs.c.state == str(JobState.PENDING), jobs.c.nominated))),
     )
+
+
+def queue_overview(conn: Connection, cache: JobCache | None = None
+                   ) -> tuple[Snapshot, dict[str, int]]:
+    """What the queues' view reads, as of this transaction: the queues and flavours with only
+    the jobs that hold resources (no nodes, projects or usage), and each queue's pending jobs
+    counted in the database instead of read (thousands may wait)."""
+    flavor_map: dict[str, Flavor] = {ANY_FLAVOR: Flavor(ANY_FLAVOR)}
+    flavor_map.update({r.name: convert.flavor_from_row(r)
+                       for r in conn.execute(select(flavors).order_by(flavors.c.name))})
+    pending = {queue: n for queue, n in conn.execute(
+        select(jobs.c.queue, func.count()).where(jobs.c.state == str(JobState.PENDING))
+        .group_by(jobs.c.queue))}
+    return Snapshot(
+        nodes=(),
+        queues={r.name: convert.queue_from_row(r)
+                for r in conn.execute(select(queues).order_by(queues.c.name))},
+        jobs=(cache or JobCache()).holding(conn), projects={}, flavors=flavor_map,
+    ), pending
 
 
 def stored_usage(conn: Connection) -> dict[str, Usage]:

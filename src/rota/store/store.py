@@ -374,6 +374,12 @@ class Store(Tenancy, Inventory, Billing):
         with self._read() as conn:
             return cycle.snapshot(conn, self._jobs, self._nodes)
 
+    def queue_overview(self) -> tuple[Snapshot, dict[str, int]]:
+        """The queues with the jobs that hold resources, and each queue's pending jobs
+        counted (``rota.store.cycle.queue_overview``): the queues' view without every job."""
+        with self._read() as conn:
+            return cycle.queue_overview(conn, self._jobs)
+
     def holding_jobs(self) -> tuple[Job, ...]:
         """The jobs that hold resources now (``rota.store.cycle.JobCache.holding``)."""
         with self._read() as conn:
