@@ -26,7 +26,9 @@ The domain model:
 - ``jobs``: jobs, their placements, and the legal moves between their states;
 - ``queues``: queues, flavours, quotas, cohorts and projects, with Kueue's vocabulary;
 - ``snapshot``: the immutable input of one scheduling cycle;
-- ``decisions``: what a cycle decides, as data, with structured reasons.
+- ``decisions``: what a cycle decides, as data, with structured reasons;
+- ``reasons``: why a job waits or is refused (``ReasonCode``, ``Reason``, ``Holder``), without
+  the job model, for what words them;
 
 Values the other layers share:
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rota.core import shortforms
-from rota.core.decisions import Holder, Reason, ReasonCode
+from rota.core.reasons import Holder, Reason, ReasonCode
 from rota.core.shortforms import STARTING, age, node_state, state_word
 from rota.core.wording import CAPACITY, amount, duration, hint, sentence
 

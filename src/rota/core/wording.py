@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rota.core.decisions import Reason, ReasonCode
+from rota.core.reasons import Reason, ReasonCode
 from rota.core.mig import QUOTA_PREFIX
 from rota.core.resources import CPU, GPU, MEMORY, MILLI
 from rota.core.shortforms import duration, memory
