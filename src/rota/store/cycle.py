@@ -35,7 +35,7 @@ from typing import Any
 from sqlalchemy import JSON, Connection, Text, bindparam, cast, func, insert, select, update
 
 from rota.core import ANY_FLAVOR, Flavor, IllegalTransition, Job, JobState, Node, Project
-from rota.core import Decisions, Reason, ReasonCode, Snapshot, Usage
+from rota.core import Decisions, Queue, Reason, ReasonCode, Snapshot, Usage
 from rota.store import accounting, convert
 from rota.store import jobs as job_rows
 from rota.store import moves
@@ -132,17 +132,12 @@ def _parsed(row: tuple) -> SimpleNamespace:
 def snapshot(conn: Connection, cache: JobCache | None = None,
              node_cache: NodeCache | None = None) -> Snapshot:
     """Everything ``run_cycle`` reads, as of this transaction."""
-    flavor_map: dict[str, Flavor] = {ANY_FLAVOR: Flavor(ANY_FLAVOR)}
-    flavor_map.update({r.name: convert.flavor_from_row(r)
-                       for r in conn.execute(select(flavors).order_by(flavors.c.name))})
     return Snapshot(
-        nodes=(node_cache or NodeCache()).nodes(conn),
-        queues={r.name: convert.queue_from_row(r)
-                for r in conn.execute(select(queues).order_by(queues.c.name))},
+        nodes=(node_cache or NodeCache()).nodes(conn), queues=_queues(conn),
         jobs=(cache or JobCache()).live(conn),
         projects={r.name: Project(r.name, r.weight)
                   for r in conn.execute(select(projects).order_by(projects.c.name))},
-        flavors=flavor_map,
+        flavors=_flavors(conn),
         usage=stored_usage(conn),
         nominated=frozenset(str(r.id) for r in conn.execute(
             select(jobs.c.id).where(jobs.c.state == str(JobState.PENDING), jobs.c.nominated))),
@@ -154,18 +149,24 @@ def queue_overview(conn: Connection, cache: JobCache | None = None
     """What the queues' view reads, as of this transaction: the queues and flavours with only
     the jobs that hold resources (no nodes, projects or usage), and each queue's pending jobs
     counted in the database instead of read (thousands may wait)."""
-    flavor_map: dict[str, Flavor] = {ANY_FLAVOR: Flavor(ANY_FLAVOR)}
-    flavor_map.update({r.name: convert.flavor_from_row(r)
-                       for r in conn.execute(select(flavors).order_by(flavors.c.name))})
     pending = {queue: n for queue, n in conn.execute(
         select(jobs.c.queue, func.count()).where(jobs.c.state == str(JobState.PENDING))
         .group_by(jobs.c.queue))}
-    return Snapshot(
-        nodes=(),
-        queues={r.name: convert.queue_from_row(r)
-                for r in conn.execute(select(queues).order_by(queues.c.name))},
-        jobs=(cache or JobCache()).holding(conn), projects={}, flavors=flavor_map,
-    ), pending
+    return Snapshot(nodes=(), queues=_queues(conn), jobs=(cache or JobCache()).holding(conn),
+                    projects={}, flavors=_flavors(conn)), pending
+
+
+def _queues(conn: Connection) -> dict[str, Queue]:
+    return {r.name: convert.queue_from_row(r)
+            for r in conn.execute(select(queues).order_by(queues.c.name))}
+
+
+def _flavors(conn: Connection) -> dict[str, Flavor]:
+    """The stored flavours, and the implicit one every queue without flavours uses."""
+    found: dict[str, Flavor] = {ANY_FLAVOR: Flavor(ANY_FLAVOR)}
+    found.update({r.name: convert.flavor_from_row(r)
+                  for r in conn.execute(select(flavors).order_by(flavors.c.name))})
+    return found
 
 
 def stored_usage(conn: Connection) -> dict[str, Usage]:
