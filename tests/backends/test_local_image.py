@@ -25,7 +25,9 @@ from backend_support import (
 from rota.backends import localimage
 from rota.backends.base import ReplicaState
 from rota.backends.local import LocalBackend, proc
+from rota.backends.nvml import Nvml
 from rota.backends.procs import read_json
+from rota.backends.watcher import MemoryWatcher
 from rota.control.accounts import lookup
 from rota.core import InvalidSpec, Node
 from rota.core.nodelabels import CONTAINER_IMAGES
@@ -33,6 +35,7 @@ from rota.core.nodes import CONTAINERS
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
+from fake_nvml import FakeGpu, initialised  # noqa: E402
 from osusers import needs_accounts, os_user, remove_os_user  # noqa: E402
 from podman_image import (  # noqa: E402
     IMAGE, IMAGE_MARK, import_image, need_podman, podman, podman_storage, remove_containers,
@@ -290,3 +293,30 @@ def test_rota_exec_runs_in_the_container(images: LocalBackend, workdir: Path) ->
     assert out.decode().split("\n") == [f'NAME="{IMAGE_MARK}"', str(workdir), "x 3", ""]
     images.cancel(handle, 0)
     wait_ended(images, handle)
+
+
+def test_a_containers_gpu_memory_counts_against_its_share(
+        storage: dict[str, str], data_dir: Path, n1: Node, workdir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory watcher finds a container's processes by the replica's cgroup (they run under
+    podman's monitor, outside the replica's session) and stops a replica whose container uses
+    more device memory than its share."""
+    for key, value in storage.items():
+        monkeypatch.setenv(key, value)
+    gpus = [FakeGpu(bus=0x17), FakeGpu(bus=0x2A)]
+    nvml = Nvml(initialised(gpus))
+    backend = LocalBackend(data_dir, node=n1, nvml=nvml)
+    watcher = MemoryWatcher(backend, nvml, grace_s=1.0, period_s=0.05)
+    handle = backend.launch(a_job("boxed"), placement((0, 250, 20480)),
+                            in_image("echo $$ > pid.txt; exec sleep 60", workdir))
+    wait_started(handle)
+    pid = int(wait_for(lambda: (workdir / "pid.txt").exists() and
+                       (workdir / "pid.txt").read_text().strip(), "the container to start"))
+    gpus[0].processes[pid] = 30000
+
+    (found,) = watcher.check_once()
+
+    assert found.reason == "gpu-memory-exceeded: used 30000 MiB > limit 20480 MiB on GPU 0"
+    (replica,) = wait_ended(backend, handle).replicas
+    assert replica.reason == found.reason
+    remove_containers(storage)

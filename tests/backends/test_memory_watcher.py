@@ -3,6 +3,7 @@ share (as NVML reports it; here a fake NVML reports it for real processes) is st
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -10,8 +11,10 @@ import pytest
 
 from backend_support import a_job, placement, poll_one, run, wait_ended, wait_for, wait_started
 from fake_nvml import FakeGpu, NVMLError, initialised
+from rota.backends import cgroups
 from rota.backends.base import Handle, ReplicaState
-from rota.backends.local import LocalBackend
+from rota.backends.local import LocalBackend, proc
+from rota.backends.procs import read_json, session_of
 from rota.backends.nvml import Nvml
 from rota.backends.watcher import MemoryWatcher
 from rota.core import GPU_MEMORY_ENFORCEMENT, Node
@@ -147,3 +150,49 @@ def test_a_watcher_that_cannot_check_turns_the_capability_off_and_labels_the_nod
         assert GPU_MEMORY_ENFORCEMENT not in backend.inventory()[0].labels
     finally:
         watcher.stop()
+
+
+def test_a_process_that_left_the_session_is_still_the_replicas(watched, gpus: list[FakeGpu],
+                                                               workdir: Path) -> None:
+    """What a replica runs is its own by its cgroup, not only by its session: a process that
+    starts a session of its own (as a container's processes run under their runtime's monitor)
+    stays in the replica's cgroup and its memory counts against the replica's share."""
+    backend, watcher = watched
+    spec = read_json(Path(proc(backend.launch(
+        a_job("probe"), placement((1, 250, 1024)), run("true", str(workdir))).replicas[0]).dir)
+        / "spec.json")
+    if not (spec or {}).get("cgroup"):
+        pytest.skip("replicas get no cgroup on this machine: the session decides")
+    code = "setsid sleep 30 & echo $! > helper.pid; wait"
+    handle = backend.launch(a_job("left"), placement((0, 250, 20480)), run(code, str(workdir)))
+    (main,) = wait_started(handle)
+    helper = int(wait_for(lambda: (workdir / "helper.pid").exists() and
+                          (workdir / "helper.pid").read_text().strip(), "the helper to start"))
+    assert session_of(helper) != main  # it has left the replica's session
+    gpus[0].processes[helper] = 30000
+
+    (found,) = watcher.check_once()
+
+    assert found.reason == "gpu-memory-exceeded: used 30000 MiB > limit 20480 MiB on GPU 0"
+    (replica,) = wait_ended(backend, handle).replicas
+    assert replica.reason == found.reason
+    wait_for(lambda: not Path(f"/proc/{helper}").exists(), "the cgroup to end the helper too")
+
+
+@pytest.mark.parametrize("where,inside", [
+    ("", True), ("parent", True), ("below", False), ("sibling-prefix", False)])
+def test_a_cgroup_holds_what_is_in_it_or_below_it(where: str, inside: bool) -> None:
+    """``cgroups.holds`` reads a process's cgroup from /proc: this process is held by its own
+    cgroup and the ones above it, not by one below it or one whose name only starts alike."""
+    own = cgroups._own_cgroups()
+    controller = "memory" if "memory" in own else ""
+    path = own.get(controller)
+    if path is None:
+        pytest.skip("no memory cgroup for this process")
+    base = path.rstrip("/")
+    leaf = {"": base or "/", "parent": base.rpartition("/")[0] or "/",
+            "below": base + "/below", "sibling-prefix": base + "x"}[where]
+    plan = {"version": 2 if controller == "" else 1, "mounts": {controller: "/mnt"},
+            "dirs": {controller: "/mnt" + leaf}}
+    assert cgroups.holds(plan, os.getpid()) is inside
+    assert not cgroups.holds(plan, 2 ** 22 + 7)  # no such process

@@ -297,6 +297,20 @@ def usage_s(plan: Mapping[str, Any]) -> float | None:
     return int(text) / 1e9 if text.strip().isdigit() else None
 
 
+def holds(plan: Mapping[str, Any], pid: int) -> bool:
+    """Whether process ``pid`` is in the replica's leaf of ``plan`` or below it (a
+    container's cgroup is made inside the leaf). Read from the memory hierarchy (v2: the one
+    hierarchy); False for a process that is gone."""
+    controller = "" if plan["version"] == 2 else "memory"
+    mount, leaf = plan["mounts"].get(controller), plan["dirs"].get(controller)
+    if not mount or not leaf:
+        return False
+    inside = "/" + leaf[len(mount):].strip("/") if leaf.startswith(mount) else None
+    where = _cgroups_of(f"/proc/{pid}/cgroup").get(controller)
+    return inside is not None and where is not None and (
+        where == inside or where.startswith(inside + "/"))
+
+
 # -- small helpers -----------------------------------------------------------------------------
 
 
@@ -319,8 +333,16 @@ def _mounts() -> tuple[dict[str, str], str | None]:
 
 def _own_cgroups() -> dict[str, str]:
     """controller -> this process's cgroup path (v2: key "")."""
+    return _cgroups_of("/proc/self/cgroup")
+
+
+def _cgroups_of(proc_file: str) -> dict[str, str]:
+    """controller -> cgroup path (v2: key "") from a ``/proc/PID/cgroup`` file ({} when it
+    cannot be read: the process is gone)."""
     out = {}
-    for line in _read(Path("/proc/self/cgroup")).splitlines():
+    for line in _read(Path(proc_file)).splitlines():
+        if line.count(":") < 2:
+            continue
         _, controllers, path = line.split(":", 2)
         for c in controllers.split(",") if controllers else [""]:
             out[c] = path

@@ -1,9 +1,11 @@
 """Enforcement of GPU-memory shares: stop a replica that uses more device memory than it got.
 
 Each check reads the memory every compute process uses on every device (NVML), attributes a
-process to the replica whose session it belongs to (a replica's command leads its own session,
-and its children stay in it unless they deliberately leave), sums per replica and device, and
-stops every replica over its limit on some device: SIGTERM, then SIGKILL after ``grace_s``,
+process to the replica whose cgroup holds it (the replica's leaf or a cgroup below it, where a
+container's processes run: ``rota.backends.cgroups``) or, where replicas get no cgroup, whose
+session it belongs to (a replica's command leads its own session, and its children stay in it
+unless they deliberately leave), sums per replica and device, and stops every replica over its
+limit on some device: SIGTERM, then SIGKILL after ``grace_s``,
 with the reason ``gpu-memory-exceeded: used U MiB > limit L MiB on GPU i`` recorded as how the
 replica ended.
 
@@ -22,6 +24,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from rota.backends import cgroups
+from rota.backends.base import Handle, ReplicaHandle
 from rota.backends.local import LocalBackend, proc
 from rota.backends.nvml import Nvml
 from rota.backends.periodic import Periodic
@@ -59,37 +63,42 @@ class MemoryWatcher:
         """False while the last check failed: shares are not being enforced."""
         return self.last_error is None
 
-    def usage_by_session(self) -> dict[tuple[int, int], int]:
-        """(session id, device index) -> MiB used by the processes of that session."""
-        usage: dict[tuple[int, int], int] = {}
-        for proc in self.nvml.process_memory():
-            sid = session_of(proc.pid)
-            if sid is not None:
-                usage[(sid, proc.index)] = usage.get((sid, proc.index), 0) + proc.used_mib
-        return usage
-
     def check_once(self) -> list[Violation]:
         """One pass: find the replicas over their share and stop them. Returns what it found
         this pass (a replica already being stopped is not reported again)."""
-        usage = self.usage_by_session()
+        watched = self._watched()
+        usage: dict[tuple[tuple[str, int], int], int] = {}  # (replica key, device) -> MiB
+        for used in self.nvml.process_memory():
+            owner = _owner(watched, used.pid)
+            if owner is not None:
+                usage[(owner, used.index)] = usage.get((owner, used.index), 0) + used.used_mib
         found = []
+        for key, (handle, r, _, _) in watched.items():
+            for share in r.devices:
+                used_mib = usage.get((key, share.index), 0)
+                if used_mib > share.memory_mib:
+                    v = Violation(handle.job_id, r.rank, share.index, used_mib, share.memory_mib)
+                    self.backend.stop_replica(r, self.grace_s, v.reason)
+                    self._stopped.add(key)
+                    found.append(v)
+                    break
+        return found
+
+    def _watched(self) -> dict[tuple[str, int], tuple[Handle, ReplicaHandle, int, dict | None]]:
+        """(launch id, rank) -> (handle, replica, its command's pid, its cgroup plan) for
+        every running replica with GPU shares not already being stopped."""
+        out = {}
         for handle in self.backend.tracked():
             for r in handle.replicas:
                 key = (handle.launch_id, r.rank)
+                if key in self._stopped or not r.devices:
+                    continue
                 child = read_json(Path(proc(r).dir) / "child.json")
-                if key in self._stopped or child is None or not r.devices:
+                if child is None or not is_running(child["pid"], child.get("start_ticks")):
                     continue
-                if not is_running(child["pid"], child.get("start_ticks")):
-                    continue
-                for share in r.devices:
-                    used = usage.get((child["pid"], share.index), 0)
-                    if used > share.memory_mib:
-                        v = Violation(handle.job_id, r.rank, share.index, used, share.memory_mib)
-                        self.backend.stop_replica(r, self.grace_s, v.reason)
-                        self._stopped.add(key)
-                        found.append(v)
-                        break
-        return found
+                spec = read_json(Path(proc(r).dir) / "spec.json") or {}
+                out[key] = (handle, r, child["pid"], spec.get("cgroup"))
+        return out
 
     def start(self) -> None:
         """Check every ``period_s`` in a background thread until ``stop``."""
@@ -110,3 +119,12 @@ class MemoryWatcher:
             log.error("GPU memory shares are not enforced: the check failed (%r); "
                       "trying again every %g s", exc, self.period_s)
         self.last_error = exc
+
+
+def _owner(watched: dict, pid: int) -> tuple[str, int] | None:
+    """The replica ``pid`` belongs to: by cgroup where the replica has one, else by session."""
+    sid = session_of(pid)
+    for key, (_, _, leader, plan) in watched.items():
+        if cgroups.holds(plan, pid) if plan else sid == leader:
+            return key
+    return None
