@@ -87,7 +87,7 @@ def test_pods_created_for_rota_are_offered_and_bound_where_rota_places_them(clus
 def test_a_pod_created_for_rota_wakes_the_loop_as_work_offered(cluster):
     backend = cluster.backend()
     wakes: list[bool] = []
-    backend.watch(lambda arrived=False: wakes.append(arrived))
+    backend.watch(lambda arrived=False, inventory=False: wakes.append(arrived))
     try:
         cluster.api.create(pods_path(cluster.namespace),
                            user_pod("fresh", labels={"rota.dev/queue": "research"}))

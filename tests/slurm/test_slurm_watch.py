@@ -115,7 +115,7 @@ def test_a_watched_backend_wakes_the_loop_when_its_launch_ends_and_then_forgets_
         slurm, data_dir, tmp_path, job_id):
     backend = slurm_backend(data_dir)
     wakes = threading.Semaphore(0)
-    backend.watch(wakes.release)
+    backend.watch(lambda **_: wakes.release())  # inventory=True too: work outside rota
     try:
         handle = backend.launch(rota_job(job_id), on(("node2", 1)),
                                 run_spec("sleep 2", tmp_path), attempt=0)
@@ -128,3 +128,34 @@ def test_a_watched_backend_wakes_the_loop_when_its_launch_ends_and_then_forgets_
         assert done.succeeded and backend.tracked() == []
     finally:
         backend.unwatch()
+
+
+def test_the_watcher_tells_when_a_job_outside_rota_starts_and_ends(slurm, commands, job_id):
+    """A plain job taking GPUs is news for the inventory at once: ``on_foreign`` is called
+    when the cluster's jobs that hold resources, less rota's tracked ones, change."""
+    foreign = threading.Semaphore(0)
+    watcher = SlurmWatcher(commands, lambda: [], lambda: None, period_s=0.2,
+                           on_foreign=foreign.release)
+    watcher.start()
+    try:
+        wait(lambda: watcher._others is not None, "the first look at the cluster")
+        plain = held(slurm, f"plain-{job_id}", command="sleep 3")
+        release(commands, [plain])
+        wait(lambda: str(plain) in watcher.holding(), "the plain job to run")
+        assert foreign.acquire(timeout=10)    # it started
+        wait(lambda: str(plain) in watcher._others, "the watcher to count it")  # type: ignore
+        wait(lambda: slurm.job(plain).phase.ended and str(plain) not in watcher.holding(),
+             "the plain job to end")
+        assert foreign.acquire(timeout=10)    # it ended
+    finally:
+        watcher.stop()
+
+
+def test_rotas_own_tracked_jobs_are_not_news_for_the_inventory(slurm, commands, job_id):
+    mine = held(slurm, f"rota-{job_id}-0", command="sleep 30")
+    watcher = SlurmWatcher(commands, lambda: [mine], lambda: None, on_foreign=lambda: None)
+    release(commands, [mine])
+    wait(lambda: str(mine) in watcher.holding(), "rota's job to run")
+    watcher._look_at_others()
+    assert watcher._others is not None and str(mine) not in watcher._others
+    slurm.run(["scancel", str(mine)])

@@ -402,8 +402,10 @@ class Backend(Protocol):
         """From now on, call ``wake`` soon after a launch this backend tracks changes state
         (a replica exits), so that the control loop need not wait for its period; a backend
         that offers work (``Offering``) calls ``wake(arrived=True)`` soon after new work
-        waits for rota, so that the loop places it without resting after its pass. A backend
-        without such news does nothing here: the loop's periodic pass covers it."""
+        waits for rota, so that the loop places it without resting after its pass; one that
+        sees work outside rota start or end calls ``wake(inventory=True)``, so that the loop
+        reads its inventory at once. A backend without such news does nothing here: the
+        loop's periodic pass (and inventory reading) covers it."""
 
     def unwatch(self) -> None:
         """Stop calling ``wake`` and release what ``watch`` holds."""

@@ -48,7 +48,8 @@ def up(
     db_file: Optional[Path] = flag.DB_FILE, port: int = flag.PORT, host: str = flag.HOST,
     jobs_url: Optional[str] = flag.JOBS_URL, gpus: Optional[str] = flag.GPUS,
     node_file: Optional[Path] = flag.NODE_FILE, policy: Optional[str] = flag.POLICY,
-    interval: float = flag.INTERVAL, backend: Optional[str] = flag.BACKEND,
+    interval: float = flag.INTERVAL, inventory_interval: float = flag.INVENTORY_INTERVAL,
+    backend: Optional[str] = flag.BACKEND,
     slurm_gpu_types: Optional[str] = flag.SLURM_GPU_TYPES,
     slurm_placement: str = flag.SLURM_PLACEMENT,
     slurm_partition: Optional[str] = flag.SLURM_PARTITION,
@@ -100,8 +101,8 @@ def up(
               "--kube-lock-wait": kube_lock_wait}
     name, options, inventory = backend_setup(backend, values)
     try:
-        _serve(directory, db, host, port, inventory, chosen, interval, name, options, tls,
-               retention, metrics_at, jobs_url, insecure_http)
+        _serve(directory, db, host, port, inventory, chosen, (interval, inventory_interval),
+               name, options, tls, retention, metrics_at, jobs_url, insecure_http)
     except InvalidSpec as exc:
         option = error_option(name, exc.field)
         if option is not None:
@@ -110,7 +111,7 @@ def up(
 
 
 def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, policy,
-           interval: float, backend: str, options: dict[str, str],
+           intervals: tuple[float, float], backend: str, options: dict[str, str],
            tls: tuple[Path, Path] | None = None, retention=None,
            metrics_at: tuple[str, int] | None = None, jobs_url: str | None = None,
            insecure_http: bool = False) -> None:
@@ -119,10 +120,10 @@ def _serve(directory: Path, db: Optional[str], host: str, port: int, inventory, 
     from rota.server import BackendError, LeaseHeld, ServerConfig, open_control_plane
     from rota.server.compose import BindError
 
-    config = ServerConfig(directory, inventory, policy, db, host, port, interval, backend,
+    config = ServerConfig(directory, inventory, policy, db, host, port, intervals[0], backend,
                           options, tls, *(() if retention is None else (retention,)),
                           metrics_address=metrics_at, jobs_url=jobs_url,
-                          insecure_http=insecure_http)
+                          insecure_http=insecure_http, inventory_s=intervals[1])
     try:
         plane = open_control_plane(config)
     except DataDirBusy as exc:

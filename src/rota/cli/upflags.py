@@ -50,6 +50,12 @@ INTERVAL = typer.Option(2.0, "--interval", min=0.05, metavar="SECONDS",
                         help="Seconds between passes of the control loop when "
                              "nothing wakes it.")
 
+INVENTORY_INTERVAL = typer.Option(
+    10.0, "--inventory-interval", min=0.05, metavar="SECONDS",
+    help="Seconds between readings of the backend's nodes (their GPUs and what work outside "
+         "rota holds there); Slurm and Kubernetes also have them read at once when work "
+         "outside rota starts or ends.")
+
 BACKEND = typer.Option(
     None, "--backend", metavar="NAME",
     help="Where jobs run: local (processes on this machine, the default), slurm (the Slurm "

@@ -8,6 +8,8 @@ The loop and what one pass carries out:
 
 - ``loop``: ``ControlLoop``, one pass = reconcile -> bill -> snapshot -> ``run_cycle`` ->
   apply -> launch, on a background thread woken by ``wake()`` and a period;
+- ``passtime``: the parts of a pass timed into the metrics, and a cycle kept out of the
+  garbage collector's view;
 - ``reconcile``: carrying out what ``verdict`` decides for each active job, launching bound
   jobs, billing usage: ``Reconciler``, put together from ``observe`` and ``landing`` on
   ``tracking``;

@@ -7,7 +7,8 @@ One pass (``ControlLoop.step``), in order:
    restart left empty; a store that cannot answer fails the pass before anything acts.
    Inventory: at most every ``inventory_s``, the backend's nodes as it reports them now (what
    work outside rota holds, which nodes it cannot use) are written where they changed
-   (``rota.control.inventory``); again right after step 1 when it requeued a job for a fault
+   (``rota.control.inventory``); at once when the backend saw work outside rota start or
+   end (``wake(inventory=True)``); again right after step 1 when it requeued a job for a fault
    of its node or GPU, or one displaced by work outside rota (``End.DISPLACED``), so that
    step 3 does not place work there again.
    Intake: a backend that offers work of its own (``Offering``: Kubernetes Pods created with
@@ -91,16 +92,14 @@ Time comes from the injected ``clock``; tests call ``step()`` directly with a ha
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
 import threading
 import time
 from concurrent.futures import Future
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Collection, Iterator
+from typing import TYPE_CHECKING, Callable, Collection
 
 from rota.backends.base import Backend, EarlyEnding, RunAs, Succeeding
 from rota.control.accounts import Accounts
@@ -111,6 +110,7 @@ from rota.control.forecasts import Forecasts
 from rota.control.intake import Intake
 from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
+from rota.control.passtime import PassTimer, out_of_collector
 from rota.control.reconcile import PassReport, Reconciler
 from rota.core import Preempt
 from rota.scheduler import ArrivalMix, Arrivals, Decisions, Policy, Snapshot, run_cycle
@@ -163,6 +163,7 @@ class ControlLoop:
         self._halt = threading.Event()
         self._urgent = threading.Event()  # a report waits: cut the rest after a pass short
         self._arrived = False  # the backend offered work since the last pass began
+        self._foreign = threading.Event()  # work outside rota changed: read the inventory
         self._reconciled_at = -math.inf  # when step 1 last ended (``time.monotonic``)
         self._thread: threading.Thread | None = None
         self._step_lock = threading.Lock()
@@ -188,10 +189,13 @@ class ControlLoop:
         self._thread.start()
         return first
 
-    def wake(self, arrived: bool = False) -> None:
+    def wake(self, arrived: bool = False, inventory: bool = False) -> None:
         """Ask for a pass as soon as possible (coalesced with other requests). ``arrived``:
         the backend offers new work (``Offering``), which ends the rest after the pass under
-        way (module docstring)."""
+        way (module docstring); ``inventory``: work outside rota started or ended, so the
+        pass reads the inventory whenever it was last read."""
+        if inventory:
+            self._foreign.set()
         if arrived:
             with self._handoff_lock:
                 self._arrived = True
@@ -372,6 +376,9 @@ class ControlLoop:
             log.exception("recording the pass's metrics failed")
 
     def _sync_inventory(self, now: float, report: PassReport, force: bool = False) -> None:
+        if self._foreign.is_set():  # what work outside rota holds changed (``wake``)
+            self._foreign.clear()
+            force = True
         try:
             self.inventory.sync(now, force)
         except Exception as exc:  # schedule on the last known inventory meanwhile
@@ -403,7 +410,7 @@ class ControlLoop:
         return _without(snapshot, out), held
 
     def _schedule(self, now: float) -> tuple[str, ...]:
-        timer = _Timer(self.metrics)
+        timer = PassTimer(self.metrics)
         with timer("snapshot"):
             whole = self.store.snapshot(now)
         gone = self.intake.withdraw(whole.pending)
@@ -412,7 +419,7 @@ class ControlLoop:
         pending = {j.id for j in whole.pending}
         snapshot, held = self._held(whole, now)
         mix = None if self._arrivals is None else self._arrivals.update(whole)
-        with _snapshot_out_of_collector(), timer("cycle"):
+        with out_of_collector(), timer("cycle"):
             decisions = self._cycle(snapshot, now, mix)
         if self.metrics is not None:
             self._seen = (whole, {w.job: str(w.reasons[0].code) for w in
@@ -467,34 +474,3 @@ def _sparing(preemptions: list[Preempt], flying: frozenset[str]) -> list[Preempt
         return preemptions
     spared = {p.by for p in preemptions if p.job in flying}
     return [p for p in preemptions if p.by not in spared]
-
-
-class _Timer:
-    """Times the parts of a pass into ``metrics`` (the cycle, the store's operations)."""
-
-    def __init__(self, metrics: Metrics | None) -> None:
-        self.metrics = metrics
-
-    @contextmanager
-    def __call__(self, part: str) -> Iterator[None]:
-        began = time.perf_counter()
-        yield
-        if self.metrics is not None:
-            took = time.perf_counter() - began
-            if part == "cycle":
-                self.metrics.cycle_seconds.observe(took)
-            else:
-                self.metrics.store_seconds.labels(part).observe(took)
-
-
-@contextmanager
-def _snapshot_out_of_collector() -> Iterator[None]:
-    """Run a cycle with every object that exists now (the snapshot above all: hundreds of
-    thousands of objects at 10,000 nodes) out of the garbage collector's view. The snapshot is
-    acyclic and freed by reference counting; without this, full collections during the cycle
-    walk all of it (0.2-0.3 s at 10,000 nodes; see bench/RESULTS.md)."""
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()

@@ -84,6 +84,7 @@ class ServerConfig:
     metrics_address: tuple[str, int] | None = None  # also serve /metrics there, without a token
     jobs_url: str | None = None  # the API's URL as jobs reach it; None: ``jobs_api_url``
     insecure_http: bool = False  # beyond loopback without ``tls``: plain HTTP, not rota's own
+    inventory_s: float = 10.0    # between readings of the backend's nodes (``InventorySync``)
 
 
 @dataclass(slots=True)
@@ -230,6 +231,7 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
                           lambda: None if keeper.held is None else keeper.held.expires_at)
         loop = ControlLoop(store, backend, config.policy, directory,
                            interval_s=config.interval_s, lease=keeper, accounts=accounts,
+                           inventory_s=config.inventory_s,
                            api_url=jobs_url, api_ca_file=_public_certificate(served, directory),
                            metrics=metrics, forecasts=Forecasts(background=True))
         plane = ControlPlane(config, lock, store, loop, accounts, sock, url, token, issued,

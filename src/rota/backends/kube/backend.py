@@ -14,7 +14,8 @@ Vocabulary and what each part is:
   ``<namespace>/<rank 0's Pod>@<its uid>``.
 - Status (``rota.backends.kube.status``) comes from the cached Pods, and from the last state
   of Pods deleted since (kept for the Pods of handles this backend knows); a change to one of
-  those Pods, or to a node's state, wakes the control loop (``watch``).
+  those Pods, or to a node's state, wakes the control loop (``watch``); so does a Pod
+  outside rota taking or freeing GPUs, with ``inventory=True``.
 - Stopping: Kubernetes stops a container with SIGTERM, then SIGKILL after the Pod's grace
   period, and sends no other signal. So ``signal`` with SIGKILL deletes the Pods at once, and
   any other signal (the job's checkpoint signal, SIGTERM or another) deletes them with their
@@ -65,7 +66,7 @@ from rota.backends.kube.offers import (
 from rota.backends.kube.podinfo import PodInfo, pod_info
 from rota.backends.kube.pods import DEFAULT_UID, PORT_ANNOTATION
 from rota.backends.kube.status import Gone, replica_status
-from rota.backends.kube.usage import foreign_usage
+from rota.backends.kube.usage import foreign_usage, gpus_held
 from rota.core import InvalidSpec, Job, Node, Placement
 
 log = logging.getLogger("rota.kube")
@@ -184,6 +185,8 @@ class KubeBackend:
         arrived = waits and (old is None or not waiting(old))
         if ours or arrived or (new is not None and new.scheduler == "rota" and not new.node):
             self._notify(arrived)
+        elif gpus_held(old) != gpus_held(new) and (wake := self._wake) is not None:
+            wake(inventory=True)  # work outside rota took or freed GPUs
 
     def _notify(self, arrived: bool = False) -> None:
         with self._changed:

@@ -54,6 +54,15 @@ def foreign_usage(kube: KubeNode, pods: Iterable[PodInfo],
     return tuple(out)
 
 
+def gpus_held(pod: PodInfo | None) -> tuple | None:
+    """What a Pod holds of GPUs where it is bound (None: nothing): a change of it in a Pod
+    outside rota is a change of its node's inventory."""
+    if pod is None or not pod.node or pod.terminal or not (pod.gpus or pod.gpu_memory_mib):
+        return None
+    return (pod.node, pod.gpus, pod.gpu_memory_mib, pod.gpu_cores,
+            pod.annotations.get(hami.ALLOCATED))
+
+
 def _hami_devices(kube: KubeNode, pod: PodInfo) -> tuple[DeviceShare, ...] | None:
     """The devices of HAMi's allocation annotation; None when there is none to read."""
     text = pod.annotations.get(hami.ALLOCATED)

@@ -159,10 +159,12 @@ class SlurmBackend(Launches, Polls):
         """``[rota] message`` at the end of each replica's stderr file."""
         logs.notify(handle, message)
 
-    def watch(self, wake: Callable[[], None]) -> None:
-        """Call ``wake`` soon after a tracked launch starts or ends (``watch.SlurmWatcher``)."""
+    def watch(self, wake: Callable[..., None]) -> None:
+        """Call ``wake`` soon after a tracked launch starts or ends, and ``wake(inventory=True)``
+        soon after a job outside rota starts or ends (``watch.SlurmWatcher``)."""
         if self._watcher is None:
-            self._watcher = SlurmWatcher(self.commands, self.tracked, wake, self._confirmed)
+            self._watcher = SlurmWatcher(self.commands, self.tracked, wake, self._confirmed,
+                                         on_foreign=lambda: wake(inventory=True))
             self._watcher.start()
             self._releaser = Releaser(self.commands)
             self._releaser.start()
