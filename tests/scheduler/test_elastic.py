@@ -107,12 +107,29 @@ def test_a_gang_gets_as_many_nodes_as_its_replicas_need():
 
 
 def test_a_group_never_grows_past_its_max_size():
-    n1, running = busy_node()
-    snap = cluster().nodes(n1).jobs(running, job("a").gpus(2), job("b").gpus(2)).build()
+    n1, running = busy_node(gpus=8)
+    snap = cluster().nodes(n1).jobs(running, job("a").gpus(6), job("b").gpus(6)).build()
     state = ElasticState((), (group(max_size=1),))
     out = plan(snap, state)
     assert [d.job for d in out.adds] == ["a"]
+    # b does not fit beside a on a's node (6 + 6 > 8 GPUs), and the group is at its maximum
     assert [(h.job, h.why) for h in out.holds] == [("b", "no-source")]
+
+
+def test_jobs_join_the_room_left_on_nodes_on_their_way_before_asking_for_more():
+    n1, running = busy_node(gpus=8)
+    snap = cluster().nodes(n1).jobs(running, job("a").gpus(2), job("b").gpus(4),
+                                    job("c").gpus(4)).build()
+    out = plan(snap, ElasticState((), (group(start_s=300.0),)))
+    # a asks for a node (8 GPUs); b joins it (2 + 4); c does not fit there (10) and asks
+    assert [(d.job, d.count) for d in out.adds] == [("a", 1), ("c", 1)]
+    assert [(h.job, h.until, h.why) for h in out.holds] == [("b", 300.0, "in-flight")]
+    # a scan later, the node asked for a is on its way: b joins it again, c's too
+    on_its_way = (AddedNode("cloud", "c1", 300.0, "a"), AddedNode("cloud", "c2", 300.0, "c"))
+    out = plan(snap, ElasticState((), (group(),), (), on_its_way), now=10.0)
+    assert out.adds == []
+    assert sorted((h.job, h.why) for h in out.holds) == [
+        ("a", "in-flight"), ("b", "in-flight"), ("c", "in-flight")]
 
 
 def test_budgets_and_the_cluster_cap_leave_options_out():

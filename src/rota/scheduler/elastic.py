@@ -15,17 +15,19 @@ The steps:
    a. a job that waits for something capacity cannot give (quota, its turn, a hold, its
       victims' exit) is held (``not-room``); one for which capacity is on its way is held
       (``in-flight``);
-   b. its options: wait (start: its estimated start; none known: never), attach ``k`` GPUs of
-      a pool to a node the fabric reaches (a single-replica job of whole GPUs or a share of
-      one; ``k`` = its GPUs minus the node's free GPUs of the pool's model; the node's CPU,
-      memory and free slots must allow it and the pool must have ``k`` free GPUs of a model
-      the job accepts), or add nodes from a group (as many as its replicas need, within the
-      group's ``max_size``);
+   b. its options: wait (start: its estimated start; none known: never); join an added node
+      on its way, where the room its own job (and the jobs before this one in the plan)
+      leave allows (start: when it is ready; a single-replica job: held, ``in-flight``);
+      attach ``k`` GPUs of a pool to a node the fabric reaches (a single-replica job of whole
+      GPUs or a share of one; ``k`` = its GPUs minus the node's free GPUs of the pool's
+      model; the node's CPU, memory and free slots must allow it and the pool must have
+      ``k`` free GPUs of a model the job accepts); or add nodes from a group (as many as its
+      replicas need, within the group's ``max_size``);
    c. an option that would take the job's project over its budget (cost per hour of what is
       held for its jobs) or the cluster over its cap on elastic GPUs is left out;
    d. the earliest start wins, then the lowest cost (cost per hour times the job's walltime,
-      or one hour without one), then waiting, attaching, adding, then names; waiting costs
-      nothing, so capacity is taken only when it starts the job sooner than waiting would;
+      or one hour without one), then waiting, joining, attaching, adding, then names; waiting
+      and joining cost nothing, so capacity is taken only when it starts the job sooner;
    e. what it takes (pool GPUs, slots, the node's CPU and memory, group size, budget, cap)
       is taken for the rest of the plan, so that no pool GPU is given twice.
 
@@ -50,7 +52,29 @@ from rota.scheduler.elastic_room import Room, rooms, scale_in
 # a wait for these is a wait for room: more capacity could start the job
 ROOM_CODES = frozenset({ReasonCode.RESOURCES, ReasonCode.GANG, ReasonCode.RESERVED,
                         ReasonCode.NOT_PREEMPTIBLE, ReasonCode.MIN_RUNTIME})
-KIND_ORDER = {"wait": 0, "attach": 1, "add": 2}
+KIND_ORDER = {"wait": 0, "join": 1, "attach": 2, "add": 3}
+
+
+@dataclass(slots=True)
+class _Upcoming:
+    """An added node on its way (or asked for in this plan) and the room left on it."""
+
+    group: NodeGroup
+    ready_at: float
+    cpu_milli: int
+    memory_mib: int
+    gpus: int
+
+    def fits(self, job: Job) -> bool:
+        r = job.request
+        return (job.replicas == 1 and _per_node(job, self.group) > 0
+                and r.cpu_milli <= self.cpu_milli and r.memory_mib <= self.memory_mib
+                and r.gpu.count <= self.gpus and not r.gpu.fractional)
+
+    def take(self, job: Job) -> None:
+        self.cpu_milli -= job.request.cpu_milli
+        self.memory_mib -= job.request.memory_mib
+        self.gpus -= job.request.gpu.count
 
 
 @dataclass(slots=True)
@@ -61,6 +85,8 @@ class _Book:
     slots: dict[tuple[str, str], int]      # (pool, node) -> free slots
     rooms: dict[str, Room]
     sizes: dict[str, int]                  # group -> nodes, with those on their way
+    groups: dict[str, NodeGroup] = field(default_factory=dict)
+    upcoming: list[_Upcoming] = field(default_factory=list)
     spend: dict[str, float] = field(default_factory=dict)  # project -> cost per hour held
     elastic_gpus: int = 0
 
@@ -73,7 +99,7 @@ class _Option:
     name: str
     gpus: int = 0
     rate: float = 0.0
-    decision: Attach | AddNodes | None = None
+    decision: Attach | AddNodes | _Upcoming | None = None
 
     def key(self) -> tuple:
         return (self.start, self.cost, KIND_ORDER[self.kind], self.name)
@@ -83,7 +109,7 @@ def plan_capacity(snapshot: Snapshot, waits: Sequence[Wait], state: ElasticState
                   limits: Limits, now: float) -> CapacityPlan:
     plan = CapacityPlan()
     plan.detaches, plan.removals = scale_in(snapshot, state, limits, now)          # 1
-    book = _book(snapshot, state, plan)
+    book = _book(snapshot, state, plan, now)
     jobs = {j.id: j for j in snapshot.pending}
     coming = {a.job for a in state.attachments if a.ready_at > now} | {
         n.job for n in state.added if n.ready_at > now}
@@ -101,7 +127,7 @@ def plan_capacity(snapshot: Snapshot, waits: Sequence[Wait], state: ElasticState
     return plan
 
 
-def _book(snapshot: Snapshot, state: ElasticState, plan: CapacityPlan) -> _Book:
+def _book(snapshot: Snapshot, state: ElasticState, plan: CapacityPlan, now: float) -> _Book:
     gone = {(d.pool, d.gpu) for d in plan.detaches}
     attached = [a for a in state.attachments if (a.pool, a.gpu) not in gone]
     taken = {(a.pool, a.gpu) for a in state.attachments}  # detaching GPUs are not free yet
@@ -110,11 +136,20 @@ def _book(snapshot: Snapshot, state: ElasticState, plan: CapacityPlan) -> _Book:
               for p in state.pools},
         slots={(p.name, n): s for p in state.pools for n, s in p.reach.items()},
         rooms=rooms(snapshot),
-        sizes={g.name: len(state.members.get(g.name, ())) for g in state.groups})
+        sizes={g.name: len(state.members.get(g.name, ())) for g in state.groups},
+        groups={g.name: g for g in state.groups})
     for a in state.attachments:  # a detaching GPU still fills its slot until it is gone
         book.slots[a.pool, a.node] -= 1
     removed = {r.node for r in plan.removals}
+    pending = {j.id: j for j in snapshot.pending}
     for n in state.added:
+        if n.ready_at > now:
+            group = state.group(n.group)
+            up = _Upcoming(group, n.ready_at, group.shape.cpu_milli, group.shape.memory_mib,
+                           group.shape.gpus)
+            if n.job in pending:  # the job it was asked for comes first
+                up.take(pending[n.job])
+            book.upcoming.append(up)
         if n.node not in removed:
             book.sizes[n.group] += 1
             book.elastic_gpus += state.group(n.group).shape.gpus
@@ -136,6 +171,8 @@ def _decide(job: Job, wait: Wait, state: ElasticState, limits: Limits, book: _Bo
     waiting = wait.estimated_start if wait.estimated_start is not None else math.inf
     options = [o for pool in state.pools for o in _attaches(job, pool, book, now)]
     options += [o for g in state.groups if (o := _add(job, g, book, now)) is not None]
+    options += [_Option(up.ready_at, 0.0, "join", f"{up.group.name}@{up.ready_at:g}",
+                        decision=up) for up in book.upcoming if up.fits(job)]
     budget = limits.budgets.get(job.project, limits.budgets.get("*"))
     spend = book.spend.get(job.project, 0.0)
     allowed, why = [], "no-source"
@@ -171,6 +208,15 @@ def _take(job: Job, o: _Option, book: _Book, plan: CapacityPlan) -> None:
     elif isinstance(d, AddNodes):
         book.sizes[d.group] += d.count
         plan.adds.append(d)
+        group = book.groups[d.group]
+        if job.replicas == 1:  # what its one node has left, for the jobs after it
+            up = _Upcoming(group, d.ready_at, group.shape.cpu_milli, group.shape.memory_mib,
+                           group.shape.gpus)
+            up.take(job)
+            book.upcoming.append(up)
+    elif isinstance(d, _Upcoming):
+        d.take(job)
+        plan.holds.append(Hold(job.id, d.ready_at, "in-flight"))
 
 
 def _hours(job: Job) -> float:
