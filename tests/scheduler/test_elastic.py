@@ -170,6 +170,22 @@ def test_jobs_waiting_for_quota_or_for_capacity_on_its_way_are_held():
         ("coming", "in-flight"), ("quota", "not-room")]
 
 
+def test_an_attach_on_its_way_keeps_the_cpu_its_job_will_take_on_the_node():
+    n1, running = busy_node(cpu=10)  # 1 core held by the running job: 9 left
+    snap = cluster().nodes(n1).jobs(running, job("a").gpus(2).cpu(4).submitted(0),
+                                    job("b").gpus(2).cpu(6).submitted(1)).build()
+    on_its_way = Attachment("fabric", "fabric-0", "n1", 30.0, job="a")
+    out = plan(snap, ElasticState((pool(),), (group(),), (on_its_way,)), now=10.0)
+    # a's attach will take 4 of n1's 9 free cores: b's 6 do not fit beside it, b gets a node
+    assert out.attaches == []
+    assert [d.job for d in out.adds] == ["b"]
+    # once a is gone (cancelled), its attach keeps its slot but no CPU: b is attached to n1
+    snap = cluster().nodes(n1).jobs(running, job("b").gpus(2).cpu(6).submitted(1)).build()
+    out = plan(snap, ElasticState((pool(),), (group(),), (on_its_way,)), now=10.0)
+    assert [(a.job, a.node, a.gpus) for a in out.attaches] == [
+        ("b", "n1", ("fabric-1", "fabric-2"))]
+
+
 def test_a_pool_gpu_is_never_attached_twice_in_one_plan():
     n1, running = busy_node()
     n2 = node("n2").gpus(2)

@@ -29,7 +29,9 @@ The steps:
       or one hour without one), then waiting, joining, attaching, adding, then names; waiting
       and joining cost nothing, so capacity is taken only when it starts the job sooner;
    e. what it takes (pool GPUs, slots, the node's CPU and memory, group size, budget, cap)
-      is taken for the rest of the plan, so that no pool GPU is given twice.
+      is taken for the rest of the plan, so that no pool GPU is given twice; capacity on its
+      way has taken its share already (the slots of attaches on their way, and the CPU and
+      memory of the jobs they are for, on their nodes).
 
 Free pool GPUs are those neither attached nor faulty, in the pool's order.
 """
@@ -140,8 +142,14 @@ def _book(snapshot: Snapshot, state: ElasticState, plan: CapacityPlan, now: floa
         groups={g.name: g for g in state.groups})
     for a in state.attachments:  # a detaching GPU still fills its slot until it is gone
         book.slots[a.pool, a.node] -= 1
-    removed = {r.node for r in plan.removals}
     pending = {j.id: j for j in snapshot.pending}
+    claimed = {(a.job, a.node) for a in state.attachments
+               if a.ready_at > now and a.job in pending and a.node in book.rooms}
+    for job_id, node in sorted(claimed):  # the CPU and memory attaches on their way will take
+        room = book.rooms[node]
+        room.cpu_milli -= pending[job_id].request.cpu_milli
+        room.memory_mib -= pending[job_id].request.memory_mib
+    removed = {r.node for r in plan.removals}
     for n in state.added:
         if n.ready_at > now:
             group = state.group(n.group)

@@ -29,7 +29,7 @@ import math
 import random
 from dataclasses import dataclass, field, replace
 
-from rota.core import GpuDevice, Job, JobId, JobState, Node, NodeName, Queue
+from rota.core import GpuDevice, InvalidSpec, Job, JobId, Node, NodeName, Queue
 from rota.core.capacity import (
     AddedNode, Attachment, CapacityPlan, ElasticState, GpuPool, Limits, NodeGroup, NodeShape,
 )
@@ -106,7 +106,7 @@ def _node(name: str, exp: Experiment) -> Node:
 def simulate(exp: Experiment, work: list[Work], regime: str, seed: int) -> ElasticResult:
     """One regime and seed (the seed draws node start latencies)."""
     if regime not in REGIMES:
-        raise ValueError(f"unknown regime {regime!r}")
+        raise InvalidSpec("regime", f"unknown regime {regime!r}; known: {', '.join(REGIMES)}")
     return Engine(exp, work, regime, seed).run()
 
 
@@ -267,12 +267,12 @@ class Engine:
 
     def _plan(self, now: float) -> None:
         snap = self._snapshot()
-        waits = self._room_waits() and self.waits
-        if waits:
+        waits = self.waits
+        if self._room_waits():  # the forecast only where capacity could start a job
             estimates = forecast(snap, self.policy, now)
             waits = [replace(w, estimated_start=estimates[w.job].start)
                      if w.job in estimates else w for w in waits]
-        plan = plan_capacity(snap, waits or [], self._state(), self.limits, now)
+        plan = plan_capacity(snap, waits, self._state(), self.limits, now)
         self.result.plans += 1
         self._apply(plan, now)
 
