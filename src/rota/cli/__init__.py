@@ -73,6 +73,8 @@ Planning and simulation:
 - ``render``: the human output of ``rota plan`` (rich tables, summary, hints);
 - ``explain``: scheduling reasons as sentences (``rota.core.wording`` and ``jobwords``);
 - ``sim``: ``rota sim fetch``, ``pack`` and ``replay``: simulations on real cluster traces.
+- ``sim_elastic``: ``rota sim elastic``: node-only autoscaling against rota's elastic planner
+  with a GPU pool.
 
 Output:
 

@@ -2,7 +2,8 @@
 experiment of "Beware of Fragmentation" (ATC '23) on the Alibaba GPU-sharing trace (docs/simulator.md);
 ``rota sim replay`` replays the Philly trace (docs/replay.md); ``rota sim cohost`` runs
 Kubernetes pods and Slurm gangs on the same nodes at four grains of sharing
-(docs/cohosting.md).
+(docs/cohosting.md); ``rota sim elastic`` (``rota.cli.sim_elastic``) compares node-only
+autoscaling with rota's elastic planner and a GPU pool (docs/elastic.md).
 
 Seeds run in parallel worker processes (``--jobs``); each run is deterministic for its seed.
 """
@@ -463,3 +464,9 @@ def _print_cohost(exp, reports: list[dict], plot_to: Optional[Path]) -> None:
     console.print(table)
     if plot_to is not None:
         console.print(f"plot written to {plot_to}")
+
+
+# rota sim elastic: its command lives in rota.cli.sim_elastic
+from rota.cli.sim_elastic import register as _register_elastic  # noqa: E402
+
+_register_elastic(sim_app)

@@ -29,6 +29,8 @@ The domain model:
 - ``decisions``: what a cycle decides, as data, with structured reasons;
 - ``reasons``: why a job waits or is refused (``ReasonCode``, ``Reason``, ``Holder``), without
   the job model, for what words them;
+- ``capacity``: elastic capacity as data: GPU pools and node groups (latency, cost), what was
+  attached or added from them, budgets and the cluster cap, and the planner's decisions;
 
 Values the other layers share:
 

@@ -33,6 +33,12 @@ Capacity, quota and placement:
 - ``reasons``: the structured reasons of a placement that failed;
 - ``screen``: static feasibility: may a pending job ever run on this cluster as specified.
 
+Elastic capacity (its values in ``rota.core.capacity``):
+
+- ``elastic``: ``plan_capacity``: per job a cycle left waiting for room, wait, attach pool
+  GPUs to a node or add nodes, by time to start then cost, within budgets and the cluster cap;
+- ``elastic_room``: the room left on each node, what jobs use, and scale-in (detach, remove).
+
 Preemption:
 
 - ``candidates``: who a blocked job may evict, and in which passes (Kueue's classic rules);

@@ -33,4 +33,15 @@ Co-hosting (``rota sim cohost``), Kubernetes pods and Slurm gangs on the same no
   grain), each side's cycles on its own base, the other side's work held at the regime's grain;
 - ``cohost_report``: measures per side (allocation, queueing delay, JCT, pods placed), over
   seeds, a table row per regime and a plot.
+
+Elastic capacity (``rota sim elastic``), node-only autoscaling against rota's planner with a
+GPU pool:
+
+- ``elastic_workload``: the experiment's parameters (its file) and its workload, a Philly
+  virtual cluster's day;
+- ``elastic``: one run of a regime (``node-only`` or ``pool``) on a virtual clock, the cycle's
+  waits handed to the regime's scaler;
+- ``elastic_autoscaler``: cluster-autoscaler's scale-up and scale-down, modelled, the baseline;
+- ``elastic_report``: measures per run (pending-to-running, GPU-node-hours, cost, double
+  attaches), over seeds, a table row per regime and a plot.
 """
