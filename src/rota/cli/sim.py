@@ -2,7 +2,8 @@
 experiment of "Beware of Fragmentation" (ATC '23) on the Alibaba GPU-sharing trace (docs/simulator.md);
 ``rota sim replay`` replays the Philly trace (docs/replay.md); ``rota sim cohost`` runs
 Kubernetes pods and Slurm gangs on the same nodes at four grains of sharing
-(docs/cohosting.md).
+(docs/cohosting.md); ``rota sim mix`` (``rota.cli.sim_mix``) runs training, notebooks and
+services under rota's mechanisms one at a time (docs/efficiency.md).
 
 Seeds run in parallel worker processes (``--jobs``); each run is deterministic for its seed.
 """
@@ -463,3 +464,8 @@ def _print_cohost(exp, reports: list[dict], plot_to: Optional[Path]) -> None:
     console.print(table)
     if plot_to is not None:
         console.print(f"plot written to {plot_to}")
+
+
+from rota.cli import sim_mix  # noqa: E402 (it reads this module's helpers)
+
+sim_mix.register(sim_app)

@@ -33,4 +33,13 @@ Co-hosting (``rota sim cohost``), Kubernetes pods and Slurm gangs on the same no
   grain), each side's cycles on its own base, the other side's work held at the regime's grain;
 - ``cohost_report``: measures per side (allocation, queueing delay, JCT, pods placed), over
   seeds, a table row per regime and a plot.
+
+Mixed workload (``rota sim mix``), training, notebooks and services under rota's mechanisms:
+
+- ``mix_config``: the experiment's parameters (its file), checked, and its configurations;
+- ``mix_workload``: one seed's training gangs, notebook sessions and services with their
+  requests;
+- ``mix``: one run of a workload under a configuration, on ``run_cycle``;
+- ``mix_report``: measures (allocation, useful utilisation, JCT, time to start, SLO, cost),
+  over seeds, a table row per configuration and a plot.
 """
