@@ -72,9 +72,10 @@ Planning and simulation:
 - ``plan``: ``rota plan``: the scheduler run on a cluster and jobs until it settles, and its report;
 - ``render``: the human output of ``rota plan`` (rich tables, summary, hints);
 - ``explain``: scheduling reasons as sentences (``rota.core.wording`` and ``jobwords``);
-- ``sim``: ``rota sim fetch``, ``pack`` and ``replay``: simulations on real cluster traces.
+- ``sim``: ``rota sim fetch``, ``pack`` and ``replay``: simulations on real cluster traces;
 - ``sim_elastic``: ``rota sim elastic``: node-only autoscaling against rota's elastic planner
-  with a GPU pool.
+  with a GPU pool;
+- ``sim_mix``: ``rota sim mix``: training, notebooks and services under rota's mechanisms.
 
 Output:
 

@@ -3,7 +3,9 @@ experiment of "Beware of Fragmentation" (ATC '23) on the Alibaba GPU-sharing tra
 ``rota sim replay`` replays the Philly trace (docs/replay.md); ``rota sim cohost`` runs
 Kubernetes pods and Slurm gangs on the same nodes at four grains of sharing
 (docs/cohosting.md); ``rota sim elastic`` (``rota.cli.sim_elastic``) compares node-only
-autoscaling with rota's elastic planner and a GPU pool (docs/elastic.md).
+autoscaling with rota's elastic planner and a GPU pool (docs/elastic.md); ``rota sim mix``
+(``rota.cli.sim_mix``) runs training, notebooks and services under rota's mechanisms one at a
+time (docs/efficiency.md).
 
 Seeds run in parallel worker processes (``--jobs``); each run is deterministic for its seed.
 """
@@ -466,7 +468,9 @@ def _print_cohost(exp, reports: list[dict], plot_to: Optional[Path]) -> None:
         console.print(f"plot written to {plot_to}")
 
 
-# rota sim elastic: its command lives in rota.cli.sim_elastic
+# rota sim elastic and rota sim mix: their commands live in rota.cli.sim_elastic and sim_mix
 from rota.cli.sim_elastic import register as _register_elastic  # noqa: E402
+from rota.cli import sim_mix  # noqa: E402 (it reads this module's helpers)
 
 _register_elastic(sim_app)
+sim_mix.register(sim_app)

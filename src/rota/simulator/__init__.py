@@ -44,4 +44,13 @@ GPU pool:
 - ``elastic_autoscaler``: cluster-autoscaler's scale-up and scale-down, modelled, the baseline;
 - ``elastic_report``: measures per run (pending-to-running, GPU-node-hours, cost, double
   attaches), over seeds, a table row per regime and a plot.
+
+Mixed workload (``rota sim mix``), training, notebooks and services under rota's mechanisms:
+
+- ``mix_config``: the experiment's parameters (its file), checked, and its configurations;
+- ``mix_workload``: one seed's training gangs, notebook sessions and services with their
+  requests;
+- ``mix``: one run of a workload under a configuration, on ``run_cycle``;
+- ``mix_report``: measures (allocation, useful utilisation, JCT, time to start, SLO, cost),
+  over seeds, a table row per configuration and a plot.
 """

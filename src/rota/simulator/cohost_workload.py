@@ -200,7 +200,7 @@ def gang_rows(jobs: list[PhillyJob], max_gpus: int, max_run_s: float
     return [(j, min(j.duration, max_run_s)) for j in jobs if j.num_gpus <= max_gpus]
 
 
-def _arrivals(rows: list, gpus_of, load: float, cluster_gpus: int, horizon_s: float,
+def arrivals(rows: list, gpus_of, load: float, cluster_gpus: int, horizon_s: float,
               rng: random.Random) -> list[tuple[float, Any, float]]:
     """(arrival, row, run) of a Poisson process offering ``load`` of ``cluster_gpus``."""
     if not rows:
@@ -224,13 +224,13 @@ def workload(exp: Experiment, pods: list[tuple[TracePod, float]],
         raise InvalidSpec(f"{SLURM}.max_gpus", "no Philly job is that small")
     horizon = exp.hours * HOUR
     out: list[Work] = []
-    kube = _arrivals(pods, lambda p: p.gpu_total / MILLI, exp.sides[KUBE].load, exp.gpus,
+    kube = arrivals(pods, lambda p: p.gpu_total / MILLI, exp.sides[KUBE].load, exp.gpus,
                      horizon, random.Random(2 * seed))
     for n, (t, p, run) in enumerate(kube):
         share = p.gpu_milli if p.num_gpu == 1 else MILLI
         out.append(Work(f"k{n}", KUBE, t, run, ReplicaRequest(
             p.cpu_milli, p.memory_mib, GpuRequest(p.num_gpu, share)), 1, p.name))
-    slurm = _arrivals(gangs, lambda j: j.num_gpus, exp.sides[SLURM].load, exp.gpus, horizon,
+    slurm = arrivals(gangs, lambda j: j.num_gpus, exp.sides[SLURM].load, exp.gpus, horizon,
                       random.Random(2 * seed + 1))
     for n, (t, j, run) in enumerate(slurm):
         replicas, per = gang(j.num_gpus)
