@@ -4,6 +4,8 @@ a service, errors that name the field, and OpenAI-shaped errors for models one c
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -196,3 +198,35 @@ def test_a_standby_dashboard_lists_the_stored_services(tmp_path):
         assert 'id="service-tiny"' in text and "stands by" in text
     finally:
         store.close()
+
+
+def test_a_streamed_request_waiting_for_a_replica_hears_progress_then_why_it_gave_up(gw):
+    """A streamed request gets its stream at once while it waits: SSE comments saying how long
+    it has waited, then OpenAI's in-stream error (which the official client raises)."""
+    gw.post("/v1/services", json=service(service={
+        "models": ["tiny"], "replicas": {"min": 0, "max": 2}, "timeout": "3s"}),
+        headers=gw.who["alice"])
+    ask = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with gw.stream("POST", "/v1/chat/completions", json=ask, headers=gw.who["alice"]) as answer:
+        assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in answer.iter_lines() if line]
+    assert lines[0] == ": waiting for a replica of service tiny"
+    assert lines[1].startswith(": waiting for a replica of service tiny: ")
+    error = json.loads(lines[-1].removeprefix("data: "))["error"]
+    assert error["code"] == "no_ready_replica"
+    assert "no replica of service tiny became ready within 3 s" in error["message"]
+
+    openai, alice = openai_client(gw, "alice")
+    with pytest.raises(openai.APIError, match="became ready within 3 s"):
+        list(alice.chat.completions.create(**ask))
+
+
+def test_a_streamed_request_refused_at_once_is_an_ordinary_503(gw):
+    gw.post("/v1/services", json=service(service={
+        "models": ["tiny"], "replicas": {"min": 0, "max": 2}, "timeout": "3s", "queue": 0}),
+        headers=gw.who["alice"])
+    ask = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    refused = gw.post("/v1/chat/completions", json=ask, headers=gw.who["alice"])
+    assert refused.status_code == 503 and int(refused.headers["Retry-After"]) > 0
+    assert refused.json()["error"]["code"] == "no_ready_replica"

@@ -9,6 +9,7 @@ the token rota gives it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sys
@@ -251,3 +252,59 @@ def test_a_job_calls_its_project_s_model_with_its_own_token(rota_server, tmp_pat
     out = ok(rota(rota_server, "logs", job))
     assert shown(rota_server, job)["state"] == "succeeded", out
     assert "models: tiny" in out and "answer: " in out
+
+
+def test_a_thousand_requests_at_once_to_a_model_with_no_replica_are_each_answered(
+        rota_server, tmp_path):
+    """1,000 requests at once to a service whose replica never becomes ready (it answers no
+    readiness probe): the first ``queue`` wait and are told after ``timeout``, the rest are
+    refused at once, every one 503 with ``Retry-After``; the control plane goes on serving."""
+    path = service_file(tmp_path, timeout="3s", queue=100)
+    spec = yaml.safe_load(path.read_text())
+    spec["entrypoint"] = ["sleep", "600"]  # runs, never ready
+    path.write_text(yaml.safe_dump(spec))
+    ok(rota(rota_server, "serve", str(path)))
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+
+    async def everyone() -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=1000, max_keepalive_connections=0)
+        async with httpx.AsyncClient(base_url=rota_server.url, limits=limits, timeout=120,
+                                     headers={"Authorization": f"Bearer {rota_server.token}"},
+                                     verify=False) as c:
+            return await asyncio.gather(*(c.post("/v1/chat/completions", json=body)
+                                          for _ in range(1000)))
+    answers = asyncio.run(everyone())
+
+    assert [a.status_code for a in answers] == [503] * 1000
+    assert all(int(a.headers["Retry-After"]) > 0 for a in answers)
+    reasons = [a.json()["error"]["message"] for a in answers]
+    waited = [r for r in reasons if "became ready within 3 s" in r]
+    assert len(waited) == 100  # the queue's worth waited out the timeout
+    assert len(reasons) - len(waited) == 900
+    assert all("requests waiting for a replica already" in r for r in reasons
+               if r not in waited)
+    assert services(rota_server)["tiny"]["requests"] == 1000
+
+
+def test_a_streamed_first_request_hears_the_cold_start_then_gets_its_answer(rota_server,
+                                                                           tmp_path):
+    path = service_file(tmp_path)
+    spec = yaml.safe_load(path.read_text())
+    spec["entrypoint"] = ["sh", "-c", 'sleep 3; exec "$0" "$@"', *spec["entrypoint"]]
+    path.write_text(yaml.safe_dump(spec))  # a cold start of at least 3 s
+    ok(rota(rota_server, "serve", str(path)))
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hello"}],
+            "max_tokens": 8, "stream": True}
+    with httpx.stream("POST", f"{rota_server.url}/v1/chat/completions", json=body, timeout=120,
+                      headers={"Authorization": f"Bearer {rota_server.token}"},
+                      verify=False) as answer:
+        lines = [line for line in answer.iter_lines() if line]
+    assert answer.status_code == 200
+    assert lines[0] == ": waiting for a replica of service tiny"  # a cold start
+    assert lines[1].startswith(": waiting for a replica of service tiny: ")
+    events = [line.removeprefix("data: ") for line in lines if line.startswith("data: ")]
+    assert events[-1] == "[DONE]" and len(events) > 2
+    # warm now, the official client streams as before
+    chunks = [ch.choices[0].delta.content or "" for ch in chat(client(rota_server), stream=True)
+              if ch.choices]
+    assert "".join(chunks)

@@ -12,6 +12,12 @@ serves it (``rota.control.serving``).
 - With no replica ready the request waits while one starts (a cold start), in a bounded queue;
   a full queue, or a wait past the service's ``timeout``, answers 503 with ``Retry-After`` and,
   when its replica waits to be scheduled, why (as ``rota show`` says it).
+- A streamed request (``"stream": true``) still waiting after ``PROGRESS_AFTER_S`` gets its
+  stream at once (200, ``text/event-stream``) with a progress comment then and every
+  ``PROGRESS_EVERY_S`` (``: waiting for a replica of service S: N s``; SSE comments, which
+  clients skip), then the replica's events; what would have been an error answer (503, or the
+  replica's own error) becomes one last event ``data: {"error": {...}}``, OpenAI's in-stream
+  error, which its clients raise.
 
 Errors are in OpenAI's shape ``{"error": {"message", "type", "param", "code"}}`` so that clients
 raise their usual exceptions.
@@ -26,8 +32,9 @@ limit, and are left out of the OpenAPI schema; ``docs/serving.md`` lists them.
 from __future__ import annotations
 
 import asyncio
-import json
 import functools
+import json
+import time
 from typing import Any, Awaitable, Callable
 
 from fastapi import APIRouter, Depends, FastAPI, Response
@@ -45,6 +52,9 @@ from rota.core.jobwords import why_lines
 from rota.store import Principal
 
 router = APIRouter()
+
+PROGRESS_AFTER_S = 0.5  # a streamed request waiting this long for a replica gets its stream
+PROGRESS_EVERY_S = 2.0  # and a progress comment this often
 
 PASSED_HEADERS = frozenset({b"content-type", b"cache-control"})
 Identify = Callable[[str | None, str, str], Awaitable[Principal]]
@@ -143,26 +153,60 @@ class Gateway:
                           getattr(exc, "code", None),
                           headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
         body = await _body(receive)
-        name = _model_of(body)
+        name, streamed = _model_of(body)
         record = self.visible(who, name)
         if record is None:
             raise Refusal(*_no_model(name))
+        accept = headers.get(b"accept", b"*/*").decode("latin-1")
+        acquiring = asyncio.ensure_future(self.serving.acquire(record.name))
+        if streamed and not (await asyncio.wait({acquiring}, timeout=PROGRESS_AFTER_S))[0]:
+            await self._wait_streaming(scope, receive, send, record.name, acquiring, body, accept)
+            return
         try:
-            replica = await self.serving.acquire(record.name)
+            replica = await acquiring
         except Unavailable as exc:
-            message = str(exc)
-            if exc.pending is not None:
-                message += ": " + " ".join(why_lines(job_view(exc.pending)))
-            raise Refusal(503, message, "service_unavailable", "no_ready_replica",
-                          headers={"Retry-After": str(exc.retry_after)}) from None
+            raise _unavailable(exc) from None
         try:
-            await self._pass(scope, receive, send, record.name, replica, body,
-                             headers.get(b"accept", b"*/*").decode("latin-1"))
+            await self._pass(scope, receive, send, record.name, replica, body, accept)
         finally:
             self.serving.release(record.name, replica)
 
+    async def _wait_streaming(self, scope, receive, send, service: str,
+                              acquiring: asyncio.Future, body: bytes, accept: str) -> None:
+        """A streamed request's wait for a replica, told as it goes (module docstring)."""
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+        began, gone = time.monotonic(), asyncio.ensure_future(_disconnected(receive))
+        await _more(send, f": waiting for a replica of service {service}\n\n".encode())
+        try:
+            while not acquiring.done():
+                await asyncio.wait({acquiring, gone}, timeout=PROGRESS_EVERY_S,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                if gone.done():  # the client went away: its place in the queue is given up
+                    acquiring.cancel()
+                    return
+                if not acquiring.done():
+                    waited = round(time.monotonic() - began + PROGRESS_AFTER_S)
+                    await _more(send, f": waiting for a replica of service {service}: "
+                                      f"{waited} s\n\n".encode())
+        finally:
+            gone.cancel()
+        try:
+            replica = acquiring.result()
+        except Unavailable as exc:
+            await _error_event(send, _unavailable(exc))
+            return
+        try:
+            await self._pass(scope, receive, send, service, replica, body, accept, started=True)
+        except Refusal as refusal:
+            await _error_event(send, refusal)
+        finally:
+            self.serving.release(service, replica)
+
     async def _pass(self, scope, receive, send, service: str, replica, body: bytes,
-                    accept: str) -> None:
+                    accept: str, started: bool = False) -> None:
+        """The request to ``replica`` and its answer back; ``started``: the client's stream
+        is open already, so the answer is passed on as events only."""
         where = f"replica job {replica.job_id} of service {service}"
         try:
             answer = await self.upstream.send(
@@ -174,7 +218,16 @@ class Gateway:
         try:
             passed = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers
                       if k.encode("latin-1") in PASSED_HEADERS]
-            if not answer.header("content-type").startswith("text/event-stream"):
+            streams = answer.header("content-type").startswith("text/event-stream")
+            if started and not (streams and answer.status == 200):
+                content = await answer.read()
+                raise Refusal(502, f"{where} answered {answer.status}: "
+                              f"{content[:500].decode('utf-8', 'replace')}",
+                              "service_unavailable", "replica_error")
+            if started:
+                await _stream(answer, receive, send)
+                return
+            if not streams:
                 try:
                     content = await answer.read()
                 except UpstreamError as exc:
@@ -217,6 +270,30 @@ async def _stream(answer: Answer, receive: Callable, send: Callable) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def _unavailable(exc: Unavailable) -> Refusal:
+    """503 for a request no replica took: why, and when to try again."""
+    message = str(exc)
+    if exc.pending is not None:
+        message += ": " + " ".join(why_lines(job_view(exc.pending)))
+    return Refusal(503, message, "service_unavailable", "no_ready_replica",
+                   headers={"Retry-After": str(exc.retry_after)})
+
+
+async def _disconnected(receive: Callable) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _more(send: Callable, piece: bytes) -> None:
+    await send({"type": "http.response.body", "body": piece, "more_body": True})
+
+
+async def _error_event(send: Callable, refusal: Refusal) -> None:
+    """``refusal`` as the last event of a stream already open, and its end."""
+    await _more(send, b"data: " + json.dumps(refusal.body).encode() + b"\n\n")
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
 async def _body(receive: Callable) -> bytes:
     parts, size = [], 0
     while True:
@@ -232,7 +309,8 @@ async def _body(receive: Callable) -> bytes:
             return b"".join(parts)
 
 
-def _model_of(body: bytes) -> str:
+def _model_of(body: bytes) -> tuple[str, bool]:
+    """The request's ``model``, and whether it asks for its answer as a stream."""
     try:
         data = json.loads(body)
     except ValueError:
@@ -241,7 +319,7 @@ def _model_of(body: bytes) -> str:
     if not isinstance(name, str) or not name:
         raise Refusal(400, "model is required: the name of a model rota serves (GET /v1/models "
                       "lists them)", "invalid_request_error", param="model")
-    return name
+    return name, data.get("stream") is True
 
 
 async def _send_json(send: Callable, status: int, body: dict[str, Any],
