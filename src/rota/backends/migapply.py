@@ -34,10 +34,13 @@ def in_use(exc: BaseException) -> bool:
     return getattr(exc, "value", None) == NVML_ERROR_IN_USE
 
 
-def geometry_of(nvml: Nvml, index: int, table: MigTable) -> tuple[Instance, ...] | None:
-    """GPU ``index``'s instances as (profile, start), half-made ones too; None: MIG is off."""
+def geometry_of(nvml: Nvml, index: int, table: MigTable,
+                usable: bool = False) -> tuple[Instance, ...] | None:
+    """GPU ``index``'s instances as (profile, start), half-made ones too unless ``usable``
+    (then a GPU with one is not yet at a target that keeps it); None: MIG is off."""
     found = nvml.gpu_instances(index)
-    return None if found is None else tuple((_name(table, g), g.start) for g in found)
+    return None if found is None else tuple((_name(table, g), g.start) for g in found
+                                            if g.usable or not usable)
 
 
 def _name(table: MigTable, gi: NvmlGpuInstance) -> str:
