@@ -182,3 +182,18 @@ def test_a_control_plane_killed_at_any_step_of_a_switch_converges(
         assert all(g.usable for g in Nvml(fake).gpu_instances(0))
     finally:
         restarted.stop()
+
+
+def test_an_instance_a_process_outside_rota_uses_defers_the_switch(store, loop, backend, fake,
+                                                                  clock) -> None:
+    switching(loop, store, backend, fake)
+    next(i for i in fake.gpus[0].instances if i.start == 4).processes[4242] = 1000
+    clock.t = DAY0 + 86400 + 9 * 3600
+    report = loop.step()
+    assert not report.errors
+    assert loop.inventory.last.deferred == {
+        0: "a process outside rota uses an instance it removes"}
+    assert geometry_of(Nvml(fake), 0, H100) == NIGHT
+    next(i for i in fake.gpus[0].instances if i.start == 4).processes.clear()
+    loop.step()
+    assert geometry_of(Nvml(fake), 0, H100) == DAY

@@ -27,7 +27,10 @@ function of the plan and the time, and ``apply_geometry`` does only the steps le
 control plane killed between a drain, a destroy, a create and the inventory read finds, on
 restart, the same target and the steps still to do; a requeue already made is not made again
 (the job is no longer active there). An instance that a process outside rota uses (NVML
-``IN_USE``) defers the switch like a job that may not be evicted.
+``IN_USE``) defers the switch like a job that may not be evicted; any other NVML refusal (a
+GPU whose MIG mode needs a reset) defers it too, tried again each pass; either way the
+node's devices are read again from NVML, so the inventory never names an instance that is
+gone.
 """
 
 from __future__ import annotations
@@ -94,10 +97,10 @@ class MigSwitcher:
         if not jobs:
             try:
                 apply_geometry(self.nvml, index, table, target)
-            except self.nvml.lib.NVMLError as exc:
-                if not in_use(exc):
-                    raise
-                report.deferred[index] = "a process outside rota uses an instance it removes"
+            except self.nvml.lib.NVMLError as exc:  # the node is read again from NVML below
+                report.deferred[index] = (
+                    "a process outside rota uses an instance it removes" if in_use(exc)
+                    else f"NVML refused a step ({exc}); tried again next pass")
                 return False
             report.switched.append(index)
             log.info("GPU %d switched to MIG geometry %s", index, name)
@@ -161,9 +164,18 @@ class SwitchingInventory:
     def __init__(self, inner, switcher: MigSwitcher) -> None:
         self.inner, self.switcher = inner, switcher
         self.last: SwitchReport | None = None
+        self._said: dict[int, str] = {}  # the deferrals last logged
 
     def sync(self, now: float, force: bool = False) -> list[str]:
-        self.last = self.switcher.step(now)
+        try:
+            self.last = self.switcher.step(now)
+        except Exception:  # the pass reports it; the inventory is still written
+            self.inner.sync(now, force)
+            raise
+        if self.last.deferred != self._said:
+            self._said = dict(self.last.deferred)
+            for index, why in self._said.items():
+                log.info("MIG switch of GPU %d deferred: %s", index, why)
         return self.inner.sync(now, force or bool(self.last.switched))
 
 
