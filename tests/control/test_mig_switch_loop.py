@@ -117,8 +117,12 @@ def test_a_switch_waits_for_a_job_that_may_not_be_evicted(store, loop, backend, 
     assert loop.inventory.last.deferred == {0: f"waiting for {stuck}, which may not be evicted"}
     assert geometry_of(Nvml(fake), 0, H100) == NIGHT
     assert store.get_job(stuck).state is S.RUNNING
+    # another job that may not be evicted never takes the 3g while the switch waits for it,
+    # nor in the pass where the first one ends
+    other = submit_mig(store, "3g.40gb", preemptible=False, walltime_s=60)
     store.request_cancel(stuck, by="alice")
     drive(loop, lambda: geometry_of(Nvml(fake), 0, H100) == DAY, "the switch, once it ended")
+    assert store.attempts(other) == []
 
 
 def test_a_switch_requeues_a_job_that_may_be_evicted(store, loop, backend, fake,

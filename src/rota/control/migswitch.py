@@ -17,7 +17,9 @@ GPU rota knows the MIG table of, the diff from its instances as NVML reports the
    c. otherwise the switch is *deferred*: it waits for those jobs to end, and says so.
    Meanwhile the affected devices that no job holds are held by the switch (the node's
    ``foreign``, holder ``MIG switch to <geometry>``, with the jobs it waits for), so that
-   nothing new lands on what is about to go; ``rota nodes`` shows it.
+   nothing new lands on what is about to go; ``rota nodes`` shows it. All affected devices
+   also carry the switch's time (``GpuDevice.switch_at``, unless the plan evicts), so that
+   one freed within a pass, after this step, takes no job that may not be evicted.
 2. *next*: for the next switch of the calendar, the devices it will destroy carry its time
    (``GpuDevice.switch_at``) unless the plan evicts, so that the scheduler does not place a
    job that may not be evicted there if it would still run then (reason ``mig-switch``).
@@ -87,7 +89,10 @@ class MigSwitcher:
                 upcoming[index] = diff(target, resolve(
                     self.plan.geometries[when.next_entry.geometry], table,
                     f"mig.geometries.{when.next_entry.geometry}"))
-        self.backend.node = self._facts(node, due, upcoming, when.next_at, held, name, report)
+        ends = {} if self.plan.evict else {d: when.since for d in doomed(due)}
+        if when.next_at is not None:
+            ends = {**{d: when.next_at for d in doomed(upcoming)}, **ends}
+        self.backend.node = self._facts(node, due, ends, held, name, report)
         return report
 
     def _switch(self, index: int, table: MigTable, target, change: GeometryDiff,
@@ -138,12 +143,11 @@ class MigSwitcher:
                         out.setdefault(share.index, []).append(job)
         return out
 
-    def _facts(self, node: Node, due: dict[int, GeometryDiff], upcoming: dict[int, GeometryDiff],
-               next_at: float | None, held: dict[int, list[Job]], name: str,
-               report: SwitchReport) -> Node:
-        """The node as NVML has it now, with the switches' facts (module docstring)."""
-        later = doomed(upcoming) if next_at is not None else frozenset()
-        devices = tuple(replace(d, switch_at=next_at) if d.index in later else d
+    def _facts(self, node: Node, due: dict[int, GeometryDiff], ends: dict[int, float | None],
+               held: dict[int, list[Job]], name: str, report: SwitchReport) -> Node:
+        """The node as NVML has it now, with the switches' facts (module docstring): each
+        device a switch removes with its time (``ends``), the free ones of a due switch held."""
+        devices = tuple(replace(d, switch_at=ends[d.index]) if d.index in ends else d
                         for d in devices_from_nvml(self.nvml.devices()))
         mine = [f for f in node.foreign if not f.holder.startswith(HOLDER.format(geometry=""))]
         free = [d for d in devices if d.index in doomed(due) and d.index not in held]
