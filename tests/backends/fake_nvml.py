@@ -10,12 +10,16 @@ device lacks (NVLink, ECC, NUMA query) is ``NOT_SUPPORTED``, calls before ``nvml
 MIG, as the driver does it: a GPU with ``mig`` (``A100_40GB`` or ``H100_80GB``, each profile by
 NVML's profile index: its id, compute slices, memory in MB, most instances and possible
 starts, from NVIDIA's MIG user guide) is MIG-capable; ``nvmlDeviceGetMigMode`` answers
-``NOT_SUPPORTED`` on any other. GPU instances are made as ``nvidia-smi mig -cgi ... -C`` makes
-them (``nvmlDeviceCreateGpuInstance[WithPlacement]``, each with one compute instance spanning
-it, so one MIG device): a placement taken in part is ``INSUFFICIENT_RESOURCES``, one the
-profile does not allow ``INVALID_ARGUMENT``; destroying an instance a process uses, or
-switching MIG mode while processes run, is ``IN_USE``. Possible placements fill a ctypes
-array and count, as the real ``_v2`` call does (a ``None`` array asks only for the count).
+``NOT_SUPPORTED`` on any other. As ``nvidia-smi mig -cgi ... -C``, instances are made in two
+steps: ``nvmlDeviceCreateGpuInstance[WithPlacement]`` a GPU instance without compute instance
+(no MIG device yet), ``nvmlGpuInstanceCreateComputeInstance`` its one compute instance spanning
+it (a smaller one is ``NOT_SUPPORTED`` here, a second ``INSUFFICIENT_RESOURCES``). A placement
+taken in part is ``INSUFFICIENT_RESOURCES``, one the profile does not allow
+``INVALID_ARGUMENT``; destroying an instance a process uses, a GPU instance with its compute
+instance, or switching MIG mode while processes run or instances exist, is ``IN_USE``. Arrays
+of placements, GPU and compute instances are filled with a count, as the real calls do (a
+``None`` array asks only for the count); a ``FakeInstance`` made by hand has its compute
+instance.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ NVML_ERROR_INSUFFICIENT_RESOURCES = 23
 NVML_DEVICE_MIG_DISABLE = 0
 NVML_DEVICE_MIG_ENABLE = 1
 NVML_GPU_INSTANCE_PROFILE_COUNT = 15
+NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0
+CI_SLICES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7}  # NVML compute instance profile -> compute slices
 NVML_SUCCESS = 0
 nvmlEventTypeXidCriticalError = 0x8
 NVML_FEATURE_DISABLED = 0
@@ -94,6 +100,8 @@ class FakeInstance:
     size: int
     uuid: str
     processes: dict[int, int | None] = field(default_factory=dict)
+    compute_instance: int | None = 0  # its one compute instance's id; None: none yet
+
 
 
 @dataclass
@@ -124,6 +132,9 @@ class FakeNvml:
     NVMLError = NVMLError
     NVML_GPU_INSTANCE_PROFILE_COUNT = NVML_GPU_INSTANCE_PROFILE_COUNT
     c_nvmlGpuInstancePlacement_t = c_nvmlGpuInstancePlacement_t
+    c_nvmlGpuInstance_t = ctypes.py_object       # handles, as arrays of them are made
+    c_nvmlComputeInstance_t = ctypes.py_object
+    NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
     NVML_FEATURE_ENABLED = NVML_FEATURE_ENABLED
     NVML_NVLINK_MAX_LINKS = NVML_NVLINK_MAX_LINKS
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = NVML_MEMORY_ERROR_TYPE_UNCORRECTED
@@ -263,6 +274,7 @@ class FakeNvml:
         gpu = self._mig_gpu(handle)
         profile = self._profile_by_id(gpu, profileId)
         span = _SPAN[profile]
+        placement = getattr(placement, "contents", placement)  # a pointer to it, as C takes
         starts = gpu.mig[profile][4]  # type: ignore[index]
         if placement.start not in starts or placement.size != span:
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
@@ -271,7 +283,8 @@ class FakeNvml:
             raise NVMLError(NVML_ERROR_INSUFFICIENT_RESOURCES)
         gi = max((i.id for i in gpu.instances), default=0) + 1
         gpu.instances.append(FakeInstance(gi, profile, placement.start, span,
-                                          f"MIG-fake-{handle.index:02d}-{gi:02d}"))
+                                          f"MIG-fake-{handle.index:02d}-{gi:02d}",
+                                          compute_instance=None))
         return SimpleNamespace(index=handle.index, gi=gi, profile=profile)
 
     def nvmlDeviceCreateGpuInstance(self, handle: SimpleNamespace,
@@ -289,9 +302,58 @@ class FakeNvml:
 
     def nvmlGpuInstanceDestroy(self, gpu_instance: SimpleNamespace) -> None:
         instance = self._instance(gpu_instance)
-        if instance.processes:  # type: ignore[union-attr]
+        if instance.processes or instance.compute_instance is not None:  # type: ignore[union-attr]
             raise NVMLError(NVML_ERROR_IN_USE)
         self.gpus[gpu_instance.index].instances.remove(instance)  # type: ignore[arg-type]
+
+    def nvmlDeviceGetGpuInstances(self, handle: SimpleNamespace, profileId: int,
+                                  gpuInstancesRef, countRef) -> int:
+        gpu = self._mig_gpu(handle)
+        profile = self._profile_by_id(gpu, profileId)
+        return _fill([SimpleNamespace(index=handle.index, gi=i.id, profile=profile)
+                      for i in sorted(gpu.instances, key=lambda i: i.id) if i.profile == profile],
+                     gpuInstancesRef, countRef)
+
+    def _gi_slices(self, gpu_instance: SimpleNamespace) -> tuple[FakeInstance, int]:
+        instance = self._instance(gpu_instance)
+        assert instance is not None, "a GPU instance handle"
+        return instance, self.gpus[gpu_instance.index].mig[instance.profile][1]  # type: ignore[index]
+
+    def nvmlGpuInstanceGetComputeInstanceProfileInfo(self, gpu_instance: SimpleNamespace, profile: int,
+                                                     engProfile: int, version: int = 2):
+        _, slices = self._gi_slices(gpu_instance)
+        if profile not in CI_SLICES or engProfile != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        if CI_SLICES[profile] > slices:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return SimpleNamespace(id=profile, sliceCount=CI_SLICES[profile],
+                               instanceCount=slices // CI_SLICES[profile])
+
+    def nvmlGpuInstanceCreateComputeInstance(self, gpu_instance: SimpleNamespace,
+                                             profileId: int) -> SimpleNamespace:
+        instance, slices = self._gi_slices(gpu_instance)
+        if CI_SLICES.get(profileId) != slices:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)  # only one CI spanning the GI, here
+        if instance.compute_instance is not None:
+            raise NVMLError(NVML_ERROR_INSUFFICIENT_RESOURCES)
+        instance.compute_instance = 0
+        return SimpleNamespace(index=gpu_instance.index, gi=instance.id, ci=0)
+
+    def nvmlGpuInstanceGetComputeInstances(self, gpu_instance: SimpleNamespace, profileId: int,
+                                           computeInstancesRef, countRef) -> int:
+        instance, slices = self._gi_slices(gpu_instance)
+        made = instance.compute_instance is not None and CI_SLICES.get(profileId) == slices
+        return _fill([SimpleNamespace(index=gpu_instance.index, gi=instance.id, ci=0)] * made,
+                     computeInstancesRef, countRef)
+
+    def nvmlComputeInstanceDestroy(self, compute_instance: SimpleNamespace) -> int:
+        instance = self._instance(compute_instance)
+        if instance is None or instance.compute_instance != compute_instance.ci:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)  # destroyed already
+        if instance.processes:
+            raise NVMLError(NVML_ERROR_IN_USE)
+        instance.compute_instance = None
+        return NVML_SUCCESS
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle: SimpleNamespace) -> int:
         gpu = self._mig_gpu(handle, enabled=False)
@@ -302,7 +364,8 @@ class FakeNvml:
         gpu = self._mig_gpu(handle)
         if not 0 <= index < self.nvmlDeviceGetMaxMigDeviceCount(handle):
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
-        made = sorted(gpu.instances, key=lambda i: i.id)
+        made = sorted((i for i in gpu.instances if i.compute_instance is not None),
+                      key=lambda i: i.id)
         if index >= len(made):
             raise NVMLError(NVML_ERROR_NOT_FOUND)
         return SimpleNamespace(index=handle.index, gi=made[index].id, profile=made[index].profile)
@@ -376,7 +439,6 @@ class FakeNvml:
                                 gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
                 for pid, mib in gpu.processes.items()]
 
-
     def nvmlDeviceGetIndex(self, handle: SimpleNamespace) -> int:
         self._check()
         return handle.index
@@ -419,6 +481,17 @@ class FakeNvml:
         return SimpleNamespace(device=SimpleNamespace(index=index),
                                eventType=nvmlEventTypeXidCriticalError, eventData=xid,
                                gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
+
+
+def _fill(found: list, ref, countRef) -> int:
+    """An NVML array-and-count answer: ``ref`` (None: the count only) and ``countRef``."""
+    if ref is not None:
+        if len(ref) < len(found):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        for k, item in enumerate(found):
+            ref[k] = item
+    countRef.contents.value = len(found)
+    return NVML_SUCCESS
 
 
 def initialised(gpus: list[FakeGpu]) -> FakeNvml:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -22,6 +23,7 @@ from rota.core import DeviceShare, InvalidSpec, Placement, ReplicaPlacement
 from rota.core.mig import table_for
 
 A100 = "NVIDIA A100-SXM4-40GB"
+CI_PROFILE = {"1": 0, "2": 1, "3": 2, "4": 3, "7": 4}  # compute slices -> NVML's CI profile
 PROFILE_ID = {"1g.5gb": 19, "1g.10gb": 15, "2g.10gb": 14, "3g.20gb": 9, "4g.20gb": 5,
               "7g.40gb": 0, "1g.20gb": 15, "2g.20gb": 14, "3g.40gb": 9, "4g.40gb": 5}
 
@@ -33,8 +35,9 @@ def partition(fake: FakeNvml, index: int, *instances: tuple[str, int]) -> None:
     for profile, start in instances:
         span = {"1g.5gb": 1, "1g.10gb": 2, "2g.10gb": 2, "3g.20gb": 4, "4g.20gb": 4,
                 "7g.40gb": 8}[profile]
-        fake.nvmlDeviceCreateGpuInstanceWithPlacement(
+        gi = fake.nvmlDeviceCreateGpuInstanceWithPlacement(
             handle, PROFILE_ID[profile], c_nvmlGpuInstancePlacement_t(start, span))
+        fake.nvmlGpuInstanceCreateComputeInstance(gi, CI_PROFILE[profile.split("g.")[0]])
 
 
 def box() -> FakeNvml:
@@ -104,8 +107,12 @@ def test_an_instance_destroyed_leaves_the_inventory() -> None:
     fake = box()
     gpu1 = fake.nvmlDeviceGetHandleByIndex(1)
     last = fake.nvmlDeviceGetMigDeviceHandleByIndex(gpu1, 2)
-    fake.nvmlGpuInstanceDestroy(fake.nvmlDeviceGetGpuInstanceById(
-        gpu1, fake.nvmlDeviceGetGpuInstanceId(last)))
+    gi = fake.nvmlDeviceGetGpuInstanceById(gpu1, fake.nvmlDeviceGetGpuInstanceId(last))
+    with pytest.raises(NVMLError) as err:  # its compute instance first, as nvidia-smi -dci
+        fake.nvmlGpuInstanceDestroy(gi)
+    assert err.value.value == NVML_ERROR_IN_USE
+    fake.nvmlComputeInstanceDestroy(SimpleNamespace(index=1, gi=gi.gi, ci=0))
+    fake.nvmlGpuInstanceDestroy(gi)
     node = local_node("box", nvml=Nvml(fake))
     assert [d.profile for d in node.devices if d.mig] == ["4g.20gb", "2g.10gb"]
 

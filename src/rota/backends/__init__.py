@@ -45,6 +45,8 @@ This machine's GPUs:
 - ``gpus``: builds this machine's inventory as a core ``Node``, from NVML or from a declared
   node file or list of virtual GPUs;
 - ``nvml``: the only module that touches the NVIDIA library (``pynvml``, imported on use);
+- ``migapply``: one GPU brought to a target MIG geometry through NVML, step by step, so
+  that a stop at any step and a new call converge;
 - ``health``: which devices may not run jobs now (ECC errors, lost devices, critical XIDs);
 - ``watcher``: enforces GPU-memory shares, stopping a replica that uses more than it got.
 

@@ -10,6 +10,15 @@ its answers into plain values:
   GPU instance id, profile id, compute slices, placement start and size in memory slices).
 - ``mig_profiles(index)``: the GPU instance profiles a MIG-capable GPU offers, each with its
   possible placements (``NvmlMigProfile``); empty for a GPU without MIG.
+- changing a GPU's geometry (``rota.backends.migapply`` drives these): ``gpu_instances(index)``
+  lists its GPU instances, those without a compute instance too (``NvmlGpuInstance``:
+  ``usable`` false, a half-made one), by ``nvmlDeviceGetGpuInstances``; ``create_instance``
+  makes one at a placement (``nvmlDeviceCreateGpuInstanceWithPlacement``) and its one compute
+  instance spanning it (``nvmlGpuInstanceCreateComputeInstance``, as ``nvidia-smi mig -cgi
+  ... -C``); ``complete_instance`` adds that compute instance to a half-made one;
+  ``destroy_instance`` destroys its compute instances (``nvmlComputeInstanceDestroy``), then
+  it (``nvmlGpuInstanceDestroy``); ``set_mig_mode`` turns MIG mode on or off
+  (``nvmlDeviceSetMigMode``). NVML answers ``IN_USE`` where a process uses what would go.
 - ``process_memory()``: the GPU memory each compute process uses on each device.
 - ``problem(index)``: why a device is unhealthy now (uncorrected volatile ECC errors, lost),
   or ``None``; ``xid_events()`` / ``wait_xid(events, timeout)``: XID critical errors as the
@@ -42,6 +51,7 @@ _NVML_ERROR_TIMEOUT = 10
 _NVML_ERROR_GPU_IS_LOST = 15
 _MIG_ENABLED = 1  # NVML_DEVICE_MIG_ENABLE
 _PROFILE_COUNT = 15  # NVML_GPU_INSTANCE_PROFILE_COUNT, where the library does not say
+_CI_PROFILE_COUNT = 8  # NVML_COMPUTE_INSTANCE_PROFILE_COUNT
 _EVENT_XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
 
 
@@ -69,6 +79,19 @@ class NvmlMigProfile:
     memory_mib: int
     instances: int
     placements: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlGpuInstance:
+    """A GPU instance as it is, made through NVML or not: its id, profile, compute slices,
+    placement, and whether it has its compute instance (else CUDA cannot use it yet)."""
+
+    id: int
+    profile_id: int
+    compute: int
+    start: int
+    size: int
+    usable: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +193,98 @@ class Nvml:
                 int(info.instanceCount),
                 tuple((int(p.start), int(p.size)) for p in found[:count.value])))
         return out
+
+    # -- changing a GPU's geometry -------------------------------------------------------------
+
+    def gpu_instances(self, index: int) -> list[NvmlGpuInstance] | None:
+        """GPU ``index``'s GPU instances by start; None when MIG mode is off (or missing)."""
+        lib = self.lib
+        h = lib.nvmlDeviceGetHandleByIndex(index)
+        if self._mig_devices(h) is None:
+            return None
+        out = []
+        for info in self._gi_profiles(h):
+            for gi in self._handles(lib.nvmlDeviceGetGpuInstances, lib.c_nvmlGpuInstance_t,
+                                    int(info.instanceCount), h, info.id):
+                got = lib.nvmlGpuInstanceGetInfo(gi)
+                out.append(NvmlGpuInstance(
+                    int(got.id), int(info.id), int(info.sliceCount), int(got.placement.start),
+                    int(got.placement.size), bool(self._compute_instances(gi))))
+        return sorted(out, key=lambda g: g.start)
+
+    def create_instance(self, index: int, profile_id: int, start: int, size: int) -> None:
+        """A GPU instance of ``profile_id`` at ``start`` on GPU ``index``, with its compute
+        instance."""
+        import ctypes  # noqa: PLC0415 - only MIG placements need it
+
+        lib = self.lib
+        h = lib.nvmlDeviceGetHandleByIndex(index)
+        placement = lib.c_nvmlGpuInstancePlacement_t(start, size)  # NVML takes a pointer to it
+        gi = lib.nvmlDeviceCreateGpuInstanceWithPlacement(h, profile_id, ctypes.pointer(placement))
+        self._add_compute_instance(gi)
+
+    def complete_instance(self, index: int, gpu_instance: int) -> None:
+        """The compute instance of a GPU instance made without one."""
+        lib = self.lib
+        self._add_compute_instance(lib.nvmlDeviceGetGpuInstanceById(
+            lib.nvmlDeviceGetHandleByIndex(index), gpu_instance))
+
+    def destroy_instance(self, index: int, gpu_instance: int) -> None:
+        """GPU instance ``gpu_instance`` of GPU ``index``: its compute instances, then it."""
+        lib = self.lib
+        gi = lib.nvmlDeviceGetGpuInstanceById(lib.nvmlDeviceGetHandleByIndex(index),
+                                              gpu_instance)
+        for ci in self._compute_instances(gi):
+            lib.nvmlComputeInstanceDestroy(ci)
+        lib.nvmlGpuInstanceDestroy(gi)
+
+    def set_mig_mode(self, index: int, enabled: bool) -> None:
+        lib = self.lib
+        lib.nvmlDeviceSetMigMode(lib.nvmlDeviceGetHandleByIndex(index),
+                                 _MIG_ENABLED if enabled else 0)
+
+    def _gi_profiles(self, h: Any) -> list[Any]:
+        lib = self.lib
+        out = []
+        for profile in range(getattr(lib, "NVML_GPU_INSTANCE_PROFILE_COUNT", _PROFILE_COUNT)):
+            try:
+                out.append(lib.nvmlDeviceGetGpuInstanceProfileInfo(h, profile))
+            except lib.NVMLError:
+                continue
+        return out
+
+    def _handles(self, call: Any, kind: Any, most: int, *args: Any) -> list[Any]:
+        """What an NVML call that fills an array of handles and a count gives."""
+        import ctypes  # noqa: PLC0415
+
+        count = ctypes.c_uint(0)
+        found = (kind * max(most, 1))()
+        call(*args, found, ctypes.pointer(count))
+        return list(found[:count.value])
+
+    def _ci_profiles(self, gi: Any) -> list[Any]:
+        lib = self.lib
+        shared = getattr(lib, "NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED", 0)
+        out = []
+        for profile in range(_CI_PROFILE_COUNT):
+            try:
+                out.append(lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, profile, shared))
+            except lib.NVMLError:
+                continue  # larger than the instance, or not a profile of this GPU
+        return out
+
+    def _compute_instances(self, gi: Any) -> list[Any]:
+        lib = self.lib
+        return [ci for info in self._ci_profiles(gi)
+                for ci in self._handles(lib.nvmlGpuInstanceGetComputeInstances,
+                                        lib.c_nvmlComputeInstance_t,
+                                        int(info.instanceCount), gi, info.id)]
+
+    def _add_compute_instance(self, gi: Any) -> None:
+        """One compute instance spanning GPU instance ``gi``: the profile with the most
+        slices it offers."""
+        widest = max(self._ci_profiles(gi), key=lambda info: int(info.sliceCount))
+        self.lib.nvmlGpuInstanceCreateComputeInstance(gi, widest.id)
 
     def process_memory(self) -> list[ProcessMemory]:
         lib = self.lib

@@ -47,7 +47,8 @@ def up(
     data_dir: Optional[Path] = flag.DATA_DIR, db: Optional[str] = flag.DB,
     db_file: Optional[Path] = flag.DB_FILE, port: int = flag.PORT, host: str = flag.HOST,
     jobs_url: Optional[str] = flag.JOBS_URL, gpus: Optional[str] = flag.GPUS,
-    node_file: Optional[Path] = flag.NODE_FILE, policy: Optional[str] = flag.POLICY,
+    node_file: Optional[Path] = flag.NODE_FILE, mig_plan: Optional[Path] = flag.MIG_PLAN,
+    policy: Optional[str] = flag.POLICY,
     interval: float = flag.INTERVAL, inventory_interval: float = flag.INVENTORY_INTERVAL,
     backend: Optional[str] = flag.BACKEND,
     slurm_gpu_types: Optional[str] = flag.SLURM_GPU_TYPES,
@@ -90,7 +91,7 @@ def up(
         start_detached(argv, directory, setup.credentials_path())
         return
     values = {"--data-dir": directory, "--gpus": gpus, "--node-file": node_file,
-              "--job-pids": job_pids,
+              "--mig-plan": mig_plan, "--job-pids": job_pids,
               "--job-disk": job_disk, "--slurm-gpu-types": slurm_gpu_types,
               "--slurm-placement": slurm_placement, "--slurm-partition": slurm_partition,
               "--slurm-accounts": slurm_accounts,

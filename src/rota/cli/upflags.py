@@ -42,6 +42,11 @@ GPUS = typer.Option(
 NODE_FILE = typer.Option(
     None, "--node-file", metavar="FILE", help="This machine's inventory as a YAML node file.")
 
+MIG_PLAN = typer.Option(
+    None, "--mig-plan", metavar="FILE",
+    help="MIG geometries and the calendar that switches this machine's GPUs between them "
+         "(YAML; see docs/mig.md).")
+
 POLICY = typer.Option(
     None, "--policy", "-p", metavar="NAME|FILE",
     help="Scheduling policy preset or YAML policy file (default: default).")

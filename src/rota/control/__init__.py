@@ -30,6 +30,9 @@ The loop and what one pass carries out:
 - ``budgets``: project budgets carried out: whose new jobs wait, and the soft limit's warning;
 - ``idle``: idle reclamation carried out: which running jobs to stop for holding GPUs idle;
 - ``inventory``: the store's nodes kept as their backend reports them;
+- ``migcalendar``: when a MIG calendar's entries occur, in their time zones;
+- ``migswitch``: a MIG plan's switches carried out on this machine's GPUs before each pass's
+  inventory: drain or defer, repartition, read the new instances;
 - ``intake``: work a backend offers (Kubernetes Pods for rota), submitted as jobs, each once;
 - ``runspec``: each job's launch spec (``rota.core.runspec``), read once per job, its working
   directory and safe extraction of uploads;

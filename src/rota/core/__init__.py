@@ -21,6 +21,8 @@ The domain model:
   parsers;
 - ``nodes``: GPU devices and the nodes that hold them, with what work outside rota holds there;
 - ``mig``: MIG GPU instance profiles per GPU model, their valid placements and geometries;
+- ``migplan``: named MIG geometries, the calendar that switches nodes between them, and what
+  a switch changes on one GPU;
 - ``nodelabels``: the node labels rota reports for people (limits enforced, full GPU names);
   it imports nothing;
 - ``jobs``: jobs, their placements, and the legal moves between their states;

@@ -77,6 +77,9 @@ class GpuDevice:
     parent: int | None = None  # a MIG instance's GPU
     start: int = 0             # a MIG instance's placement start, in memory slices
     compute: int = 0           # a MIG instance's compute slices
+    # when a planned MIG switch takes this device away (``rota.core.migplan``); None: no
+    # switch planned that would, or one that may evict whatever runs here
+    switch_at: float | None = None
 
     def __post_init__(self) -> None:
         if self.index < 0:

@@ -30,6 +30,7 @@ class ReasonCode(enum.StrEnum):
     ARRAY_LIMIT = "array-limit"      # its array runs as many tasks at once as it may
     BUDGET = "budget"                # its project reached its hard budget for the month
     ESTIMATE = "estimate"            # the forecast's: who holds what it needs, until when
+    MIG_SWITCH = "mig-switch"        # it fits only on MIG instances a planned switch removes
 
 
 @dataclass(frozen=True, slots=True)

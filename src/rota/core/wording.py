@@ -13,7 +13,10 @@ for the CLI and for the API's answers alike (reasons stay data everywhere else).
   ``resources``), or for ``quota`` (and ``min-runtime`` with a ``limit``: held by quota its
   queue could reclaim only from jobs too young to evict) the figure of the ``limit`` that
   holds the job: the queue's nominal quota (``nominal``, ``cohort``), nominal plus borrowing
-  limit (``borrowing_limit``), the lender's lending limit (``lending_limit``).
+  limit (``borrowing_limit``), the lender's lending limit (``lending_limit``);
+- ``mig-switch``: ``capacity`` is when the planned MIG switch takes the instances away and
+  ``requested`` when the job would end (seconds since the epoch; None: it has no walltime),
+  ``detail`` the nodes.
 
 ``sentence`` is the one place a reason becomes words; ``hint`` suggests what to do next.
 ``estimate_sentence`` tells the forecast's ``estimate`` reason: the jobs that hold what a
@@ -135,7 +138,21 @@ def sentence(reason: Reason, now: float | None = None) -> str:
     if code is C.BUDGET:
         return (f"Over budget: {reason.detail}; the project's new jobs wait until the month "
                 "ends (UTC) or an operator raises the limit. Running jobs go on.")
+    if code is C.MIG_SWITCH:
+        return (f"It fits now only on MIG instances of {reason.detail} that a planned geometry "
+                f"switch removes {_switch_time(reason.capacity, now)}, before it would end; it "
+                "waits for instances that stay.")
     return reason.detail or str(code)
+
+
+def _switch_time(at: float | None, now: float | None) -> str:
+    """``in 2h`` where ``now`` is given, else ``at 20:00 UTC``."""
+    if at is None:
+        return "soon"
+    if now is not None:
+        return "now" if at <= now else f"in {duration(at - now)}"
+    minutes = int(at) % 86400 // 60
+    return f"at {minutes // 60:02d}:{minutes % 60:02d} UTC"
 
 
 WHY_NO_ESTIMATE = {
@@ -217,6 +234,9 @@ def hint(reason: Reason) -> str | None:
         return "fewer replicas, or fewer GPUs per replica, would fit sooner"
     if code in (C.NO_MATCHING_GPU, C.NO_FLAVOR):
         return "change resources.gpu_model, or the queue's flavours"
+    if code is C.MIG_SWITCH:
+        return ("give it a walltime that ends before the switch, or let it be preempted "
+                "(preemptible: true, with a checkpoint grace) so that it may run there")
     if code is C.BUDGET:
         return ("ask an operator to raise the project's hard limit (rota project budget "
                 "PROJECT --hard GPU_HOURS), or wait for the next month; rota usage --since "

@@ -100,6 +100,8 @@ class Base:
             GPU: sum(d.milli for n in self.nodes if n.schedulable for d in n.devices if d.healthy),
         }
         self.sizes = NodeSizes(self.nodes)  # for screening: the largest eligible node
+        # whether a planned MIG switch takes devices away somewhere (``GpuDevice.switch_at``)
+        self.switching = any(d.switch_at is not None for n in self.nodes for d in n.devices)
         # answers that depend only on nodes, queues and flavours, kept for every cycle
         self.flavor_answers: dict[tuple, list] = {}
         self.shapes: dict[tuple, Shape] = {}

@@ -78,6 +78,7 @@ class Cycle(QuotaHolds):
         self._flavors, self._shapes = base.flavor_answers, base.shapes
         self._pool_members = base.pool_members
         self.sizes = base.sizes
+        self.switching = base.switching
         self._failed: dict[tuple, tuple[int, Attempt]] = {}
         self._nodes_of: dict[tuple, frozenset[int]] = {}
         self._tried: dict[tuple, tuple[int, int, Attempt]] = {}
@@ -214,7 +215,8 @@ class Cycle(QuotaHolds):
         the failed-placement cache)."""
         req, g = job.request, job.request.gpu
         key = (req.cpu_milli, req.memory_mib, g.count, g.share, g.memory_mib, job.queue,
-               job.resource_group, job.selector, job.image is None, models, g.profile)
+               job.resource_group, job.selector, job.image is None, models, g.profile,
+               self.until(job))
         hit = self._shapes.get(key)
         if hit is None:
             hit = self._shapes[key] = self._new_shape(job, models)
@@ -230,7 +232,15 @@ class Cycle(QuotaHolds):
         else:
             pools = tuple((rg, m) for rg in groups for m in models)
         return Shape(req.cpu_milli, req.memory_mib, g.count, g.share, g.memory_mib, models,
-                     job.selector, pools, features_needed(job), g.profile)
+                     job.selector, pools, features_needed(job), g.profile, self.until(job))
+
+    def until(self, job: Job) -> float | None:
+        """Until when ``job`` would run if it started now, where it must keep off the devices
+        a planned MIG switch takes away (``Shape.until``): a job that may not be preempted,
+        while a switch is planned somewhere; None for any other."""
+        if not self.switching or job.preemptible:
+            return None
+        return math.inf if job.walltime_s is None else self.now + job.walltime_s
 
     # -- starting a job -----------------------------------------------------------------------
 
@@ -242,7 +252,7 @@ class Cycle(QuotaHolds):
         free capacity has grown (the overlay's epoch) nor the quota book has changed (its
         version)."""
         key = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
-               job.image is None, capped)
+               job.image is None, capped, self.until(job))
         hit = self._tried.get(key)
         if hit is not None and hit[0] == self.state.epoch and hit[1] == self.book.version:
             return hit[2]
@@ -413,9 +423,26 @@ class Cycle(QuotaHolds):
             if free_fit is not None:
                 return Reason(ReasonCode.RESERVED, detail=f"would delay {self.reservation.job}, "
                               f"reserved to start at {self.reservation.start_at:g}")
+        if shape.until is not None:
+            mark = self.state.mark()
+            free_fit, _ = place_gang(self.state, replace(shape, until=None), job.replicas,
+                                     self.placement, False)
+            self.state.undo(mark)
+            if free_fit is not None:
+                return self.switch_reason(free_fit, shape.until)
         if fitted:
             return Reason(ReasonCode.GANG, "replicas", job.replicas, fitted, job.replicas)
         return self.resource_reason(shape)
+
+    def switch_reason(self, placement: Placement, until: float) -> Reason:
+        """Why a job that fits only on devices a planned MIG switch takes away waits: the
+        switch's time (``capacity``), when the job would end (``requested``; None: it has no
+        walltime), and the nodes (``detail``)."""
+        ends = [d.switch_at for rep in placement.replicas
+                for d in self.state.by_name[rep.node].node.devices
+                if d.switch_at is not None and any(s.index == d.index for s in rep.devices)]
+        return Reason(ReasonCode.MIG_SWITCH, requested=None if math.isinf(until) else until,
+                      capacity=min(ends, default=None), detail=", ".join(placement.nodes))
 
     def resource_reason(self, shape: Shape) -> Reason:
         return resource_reason(self, shape)
@@ -464,4 +491,4 @@ def search_key(cycle: Cycle, job: Job, capped: bool) -> tuple:
     loses free capacity and evictable jobs, so a search that failed fails again for any job
     with the same key."""
     return (job.queue, cycle.priority_of(job), capped, job.replicas, job.request,
-            job.resource_group, job.selector, job.image is None)
+            job.resource_group, job.selector, job.image is None, cycle.until(job))

@@ -21,6 +21,11 @@ replica's share of an instance is its charge, the instance's compute slices of i
 milli-GPU for a ``1g`` of 7 slices), with all its memory, so that quota, usage and accounting
 count what it holds.
 
+A MIG switch planned on a node (``rota.core.migplan``) marks the devices it will take away
+with its time (``GpuDevice.switch_at``). A replica that may not be evicted and would still run
+then (``Shape.until``: its start plus its walltime, or for ever without one) takes none of
+them; other devices of the node, and the same devices for other jobs, stay as they are.
+
 A device's *neighbours* are the other devices of its NVLink domain (none when it has no
 NVLink), and, a grade below, those of its NUMA node. Its *crowding* counts the neighbours that
 are wholly free (the devices a multi-GPU replica would take with it), NVLink then NUMA, and
@@ -59,6 +64,9 @@ class Shape:
     pools: tuple[tuple[str, str], ...]
     features: frozenset[str] = frozenset()  # the node features it needs (``rota.core.nodes``)
     profile: str = ""  # the MIG profile of the instances it takes; "": whole GPUs or a share
+    # until when a replica would run on devices a planned MIG switch takes away
+    # (``GpuDevice.switch_at``); None: it may take them (it can be evicted with its grace)
+    until: float | None = None
 
     @property
     def fractional(self) -> bool:
@@ -90,6 +98,8 @@ def device_fits(slot: Slot, p: int, shape: Shape, capped: bool) -> int | None:
     if shape.models and not accepts(shape.models, slot.models[p]):
         return None
     if slot.profiles[p] != shape.profile:
+        return None
+    if shape.until is not None and slot.switching and not outlasts(slot, p, shape.until):
         return None
     free_m, free_g = slot.milli[p], slot.gmem[p]
     if capped and slot.cap is not None:
@@ -126,7 +136,15 @@ def fitting_devices(slot: Slot, shape: Shape, capped: bool) -> list[int]:
     if slot.mig or shape.profile:
         profiles, profile = slot.profiles, shape.profile
         fits = [p for p in fits if profiles[p] == profile]
+    if shape.until is not None and slot.switching:
+        fits = [p for p in fits if outlasts(slot, p, shape.until)]
     return fits
+
+
+def outlasts(slot: Slot, p: int, until: float) -> bool:
+    """Whether device ``p`` is still there at ``until`` (no planned switch takes it before)."""
+    end = slot.ends[p]
+    return end is None or end >= until
 
 
 def holds(slot: Slot, shape: Shape) -> bool:

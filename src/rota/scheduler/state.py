@@ -52,7 +52,7 @@ class Slot:
 
     __slots__ = ("i", "node", "name", "cpu", "mem", "milli", "gmem", "dev_mem", "models",
                  "numa", "nvlink", "whole", "level_count", "pools", "cap", "listed",
-                 "profiles", "mig")
+                 "profiles", "mig", "ends", "switching")
 
     def __init__(self, i: int, node: Node) -> None:
         self.i, self.node, self.name = i, node, node.name
@@ -71,6 +71,9 @@ class Slot:
         # each device's MIG profile ("" for a whole GPU), and whether the node has any
         self.profiles = tuple([d.profile for d in devs])
         self.mig = any(self.profiles)
+        # when a planned MIG switch takes each device away (None: never), and whether any does
+        self.ends = tuple([d.switch_at for d in devs])
+        self.switching = any(e is not None for e in self.ends)
         # wholly free devices, and how many devices have each tenths-of-a-GPU level of free
         # share; kept up to date device by device as shares are taken and given
         self.whole = sum(self.wholly_free(p) for p in range(len(devs)))

@@ -234,6 +234,9 @@ def open_control_plane(config: ServerConfig) -> ControlPlane:
                            inventory_s=config.inventory_s,
                            api_url=jobs_url, api_ca_file=_public_certificate(served, directory),
                            metrics=metrics, forecasts=Forecasts(background=True))
+        attach = getattr(factory, "attach", None)  # the backend's own part of the loop
+        if attach is not None:
+            attach(loop, config)
         plane = ControlPlane(config, lock, store, loop, accounts, sock, url, token, issued,
                              operator, cordoned, metrics=metrics, jobs_url=jobs_url,
                              served=served, leaked=leaked, held=held)

@@ -17,6 +17,8 @@ asked of its factory, never decided from its name:
 - ``build(config)``: the backend, from the server configuration; imports the backend's
   modules only then, so that the SDK of a backend nobody uses is never loaded.
 - ``describe(plane)``: the lines ``rota up`` prints about where jobs run.
+- ``attach(loop, config)``, where a factory has it: its backend's own part of the control
+  loop, added once the loop is built (the local backend's MIG plan).
 - ``standby_refusal(config)``: why a control plane of this backend may not stand by
   (``rota.control.standby``) when another one leads its database, or None when it may: a
   standby must be able to adopt every job the leader started, from another machine.

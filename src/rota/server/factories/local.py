@@ -1,8 +1,10 @@
 """The local backend's factory: jobs run as processes on this machine (``rota.backends.local``),
 in a container image through podman for a job that names one (``rota.backends.localimage``).
 
-Its options are each job's limits (``--job-pids``, ``--job-disk``) and this machine's
-inventory (``--gpus``, ``--node-file``, else NVML); it is the one backend whose jobs run here.
+Its options are each job's limits (``--job-pids``, ``--job-disk``), this machine's
+inventory (``--gpus``, ``--node-file``, else NVML), and a MIG plan (``--mig-plan FILE``:
+``rota.control.migcalendar.load_plan``) carried out on this machine's GPUs through NVML
+(``attach``: ``rota.control.migswitch``); it is the one backend whose jobs run here.
 
 Virtual GPUs declared with ``--gpus`` are remembered in the data directory (``local-gpus``)
 and declared again by a ``rota up`` that names neither ``--gpus`` nor ``--node-file``, which
@@ -28,7 +30,8 @@ class LocalFactory:
     name = "local"
     runs_here = True
     flags: Mapping[str, Any] = {"--gpus": None, "--node-file": None,
-                                "--job-pids": DEFAULT_PIDS, "--job-disk": None}
+                                "--job-pids": DEFAULT_PIDS, "--job-disk": None,
+                                "--mig-plan": None}
     fields: Mapping[str, str] = {}
 
     def options(self, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -43,6 +46,12 @@ class LocalFactory:
                 raise InvalidSpec("--job-disk", exc.reason) from None
             if options["job_disk_mib"] <= 0:
                 raise InvalidSpec("--job-disk", f"must be more than 0, got {disk!r}")
+        if values.get("--mig-plan") is not None:
+            from rota.control.migcalendar import load_plan
+            try:
+                options["mig_plan"] = load_plan(values["--mig-plan"])
+            except InvalidSpec as exc:
+                raise InvalidSpec("--mig-plan", f"{exc.field}: {exc.reason}") from None
         return options
 
     def inventory(self, values: Mapping[str, Any]) -> setup.Inventory:
@@ -56,6 +65,10 @@ class LocalFactory:
             gpus = None
         elif gpus is None and node_file is None and kept is not None and kept.is_file():
             gpus, remembered = kept.read_text().strip() or None, True
+        if values.get("--mig-plan") is not None and (gpus or node_file):
+            raise InvalidSpec("--mig-plan", "switches MIG geometries through NVML, so this "
+                                            "machine's GPUs must come from NVML: give neither "
+                                            "--gpus nor --node-file")
         try:
             found = setup.this_machine(gpus, node_file)
         except InvalidSpec as exc:
@@ -63,6 +76,9 @@ class LocalFactory:
             if remembered:
                 reason += f" (remembered in {kept}; rota up --gpus SPEC or --gpus none)"
             raise InvalidSpec("--node-file" if node_file else "--gpus", reason) from None
+        if values.get("--mig-plan") is not None and found.nvml is None:
+            raise InvalidSpec("--mig-plan", "no NVIDIA GPU found through NVML: nothing to "
+                                            "switch")
         if remembered:
             return replace(found, source=f"{found.source}, as the last rota up --gpus declared "
                                          "them (--gpus none forgets them)")
@@ -82,6 +98,14 @@ class LocalFactory:
                             nvml=config.inventory.nvml,
                             job_pids=int(options.get("job_pids", DEFAULT_PIDS)),
                             job_disk_mib=options.get("job_disk_mib"))
+
+    def attach(self, loop, config) -> None:
+        """Carry out the MIG plan, if one was given, before each pass's inventory."""
+        plan = config.backend_options.get("mig_plan")
+        if plan is None or config.inventory.nvml is None:  # refused by ``inventory``
+            return
+        from rota.control.migswitch import MigSwitcher, install
+        install(loop, MigSwitcher(plan, config.inventory.nvml, loop.backend, loop.store))
 
     def describe(self, plane) -> list[str]:
         """This machine, whether the cgroup limits of each job hold (a warning if not), and
