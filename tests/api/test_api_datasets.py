@@ -51,9 +51,11 @@ def test_bad_declarations_name_the_field(api, tmp_path):
              ({"name": "d", "project": "p", "source": "relative/dir"}, "source"),
              ({"name": "d", "project": "p", "source": "s3://bucket/x"}, "source"),
              ({"name": "d", "project": "p", "source": str(tmp_path / "missing")}, "source"),
-             ({"name": "d", "project": "p", "source": "/x", "size": -1}, "size"),
-             ({"name": "d", "project": "p", "source": "/x", "size": 1, "version": "a b"},
-              "version"),
+             ({"name": "d", "project": "p", "source": str(_tree(tmp_path) / "labels.txt")},
+              "source"),
+             ({"name": "d", "project": "p", "source": str(tmp_path), "size": -1}, "size"),
+             ({"name": "d", "project": "p", "source": str(tmp_path), "size": 1,
+               "version": "a b"}, "version"),
              ({"name": "d", "project": "p", "source": "/x", "colour": 1}, "colour")]
     for body, field in cases:
         answer = api.client.post("/v1/datasets", headers=alice, json=body)

@@ -1,8 +1,9 @@
 """Datasets over HTTP (``rota dataset``, ``docs/datasets.md``):
 
-- ``POST /v1/datasets`` ``{"name", "project", "source", "version"?, "size"?}``: ``size`` is a
-  number of bytes, or ``"auto"`` (the default): the source measured here, on the control
-  plane's view of the shared storage (a source it cannot read is refused);
+- ``POST /v1/datasets`` ``{"name", "project", "source", "version"?, "size"?}``: ``source`` is
+  a directory the user's jobs may enter and list on this machine (as the user's OS account
+  where jobs run as their owners); ``size`` is a number of bytes, or ``"auto"`` (the
+  default): the source measured here;
 - ``GET /v1/datasets``: those the token may see (its projects'; an operator's: all), each with
   the nodes whose caches hold it and how many bytes;
 - ``GET /v1/datasets/{name}``, ``DELETE /v1/datasets/{name}`` (refused, 409
@@ -41,11 +42,9 @@ def view(ds: Dataset, cached: list[Cached]) -> dict[str, Any]:
 
 
 def measured(path: str) -> int:
-    """The bytes of the file or tree at ``path`` (links not followed); ``InvalidSpec`` on
-    ``source`` when it cannot be read."""
+    """The bytes of the regular files under directory ``path`` (links not followed);
+    ``InvalidSpec`` on ``source`` when it cannot be read."""
     try:
-        if not os.path.isdir(path):
-            return os.stat(path).st_size
         total = 0
         for root, _dirs, files in os.walk(path, onerror=_raise):
             for name in files:
@@ -55,6 +54,18 @@ def measured(path: str) -> int:
         raise InvalidSpec("source", f"cannot read {path} on the control plane's host: "
                           f"{exc.strerror or exc}; give --size to create it without "
                           "measuring") from None
+
+
+def check_readable(api: Api, user: str, path: str) -> None:
+    """The source must be a directory that ``user``'s jobs may enter and list on this
+    machine (``Api.workdir_refusal``: as the user's OS account where jobs run as their
+    owners): a copy must never show a job what its owner could not read at the source."""
+    if api.workdir_refusal is not None:
+        refusal = api.workdir_refusal(user, path)
+        if refusal is not None:
+            raise InvalidSpec("source", refusal)
+    elif not os.path.isdir(path):
+        raise InvalidSpec("source", f"is not a directory on the server: {path}")
 
 
 def _raise(exc: OSError) -> None:
@@ -94,6 +105,7 @@ async def create(body: Any = Body(...), who: Principal = Depends(principal),
     ds, measure = parse(body, who.user, api.clock())
     if not who.may_see(ds.project):
         raise InvalidSpec("project", f"{who.user} is not a member of project {ds.project!r}")
+    await run_in_threadpool(check_readable, api, who.user, ds.source)
     if measure:
         ds = Dataset(ds.name, ds.project, ds.source, ds.version,
                      await run_in_threadpool(measured, ds.source), ds.user, ds.created_at)

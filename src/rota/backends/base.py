@@ -88,6 +88,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime
 
 from rota.backends.handles import Handle, ReplicaHandle  # noqa: F401 - the protocol's values
 from rota.core import End, InvalidSpec, Job, Node, Placement, RotaError
+from rota.core.datasets import Dataset
 from rota.core.mounts import Volume
 from rota.core.nodes import (
     CONTAINERS, GPU_COMPUTE_LIMIT, GPU_MEMORY_LIMIT, GPU_SHARING, SIGNALS,
@@ -122,6 +123,8 @@ class Capabilities:
                                # otherwise a launch runs once ``launch`` returns
     interactive: bool = False  # commands and ports inside running replicas can be reached
                                # (``Interactive``: rota exec, shell and forward)
+    datasets: bool = False     # nodes cache the datasets a job names and the job finds them at
+                               # $ROTA_DATASETS/<name> (``rota.backends.datacache``)
 
     @property
     def features(self) -> frozenset[str]:
@@ -169,6 +172,10 @@ class LaunchSpec:
     # partition, qos, reservation, constraint (``rota.core.batchopts``): a backend that
     # submits to a batch system passes them on; the others ignore them
     batch: Mapping[str, str] = field(default_factory=dict)
+    # the datasets the job reads (copied into its nodes' caches before it starts), and the
+    # cache keys live jobs name (``rota.core.datasets``: evicted last)
+    datasets: tuple[Dataset, ...] = ()
+    datasets_wanted: frozenset[str] = frozenset()
 
 
 DEFAULT_SERVICE_PORT = 8000  # ROTA_PORT where a replica has an address of its own (a Pod)

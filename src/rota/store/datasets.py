@@ -221,18 +221,20 @@ class Datasets:
         with self._store._write() as conn:
             return remove(conn, name)
 
-    def for_launch(self, names: Iterable[str], node: str) -> tuple[list[Dataset], frozenset[str]]:
-        """The datasets a launch on ``node`` reads and the cache keys live jobs name;
+    def for_launch(self, names: Iterable[str],
+                   nodes: Iterable[str]) -> tuple[list[Dataset], frozenset[str]]:
+        """The datasets a launch on ``nodes`` reads and the cache keys live jobs name;
         ``InvalidSpec`` on ``datasets`` when one is gone or over its project's quota."""
         with self._store._read() as conn:
             try:
                 found = resolve(conn, names)
             except NotFound as exc:
                 raise InvalidSpec("datasets", f"dataset {exc.key!r} no longer exists") from None
-            for ds in found:
-                why = quota_refusal(conn, node, ds)
-                if why:
-                    raise InvalidSpec("datasets", why)
+            for node in nodes:
+                for ds in found:
+                    why = quota_refusal(conn, node, ds)
+                    if why:
+                        raise InvalidSpec("datasets", why)
             return found, wanted(conn)
 
     def record_node(self, node: str, entries: Iterable[Cached]) -> None:

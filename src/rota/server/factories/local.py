@@ -1,8 +1,11 @@
 """The local backend's factory: jobs run as processes on this machine (``rota.backends.local``),
 in a container image through podman for a job that names one (``rota.backends.localimage``).
 
-Its options are each job's limits (``--job-pids``, ``--job-disk``) and this machine's
-inventory (``--gpus``, ``--node-file``, else NVML); it is the one backend whose jobs run here.
+Its options are each job's limits (``--job-pids``, ``--job-disk``), this machine's
+inventory (``--gpus``, ``--node-file``, else NVML) and its dataset cache (``--dataset-cache``
+DIR, default ``<data dir>/dataset-cache``; ``--dataset-cache-size``, default 100Gi;
+``--dataset-bandwidth``, bytes per second a copy may take, default no bound:
+``rota.backends.datacache``); it is the one backend whose jobs run here.
 
 Virtual GPUs declared with ``--gpus`` are remembered in the data directory (``local-gpus``)
 and declared again by a ``rota up`` that names neither ``--gpus`` nor ``--node-file``, which
@@ -20,6 +23,7 @@ from rota.backends.cgroups import DEFAULT_PIDS
 from rota.control import setup
 from rota.core import InvalidSpec, parse_memory_mib
 from rota.core.datadir import LOCAL_GPUS
+from rota.core.datasets import human_bytes, parse_bytes
 
 
 class LocalFactory:
@@ -28,7 +32,9 @@ class LocalFactory:
     name = "local"
     runs_here = True
     flags: Mapping[str, Any] = {"--gpus": None, "--node-file": None,
-                                "--job-pids": DEFAULT_PIDS, "--job-disk": None}
+                                "--job-pids": DEFAULT_PIDS, "--job-disk": None,
+                                "--dataset-cache": None, "--dataset-cache-size": None,
+                                "--dataset-bandwidth": None}
     fields: Mapping[str, str] = {}
 
     def options(self, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -43,7 +49,7 @@ class LocalFactory:
                 raise InvalidSpec("--job-disk", exc.reason) from None
             if options["job_disk_mib"] <= 0:
                 raise InvalidSpec("--job-disk", f"must be more than 0, got {disk!r}")
-        return options
+        return {**options, **_cache_options(values)}
 
     def inventory(self, values: Mapping[str, Any]) -> setup.Inventory:
         gpus, node_file = values.get("--gpus"), values.get("--node-file")
@@ -71,6 +77,7 @@ class LocalFactory:
     def build(self, config) -> Backend:
         """The backend; the --gpus given is remembered here, where the data directory is the
         control plane's (nothing is written for a start refused before)."""
+        from rota.backends.datacache import DEFAULT_CAPACITY, DataCache
         from rota.backends.local import LocalBackend
         options = config.backend_options
         spec, kept = options.get("gpus"), Path(config.data_dir) / LOCAL_GPUS
@@ -81,7 +88,12 @@ class LocalFactory:
         return LocalBackend(config.data_dir, node=config.inventory.node,
                             nvml=config.inventory.nvml,
                             job_pids=int(options.get("job_pids", DEFAULT_PIDS)),
-                            job_disk_mib=options.get("job_disk_mib"))
+                            job_disk_mib=options.get("job_disk_mib"),
+                            dataset_cache=DataCache(
+                                options.get("dataset_cache") or
+                                Path(config.data_dir) / DATASET_CACHE,
+                                options.get("dataset_cache_bytes", DEFAULT_CAPACITY),
+                                options.get("dataset_bandwidth")))
 
     def describe(self, plane) -> list[str]:
         """This machine, whether the cgroup limits of each job hold (a warning if not), and
@@ -94,8 +106,35 @@ class LocalFactory:
         podman = plane.loop.backend.podman()
         images = ("  container images: " if podman.works else
                   "  container images (image:) are refused: ") + podman.label()
-        return [f"  this machine: {inventory.node.name}, {inventory.source}", limits, images]
+        cache = plane.loop.backend.data.cache
+        return [f"  this machine: {inventory.node.name}, {inventory.source}", limits, images,
+                f"  dataset cache: {cache.root}, {human_bytes(cache.capacity)}"]
 
     def standby_refusal(self, config) -> str | None:
         return ("the local backend's jobs are processes of the machine that leads, which "
                 "another control plane cannot adopt; restart that one instead")
+
+
+DATASET_CACHE = "dataset-cache"
+
+
+def _cache_options(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``--dataset-cache``, ``--dataset-cache-size`` and ``--dataset-bandwidth``, checked."""
+    out: dict[str, Any] = {}
+    if values.get("--dataset-cache"):
+        path = Path(values["--dataset-cache"]).expanduser()
+        if not path.is_absolute():
+            path = path.resolve()
+        out["dataset_cache"] = str(path)
+    for option, key in (("--dataset-cache-size", "dataset_cache_bytes"),
+                        ("--dataset-bandwidth", "dataset_bandwidth")):
+        text = values.get(option)
+        if text is None:
+            continue
+        try:
+            out[key] = parse_bytes(str(text).removesuffix("/s"), "")
+        except InvalidSpec as exc:
+            raise InvalidSpec(option, exc.reason) from None
+        if out[key] <= 0:
+            raise InvalidSpec(option, f"must be more than 0, got {text!r}")
+    return out
