@@ -75,6 +75,12 @@ Vocabulary:
   listens. Faults (no such replica, a job that does not run, a refused port) are
   ``BackendError`` with a message that says what to do.
 
+- A **dataset cache** holds, on a node, copies of the datasets jobs name. A backend whose
+  nodes have one (``DatasetCaching``; ``Capabilities.datasets``) copies a launch's
+  ``LaunchSpec.datasets`` there before it starts, gives the job ``ROTA_DATASETS``, never
+  evicts what a running launch reads, and reports each node's copies (``dataset_caches``),
+  which the control loop records with the inventory.
+
 Backends report outcomes as ``Status`` values; ``BackendError`` is for faults (a handle from
 another backend, a process that cannot be started) and carries a stable ``code``.
 """
@@ -361,6 +367,15 @@ class Interactive(Protocol):
 
     def open_port(self, handle: Handle, rank: int, port: int) -> Channel:
         """A TCP connection to ``port`` where replica ``rank`` listens."""
+
+
+@runtime_checkable
+class DatasetCaching(Protocol):
+    """A backend whose nodes cache datasets (``Capabilities.datasets``)."""
+
+    def dataset_caches(self) -> Mapping[str, Sequence[Any]]:
+        """Per node name, the complete copies its cache holds now, each with ``dataset``,
+        ``version``, ``bytes`` and ``last_used`` (``rota.backends.datacache.Held``)."""
 
 
 @runtime_checkable

@@ -8,7 +8,7 @@ writes nothing. A node of this backend that is in the store but no longer in the
 the problem ``no longer reported by <backend>`` (nothing new is placed there; its running jobs
 are the backend's to report on). The operator's cordon, drain and reason are never touched.
 
-A backend that caches datasets on its nodes (``dataset_caches()``: node name to the copies its
+A backend that caches datasets on its nodes (``DatasetCaching``: node name to the copies its
 cache holds, ``rota.backends.datacache``) has them written with the same report, each node's
 only when they changed (``rota.store.datasets``: what ``rota dataset show`` lists).
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from rota.backends.base import Backend
+from rota.backends.base import Backend, DatasetCaching
 from rota.core import Node
 from rota.core.shortforms import counted
 from rota.store import Store
@@ -58,10 +58,9 @@ class InventorySync:
         return [n.name for n in changed]
 
     def _sync_caches(self) -> None:
-        report = getattr(self.backend, "dataset_caches", None)
-        if report is None:
+        if not isinstance(self.backend, DatasetCaching):
             return
-        for node, held in report().items():
+        for node, held in self.backend.dataset_caches().items():
             entries = [Cached(node, h.dataset, h.version, h.bytes, h.last_used) for h in held]
             if self._caches.get(node) != entries:
                 self.store.datasets.record_node(node, entries)
