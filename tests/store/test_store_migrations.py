@@ -21,10 +21,11 @@ from rota.store.engine import MIGRATIONS, resolve_url
 from rota.store.schema import attempts, job_events, metadata
 from storekit import seed, submission
 
-HEAD = "0017"
+HEAD = "0018"
 TABLES = {"projects", "users", "memberships", "api_tokens", "flavors", "queues", "nodes", "jobs",
           "attempts", "idle_policies", "idempotency_keys", "fair_use", "idle_spans", "prices",
-          "budgets", "services", "service_models", "gpu_months",
+          "budgets", "services", "service_models", "gpu_months", "datasets",
+          "dataset_caches", "dataset_quotas",
           "job_events", "usage", "leases", "alembic_version"}
 
 

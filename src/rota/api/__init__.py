@@ -22,6 +22,7 @@ The routers, one per resource (each a module-level ``router``):
 - ``accounting_routes``: accounting, project budgets and decayed usage;
 - ``metrics_routes``: ``GET /metrics`` for Prometheus (only with ``metrics``);
 - ``service_routes``: services (only with a serving runtime);
+- ``dataset_routes``: datasets, what nodes' caches hold of them, quotas on cached bytes;
 - ``gateway``: the OpenAI-compatible gateway: ``/v1/models`` and the raw ASGI POST routes;
 - ``dashboard``: the web pages under ``/ui/`` (a package: sessions, shapes, templates).
 

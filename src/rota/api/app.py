@@ -19,7 +19,8 @@ from typing import Callable
 
 from fastapi import FastAPI
 
-from rota.api import (access_routes, accounting_routes, admin_routes, dashboard, errors,
+from rota.api import (access_routes, accounting_routes, admin_routes, dashboard,
+                      dataset_routes, errors,
                       gateway, interact_routes, io_routes, jobs_routes, metrics_routes,
                       service_routes, submit_routes, users_routes)
 from rota.api.bodylimit import MAX_BODY_BYTES, BodyLimit
@@ -111,4 +112,4 @@ def _no_lease() -> dict[str, object]:
 
 ROUTERS = (users_routes.router, access_routes.router, accounting_routes.router,
            submit_routes.router, jobs_routes.router, io_routes.router, admin_routes.router,
-           interact_routes.router)
+           interact_routes.router, dataset_routes.router)

@@ -33,7 +33,8 @@ versioned form, ``rota.core.runspec.RunSpec.stored()``::
               "warn_before_s": float | null} | null,
      "port": int,                         # only a service replica's
      "disk_mib": int,                     # only when resources.disk names a limit
-     "slurm": {"partition": str, ...}}    # only when the job file's slurm: names some
+     "slurm": {"partition": str, ...},    # only when the job file's slurm: names some
+     "datasets": [str, ...]}              # only when the job names datasets
 
 ``slurm`` holds what the job asks for; the store checks it against the queue's ``slurm``
 section and fills in the queue's partition and QOS (``rota.core.batchopts``) when it accepts
@@ -176,6 +177,8 @@ def run_of(spec: JobSpec, upload: str | None) -> dict[str, Any]:
         serving["shm_mib"] = spec.shm
     if spec.slurm is not None and spec.slurm.options():
         serving["slurm"] = spec.slurm.options()
+    if spec.datasets:
+        serving["datasets"] = list(spec.datasets)
     return {**serving,
         "command": command, "workdir": spec.workdir, "image": spec.image, "env": dict(spec.env),
         "upload": upload,
@@ -232,6 +235,7 @@ class RunContract(BaseModel):
     volumes: list[_Volume] | None = None  # claims mounted in the container (rota.core.mounts)
     shm_mib: int | None = Field(None, ge=1, le=LIMITS["memory"])  # /dev/shm's size
     slurm: dict[str, str] | None = None  # partition, qos, ... (rota.core.batchopts)
+    datasets: list[str] | None = None  # the datasets the job reads (rota.core.datasets)
 
 
 def check_run(run: Mapping[str, Any], upload_exists: Callable[[str], bool],

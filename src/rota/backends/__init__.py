@@ -29,7 +29,11 @@ The local backend, replicas as supervised processes on this machine:
 - ``localimage``: a replica of a job that names a container image, run as ``podman run``,
   and whether podman works here;
 - ``localfiles``: what a handle's ``ref`` holds, the argv a command becomes, the log files a
-  job owns, the account its supervisor starts it as;
+  job owns, the account its supervisor starts it as, the port a launch found again serves;
+- ``datacache``: a node's dataset cache: copies made complete before they are visible, at a
+  bounded rate, and evictions that never drop what a running job reads;
+- ``localdata``: the datasets of a local launch: its node's cache filled before it starts,
+  ``$ROTA_DATASETS``, and the copies running jobs read;
 - ``shim``: the supervisor of one replica (``python -m rota.backends.shim REPLICA_DIR``),
   which outlives the control plane and records how the replica ended;
 - ``spawner``: one process that has imported the supervisor once and forks one per replica;

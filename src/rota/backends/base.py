@@ -75,6 +75,12 @@ Vocabulary:
   listens. Faults (no such replica, a job that does not run, a refused port) are
   ``BackendError`` with a message that says what to do.
 
+- A **dataset cache** holds, on a node, copies of the datasets jobs name. A backend whose
+  nodes have one (``DatasetCaching``; ``Capabilities.datasets``) copies a launch's
+  ``LaunchSpec.datasets`` there before it starts, gives the job ``ROTA_DATASETS``, never
+  evicts what a running launch reads, and reports each node's copies (``dataset_caches``),
+  which the control loop records with the inventory.
+
 Backends report outcomes as ``Status`` values; ``BackendError`` is for faults (a handle from
 another backend, a process that cannot be started) and carries a stable ``code``.
 """
@@ -88,6 +94,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime
 
 from rota.backends.handles import Handle, ReplicaHandle  # noqa: F401 - the protocol's values
 from rota.core import End, InvalidSpec, Job, Node, Placement, RotaError
+from rota.core.datasets import Dataset
 from rota.core.mounts import Volume
 from rota.core.nodes import (
     CONTAINERS, GPU_COMPUTE_LIMIT, GPU_MEMORY_LIMIT, GPU_SHARING, SIGNALS,
@@ -122,6 +129,8 @@ class Capabilities:
                                # otherwise a launch runs once ``launch`` returns
     interactive: bool = False  # commands and ports inside running replicas can be reached
                                # (``Interactive``: rota exec, shell and forward)
+    datasets: bool = False     # nodes cache the datasets a job names and the job finds them at
+                               # $ROTA_DATASETS/<name> (``rota.backends.datacache``)
 
     @property
     def features(self) -> frozenset[str]:
@@ -169,6 +178,10 @@ class LaunchSpec:
     # partition, qos, reservation, constraint (``rota.core.batchopts``): a backend that
     # submits to a batch system passes them on; the others ignore them
     batch: Mapping[str, str] = field(default_factory=dict)
+    # the datasets the job reads (copied into its nodes' caches before it starts), and the
+    # cache keys live jobs name (``rota.core.datasets``: evicted last)
+    datasets: tuple[Dataset, ...] = ()
+    datasets_wanted: frozenset[str] = frozenset()
 
 
 DEFAULT_SERVICE_PORT = 8000  # ROTA_PORT where a replica has an address of its own (a Pod)
@@ -354,6 +367,15 @@ class Interactive(Protocol):
 
     def open_port(self, handle: Handle, rank: int, port: int) -> Channel:
         """A TCP connection to ``port`` where replica ``rank`` listens."""
+
+
+@runtime_checkable
+class DatasetCaching(Protocol):
+    """A backend whose nodes cache datasets (``Capabilities.datasets``)."""
+
+    def dataset_caches(self) -> Mapping[str, Sequence[Any]]:
+        """Per node name, the complete copies its cache holds now, each with ``dataset``,
+        ``version``, ``bytes`` and ``last_used`` (``rota.backends.datacache.Held``)."""
 
 
 @runtime_checkable

@@ -61,6 +61,7 @@ from rota.backends.base import (
     Activity, BackendError, Capabilities, Channel, Handle, LaunchSpec, ReplicaHandle,
     ReplicaState, Status,
 )
+from rota.backends.datacache import DataCache, Held
 from rota.backends.env import ReplicaContext, account_env, check_job_env, inherited, replica_env
 from rota.backends.exits import ExitWatcher
 from rota.backends.gpus import local_node
@@ -68,9 +69,10 @@ from rota.backends.health import GpuHealth
 from rota.backends.joblimits import JobLimits
 from rota.backends.logfiles import STREAMS, read_from
 from rota.backends.localfiles import (  # noqa: F401 - Proc, proc and free_port are used from here
-    JOB_UMASK, Proc, account_json, argv_of, boot_of, free_port, log_file,
-    mps_running, proc, try_name,
+    JOB_UMASK, Proc, account_json, argv_of, boot_of, free_port, log_file, marked,
+    mps_running, proc, served_port, try_name,
 )
+from rota.backends.localdata import Datasets
 from rota.backends.localstatus import live_child, on_sick_gpu, replica_status
 from rota.backends.nvml import Nvml
 from rota.backends.procs import (
@@ -80,7 +82,7 @@ from rota.backends.procs import (
 from rota.backends.shim import CLAIM, FORWARDED
 from rota.backends.spawner import Spawner
 from rota.core import (
-    GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, MILLI, GpuDevice, InvalidSpec, Job, Node, Placement,
+    GPU_MEMORY_ENFORCEMENT, JOB_LIMITS, MILLI, InvalidSpec, Job, Node, Placement,
     ReplicaPlacement,
 )
 from rota.core.nodelabels import CONTAINER_IMAGES
@@ -101,7 +103,8 @@ class LocalBackend:
                  *, master_addr: str = "127.0.0.1", device_ids: str = "index",
                  health: GpuHealth | None = None, job_pids: int = cgroups.DEFAULT_PIDS,
                  job_disk_mib: int | None = None,
-                 podman: Sequence[str] = ("podman",)) -> None:
+                 podman: Sequence[str] = ("podman",),
+                 dataset_cache: DataCache | None = None) -> None:
         if device_ids not in ("index", "uuid"):
             raise InvalidSpec("device_ids", f"must be index or uuid, got {device_ids!r}")
         self.data_dir = Path(data_dir).resolve()
@@ -119,6 +122,7 @@ class LocalBackend:
         self._podman_argv, self._podman = tuple(podman), None
         self.limits = JobLimits(self.data_dir, job_pids, job_disk_mib, self.tracked,
                                 self.stop_replica)  # cgroups and disk (rota.backends.joblimits)
+        self.data = Datasets(self.data_dir, dataset_cache, self.tracked)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -126,7 +130,7 @@ class LocalBackend:
         return Capabilities(fractional_gpu=True,
                             memory_enforcement=self.nvml is not None and not self.unenforced(),
                             compute_enforcement=mps_running(), gang=True, signals=True,
-                            interactive=True)
+                            interactive=True, datasets=self.data.cache is not None)
 
     def podman(self) -> localimage.Podman:
         """Whether podman runs container images here, probed on first use."""
@@ -157,7 +161,11 @@ class LocalBackend:
             node = replace(node, labels={**node.labels, GPU_MEMORY_ENFORCEMENT: off})
         if not sick:
             return [node]
-        return [replace(node, devices=tuple(_marked(d, sick) for d in node.devices))]
+        return [replace(node, devices=tuple(marked(d, sick) for d in node.devices))]
+
+    def dataset_caches(self) -> dict[str, list[Held]]:
+        """What this machine's dataset cache holds (``rota.backends.datacache``)."""
+        return {self.node.name: self.data.held()}
 
     def limits_enforced(self) -> str:
         """How jobs' CPU, memory and process limits are enforced here, or why they are not."""
@@ -220,32 +228,35 @@ class LocalBackend:
                                                     f"job {job.id} has {job.replicas}")
         for rank, rep in enumerate(placement.replicas):
             self._check_replica(rep, f"placement.replicas[{rank}]")
-        if attempt is None:
-            adir = self._new_attempt_dir(job.id)
-        else:
+        if attempt is not None:
             found = self.recover(job, placement, attempt)
             if found is not None:
                 return found
-            adir = self._fresh_try(job.id, attempt)
-        port, world = free_port(self.master_addr), len(placement.replicas)
-        serves = spec.port or (None if spec.port is None else free_port(self.master_addr))
-        replicas: list[ReplicaHandle] = []
-        try:
-            for rank, rep in enumerate(placement.replicas):
-                ctx = ReplicaContext(job.id, rank, world, self.master_addr, port, rep.devices,
-                                     self._device_ids(rep), serves)
-                self.before_start(adir, rank)
-                replicas.append(self._start_replica(adir, ctx, rep, job_env, spec, argv, job))
-        except (OSError, InvalidSpec) as exc:
-            for started in replicas:
-                self._stop_replica(proc(started), 0, "launch of the gang failed")
-            if isinstance(exc, InvalidSpec):  # a replica's image cannot run as written
-                raise
-            raise BackendError("launch_failed", f"cannot start job {job.id}: {exc}") from exc
-        ref: dict[str, object] = {"boot_id": boot_id()}
-        if serves is not None:
-            ref["endpoint"] = f"{self.master_addr}:{serves}"
-        return self._save(Handle(self.name, job.id, str(adir), tuple(replicas), attempt, ref))
+        with self.data.filled(job, spec) as (data_env, keys):  # its datasets copied here
+            adir = (self._new_attempt_dir(job.id) if attempt is None
+                    else self._fresh_try(job.id, attempt))
+            port, world = free_port(self.master_addr), len(placement.replicas)
+            serves = spec.port or (None if spec.port is None else free_port(self.master_addr))
+            replicas: list[ReplicaHandle] = []
+            try:
+                for rank, rep in enumerate(placement.replicas):
+                    ctx = ReplicaContext(job.id, rank, world, self.master_addr, port,
+                                         rep.devices, self._device_ids(rep), serves)
+                    self.before_start(adir, rank)
+                    replicas.append(self._start_replica(adir, ctx, rep, {**job_env, **data_env},
+                                                        spec, argv, job))
+            except (OSError, InvalidSpec) as exc:
+                for started in replicas:
+                    self._stop_replica(proc(started), 0, "launch of the gang failed")
+                if isinstance(exc, InvalidSpec):  # a replica's image cannot run as written
+                    raise
+                raise BackendError("launch_failed", f"cannot start job {job.id}: {exc}") from exc
+            ref: dict[str, object] = {"boot_id": boot_id()}
+            if keys:  # the cache keys it reads: pinned while it runs
+                ref["datasets"] = keys
+            if serves is not None:
+                ref["endpoint"] = f"{self.master_addr}:{serves}"
+            return self._save(Handle(self.name, job.id, str(adir), tuple(replicas), attempt, ref))
 
     def before_start(self, attempt_dir: Path, rank: int) -> None:
         """Called before each replica's supervisor is started; does nothing. Tests override it
@@ -285,7 +296,7 @@ class LocalBackend:
                 str(adir / f"replica-{rank}/stderr.log")).ref())
             for rank, (rep, c) in enumerate(zip(placement.replicas, claims)))
         ref: dict[str, object] = {"boot_id": boot}
-        port = _served_port(adir)
+        port = served_port(adir)
         if port is not None:
             ref["endpoint"] = f"{self.master_addr}:{port}"
         return self._save(Handle(self.name, job.id, str(adir), replicas, attempt, ref))
@@ -480,18 +491,3 @@ class LocalBackend:
             signal_pid(p.pid, signals.SIGTERM)
         elif (child := live_child(p)) is not None:
             signal_group(child, signals.SIGKILL)  # no supervisor left to count a grace period
-
-
-def _served_port(attempt_dir: Path) -> int | None:
-    """ROTA_PORT as rank 0's launch file gave it (in its container's, for an image), for a
-    launch found again by ``recover``."""
-    spec = read_json(attempt_dir / "replica-0" / "spec.json") or {}
-    port = (spec.get("container") or spec.get("env") or {}).get("ROTA_PORT")
-    return int(port) if isinstance(port, str) and port.isdigit() else None
-
-
-def _marked(device: GpuDevice, sick: dict[int, str]) -> GpuDevice:
-    """``device`` unhealthy when NVML reports its GPU so (a MIG instance: the GPU it is cut
-    from, which NVML knows by the GPU's index)."""
-    gpu = device.parent if device.mig and device.parent is not None else device.index
-    return replace(device, healthy=False, problem=sick[gpu]) if gpu in sick else device

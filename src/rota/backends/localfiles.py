@@ -1,5 +1,6 @@
 """The local backend's replicas as files and processes: what a handle's ``ref`` holds, the
-argv a command becomes, the log files a job owns, the account its supervisor starts it as.
+argv a command becomes, the log files a job owns, the account its supervisor starts it as,
+the port a launch found again serves, and a GPU marked unhealthy.
 
 Kept apart from ``rota.backends.local`` (which launches, recovers, observes and stops replicas)
 so that each reads on its own.
@@ -9,12 +10,13 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from rota.backends.base import Handle, ReplicaHandle, RunAs
-from rota.core import InvalidSpec
+from rota.backends.procs import read_json
+from rota.core import GpuDevice, InvalidSpec
 
 JOB_UMASK = 0o022  # what a job's own files get, whatever the control plane's umask is
 
@@ -94,3 +96,18 @@ def log_file(path: Path, run_as: RunAs | None):
     if run_as is not None:
         os.fchown(fd, run_as.uid, run_as.gid)
     return os.fdopen(fd, "ab")
+
+
+def served_port(attempt_dir: Path) -> int | None:
+    """ROTA_PORT as rank 0's launch file gave it (in its container's, for an image), for a
+    launch found again by ``recover``."""
+    spec = read_json(attempt_dir / "replica-0" / "spec.json") or {}
+    port = (spec.get("container") or spec.get("env") or {}).get("ROTA_PORT")
+    return int(port) if isinstance(port, str) and port.isdigit() else None
+
+
+def marked(device: GpuDevice, sick: dict[int, str]) -> GpuDevice:
+    """``device`` unhealthy when NVML reports its GPU so (a MIG instance: the GPU it is cut
+    from, which NVML knows by the GPU's index)."""
+    gpu = device.parent if device.mig and device.parent is not None else device.index
+    return replace(device, healthy=False, problem=sick[gpu]) if gpu in sick else device

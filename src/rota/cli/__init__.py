@@ -48,6 +48,7 @@ The scientist's commands:
 - ``interact``: inside running jobs: ``exec``, ``shell`` (an allocation with a terminal),
   ``attach`` and ``forward`` (a port of a job tunnelled to this machine);
 - ``serving``: ``rota serve FILE``, ``rota services`` and ``rota services delete NAME``.
+- ``datasets``: ``rota dataset create|ls|show|rm|quota``: datasets jobs read.
 
 The cluster, access and operators' commands:
 

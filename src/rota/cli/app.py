@@ -188,9 +188,10 @@ from rota.cli import people  # noqa: E402 (registers onto app)
 
 people.register(app)
 
-from rota.cli import serving  # noqa: E402 (registers onto app)
+from rota.cli import datasets, serving  # noqa: E402 (register onto app)
 
 serving.register(app)
+datasets.register(app)
 
 from rota.cli import interact  # noqa: E402 (registers onto app)
 

@@ -54,7 +54,8 @@ RUN = {**WAIT, "--gpus": ("gpus", VALUE), "--cpu": ("cpu", VALUE), "--memory": (
        "--project": ("project", VALUE),
        "--queue": ("queue", VALUE), "--name": ("name", VALUE), "--walltime": ("walltime", VALUE),
        "--replicas": ("replicas", COUNT), "--workdir": ("workdir", VALUE),
-       "--export": ("export", VALUE), "--env": ("env", MANY), "--env-file": ("env_file", VALUE)}
+       "--export": ("export", VALUE), "--env": ("env", MANY), "--env-file": ("env_file", VALUE),
+       "--dataset": ("datasets", MANY)}
 MAX_FILE_BYTES = 64 * 1024  # ``rota.api.jobfile.MAX_FILE_BYTES``: a larger file is sent as JSON
 SUBMIT = {**WAIT, "--project": ("project", VALUE), "--queue": ("queue", VALUE),
           "--array": ("array", VALUE)}
@@ -88,6 +89,8 @@ def run(argv: list[str]) -> None:
             "resources": resources, "replicas": given.get("replicas", 1)}
     if "walltime" in given:
         body["walltime"] = given["walltime"]
+    if given.get("datasets"):
+        body["datasets"] = list(given["datasets"])
     mine = _defaults()
     for key in ("project", "queue"):  # else rota's choice, made by the server
         chosen = given.get(key) or getattr(mine, key)

@@ -167,6 +167,9 @@ def run(
                                             "for more. Wins over --export and --env-file."),
     env_file: Optional[Path] = typer.Option(None, "--env-file", metavar="FILE",
                                             help="Variables from a file, NAME=VALUE a line."),
+    dataset: Optional[List[str]] = typer.Option(
+        None, "--dataset", metavar="NAME", help="A dataset the job reads at "
+        "$ROTA_DATASETS/NAME (rota dataset ls); give it again for more."),
     wait: bool = WAIT,
     as_json: bool = typer.Option(False, "--json", help="Print the submitted job as JSON."),
 ) -> None:
@@ -177,6 +180,8 @@ def run(
                             "resources": resources, "replicas": replicas}
     if walltime is not None:
         body["walltime"] = walltime
+    if dataset:
+        body["datasets"] = list(dataset)
     mine = _defaults()
     with talking() as client:
         body["project"] = choose.project_of(client, project or mine.project)

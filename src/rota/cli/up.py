@@ -68,6 +68,9 @@ def up(
     kube_node_lost_after: float = flag.KUBE_NODE_LOST_AFTER,
     kube_lock_wait: float = flag.KUBE_LOCK_WAIT, job_pids: int = flag.JOB_PIDS,
     job_disk: Optional[str] = flag.JOB_DISK, detach: bool = flag.DETACH,
+    dataset_cache: Optional[Path] = flag.DATASET_CACHE,
+    dataset_cache_size: Optional[str] = flag.DATASET_CACHE_SIZE,
+    dataset_bandwidth: Optional[str] = flag.DATASET_BANDWIDTH,
 ) -> None:
     from rota.cli.app import fail, resolve_policy
     from rota.control import setup
@@ -93,6 +96,8 @@ def up(
     values = {"--data-dir": directory, "--gpus": gpus, "--node-file": node_file,
               "--mig-plan": mig_plan, "--job-pids": job_pids,
               "--job-disk": job_disk, "--slurm-gpu-types": slurm_gpu_types,
+              "--dataset-cache": dataset_cache, "--dataset-cache-size": dataset_cache_size,
+              "--dataset-bandwidth": dataset_bandwidth,
               "--slurm-placement": slurm_placement, "--slurm-partition": slurm_partition,
               "--slurm-accounts": slurm_accounts,
               "--kubeconfig": kubeconfig, "--kube-namespace": kube_namespace,

@@ -175,6 +175,20 @@ JOB_DISK = typer.Option(
     help="local: the disk a job's working directory may use when its job file names "
          "none (resources.disk), e.g. 20Gi [default: no limit].")
 
+DATASET_CACHE = typer.Option(
+    None, "--dataset-cache", metavar="DIR",
+    help="local: where this machine caches the datasets jobs name (docs/datasets.md) "
+         "[default: DATA_DIR/dataset-cache].")
+
+DATASET_CACHE_SIZE = typer.Option(
+    None, "--dataset-cache-size", metavar="SIZE",
+    help="local: the most the dataset cache holds, e.g. 500Gi; least needed copies are "
+         "evicted first [default: 100Gi].")
+
+DATASET_BANDWIDTH = typer.Option(
+    None, "--dataset-bandwidth", metavar="BYTES/S",
+    help="local: how fast a dataset is copied into the cache, e.g. 200M [default: no bound].")
+
 DETACH = typer.Option(False, "--detach", "-d",
                       help="Run in the background; return once it answers. "
                            "Stop it with rota down.")

@@ -184,6 +184,12 @@ class Client:
     def delete_service(self, name: str) -> dict[str, Any]:
         return self._json("DELETE", f"/v1/services/{_segment(name)}")
 
+    # datasets
+    def dataset_request(self, method: str, path: str, body: Any = None) -> Any:
+        """``/v1/datasets...`` and ``/v1/dataset-quotas/...`` (``rota.api.dataset_routes``);
+        ``path`` after ``/v1/``, its names already quoted with ``segment``."""
+        return self._json(method, f"/v1/{path}", **({} if body is None else {"json": body}))
+
     # jobs
     def submit(self, body: dict[str, Any] | bytes, key: str | None = None,
                params: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -19,7 +19,9 @@ it) or the verdict that ends or requeues it. Steps, each over all the jobs toget
    and an upload, which cannot reach the image, is refused. Several backends at once
    (``rota.backends.several.PerJob``) answer this per job: the member that launches it;
 3. tokens: one transaction gives each new attempt its own token (``Store.issue_job_tokens``);
-4. launch: ``backend.launch`` for every new attempt.
+4. launch: ``backend.launch`` for every new attempt, with the datasets it reads
+   (``rota.store.datasets``: a backend without a dataset cache, a dataset gone since submit
+   or over its project's quota on cached bytes fail the job, saying which).
 
 Steps 1, 2 and 4 run on a pool of threads: they wait on disks and on the backend (a spawner,
 ``sbatch``, the Kubernetes API), so that hundreds of launches of one pass do not wait for each
@@ -63,6 +65,7 @@ from rota.control.runspec import (
 from rota.control.verdict import Verdict
 from rota.core import End, InvalidSpec, JobState
 from rota.core.datadir import WORK_DIR, job_home
+from rota.core.datasets import Dataset
 from rota.store import JobRecord, Store
 
 log = logging.getLogger("rota.control")
@@ -330,6 +333,7 @@ class Launcher:
                 env["ROTA_CA_FILE"] = self.api_ca_file  # a path on the job's host
         assert rec.job.placement is not None
         try:
+            data, wanted = self._datasets(r)
             handle = self.backend.launch(rec.job, rec.job.placement,
                                          LaunchSpec(r.spec.command, r.workdir, env, r.run_as,
                                                     r.spec.checkpoint_signal, r.spec.grace_s,
@@ -337,13 +341,31 @@ class Launcher:
                                                     disk_mib=r.spec.disk_mib,
                                                     volumes=r.spec.volumes,
                                                     shm_mib=r.spec.shm_mib,
-                                                    batch=r.spec.slurm),
+                                                    batch=r.spec.slurm, datasets=data,
+                                                    datasets_wanted=wanted),
                                          attempt=rec.attempts)
         except InvalidSpec as exc:
             return Launched(rec, verdict=_unstartable(exc))
         except (BackendError, OSError) as exc:
             return Launched(rec, verdict=launch_failed(rec, exc))
         return Launched(rec, handle=handle)
+
+    def _datasets(self, r: _Ready) -> tuple[tuple[Dataset, ...], frozenset[str]]:
+        """The datasets the job reads and the cache keys live jobs name (``InvalidSpec`` on
+        ``datasets`` where its backend caches none, or one is gone or over its project's
+        quota on cached bytes: ``rota.store.datasets``)."""
+        if not r.spec.datasets:
+            return (), frozenset()
+        rec = r.rec
+        assert rec.job.placement is not None
+        caps = (self._per_job.job_capabilities(rec.job) if self._per_job is not None
+                else self.backend.capabilities)
+        if not caps.datasets:
+            raise InvalidSpec("datasets", f"the {self.backend.name} backend has no dataset "
+                              "cache here (docs/datasets.md)")
+        nodes = sorted({p.node for p in rec.job.placement.replicas})
+        found, wanted = self.store.datasets.for_launch(r.spec.datasets, nodes)
+        return tuple(found), wanted
 
 
 def _outcome(future: Future, rec: JobRecord) -> Launched:

@@ -40,6 +40,8 @@ Values the other layers share:
 - ``mounts``: the volume claims and /dev/shm size a job asks of a container backend;
 - ``batchopts``: the partition, QOS, reservation and constraint a job runs with in a batch
   system, from its queue and, where the queue allows, its own choice;
+- ``datasets``: datasets jobs read, their sources and versions, and which cached copies a
+  node may evict;
 - ``serving``: what a model-serving job declares, and how many replicas it should have now;
 - ``accounting``: exact accounting: GPU-hours over a time range, their cost, and budgets;
 - ``archive``: what a safe upload archive is, one rule for the API and the control plane;

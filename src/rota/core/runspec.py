@@ -19,11 +19,13 @@ its ``run.*`` field) and stored as ``RunSpec.stored()``, a plain JSON mapping wi
      "disk_mib": 20480,                           # the working directory's disk limit
      "volumes": [{"claim": "data", "path": "/data", "read_only": false}],  # container backends
      "shm_mib": 8192,                             # /dev/shm's size (container backends)
-     "slurm": {"partition": "gpu", "qos": "normal"}}  # batch system options (Slurm)
+     "slurm": {"partition": "gpu", "qos": "normal"},  # batch system options (Slurm)
+     "datasets": ["imagenet"]}                    # read at $ROTA_DATASETS/<name>
 
-``port``, ``disk_mib``, ``volumes``, ``shm_mib`` and ``slurm`` are left out when the job has
-none (``rota.core.mounts``: the rules of volumes and shm; ``rota.core.batchopts``: those of
-``slurm``, whose values are what the job runs with once its queue filled them in).
+``port``, ``disk_mib``, ``volumes``, ``shm_mib``, ``slurm`` and ``datasets`` are left out when
+the job has none (``rota.core.mounts``: the rules of volumes and shm; ``rota.core.batchopts``:
+those of ``slurm``, whose values are what the job runs with once its queue filled them in;
+``rota.core.datasets``: those of dataset names).
 
 Version 1, the mapping stored before versions existed, has no ``"version"`` key, may leave any
 key but ``command`` out, and may hold the command as one string (a job file's entrypoint, run
@@ -39,6 +41,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from rota.core.batchopts import read_options
+from rota.core.datasets import check_names
 from rota.core.errors import InvalidSpec
 from rota.core.mounts import Volume, check_mounts, read_volumes
 
@@ -62,7 +65,7 @@ VERSION = 2
 UPLOAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 KNOWN_KEYS = frozenset({"version", "command", "workdir", "image", "env", "upload",
                         "checkpoint", "restart", "idle", "port", "disk_mib", "volumes",
-                        "shm_mib", "slurm"})
+                        "shm_mib", "slurm", "datasets"})
 IDLE_KEYS = frozenset({"gpu_util_below", "for_s", "inactive_for_s", "max_lifetime_s",
                        "warn_before_s"})
 
@@ -85,6 +88,7 @@ class RunSpec:
     volumes: tuple[Volume, ...] = ()  # claims mounted in its container (``LaunchSpec``)
     shm_mib: int | None = None        # /dev/shm's size in its container (``LaunchSpec``)
     slurm: Mapping[str, str] = field(default_factory=dict)  # batch options (``batchopts``)
+    datasets: tuple[str, ...] = ()    # the datasets it reads (``rota.core.datasets``)
 
     def __post_init__(self) -> None:
         """Freeze the mappings too: one value is shared by every pass that reads the job."""
@@ -113,6 +117,8 @@ class RunSpec:
             out["shm_mib"] = self.shm_mib
         if self.slurm:
             out["slurm"] = dict(self.slurm)
+        if self.datasets:
+            out["datasets"] = list(self.datasets)
         return out
 
 
@@ -162,6 +168,7 @@ def _read_2(run: Mapping[str, Any]) -> RunSpec:
         disk_mib=_disk(run.get("disk_mib")),
         idle=_idle(run.get("idle")),
         slurm=read_options(run.get("slurm"), "run.slurm"),
+        datasets=check_names(run.get("datasets"), "run.datasets"),
     )
 
 

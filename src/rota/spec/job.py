@@ -26,6 +26,7 @@ from pydantic import Field, StrictBool, field_validator, model_validator
 from rota.core import (
     MILLI, GpuRequest, InvalidSpec, Job, JobId, JobKind, ReplicaRequest,
 )
+from rota.core.datasets import check_names
 from rota.core.mounts import Volume, check_mounts, check_volume
 from rota.spec import limits
 from rota.spec.errors import reason_error, validate_all
@@ -200,6 +201,7 @@ class JobSpec(Strict):
     volumes: list[VolumeSpec] = Field(default_factory=list)  # container backends
     shm: MemoryMiB | None = None               # container backends: /dev/shm's size
     slurm: SlurmJobSpec | None = None          # batch backends: partition, qos, ... (queue's)
+    datasets: list[str] = Field(default_factory=list)  # read at $ROTA_DATASETS/<name>
 
     @model_validator(mode="after")
     def _mounts(self) -> JobSpec:
@@ -228,6 +230,15 @@ class JobSpec(Strict):
             raise reason_error("is the gang size (a number); a service's range of replicas "
                                "goes under service.replicas: {min: 0, max: 2}")
         return value
+
+    @field_validator("datasets")
+    @classmethod
+    def _datasets(cls, names: list[str]) -> list[str]:
+        try:
+            check_names(names, "")
+        except InvalidSpec as exc:  # ".1": the item, as pydantic names it (datasets.1)
+            raise reason_error(exc.reason, exc.field.lstrip(".") or None) from None
+        return names
 
     @field_validator("env")
     @classmethod

@@ -34,6 +34,8 @@ with usage accounting. It imports ``rota.core`` and itself only. Modules:
 - ``accounting``: exact accounting from the store's records: allocations, idle spans, prices
   and budgets;
 - ``services``: model-serving services and their model names, and the replicas made from them;
+- ``datasets``: datasets jobs read, what each node's cache holds, and per-project quotas on
+  cached bytes;
 - ``lease``: named leases with a holder and an expiry (one control loop per database);
 - ``tokens``: token generation, hashing, roles and principals;
 - ``errors``: the store's errors, with stable codes;

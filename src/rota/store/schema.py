@@ -59,6 +59,12 @@ Why these tables, and why these shapes:
   which ``service_models`` guards with its primary key), ``settings`` (replicas, target, idle,
   ...) and ``template``, the submission every replica job is made from. Replicas are jobs of
   kind service labelled with their service's name.
+- ``datasets``: what jobs read (``rota.core.datasets``): the project that owns each, its
+  source, version and size (NULL: not known). ``dataset_caches``: what each node's cache holds,
+  per dataset and version, in bytes, and when a job last started with it, as the backend that
+  fills the caches reports it (no foreign keys: a node may hold a copy of a dataset removed
+  since, until it is evicted). ``dataset_quotas``: per project, the most bytes of its datasets
+  the nodes' caches may hold together.
 - ``job_events``: an append-only history per job (time, kind, message, data JSON).
 - ``usage``: per project, GPU-seconds already decayed to ``as_of``.
 - ``leases``: named leases with a holder and an expiry; the control loop holds ``control-loop``
@@ -288,6 +294,33 @@ service_models = Table(
     Column("model", String(255), primary_key=True),
     Column("service", String(NAME), ForeignKey("services.name", ondelete="CASCADE"),
            nullable=False),
+)
+
+datasets = Table(
+    "datasets", metadata,
+    Column("name", String(NAME), primary_key=True),
+    Column("project", String(NAME), ForeignKey("projects.name"), nullable=False),
+    Column("user", String(NAME), nullable=False),
+    Column("source", Text, nullable=False),
+    Column("version", String(NAME), nullable=False),
+    Column("size_bytes", BigInteger),
+    Column("created_at", Time, nullable=False),
+)
+
+dataset_caches = Table(
+    "dataset_caches", metadata,
+    Column("node", String(253), primary_key=True),
+    Column("dataset", String(NAME), primary_key=True),
+    Column("version", String(NAME), primary_key=True),
+    Column("bytes", BigInteger, nullable=False),
+    Column("last_used", Time, nullable=False),
+)
+
+dataset_quotas = Table(
+    "dataset_quotas", metadata,
+    Column("project", String(NAME), ForeignKey("projects.name", ondelete="CASCADE"),
+           primary_key=True),
+    Column("cache_bytes", BigInteger, nullable=False),
 )
 
 job_events = Table(

@@ -51,6 +51,7 @@ from rota.store.records import (
     ApplyResult, AttemptRecord, EligibilityFacts, FairUse, JobEvent, JobFilter, JobRecord, Move,
     Page, Replayed, StateMove, Submission, SubmitOptions,
 )
+from rota.store.datasets import Datasets
 from rota.store.services import Services
 from rota.store.tenancy import Tenancy
 
@@ -90,6 +91,11 @@ class Store(Tenancy, Inventory, Billing):
     def services(self) -> Services:
         """Model-serving services and their replicas (``rota.store.services``)."""
         return Services(self)
+
+    @property
+    def datasets(self) -> Datasets:
+        """Datasets, what nodes' caches hold, quotas on cached bytes (``rota.store.datasets``)."""
+        return Datasets(self)
 
     # memberships: here, beside ``request_cancel``, which ending one may run
     def remove_member(self, user: str, project: str, cancel: bool = False) -> list[str]:

@@ -32,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 
 from rota.core import InvalidSpec, Job, JobId, JobState, RotaError
 from rota.core.batchopts import QueueBatch, partition_label, read_options, resolve
-from rota.store import convert
+from rota.store import convert, datasets
 from rota.store.errors import Conflict, KeyReused, NotFound, QueueNotAllowed, TooMany
 from rota.store.jobs import check_name, job_key, record
 from rota.store.records import (
@@ -274,6 +274,7 @@ def _validate(conn: Connection, sub: Submission, member: bool,
     except (TypeError, ValueError) as exc:
         raise InvalidSpec("run", f"must be plain JSON: {exc}") from None
     _check_depends(conn, sub, member, memo)
+    datasets.check_job(conn, sub.project, dict(sub.run))
     # the core job validates replicas, walltime and grace with field names
     Job(id=JobId("0"), project=sub.project, queue=sub.queue, request=sub.request,
         replicas=sub.replicas, walltime_s=sub.walltime_s, grace_s=sub.grace_s)

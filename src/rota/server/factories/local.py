@@ -2,7 +2,10 @@
 in a container image through podman for a job that names one (``rota.backends.localimage``).
 
 Its options are each job's limits (``--job-pids``, ``--job-disk``), this machine's
-inventory (``--gpus``, ``--node-file``, else NVML), and a MIG plan (``--mig-plan FILE``:
+inventory (``--gpus``, ``--node-file``, else NVML), its dataset cache (``--dataset-cache``
+DIR, default ``<data dir>/dataset-cache``; ``--dataset-cache-size``, default 100Gi;
+``--dataset-bandwidth``, bytes per second a copy may take, default no bound:
+``rota.backends.datacache``), and a MIG plan (``--mig-plan FILE``:
 ``rota.control.migcalendar.load_plan``) carried out on this machine's GPUs through NVML
 (``attach``: ``rota.control.migswitch``); it is the one backend whose jobs run here.
 
@@ -22,6 +25,7 @@ from rota.backends.cgroups import DEFAULT_PIDS
 from rota.control import setup
 from rota.core import InvalidSpec, parse_memory_mib
 from rota.core.datadir import LOCAL_GPUS
+from rota.core.datasets import human_bytes, parse_bytes
 
 
 class LocalFactory:
@@ -31,7 +35,8 @@ class LocalFactory:
     runs_here = True
     flags: Mapping[str, Any] = {"--gpus": None, "--node-file": None,
                                 "--job-pids": DEFAULT_PIDS, "--job-disk": None,
-                                "--mig-plan": None}
+                                "--mig-plan": None, "--dataset-cache": None,
+                                "--dataset-cache-size": None, "--dataset-bandwidth": None}
     fields: Mapping[str, str] = {}
 
     def options(self, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -52,7 +57,7 @@ class LocalFactory:
                 options["mig_plan"] = load_plan(values["--mig-plan"])
             except InvalidSpec as exc:
                 raise InvalidSpec("--mig-plan", f"{exc.field}: {exc.reason}") from None
-        return options
+        return {**options, **_cache_options(values)}
 
     def inventory(self, values: Mapping[str, Any]) -> setup.Inventory:
         gpus, node_file = values.get("--gpus"), values.get("--node-file")
@@ -87,6 +92,7 @@ class LocalFactory:
     def build(self, config) -> Backend:
         """The backend; the --gpus given is remembered here, where the data directory is the
         control plane's (nothing is written for a start refused before)."""
+        from rota.backends.datacache import DEFAULT_CAPACITY, DataCache
         from rota.backends.local import LocalBackend
         options = config.backend_options
         spec, kept = options.get("gpus"), Path(config.data_dir) / LOCAL_GPUS
@@ -97,7 +103,12 @@ class LocalFactory:
         return LocalBackend(config.data_dir, node=config.inventory.node,
                             nvml=config.inventory.nvml,
                             job_pids=int(options.get("job_pids", DEFAULT_PIDS)),
-                            job_disk_mib=options.get("job_disk_mib"))
+                            job_disk_mib=options.get("job_disk_mib"),
+                            dataset_cache=DataCache(
+                                options.get("dataset_cache") or
+                                Path(config.data_dir) / DATASET_CACHE,
+                                options.get("dataset_cache_bytes", DEFAULT_CAPACITY),
+                                options.get("dataset_bandwidth")))
 
     def attach(self, loop, config) -> None:
         """Carry out the MIG plan, if one was given, before each pass's inventory."""
@@ -118,8 +129,35 @@ class LocalFactory:
         podman = plane.loop.backend.podman()
         images = ("  container images: " if podman.works else
                   "  container images (image:) are refused: ") + podman.label()
-        return [f"  this machine: {inventory.node.name}, {inventory.source}", limits, images]
+        cache = plane.loop.backend.data.cache
+        return [f"  this machine: {inventory.node.name}, {inventory.source}", limits, images,
+                f"  dataset cache: {cache.root}, {human_bytes(cache.capacity)}"]
 
     def standby_refusal(self, config) -> str | None:
         return ("the local backend's jobs are processes of the machine that leads, which "
                 "another control plane cannot adopt; restart that one instead")
+
+
+DATASET_CACHE = "dataset-cache"
+
+
+def _cache_options(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``--dataset-cache``, ``--dataset-cache-size`` and ``--dataset-bandwidth``, checked."""
+    out: dict[str, Any] = {}
+    if values.get("--dataset-cache"):
+        path = Path(values["--dataset-cache"]).expanduser()
+        if not path.is_absolute():
+            path = path.resolve()
+        out["dataset_cache"] = str(path)
+    for option, key in (("--dataset-cache-size", "dataset_cache_bytes"),
+                        ("--dataset-bandwidth", "dataset_bandwidth")):
+        text = values.get(option)
+        if text is None:
+            continue
+        try:
+            out[key] = parse_bytes(str(text).removesuffix("/s"), "")
+        except InvalidSpec as exc:
+            raise InvalidSpec(option, exc.reason) from None
+        if out[key] <= 0:
+            raise InvalidSpec(option, f"must be more than 0, got {text!r}")
+    return out

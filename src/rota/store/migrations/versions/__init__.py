@@ -28,5 +28,7 @@ history reads in one place (a new migration adds its line):
 - ``0016_attempt_handle``: ``attempts.handle``, each attempt's backend handle, so that an
   ended attempt's logs can be read;
 - ``0017_attempt_max_rss``: ``attempts.max_rss_kib``, each ended attempt's peak resident
-  memory where its backend tells it.
+  memory where its backend tells it;
+- ``0018_datasets``: ``datasets``, ``dataset_caches`` and ``dataset_quotas``: datasets jobs
+  read, what each node's cache holds, per-project quotas on cached bytes.
 """
