@@ -77,6 +77,7 @@ Planning and simulation:
 - ``sim_elastic``: ``rota sim elastic``: node-only autoscaling against rota's elastic planner
   with a GPU pool;
 - ``sim_mix``: ``rota sim mix``: training, notebooks and services under rota's mechanisms.
+- ``simflags``: the options the experiments of ``rota sim`` share, and reading their files.
 
 Output:
 

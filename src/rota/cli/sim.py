@@ -21,6 +21,7 @@ from typing import List, Optional
 
 import typer
 
+from rota.cli import simflags
 from rota.core import InvalidSpec
 
 sim_app = typer.Typer(help="Simulate policies on real cluster traces (docs/simulator.md).",
@@ -348,24 +349,14 @@ def _cohost_one(exp, pods, gangs, regime: str, seed: int):
 
 @sim_app.command("cohost", help=COHOST_HELP)
 def cohost_cmd(
-    config: Optional[Path] = typer.Option(None, "--config", metavar="FILE.yaml",
-                                          help="The experiment's parameters (docs/cohosting.md)."),
-    alibaba: Optional[Path] = typer.Option(None, "--alibaba", metavar="DIR",
-                                           help="Directory of the Alibaba trace's CSV files "
-                                                "(default: where rota sim fetch puts them)."),
-    philly_csv: Optional[Path] = typer.Option(None, "--philly", metavar="PHILLY.csv",
-                                              help="Philly job list (default: where rota sim "
-                                                   "fetch puts it)."),
-    seeds: Optional[str] = typer.Option(None, "--seeds",
-                                        help="Seeds instead of the file's: 1-3, 1,2 or 1."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON (one object per regime)."),
-    plot_to: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png",
-                                           help="Allocation over time and per-side bars (PNG)."),
-    jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1,
-                             help="Worker processes (default: the number of cores)."),
+    config: Optional[Path] = simflags.config_option("docs/cohosting.md"),
+    alibaba: Optional[Path] = simflags.ALIBABA_DIR,
+    philly_csv: Optional[Path] = simflags.PHILLY_CSV,
+    seeds: Optional[str] = simflags.seeds_option("1-3, 1,2 or 1"),
+    as_json: bool = simflags.json_option("one object per regime"),
+    plot_to: Optional[Path] = simflags.plot_option("Allocation over time and per-side bars"),
+    jobs: int = simflags.JOBS,
 ) -> None:
-    from dataclasses import replace
-
     from rota.cli.app import fail
     from rota.simulator import philly
     from rota.simulator.alibaba import load_pods
@@ -374,19 +365,8 @@ def cohost_cmd(
         HOUR, Experiment, gang_rows, parse_experiment, pod_rows,
     )
     from rota.simulator.fetch import trace_dir
-    from rota.spec import read_yaml
 
-    exp = Experiment()
-    if config is not None:
-        try:
-            exp = parse_experiment(read_yaml(config))
-        except InvalidSpec as exc:
-            fail(str(config), exc)
-    if seeds is not None:
-        try:
-            exp = replace(exp, seeds=tuple(parse_seeds(seeds)))
-        except InvalidSpec as exc:
-            fail("--seeds", InvalidSpec("", exc.reason))
+    exp = simflags.experiment(config, seeds, Experiment(), parse_experiment)
     pods_file = _trace_file(Path(exp.pods), alibaba if alibaba is not None else trace_dir(ALIBABA),
                             PODS, ALIBABA)
     philly_file = _trace_file(philly_csv, trace_dir("philly"), PHILLY, "philly")

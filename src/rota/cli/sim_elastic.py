@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from rota.cli import simflags
 from rota.core import InvalidSpec
 
 ELASTIC_HELP = (
@@ -27,41 +28,24 @@ def register(app: typer.Typer) -> None:
 
 
 def elastic_cmd(
-    config: Optional[Path] = typer.Option(None, "--config", metavar="FILE.yaml",
-                                          help="The experiment's parameters (docs/elastic.md)."),
-    philly_csv: Optional[Path] = typer.Option(None, "--philly", metavar="PHILLY.csv",
-                                              help="Philly job list (default: where rota sim "
-                                                   "fetch puts it)."),
-    seeds: Optional[str] = typer.Option(None, "--seeds",
-                                        help="Seeds instead of the file's: 1-3, 1,2 or 1."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON (the experiment, one "
-                                                       "object per regime, every run)."),
-    plot_to: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png",
-                                           help="GPUs provisioned, jobs pending and the "
-                                                "pending-to-running distribution (PNG)."),
+    config: Optional[Path] = simflags.config_option("docs/elastic.md"),
+    philly_csv: Optional[Path] = simflags.PHILLY_CSV,
+    seeds: Optional[str] = simflags.seeds_option("1-3, 1,2 or 1"),
+    as_json: bool = simflags.json_option("the experiment, one object per regime, every run"),
+    plot_to: Optional[Path] = simflags.plot_option(
+        "GPUs provisioned, jobs pending and the pending-to-running distribution"),
 ) -> None:
-    from dataclasses import asdict, replace
+    from dataclasses import asdict
 
     from rota.cli.app import fail
-    from rota.cli.sim import PHILLY, _trace_file, parse_seeds
+    from rota.cli.sim import PHILLY, _trace_file
     from rota.simulator import philly
     from rota.simulator.elastic import simulate
     from rota.simulator.elastic_report import over_seeds, plot, summarise
     from rota.simulator.elastic_workload import Experiment, parse_experiment, workload
     from rota.simulator.fetch import trace_dir
-    from rota.spec import read_yaml
 
-    exp = Experiment()
-    if config is not None:
-        try:
-            exp = parse_experiment(read_yaml(config))
-        except InvalidSpec as exc:
-            fail(str(config), exc)
-    if seeds is not None:
-        try:
-            exp = replace(exp, seeds=tuple(parse_seeds(seeds)))
-        except InvalidSpec as exc:
-            fail("--seeds", InvalidSpec("", exc.reason))
+    exp = simflags.experiment(config, seeds, Experiment(), parse_experiment)
     trace = _trace_file(philly_csv, trace_dir("philly"), PHILLY, "philly")
     try:
         jobs = philly.load(trace)

@@ -8,13 +8,13 @@ its seed. ``register`` adds the command to ``rota sim``.
 from __future__ import annotations
 
 import json
-import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from rota.cli import simflags
 from rota.core import InvalidSpec
 
 MIX_HELP = (
@@ -38,21 +38,14 @@ def _one(exp, gangs, shares, configuration: str, seed: int):
 
 
 def mix_cmd(
-    config: Optional[Path] = typer.Option(None, "--config", metavar="FILE.yaml",
-                                          help="The experiment's parameters (docs/efficiency.md)."),
-    alibaba: Optional[Path] = typer.Option(None, "--alibaba", metavar="DIR",
-                                           help="Directory of the Alibaba trace's CSV files "
-                                                "(default: where rota sim fetch puts them)."),
-    philly_csv: Optional[Path] = typer.Option(None, "--philly", metavar="PHILLY.csv",
-                                              help="Philly job list (default: where rota sim "
-                                                   "fetch puts it)."),
-    seeds: Optional[str] = typer.Option(None, "--seeds",
-                                        help="Seeds instead of the file's: 1-10, 1,2 or 1."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON (one object per configuration)."),
-    plot_to: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png",
-                                           help="Allocation over time and per-configuration bars."),
-    jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1,
-                             help="Worker processes (default: the number of cores)."),
+    config: Optional[Path] = simflags.config_option("docs/efficiency.md"),
+    alibaba: Optional[Path] = simflags.ALIBABA_DIR,
+    philly_csv: Optional[Path] = simflags.PHILLY_CSV,
+    seeds: Optional[str] = simflags.seeds_option("1-10, 1,2 or 1"),
+    as_json: bool = simflags.json_option("one object per configuration"),
+    plot_to: Optional[Path] = simflags.plot_option(
+        "Allocation over time and per-configuration bars"),
+    jobs: int = simflags.JOBS,
 ) -> None:
     exp, gangs, shares = _inputs(config, alibaba, philly_csv, seeds)
     from rota.simulator.mix_config import described
@@ -75,27 +68,14 @@ def mix_cmd(
 
 
 def _inputs(config, alibaba, philly_csv, seeds):
-    from dataclasses import replace
-
     from rota.cli.app import fail
-    from rota.cli.sim import ALIBABA, PHILLY, PODS, _trace_file, parse_seeds
+    from rota.cli.sim import ALIBABA, PHILLY, PODS, _trace_file
     from rota.simulator import philly
     from rota.simulator.fetch import trace_dir
     from rota.simulator.mix_config import Experiment, parse_experiment
     from rota.simulator.mix_workload import HOUR, gang_rows, service_shares
-    from rota.spec import read_yaml
 
-    exp = Experiment()
-    if config is not None:
-        try:
-            exp = parse_experiment(read_yaml(config))
-        except InvalidSpec as exc:
-            fail(str(config), exc)
-    if seeds is not None:
-        try:
-            exp = replace(exp, seeds=tuple(parse_seeds(seeds)))
-        except InvalidSpec as exc:
-            fail("--seeds", InvalidSpec("", exc.reason))
+    exp = simflags.experiment(config, seeds, Experiment(), parse_experiment)
     pods_file = _trace_file(Path(exp.pods), alibaba if alibaba is not None else trace_dir(ALIBABA),
                             PODS, ALIBABA)
     philly_file = _trace_file(philly_csv, trace_dir("philly"), PHILLY, "philly")
