@@ -395,23 +395,8 @@ def cohost_cmd(
 
 def _cohost_all(exp, pods, gangs, jobs: int, quiet: bool):
     """Every (regime, seed) run: summaries and results per regime, in seed order."""
-    from rich.progress import Progress
-
-    tasks = [(r, s) for r in exp.regimes for s in exp.seeds]
-    done: dict = {}
-    with Progress(disable=quiet, transient=True) as progress:
-        bar = progress.add_task("co-hosting runs", total=len(tasks))
-        if jobs <= 1:
-            for r, s in tasks:
-                done[r, s] = _cohost_one(exp, pods, gangs, r, s)
-                progress.advance(bar)
-        else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = {pool.submit(_cohost_one, exp, pods, gangs, r, s): (r, s)
-                           for r, s in tasks}
-                for fut in as_completed(futures):
-                    done[futures[fut]] = fut.result()
-                    progress.advance(bar)
+    done = simflags.run_all("co-hosting runs", list(exp.regimes), list(exp.seeds), _cohost_one,
+                            (exp, pods, gangs), jobs, quiet)
     summaries = {r: [done[r, s][0] for s in exp.seeds] for r in exp.regimes}
     results = {r: [done[r, s][1] for s in exp.seeds] for r in exp.regimes}
     return summaries, results

@@ -8,7 +8,6 @@ its seed. ``register`` adds the command to ``rota sim``.
 from __future__ import annotations
 
 import json
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Optional
 
@@ -95,24 +94,8 @@ def _inputs(config, alibaba, philly_csv, seeds):
 def _all(exp, gangs, shares, jobs: int, quiet: bool):
     """Every (configuration, seed) run: summaries per configuration in seed order, and the
     first seed's result per configuration (for the plot)."""
-    from rich.progress import Progress
-
-    tasks = [(c, s) for c in exp.configurations for s in exp.seeds]
-    done: dict = {}
-    with Progress(disable=quiet, transient=True) as progress:
-        bar = progress.add_task("mixed-workload runs", total=len(tasks))
-        if jobs <= 1:
-            for c, s in tasks:
-                done[c, s] = _one(exp, gangs, shares, c, s)
-                progress.advance(bar)
-        else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = {pool.submit(_one, exp, gangs, shares, c, s): (c, s) for c, s in tasks}
-                for fut in as_completed(futures):
-                    c, s = futures[fut]
-                    summary, result = fut.result()
-                    done[c, s] = (summary, result if s == exp.seeds[0] else None)
-                    progress.advance(bar)
+    done = simflags.run_all("mixed-workload runs", list(exp.configurations), list(exp.seeds),
+                            _one, (exp, gangs, shares), jobs, quiet)
     summaries = {c: [done[c, s][0] for s in exp.seeds] for c in exp.configurations}
     results = {c: done[c, exp.seeds[0]][1] for c in exp.configurations}
     return summaries, results

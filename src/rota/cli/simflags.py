@@ -1,13 +1,15 @@
 """What the experiments of ``rota sim`` (cohost, elastic, mix) share: their common options,
-declared once (each with its command's own words where they differ), and reading an
-experiment's file with ``--seeds`` in place of its own."""
+declared once (each with its command's own words where they differ), reading an experiment's
+file with ``--seeds`` in place of its own, and running every (case, seed) of an experiment in
+worker processes with a progress bar."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any, Callable, Hashable, Mapping, Optional, TypeVar
 
 import typer
 
@@ -61,3 +63,27 @@ def experiment(config: Optional[Path], seeds: Optional[str], default: E,
         except InvalidSpec as exc:
             fail("--seeds", InvalidSpec("", exc.reason))
     return exp
+
+
+def run_all(label: str, cases: list[Hashable], seeds: list[int], one: Callable[..., Any],
+            inputs: tuple, jobs: int, quiet: bool) -> dict[tuple[Hashable, int], Any]:
+    """``one(*inputs, case, seed)`` for every case and seed, in ``jobs`` worker processes
+    (``one`` must be a module-level function), with a progress bar unless ``quiet``: the
+    answers by (case, seed)."""
+    from rich.progress import Progress
+
+    tasks = [(c, s) for c in cases for s in seeds]
+    done: dict[tuple[Hashable, int], Any] = {}
+    with Progress(disable=quiet, transient=True) as progress:
+        bar = progress.add_task(label, total=len(tasks))
+        if jobs <= 1:
+            for c, s in tasks:
+                done[c, s] = one(*inputs, c, s)
+                progress.advance(bar)
+            return done
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(one, *inputs, c, s): (c, s) for c, s in tasks}
+            for fut in as_completed(futures):
+                done[futures[fut]] = fut.result()
+                progress.advance(bar)
+    return done
