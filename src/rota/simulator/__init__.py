@@ -9,7 +9,8 @@ Traces:
 - ``fetch``: the public traces ``rota sim`` reads, downloaded into a cache directory and
   checked against their SHA-256 where it is known;
 - ``alibaba``: readers of the Alibaba GPU-sharing trace (``openb``, 2023): node and pod lists;
-- ``philly``: reader of the Microsoft Philly job list (``philly.csv``), jobs and their tenants.
+- ``philly``: reader of the Microsoft Philly job list (``philly.csv``), jobs and their tenants;
+- ``expfile``: the checks the experiments' files share (keys, numbers, seeds, lists of names).
 
 Packing (``rota sim pack``), the experiment of "Beware of Fragmentation" (ATC '23):
 

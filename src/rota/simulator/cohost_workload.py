@@ -21,7 +21,6 @@ Static split (``split``): the nodes are divided in proportion to the sides' offe
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -30,6 +29,7 @@ from rota.core import MILLI, GpuDevice, GpuRequest, InvalidSpec, Node, NodeName,
 from rota.scheduler import build_policy
 from rota.simulator.alibaba import DEVICE_MEMORY_MIB, TracePod
 from rota.simulator.philly import PhillyJob, gang
+from rota.simulator import expfile
 
 KUBE, SLURM = "kubernetes", "slurm"
 SIDES = (KUBE, SLURM)
@@ -85,26 +85,7 @@ class Experiment:
 
 def _number(data: Mapping, key: str, where: str, default: float, lo: float,
             integer: bool = False, lo_open: bool = False) -> Any:
-    value = data.get(key, default)
-    name = f"{where}{key}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidSpec(name, f"expected a number, got {value!r}")
-    if integer and value != int(value):
-        raise InvalidSpec(name, f"must be a whole number, got {value!r}")
-    if value < lo or (lo_open and value == lo):
-        raise InvalidSpec(name, f"must be {'>' if lo_open else '>='} {lo:g}, got {value!r}")
-    return int(value) if integer else float(value)
-
-
-def _keys(data: Any, known: tuple[str, ...], where: str) -> Mapping:
-    if data is None:
-        return {}
-    if not isinstance(data, Mapping):
-        raise InvalidSpec(where.rstrip(".") or "experiment", f"expected a mapping, got {data!r}")
-    unknown = sorted(set(map(str, data)) - set(known))
-    if unknown:
-        raise InvalidSpec(f"{where}{unknown[0]}", f"unknown key; known: {', '.join(known)}")
-    return data
+    return expfile.number(data.get(key, default), f"{where}{key}", lo, lo_open, integer)
 
 
 TOP = ("nodes", "node", "hours", "warmup_h", "max_run_h", "seeds", "regimes", KUBE, SLURM)
@@ -113,21 +94,16 @@ TOP = ("nodes", "node", "hours", "warmup_h", "max_run_h", "seeds", "regimes", KU
 def parse_experiment(data: Any) -> Experiment:
     """An ``Experiment`` from a mapping as the experiment file writes it (docs/cohosting.md);
     raises ``InvalidSpec`` naming the field (``slurm.load``) and the reason."""
-    data = _keys(data, TOP, "")
+    data = expfile.keys(data, TOP, "")
     d = Experiment()
-    node = _keys(data.get("node"), ("cpu_milli", "memory_mib", "gpus", "model"), "node.")
+    node = expfile.keys(data.get("node"), ("cpu_milli", "memory_mib", "gpus", "model"), "node.")
     model = node.get("model", d.gpu_model)
     if not isinstance(model, str) or not model:
         raise InvalidSpec("node.model", f"expected a GPU model name, got {model!r}")
-    seeds = data.get("seeds", list(d.seeds))
-    if (not isinstance(seeds, list) or not seeds
-            or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)):
-        raise InvalidSpec("seeds", f"expected a list of integers >= 0, got {seeds!r}")
-    regimes = data.get("regimes", list(d.regimes))
-    if not isinstance(regimes, list) or not regimes or any(r not in REGIMES for r in regimes):
-        raise InvalidSpec("regimes", f"expected a list of {', '.join(REGIMES)}, got {regimes!r}")
-    kube = _keys(data.get(KUBE), ("load", "policy", "pods"), f"{KUBE}.")
-    slurm = _keys(data.get(SLURM), ("load", "policy", "max_gpus"), f"{SLURM}.")
+    seeds = expfile.seeds(data, d.seeds)
+    regimes = expfile.choices(data, "regimes", d.regimes, REGIMES)
+    kube = expfile.keys(data.get(KUBE), ("load", "policy", "pods"), f"{KUBE}.")
+    slurm = expfile.keys(data.get(SLURM), ("load", "policy", "max_gpus"), f"{SLURM}.")
     pods = kube.get("pods", d.pods)
     if not isinstance(pods, str) or not pods:
         raise InvalidSpec(f"{KUBE}.pods", f"expected a pod list's file name, got {pods!r}")
@@ -143,7 +119,7 @@ def parse_experiment(data: Any) -> Experiment:
         hours=_number(data, "hours", "", d.hours, 0, lo_open=True),
         warmup_h=_number(data, "warmup_h", "", d.warmup_h, 0),
         max_run_h=_number(data, "max_run_h", "", d.max_run_h, 0, lo_open=True),
-        seeds=tuple(dict.fromkeys(seeds)), regimes=tuple(dict.fromkeys(regimes)), pods=pods,
+        seeds=seeds, regimes=regimes, pods=pods,
         slurm_max_gpus=_number(slurm, "max_gpus", f"{SLURM}.", d.slurm_max_gpus, 1, integer=True),
         sides=sides)
     if exp.warmup_h >= exp.hours:

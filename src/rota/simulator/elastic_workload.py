@@ -19,13 +19,13 @@ A node is ready ``node_start_s`` (U(lo, hi), of the seed) after it is asked for.
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from rota.core import GpuRequest, InvalidSpec, ReplicaRequest
 from rota.simulator.philly import PhillyJob, parse_time
+from rota.simulator import expfile
 
 REGIMES = ("node-only", "pool")
 HOUR = 3600.0
@@ -78,14 +78,7 @@ class Experiment:
 
 def _number(data: Mapping, key: str, default: float, lo: float, integer: bool = False,
             lo_open: bool = False) -> Any:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidSpec(key, f"expected a number, got {value!r}")
-    if integer and value != int(value):
-        raise InvalidSpec(key, f"must be a whole number, got {value!r}")
-    if value < lo or (lo_open and value == lo):
-        raise InvalidSpec(key, f"must be {'>' if lo_open else '>='} {lo:g}, got {value!r}")
-    return int(value) if integer else float(value)
+    return expfile.number(data.get(key, default), key, lo, lo_open, integer)
 
 
 INTEGERS = ("max_gpus", "cpu_per_gpu_milli", "memory_per_gpu_mib", "base_nodes",
@@ -101,13 +94,7 @@ KEYS = (*TEXT, *INTEGERS, *POSITIVE, *NUMBERS, "seeds", "regimes", "node_start_s
 def parse_experiment(data: Any) -> Experiment:
     """An ``Experiment`` from the experiment file's mapping (flat keys, as
     examples/elastic/experiment.yaml writes them); raises ``InvalidSpec`` naming the key."""
-    if data is None:
-        data = {}
-    if not isinstance(data, Mapping):
-        raise InvalidSpec("experiment", f"expected a mapping, got {data!r}")
-    unknown = sorted(set(map(str, data)) - set(KEYS))
-    if unknown:
-        raise InvalidSpec(unknown[0], f"unknown key; known: {', '.join(KEYS)}")
+    data = expfile.keys(data, KEYS, "")
     d, values = Experiment(), {}
     for key in TEXT:
         value = data.get(key, getattr(d, key))
@@ -123,13 +110,8 @@ def parse_experiment(data: Any) -> Experiment:
         values[key] = _number(data, key, getattr(d, key), 0)
     if values["walltime_noise"] < 1:
         raise InvalidSpec("walltime_noise", f"must be >= 1, got {values['walltime_noise']!r}")
-    seeds = data.get("seeds", list(d.seeds))
-    if (not isinstance(seeds, list) or not seeds
-            or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)):
-        raise InvalidSpec("seeds", f"expected a list of integers >= 0, got {seeds!r}")
-    regimes = data.get("regimes", list(d.regimes))
-    if not isinstance(regimes, list) or not regimes or any(r not in REGIMES for r in regimes):
-        raise InvalidSpec("regimes", f"expected a list of {', '.join(REGIMES)}, got {regimes!r}")
+    seeds = expfile.seeds(data, d.seeds)
+    regimes = expfile.choices(data, "regimes", d.regimes, REGIMES)
     start = data.get("node_start_s", list(d.node_start_s))
     if (not isinstance(start, list) or len(start) != 2
             or any(isinstance(s, bool) or not isinstance(s, (int, float)) for s in start)
@@ -144,8 +126,7 @@ def parse_experiment(data: Any) -> Experiment:
     if values["max_gpus"] > values["node_gpus"]:
         raise InvalidSpec("max_gpus", f"must be at most node_gpus ({values['node_gpus']}): "
                                       "a job runs on one node")
-    return Experiment(**values, seeds=tuple(dict.fromkeys(seeds)),
-                      regimes=tuple(dict.fromkeys(regimes)),
+    return Experiment(**values, seeds=seeds, regimes=regimes,
                       node_start_s=(float(start[0]), float(start[1])))
 
 

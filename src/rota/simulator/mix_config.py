@@ -14,11 +14,11 @@ with ``InvalidSpec`` naming the field (``services.replica_rps``) and the reason.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from rota.core import InvalidSpec
+from rota.simulator import expfile
 
 MECHANISMS = ("fractions", "packing", "idle", "scale-to-zero", "preemption")
 CONFIGURATIONS = ("fifo",) + MECHANISMS + ("all",)
@@ -98,51 +98,20 @@ def mechanisms(configuration: str) -> frozenset[str]:
     return frozenset() if configuration == "fifo" else frozenset({configuration})
 
 
-def _keys(data: Any, known: tuple[str, ...], where: str) -> Mapping:
-    if data is None:
-        return {}
-    if not isinstance(data, Mapping):
-        raise InvalidSpec(where.rstrip(".") or "experiment", f"expected a mapping, got {data!r}")
-    unknown = sorted(set(map(str, data)) - set(known))
-    if unknown:
-        raise InvalidSpec(f"{where}{unknown[0]}", f"unknown key; known: {', '.join(known)}")
-    return data
-
-
-def _number(value: Any, name: str, lo: float, open_: bool, integer: bool,
-            hi: float | None = None) -> Any:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidSpec(name, f"expected a number, got {value!r}")
-    if integer and value != int(value):
-        raise InvalidSpec(name, f"must be a whole number, got {value!r}")
-    if value < lo or (open_ and value == lo):
-        raise InvalidSpec(name, f"must be {'>' if open_ else '>='} {lo:g}, got {value!r}")
-    if hi is not None and value > hi:
-        raise InvalidSpec(name, f"must be <= {hi:g}, got {value!r}")
-    return int(value) if integer else float(value)
-
-
 def _section(name: str, data: Any) -> dict[str, float]:
     spec = SECTIONS[name]
-    given = _keys(data, tuple(spec), f"{name}.")
-    return {key: _number(given.get(key, default), f"{name}.{key}", lo, open_, integer,
+    given = expfile.keys(data, tuple(spec), f"{name}.")
+    return {key: expfile.number(given.get(key, default), f"{name}.{key}", lo, open_, integer,
                          UPPER.get((name, key)))
             for key, (default, lo, open_, integer) in spec.items()}
-
-
-def _list(data: Mapping, key: str, default: tuple, check, expected: str) -> tuple:
-    value = data.get(key, list(default))
-    if not isinstance(value, list) or not value or not all(check(v) for v in value):
-        raise InvalidSpec(key, f"expected {expected}, got {value!r}")
-    return tuple(dict.fromkeys(value))
 
 
 def parse_experiment(data: Any) -> Experiment:
     """An ``Experiment`` from a mapping as the experiment file writes it; raises
     ``InvalidSpec`` naming the field and the reason."""
-    data = _keys(data, TOP, "")
+    data = expfile.keys(data, TOP, "")
     d = Experiment()
-    node = _keys(data.get("node"), ("gpus", "model"), "node.")
+    node = expfile.keys(data.get("node"), ("gpus", "model"), "node.")
     model = node.get("model", d.gpu_model)
     if not isinstance(model, str) or not model:
         raise InvalidSpec("node.model", f"expected a GPU model name, got {model!r}")
@@ -150,18 +119,15 @@ def parse_experiment(data: Any) -> Experiment:
     if not isinstance(pods, str) or not pods:
         raise InvalidSpec("pods", f"expected a pod list's file name, got {pods!r}")
     exp = Experiment(
-        nodes=_number(data.get("nodes", d.nodes), "nodes", 1, False, True),
-        node_gpus=_number(node.get("gpus", d.node_gpus), "node.gpus", 1, False, True),
+        nodes=expfile.number(data.get("nodes", d.nodes), "nodes", 1, False, True),
+        node_gpus=expfile.number(node.get("gpus", d.node_gpus), "node.gpus", 1, False, True),
         gpu_model=model,
-        hours=_number(data.get("hours", d.hours), "hours", 0, True, False),
-        warmup_h=_number(data.get("warmup_h", d.warmup_h), "warmup_h", 0, False, False),
-        tick_s=_number(data.get("tick_s", d.tick_s), "tick_s", 0, True, False),
-        seeds=_list(data, "seeds", d.seeds,
-                    lambda s: isinstance(s, int) and not isinstance(s, bool) and s >= 0,
-                    "a list of integers >= 0"),
-        configurations=_list(data, "configurations", d.configurations,
-                             lambda c: c in CONFIGURATIONS,
-                             f"a list of {', '.join(CONFIGURATIONS)}"),
+        hours=expfile.number(data.get("hours", d.hours), "hours", 0, True, False),
+        warmup_h=expfile.number(data.get("warmup_h", d.warmup_h), "warmup_h", 0, False, False),
+        tick_s=expfile.number(data.get("tick_s", d.tick_s), "tick_s", 0, True, False),
+        seeds=expfile.seeds(data, d.seeds),
+        configurations=expfile.choices(data, "configurations", d.configurations,
+                                       CONFIGURATIONS),
         pods=pods,
         sections={name: _section(name, data.get(name)) for name in SECTIONS})
     return _checked(exp)
