@@ -412,25 +412,12 @@ def _described(exp) -> dict:
 
 
 def _print_cohost(exp, reports: list[dict], plot_to: Optional[Path]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     from rota.simulator.cohost_report import headers, row
     from rota.simulator.cohost_workload import split
-
-    console = Console()
-    table = Table(title=f"co-hosting on {exp.gpus} GPUs ({exp.nodes} nodes; static split "
-                        f"{split(exp)} Kubernetes / {exp.nodes - split(exp)} Slurm), "
-                        f"mean ± sd over {len(exp.seeds)} seed{'s' if len(exp.seeds) > 1 else ''}")
-    table.add_column("", justify="left")
-    for rep in reports:
-        table.add_column(rep["regime"], justify="right")
-    rows = [row(rep) for rep in reports]
-    for k, name in enumerate(headers()[1:], start=1):
-        table.add_row(name, *(cells[k] for cells in rows))
-    console.print(table)
-    if plot_to is not None:
-        console.print(f"plot written to {plot_to}")
+    simflags.print_table(f"co-hosting on {exp.gpus} GPUs ({exp.nodes} nodes; static split "
+                         f"{split(exp)} Kubernetes / {exp.nodes - split(exp)} Slurm), mean ± sd "
+                         f"over {len(exp.seeds)} seed{'s' if len(exp.seeds) > 1 else ''}",
+                         headers(), [row(rep) for rep in reports], plot_to)
 
 
 # rota sim elastic and rota sim mix: their commands live in rota.cli.sim_elastic and sim_mix

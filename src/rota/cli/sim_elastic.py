@@ -75,21 +75,8 @@ def elastic_cmd(
 
 
 def _print(exp, reports: list[dict], plot_to: Optional[Path]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     from rota.simulator.elastic_report import cells, headers
-
-    console = Console()
-    table = Table(title=f"elastic capacity, Philly VC {exp.vc} from {exp.start} "
-                        f"({reports[0]['jobs']} jobs), mean ± sd over {len(exp.seeds)} "
-                        f"seed{'s' if len(exp.seeds) > 1 else ''}")
-    table.add_column("", justify="left")
-    rows = [cells(rep) for rep in reports]
-    for cells_ in rows:
-        table.add_column(cells_[0], justify="right")
-    for k, name in enumerate(headers()[1:], start=1):
-        table.add_row(name, *(c[k] for c in rows))
-    console.print(table)
-    if plot_to is not None:
-        console.print(f"plot written to {plot_to}")
+    simflags.print_table(f"elastic capacity, Philly VC {exp.vc} from {exp.start} "
+                         f"({reports[0]['jobs']} jobs), mean ± sd over {len(exp.seeds)} "
+                         f"seed{'s' if len(exp.seeds) > 1 else ''}",
+                         headers(), [cells(rep) for rep in reports], plot_to)

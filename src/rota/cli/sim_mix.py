@@ -102,23 +102,10 @@ def _all(exp, gangs, shares, jobs: int, quiet: bool):
 
 
 def _print(exp, reports: list[dict], plot_to: Optional[Path]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     from rota.simulator.mix_report import headers, row
-
-    console = Console()
-    table = Table(title=f"mixed workload on {exp.gpus} GPUs ({exp.nodes} nodes), mean ± sd "
-                        f"over {len(exp.seeds)} seed{'s' if len(exp.seeds) > 1 else ''}")
-    table.add_column("", justify="left")
-    for rep in reports:
-        table.add_column(rep["configuration"], justify="right")
-    rows = [row(rep) for rep in reports]
-    for k, name in enumerate(headers()[1:], start=1):
-        table.add_row(name, *(cells[k] for cells in rows))
-    console.print(table)
-    if plot_to is not None:
-        console.print(f"plot written to {plot_to}")
+    simflags.print_table(f"mixed workload on {exp.gpus} GPUs ({exp.nodes} nodes), mean ± sd "
+                         f"over {len(exp.seeds)} seed{'s' if len(exp.seeds) > 1 else ''}",
+                         headers(), [row(rep) for rep in reports], plot_to)
 
 
 def register(sim_app: typer.Typer) -> None:

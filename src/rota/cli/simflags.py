@@ -1,7 +1,7 @@
 """What the experiments of ``rota sim`` (cohost, elastic, mix) share: their common options,
 declared once (each with its command's own words where they differ), reading an experiment's
-file with ``--seeds`` in place of its own, and running every (case, seed) of an experiment in
-worker processes with a progress bar."""
+file with ``--seeds`` in place of its own, running every (case, seed) of an experiment in
+worker processes with a progress bar, and printing its table."""
 
 from __future__ import annotations
 
@@ -87,3 +87,22 @@ def run_all(label: str, cases: list[Hashable], seeds: list[int], one: Callable[.
                 done[futures[fut]] = fut.result()
                 progress.advance(bar)
     return done
+
+
+def print_table(title: str, headers: list[str], rows: list[list[str]],
+                plot_to: Optional[Path]) -> None:
+    """A column per case: each of ``rows`` is one case, its name first, then its figures in
+    the order of ``headers[1:]`` (a row of the table each); then where the plot went."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=title)
+    table.add_column("", justify="left")
+    for cells in rows:
+        table.add_column(cells[0], justify="right")
+    for k, name in enumerate(headers[1:], start=1):
+        table.add_row(name, *(cells[k] for cells in rows))
+    console.print(table)
+    if plot_to is not None:
+        console.print(f"plot written to {plot_to}")

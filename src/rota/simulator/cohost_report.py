@@ -25,6 +25,7 @@ from rota.core import MILLI
 from rota.simulator.cohost import CohostResult
 from rota.simulator.cohost_workload import HOUR, KUBE, SIDES, SLURM
 from rota.simulator.replay_metrics import percentile, sample_utilisation
+from rota.simulator.report import spread
 
 MINUTE = 60.0
 FIGURES = ("alloc", "kept", "placed", "placed_at_once", "queue_avg_min", "queue_p50_min",
@@ -76,11 +77,6 @@ def summarise(result: CohostResult) -> dict:
     return out
 
 
-def _spread(values: list[float]) -> dict:
-    return {"mean": statistics.fmean(values),
-            "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
-
-
 def over_seeds(summaries: list[dict]) -> dict:
     """One regime's runs (one per seed) -> mean and sd of every figure, per side."""
     if not summaries:
@@ -89,13 +85,13 @@ def over_seeds(summaries: list[dict]) -> dict:
     if len(regimes) != 1:
         raise ValueError(f"runs of several regimes: {sorted(regimes)}")
     out: dict = {"regime": summaries[0]["regime"], "seeds": [s["seed"] for s in summaries],
-                 "alloc": _spread([s["alloc"] for s in summaries])}
+                 "alloc": spread([s["alloc"] for s in summaries])}
     for side in SIDES:
         figures: dict = {}
         for key in ("jobs", "rejected", "stuck") + FIGURES:
             values = [s[side][key] for s in summaries if key in s[side]]
             if values:
-                figures[key] = _spread([float(v) for v in values])
+                figures[key] = spread([float(v) for v in values])
         out[side] = figures
     return out
 

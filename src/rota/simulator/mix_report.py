@@ -33,6 +33,7 @@ from rota.simulator.mix import CLASSES, NOTEBOOKS, SERVICES, TRAINING, MixResult
 from rota.simulator.mix_config import Experiment
 from rota.simulator.mix_workload import HOUR
 from rota.simulator.replay_metrics import percentile, sample_utilisation
+from rota.simulator.report import spread
 
 COUNTS = ("cold_starts", "reclaims", "preemptions", "rejected", "cycles")
 
@@ -68,11 +69,6 @@ def summarise(result: MixResult, exp: Experiment) -> dict:
     return out
 
 
-def _spread(values: list[float]) -> dict:
-    return {"mean": statistics.fmean(values),
-            "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
-
-
 def over_seeds(summaries: list[dict]) -> dict:
     """One configuration's runs (one per seed) -> mean and sd of every figure."""
     if not summaries:
@@ -87,7 +83,7 @@ def over_seeds(summaries: list[dict]) -> dict:
     for key in dict.fromkeys(keys):
         values = [float(s[key]) for s in summaries if key in s]
         if values:
-            out[key] = _spread(values)
+            out[key] = spread(values)
     return out
 
 

@@ -26,6 +26,12 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
+def spread(values: list[float]) -> dict[str, float]:
+    """Mean and standard deviation of figures over seeds (sd 0 for one seed)."""
+    return {"mean": statistics.fmean(values),
+            "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
 def _stats(values: list[float]) -> dict[str, float]:
     return {"mean": round(statistics.fmean(values), 4),
             "sd": round(statistics.stdev(values), 4) if len(values) > 1 else 0.0}
