@@ -104,6 +104,8 @@ class Cycle(QuotaHolds):
         self._could: dict[tuple, tuple[tuple[int, int], bool]] = {}  # see ``could_start``
         self._kinds: dict[str, tuple[Job, int]] = {}  # see ``kind_of``
         self._kind_ids: dict[tuple, int] = {}
+        self._alike: dict[str, tuple[Job, int]] = {}  # see ``alike``
+        self._admissible: dict[int, bool] = {}  # see ``admissible``
 
     def close(self) -> None:
         """Undo everything this cycle changed on its base: overlay (journal), caps, quota
@@ -191,6 +193,28 @@ class Cycle(QuotaHolds):
             hit = self._kinds[job.id] = (job, number)
         return hit[1]
 
+    def alike(self, job: Job) -> int:
+        """A number for what the start of a pending job reads of it: its queue, request, gang
+        size, resource group, selector and whether it runs in a container image (jobs alike
+        have the same number), worked out once per job object, so that the answers kept for
+        jobs alike are looked up without hashing the request each time."""
+        hit = self._alike.get(job.id)
+        if hit is None or hit[0] is not job:
+            key = (None, job.queue, job.request, job.replicas, job.resource_group, job.selector,
+                   job.image is None)  # None: never equal to a ``kind_of`` key
+            hit = self._alike[job.id] = (job, self._kind_ids.setdefault(key, len(self._kind_ids)))
+        return hit[1]
+
+    def admissible(self, job: Job) -> bool:
+        """``QuotaBook.admissible_ever`` for ``job`` in its flavours: fixed by the queues, so
+        one answer for jobs alike (``alike``)."""
+        key = self.alike(job)
+        hit = self._admissible.get(key)
+        if hit is None:
+            hit = self._admissible[key] = self.book.admissible_ever(
+                job.queue, job.total(), [f for f, _ in self.flavors(job)])
+        return hit
+
     def _count(self, job: Job, sign: int) -> None:
         self.allocations += 1
         alloc = self._alloc[job.project]
@@ -241,8 +265,7 @@ class Cycle(QuotaHolds):
         selector, container image or not): it fails again, for the same reasons, while neither
         free capacity has grown (the overlay's epoch) nor the quota book has changed (its
         version)."""
-        key = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
-               job.image is None, capped)
+        key = (self.alike(job), capped)
         hit = self._tried.get(key)
         if hit is not None and hit[0] == self.state.epoch and hit[1] == self.book.version:
             return hit[2]
@@ -323,8 +346,7 @@ class Cycle(QuotaHolds):
         nothing is taken or charged). Jobs alike in queue, request, gang size, resource group,
         selector and container image or not get one answer while neither the overlay nor the
         book changes."""
-        key = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
-               job.image is None)
+        key = self.alike(job)
         versions = (self.state.version, self.book.version)
         hit = self._could.get(key)
         if hit is not None and hit[0] == versions:
@@ -460,8 +482,8 @@ class Cycle(QuotaHolds):
 
 
 def search_key(cycle: Cycle, job: Job, capped: bool) -> tuple:
-    """What a preemption search depends on besides the overlay. Within a cycle the overlay only
-    loses free capacity and evictable jobs, so a search that failed fails again for any job
-    with the same key."""
-    return (job.queue, cycle.priority_of(job), capped, job.replicas, job.request,
-            job.resource_group, job.selector, job.image is None)
+    """What a preemption search depends on besides the overlay: what the job's start reads of
+    it (``Cycle.alike``), its priority, and whether the reservation caps it. Within a cycle the
+    overlay only loses free capacity and evictable jobs, so a search that failed fails again
+    for any job with the same key."""
+    return (cycle.alike(job), cycle.priority_of(job), capped)

@@ -99,7 +99,7 @@ def stuck(job: Job, view) -> bool:
     start, and no search is made for it."""
     if job.queue not in view.book.queues:
         return False
-    if not view.book.admissible_ever(job.queue, job.total(), [f for f, _ in view.flavors(job)]):
+    if not view.admissible(job):
         return True
     with view.lifted(job.queue):  # as the cycle tries it
         if view.could_start(job):
