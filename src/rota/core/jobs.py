@@ -130,8 +130,16 @@ class Placement:
         return tuple(dict.fromkeys(r.node for r in self.replicas))
 
 
+class _TotalSlot:
+    """The slot ``Job.total`` keeps its answer in: not a field, so it takes no part in
+    equality, hashing, ``repr``, ``replace`` or pickling (a copy made with ``replace`` works
+    its own out, from its own request)."""
+
+    __slots__ = ("_total",)
+
+
 @dataclass(frozen=True, slots=True)
-class Job:
+class Job(_TotalSlot):
     """A unit of work: ``replicas`` copies of ``request``, placed all together or not at all.
 
     ``flavor`` names the queue flavour the job is charged to once admitted; ``started_at`` is
@@ -211,8 +219,14 @@ class Job:
 
     def total(self) -> Mapping[str, int]:
         """The quota vector of the whole gang (read-only: one shared value per request and
-        gang size, since schedulers ask for it again and again)."""
-        return _total(self.request, self.replicas)
+        gang size, since schedulers ask for it again and again), kept on the job after the
+        first call: a job is frozen, so its request and gang size never change."""
+        try:
+            return self._total
+        except AttributeError:
+            total = _total(self.request, self.replicas)
+            object.__setattr__(self, "_total", total)
+            return total
 
 
 @lru_cache(maxsize=4096)

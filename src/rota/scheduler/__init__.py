@@ -18,6 +18,8 @@ The cycle:
 - ``context``: the working context of one cycle: overlay, quota book, and the moves every step
   shares (start a job, release or re-take what an active job holds);
 - ``holds``: the quota a cycle holds for jobs that wait, kept from the other queues;
+- ``kinds``: what a cycle knows of each pending job itself: its priority, its kind, what its
+  start reads of it;
 - ``base``: what the jobs holding resources take, kept between cycles by a caller;
 - ``apply``: applying decisions to a snapshot (dry runs, simulations).
 - ``forecast``: a start estimate for every pending job, by running the cycle forward over

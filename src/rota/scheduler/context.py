@@ -17,9 +17,10 @@ import random
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from rota.core import Job, JobState, Placement, WithinQueue
+from rota.core import Job, JobState, Placement
 from rota.scheduler.base import Base, position
 from rota.scheduler.holds import QuotaHolds
+from rota.scheduler.kinds import JobKinds
 from rota.core.decisions import Bind, Reason, ReasonCode, Reserve
 from rota.scheduler.placement import Shape, find_replica, holds, place_gang
 from rota.scheduler.reasons import resource_reason
@@ -44,7 +45,7 @@ def placement_for(plugin, snapshot: Snapshot, mix):
     return plugin if for_cycle is None else for_cycle(snapshot, mix)
 
 
-class Cycle(QuotaHolds):
+class Cycle(QuotaHolds, JobKinds):
     """One cycle on top of a ``Base``: the base's overlay (through a view of its own), quota
     book and allocations, plus what this cycle changes, recorded so that ``close`` gives the
     base back exactly as it was (see ``rota.scheduler.base``)."""
@@ -83,9 +84,7 @@ class Cycle(QuotaHolds):
         self._nodes_of: dict[tuple, frozenset[int]] = {}
         self._tried: dict[tuple, tuple[int, int, Attempt]] = {}
         self._past: dict[tuple[str, float], float] = {}
-        # effective priorities (they depend on the job and ``now`` only), per job object
-        self._effective = getattr(policy.order, "effective_priority", None)
-        self._priorities: dict[str, tuple[Job, float]] = {}
+        self.start_kinds(policy)  # priorities, kinds of jobs (``rota.scheduler.kinds``)
         # jobs that took resources in this cycle (bound, or nominated after preemption), as
         # SCHEDULED copies; active jobs chosen as victims in this cycle; jobs that may be evicted
         self.bound: list[Job] = []
@@ -103,8 +102,6 @@ class Cycle(QuotaHolds):
         self.hopeless: set[tuple] = set()  # preemption searches that found no victim set
         self._plans: dict[str, tuple[tuple, Plan]] = {}  # job -> (versions, its plan)
         self._could: dict[tuple, tuple[tuple[int, int], bool]] = {}  # see ``could_start``
-        self._kinds: dict[str, tuple[Job, int]] = {}  # see ``kind_of``
-        self._kind_ids: dict[tuple, int] = {}
 
     def close(self) -> None:
         """Undo everything this cycle changed on its base: overlay (journal), caps, quota
@@ -162,35 +159,6 @@ class Cycle(QuotaHolds):
         queue = self.snapshot.queues.get(job.queue)
         return (job.state is not JobState.PREEMPTING and queue is not None
                 and queue.protects(job, self.now))
-
-    def priority_of(self, job: Job) -> float:
-        """The priority preemption compares: the ordering plugin's effective priority of the
-        job where the plugin defines one, else the job's own priority."""
-        effective = self._effective
-        if effective is None:
-            return job.priority
-        hit = self._priorities.get(job.id)
-        if hit is None or hit[0] is not job:  # a bound copy has the id of its pending job
-            hit = self._priorities[job.id] = (job, effective(job, self.now))
-        return hit[1]
-
-    def kind_of(self, job: Job) -> int:
-        """What the cycle's rules read of a pending job itself, besides its id: jobs of one
-        kind are answered alike when tried in the same state. Its queue, request, gang size,
-        resource group, selector, whether it runs in a container image, priority and whether it
-        is preemptible; and its submission
-        (and id) where its queue lets an older equal priority evict a newer job."""
-        hit = self._kinds.get(job.id)
-        if hit is None or hit[0] is not job:
-            queue = self.snapshot.queues.get(job.queue)
-            newer = queue is not None and \
-                queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
-            kind = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
-                    job.image is None, self.priority_of(job), job.preemptible,
-                    (job.submit_time, job.id) if newer else None)
-            number = self._kind_ids.setdefault(kind, len(self._kind_ids))  # hashes at once
-            hit = self._kinds[job.id] = (job, number)
-        return hit[1]
 
     def _count(self, job: Job, sign: int) -> None:
         self.allocations += 1
@@ -251,8 +219,7 @@ class Cycle(QuotaHolds):
         selector, container image or not): it fails again, for the same reasons, while neither
         free capacity has grown (the overlay's epoch) nor the quota book has changed (its
         version)."""
-        key = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
-               job.image is None, capped, self.until(job))
+        key = (self.alike(job), capped, self.until(job))
         hit = self._tried.get(key)
         if hit is not None and hit[0] == self.state.epoch and hit[1] == self.book.version:
             return hit[2]
@@ -333,8 +300,7 @@ class Cycle(QuotaHolds):
         nothing is taken or charged). Jobs alike in queue, request, gang size, resource group,
         selector and container image or not get one answer while neither the overlay nor the
         book changes."""
-        key = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
-               job.image is None)
+        key = self.alike(job)
         versions = (self.state.version, self.book.version)
         hit = self._could.get(key)
         if hit is not None and hit[0] == versions:
@@ -487,8 +453,9 @@ class Cycle(QuotaHolds):
 
 
 def search_key(cycle: Cycle, job: Job, capped: bool) -> tuple:
-    """What a preemption search depends on besides the overlay. Within a cycle the overlay only
-    loses free capacity and evictable jobs, so a search that failed fails again for any job
+    """What a preemption search depends on besides the overlay: what the job's start reads of
+    it (``Cycle.alike``), its priority, whether the reservation caps it, and until when it must
+    keep off devices a planned MIG switch removes (``Cycle.until``). Within a cycle the overlay
+    only loses free capacity and evictable jobs, so a search that failed fails again for any job
     with the same key."""
-    return (job.queue, cycle.priority_of(job), capped, job.replicas, job.request,
-            job.resource_group, job.selector, job.image is None, cycle.until(job))
+    return (cycle.alike(job), cycle.priority_of(job), capped, cycle.until(job))

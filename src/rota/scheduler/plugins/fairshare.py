@@ -62,10 +62,11 @@ class QueueShare(BestEffortFifo):
         for j in sorted(jobs, key=priority_key, reverse=True):
             by_queue.setdefault(j.queue, []).append(j)  # popped from the end
         heap = []
+        shares: dict[tuple[int, int], tuple] = {}  # see ``_share_part``
         for q, stack in by_queue.items():
             yield from self._hopeless(stack, view)
             if stack:
-                heap.append((self.key(stack[-1], view), q))
+                heap.append((self.key(stack[-1], view, shares), q))
         heapq.heapify(heap)
         while heap:
             _, q = heapq.heappop(heap)
@@ -73,7 +74,7 @@ class QueueShare(BestEffortFifo):
             yield stack.pop()
             yield from self._hopeless(stack, view)
             if stack:
-                heapq.heappush(heap, (self.key(stack[-1], view), q))
+                heapq.heappush(heap, (self.key(stack[-1], view, shares), q))
 
     @staticmethod
     def _hopeless(stack: list[Job], view) -> Iterator[Job]:
@@ -81,15 +82,34 @@ class QueueShare(BestEffortFifo):
             yield stack.pop()
 
     @staticmethod
-    def key(job: Job, view) -> tuple:
+    def key(job: Job, view, shares: dict | None = None) -> tuple:
         """Kueue's tournament: not borrowing what the job asks for, lowest share after
         admission, highest priority, earliest submission."""
         if job.queue not in view.book.queues:
             return (0, (0, 0.0), -job.priority, job.submit_time, job.id)
-        flavor = charged_flavor(view, job)
-        share = share_of(view.book, job.queue, flavor, job.total())
-        borrowing = flavor is not None and share.borrows_any(requested(flavor, job))
-        return (int(borrowing), share.key(), -view.priority_of(job), job.submit_time, job.id)
+        borrowing, share = _share_part(job, view) if shares is None else \
+            _kept_share_part(job, view, shares)
+        return (borrowing, share, -view.priority_of(job), job.submit_time, job.id)
+
+
+def _share_part(job: Job, view) -> tuple[int, tuple]:
+    """The tournament's first two keys for ``job``: whether it would borrow what it asks for
+    once admitted, and its queue's share then."""
+    flavor = charged_flavor(view, job)
+    share = share_of(view.book, job.queue, flavor, job.total())
+    borrowing = flavor is not None and share.borrows_any(requested(flavor, job))
+    return int(borrowing), share.key()
+
+
+def _kept_share_part(job: Job, view, shares: dict) -> tuple[int, tuple]:
+    """``_share_part``, one answer for jobs alike in what their start reads (``Cycle.alike``:
+    queue, request, gang size, and so flavours) while the quota book keeps its version (equal
+    versions, equal book): it reads nothing else of the job or the cycle."""
+    key = (view.book.version, view.alike(job))
+    hit = shares.get(key)
+    if hit is None:
+        hit = shares[key] = _share_part(job, view)
+    return hit
 
 
 def stuck(job: Job, view) -> bool:
@@ -99,7 +119,7 @@ def stuck(job: Job, view) -> bool:
     start, and no search is made for it."""
     if job.queue not in view.book.queues:
         return False
-    if not view.book.admissible_ever(job.queue, job.total(), [f for f, _ in view.flavors(job)]):
+    if not view.admissible(job):
         return True
     with view.lifted(job.queue):  # as the cycle tries it
         if view.could_start(job):
