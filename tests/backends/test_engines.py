@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from builders import node
+from builders import job, node
 from rota.backends.engines import ENGINE_LABEL, asked_engines, merge
 from rota.core.nodes import CONTAINERS, GPU_SHARING, SIGNALS
 
@@ -78,3 +78,32 @@ def test_foreign_work_on_devices_the_first_report_lacks_keeps_only_the_devices_i
 ], ids=["none", "kubernetes", "slurm-beside-another-label", "not-true"])
 def test_a_selector_asks_for_engines_by_their_label(selector, engines):
     assert asked_engines(selector) == engines
+
+
+# -- holds: what a replica holds on another engine (rota.backends.holds, kube.holds) ---------
+
+def test_a_hold_covers_the_whole_gpus_of_the_replicas_on_the_nodes_the_holder_reports():
+    from rota.backends.holds import ToHold, to_hold
+    from rota.core import MILLI, DeviceShare, Placement, ReplicaPlacement
+    placement = Placement((
+        ReplicaPlacement("node1", (DeviceShare(0, MILLI, 80_000), DeviceShare(2, MILLI, 80_000))),
+        ReplicaPlacement("node2", (DeviceShare(1, MILLI, 80_000),)),
+        ReplicaPlacement("node1", (DeviceShare(3, 500, 40_000),)),  # a fraction: not held
+    ))
+    assert to_hold(placement, frozenset({"node1"})) == [ToHold(0, "node1", (0, 2))]
+    assert to_hold(placement, frozenset()) == []
+
+
+def test_a_placeholder_pod_reads_back_as_the_hold_it_was_made_for():
+    from rota.backends.holds import Held, ToHold
+    from rota.backends.kube.holds import hold_pod, held
+    from rota.backends.kube.podinfo import pod_info
+    seven = job("7").gpus(2).build()
+    body = hold_pod(seven, 3, "slurm", ToHold(1, "node1", (0, 2)), "rota", ("nvidia.com/gpu",))
+    assert body["metadata"]["name"] == "rota-hold-7-3-1"
+    assert body["spec"]["nodeName"] == "node1"
+    assert body["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
+    body["metadata"]["uid"] = "u1"
+    assert held(pod_info(body)) == Held("7", 3, 1, "node1", (0, 2), "slurm")
+    body["metadata"]["labels"].pop("rota.dev/hold-for")
+    assert held(pod_info(body)) is None  # one of rota's own Pods, not a hold

@@ -32,9 +32,12 @@ name of its own, in the order they were named: ``rota up --backend slurm,kuberne
   exactly when a member implements them, so the control loop treats the composite as it would
   treat its members.
 
-Not yet: a launch through one engine is not made known to the others (no placeholder jobs),
-so work started directly on one engine may take GPUs that rota placed a job on through another
-until the next inventory shows it (docs/cohosting.md).
+- **Holds** (``rota.backends.holds``): before a member launches an attempt, every other
+  member that keeps holds (Kubernetes) and reports one of its nodes is told the GPUs it holds
+  there (a placeholder Pod); the holds go when the attempt ends or fails to launch, and each
+  pass removes those whose attempt their launcher says does not live (after a restart).
+  Slurm keeps no holds yet: a Pod rota launches is not made known to Slurm
+  (docs/cohosting.md).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from rota.backends.base import (
     LaunchSpec, Offer, Offering, Status, Succeeding, offer_key,
 )
 from rota.backends.engines import asked_engines, engine_label, merge
+from rota.backends.holds import Keeper
 from rota.core import InvalidSpec, Job, Node, Placement
 from rota.core.nodes import features_needed
 
@@ -80,6 +84,7 @@ class Several:
         self.members: dict[str, Backend] = dict(zip(names, members))
         self._reach: dict[str, Mapping[str, frozenset[str]]] | None = None
         self._offered: dict[str, str] = {}  # offer key -> the member that offered it
+        self.holds = Keeper(self.members)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -99,8 +104,15 @@ class Several:
     # inventory and the choice of a launch's member
 
     def inventory(self) -> list[Node]:
-        merged = merge([(name, m.inventory()) for name, m in self.members.items()])
+        reports = [(name, m.inventory()) for name, m in self.members.items()]
+        merged = merge(reports)
         self._reach = dict(merged.reach)
+        by_node: dict[str, set[str]] = {}
+        for name, nodes in reports:
+            for node in nodes:
+                by_node.setdefault(node.name, set()).add(name)
+        self.holds.reported({n: frozenset(m) for n, m in by_node.items()})
+        self.holds.sweep()
         return list(merged.nodes)
 
     def member_for(self, job: Job, placement: Placement) -> Backend:
@@ -153,7 +165,20 @@ class Several:
 
     def launch(self, job: Job, placement: Placement, spec: LaunchSpec,
                attempt: int | None = None) -> Handle:
-        return self.member_for(job, placement).launch(job, placement, spec, attempt)
+        """Through ``member_for``'s member, the other members holding its GPUs first."""
+        member = self.member_for(job, placement)
+        if attempt is None:  # the member numbers it: the holds follow the launch
+            handle = member.launch(job, placement, spec, attempt)
+            self.holds.before_launch(member.name, job, placement, handle.attempt or 0)
+        else:
+            self.holds.before_launch(member.name, job, placement, attempt)
+            try:
+                handle = member.launch(job, placement, spec, attempt)
+            except BaseException:
+                self.holds.launch_failed(job, attempt)
+                raise
+        self.holds.launched(handle)
+        return handle
 
     def recover(self, job: Job, placement: Placement, attempt: int) -> Handle | None:
         """The attempt, asked of every member that reaches the placement (the inventory may
@@ -169,14 +194,19 @@ class Several:
         for member in first + others:
             found = member.recover(job, placement, attempt)
             if found is not None:
+                self.holds.launched(found)
                 return found
         return None
 
     def adopt(self, handle: Handle) -> Status:
-        return self._of(handle).adopt(handle)
+        status = self._of(handle).adopt(handle)
+        self.holds.ended([handle], [status])
+        return status
 
     def poll(self, handles: Sequence[Handle]) -> list[Status]:
-        return self._grouped(handles, lambda m, hs: m.poll(hs))
+        statuses = self._grouped(handles, lambda m, hs: m.poll(hs))
+        self.holds.ended(handles, statuses)
+        return statuses
 
     def activity(self, handles: Sequence[Handle]) -> list[Activity]:
         return self._grouped(handles, lambda m, hs: m.activity(hs))

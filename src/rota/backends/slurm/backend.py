@@ -46,6 +46,7 @@ from rota.backends.slurm.launches import Launches
 from rota.backends.slurm.nodes import fractional_refusal, inventory
 from rota.backends.slurm.polls import Polls
 from rota.backends.slurm.release import Releaser
+from rota.backends.slurm.states import attempt_name, owner
 from rota.backends.slurm.summary import describe
 from rota.backends.slurm.watch import SlurmWatcher
 from rota.core import InvalidSpec, Node
@@ -127,6 +128,14 @@ class SlurmBackend(Launches, Polls):
                                                        for e in due.values()])}
         self._confirmed(listed, list(due))
         return [e.handle for i, e in due.items() if self.early.get(i) is not None]
+
+    def live_attempts(self, attempts: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Those of ``attempts`` (job id, attempt) that Slurm lists as this control plane's
+        and not ended (one ``squeue`` of their names): what ``rota.backends.holds`` asks."""
+        names = [attempt_name(job_id, attempt) for job_id, attempt in attempts]
+        found = {owner(j.name, j.comment, self.instance) for j in self._named(names)
+                 if not j.phase.ended}
+        return {a for a in found if a is not None} & set(attempts)
 
     def _confirmed(self, states: dict[int, str], asked: list[int]) -> None:
         """Slurm listed ``asked`` as ``states``: the reported ends it confirms are forgotten,

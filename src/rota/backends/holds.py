@@ -1,0 +1,185 @@
+"""Holds: each engine told what rota launched through another one on the nodes they share.
+
+Vocabulary:
+- a *hold* is a placeholder that one member of a composite (``rota.backends.several``) keeps
+  on a node it shares with another member, for an attempt that other member runs there: it
+  holds exactly the GPUs (device indices) rota placed the attempt on, so that work started
+  directly on the holding engine (a Pod of the default scheduler, a plain ``sbatch``) is not
+  given those GPUs;
+- the *launcher* is the member that runs the attempt; a hold names it, with the attempt's
+  job, number and rank (``Held``), so that it can be found again after a restart;
+- a member that keeps holds is ``Holding`` (Kubernetes: a placeholder Pod bound to the node,
+  ``rota.backends.kube.holds``); a member that can say which of its attempts still live is
+  ``Attesting`` (Slurm: ``squeue`` by the attempts' names).
+
+Invariants (``Keeper``):
+- a hold is made before its attempt is launched, and removed once the launcher reports the
+  attempt ended (``ended``), or when it fails to launch;
+- a hold whose attempt is neither being launched nor known live here is checked with its
+  launcher: when the launcher says the attempt does not live (a control plane killed between
+  the hold and the launch, or while the attempt ended), the hold is removed (``sweep``). A
+  hold whose launcher cannot say is kept: one GPU held too long, never one with two owners;
+- a hold is made at most once per (attempt, rank): its name is derived from them, so that a
+  second launch of the same attempt (after a restart) finds it and makes no other.
+Only whole GPUs are held: a fractional share of a GPU is not told to the other engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Mapping, Protocol, Sequence, runtime_checkable
+
+from rota.backends.base import Backend, Handle, ReplicaState, Status
+from rota.core import MILLI, Job, Placement
+
+log = logging.getLogger("rota.holds")
+Attempt = tuple[str, int]  # (job id, attempt number)
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """One hold as its holding member keeps it."""
+
+    job_id: str
+    attempt: int
+    rank: int
+    node: str
+    devices: tuple[int, ...]
+    launcher: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToHold:
+    """What one replica of an attempt holds on a node: its whole GPUs' indices."""
+
+    rank: int
+    node: str
+    devices: tuple[int, ...]
+
+
+@runtime_checkable
+class Holding(Protocol):
+    """A member that keeps holds on its nodes for attempts other members launch."""
+
+    def hold(self, job: Job, attempt: int, launcher: str, replicas: Sequence[ToHold]) -> None:
+        """Make the holds (each once: an existing one is kept)."""
+        ...
+
+    def unhold(self, job_id: str, attempt: int) -> None:
+        """Remove every hold of the attempt (none: nothing to do)."""
+        ...
+
+    def holds(self) -> list[Held]:
+        """The holds that exist now."""
+        ...
+
+
+@runtime_checkable
+class Attesting(Protocol):
+    """A member that can say which of its attempts live (submitted, not ended)."""
+
+    def live_attempts(self, attempts: Sequence[Attempt]) -> set[Attempt]: ...
+
+
+def to_hold(placement: Placement, nodes: frozenset[str]) -> list[ToHold]:
+    """The whole GPUs of each replica of ``placement`` on one of ``nodes``."""
+    out = []
+    for rank, replica in enumerate(placement.replicas):
+        whole = tuple(d.index for d in replica.devices if d.milli >= MILLI)
+        if replica.node in nodes and whole:
+            out.append(ToHold(rank, replica.node, whole))
+    return out
+
+
+class Keeper:
+    """The holds of a composite's launches (module docstring): made before each launch,
+    removed at its end, and swept of those whose attempt is gone."""
+
+    def __init__(self, members: Mapping[str, Backend]) -> None:
+        self.members = members
+        self.holding = {n: m for n, m in members.items() if isinstance(m, Holding)}
+        self._lock = threading.Lock()
+        self._launching: set[Attempt] = set()
+        self._live: set[Attempt] = set()
+        self._reported: Mapping[str, frozenset[str]] = {}  # node -> the members reporting it
+
+    def reported(self, by_node: Mapping[str, frozenset[str]]) -> None:
+        """Which members report each node, as the last inventory said."""
+        self._reported = by_node
+
+    def _holders(self, launcher: str, placement: Placement) -> list[tuple[Holding, list[ToHold]]]:
+        out = []
+        for name, member in self.holding.items():
+            if name == launcher:
+                continue
+            nodes = frozenset(n for n, members in self._reported.items() if name in members)
+            replicas = to_hold(placement, nodes)
+            if replicas:
+                out.append((member, replicas))
+        return out
+
+    def before_launch(self, launcher: str, job: Job, placement: Placement,
+                      attempt: int) -> None:
+        """Hold the GPUs of the attempt on every other member that reports its nodes."""
+        key = (str(job.id), attempt)
+        with self._lock:
+            self._launching.add(key)
+        try:
+            for member, replicas in self._holders(launcher, placement):
+                member.hold(job, attempt, launcher, replicas)
+        except BaseException:
+            self.launch_failed(job, attempt)
+            raise
+
+    def launched(self, handle: Handle) -> None:
+        if handle.attempt is None:
+            return
+        key = (handle.job_id, handle.attempt)
+        with self._lock:
+            self._live.add(key)
+            self._launching.discard(key)
+
+    def launch_failed(self, job: Job, attempt: int) -> None:
+        key = (str(job.id), attempt)
+        with self._lock:
+            self._launching.discard(key)
+            self._unhold(key)
+
+    def ended(self, handles: Sequence[Handle], statuses: Sequence[Status]) -> None:
+        """Remove the holds of the attempts ``statuses`` say ended; note the live ones."""
+        for handle, status in zip(handles, statuses):
+            if handle.attempt is None or not self.holding:
+                continue
+            key = (handle.job_id, handle.attempt)
+            with self._lock:
+                if status.state is ReplicaState.RUNNING:
+                    self._live.add(key)
+                elif key not in self._launching:
+                    self._live.discard(key)
+                    self._unhold(key)
+
+    def sweep(self) -> None:
+        """Remove the holds whose attempt their launcher says does not live."""
+        held: dict[str, set[Attempt]] = {}
+        for member in self.holding.values():
+            for h in member.holds():
+                held.setdefault(h.launcher, set()).add((h.job_id, h.attempt))
+        with self._lock:
+            unknown = {launcher: keys - self._launching - self._live
+                       for launcher, keys in held.items()}
+        for launcher, keys in unknown.items():
+            member = self.members.get(launcher)
+            if not keys or not isinstance(member, Attesting):
+                continue  # kept: no one can say that its attempt ended
+            alive = member.live_attempts(sorted(keys))
+            with self._lock:
+                for key in sorted(keys - alive - self._launching - self._live):
+                    log.info("removing the holds of attempt %s of job %s: %s does not run it",
+                             key[1], key[0], launcher)
+                    self._unhold(key)
+
+    def _unhold(self, key: Attempt) -> None:
+        for member in self.holding.values():
+            member.unhold(*key)
