@@ -14,7 +14,9 @@ Vocabulary:
 
 Invariants (``Keeper``):
 - a hold is made before its attempt is launched, and removed once the launcher reports the
-  attempt ended (``ended``), or when it fails to launch;
+  attempt ended (``ended``), or when it fails to launch; where the launcher reports that it
+  gave the attempt other devices than rota placed it on (Slurm picks the indices of
+  ``--gres=gpu:N`` itself), the holds are told those (``moved``);
 - a hold whose attempt is neither being launched nor known live here is checked with its
   launcher: when the launcher says the attempt does not live (a control plane killed between
   the hold and the launch, or while the attempt ended), the hold is removed (``sweep``). A
@@ -73,6 +75,11 @@ class Holding(Protocol):
 
     def holds(self) -> list[Held]:
         """The holds that exist now."""
+        ...
+
+    def moved(self, job_id: str, attempt: int, replicas: Sequence[ToHold]) -> None:
+        """The launcher says the attempt's replicas run on these devices (it chose them
+        itself): the holds on those nodes name them."""
         ...
 
 
@@ -159,6 +166,9 @@ class Keeper:
                 elif key not in self._launching:
                     self._live.discard(key)
                     self._unhold(key)
+            if status.state is ReplicaState.RUNNING and status.placement is not None:
+                for member, replicas in self._holders(handle.backend, status.placement):
+                    member.moved(handle.job_id, handle.attempt, replicas)
 
     def sweep(self) -> None:
         """Remove the holds whose attempt their launcher says does not live."""

@@ -17,7 +17,9 @@ node holds its GPUs there with one placeholder Pod per replica (``rota.backends.
 - one container of the ``pause`` image that does nothing, under Pod Security's
   ``restricted`` profile, with the tolerations of rota's own Pods and no grace period.
 
-The device plugin cannot be told which device indices to give a Pod; a placeholder only makes
+Where the engine that runs the attempt gives it other devices than rota placed it on (Slurm
+picks the indices of ``--gres=gpu:N``), the annotation is changed to those (``moved``). The
+device plugin cannot be told which device indices to give a Pod; a placeholder only makes
 the count of free GPUs right for Kubernetes. A HAMi node is told the same count: HAMi's
 scheduler is not told the indices either (fractions are not held).
 """
@@ -128,6 +130,19 @@ class KubeHolds:
                 names.add((pod.namespace, pod.name))
         for namespace, name in sorted(names):
             self.api.delete(f"{pods_path(namespace)}/{name}", 0)
+
+    def moved(self, job_id: str, attempt: int, replicas: Sequence[ToHold]) -> None:
+        """Each hold of the attempt on its replica's node annotated with that replica's
+        devices (a request only where the cached Pod says otherwise)."""
+        at = {r.rank: r for r in replicas}
+        for pod in self.pods.items():
+            h = held(pod)
+            if h is None or (h.job_id, h.attempt) != (job_id, attempt) or pod.deleting:
+                continue
+            r = at.get(h.rank)
+            if r is not None and r.node == h.node and r.devices != h.devices:
+                self.api.merge_patch(f"{pods_path(pod.namespace)}/{pod.name}", {"metadata": {
+                    "annotations": {ANNOTATION_DEVICES: ",".join(str(i) for i in r.devices)}}})
 
     def holds(self) -> list[Held]:
         return [h for pod in self.pods.items() if not pod.deleting and not pod.terminal
