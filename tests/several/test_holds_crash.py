@@ -1,0 +1,104 @@
+"""A control plane killed at every step of a Slurm launch on a node Kubernetes shares leaves no
+orphaned placeholder Pod and never two, against the real Slurm and Kubernetes fixtures.
+
+A control plane in a subprocess (Slurm and Kubernetes as one composite backend) launches one
+replica on ``node1``, which both engines report, and kills itself with SIGKILL before one step
+of the Slurm launch: before ``sbatch`` (the placeholder Pod exists, no Slurm job does), before
+``handle.json``, before the release, or before the handle reaches the caller. A fresh
+composite (the restart) then sweeps and launches the same attempt: a placeholder whose
+attempt Slurm does not run is removed; one whose attempt Slurm runs is kept, the same Pod;
+the attempt ends with exactly one placeholder, which goes when the attempt is cancelled.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kubekit import kwok_node
+from rota.backends.base import ReplicaState as R
+from rota.backends.kube.api import NODES, KubeApi, pods_path
+from rota.backends.several import several
+from slurmkit import on, rota_job, run_spec, slurm_backend, status_of, wait
+
+pytestmark = pytest.mark.usefixtures("leftovers")
+SHARED = "node1"
+RUNNER = "sleep 3600"
+
+DYING_PLANE = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[5])
+from slurmkit import on, rota_job, run_spec, slurm_backend
+from rota.backends.kube.backend import KubeBackend, KubeConfig
+from rota.backends.several import several
+from rota.backends.slurm.backend import SlurmBackend
+
+data_dir, namespace, where, job_id = sys.argv[1:5]
+
+class Dying(SlurmBackend):
+    def before(self, step, files):
+        if step == where:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+plane = several([Dying(data_dir, slurm_backend(data_dir).config), KubeBackend(KubeConfig(
+    kubeconfig=os.environ["ROTA_TEST_KUBECONFIG"], namespace=namespace,
+    node_selector=f"rota.dev/test-group={namespace}"))])
+plane.inventory()
+plane.launch(rota_job(job_id), on(("node1", 0)), run_spec(sys.argv[6], "/tmp"), attempt=0)
+"""
+
+
+def kube_backend(namespace: str):
+    from rota.backends.kube.backend import KubeBackend, KubeConfig
+    return KubeBackend(KubeConfig(kubeconfig=os.environ["ROTA_TEST_KUBECONFIG"],
+                                  namespace=namespace,
+                                  node_selector=f"rota.dev/test-group={namespace}"))
+
+
+def holds_of(api: KubeApi, namespace: str, job_id: str) -> list[dict]:
+    return [p for p in api.list(pods_path(namespace)).items
+            if p["metadata"]["name"].startswith(f"rota-hold-{job_id}-")
+            and not p["metadata"].get("deletionTimestamp")]
+
+
+@pytest.mark.parametrize("where", ["sbatch", "save", "release", "return"])
+def test_a_plane_killed_while_launching_leaves_one_placeholder_or_none(
+        kube_api, namespace, kwok_nodes, slurm_env, data_dir, job_id, where):
+    api = KubeApi(kube_api)
+    api.create(NODES, kwok_node(SHARED, gpus=4, group=namespace))
+    kwok_nodes.append(SHARED)
+    env = {**slurm_env, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    dying = subprocess.run([sys.executable, "-c", DYING_PLANE, str(data_dir), namespace, where,
+                            job_id, str(Path(__file__).parents[1] / "slurm"), RUNNER],
+                           env=env, timeout=120)
+    assert dying.returncode == -signal.SIGKILL
+    (left,) = holds_of(api, namespace, job_id)  # made before the launch's first step
+    assert left["spec"]["nodeName"] == SHARED
+    assert left["metadata"]["annotations"]["rota.dev/devices"] == "0"
+
+    kube = kube_backend(namespace)
+    try:
+        plane = several([slurm_backend(data_dir), kube])
+        job, placement = rota_job(job_id), on((SHARED, 0))
+        plane.inventory()  # the restart's first pass sweeps
+        if where == "sbatch":  # Slurm never got the attempt: its placeholder goes
+            wait(lambda: not holds_of(api, namespace, job_id), "the orphan removed")
+        else:  # Slurm has it: the placeholder is kept
+            assert [p["metadata"]["uid"] for p in holds_of(api, namespace, job_id)] == \
+                [left["metadata"]["uid"]]
+        handle = plane.recover(job, placement, 0) or \
+            plane.launch(job, placement, run_spec(RUNNER, "/tmp"), attempt=0)
+        plane.inventory()
+        (held,) = holds_of(api, namespace, job_id)  # one, never two
+        if where != "sbatch":
+            assert held["metadata"]["uid"] == left["metadata"]["uid"]
+        plane.cancel(handle, 0.0)
+        status_of(plane, handle, lambda s: s.state is not R.RUNNING, "the attempt to end")
+        wait(lambda: not holds_of(api, namespace, job_id), "the placeholder removed at the end")
+    finally:
+        kube.close()
