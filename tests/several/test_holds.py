@@ -22,6 +22,8 @@ import pytest
 
 from rota.backends.kube.api import pods_path
 from rota.backends.kube.holds import LABEL_HOLD_FOR
+from rota.backends.slurm.attempts import instance
+from rota.backends.slurm.records import SQUEUE_JOBS, parse_squeue
 from test_slurm_and_kubernetes import SHARED, _file, sbatch, server, wait  # noqa: F401
 
 SCHEDULER = "rota-test-holds"
@@ -132,3 +134,65 @@ def test_a_slurm_job_on_a_shared_node_holds_its_gpus_from_kubernetes(server, slu
     assert not [p for p in server.api.list(pods).items
                 if p["metadata"]["name"].startswith("rota-hold-")
                 and not p["metadata"].get("deletionTimestamp")]
+
+
+ON_KUBE = """
+name: on-kube
+project: default
+queue: default
+selector: {rota.dev/engine-kubernetes: "true"}
+entrypoint: sleep 3600
+resources: {gpu: 2, cpu: 1, memory: 1Gi}
+"""
+
+
+def _slurm_job(slurm_env: dict[str, str], slurm_id: str):
+    listed = subprocess.run(list(SQUEUE_JOBS), env=slurm_env, capture_output=True, text=True)
+    return next(j for j in parse_squeue(listed.stdout) if str(j.id) == slurm_id)
+
+
+@pytest.mark.parametrize("server", ["slurm,kubernetes"], indirect=True)
+def test_a_pod_on_a_shared_node_runs_on_the_gpus_of_its_slurm_placeholder(server, slurm_env,
+                                                                          namespace):
+    job_id = server.json("submit", str(_file(server, "on-kube", ON_KUBE)))["id"]
+    ran = wait(lambda: server.state(job_id, "running"), "the Kubernetes job to run")
+    assert [r["node"] for r in ran["placement"]] == [SHARED]
+    name = f"rota-hold-{job_id}-{ran['attempts']}-0"
+    (hold,) = [j for j in server.slurm_jobs() if j.name == name]
+    assert hold.phase.name == "RUNNING" and hold.nodes == (SHARED,)
+    assert hold.comment.startswith("rota-hold:kubernetes@")
+    indices = sorted(i for a in hold.allocations for g in a.gres if g.name == "gpu"
+                     for i in g.indices)
+    assert len(indices) == 2
+    # the job's placement and its Pod are on exactly the GPUs Slurm gave the placeholder
+    assert sorted(d["index"] for d in ran["placement"][0]["devices"]) == indices
+    pod = server.api.get(f"{pods_path(namespace)}/rota-{job_id}-{ran['attempts']}-0")
+    assert pod["metadata"]["annotations"]["rota.dev/devices"] == ",".join(map(str, indices))
+    assert not server.node(SHARED)["foreign"]  # rota's own: not foreign, not counted twice
+
+    plain = sbatch(slurm_env, "-w", SHARED, "--gres=gpu:h100:3", "--output=/dev/null",
+                   "--wrap", "sleep 3600")
+    try:
+        assert wait(lambda: _slurm_job(slurm_env, plain).reason in ("Resources", "Priority"),
+                    "Slurm to keep the plain job pending for the held GPUs")
+
+        server.kill9()
+        orphan = f"rota-hold-{job_id}-99-0"
+        sbatch(slurm_env, "-J", orphan, "-w", SHARED, "--gres=gpu:h100:1", "--mem=1",
+               "--comment", f"rota-hold:kubernetes@{instance(server.data_dir)}",
+               "--output=/dev/null", "--wrap", "sleep 3600")
+        server.start()
+        wait(lambda: server.state(job_id, "running"), "the job adopted, running")
+        wait(lambda: not [j for j in server.slurm_jobs() if j.name == orphan
+                          and not j.phase.ended], "the orphan placeholder cancelled")
+        assert [j.id for j in server.slurm_jobs() if j.name == name and not j.phase.ended] \
+            == [hold.id]  # adopted, not submitted again
+        assert _slurm_job(slurm_env, plain).phase.name == "PENDING"
+
+        server.cli("cancel", job_id)
+        wait(lambda: _slurm_job(slurm_env, plain).phase.name == "RUNNING",
+             "the plain job to run once the Pod ended and its placeholder went")
+        assert not [j for j in server.slurm_jobs() if j.name.startswith("rota-hold-")
+                    and not j.phase.ended]
+    finally:
+        subprocess.run(["scancel", plain], env=slurm_env, capture_output=True)

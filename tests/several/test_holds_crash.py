@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+from dataclasses import replace
 import subprocess
 import sys
 from pathlib import Path
@@ -24,10 +25,12 @@ from kubekit import kwok_node
 from rota.backends.base import ReplicaState as R
 from rota.backends.kube.api import NODES, KubeApi, pods_path
 from rota.backends.several import several
+from rota.backends.slurm.records import SQUEUE_JOBS, parse_squeue
 from slurmkit import on, rota_job, run_spec, slurm_backend, status_of, wait
 
 pytestmark = pytest.mark.usefixtures("leftovers")
 SHARED = "node1"
+KUBE = "rota.dev/engine-kubernetes"
 RUNNER = "sleep 3600"
 
 DYING_PLANE = """
@@ -53,11 +56,11 @@ plane.launch(rota_job(job_id), on(("node1", 0)), run_spec(sys.argv[6], "/tmp"), 
 """
 
 
-def kube_backend(namespace: str):
+def kube_backend(namespace: str, **options):
     from rota.backends.kube.backend import KubeBackend, KubeConfig
     return KubeBackend(KubeConfig(kubeconfig=os.environ["ROTA_TEST_KUBECONFIG"],
                                   namespace=namespace,
-                                  node_selector=f"rota.dev/test-group={namespace}"))
+                                  node_selector=f"rota.dev/test-group={namespace}", **options))
 
 
 def holds_of(api: KubeApi, namespace: str, job_id: str) -> list[dict]:
@@ -102,3 +105,75 @@ def test_a_plane_killed_while_launching_leaves_one_placeholder_or_none(
         wait(lambda: not holds_of(api, namespace, job_id), "the placeholder removed at the end")
     finally:
         kube.close()
+
+
+DYING_KUBE_PLANE = """
+import os, signal, sys
+from dataclasses import replace
+sys.path.insert(0, sys.argv[5])
+from slurmkit import on, rota_job, run_spec, slurm_backend
+from rota.backends.kube.backend import KubeBackend, KubeConfig
+from rota.backends.several import several
+
+data_dir, namespace, where, job_id = sys.argv[1:5]
+
+class Dying(KubeBackend):
+    def launch(self, *args, **kwargs):
+        if where == "before-pods":
+            os.kill(os.getpid(), signal.SIGKILL)
+        super().launch(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+plane = several([slurm_backend(data_dir), Dying(KubeConfig(
+    kubeconfig=os.environ["ROTA_TEST_KUBECONFIG"], namespace=namespace,
+    default_image="busybox", node_selector=f"rota.dev/test-group={namespace}"))])
+plane.inventory()
+job = replace(rota_job(job_id), selector=(("rota.dev/engine-kubernetes", "true"),))
+plane.launch(job, on(("node1", 0)), run_spec(sys.argv[6], "/tmp"), attempt=0)
+"""
+
+
+def placeholders(slurm_env: dict[str, str], job_id: str) -> list:
+    listed = subprocess.run(list(SQUEUE_JOBS), env=slurm_env, capture_output=True, text=True)
+    return [j for j in parse_squeue(listed.stdout)
+            if j.name.startswith(f"rota-hold-{job_id}-") and not j.phase.ended]
+
+
+@pytest.mark.parametrize("where", ["before-pods", "after-pods"])
+def test_a_plane_killed_launching_a_pod_leaves_one_slurm_placeholder_or_none(
+        kube_api, namespace, kwok_nodes, slurm_env, data_dir, job_id, where):
+    api = KubeApi(kube_api)
+    api.create(NODES, kwok_node(SHARED, gpus=4, group=namespace))
+    kwok_nodes.append(SHARED)
+    env = {**slurm_env, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    try:
+        dying = subprocess.run([sys.executable, "-c", DYING_KUBE_PLANE, str(data_dir), namespace,
+                                where, job_id, str(Path(__file__).parents[1] / "slurm"),
+                                RUNNER], env=env, timeout=120)
+        assert dying.returncode == -signal.SIGKILL
+        (left,) = placeholders(slurm_env, job_id)  # Slurm ran it before the Pods were made
+        kube = kube_backend(namespace, default_image="busybox")
+        try:
+            plane = several([slurm_backend(data_dir), kube])
+            job = replace(rota_job(job_id), selector=((KUBE, "true"),))
+            placement = on((SHARED, 0))
+            plane.inventory()  # the restart's first pass sweeps
+            if where == "before-pods":  # no Pod runs the attempt: its placeholder goes
+                wait(lambda: not placeholders(slurm_env, job_id), "the orphan cancelled")
+            else:
+                assert [j.id for j in placeholders(slurm_env, job_id)] == [left.id]
+            handle = plane.recover(job, placement, 0) or \
+                plane.launch(job, placement, run_spec(RUNNER, "/tmp"), attempt=0)
+            plane.inventory()
+            (held,) = placeholders(slurm_env, job_id)  # one, never two
+            if where == "after-pods":
+                assert held.id == left.id
+            plane.cancel(handle, 0.0)
+            status_of(plane, handle, lambda s: s.state is not R.RUNNING, "the Pod to end")
+            wait(lambda: not placeholders(slurm_env, job_id), "the placeholder cancelled")
+        finally:
+            kube.close()
+    finally:
+        left_over = [str(j.id) for j in placeholders(slurm_env, job_id)]
+        if left_over:
+            subprocess.run(["scancel", *left_over], env=slurm_env, capture_output=True)

@@ -8,9 +8,12 @@ Vocabulary:
   given those GPUs;
 - the *launcher* is the member that runs the attempt; a hold names it, with the attempt's
   job, number and rank (``Held``), so that it can be found again after a restart;
-- a member that keeps holds is ``Holding`` (Kubernetes: a placeholder Pod bound to the node,
-  ``rota.backends.kube.holds``); a member that can say which of its attempts still live is
-  ``Attesting`` (Slurm: ``squeue`` by the attempts' names).
+- a member that keeps holds is ``Holding``: Kubernetes with a placeholder Pod bound to the
+  node (``rota.backends.kube.holds``), Slurm with a placeholder job (``rota.backends.slurm.
+  holds``). Slurm picks a placeholder's GPUs itself (``chooses_devices``): the attempt is then
+  launched on the GPUs Slurm gave it (``given``), so that both engines agree on its indices;
+- a member that can say which of its attempts still live is ``Attesting`` (Slurm: ``squeue``
+  by the attempts' names; Kubernetes: its cached Pods).
 
 Invariants (``Keeper``):
 - a hold is made before its attempt is launched, and removed once the launcher reports the
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 from rota.backends.base import Backend, Handle, ReplicaState, Status
@@ -63,10 +66,16 @@ class ToHold:
 
 @runtime_checkable
 class Holding(Protocol):
-    """A member that keeps holds on its nodes for attempts other members launch."""
+    """A member that keeps holds on its nodes for attempts other members launch;
+    ``chooses_devices``: whether it picks a hold's GPUs itself (``hold`` returns them)."""
 
-    def hold(self, job: Job, attempt: int, launcher: str, replicas: Sequence[ToHold]) -> None:
-        """Make the holds (each once: an existing one is kept)."""
+    chooses_devices: bool
+
+    def hold(self, job: Job, attempt: int, launcher: str,
+             replicas: Sequence[ToHold]) -> Mapping[int, tuple[int, ...]] | None:
+        """Make the holds (each once: an existing one is kept). Where the holding engine
+        chooses the GPUs itself (Slurm), the indices it gave each rank, which the attempt
+        is then launched on; None where the holds are on the indices asked."""
         ...
 
     def unhold(self, job_id: str, attempt: int) -> None:
@@ -88,6 +97,21 @@ class Attesting(Protocol):
     """A member that can say which of its attempts live (submitted, not ended)."""
 
     def live_attempts(self, attempts: Sequence[Attempt]) -> set[Attempt]: ...
+
+
+def given(placement: Placement, chosen: Mapping[int, tuple[int, ...]]) -> Placement:
+    """``placement`` with each rank in ``chosen`` on the whole GPUs chosen for it."""
+    replicas = list(placement.replicas)
+    for rank, indices in chosen.items():
+        replica = replicas[rank]
+        whole = [d for d in replica.devices if d.milli >= MILLI]
+        if len(whole) != len(indices):
+            continue
+        moved = dict(zip((d.index for d in whole), indices))
+        replicas[rank] = replace(replica, devices=tuple(
+            replace(d, index=moved[d.index]) if d.index in moved else d
+            for d in replica.devices))
+    return replace(placement, replicas=tuple(replicas))
 
 
 def to_hold(placement: Placement, nodes: frozenset[str]) -> list[ToHold]:
@@ -128,17 +152,21 @@ class Keeper:
         return out
 
     def before_launch(self, launcher: str, job: Job, placement: Placement,
-                      attempt: int) -> None:
-        """Hold the GPUs of the attempt on every other member that reports its nodes."""
+                      attempt: int) -> Placement:
+        """Hold the GPUs of the attempt on every other member that reports its nodes; the
+        placement to launch it on (the GPUs a holding engine chose, where it chose them)."""
         key = (str(job.id), attempt)
         with self._lock:
             self._launching.add(key)
         try:
             for member, replicas in self._holders(launcher, placement):
-                member.hold(job, attempt, launcher, replicas)
+                chosen = member.hold(job, attempt, launcher, replicas)
+                if chosen:
+                    placement = given(placement, chosen)
         except BaseException:
             self.launch_failed(job, attempt)
             raise
+        return placement
 
     def launched(self, handle: Handle) -> None:
         if handle.attempt is None:
@@ -169,6 +197,14 @@ class Keeper:
             if status.state is ReplicaState.RUNNING and status.placement is not None:
                 for member, replicas in self._holders(handle.backend, status.placement):
                     member.moved(handle.job_id, handle.attempt, replicas)
+
+    def chosen(self, handle: Handle) -> bool:
+        """Whether a holding engine that picks GPUs itself holds some for the attempt (its
+        launch went to those GPUs)."""
+        return any(member.chooses_devices and name != handle.backend
+                   and any((h.job_id, h.attempt) == (handle.job_id, handle.attempt)
+                           for h in member.holds())
+                   for name, member in self.holding.items())
 
     def sweep(self) -> None:
         """Remove the holds whose attempt their launcher says does not live."""

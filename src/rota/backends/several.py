@@ -33,11 +33,12 @@ name of its own, in the order they were named: ``rota up --backend slurm,kuberne
   treat its members.
 
 - **Holds** (``rota.backends.holds``): before a member launches an attempt, every other
-  member that keeps holds (Kubernetes) and reports one of its nodes is told the GPUs it holds
-  there (a placeholder Pod); the holds go when the attempt ends or fails to launch, and each
-  pass removes those whose attempt their launcher says does not live (after a restart).
-  Slurm keeps no holds yet: a Pod rota launches is not made known to Slurm
-  (docs/cohosting.md).
+  member that keeps holds (Kubernetes, Slurm) and reports one of its nodes is told the GPUs
+  it holds there (a placeholder Pod, a placeholder Slurm job); the holds go when the attempt
+  ends or fails to launch, and each pass removes those whose attempt their launcher says does
+  not live (after a restart). Slurm chooses a placeholder's GPUs itself: the attempt is
+  launched on those, and its status says so (``Status.placement``; after a restart,
+  ``adopt`` says where the handle was launched).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from rota.backends.base import (
 )
 from rota.backends.engines import asked_engines, engine_label, merge
 from rota.backends.holds import Keeper
-from rota.core import InvalidSpec, Job, Node, Placement
+from rota.core import InvalidSpec, Job, Node, Placement, ReplicaPlacement
 from rota.core.nodes import features_needed
 
 T = TypeVar("T")
@@ -85,6 +86,7 @@ class Several:
         self._reach: dict[str, Mapping[str, frozenset[str]]] | None = None
         self._offered: dict[str, str] = {}  # offer key -> the member that offered it
         self.holds = Keeper(self.members)
+        self._moved: set[tuple[str, int | None]] = set()  # launched elsewhere than placed
 
     @property
     def capabilities(self) -> Capabilities:
@@ -171,12 +173,14 @@ class Several:
             handle = member.launch(job, placement, spec, attempt)
             self.holds.before_launch(member.name, job, placement, handle.attempt or 0)
         else:
-            self.holds.before_launch(member.name, job, placement, attempt)
+            on = self.holds.before_launch(member.name, job, placement, attempt)
             try:
-                handle = member.launch(job, placement, spec, attempt)
+                handle = member.launch(job, on, spec, attempt)
             except BaseException:
                 self.holds.launch_failed(job, attempt)
                 raise
+            if on != placement:  # on the GPUs a holding engine chose: the status says so
+                self._moved.add((handle.job_id, attempt))
         self.holds.launched(handle)
         return handle
 
@@ -200,11 +204,17 @@ class Several:
 
     def adopt(self, handle: Handle) -> Status:
         status = self._of(handle).adopt(handle)
+        if self.holds.chosen(handle):
+            self._moved.add((handle.job_id, handle.attempt))
+            status = _as_launched(handle, status)
         self.holds.ended([handle], [status])
         return status
 
     def poll(self, handles: Sequence[Handle]) -> list[Status]:
         statuses = self._grouped(handles, lambda m, hs: m.poll(hs))
+        if self._moved:
+            statuses = [_as_launched(h, s) if (h.job_id, h.attempt) in self._moved else s
+                        for h, s in zip(handles, statuses)]
         self.holds.ended(handles, statuses)
         return statuses
 
@@ -236,6 +246,15 @@ class Several:
 
     def _having(self, protocol: type) -> list[Any]:
         return [m for m in self.members.values() if isinstance(m, protocol)]
+
+
+def _as_launched(handle: Handle, status: Status) -> Status:
+    """``status`` saying where the handle's replicas were launched, when its member does not
+    say (a launch moved to the GPUs a holding engine chose: ``rota.backends.holds``)."""
+    if status.placement is not None:
+        return status
+    return replace(status, placement=Placement(tuple(ReplicaPlacement(r.node, r.devices)
+                                                     for r in handle.replicas)))
 
 
 class _Offering:

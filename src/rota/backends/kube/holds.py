@@ -98,6 +98,7 @@ class KubeHolds:
     ``_start_holds`` when it is made). The holds made here are remembered until removed, so
     that ``unhold`` removes one the Pods' cache does not show yet."""
 
+    chooses_devices = False
     api: KubeApi
     pods: Any  # the Pods' informer
     config: Any
@@ -107,6 +108,8 @@ class KubeHolds:
         self._holds_made: dict[tuple[str, int], set[tuple[str, str]]] = {}
 
     def hold(self, job: Job, attempt: int, launcher: str, replicas: Sequence[ToHold]) -> None:
+        """Create each replica's placeholder Pod (an existing one is kept); the devices are
+        rota's (the device plugin cannot be told them): None."""
         namespace = project_namespace(self.config.namespace, job.project)
         for replica in replicas:
             body = hold_pod(job, attempt, launcher, replica, namespace, self.config.tolerate)
@@ -143,6 +146,17 @@ class KubeHolds:
             if r is not None and r.node == h.node and r.devices != h.devices:
                 self.api.merge_patch(f"{pods_path(pod.namespace)}/{pod.name}", {"metadata": {
                     "annotations": {ANNOTATION_DEVICES: ",".join(str(i) for i in r.devices)}}})
+
+    def live_attempts(self, attempts: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Those of ``attempts`` that one of rota's Pods (not a placeholder) of the cache
+        runs: not ended, not being deleted."""
+        live = set()
+        for pod in self.pods.items():
+            job, attempt = pod.labels.get(LABEL_JOB), pod.labels.get(LABEL_ATTEMPT) or ""
+            if job and attempt.isdigit() and LABEL_HOLD_FOR not in pod.labels \
+                    and not pod.terminal and not pod.deleting:
+                live.add((job, int(attempt)))
+        return live & set(attempts)
 
     def holds(self) -> list[Held]:
         return [h for pod in self.pods.items() if not pod.deleting and not pod.terminal

@@ -42,6 +42,7 @@ from rota.backends.base import Activity, Capabilities, Channel, Handle
 from rota.backends.slurm import interact, logs
 from rota.backends.slurm.attempts import AttemptFiles
 from rota.backends.slurm.handles import slurm_job
+from rota.backends.slurm.holds import SlurmHolds
 from rota.backends.slurm.launches import Launches
 from rota.backends.slurm.nodes import fractional_refusal, inventory
 from rota.backends.slurm.polls import Polls
@@ -52,8 +53,9 @@ from rota.backends.slurm.watch import SlurmWatcher
 from rota.core import InvalidSpec, Node
 
 
-class SlurmBackend(Launches, Polls):
-    """The Slurm ``Backend`` (module docstring), from its parts: ``Launches``, ``Polls``."""
+class SlurmBackend(Launches, Polls, SlurmHolds):
+    """The Slurm ``Backend`` (module docstring), from its parts: ``Launches``, ``Polls``,
+    ``SlurmHolds``."""
 
     # -- nodes -------------------------------------------------------------------------------
 
@@ -66,7 +68,7 @@ class SlurmBackend(Launches, Polls):
 
     def inventory(self) -> list[Node]:
         self._read_nodes()
-        jobs = self._queue()
+        jobs = self.not_held(self._queue())  # placeholders: rota's own (``holds``)
         found = inventory(self._slurm_nodes.values(), jobs, self.config.gpu_types,
                           self.config.resource_group, self._blocked, self.instance)
         return found.core_nodes()
