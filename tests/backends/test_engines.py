@@ -107,3 +107,18 @@ def test_a_placeholder_pod_reads_back_as_the_hold_it_was_made_for():
     assert held(pod_info(body)) == Held("7", 3, 1, "node1", (0, 2), "slurm")
     body["metadata"]["labels"].pop("rota.dev/hold-for")
     assert held(pod_info(body)) is None  # one of rota's own Pods, not a hold
+
+
+def test_an_attempt_is_launched_on_the_gpus_the_holding_engine_chose_for_each_rank():
+    from rota.backends.holds import given
+    from rota.core import MILLI, DeviceShare, Placement, ReplicaPlacement
+    placement = Placement((
+        ReplicaPlacement("node1", (DeviceShare(0, MILLI, 80_000), DeviceShare(1, MILLI, 80_000))),
+        ReplicaPlacement("node2", (DeviceShare(0, MILLI, 80_000),)),
+    ))
+    # Slurm gave rank 0 GPUs 2 and 3; rank 1 is on a node it does not hold
+    assert given(placement, {0: (2, 3)}) == Placement((
+        ReplicaPlacement("node1", (DeviceShare(2, MILLI, 80_000), DeviceShare(3, MILLI, 80_000))),
+        ReplicaPlacement("node2", (DeviceShare(0, MILLI, 80_000),)),
+    ))
+    assert given(placement, {0: (5,)}) == placement  # not as many as placed: left as placed

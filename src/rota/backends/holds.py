@@ -36,7 +36,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Mapping, Protocol, Sequence, runtime_checkable
 
-from rota.backends.base import Backend, Handle, ReplicaState, Status
+from rota.backends.base import Backend, BackendError, Handle, ReplicaState, Status
 from rota.core import MILLI, Job, Placement
 
 log = logging.getLogger("rota.holds")
@@ -219,7 +219,11 @@ class Keeper:
             member = self.members.get(launcher)
             if not keys or not isinstance(member, Attesting):
                 continue  # kept: no one can say that its attempt ended
-            alive = member.live_attempts(sorted(keys))
+            try:
+                alive = member.live_attempts(sorted(keys))
+            except BackendError as exc:  # asked again at the next pass
+                log.warning("cannot ask %s which attempts live: %s", launcher, exc)
+                continue
             with self._lock:
                 for key in sorted(keys - alive - self._launching - self._live):
                     log.info("removing the holds of attempt %s of job %s: %s does not run it",

@@ -30,6 +30,7 @@ import logging
 import threading
 from typing import Any, Sequence
 
+from rota.backends.base import BackendError
 from rota.backends.holds import Held, ToHold
 from rota.backends.kube.api import KubeApi, KubeError, pods_path
 from rota.backends.kube.names import (
@@ -120,7 +121,8 @@ class KubeHolds:
                 self.api.create(pods_path(namespace), body)
             except KubeError as exc:
                 if not exc.exists:
-                    raise
+                    raise BackendError("hold_failed", f"cannot create placeholder Pod "
+                                                      f"{namespace}/{name}: {exc}") from None
                 log.info("placeholder Pod %s/%s exists: kept", namespace, name)
 
     def unhold(self, job_id: str, attempt: int) -> None:
@@ -132,7 +134,10 @@ class KubeHolds:
                     and not pod.deleting:
                 names.add((pod.namespace, pod.name))
         for namespace, name in sorted(names):
-            self.api.delete(f"{pods_path(namespace)}/{name}", 0)
+            try:
+                self.api.delete(f"{pods_path(namespace)}/{name}", 0)
+            except KubeError as exc:  # a later pass's sweep removes it
+                log.warning("cannot delete placeholder Pod %s/%s: %s", namespace, name, exc)
 
     def moved(self, job_id: str, attempt: int, replicas: Sequence[ToHold]) -> None:
         """Each hold of the attempt on its replica's node annotated with that replica's
@@ -143,9 +148,13 @@ class KubeHolds:
             if h is None or (h.job_id, h.attempt) != (job_id, attempt) or pod.deleting:
                 continue
             r = at.get(h.rank)
-            if r is not None and r.node == h.node and r.devices != h.devices:
+            if r is None or r.node != h.node or r.devices == h.devices:
+                continue
+            try:
                 self.api.merge_patch(f"{pods_path(pod.namespace)}/{pod.name}", {"metadata": {
                     "annotations": {ANNOTATION_DEVICES: ",".join(str(i) for i in r.devices)}}})
+            except KubeError as exc:  # told again at the next poll
+                log.info("cannot annotate placeholder Pod %s: %s", pod.key, exc)
 
     def live_attempts(self, attempts: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
         """Those of ``attempts`` that one of rota's Pods (not a placeholder) of the cache

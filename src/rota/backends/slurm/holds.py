@@ -130,9 +130,14 @@ class SlurmHolds(SlurmView):
             names = self._holds_made.pop((job_id, attempt), set())
         names |= {hold_name(h.job_id, h.attempt, h.rank) for h in self._holds_seen
                   if (h.job_id, h.attempt) == (job_id, attempt)}
-        for job in self._mine(sorted(names)) if names else ():
-            if not job.phase.ended:
-                self._scancel(job.id, "its attempt ended")
+        if not names:
+            return
+        try:
+            for job in self._mine(sorted(names)):
+                if not job.phase.ended:
+                    self._scancel(job.id, "its attempt ended")
+        except BackendError as exc:  # a later pass's sweep cancels it
+            log.warning("cannot cancel the placeholders %s: %s", ", ".join(sorted(names)), exc)
 
     def holds(self) -> list[Held]:
         return list(self._holds_seen)
