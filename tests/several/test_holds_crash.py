@@ -1,13 +1,17 @@
-"""A control plane killed at every step of a Slurm launch on a node Kubernetes shares leaves no
-orphaned placeholder Pod and never two, against the real Slurm and Kubernetes fixtures.
+"""A control plane killed at every step of a cross-engine launch leaves no orphaned
+placeholder and never two, against the real Slurm and Kubernetes fixtures; and a Pod runs on
+the GPU Slurm gave its placeholder.
 
 A control plane in a subprocess (Slurm and Kubernetes as one composite backend) launches one
-replica on ``node1``, which both engines report, and kills itself with SIGKILL before one step
-of the Slurm launch: before ``sbatch`` (the placeholder Pod exists, no Slurm job does), before
-``handle.json``, before the release, or before the handle reaches the caller. A fresh
-composite (the restart) then sweeps and launches the same attempt: a placeholder whose
-attempt Slurm does not run is removed; one whose attempt Slurm runs is kept, the same Pod;
-the attempt ends with exactly one placeholder, which goes when the attempt is cancelled.
+replica on ``node1``, which both engines report, and kills itself with SIGKILL:
+- through Slurm, before one step of the Slurm launch: before ``sbatch`` (the placeholder Pod
+  exists, no Slurm job does), before ``handle.json``, before the release, or before the
+  handle reaches the caller;
+- through Kubernetes, before the Pods are made (the placeholder Slurm job runs) or after.
+A fresh composite (the restart) then sweeps and launches the same attempt: a placeholder whose
+attempt the other engine does not run is removed; one whose attempt it runs is kept, the same
+Pod or Slurm job; the attempt ends with exactly one placeholder, which goes when the attempt
+is cancelled.
 """
 
 from __future__ import annotations
@@ -174,6 +178,36 @@ def test_a_plane_killed_launching_a_pod_leaves_one_slurm_placeholder_or_none(
         finally:
             kube.close()
     finally:
+        left_over = [str(j.id) for j in placeholders(slurm_env, job_id)]
+        if left_over:
+            subprocess.run(["scancel", *left_over], env=slurm_env, capture_output=True)
+
+
+def test_a_pod_placed_on_gpu_3_runs_on_the_gpu_slurm_gave_its_placeholder(
+        kube_api, namespace, kwok_nodes, slurm_env, data_dir, job_id):
+    api = KubeApi(kube_api)
+    api.create(NODES, kwok_node(SHARED, gpus=4, group=namespace))
+    kwok_nodes.append(SHARED)
+    kube = kube_backend(namespace, default_image="busybox")
+    try:
+        plane = several([slurm_backend(data_dir), kube])
+        job = replace(rota_job(job_id), selector=((KUBE, "true"),))
+        plane.inventory()
+        handle = plane.launch(job, on((SHARED, 3)), run_spec(RUNNER, "/tmp"), attempt=0)
+        (held,) = placeholders(slurm_env, job_id)
+        chosen = [i for a in held.allocations for g in a.gres if g.name == "gpu"
+                  for i in g.indices]
+        assert len(chosen) == 1  # Slurm's pick, GPU 3 or another
+        assert [d.index for d in handle.replicas[0].devices] == chosen
+        pod = api.get(f"{pods_path(namespace)}/rota-{job_id}-0-0")
+        assert pod["metadata"]["annotations"]["rota.dev/devices"] == str(chosen[0])
+        status = plane.poll([handle])[0]
+        assert [d.index for d in status.placement.replicas[0].devices] == chosen
+        plane.cancel(handle, 0.0)
+        status_of(plane, handle, lambda s: s.state is not R.RUNNING, "the Pod to end")
+        wait(lambda: not placeholders(slurm_env, job_id), "the placeholder cancelled")
+    finally:
+        kube.close()
         left_over = [str(j.id) for j in placeholders(slurm_env, job_id)]
         if left_over:
             subprocess.run(["scancel", *left_over], env=slurm_env, capture_output=True)
