@@ -94,21 +94,6 @@ def test_a_hold_covers_the_whole_gpus_of_the_replicas_on_the_nodes_the_holder_re
     assert to_hold(placement, frozenset()) == []
 
 
-def test_a_placeholder_pod_reads_back_as_the_hold_it_was_made_for():
-    from rota.backends.holds import Held, ToHold
-    from rota.backends.kube.holds import hold_pod, held
-    from rota.backends.kube.podinfo import pod_info
-    seven = job("7").gpus(2).build()
-    body = hold_pod(seven, 3, "slurm", ToHold(1, "node1", (0, 2)), "rota", ("nvidia.com/gpu",))
-    assert body["metadata"]["name"] == "rota-hold-7-3-1"
-    assert body["spec"]["nodeName"] == "node1"
-    assert body["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
-    body["metadata"]["uid"] = "u1"
-    assert held(pod_info(body)) == Held("7", 3, 1, "node1", (0, 2), "slurm")
-    body["metadata"]["labels"].pop("rota.dev/hold-for")
-    assert held(pod_info(body)) is None  # one of rota's own Pods, not a hold
-
-
 def test_an_attempt_is_launched_on_the_gpus_the_holding_engine_chose_for_each_rank():
     from rota.backends.holds import given
     from rota.core import MILLI, DeviceShare, Placement, ReplicaPlacement

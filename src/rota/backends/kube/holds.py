@@ -28,15 +28,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rota.backends.base import BackendError
 from rota.backends.holds import Held, ToHold
+from rota.backends.kube import hami
 from rota.backends.kube.api import KubeApi, KubeError, pods_path
 from rota.backends.kube.names import (
     ANNOTATION_DEVICES, GPU_RESOURCE, LABEL_ATTEMPT, LABEL_JOB, LABEL_RANK, PREFIX,
     SCHEDULER_NAME, label_value, project_namespace,
 )
+from rota.backends.kube.nodes import Grain, KubeNode
 from rota.backends.kube.podinfo import PodInfo
 from rota.core import InvalidSpec, Job
 
@@ -57,10 +59,12 @@ def hold_name(job_id: str, attempt: int, rank: int) -> str:
 
 
 def hold_pod(job: Job, attempt: int, launcher: str, replica: ToHold, namespace: str,
-             tolerations: Sequence[str]) -> dict[str, Any]:
-    """The placeholder Pod of one replica (module docstring)."""
+             tolerations: Sequence[str], node: KubeNode | None = None,
+             now_s: float = 0.0) -> dict[str, Any]:
+    """The placeholder Pod of one replica (module docstring); on a HAMi ``node``, with HAMi's
+    record of a finished allocation of those devices instead of ``nvidia.com/gpu``."""
     gpus = str(len(replica.devices))
-    return {
+    body = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": hold_name(str(job.id), attempt, replica.rank), "namespace": namespace,
@@ -81,6 +85,29 @@ def hold_pod(job: Job, attempt: int, launcher: str, replica: ToHold, namespace: 
                 "resources": {"requests": {GPU_RESOURCE: gpus}, "limits": {GPU_RESOURCE: gpus}},
                 "securityContext": {"allowPrivilegeEscalation": False,
                                     "capabilities": {"drop": ["ALL"]}}}]}}
+    if node is not None and node.grain is Grain.DEVICE:
+        _on_hami(body, node, replica, now_s)
+    return body
+
+
+def _on_hami(body: dict[str, Any], node: KubeNode, replica: ToHold, now_s: float) -> None:
+    """HAMi counts a node's devices from its Pods' allocation annotations, and its device
+    plugin serves only Pods its own scheduler placed: the placeholder carries a finished
+    allocation of the whole devices (all their memory, all their cores) and asks for no
+    ``nvidia.com/gpu``, which HAMi counts in slots of a device, not in devices."""
+    by_index = {d.index: d for d in node.node.devices}
+    missing = [i for i in replica.devices if i not in by_index]
+    if missing:
+        raise InvalidSpec("placement.devices", f"node {node.node.name} has no device "
+                                               f"{missing[0]}")
+    chosen = [hami.ContainerDevice(uuid=by_index[i].uuid, memory_mib=by_index[i].memory_mib,
+                                   cores=hami.FULL_CORES) for i in replica.devices]
+    annotations = hami.allocation_annotations(node.node.name, [chosen], now_s)
+    annotations[hami.TO_ALLOCATE] = hami.encode_pod_devices([[]])  # allocated, as HAMi leaves it
+    annotations[hami.BIND_PHASE] = hami.PHASE_SUCCESS
+    body["metadata"]["annotations"].update(annotations)
+    body["metadata"]["labels"].update(hami.allocation_labels(node.node.name))
+    del body["spec"]["containers"][0]["resources"]
 
 
 def held(pod: PodInfo) -> Held | None:
@@ -103,6 +130,9 @@ class KubeHolds:
     api: KubeApi
     pods: Any  # the Pods' informer
     config: Any
+    clock: Callable[[], float]
+
+    def node(self, name: str) -> KubeNode | None: ...
 
     def _start_holds(self) -> None:
         self._holds_lock = threading.Lock()
@@ -113,7 +143,8 @@ class KubeHolds:
         rota's (the device plugin cannot be told them): None."""
         namespace = project_namespace(self.config.namespace, job.project)
         for replica in replicas:
-            body = hold_pod(job, attempt, launcher, replica, namespace, self.config.tolerate)
+            body = hold_pod(job, attempt, launcher, replica, namespace, self.config.tolerate,
+                            self.node(replica.node), self.clock())
             name = body["metadata"]["name"]
             with self._holds_lock:
                 self._holds_made.setdefault((str(job.id), attempt), set()).add((namespace, name))
