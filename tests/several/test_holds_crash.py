@@ -133,7 +133,7 @@ plane = several([slurm_backend(data_dir), Dying(KubeConfig(
     default_image="busybox", node_selector=f"rota.dev/test-group={namespace}"))])
 plane.inventory()
 job = replace(rota_job(job_id), selector=(("rota.dev/engine-kubernetes", "true"),))
-plane.launch(job, on(("node1", 0)), run_spec(sys.argv[6], "/tmp"), attempt=0)
+plane.launch(job, on(("node1", 3)), run_spec(sys.argv[6], "/tmp"), attempt=0)
 """
 
 
@@ -160,7 +160,7 @@ def test_a_plane_killed_launching_a_pod_leaves_one_slurm_placeholder_or_none(
         try:
             plane = several([slurm_backend(data_dir), kube])
             job = replace(rota_job(job_id), selector=((KUBE, "true"),))
-            placement = on((SHARED, 0))
+            placement = on((SHARED, 3))
             plane.inventory()  # the restart's first pass sweeps
             if where == "before-pods":  # no Pod runs the attempt: its placeholder goes
                 wait(lambda: not placeholders(slurm_env, job_id), "the orphan cancelled")
@@ -172,6 +172,9 @@ def test_a_plane_killed_launching_a_pod_leaves_one_slurm_placeholder_or_none(
             (held,) = placeholders(slurm_env, job_id)  # one, never two
             if where == "after-pods":
                 assert held.id == left.id
+            chosen = [i for a in held.allocations for g in a.gres if g.name == "gpu"
+                      for i in g.indices]  # where the Pod runs: on Slurm's GPU, found again
+            assert [d.index for d in handle.replicas[0].devices] == chosen
             plane.cancel(handle, 0.0)
             status_of(plane, handle, lambda s: s.state is not R.RUNNING, "the Pod to end")
             wait(lambda: not placeholders(slurm_env, job_id), "the placeholder cancelled")

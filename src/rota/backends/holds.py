@@ -206,6 +206,14 @@ class Keeper:
                            for h in member.holds())
                    for name, member in self.holding.items())
 
+    def held_placement(self, job: Job, placement: Placement, attempt: int) -> Placement:
+        """``placement`` on the GPUs that holding engines which pick them gave the attempt's
+        holds (where it was launched, found again after a restart)."""
+        chosen = {h.rank: h.devices for m in self.holding.values() if m.chooses_devices
+                  for h in m.holds() if (h.job_id, h.attempt) == (str(job.id), attempt)
+                  and h.devices}
+        return given(placement, chosen) if chosen else placement
+
     def sweep(self) -> None:
         """Remove the holds whose attempt their launcher says does not live."""
         held: dict[str, set[Attempt]] = {}

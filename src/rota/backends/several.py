@@ -195,10 +195,13 @@ class Several:
         reach = self._reach or {}
         others = [m for name, m in self.members.items() if m not in first
                   and all(name in reach.get(n, {}) for n in nodes)]
+        on = self.holds.held_placement(job, placement, attempt)
         for member in first + others:
-            found = member.recover(job, placement, attempt)
+            found = member.recover(job, on, attempt)
             if found is not None:
                 self.holds.launched(found)
+                if on != placement:  # launched on the GPUs a holding engine chose
+                    self._moved.add((found.job_id, found.attempt))
                 return found
         return None
 
