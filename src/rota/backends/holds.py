@@ -25,7 +25,9 @@ Invariants (``Keeper``):
   the hold and the launch, or while the attempt ended), the hold is removed (``sweep``). A
   hold whose launcher cannot say is kept: one GPU held too long, never one with two owners;
 - a hold is made at most once per (attempt, rank): its name is derived from them, so that a
-  second launch of the same attempt (after a restart) finds it and makes no other.
+  second launch of the same attempt (after a restart) finds it and makes no other; an
+  attempt found again after a restart is looked for on the GPUs its holds were given
+  (``held_placement``).
 Only whole GPUs are held: a fractional share of a GPU is not told to the other engine.
 """
 

@@ -37,8 +37,8 @@ name of its own, in the order they were named: ``rota up --backend slurm,kuberne
   it holds there (a placeholder Pod, a placeholder Slurm job); the holds go when the attempt
   ends or fails to launch, and each pass removes those whose attempt their launcher says does
   not live (after a restart). Slurm chooses a placeholder's GPUs itself: the attempt is
-  launched on those, and its status says so (``Status.placement``; after a restart,
-  ``adopt`` says where the handle was launched).
+  launched on those, and its status says so (``Status.placement``); after a restart,
+  ``recover`` looks for it there and ``adopt`` says where its handle was launched.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 from rota.backends.base import (
     Activity, Backend, BackendError, Capabilities, Channel, EarlyEnding, Handle, Interactive,
-    LaunchSpec, Offer, Offering, Status, Succeeding, offer_key,
+    LaunchSpec, Offer, Offering, ReplicaState, Status, Succeeding, offer_key,
 )
 from rota.backends.engines import asked_engines, engine_label, merge
 from rota.backends.holds import Keeper
@@ -218,6 +218,8 @@ class Several:
         if self._moved:
             statuses = [_as_launched(h, s) if (h.job_id, h.attempt) in self._moved else s
                         for h, s in zip(handles, statuses)]
+            self._moved -= {(h.job_id, h.attempt) for h, s in zip(handles, statuses)
+                            if s.state is not ReplicaState.RUNNING}
         self.holds.ended(handles, statuses)
         return statuses
 
