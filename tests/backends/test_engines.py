@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from builders import node
+from builders import job, node
 from rota.backends.engines import ENGINE_LABEL, asked_engines, merge
 from rota.core.nodes import CONTAINERS, GPU_SHARING, SIGNALS
 
@@ -78,3 +78,32 @@ def test_foreign_work_on_devices_the_first_report_lacks_keeps_only_the_devices_i
 ], ids=["none", "kubernetes", "slurm-beside-another-label", "not-true"])
 def test_a_selector_asks_for_engines_by_their_label(selector, engines):
     assert asked_engines(selector) == engines
+
+
+# -- holds: what a replica holds on another engine (rota.backends.holds, kube.holds) ---------
+
+def test_a_hold_covers_the_whole_gpus_of_the_replicas_on_the_nodes_the_holder_reports():
+    from rota.backends.holds import ToHold, to_hold
+    from rota.core import MILLI, DeviceShare, Placement, ReplicaPlacement
+    placement = Placement((
+        ReplicaPlacement("node1", (DeviceShare(0, MILLI, 80_000), DeviceShare(2, MILLI, 80_000))),
+        ReplicaPlacement("node2", (DeviceShare(1, MILLI, 80_000),)),
+        ReplicaPlacement("node1", (DeviceShare(3, 500, 40_000),)),  # a fraction: not held
+    ))
+    assert to_hold(placement, frozenset({"node1"})) == [ToHold(0, "node1", (0, 2))]
+    assert to_hold(placement, frozenset()) == []
+
+
+def test_an_attempt_is_launched_on_the_gpus_the_holding_engine_chose_for_each_rank():
+    from rota.backends.holds import given
+    from rota.core import MILLI, DeviceShare, Placement, ReplicaPlacement
+    placement = Placement((
+        ReplicaPlacement("node1", (DeviceShare(0, MILLI, 80_000), DeviceShare(1, MILLI, 80_000))),
+        ReplicaPlacement("node2", (DeviceShare(0, MILLI, 80_000),)),
+    ))
+    # Slurm gave rank 0 GPUs 2 and 3; rank 1 is on a node it does not hold
+    assert given(placement, {0: (2, 3)}) == Placement((
+        ReplicaPlacement("node1", (DeviceShare(2, MILLI, 80_000), DeviceShare(3, MILLI, 80_000))),
+        ReplicaPlacement("node2", (DeviceShare(0, MILLI, 80_000),)),
+    ))
+    assert given(placement, {0: (5,)}) == placement  # not as many as placed: left as placed

@@ -29,4 +29,5 @@ def _load(suite: str):
 _kube, _slurm = _load("kube"), _load("slurm")
 kube_api, core, namespace, kwok_nodes = _kube.kube_api, _kube.core, _kube.namespace, \
     _kube.kwok_nodes
-slurm_env = _slurm.slurm_env
+slurm_env, slurm, job_id, data_dir, leftovers = (_slurm.slurm_env, _slurm.slurm, _slurm.job_id,
+                                                 _slurm.data_dir, _slurm.leftovers)

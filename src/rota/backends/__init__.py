@@ -64,7 +64,9 @@ Several backends at once, over the same machines:
 - ``several``: one backend made of several members (Slurm and Kubernetes, and local): each
   launch through one member, everything about it routed back to that member;
 - ``engines``: the members' reports of the same machines made one inventory, with which
-  members reach each node.
+  members reach each node;
+- ``holds``: each member told what rota runs through another one on the nodes they share
+  (placeholders), kept crash-safe.
 """
 
 from rota.backends.base import (

@@ -32,9 +32,13 @@ name of its own, in the order they were named: ``rota up --backend slurm,kuberne
   exactly when a member implements them, so the control loop treats the composite as it would
   treat its members.
 
-Not yet: a launch through one engine is not made known to the others (no placeholder jobs),
-so work started directly on one engine may take GPUs that rota placed a job on through another
-until the next inventory shows it (docs/cohosting.md).
+- **Holds** (``rota.backends.holds``): before a member launches an attempt, every other
+  member that keeps holds (Kubernetes, Slurm) and reports one of its nodes is told the GPUs
+  it holds there (a placeholder Pod, a placeholder Slurm job); the holds go when the attempt
+  ends or fails to launch, and each pass removes those whose attempt their launcher says does
+  not live (after a restart). Slurm chooses a placeholder's GPUs itself: the attempt is
+  launched on those, and its status says so (``Status.placement``); after a restart,
+  ``recover`` looks for it there and ``adopt`` says where its handle was launched.
 """
 
 from __future__ import annotations
@@ -45,10 +49,11 @@ from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 from rota.backends.base import (
     Activity, Backend, BackendError, Capabilities, Channel, EarlyEnding, Handle, Interactive,
-    LaunchSpec, Offer, Offering, Status, Succeeding, offer_key,
+    LaunchSpec, Offer, Offering, ReplicaState, Status, Succeeding, offer_key,
 )
 from rota.backends.engines import asked_engines, engine_label, merge
-from rota.core import InvalidSpec, Job, Node, Placement
+from rota.backends.holds import Keeper
+from rota.core import InvalidSpec, Job, Node, Placement, ReplicaPlacement
 from rota.core.nodes import features_needed
 
 T = TypeVar("T")
@@ -80,6 +85,8 @@ class Several:
         self.members: dict[str, Backend] = dict(zip(names, members))
         self._reach: dict[str, Mapping[str, frozenset[str]]] | None = None
         self._offered: dict[str, str] = {}  # offer key -> the member that offered it
+        self.holds = Keeper(self.members)
+        self._moved: set[tuple[str, int | None]] = set()  # launched elsewhere than placed
 
     @property
     def capabilities(self) -> Capabilities:
@@ -99,8 +106,15 @@ class Several:
     # inventory and the choice of a launch's member
 
     def inventory(self) -> list[Node]:
-        merged = merge([(name, m.inventory()) for name, m in self.members.items()])
+        reports = [(name, m.inventory()) for name, m in self.members.items()]
+        merged = merge(reports)
         self._reach = dict(merged.reach)
+        by_node: dict[str, set[str]] = {}
+        for name, nodes in reports:
+            for node in nodes:
+                by_node.setdefault(node.name, set()).add(name)
+        self.holds.reported({n: frozenset(m) for n, m in by_node.items()})
+        self.holds.sweep()
         return list(merged.nodes)
 
     def member_for(self, job: Job, placement: Placement) -> Backend:
@@ -153,7 +167,22 @@ class Several:
 
     def launch(self, job: Job, placement: Placement, spec: LaunchSpec,
                attempt: int | None = None) -> Handle:
-        return self.member_for(job, placement).launch(job, placement, spec, attempt)
+        """Through ``member_for``'s member, the other members holding its GPUs first."""
+        member = self.member_for(job, placement)
+        if attempt is None:  # the member numbers it: the holds follow the launch
+            handle = member.launch(job, placement, spec, attempt)
+            self.holds.before_launch(member.name, job, placement, handle.attempt or 0)
+        else:
+            on = self.holds.before_launch(member.name, job, placement, attempt)
+            try:
+                handle = member.launch(job, on, spec, attempt)
+            except BaseException:
+                self.holds.launch_failed(job, attempt)
+                raise
+            if on != placement:  # on the GPUs a holding engine chose: the status says so
+                self._moved.add((handle.job_id, attempt))
+        self.holds.launched(handle)
+        return handle
 
     def recover(self, job: Job, placement: Placement, attempt: int) -> Handle | None:
         """The attempt, asked of every member that reaches the placement (the inventory may
@@ -166,17 +195,33 @@ class Several:
         reach = self._reach or {}
         others = [m for name, m in self.members.items() if m not in first
                   and all(name in reach.get(n, {}) for n in nodes)]
+        on = self.holds.held_placement(job, placement, attempt)
         for member in first + others:
-            found = member.recover(job, placement, attempt)
+            found = member.recover(job, on, attempt)
             if found is not None:
+                self.holds.launched(found)
+                if on != placement:  # launched on the GPUs a holding engine chose
+                    self._moved.add((found.job_id, found.attempt))
                 return found
         return None
 
     def adopt(self, handle: Handle) -> Status:
-        return self._of(handle).adopt(handle)
+        status = self._of(handle).adopt(handle)
+        if self.holds.chosen(handle):
+            self._moved.add((handle.job_id, handle.attempt))
+            status = _as_launched(handle, status)
+        self.holds.ended([handle], [status])
+        return status
 
     def poll(self, handles: Sequence[Handle]) -> list[Status]:
-        return self._grouped(handles, lambda m, hs: m.poll(hs))
+        statuses = self._grouped(handles, lambda m, hs: m.poll(hs))
+        if self._moved:
+            statuses = [_as_launched(h, s) if (h.job_id, h.attempt) in self._moved else s
+                        for h, s in zip(handles, statuses)]
+            self._moved -= {(h.job_id, h.attempt) for h, s in zip(handles, statuses)
+                            if s.state is not ReplicaState.RUNNING}
+        self.holds.ended(handles, statuses)
+        return statuses
 
     def activity(self, handles: Sequence[Handle]) -> list[Activity]:
         return self._grouped(handles, lambda m, hs: m.activity(hs))
@@ -206,6 +251,15 @@ class Several:
 
     def _having(self, protocol: type) -> list[Any]:
         return [m for m in self.members.values() if isinstance(m, protocol)]
+
+
+def _as_launched(handle: Handle, status: Status) -> Status:
+    """``status`` saying where the handle's replicas were launched, when its member does not
+    say (a launch moved to the GPUs a holding engine chose: ``rota.backends.holds``)."""
+    if status.placement is not None:
+        return status
+    return replace(status, placement=Placement(tuple(ReplicaPlacement(r.node, r.devices)
+                                                     for r in handle.replicas)))
 
 
 class _Offering:

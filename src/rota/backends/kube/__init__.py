@@ -3,7 +3,7 @@ translations it is made of.
 
 The translations do no I/O and import no ``kubernetes`` client: ``api`` is the only module
 that imports it, on first use, and only ``api``, ``informer``, ``lock``, ``tokens``,
-``launch``, ``streams`` and ``backend`` make requests (``streams`` opens WebSockets with the
+``launch``, ``streams``, ``holds`` and ``backend`` make requests (``streams`` opens WebSockets with the
 client's configuration).
 
 Pure translations:
@@ -28,6 +28,7 @@ What talks to the API server:
 - ``lock``: HAMi's node lock, taken and released as HAMi's scheduler does;
 - ``tokens``: the Secret that holds an attempt's API token, which its Pods read (never a value
   in a Pod);
+- ``holds``: placeholder Pods that hold a node's GPUs for rota's attempts on another engine;
 - ``launch``: starting one attempt as a gang of Pods, all bound or none, and finding it again;
 - ``streams``: a command run in a Pod's container (``pods/exec``) and a connection to a
   Pod's port (``pods/portforward``), each a duplex ``Channel`` over the API server;

@@ -53,6 +53,7 @@ from rota.backends.base import (
 )
 from rota.backends.kube.api import NODES, KubeApi, KubeError, connect, pods_path
 from rota.backends.kube import lock, streams, tokens
+from rota.backends.kube.holds import KubeHolds
 from rota.backends.kube.informer import Informer
 from rota.backends.kube.launch import BACKEND, Launcher, Settings
 from rota.backends.kube.names import (
@@ -92,7 +93,7 @@ class KubeConfig:
     uid: int = DEFAULT_UID            # the uid of jobs without an OS account, or root's
 
 
-class KubeBackend:
+class KubeBackend(KubeHolds):
     name = BACKEND
 
     def __init__(self, config: KubeConfig, api: KubeApi | None = None,
@@ -110,6 +111,7 @@ class KubeBackend:
         self._refused: dict[str, str] = {}     # uid -> the refusal last written on it
         self._secrets: set[tuple[str, str, int]] = set()  # (namespace, job, attempt) running
         self._check()
+        self._start_holds()  # placeholder Pods for other engines' attempts (``holds``)
         self.nodes: Informer[KubeNode] = Informer(self.api, NODES, self._parse_node,
                                                   self._node_changed, name="nodes",
                                                   selector=config.node_selector)

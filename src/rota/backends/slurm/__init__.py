@@ -40,5 +40,7 @@ The backend and what it runs:
 - ``release``: releasing held jobs in batches, off the control loop's thread;
 - ``watch``: waking the control loop soon after one of rota's Slurm jobs changes state;
 - ``logs``: the attempts' output on the filesystem the nodes share with rota;
-- ``interact``: commands (``srun --jobid --overlap``) and ports inside a running attempt.
+- ``interact``: commands (``srun --jobid --overlap``) and ports inside a running attempt;
+- ``holds``: placeholder jobs that hold a node's GPUs for rota's attempts on another engine,
+  and give them the indices Slurm chose.
 """

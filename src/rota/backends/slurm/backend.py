@@ -42,17 +42,20 @@ from rota.backends.base import Activity, Capabilities, Channel, Handle
 from rota.backends.slurm import interact, logs
 from rota.backends.slurm.attempts import AttemptFiles
 from rota.backends.slurm.handles import slurm_job
+from rota.backends.slurm.holds import SlurmHolds
 from rota.backends.slurm.launches import Launches
 from rota.backends.slurm.nodes import fractional_refusal, inventory
 from rota.backends.slurm.polls import Polls
 from rota.backends.slurm.release import Releaser
+from rota.backends.slurm.states import attempt_name, owner
 from rota.backends.slurm.summary import describe
 from rota.backends.slurm.watch import SlurmWatcher
 from rota.core import InvalidSpec, Node
 
 
-class SlurmBackend(Launches, Polls):
-    """The Slurm ``Backend`` (module docstring), from its parts: ``Launches``, ``Polls``."""
+class SlurmBackend(Launches, Polls, SlurmHolds):
+    """The Slurm ``Backend`` (module docstring), from its parts: ``Launches``, ``Polls``,
+    ``SlurmHolds``."""
 
     # -- nodes -------------------------------------------------------------------------------
 
@@ -65,7 +68,7 @@ class SlurmBackend(Launches, Polls):
 
     def inventory(self) -> list[Node]:
         self._read_nodes()
-        jobs = self._queue()
+        jobs = self.not_held(self._queue())  # placeholders: rota's own (``holds``)
         found = inventory(self._slurm_nodes.values(), jobs, self.config.gpu_types,
                           self.config.resource_group, self._blocked, self.instance)
         return found.core_nodes()
@@ -127,6 +130,14 @@ class SlurmBackend(Launches, Polls):
                                                        for e in due.values()])}
         self._confirmed(listed, list(due))
         return [e.handle for i, e in due.items() if self.early.get(i) is not None]
+
+    def live_attempts(self, attempts: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Those of ``attempts`` (job id, attempt) that Slurm lists as this control plane's
+        and not ended (one ``squeue`` of their names): what ``rota.backends.holds`` asks."""
+        names = [attempt_name(job_id, attempt) for job_id, attempt in attempts]
+        found = {owner(j.name, j.comment, self.instance) for j in self._named(names)
+                 if not j.phase.ended}
+        return {a for a in found if a is not None} & set(attempts)
 
     def _confirmed(self, states: dict[int, str], asked: list[int]) -> None:
         """Slurm listed ``asked`` as ``states``: the reported ends it confirms are forgotten,
