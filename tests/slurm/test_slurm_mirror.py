@@ -26,7 +26,9 @@ def test_a_plain_job_is_in_the_inventory_as_soon_as_it_starts_and_gone_when_it_e
                               "--job-name=plain-mirror", "--output=/dev/null",
                               "--wrap", "sleep 300"])
         holder = f"slurm job {plain} (root)"
-        try:
+        try:  # Slurm may first have to wait for GPUs an earlier test's jobs still hold
+            poll(lambda: (j := slurm.job(plain)) is not None and j.state == "RUNNING",
+                 "Slurm to run the plain job", timeout=300.0, every=0.2)
             [held] = wait(lambda: holding(server, "node2", holder), "rota to see the plain job")
             assert held["gpus"] == 2
         finally:

@@ -238,7 +238,8 @@ class KubeBackend(KubeHolds):
             labels = dict(node.labels)
             if kube.grain is Grain.DEVICE and node.devices:
                 labels[LABEL_GPU_SHARING] = "hami"
-            why = self._lock_stuck(kube)
+            why = lock.stuck_reason(kube.hami_lock, self.clock(), self.config.lock_wait_s,
+                                    lambda key: self.pods.get(key) is not None)
             if why:
                 node = replace(node, devices=tuple(replace(d, healthy=False, problem=why)
                                                    for d in node.devices))
@@ -247,17 +248,6 @@ class KubeBackend(KubeHolds):
                                foreign=foreign_usage(kube, by_node.get(node.name, ()),
                                                      self._held_by_rota)))
         return out
-
-    def _lock_stuck(self, kube: KubeNode) -> str:
-        """Why no GPU of the node may be offered while HAMi's device plugin keeps its node
-        lock (``lock.stuck``) for a Pod that still exists; "" when it does not."""
-        held = lock.stuck(kube.hami_lock, self.clock(), self.config.lock_wait_s)
-        if held is None or self.pods.get(f"{held[0]}/{held[1]}") is None:
-            return ""
-        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(held[2]))
-        return (f"HAMi's device plugin has not released the node lock it was given for Pod "
-                f"{held[0]}/{held[1]} at {since}: it does not serve this node (no GPU is "
-                f"offered here until it does, or the lock expires)")
 
     def _held_by_rota(self, pod: PodInfo) -> tuple[int, ...] | None:
         """The device indices one of rota's own Pods holds; None for a foreign Pod."""

@@ -112,6 +112,20 @@ def stuck(value: str, now_s: float, after_s: float) -> tuple[str, str, float] | 
     return (namespace, pod, when.timestamp()) if after_s < held <= LOCK_EXPIRY_S else None
 
 
+def stuck_reason(value: str, now_s: float, after_s: float,
+                 exists: Callable[[str], bool]) -> str:
+    """Why no GPU of a node may be offered while HAMi's device plugin keeps its node lock
+    ``value`` (``stuck``) for a Pod that still exists (``exists("namespace/name")``); "" when
+    it does not."""
+    held = stuck(value, now_s, after_s)
+    if held is None or not exists(f"{held[0]}/{held[1]}"):
+        return ""
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(held[2]))
+    return (f"HAMi's device plugin has not released the node lock it was given for Pod "
+            f"{held[0]}/{held[1]} at {since}: it does not serve this node (no GPU is "
+            f"offered here until it does, or the lock expires)")
+
+
 def _gone(api: KubeApi, namespace: str, pod: str) -> bool:
     try:
         api.get(f"{pods_path(namespace)}/{pod}")
