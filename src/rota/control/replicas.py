@@ -84,7 +84,8 @@ class ServiceState:
                                     / RATE_WINDOW_S, 3),
             "cold_starts": self.cold_starts, "last_cold_start": self.last_cold_start,
             "jobs": [{"id": r.job_id, "state": str(r.record.state), "ready": r.ready,
-                      "loading": r.loading, "endpoint": r.endpoint, "in_flight": r.in_flight, "draining": r.draining}
+                      "loading": r.loading, "endpoint": r.endpoint, "in_flight": r.in_flight,
+                      "draining": r.draining}
                      for r in self.replicas.values()],
         }
 

@@ -11,8 +11,8 @@ It lives in the control plane's process, between two threads:
   from the store, asks the backend where each running replica listens (``Backend.endpoint``),
   probes its readiness path, keeps the replicas that load out of preemption
   (``rota.control.replicas``), samples each service's concurrency (in flight + waiting),
-  decides the replicas it should have (``rota.core.serving.desired_replicas``), and submits or cancels
-  replica jobs through the store like any job, waking the control loop: a replica is scheduled,
+  decides the replicas it should have (``rota.core.serving.desired_replicas``), and submits or
+  cancels replica jobs through the store like any job, waking the control loop: a replica is scheduled,
   preempts or waits on quota as any pending job does, and ``rota show`` explains it.
 
 A window of ``idle`` not yet seen whole (the runtime just started, after a restart of the
