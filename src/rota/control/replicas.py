@@ -78,7 +78,8 @@ class ServiceState:
             "user": self.record.user, "models": list(s.models),
             "replicas": {"min": s.min_replicas, "max": s.max_replicas, "desired": self.desired,
                          "live": len(live), "ready": sum(r.ready for r in live)},
-            "target": s.target, "idle_s": s.idle_s, "in_flight": self.in_flight,
+            "target": s.target, "idle_s": s.idle_s, "headroom": s.headroom,
+            "load_s": s.load_s, "in_flight": self.in_flight,
             "queued": len(self.waiting), "requests": self.requests,
             "requests_per_s": round(sum(1 for t in self.arrived_at if t > now - RATE_WINDOW_S)
                                     / RATE_WINDOW_S, 3),
