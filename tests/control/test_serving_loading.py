@@ -74,7 +74,8 @@ def test_a_loading_replica_is_not_a_victim_until_it_is_ready(store, loop, runtim
     assert store.get_job(replica).state is S.RUNNING
     waiting = store.get_job(train)
     assert waiting.state is S.PENDING
-    assert ReasonCode.NOT_PREEMPTIBLE in {r.code for r in waiting.wait_reasons}
+    (why,) = [r for r in waiting.wait_reasons if r.code is ReasonCode.NOT_PREEMPTIBLE]
+    assert why.detail == replica  # it names the loading replica
 
     ready["answer"] = True  # the weights are loaded
     runtime.tick()
