@@ -12,8 +12,8 @@ It lives in the control plane's process, between two threads:
   probes its readiness path, keeps the replicas that load out of preemption
   (``rota.control.replicas``), samples each service's concurrency (in flight + waiting),
   decides the replicas it should have (``rota.core.serving.desired_replicas``), and submits or
-  cancels replica jobs through the store like any job, waking the control loop: a replica is scheduled,
-  preempts or waits on quota as any pending job does, and ``rota show`` explains it.
+  cancels replica jobs through the store like any job, waking the control loop: a replica is
+  scheduled, preempts or waits on quota as any pending job does, and ``rota show`` explains it.
 
 A window of ``idle`` not yet seen whole (the runtime just started, after a restart of the
 control plane) never scales a service down: the replicas that kept running go on serving.
@@ -21,8 +21,7 @@ control plane) never scales a service down: the replicas that kept running go on
 Replicas that fail are replaced after a back-off (1 s, doubling up to a minute, reset by a replica
 that became ready), so that a broken command does not spin. A replica is stopped only when no
 request is in flight on it and it is not loading; it is taken out of the choice first
-(draining). Replicas of a
-service that no longer exists are cancelled.
+(draining). Replicas of a service that no longer exists are cancelled.
 
 Nothing here is durable except through the store: after a restart, replicas are found again by
 their label (``rota.store.services.SERVICE_LABEL``) and probed again before they serve.
