@@ -230,3 +230,14 @@ def test_a_streamed_request_refused_at_once_is_an_ordinary_503(gw):
     refused = gw.post("/v1/chat/completions", json=ask, headers=gw.who["alice"])
     assert refused.status_code == 503 and int(refused.headers["Retry-After"]) > 0
     assert refused.json()["error"]["code"] == "no_ready_replica"
+
+
+def test_a_service_shows_its_headroom_and_load_time(gw):
+    body = service(service={"models": ["tiny"], "replicas": {"min": 0, "max": 2},
+                            "headroom": 1, "load": "10m"})
+    assert gw.post("/v1/services", json=body, headers=gw.who["alice"]).status_code == 201
+    shown = gw.get("/v1/services/tiny", headers=gw.who["alice"]).json()
+    assert (shown["headroom"], shown["load_s"]) == (1, 600.0)
+    gw.serving.tick()  # the runtime's view says the same
+    shown = gw.get("/v1/services/tiny", headers=gw.who["alice"]).json()
+    assert (shown["headroom"], shown["load_s"]) == (1, 600.0)

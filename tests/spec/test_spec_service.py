@@ -21,6 +21,10 @@ def test_a_service_file_gives_its_settings():
     s = spec.service.settings()
     assert (s.models, s.min_replicas, s.max_replicas, s.target, s.idle_s, s.timeout_s,
             s.readiness, s.port) == (("tiny",), 0, 2, 4, 120.0, 30.0, "/health", None)
+    assert (s.headroom, s.load_s) == (0, 900.0)
+    again = parse_job(service_file(service={"models": ["m"], "replicas": {"max": 3},
+                                            "headroom": 1, "load": "10m"}), model=JobFileSpec)
+    assert (again.service.settings().headroom, again.service.settings().load_s) == (1, 600.0)
 
 
 @pytest.mark.parametrize("changes, field, words", [
@@ -37,6 +41,10 @@ def test_a_service_file_gives_its_settings():
     ({"service": {"models": ["a"], "port": 70000}}, "service.port", "65535"),
     ({"service": {"models": ["a"], "idle": "0s"}}, "service.idle", "longer than zero"),
     ({"service": {"models": ["a"], "colour": "red"}}, "service.colour", "unknown key"),
+    ({"service": {"models": ["a"], "replicas": {"max": 2}, "headroom": 3}},
+     "service.headroom", "more than replicas.max"),
+    ({"service": {"models": ["a"], "headroom": -1}}, "service.headroom", "greater than"),
+    ({"service": {"models": ["a"], "load": "0s"}}, "service.load", "longer than zero"),
 ])
 def test_a_bad_service_section_names_the_field(changes, field, words):
     with pytest.raises(InvalidSpec) as raised:

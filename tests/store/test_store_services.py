@@ -71,3 +71,20 @@ def test_replicas_are_the_live_jobs_labelled_with_a_service(tenants):
     found = tenants.services.replicas()
     assert [r.id for r in found] == [first.id]
     assert service_of(found[0]) == "tiny" and found[0].state is JobState.PENDING
+
+
+def test_a_replicas_preemptible_is_changed_by_protect_with_an_event(tenants):
+    svc = tenants.services.create("tiny", SETTINGS, template())
+    replica = tenants.submit_record(svc.template)
+    before = tenants.get_job(replica.id).version
+    assert tenants.services.protect(replica.id, False, "loading") is True
+    after = tenants.get_job(replica.id)
+    assert (after.job.preemptible, after.version) == (False, before + 1)  # the snapshot sees it
+    assert [e.message for e in tenants.events(replica.id) if e.kind == "protection"] == \
+        ["loading"]
+    assert tenants.services.protect(replica.id, False, "again") is False  # so already
+    batch = tenants.submit_record(template(kind=JobKind.BATCH, name="batch"))
+    with pytest.raises(Exception) as raised:  # only a service's replica
+        tenants.services.protect(batch.id, False, "no")
+    assert getattr(raised.value, "field", None) == "job"
+    assert tenants.get_job(batch.id).job.preemptible is True

@@ -43,7 +43,8 @@ def view(serving: Serving | None, record: ServiceRecord,
             "user": record.user, "models": list(s.models),
             "replicas": {"min": s.min_replicas, "max": s.max_replicas, "desired": 0,
                          "live": 0, "ready": 0},
-            "target": s.target, "idle_s": s.idle_s, "in_flight": 0, "queued": 0,
+            "target": s.target, "idle_s": s.idle_s, "headroom": s.headroom,
+            "load_s": s.load_s, "in_flight": 0, "queued": 0,
             "requests": 0, "requests_per_s": 0.0, "cold_starts": 0, "jobs": []}
 
 

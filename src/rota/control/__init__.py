@@ -51,6 +51,8 @@ What the control plane gives the API:
 - ``metrics``: the Prometheus metrics of ``GET /metrics``;
 - ``serving``: the serving runtime: services' replicas started on demand and stopped when idle,
   and a ready replica chosen for each request the gateway passes on;
+- ``replicas``: what the serving runtime knows of each service and replica, and its rules:
+  readiness, loading replicas kept from preemption and scale-in, which replicas stop first;
 - ``servingmetrics``: the serving runtime's Prometheus metrics.
 
 One control plane, and its start:

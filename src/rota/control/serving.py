@@ -9,18 +9,19 @@ It lives in the control plane's process, between two threads:
 - the runtime's own thread (``tick``, every ``tick_s``; every ``IDLE_TICK_S`` while there is no
   service, since creating one through the API kicks it) reads the services and their replica jobs
   from the store, asks the backend where each running replica listens (``Backend.endpoint``),
-  probes its readiness path, samples each service's concurrency (in flight + waiting), decides
-  the replicas it should have (``rota.core.serving.desired_replicas``), and submits or cancels
-  replica jobs through the store like any job, waking the control loop: a replica is scheduled,
-  preempts or waits on quota as any pending job does, and ``rota show`` explains it.
+  probes its readiness path, keeps the replicas that load out of preemption
+  (``rota.control.replicas``), samples each service's concurrency (in flight + waiting),
+  decides the replicas it should have (``rota.core.serving.desired_replicas``), and submits or
+  cancels replica jobs through the store like any job, waking the control loop: a replica is
+  scheduled, preempts or waits on quota as any pending job does, and ``rota show`` explains it.
 
 A window of ``idle`` not yet seen whole (the runtime just started, after a restart of the
 control plane) never scales a service down: the replicas that kept running go on serving.
 
 Replicas that fail are replaced after a back-off (1 s, doubling up to a minute, reset by a replica
 that became ready), so that a broken command does not spin. A replica is stopped only when no
-request is in flight on it; it is taken out of the choice first (draining). Replicas of a
-service that no longer exists are cancelled.
+request is in flight on it and it is not loading; it is taken out of the choice first
+(draining). Replicas of a service that no longer exists are cancelled.
 
 Nothing here is durable except through the store: after a restart, replicas are found again by
 their label (``rota.store.services.SERVICE_LABEL``) and probed again before they serve.
@@ -32,13 +33,14 @@ import asyncio
 import logging
 import threading
 import time
-import urllib.request
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any, Callable
 
 from rota.backends.base import Backend, Handle
+from rota.control.replicas import (RATE_WINDOW_S, REPROBE_S, Replica, ServiceState,
+                                   fewest_in_flight, http_probe, is_loading, scale_in_victims,
+                                   wanted_preemptible)
 from rota.core import InvalidSpec, JobState, RotaError
 from rota.core.serving import desired_replicas
 from rota.store import JobRecord, NotFound, Store
@@ -46,10 +48,7 @@ from rota.store.services import ServiceRecord, service_of
 
 log = logging.getLogger("rota.serving")
 MAX_BACKOFF_S = 60.0
-PROBE_TIMEOUT_S = 2.0
-REPROBE_S = 10.0        # a ready replica is probed again this often
 IDLE_TICK_S = 2.0       # the period while no service exists (a created one kicks at once)
-RATE_WINDOW_S = 10.0    # requests per second are counted over this long
 OWNER = "rota (service scaling)"
 
 
@@ -63,69 +62,6 @@ class Unavailable(RotaError):
         super().__init__(message)
         self.retry_after = retry_after
         self.pending = pending  # the replica job that waits to be scheduled, if one does
-
-
-@dataclass(slots=True)
-class Replica:
-    job_id: str
-    record: JobRecord
-    endpoint: str | None = None
-    ready: bool = False
-    probed_at: float = 0.0
-    in_flight: int = 0
-    draining: bool = False
-
-
-@dataclass(slots=True)
-class ServiceState:
-    record: ServiceRecord
-    replicas: dict[str, Replica] = field(default_factory=dict)
-    in_flight: int = 0
-    waiting: list[asyncio.Future] = field(default_factory=list)
-    arrivals: int = 0                      # since the last sample
-    samples: deque = field(default_factory=deque)  # (time, concurrency)
-    arrived_at: deque = field(default_factory=deque)  # request times within RATE_WINDOW_S
-    requests: int = 0
-    cold_starts: int = 0
-    failures: int = 0                      # replicas in a row that failed
-    backoff_until: float = 0.0
-    desired: int = 0
-    cold_since: float | None = None        # a request waits with no replica ready
-    cold_running_at: float | None = None   # ... and since then a replica runs
-    last_cold_start: dict[str, float] | None = None
-    known_since: float = 0.0               # when this runtime first knew of the service
-    last_failure: str = ""                 # how the last replica that failed ended
-
-    @property
-    def name(self) -> str:
-        return self.record.name
-
-    def view(self, now: float) -> dict[str, Any]:
-        live = [r for r in self.replicas.values() if not r.draining]
-        s = self.record.settings
-        return {
-            "name": self.name, "project": self.record.project, "queue": self.record.queue,
-            "user": self.record.user, "models": list(s.models),
-            "replicas": {"min": s.min_replicas, "max": s.max_replicas, "desired": self.desired,
-                         "live": len(live), "ready": sum(r.ready for r in live)},
-            "target": s.target, "idle_s": s.idle_s, "in_flight": self.in_flight,
-            "queued": len(self.waiting), "requests": self.requests,
-            "requests_per_s": round(sum(1 for t in self.arrived_at if t > now - RATE_WINDOW_S)
-                                    / RATE_WINDOW_S, 3),
-            "cold_starts": self.cold_starts, "last_cold_start": self.last_cold_start,
-            "jobs": [{"id": r.job_id, "state": str(r.record.state), "ready": r.ready,
-                      "endpoint": r.endpoint, "in_flight": r.in_flight, "draining": r.draining}
-                     for r in self.replicas.values()],
-        }
-
-
-def http_probe(endpoint: str, path: str) -> bool:
-    """Whether ``GET http://endpoint/path`` answers 2xx within ``PROBE_TIMEOUT_S``."""
-    try:
-        with urllib.request.urlopen(f"http://{endpoint}{path}", timeout=PROBE_TIMEOUT_S) as r:
-            return 200 <= r.status < 300
-    except (OSError, ValueError):
-        return False
 
 
 class Serving:
@@ -205,6 +141,7 @@ class Serving:
         for svc, replica in ended:  # read outside the lock, which the gateway's requests take
             self._ended(svc, replica, now)
         self._probe_all(states, now)
+        self._protect_all(states)
         changed = False
         for svc in states:
             changed |= self._scale(svc, now)
@@ -294,6 +231,25 @@ class Serving:
                              svc.name, replica.endpoint)
                     self._wake_waiters(svc)
 
+    def _protect_all(self, states: list[ServiceState]) -> None:
+        """Mark the replicas that load, and keep each replica job's ``preemptible`` as
+        ``rota.control.replicas.wanted_preemptible`` says."""
+        wall = self.store.clock()
+        todo: list[tuple[Replica, bool, str]] = []
+        with self._lock:
+            for svc in states:
+                load_s = svc.record.settings.load_s
+                for r in svc.replicas.values():
+                    r.loading = is_loading(r, load_s, wall)
+                    want = wanted_preemptible(svc, r)
+                    if want is not None and want != r.record.job.preemptible:
+                        todo.append((r, want, _protection_note(r, want, load_s)))
+        for r, want, why in todo:
+            try:
+                self.store.services.protect(r.job_id, want, why)
+            except (NotFound, RotaError) as exc:  # ended meanwhile; the next tick sees it
+                log.info("replica job %s: preemptible not changed: %s", r.job_id, exc)
+
     @staticmethod
     def _cold_start_over(svc: ServiceState, now: float) -> None:
         """A replica became ready while requests waited with none: how long rota took to
@@ -327,7 +283,7 @@ class Serving:
             cold = not any(r.ready for r in live) and bool(svc.waiting)
             if len(live) < desired and now < svc.backoff_until:
                 return False
-            doomed = _victims(live, len(live) - desired)
+            doomed = scale_in_victims(live, len(live) - desired)
             for r in doomed:
                 r.draining = True
         changed = False
@@ -338,8 +294,9 @@ class Serving:
         return changed
 
     def _submit(self, svc: ServiceState, cold: bool) -> bool:
+        template = svc.record.template  # not preemptible until it is ready (replicas.py)
         try:
-            rec = self.store.submit_record(svc.record.template)
+            rec = self.store.submit_record(replace(template, preemptible=False))
         except RotaError as exc:
             log.warning("service %s: a replica job was refused: %s", svc.name, exc)
             svc.backoff_until = self.clock() + MAX_BACKOFF_S
@@ -394,7 +351,7 @@ class Serving:
             with self._lock:
                 if self._services.get(name) is not svc:
                     raise Unavailable(f"service {name} was deleted", 30)
-                replica = _fewest_in_flight(svc)
+                replica = fewest_in_flight(svc)
                 if replica is not None:
                     replica.in_flight += 1
                     svc.in_flight += 1
@@ -457,17 +414,10 @@ def _settle(waiter: asyncio.Future) -> None:
         waiter.set_result(None)
 
 
-def _fewest_in_flight(svc: ServiceState) -> Replica | None:
-    ready = [r for r in svc.replicas.values() if r.ready and not r.draining]
-    return min(ready, key=lambda r: r.in_flight, default=None)
-
-
-def _victims(live: list[Replica], count: int) -> list[Replica]:
-    """The ``count`` replicas to stop first: not yet running, then not ready, then the idle
-    ready ones; a replica with requests in flight is never stopped."""
-    if count <= 0:
-        return []
-    order = sorted((r for r in live if r.in_flight == 0),
-                   key=lambda r: (r.record.state is JobState.RUNNING, r.ready,
-                                  -int(r.job_id) if r.job_id.isdigit() else 0))
-    return order[:count]
+def _protection_note(replica: Replica, preemptible: bool, load_s: float) -> str:
+    if not preemptible:
+        return (f"replica not ready yet: not preemptible until it is (at most {load_s:g} s "
+                "after it starts running)")
+    if replica.ready:
+        return "replica ready: preemptible again"
+    return f"replica not ready {load_s:g} s after it started running: preemptible again"

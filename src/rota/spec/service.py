@@ -10,6 +10,8 @@
       idle: 5m                  # below the need this long: scale down (to min)
       queue: 100                # requests held at most while no replica is ready
       timeout: 5m               # how long a held request waits, then 503 with Retry-After
+      headroom: 1               # extra replicas kept while traffic rises (default 0)
+      load: 15m                 # a replica not ready yet is protected this long at most
 """
 
 from __future__ import annotations
@@ -47,6 +49,15 @@ class ServiceSpec(Strict):
     idle: PositiveDuration = 300.0
     queue: int = Field(100, ge=0, le=100_000)
     timeout: Duration = Field(300.0, ge=0, le=3600)
+    headroom: int = Field(0, ge=0, le=MAX_REPLICAS)
+    load: PositiveDuration = 900.0
+
+    @model_validator(mode="after")
+    def _headroom(self) -> ServiceSpec:
+        if self.headroom > self.replicas.max:
+            raise reason_error(f"is {self.headroom}, more than replicas.max "
+                               f"({self.replicas.max})", "headroom")
+        return self
 
     @field_validator("models")
     @classmethod
@@ -70,6 +81,6 @@ class ServiceSpec(Strict):
         try:
             return ServiceSettings(tuple(self.models), self.port, self.readiness,
                                    self.replicas.min, self.replicas.max, self.target, self.idle,
-                                   self.queue, self.timeout)
+                                   self.queue, self.timeout, self.headroom, self.load)
         except InvalidSpec as exc:  # pragma: no cover - the fields above are checked first
             raise reason_error(exc.reason, exc.field.removeprefix("service.")) from None

@@ -6,6 +6,11 @@ job made from it later is accepted. A model name belongs to one service at a tim
 (``service_models``' primary key): a second service naming it is refused with
 ``model_taken``. Replicas are jobs of kind service with the label ``SERVICE_LABEL: <name>``;
 ``replicas`` lists those not yet ended, of every service, in one query.
+
+A replica's ``preemptible`` is the serving runtime's to change while the job lives
+(``protect``): a replica that is loading (not ready yet) is not preemptible, whatever its
+service's template says; once ready it is what the template says again. Each change is a job
+event, so ``rota show`` tells it.
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from sqlalchemy import Connection, delete, insert, select
 
-from rota.core import JobKind, JobState, RotaError
+from rota.core import InvalidSpec, JobKind, JobState, RotaError
 from rota.core.serving import ServiceSettings
 from rota.store import convert
 from rota.store.errors import AlreadyExists, NotFound
 from rota.store.jobs import check_name
+from rota.store.jobs import get as get_job
+from rota.store.moves import write
 from rota.store.records import JobRecord, Submission
 from rota.store.schema import jobs, service_models, services
 from rota.store.submit import _validate
@@ -128,6 +135,18 @@ def service_of(rec: JobRecord) -> str | None:
     return dict(rec.job.labels).get(SERVICE_LABEL)
 
 
+def protect(conn: Connection, job_id: str, preemptible: bool, why: str, now: float) -> bool:
+    """Set a live replica job's ``preemptible`` (module docstring); False if it was so already
+    or the job has ended."""
+    row = get_job(conn, job_id, lock=True)
+    if row.kind != str(JobKind.SERVICE) or SERVICE_LABEL not in (row.spec.get("labels") or {}):
+        raise InvalidSpec("job", f"job {row.id} is not a replica of a service")
+    if JobState(row.state).terminal or bool(row.spec["preemptible"]) is preemptible:
+        return False
+    write(conn, row, now, "protection", why, {"preemptible": preemptible},
+          spec={**row.spec, "preemptible": preemptible})
+    return True
+
 
 
 class Services:
@@ -156,3 +175,7 @@ class Services:
     def replicas(self) -> list[JobRecord]:
         with self._store._read() as conn:
             return replicas(conn)
+
+    def protect(self, job_id: str, preemptible: bool, why: str) -> bool:
+        with self._store._write() as conn:
+            return protect(conn, job_id, preemptible, why, self._store.clock())
