@@ -60,7 +60,10 @@ class Informer(Generic[T]):
         self._halt.set()
         response = self._response
         if response is not None:
-            getattr(response, "shutdown", response.close)()
+            try:
+                getattr(response, "shutdown", response.close)()
+            except OSError:  # the watch ended and closed its connection meanwhile: stopped
+                pass
 
     def get(self, key: str) -> T | None:
         with self._lock:
