@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 from rota.core import Job, JobState, Placement, WithinQueue
+from rota.scheduler import data
 from rota.scheduler.base import Base, position
 from rota.scheduler.holds import QuotaHolds
 from rota.core.decisions import Bind, Reason, ReasonCode, Reserve
@@ -59,7 +60,7 @@ class Cycle(QuotaHolds):
             seen = replace(snapshot, jobs=(*base.active.values(), *snapshot.jobs))
         # the placement plugin's copy for this cycle (see ``placement_for``): every placement
         # of the cycle goes through it, so nothing of this cycle reaches the next
-        self.placement = placement_for(policy.placement, seen, mix)
+        self.placement = data.aware(placement_for(policy.placement, seen, mix), policy, now)
         self.rng = random.Random(policy.seed)
         if base.busy:
             raise RuntimeError("a cycle already runs on this base")
@@ -187,7 +188,7 @@ class Cycle(QuotaHolds):
                 queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
             kind = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
                     job.image is None, self.priority_of(job), job.preemptible,
-                    (job.submit_time, job.id) if newer else None)
+                    (job.submit_time, job.id) if newer or job.datasets else None)
             number = self._kind_ids.setdefault(kind, len(self._kind_ids))  # hashes at once
             hit = self._kinds[job.id] = (job, number)
         return hit[1]
@@ -220,7 +221,7 @@ class Cycle(QuotaHolds):
         hit = self._shapes.get(key)
         if hit is None:
             hit = self._shapes[key] = self._new_shape(job, models)
-        return hit
+        return data.with_data(hit, job, self.snapshot) if job.datasets else hit
 
     def _new_shape(self, job: Job, models: tuple[str, ...]) -> Shape:
         req, g = job.request, job.request.gpu
@@ -252,7 +253,7 @@ class Cycle(QuotaHolds):
         free capacity has grown (the overlay's epoch) nor the quota book has changed (its
         version)."""
         key = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
-               job.image is None, capped, self.until(job))
+               job.image is None, capped, self.until(job), job.datasets and job.id)
         hit = self._tried.get(key)
         if hit is not None and hit[0] == self.state.epoch and hit[1] == self.book.version:
             return hit[2]
@@ -416,6 +417,8 @@ class Cycle(QuotaHolds):
         return Bind(job.id, placement, flavor, self.book.borrowing(job.queue, flavor))
 
     def placement_reason(self, job: Job, shape: Shape, fitted: int, capped: bool) -> Reason:
+        if shape in getattr(self.placement, "data_waits", ()):  # ``rota.scheduler.data``
+            return self.placement.data_waits[shape]
         if capped and self.reservation is not None:
             mark = self.state.mark()
             free_fit, _ = place_gang(self.state, shape, job.replicas, self.placement, False)
