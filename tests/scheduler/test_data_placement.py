@@ -13,7 +13,8 @@ import pytest
 from builders import bound, cluster, codes, decide, job, node, waiting
 from rota.core import Snapshot
 from rota.core.datasets import Dataset
-from rota.core.wording import sentence
+from rota.core.jobwords import why_lines
+from rota.core.wording import reason_json, sentence
 from rota.scheduler import build_policy, run_cycle
 
 from .test_properties import random_job, random_nodes, random_queues
@@ -79,6 +80,8 @@ def test_a_job_waits_for_a_busy_warm_node_while_a_cold_start_would_cost_more():
     assert (reason.requested, reason.free, reason.detail) == (52.0, 40.0, "n-warm:imagenet")
     assert sentence(reason) == ("Waits up to 40s for node n-warm, which holds its dataset "
                                 "imagenet; starting cold elsewhere would cost 52s to copy.")
+    # as ``rota show`` tells it, from the reason stored in the job's view
+    assert why_lines({"wait_reasons": [reason_json(reason)]}) == [sentence(reason)]
 
 
 def test_a_job_takes_a_cold_node_once_it_has_waited_what_a_cold_start_costs():

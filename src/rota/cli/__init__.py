@@ -77,6 +77,8 @@ Planning and simulation:
 - ``sim_elastic``: ``rota sim elastic``: node-only autoscaling against rota's elastic planner
   with a GPU pool;
 - ``sim_mix``: ``rota sim mix``: training, notebooks and services under rota's mechanisms.
+- ``sim_data``: ``rota sim data``: jobs sharing datasets, placed obliviously, with Fluid-style
+  affinity and by rota's time to first batch.
 
 Output:
 

@@ -221,7 +221,7 @@ class Cycle(QuotaHolds):
         hit = self._shapes.get(key)
         if hit is None:
             hit = self._shapes[key] = self._new_shape(job, models)
-        return data.with_data(hit, job, self.snapshot) if job.datasets else hit
+        return data.with_data(hit, job, self.snapshot, self.policy) if job.datasets else hit
 
     def _new_shape(self, job: Job, models: tuple[str, ...]) -> Shape:
         req, g = job.request, job.request.gpu

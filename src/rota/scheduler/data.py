@@ -65,10 +65,16 @@ def needs(snapshot: Snapshot, job: Job) -> tuple[Need, ...]:
     return tuple((d.name, cache_key(d.name, d.version), d.size_bytes) for d in found if d)
 
 
-def with_data(shape: Shape, job: Job, snapshot: Snapshot) -> Shape:
-    """``shape`` carrying the job's data and submission time, when it reads any."""
+def with_data(shape: Shape, job: Job, snapshot: Snapshot, policy) -> Shape:
+    """``shape`` carrying the job's data, when it reads any, and its submission time where the
+    delay bound reads it (else 0: jobs alike that read the same data share a shape, and so
+    the cycle's answer for a placement that failed)."""
     data = needs(snapshot, job) if job.datasets else ()
-    return replace(shape, data=data, since=job.submit_time) if data else shape
+    if not data:
+        return shape
+    args = getattr(policy, "data", None)
+    bounded = args is not None and args.mode == "ttfb" and args.delay
+    return replace(shape, data=data, since=job.submit_time if bounded else 0.0)
 
 
 def cost(node: Node, data: tuple[Need, ...], bandwidth: float) -> tuple[float, int]:
@@ -104,6 +110,7 @@ class DataAware:
         self.direction = getattr(inner, "direction", PACK)
         self.sample = getattr(inner, "sample", 1)
         self.data_waits: dict[Shape, Reason] = {}
+        self._holding: dict[Shape, frozenset[str] | None] = {}  # ``_cached_nodes``, per shape
 
     def score(self, slot: Slot, shape: Shape, positions: list[int]) -> float:
         return self.inner.score(slot, shape, positions)
@@ -176,10 +183,13 @@ class DataAware:
         return None if found is None else found[2]
 
     def _cached_nodes(self, state: ClusterState, shape: Shape) -> frozenset[str] | None:
-        """Nodes that could hold the replica and hold all of its data (None: no such node)."""
-        names = frozenset(s.name for s in state.slots if s.node.schedulable
-                          and holds_all(s.node, shape.data) and holds(s, shape))
-        return names or None
+        """Nodes that could hold the replica and hold all of its data (None: no such node);
+        neither changes during a cycle."""
+        if shape not in self._holding:
+            names = frozenset(s.name for s in state.slots if s.node.schedulable
+                              and holds_all(s.node, shape.data) and holds(s, shape))
+            self._holding[shape] = names or None
+        return self._holding[shape]
 
     def _wait(self, shape: Shape, node: Node, cold: float | None, left: float | None) -> None:
         names = ",".join(name for name, key, _ in shape.data if node.cache.get(key, 0) > 0)

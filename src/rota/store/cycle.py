@@ -19,8 +19,8 @@ Cost per cycle: a snapshot reads the ``(id, version)`` of every live job and bui
 the cache keeps only the jobs of the latest snapshot. It reads every node row, with its JSON
 as stored, and parses them only when one of them differs from the last snapshot's
 (``NodeCache``), with what each node's dataset cache holds (``dataset_caches``: a node's
-``cache``). The snapshot carries the datasets the pending jobs name. ``apply`` rewrites a waiting job's
-reasons only when they changed.
+``cache``). The snapshot carries the datasets the pending jobs name. ``apply`` rewrites a
+waiting job's reasons only when they changed.
 
 Usage is GPU-seconds per project, decayed with a half-life: stored as (amount, as_of), and
 ``amount * 0.5 ** ((now - as_of) / half_life)`` at a later ``now``.
