@@ -104,6 +104,16 @@ def test_a_job_waiting_for_data_preempts_nothing():
     assert d.preemptions == [] and codes(d, "train") == ["data-locality"]
 
 
+def test_a_warm_node_the_job_may_not_use_is_not_waited_for():
+    # n-warm is in another resource group, then cordoned: the job starts cold at once
+    snap, now = _busy_warm_node(0.0)
+    for change in ({"resource_group": "other"}, {"schedulable": False}):
+        nodes = tuple(replace(n, **change) if n.name == "n-warm" else n for n in snap.nodes)
+        queues = {"q": replace(snap.queues["q"], resource_groups=("default",))}
+        d = decide(replace(snap, nodes=nodes, queues=queues), "fifo", now)
+        assert _nodes_of(d) == {"train": ["n-cold"]}
+
+
 def test_a_node_that_copies_faster_is_cold_for_less_time():
     # n-cold copies at 13 GB/s: 4 s for 52 GB, so after 4 s of waiting it starts there
     snap, now = _busy_warm_node(4.0)

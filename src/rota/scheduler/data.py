@@ -94,6 +94,13 @@ def holds_all(node: Node, data: tuple[Need, ...]) -> bool:
     return all(node.cache.get(key, 0) > 0 for _, key, _ in data)
 
 
+def could_hold(slot: Slot, shape: Shape) -> bool:
+    """Whether the node may take a replica of ``shape`` once free: schedulable, in one of the
+    shape's pools (resource group and GPU model), large enough, with its labels and features."""
+    return slot.node.schedulable and any(p.key in shape.pools for p in slot.pools) \
+        and holds(slot, shape)
+
+
 def aware(plugin, policy, now: float):
     """The cycle's placement: ``plugin`` wrapped by ``DataAware`` where the policy places by
     data (``policy.data``), else ``plugin`` itself."""
@@ -175,7 +182,7 @@ class DataAware:
         ``than`` (the warmest; ties to the name)."""
         found = None
         for slot in state.slots:
-            if not slot.node.schedulable or not holds(slot, shape):
+            if not could_hold(slot, shape):
                 continue
             key = self._key(slot.node, shape)
             if key < than and (found is None or (key, slot.name) < found[:2]):
@@ -186,8 +193,8 @@ class DataAware:
         """Nodes that could hold the replica and hold all of its data (None: no such node);
         neither changes during a cycle."""
         if shape not in self._holding:
-            names = frozenset(s.name for s in state.slots if s.node.schedulable
-                              and holds_all(s.node, shape.data) and holds(s, shape))
+            names = frozenset(s.name for s in state.slots
+                              if holds_all(s.node, shape.data) and could_hold(s, shape))
             self._holding[shape] = names or None
         return self._holding[shape]
 
