@@ -76,7 +76,9 @@ Planning and simulation:
 - ``sim``: ``rota sim fetch``, ``pack`` and ``replay``: simulations on real cluster traces;
 - ``sim_elastic``: ``rota sim elastic``: node-only autoscaling against rota's elastic planner
   with a GPU pool;
-- ``sim_mix``: ``rota sim mix``: training, notebooks and services under rota's mechanisms.
+- ``sim_mix``: ``rota sim mix``: training, notebooks and services under rota's mechanisms;
+- ``sim_data``: ``rota sim data``: jobs sharing datasets, placed obliviously, with Fluid-style
+  affinity and by rota's time to first batch;
 - ``simflags``: the options the experiments of ``rota sim`` share, and reading their files.
 
 Output:

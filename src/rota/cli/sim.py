@@ -420,9 +420,10 @@ def _print_cohost(exp, reports: list[dict], plot_to: Optional[Path]) -> None:
                          headers(), [row(rep) for rep in reports], plot_to)
 
 
-# rota sim elastic and rota sim mix: their commands live in rota.cli.sim_elastic and sim_mix
+# rota sim elastic, mix and data: their commands live in rota.cli.sim_elastic, sim_mix, sim_data
+from rota.cli import sim_data, sim_mix  # noqa: E402 (they read this module's helpers)
 from rota.cli.sim_elastic import register as _register_elastic  # noqa: E402
-from rota.cli import sim_mix  # noqa: E402 (it reads this module's helpers)
 
 _register_elastic(sim_app)
 sim_mix.register(sim_app)
+sim_data.register(sim_app)

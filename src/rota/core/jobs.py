@@ -148,7 +148,8 @@ class Job(_TotalSlot):
     last saved a checkpoint (``None``: never, so an eviction loses
     everything since ``started_at``). ``image`` is the container image the job runs in
     (``None``: it runs as a command on the node): the scheduler places such a job only on a node
-    that runs container images (``rota.core.nodes.features_needed``).
+    that runs container images (``rota.core.nodes.features_needed``). ``datasets`` are the
+    names of the datasets it reads (``rota.core.datasets``; the snapshot says what each is).
     """
 
     id: JobId
@@ -173,6 +174,7 @@ class Job(_TotalSlot):
     attained_gpu_s: float = 0.0  # GPU-seconds run in earlier attempts (preempted, requeued)
     last_checkpoint_at: float | None = None  # the latest checkpoint of this run; None: none yet
     image: str | None = None  # the container image it runs in; None: a command on the node
+    datasets: tuple[str, ...] = ()  # names of the datasets it reads
 
     def __post_init__(self) -> None:
         if not self.id:

@@ -35,6 +35,11 @@ its ``profile`` (``1g.10gb``), the index of the GPU it is cut from (``parent``),
 ``start`` and ``compute`` slices; its ``index`` is ``mig.instance_index(parent, start)``, its
 ``model`` the parent's, its memory its own. Such a device is given whole to a job that asks
 for its profile, and never to any other job (``GpuDevice.mig``).
+
+``cache`` is what the node's dataset cache holds: bytes per copy, keyed by
+``rota.core.datasets.cache_key`` (``imagenet@1``); ``data_bandwidth`` the bytes per second it
+copies a dataset from its source at (0: not known; placement then assumes the policy's
+default). Placement by time to first batch reads both (``rota.scheduler.data``).
 """
 
 from __future__ import annotations
@@ -132,8 +137,13 @@ class Node:
     foreign: tuple[Foreign, ...] = ()
     problem: str = ""
     features: frozenset[str] = HOST_FEATURES
+    cache: Mapping[str, int] = field(default_factory=dict)  # dataset@version -> bytes held
+    data_bandwidth: float = 0.0  # bytes/s from a dataset's source; 0: not known
 
     def __post_init__(self) -> None:
+        if self.data_bandwidth < 0:
+            raise InvalidSpec("data_bandwidth", f"must not be negative, got "
+                              f"{self.data_bandwidth}")
         unknown_features = self.features - FEATURES
         if unknown_features:
             raise InvalidSpec("features", f"unknown on node {self.name}: "

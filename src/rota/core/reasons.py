@@ -31,6 +31,7 @@ class ReasonCode(enum.StrEnum):
     BUDGET = "budget"                # its project reached its hard budget for the month
     ESTIMATE = "estimate"            # the forecast's: who holds what it needs, until when
     MIG_SWITCH = "mig-switch"        # it fits only on MIG instances a planned switch removes
+    DATA_LOCALITY = "data-locality"  # it waits a bounded while for a node caching its data
 
 
 @dataclass(frozen=True, slots=True)

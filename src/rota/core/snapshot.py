@@ -2,7 +2,10 @@
 
 A ``Snapshot`` holds everything ``run_cycle`` may read: inventory, queues, flavours, projects,
 the jobs that hold resources and the jobs that wait (and which of these evicted jobs for
-themselves in the cycle before), and each project's decayed usage history for fair share. Nothing else is consulted: no store, no clock, no backend.
+themselves in the cycle before), each project's decayed usage history for fair share, and the
+datasets the pending jobs name (``datasets``: by name, with version and size, which placement
+by time to first batch compares with each node's ``cache``). Nothing else is consulted: no
+store, no clock, no backend.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from rota.core.datasets import Dataset
 from rota.core.jobs import Job, JobState
 from rota.core.nodes import Node
 from rota.core.queues import ANY_FLAVOR, Flavor, Project, Queue
@@ -34,6 +38,7 @@ class Snapshot:
     # pending jobs that evicted jobs for themselves and have not started since: the last
     # cycle left them waiting for their victims (``Decisions.nominated``); they go first
     nominated: frozenset[str] = frozenset()
+    datasets: Mapping[str, Dataset] = field(default_factory=dict)  # by name
 
     @property
     def pending(self) -> tuple[Job, ...]:

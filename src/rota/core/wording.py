@@ -16,7 +16,11 @@ for the CLI and for the API's answers alike (reasons stay data everywhere else).
   limit (``borrowing_limit``), the lender's lending limit (``lending_limit``);
 - ``mig-switch``: ``capacity`` is when the planned MIG switch takes the instances away and
   ``requested`` when the job would end (seconds since the epoch; None: it has no walltime),
-  ``detail`` the nodes.
+  ``detail`` the nodes;
+- ``data-locality``: ``requested`` is what starting cold on the best free node would cost to
+  copy (seconds), ``free`` how much longer it may wait for a node that caches its data
+  (seconds), ``detail`` that node and the datasets it holds (``n2:imagenet,coco``); both
+  amounts are None where the policy's ``data`` mode is ``required`` (no bound).
 
 ``sentence`` is the one place a reason becomes words; ``hint`` suggests what to do next.
 ``estimate_sentence`` tells the forecast's ``estimate`` reason: the jobs that hold what a
@@ -142,7 +146,21 @@ def sentence(reason: Reason, now: float | None = None) -> str:
         return (f"It fits now only on MIG instances of {reason.detail} that a planned geometry "
                 f"switch removes {_switch_time(reason.capacity, now)}, before it would end; it "
                 "waits for instances that stay.")
+    if code is C.DATA_LOCALITY:
+        return _data_sentence(reason)
     return reason.detail or str(code)
+
+
+def _data_sentence(reason: Reason) -> str:
+    node, _, names = reason.detail.partition(":")
+    held = names.replace(",", ", ")
+    plural = "s" if "," in names else ""
+    if reason.requested is None:  # a required affinity: no bound
+        return (f"Waits for node {node}, which holds its dataset{plural} {held}: its policy "
+                "places jobs only on nodes that cache their data (data mode required).")
+    return (f"Waits up to {duration(reason.free or 0)} for node {node}, which holds its "
+            f"dataset{plural} {held}; starting cold elsewhere would cost "
+            f"{duration(reason.requested or 0)} to copy.")
 
 
 def _switch_time(at: float | None, now: float | None) -> str:

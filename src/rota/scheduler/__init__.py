@@ -34,6 +34,9 @@ Capacity, quota and placement:
 - ``shares``: a queue's dominant resource share of what its cohort lends;
 - ``reasons``: the structured reasons of a placement that failed;
 - ``screen``: static feasibility: may a pending job ever run on this cluster as specified.
+- ``data``: placement by time to first batch for jobs that read datasets (the policy's
+  ``data``): the node caching the data first, a wait for a busy warm node bounded by what a
+  cold copy costs, and Fluid-style ``soft`` / ``required`` affinity to compare with.
 
 Elastic capacity (its values in ``rota.core.capacity``):
 

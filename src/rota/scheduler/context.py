@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 from rota.core import Job, JobState, Placement
+from rota.scheduler import data
 from rota.scheduler.base import Base, position
 from rota.scheduler.holds import QuotaHolds
 from rota.scheduler.kinds import JobKinds
@@ -60,7 +61,7 @@ class Cycle(QuotaHolds, JobKinds):
             seen = replace(snapshot, jobs=(*base.active.values(), *snapshot.jobs))
         # the placement plugin's copy for this cycle (see ``placement_for``): every placement
         # of the cycle goes through it, so nothing of this cycle reaches the next
-        self.placement = placement_for(policy.placement, seen, mix)
+        self.placement = data.aware(placement_for(policy.placement, seen, mix), policy, now)
         self.rng = random.Random(policy.seed)
         if base.busy:
             raise RuntimeError("a cycle already runs on this base")
@@ -188,7 +189,7 @@ class Cycle(QuotaHolds, JobKinds):
         hit = self._shapes.get(key)
         if hit is None:
             hit = self._shapes[key] = self._new_shape(job, models)
-        return hit
+        return data.with_data(hit, job, self.snapshot, self.policy) if job.datasets else hit
 
     def _new_shape(self, job: Job, models: tuple[str, ...]) -> Shape:
         req, g = job.request, job.request.gpu
@@ -382,6 +383,8 @@ class Cycle(QuotaHolds, JobKinds):
         return Bind(job.id, placement, flavor, self.book.borrowing(job.queue, flavor))
 
     def placement_reason(self, job: Job, shape: Shape, fitted: int, capped: bool) -> Reason:
+        if shape in getattr(self.placement, "data_waits", ()):  # ``rota.scheduler.data``
+            return self.placement.data_waits[shape]
         if capped and self.reservation is not None:
             mark = self.state.mark()
             free_fit, _ = place_gang(self.state, shape, job.replicas, self.placement, False)

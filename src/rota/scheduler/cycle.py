@@ -132,7 +132,7 @@ class Walk:
                 result = Bind(result.job, result.placement, result.flavor, result.borrowing, True)
             out.binds.append(result)
             return
-        if not capped and self._preempt(job):                               # c
+        if not capped and not _for_data(result) and self._preempt(job):    # c
             return
         estimate = None
         if policy.backfill is not None and cycle.reservation is None:
@@ -252,6 +252,12 @@ def _evict(cycle: Cycle, job: Job, plan) -> tuple[list[Preempt], dict[str, int]]
                                flavor=plan.flavor, started_at=cycle.now))
     return [Preempt(v.id, job.id, v.grace_s, "priority" if v.queue == job.queue else "reclaim")
             for v in plan.victims], extra
+
+
+def _for_data(attempt) -> bool:
+    """Whether the job waits for a node that caches its data (``rota.scheduler.data``): a
+    bounded wait, for which nothing is preempted."""
+    return any(r.code is ReasonCode.DATA_LOCALITY for r in attempt.reasons)
 
 
 def _preempting_detail(plan) -> str:

@@ -39,8 +39,8 @@ class JobKinds:
         """What the cycle's rules read of a pending job itself, besides its id: jobs of one
         kind are answered alike when tried in the same state. Its queue, request, gang size,
         resource group, selector, whether it runs in a container image, priority and whether it
-        is preemptible; and its submission
-        (and id) where its queue lets an older equal priority evict a newer job."""
+        is preemptible; and its submission (and id) where its queue lets an older equal
+        priority evict a newer job, or where it reads datasets."""
         hit = self._kinds.get(job.id)
         if hit is None or hit[0] is not job:
             queue = self.snapshot.queues.get(job.queue)
@@ -48,7 +48,7 @@ class JobKinds:
                 queue.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
             kind = (job.queue, job.request, job.replicas, job.resource_group, job.selector,
                     job.image is None, self.priority_of(job), job.preemptible,
-                    (job.submit_time, job.id) if newer else None)
+                    (job.submit_time, job.id) if newer or job.datasets else None)
             number = self._kind_ids.setdefault(kind, len(self._kind_ids))  # hashes at once
             hit = self._kinds[job.id] = (job, number)
         return hit[1]
@@ -56,12 +56,13 @@ class JobKinds:
     def alike(self, job: Job) -> int:
         """A number for what the start of a pending job reads of it: its queue, request, gang
         size, resource group, selector and whether it runs in a container image (jobs alike
-        have the same number), worked out once per job object, so that the answers kept for
+        have the same number; a job that reads datasets is alike with none other), worked out once per job object, so that the answers kept for
         jobs alike are looked up without hashing the request each time."""
         hit = self._alike.get(job.id)
         if hit is None or hit[0] is not job:
             key = (None, job.queue, job.request, job.replicas, job.resource_group, job.selector,
-                   job.image is None)  # None: never equal to a ``kind_of`` key
+                   job.image is None,  # None first: never equal to a ``kind_of`` key
+                   job.datasets and job.id)  # where its data is cached decides: its own
             hit = self._alike[job.id] = (job, self._kind_ids.setdefault(key, len(self._kind_ids)))
         return hit[1]
 

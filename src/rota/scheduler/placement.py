@@ -67,6 +67,10 @@ class Shape:
     # until when a replica would run on devices a planned MIG switch takes away
     # (``GpuDevice.switch_at``); None: it may take them (it can be evicted with its grace)
     until: float | None = None
+    # the datasets a replica reads, (name, cache key, bytes or None), and when its job was
+    # submitted: placement by time to first batch (``rota.scheduler.data``); () for none
+    data: tuple[tuple[str, str, int | None], ...] = ()
+    since: float = 0.0
 
     @property
     def fractional(self) -> bool:

@@ -7,20 +7,27 @@ A spec is a mapping, as written in YAML::
     placement: {name: topology, args: {sample: 8}}
     preemption: minimal-victims      # or none
     backfill: easy                   # or none
+    data: {mode: ttfb, bandwidth: 1e9, delay: true}   # or none
     seed: 0
 
 Presets (``PRESETS``) name common combinations; a spec may start from one with ``preset:``.
+``data`` is placement by time to first batch for jobs that read datasets
+(``rota.scheduler.data``): on by default in every preset with these settings; it changes
+nothing for jobs without datasets.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from pydantic import ValidationError
 
 from rota.core import InvalidSpec
 from rota.scheduler.plugins import (  # noqa: F401
     admission, backfill, capacity, fairshare, jct, order, packing, preempt, score,
 )
+from rota.scheduler.data import DataArgs
 from rota.scheduler.plugins.registry import create
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -42,7 +49,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                "preemption": "minimal-victims", "backfill": "easy"},
 }
 OPTIONAL = ("preemption", "backfill")
-KEYS = ("preset", "order", "admission", "placement", "preemption", "backfill", "seed")
+KEYS = ("preset", "order", "admission", "placement", "preemption", "backfill", "data", "seed")
 
 
 DEFAULT_USAGE_HALF_LIFE_S = 7 * 86400.0
@@ -57,6 +64,7 @@ class Policy:
     backfill: Any | None
     seed: int = 0
     name: str = "custom"
+    data: DataArgs | None = field(default_factory=DataArgs)  # None: data placement off
 
     @property
     def usage_half_life_s(self) -> float:
@@ -86,7 +94,22 @@ def build_policy(spec: str | Mapping[str, Any]) -> Policy:
         name, args = _name_args(point, merged[point])
         plugins[point] = None if (point in OPTIONAL and name == "none") else create(point, name, args)
     name = preset_name if set(spec) <= {"preset", "seed"} else "custom"
-    return Policy(seed=seed, name=name, **plugins)
+    return Policy(seed=seed, name=name, data=_data(spec.get("data")), **plugins)
+
+
+def _data(value: Any) -> DataArgs | None:
+    """The ``data:`` settings: ``none``, or a mapping of ``DataArgs`` (absent: the defaults)."""
+    if value == "none":
+        return None
+    if value is not None and not isinstance(value, Mapping):
+        raise InvalidSpec("policy.data", f"expected none or a mapping of mode, bandwidth, "
+                                         f"delay, got {value!r}")
+    try:
+        return DataArgs.model_validate(dict(value or {}))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise InvalidSpec(f"policy.data.{where}".rstrip("."), err["msg"]) from None
 
 
 def _name_args(point: str, value: Any) -> tuple[str, dict[str, Any]]:

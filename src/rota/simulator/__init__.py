@@ -54,4 +54,13 @@ Mixed workload (``rota sim mix``), training, notebooks and services under rota's
 - ``mix``: one run of a workload under a configuration, on ``run_cycle``;
 - ``mix_report``: measures (allocation, useful utilisation, JCT, time to start, SLO, cost),
   over seeds, a table row per configuration and a plot.
+
+Datasets (``rota sim data``), jobs that share datasets on nodes with dataset caches:
+
+- ``data_workload``: the experiment's parameters (its file), checked, and one seed's datasets
+  (Zipf popularity, log-uniform sizes) and jobs;
+- ``data``: one run of a workload under a regime (oblivious, Fluid-style soft or required
+  affinity, rota's time to first batch), on ``run_cycle``, with per-node caches;
+- ``data_report``: measures (JCT, p99 queueing delay, time to first batch, cache hit ratio,
+  bytes copied), over seeds, the marks, a table row per regime and a plot.
 """

@@ -129,6 +129,7 @@ def job_from_row(row: Any) -> Job:
         flavor=_name(row.flavor), started_at=row.started_at,
         labels=tuple(sorted(spec["labels"].items())), last_checkpoint_at=row.last_checkpoint_at,
         image=_name((spec.get("run") or {}).get("image")),
+        datasets=tuple((spec.get("run") or {}).get("datasets") or ()),
     )
 
 

@@ -18,8 +18,9 @@ Cost per cycle: a snapshot reads the ``(id, version)`` of every live job and bui
 ``Job`` only for rows whose version ``JobCache`` has not seen (a new job, a job that moved);
 the cache keeps only the jobs of the latest snapshot. It reads every node row, with its JSON
 as stored, and parses them only when one of them differs from the last snapshot's
-(``NodeCache``). ``apply`` rewrites a waiting job's
-reasons only when they changed.
+(``NodeCache``), with what each node's dataset cache holds (``dataset_caches``: a node's
+``cache``). The snapshot carries the datasets the pending jobs name. ``apply`` rewrites a
+waiting job's reasons only when they changed.
 
 Usage is GPU-seconds per project, decayed with a half-life: stored as (amount, as_of), and
 ``amount * 0.5 ** ((now - as_of) / half_life)`` at a later ``now``.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -36,12 +38,15 @@ from sqlalchemy import JSON, Connection, Text, bindparam, cast, func, insert, se
 
 from rota.core import ANY_FLAVOR, Flavor, IllegalTransition, Job, JobState, Node, Project
 from rota.core import Decisions, Queue, Reason, ReasonCode, Snapshot, Usage
+from rota.core.datasets import Dataset, cache_key
 from rota.store import accounting, convert
 from rota.store import jobs as job_rows
 from rota.store import moves
 from rota.store.errors import NotFound
 from rota.store.records import ApplyResult
-from rota.store.schema import attempts, flavors, jobs, nodes, projects, queues, usage
+from rota.store.schema import (
+    attempts, dataset_caches, datasets, flavors, jobs, nodes, projects, queues, usage,
+)
 
 LIVE_STATES = tuple(str(s) for s in JobState if s is JobState.PENDING or s.holds_resources)
 HOLDING_STATES = tuple(str(s) for s in JobState if s.holds_resources)
@@ -114,13 +119,25 @@ class NodeCache:
 
     def nodes(self, conn: Connection) -> tuple[Node, ...]:
         rows = [tuple(r) for r in conn.execute(select(*_NODE_TEXT).order_by(nodes.c.name))]
+        held = [tuple(r) for r in conn.execute(
+            select(dataset_caches.c.node, dataset_caches.c.dataset, dataset_caches.c.version,
+                   dataset_caches.c.bytes).order_by(*dataset_caches.primary_key.columns))]
+        rows.append(tuple(held))
         with self._lock:
             if rows == self._rows:
                 return self._nodes
-        built = tuple(convert.node_from_row(_parsed(r)) for r in rows)
+        caches: dict[str, dict[str, int]] = {}
+        for node, name, version, size in held:
+            caches.setdefault(node, {})[cache_key(name, version)] = size
+        built = tuple(_cached(convert.node_from_row(_parsed(r)), caches) for r in rows[:-1])
         with self._lock:
             self._rows, self._nodes = rows, built
         return built
+
+
+def _cached(node: Node, caches: dict[str, dict[str, int]]) -> Node:
+    held = caches.get(node.name)
+    return replace(node, cache=held) if held else node
 
 
 def _parsed(row: tuple) -> SimpleNamespace:
@@ -132,16 +149,26 @@ def _parsed(row: tuple) -> SimpleNamespace:
 def snapshot(conn: Connection, cache: JobCache | None = None,
              node_cache: NodeCache | None = None) -> Snapshot:
     """Everything ``run_cycle`` reads, as of this transaction."""
+    live = (cache or JobCache()).live(conn)
     return Snapshot(
-        nodes=(node_cache or NodeCache()).nodes(conn), queues=_queues(conn),
-        jobs=(cache or JobCache()).live(conn),
+        nodes=(node_cache or NodeCache()).nodes(conn), queues=_queues(conn), jobs=live,
         projects={r.name: Project(r.name, r.weight)
                   for r in conn.execute(select(projects).order_by(projects.c.name))},
         flavors=_flavors(conn),
         usage=stored_usage(conn),
         nominated=frozenset(str(r.id) for r in conn.execute(
             select(jobs.c.id).where(jobs.c.state == str(JobState.PENDING), jobs.c.nominated))),
+        datasets=_named(conn, live),
     )
+
+
+def _named(conn: Connection, live: tuple[Job, ...]) -> dict[str, Dataset]:
+    """The datasets the pending jobs name, by name (read only when some job names one)."""
+    names = {n for j in live if j.datasets and j.state is JobState.PENDING for n in j.datasets}
+    if not names:
+        return {}
+    return {r.name: Dataset(r.name, r.project, r.source, r.version, r.size_bytes)
+            for r in conn.execute(select(datasets).where(datasets.c.name.in_(sorted(names))))}
 
 
 def queue_overview(conn: Connection, cache: JobCache | None = None
