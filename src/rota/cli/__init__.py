@@ -76,7 +76,9 @@ Planning and simulation:
 - ``sim``: ``rota sim fetch``, ``pack`` and ``replay``: simulations on real cluster traces;
 - ``sim_elastic``: ``rota sim elastic``: node-only autoscaling against rota's elastic planner
   with a GPU pool;
-- ``sim_mix``: ``rota sim mix``: training, notebooks and services under rota's mechanisms.
+- ``sim_mix``: ``rota sim mix``: training, notebooks and services under rota's mechanisms;
+- ``sim_mig``: ``rota sim mig``: a static MIG geometry, a twice-daily calendar and the
+  demand-driven planner on a diurnal workload.
 
 Output:
 

@@ -474,3 +474,6 @@ from rota.cli import sim_mix  # noqa: E402 (it reads this module's helpers)
 
 _register_elastic(sim_app)
 sim_mix.register(sim_app)
+from rota.cli.sim_mig import register as _register_mig  # noqa: E402
+
+_register_mig(sim_app)

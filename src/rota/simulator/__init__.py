@@ -53,4 +53,13 @@ Mixed workload (``rota sim mix``), training, notebooks and services under rota's
 - ``mix``: one run of a workload under a configuration, on ``run_cycle``;
 - ``mix_report``: measures (allocation, useful utilisation, JCT, time to start, SLO, cost),
   over seeds, a table row per configuration and a plot.
+
+MIG repartitioning (``rota sim mig``), a static geometry, a twice-daily calendar and the
+demand-driven planner (``rota.scheduler.migdemand``):
+
+- ``mig_workload``: the experiment's parameters (its file) and its diurnal workload, drawn
+  from the Alibaba pods' and the Philly jobs' hour-of-day arrivals;
+- ``mig``: one run of a regime on a virtual clock, GPUs switched between geometries;
+- ``mig_report``: measures (GPU-hours used, queueing delay and JCT per class, switches,
+  downtime, work lost, cost), over seeds, a table row per regime and a plot.
 """
