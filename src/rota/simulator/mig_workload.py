@@ -146,13 +146,19 @@ def _cut(run: float, exp: Experiment) -> float:
 def profile(source: Source, start_h: float) -> list[float]:
     """The source's share of arrivals in each hour of the day, turned so that its busiest
     12 hours begin at ``start_h`` (module docstring)."""
+    counts, shift = _turn(source, start_h)
+    total = sum(counts)
+    return [counts[(h - shift) % 24] / total for h in range(24)]
+
+
+def _turn(source: Source, start_h: float) -> tuple[list[int], int]:
+    """The source's arrivals per hour of its trace, and the hours to add to a trace hour to
+    make its busiest 12 hours begin at ``start_h``."""
     counts = [0] * 24
     for hour, *_ in source.items:
         counts[hour] += 1
     busiest = max(range(24), key=lambda h: (sum(counts[(h + k) % 24] for k in range(12)), -h))
-    shift = int(start_h) - busiest
-    total = sum(counts)
-    return [counts[(h - shift) % 24] / total for h in range(24)]
+    return counts, int(start_h) - busiest
 
 
 def per_day(source: Source, exp: Experiment, share: float) -> float:
@@ -170,7 +176,7 @@ def workload(exp: Experiment, sources: tuple[Source, Source], seed: int) -> list
     for source, share, start in ((sources[0], exp.fractional_share, exp.day_start_h),
                                  (sources[1], 1 - exp.fractional_share, exp.night_start_h)):
         shares, daily = profile(source, start), per_day(source, exp, share)
-        shift = _shift(source, start)
+        shift = _turn(source, start)[1]
         by_hour: dict[int, list] = {}
         for item in source.items:
             by_hour.setdefault((item[0] + shift) % 24, []).append(item)
@@ -186,19 +192,13 @@ def workload(exp: Experiment, sources: tuple[Source, Source], seed: int) -> list
             for k, w in enumerate(out)]
 
 
-def _shift(source: Source, start_h: float) -> int:
-    counts = [0] * 24
-    for hour, *_ in source.items:
-        counts[hour] += 1
-    busiest = max(range(24), key=lambda h: (sum(counts[(h + k) % 24] for k in range(12)), -h))
-    return int(start_h) - busiest
-
-
 def expected_per_hour(exp: Experiment, sources: tuple[Source, Source]
                       ) -> dict[str, tuple[list[float], float, str]]:
-    """Per shape: expected arrivals in each hour of the day, mean run time (s) and class:
-    the workload's own law, which the demand-driven planner reads as its forecast."""
-    out: dict[str, tuple[list[float], float, str]] = {}
+    """Per shape: expected GPUs (instances) asked for in each hour of the day, their mean
+    run time (s) and the class of the first source that asks for it (``whole``: inference,
+    then training): the workload's own law, which the demand-driven planner reads as its
+    forecast."""
+    acc: dict[str, tuple[list[float], float, str]] = {}
     for source, share, start in ((sources[0], exp.fractional_share, exp.day_start_h),
                                  (sources[1], 1 - exp.fractional_share, exp.night_start_h)):
         shares, daily = profile(source, start), per_day(source, exp, share)
@@ -208,15 +208,10 @@ def expected_per_hour(exp: Experiment, sources: tuple[Source, Source]
             slots = sum(i[3] for i in mine) / len(mine)   # whole GPUs per job (training)
             run = sum(i[4] for i in mine) / len(mine)
             hours = [daily * s * frac * slots for s in shares]
-            if shape in out:   # whole GPUs from both sources
-                old, old_run, klass = out[shape]
-                hours = [a + b for a, b in zip(old, hours)]
-                run = (old_run * sum(old) + run * sum(daily * s * frac * slots for s in shares)
-                       ) / max(sum(hours), 1e-9)
-                out[shape] = (hours, run, klass)
-            else:
-                out[shape] = (hours, run, mine[0][1])
-    return out
+            old, runs, klass = acc.get(shape, ([0.0] * 24, 0.0, mine[0][1]))
+            acc[shape] = ([a + b for a, b in zip(old, hours)], runs + run * sum(hours), klass)
+    return {shape: (hours, runs / max(sum(hours), 1e-9), klass)
+            for shape, (hours, runs, klass) in acc.items()}
 
 
 # -- the experiment file ------------------------------------------------------------------
