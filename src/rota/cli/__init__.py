@@ -79,6 +79,8 @@ Planning and simulation:
 - ``sim_mix``: ``rota sim mix``: training, notebooks and services under rota's mechanisms;
 - ``sim_data``: ``rota sim data``: jobs sharing datasets, placed obliviously, with Fluid-style
   affinity and by rota's time to first batch;
+- ``sim_mig``: ``rota sim mig``: a static MIG geometry, a twice-daily calendar and the
+  demand-driven planner on a diurnal workload;
 - ``simflags``: the options the experiments of ``rota sim`` share, and reading their files.
 
 Output:

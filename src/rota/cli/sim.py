@@ -420,10 +420,12 @@ def _print_cohost(exp, reports: list[dict], plot_to: Optional[Path]) -> None:
                          headers(), [row(rep) for rep in reports], plot_to)
 
 
-# rota sim elastic, mix and data: their commands live in rota.cli.sim_elastic, sim_mix, sim_data
-from rota.cli import sim_data, sim_mix  # noqa: E402 (they read this module's helpers)
+# rota sim elastic, mix, data and mig: their commands live in rota.cli.sim_elastic, sim_mix,
+# sim_data and sim_mig
+from rota.cli import sim_data, sim_mig, sim_mix  # noqa: E402 (they read this module's helpers)
 from rota.cli.sim_elastic import register as _register_elastic  # noqa: E402
 
 _register_elastic(sim_app)
 sim_mix.register(sim_app)
 sim_data.register(sim_app)
+sim_mig.register(sim_app)

@@ -44,6 +44,11 @@ Elastic capacity (its values in ``rota.core.capacity``):
   GPUs to a node or add nodes, by time to start then cost, within budgets and the cluster cap;
 - ``elastic_room``: the room left on each node, what jobs use, and scale-in (detach, remove).
 
+MIG geometries (their values in ``rota.core.mig`` and ``rota.core.migplan``):
+
+- ``migdemand``: ``plan_geometries``: a target geometry per GPU from the queue, the forecast
+  of arrivals by hour and the cost of a switch, bounded in how often a GPU may change.
+
 Preemption:
 
 - ``candidates``: who a blocked job may evict, and in which passes (Kueue's classic rules);

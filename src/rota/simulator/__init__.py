@@ -63,4 +63,13 @@ Datasets (``rota sim data``), jobs that share datasets on nodes with dataset cac
   affinity, rota's time to first batch), on ``run_cycle``, with per-node caches;
 - ``data_report``: measures (JCT, p99 queueing delay, time to first batch, cache hit ratio,
   bytes copied), over seeds, the marks, a table row per regime and a plot.
+
+MIG repartitioning (``rota sim mig``), a static geometry, a twice-daily calendar and the
+demand-driven planner (``rota.scheduler.migdemand``):
+
+- ``mig_workload``: the experiment's parameters (its file) and its diurnal workload, drawn
+  from the Alibaba pods' and the Philly jobs' hour-of-day arrivals;
+- ``mig``: one run of a regime on a virtual clock, GPUs switched between geometries;
+- ``mig_report``: measures (GPU-hours used, queueing delay and JCT per class, switches,
+  downtime, work lost, cost), over seeds, a table row per regime and a plot.
 """
