@@ -100,15 +100,6 @@ def http_probe(endpoint: str, path: str) -> bool:
         return False
 
 
-def http_probe(endpoint: str, path: str) -> bool:
-    """Whether ``GET http://endpoint/path`` answers 2xx within ``PROBE_TIMEOUT_S``."""
-    try:
-        with urllib.request.urlopen(f"http://{endpoint}{path}", timeout=PROBE_TIMEOUT_S) as r:
-            return 200 <= r.status < 300
-    except (OSError, ValueError):
-        return False
-
-
 def is_loading(replica: Replica, load_s: float, wall_now: float) -> bool:
     """Running, not ready, and started running less than ``load_s`` ago (store time)."""
     rec = replica.record
