@@ -59,6 +59,9 @@ class Datasets:
                 self.cache.ensure(spec.datasets, running, spec.datasets_wanted)
             except CacheFull as exc:
                 raise BackendError("cache_full", exc.reason) from None
+            except OSError as exc:  # the source unreadable, the S3 server refusing
+                raise BackendError("launch_failed", f"copying datasets of job {job.id}: "
+                                                    f"{exc}") from None
             where = link_for_job(job_home(self.data_dir, job.id), self.cache, spec.datasets)
             yield {DATASETS_ENV: str(where)}, keys
         finally:
