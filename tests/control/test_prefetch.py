@@ -1,6 +1,7 @@
 """Prefetch on the local backend, with a real store and cache: a pending job with an estimated
 start or a backfill reservation gets its datasets copied before it is placed, once while it
-waits; a job with neither, or one that no longer waits, gets nothing; a copy that would take
+waits, among the first few in order of start; a job with neither, or one that no longer waits,
+gets nothing; a copy that would take
 its project over its quota on cached bytes is not made (its launch says why, as without
 prefetch)."""
 
@@ -85,3 +86,12 @@ def test_a_copy_over_the_projects_quota_is_not_made_nor_one_for_a_job_that_left_
     run(Prefetcher(store, backend), waits=[Wait(over, (), estimated_start=1.0),
                                            Wait(cancelled, (), estimated_start=1.0)])
     assert not list(cache_dir.glob("*@1"))
+
+
+def test_only_the_first_look_ahead_jobs_are_read_and_considered(store, backend, tmp_path,
+                                                                 cache_dir):
+    early, late = (submit(store, NOOP, datasets=[declare(store, tmp_path, n, b"x").name])
+                   for n in ("early", "late"))
+    run(Prefetcher(store, backend, per_round=2, look_ahead=1),
+        waits=[Wait(late, (), estimated_start=20.0), Wait(early, (), estimated_start=10.0)])
+    assert sorted(p.name for p in cache_dir.glob("*@1")) == ["early@1"]

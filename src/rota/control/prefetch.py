@@ -6,7 +6,8 @@ datasets and hold a backfill reservation (``Reserve``: copied into the caches of
 reserved for them), then those with an estimated start (the cycle's, or the start forecast's:
 ``rota.control.forecasts``), earliest first, where the backend caches datasets on one node
 only (the local backend's machine: the job can start nowhere else), at most ``per_round`` of
-them at a time. Each copy is checked against its project's quota on cached bytes for the node
+them at a time, among the first ``look_ahead`` in that order (what each names is read from the
+store once per job, so a pass with many waiting jobs costs no more than that). Each copy is checked against its project's quota on cached bytes for the node
 it goes to, as a launch's is (``Datasets.for_launch``). A job is
 prefetched once while it waits (again only if its datasets change); a round runs on a thread
 of its own, one round at a time, so that no pass waits for a copy.
@@ -47,11 +48,14 @@ class Planned:
 
 
 class Prefetcher:
-    def __init__(self, store: Store, backend: Backend, per_round: int = 2) -> None:
-        self.store, self.per_round = store, per_round
+    def __init__(self, store: Store, backend: Backend, per_round: int = 2,
+                 look_ahead: int = 32) -> None:
+        self.store, self.per_round, self.look_ahead = store, per_round, look_ahead
         self.backend = backend if isinstance(backend, DatasetPrefetching) else None
         self.done: dict[str, tuple[str, ...]] = {}  # job -> the datasets prefetched for it
+        self._names: dict[str, tuple[str, ...]] = {}  # job -> the datasets it names
         self._round: threading.Thread | None = None
+        self._only: str | None = None  # the backend's one node ("": not one), once asked
 
     def consider(self, reservations: Sequence[Reserve], waits: Sequence[Wait]) -> None:
         """Start a round for the jobs that should be prefetched for now (module docstring),
@@ -60,6 +64,7 @@ class Prefetcher:
             return
         waiting = {w.job for w in waits} | {r.job for r in reservations}
         self.done = {j: names for j, names in self.done.items() if j in waiting}
+        self._names = {j: names for j, names in self._names.items() if j in waiting}
         plan = self._plan(reservations, waits)
         if not plan:
             return
@@ -78,34 +83,40 @@ class Prefetcher:
         order: dict[str, tuple[str, ...]] = {}  # job -> nodes, in the order of preference
         for r in sorted(reservations, key=lambda r: (r.start_at, r.job)):
             order.setdefault(r.job, tuple(sorted({p.node for p in r.placement.replicas})))
-        only = self._only_node()
-        timed = [w for w in waits if w.estimated_start is not None and only is not None]
+        timed = [w for w in waits if w.estimated_start is not None]
+        only = self._only_node() if timed else None
+        timed = timed if only is not None else []
         for w in sorted(timed, key=lambda w: (w.estimated_start, w.job)):
             order.setdefault(w.job, (only,))
-        if not order:
-            return []
-        records = {rec.id: rec for rec in self.store.get_jobs(list(order))}
+        ahead = list(order)[:self.look_ahead]  # later starts have time for their copies
+        names = self._names_of(ahead)
         plan = []
-        for job, nodes in order.items():
-            rec = records.get(job)
-            if rec is None or rec.state is not JobState.PENDING:
-                continue
-            try:
-                names = check_names(rec.run.get("datasets"), "run.datasets")
-            except InvalidSpec:  # its launch says why
-                continue
-            if names and self.done.get(job) != names:
-                plan.append(Planned(job, names, nodes))
+        for job in ahead:
+            if names.get(job) and self.done.get(job) != names[job]:
+                plan.append(Planned(job, names[job], order[job]))
             if len(plan) >= self.per_round:
                 break
         return plan
 
+    def _names_of(self, jobs: list[str]) -> dict[str, tuple[str, ...]]:
+        """The datasets each of ``jobs`` names (none for a job that no longer waits), read
+        from the store once per job: a job's ``run`` never changes."""
+        unknown = [j for j in jobs if j not in self._names]
+        for rec in self.store.get_jobs(unknown) if unknown else ():
+            try:
+                found = check_names(rec.run.get("datasets"), "run.datasets")
+            except InvalidSpec:  # its launch says why
+                found = ()
+            self._names[rec.id] = found if rec.state is JobState.PENDING else ()
+        return {j: self._names.get(j, ()) for j in jobs}
+
     def _only_node(self) -> str | None:
-        """The one node whose cache the backend fills, if it has only one."""
-        if not isinstance(self.backend, DatasetCaching):
-            return None
-        nodes = list(self.backend.dataset_caches())
-        return nodes[0] if len(nodes) == 1 else None
+        """The one node whose cache the backend fills, if it has only one (asked once)."""
+        if self._only is None:
+            nodes = (list(self.backend.dataset_caches())
+                     if isinstance(self.backend, DatasetCaching) else [])
+            self._only = nodes[0] if len(nodes) == 1 else ""
+        return self._only or None
 
     def _fill(self, plan: list[Planned]) -> None:
         assert self.backend is not None
