@@ -1,9 +1,8 @@
 """Prefetch on the local backend, with a real store and cache: a pending job with an estimated
 start or a backfill reservation gets its datasets copied before it is placed, once while it
 waits, among the first few in order of start; a job with neither, or one that no longer waits,
-gets nothing; a copy that would take
-its project over its quota on cached bytes is not made (its launch says why, as without
-prefetch)."""
+gets nothing; a copy that would take its project over its quota on cached bytes is not made
+(its launch says why, as without prefetch)."""
 
 from __future__ import annotations
 
