@@ -65,7 +65,11 @@ class Prefetcher:
         waiting = {w.job for w in waits} | {r.job for r in reservations}
         self.done = {j: names for j, names in self.done.items() if j in waiting}
         self._names = {j: names for j, names in self._names.items() if j in waiting}
-        plan = self._plan(reservations, waits)
+        try:
+            plan = self._plan(reservations, waits)
+        except Exception:  # a prefetch is an optimisation: it must never cost a pass
+            log.exception("choosing the datasets to prefetch failed")
+            return
         if not plan:
             return
         for p in plan:
