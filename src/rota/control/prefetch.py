@@ -7,10 +7,11 @@ reserved for them), then those with an estimated start (the cycle's, or the star
 ``rota.control.forecasts``), earliest first, where the backend caches datasets on one node
 only (the local backend's machine: the job can start nowhere else), at most ``per_round`` of
 them at a time, among the first ``look_ahead`` in that order (what each names is read from the
-store once per job, so a pass with many waiting jobs costs no more than that). Each copy is checked against its project's quota on cached bytes for the node
-it goes to, as a launch's is (``Datasets.for_launch``). A job is
-prefetched once while it waits (again only if its datasets change); a round runs on a thread
-of its own, one round at a time, so that no pass waits for a copy.
+store once per job, so a pass with many waiting jobs costs no more than that). Each copy is
+checked against its project's quota on cached bytes for the node it goes to, as a launch's is
+(``Datasets.for_launch``). A job is prefetched once while it waits (again only if its
+datasets change); a round runs on a thread of its own, one round at a time, so that no pass
+waits for a copy.
 
 A copy is made as a launch makes it (``DatasetPrefetching.prefetch``): at the cache's
 bandwidth bound, crash-safe, evicting what a launch would evict but never what running jobs
