@@ -1,11 +1,13 @@
 """Datasets over HTTP: a member declares them in her project (the size of a path measured),
 sees only her projects' (an operator all), names them in jobs (an unknown one refused at
 submit, naming the field), and cannot remove one a live job names; operators set quotas on
-cached bytes, and a dataset larger than its project's quota is refused."""
+cached bytes, and a dataset larger than its project's quota is refused. An S3 source is
+listed, with the control plane's credentials, against a real S3-compatible server."""
 
 from __future__ import annotations
 
 from apikit import job_file
+from s3server import env_of, s3_server
 
 
 def _tree(tmp_path, name="imagenet"):
@@ -49,7 +51,8 @@ def test_bad_declarations_name_the_field(api, tmp_path):
     alice = api.auth["alice"]
     cases = [({"name": "no way", "project": "p", "source": "/x"}, "name"),
              ({"name": "d", "project": "p", "source": "relative/dir"}, "source"),
-             ({"name": "d", "project": "p", "source": "s3://bucket/x"}, "source"),
+             ({"name": "d", "project": "p", "source": "https://host/x"}, "source"),
+             ({"name": "d", "project": "p", "source": "s3://Bucket/x"}, "source"),
              ({"name": "d", "project": "p", "source": str(tmp_path / "missing")}, "source"),
              ({"name": "d", "project": "p", "source": str(_tree(tmp_path) / "labels.txt")},
               "source"),
@@ -106,3 +109,29 @@ def test_operators_set_quotas_and_a_dataset_over_its_quota_is_refused(api, tmp_p
     assert "quota" in over.json()["error"]["message"]
     assert api.client.get("/v1/dataset-quotas/p", headers=alice).json()["cache_bytes"] == 1000
     assert api.client.get("/v1/dataset-quotas/q", headers=alice).status_code == 404
+
+
+def test_an_s3_source_is_measured_by_listing_with_the_control_planes_credentials(api,
+                                                                               tmp_path):
+    seed = tmp_path / "seed" / "corpus"
+    (seed / "text" / "part").mkdir(parents=True)
+    (seed / "text" / "part" / "0.txt").write_bytes(b"t" * 700)
+    (seed / "text" / "1.txt").write_bytes(b"t" * 300)
+    alice = api.auth["alice"]
+    with s3_server(seed.parent, tmp_path / "s3") as server:
+        with env_of(server.env):
+            made = api.client.post("/v1/datasets", headers=alice, json={
+                "name": "text", "project": "p", "source": "s3://corpus/text/"})
+            assert made.status_code == 201, made.text
+            assert (made.json()["source"], made.json()["size_bytes"]) == ("s3://corpus/text",
+                                                                          1000)
+            empty = api.client.post("/v1/datasets", headers=alice, json={
+                "name": "none", "project": "p", "source": "s3://corpus/nothing"})
+            assert empty.status_code == 422
+            assert "s3://corpus/nothing holds no objects" in empty.json()["error"]["message"]
+        with env_of({**server.env, "AWS_SECRET_ACCESS_KEY": "0" * 32}):
+            refused = api.client.post("/v1/datasets", headers=alice, json={
+                "name": "other", "project": "p", "source": "s3://corpus/text"})
+            error = refused.json()["error"]
+            assert refused.status_code == 422 and error["field"] == "source"
+            assert "403 SignatureDoesNotMatch" in error["message"] and "0" * 32 not in refused.text

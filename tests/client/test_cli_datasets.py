@@ -36,9 +36,12 @@ def test_mistakes_name_their_field_or_option(server, tmp_path):
     unknown = server.rota("run", "--project", "vision", "--dataset", "nothing", "--", "true")
     assert unknown.returncode == 2
     assert "datasets.0: no dataset 'nothing' in project vision" in unknown.stderr
+    web = server.rota("dataset", "create", "d", "--source", "https://h/k", "--project", "vision")
+    assert web.returncode == 2 and "error: source: 'https://h/k': HTTP sources are not " \
+        "supported yet" in web.stderr
     s3 = server.rota("dataset", "create", "d", "--source", "s3://b/k", "--project", "vision")
-    assert s3.returncode == 2 and "error: source: 's3://b/k': S3 and HTTP sources are not " \
-        "supported yet" in s3.stderr
+    assert s3.returncode == 2 and "error: source: 's3://b/k': 'b' is not a bucket name" \
+        in s3.stderr
     size = server.rota("dataset", "create", "d", "--source", tmp_path, "--size", "lots",
                        "--project", "vision")
     assert size.returncode == 2 and size.stderr.startswith("error: --size: must be a number")

@@ -53,7 +53,10 @@ def test_which_copies_are_evicted(held, capacity, need, in_use, wanted, drop, bl
     (lambda: check_source("data/x"), "source"),
     (lambda: check_source("/a/../b"), "source"),
     (lambda: check_source("/"), "source"),
-    (lambda: check_source("s3://bucket/key"), "source"),
+    (lambda: check_source("https://host/key"), "source"),
+    (lambda: check_source("s3://B/key"), "source"),        # not a bucket name
+    (lambda: check_source("s3://bucket/a/../b"), "source"),
+    (lambda: check_source("s3://bucket/a//b"), "source"),
     (lambda: check_names(["a", "a"]), "datasets.1"),
     (lambda: check_names("a"), "datasets"),
     (lambda: parse_bytes("ten", "size"), "size"),

@@ -2,8 +2,9 @@
 
 - ``POST /v1/datasets`` ``{"name", "project", "source", "version"?, "size"?}``: ``source`` is
   a directory the user's jobs may enter and list on this machine (as the user's OS account
-  where jobs run as their owners); ``size`` is a number of bytes, or ``"auto"`` (the
-  default): the source measured here;
+  where jobs run as their owners), or ``s3://bucket/prefix`` read with the control plane's
+  S3 credentials (``rota.control.datasources``); ``size`` is a number of bytes, or ``"auto"``
+  (the default): the source measured here (an S3 prefix listed);
 - ``GET /v1/datasets``: those the token may see (its projects'; an operator's: all), each with
   the nodes whose caches hold it and how many bytes;
 - ``GET /v1/datasets/{name}``, ``DELETE /v1/datasets/{name}`` (refused, 409
@@ -27,7 +28,10 @@ from rota.api.auth import principal
 from rota.api.errors import Forbidden
 from rota.api.state import Api, api_of
 from rota.core import InvalidSpec
-from rota.core.datasets import DEFAULT_VERSION, Dataset, check_name, check_source, check_version
+from rota.control.datasources import s3_size
+from rota.core.datasets import (
+    DEFAULT_VERSION, Dataset, check_name, check_source, check_version, is_s3,
+)
 from rota.store import NotFound, Principal, Store
 from rota.store.datasets import Cached
 
@@ -105,10 +109,13 @@ async def create(body: Any = Body(...), who: Principal = Depends(principal),
     ds, measure = parse(body, who.user, api.clock())
     if not who.may_see(ds.project):
         raise InvalidSpec("project", f"{who.user} is not a member of project {ds.project!r}")
-    await run_in_threadpool(check_readable, api, who.user, ds.source)
+    s3 = is_s3(ds.source)
+    if not s3:
+        await run_in_threadpool(check_readable, api, who.user, ds.source)
     if measure:
         ds = Dataset(ds.name, ds.project, ds.source, ds.version,
-                     await run_in_threadpool(measured, ds.source), ds.user, ds.created_at)
+                     await run_in_threadpool(s3_size if s3 else measured, ds.source), ds.user,
+                     ds.created_at)
     made = await run_in_threadpool(api.store.datasets.create, ds, not who.operator)
     return view(made, [])
 

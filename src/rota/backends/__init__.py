@@ -32,6 +32,8 @@ The local backend, replicas as supervised processes on this machine:
   job owns, the account its supervisor starts it as, the port a launch found again serves;
 - ``datacache``: a node's dataset cache: copies made complete before they are visible, at a
   bounded rate, and evictions that never drop what a running job reads;
+- ``s3source``: listing and reading an S3-compatible dataset source (AWS Signature
+  Version 4 over the standard library), with credentials from the control plane's environment;
 - ``localdata``: the datasets of a local launch: its node's cache filled before it starts,
   ``$ROTA_DATASETS``, and the copies running jobs read;
 - ``shim``: the supervisor of one replica (``python -m rota.backends.shim REPLICA_DIR``),

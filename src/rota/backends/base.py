@@ -379,6 +379,17 @@ class DatasetCaching(Protocol):
 
 
 @runtime_checkable
+class DatasetPrefetching(Protocol):
+    """A backend that can fill a node's dataset cache ahead of a launch
+    (``rota.control.prefetch``)."""
+
+    def prefetch(self, node: str, datasets: Sequence[Dataset], wanted: frozenset[str]) -> None:
+        """Copy ``datasets`` into ``node``'s cache (at once: the caller runs it on a thread of
+        its own), evicting as a launch would but never what running jobs read; ``wanted``: the
+        cache keys live jobs name."""
+
+
+@runtime_checkable
 class Succeeding(Protocol):
     """A backend that must know of a takeover (module docstring)."""
 

@@ -24,9 +24,16 @@ touched each time a job starts with it).
 Bandwidth: ``bandwidth`` bytes per second at most, averaged from the start of each copy
 (``clock`` and ``sleep`` are injected: tests count what would be slept).
 
-Modes: a copy keeps each file's and directory's mode (links are not copied) and belongs to the
-control plane's account, so what only an owner or a group could read at the source, nobody
-else reads in the copy.
+Modes: a copy of a path keeps each file's and directory's mode (links are not copied) and
+belongs to the control plane's account, so what only an owner or a group could read at the
+source, nobody else reads in the copy.
+
+S3 sources (``s3://bucket/prefix``, ``rota.backends.s3source``): the objects under the prefix
+are listed (their sizes are the bytes needed when the dataset's size is not known) and each is
+streamed into the ``.fill-`` directory at the same bound, as a file at its key below the
+prefix; files are readable by all (0644) and directories enterable by all (0755), as S3 has
+no modes. The client comes from ``s3`` (by default the control plane's environment:
+``S3Client.from_env``), asked once per copy.
 
 A job reads its datasets at ``$ROTA_DATASETS/<name>``: ``link_for_job`` makes that directory
 (``<job home>/datasets``) with one symbolic link per dataset to its copy here.
@@ -41,9 +48,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import IO, Callable, Iterable, Sequence
 
-from rota.core.datasets import CacheEntry, Dataset, choose_evictions
+from rota.backends.s3source import S3Client
+from rota.core.datasets import CacheEntry, Dataset, choose_evictions, is_s3
 
 FILL_PREFIX = ".fill-"
 META_DIR = ".meta"
@@ -72,8 +80,10 @@ class Held:
 class DataCache:
     def __init__(self, root: str | Path, capacity: int = DEFAULT_CAPACITY,
                  bandwidth: int | None = None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 s3: Callable[[], S3Client] = S3Client.from_env) -> None:
         self.root = Path(root).resolve()
+        self._s3 = s3
         self.capacity, self.bandwidth = capacity, bandwidth
         self._clock, self._sleep = clock, sleep
         self._changed = threading.Condition()  # a copy began or ended
@@ -144,7 +154,7 @@ class DataCache:
                     raise CacheFull(f"node cache {self.root} holds an earlier copy of dataset "
                                     f"{ds.name} (version {ds.version}) that running jobs read")
                 self.evict(ds.key)
-            need = ds.size_bytes if ds.size_bytes is not None else tree_bytes(Path(ds.source))
+            need = ds.size_bytes if ds.size_bytes is not None else self._measure(ds)
             entries = [CacheEntry(f"{h.dataset}@{h.version}", h.bytes, h.last_used)
                        for h in self.held()]
             room = self.capacity - sum(self._filling.values())  # promised to copies under way
@@ -162,27 +172,19 @@ class DataCache:
                 del self._filling[ds.key]
                 self._changed.notify_all()
 
+    def _measure(self, ds: Dataset) -> int:
+        return self._s3().size(ds.source) if is_s3(ds.source) else tree_bytes(Path(ds.source))
+
     def _copy(self, ds: Dataset, final: Path) -> None:
         staging = self.root / f"{FILL_PREFIX}{ds.key}"
         shutil.rmtree(staging, ignore_errors=True)  # a half-done copy is started again
-        source = Path(ds.source)
-        if not source.is_dir():
-            raise FileNotFoundError(f"dataset {ds.name}: source {source} is not a directory "
-                                    "here")
-        staging.mkdir(mode=0o700)
         copier = _Throttled(self.bandwidth, self._clock, self._sleep)
-        made: list[tuple[Path, Path]] = [(source, staging)]
-        for root, dirs, files in os.walk(source):
-            rel = Path(root).relative_to(source)
-            for d in dirs:
-                if not os.path.islink(os.path.join(root, d)):
-                    (staging / rel / d).mkdir(mode=0o700)
-                    made.append((Path(root) / d, staging / rel / d))
-            for f in files:
-                if not os.path.islink(os.path.join(root, f)):
-                    copier.copy(Path(root) / f, staging / rel / f)
-        for src, dst in made:  # each directory's own mode, once it is filled
-            shutil.copymode(src, dst)
+        if is_s3(ds.source):
+            staging.mkdir(mode=0o700)
+            _copy_objects(self._s3(), ds.source, staging, copier)
+            os.chmod(staging, 0o755)
+        else:
+            _copy_tree(ds, staging, copier)
         _fsync_dir(staging)
         os.rename(staging, final)
         _fsync_dir(self.root)
@@ -196,6 +198,37 @@ class DataCache:
         os.rename(path, doomed)
         (self.root / META_DIR / f"{key}.json").unlink(missing_ok=True)
         shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _copy_tree(ds: Dataset, staging: Path, copier: _Throttled) -> None:
+    """A path source's files and directories into ``staging``, each keeping its mode."""
+    source = Path(ds.source)
+    if not source.is_dir():
+        raise FileNotFoundError(f"dataset {ds.name}: source {source} is not a directory here")
+    staging.mkdir(mode=0o700)
+    made: list[tuple[Path, Path]] = [(source, staging)]
+    for root, dirs, files in os.walk(source):
+        rel = Path(root).relative_to(source)
+        for d in dirs:
+            if not os.path.islink(os.path.join(root, d)):
+                (staging / rel / d).mkdir(mode=0o700)
+                made.append((Path(root) / d, staging / rel / d))
+        for f in files:
+            if not os.path.islink(os.path.join(root, f)):
+                copier.copy(Path(root) / f, staging / rel / f)
+    for src, dst in made:  # each directory's own mode, once it is filled
+        shutil.copymode(src, dst)
+
+
+def _copy_objects(client: S3Client, source: str, staging: Path, copier: _Throttled) -> None:
+    """An S3 source's objects into ``staging`` (module docstring)."""
+    for obj in client.objects(source):
+        dst = staging / obj.path
+        for parent in reversed(dst.relative_to(staging).parents[:-1]):
+            (staging / parent).mkdir(mode=0o755, exist_ok=True)
+        with client.open(source, obj.key) as body:
+            copier.stream(body, dst)
+        os.chmod(dst, 0o644)
 
 
 def link_for_job(job_home: Path, cache: DataCache, datasets: Sequence[Dataset]) -> Path:
@@ -221,7 +254,12 @@ class _Throttled:
         self.total, self._start = 0, clock()
 
     def copy(self, src: Path, dst: Path) -> None:
-        with open(src, "rb") as fin, open(dst, "wb") as fout:
+        with open(src, "rb") as fin:
+            self.stream(fin, dst)
+        shutil.copymode(src, dst)
+
+    def stream(self, fin: IO[bytes], dst: Path) -> None:
+        with open(dst, "wb") as fout:
             while chunk := fin.read(CHUNK if self.bandwidth is None
                                     else max(1, min(CHUNK, self.bandwidth))):
                 fout.write(chunk)
@@ -229,7 +267,6 @@ class _Throttled:
                 self._wait()
             fout.flush()
             os.fsync(fout.fileno())
-        shutil.copymode(src, dst)
 
     def _wait(self) -> None:
         if not self.bandwidth:

@@ -88,6 +88,7 @@ from rota.core import (
 from rota.core.nodelabels import CONTAINER_IMAGES
 from rota.core.nodes import CONTAINERS
 from rota.core.datadir import job_home
+from rota.core.datasets import Dataset
 
 
 class LocalBackend:
@@ -166,6 +167,10 @@ class LocalBackend:
     def dataset_caches(self) -> dict[str, list[Held]]:
         """What this machine's dataset cache holds (``rota.backends.datacache``)."""
         return {self.node.name: self.data.held()}
+
+    def prefetch(self, node: str, datasets: Sequence[Dataset], wanted: frozenset[str]) -> None:
+        """Copy ``datasets`` into this machine's cache before a job that reads them starts."""
+        self.data.prefetch(datasets, wanted)
 
     def limits_enforced(self) -> str:
         """How jobs' CPU, memory and process limits are enforced here, or why they are not."""

@@ -7,6 +7,8 @@ the source unreadable) fails as a launch (``BackendError``), which the control l
 While a launch is under way, the copies it reads are pinned as a running job's are; once it
 runs, its handle's ``ref["datasets"]`` holds them (``pinned`` reads every tracked handle's,
 so that an adopted launch pins its copies after a restart too).
+
+``prefetch`` fills the cache ahead of a launch (``rota.control.prefetch``), as a launch would.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import threading
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from rota.backends.base import BackendError, Handle, LaunchSpec
 from rota.backends.datacache import CacheFull, DataCache, Held, link_for_job
 from rota.core import InvalidSpec, Job
+from rota.core.datasets import Dataset
 from rota.core.datadir import job_home
 
 DATASETS_ENV = "ROTA_DATASETS"
@@ -59,12 +62,23 @@ class Datasets:
                 self.cache.ensure(spec.datasets, running, spec.datasets_wanted)
             except CacheFull as exc:
                 raise BackendError("cache_full", exc.reason) from None
+            except OSError as exc:  # the source unreadable, the S3 server refusing
+                raise BackendError("launch_failed", f"copying datasets of job {job.id}: "
+                                                    f"{exc}") from None
             where = link_for_job(job_home(self.data_dir, job.id), self.cache, spec.datasets)
             yield {DATASETS_ENV: str(where)}, keys
         finally:
             with self._lock:
                 self._launching.subtract(keys)
                 self._launching += Counter()  # drop the keys down to zero
+
+    def prefetch(self, datasets: Sequence[Dataset], wanted: frozenset[str]) -> None:
+        """Copy ``datasets`` here ahead of a launch (``rota.control.prefetch``), evicting as
+        a launch would, never what running or launching jobs read (``CacheFull``, an
+        ``OSError`` when a source cannot be read); a launch that needs a copy under way waits
+        for it, one whose copy is complete starts at once."""
+        if self.cache is not None and datasets:
+            self.cache.ensure(datasets, self.pinned(), wanted)
 
     def held(self) -> list[Held]:
         """What the cache holds now (nothing without a cache)."""

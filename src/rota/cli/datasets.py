@@ -31,11 +31,13 @@ def _bad(exc: Exception) -> None:
 @dataset_app.command("create")
 def create(
     name: str = typer.Argument(..., help="The dataset's name (jobs name it)."),
-    source: str = typer.Option(..., "--source", metavar="PATH",
-                               help="An absolute path on storage the nodes share."),
+    source: str = typer.Option(..., "--source", metavar="PATH|s3://BUCKET/PREFIX",
+                               help="An absolute path on storage the nodes share, or an "
+                                    "S3-compatible bucket and prefix the control plane's "
+                                    "credentials read (docs/datasets.md)."),
     version: str = typer.Option("1", "--version", help="A label; a new version is a new copy."),
-    size: str = typer.Option("auto", "--size", help="auto (measured by the server) or bytes "
-                             "(10Gi)."),
+    size: str = typer.Option("auto", "--size", help="auto (measured by the server; S3: "
+                             "listed) or bytes (10Gi)."),
     project: Optional[str] = typer.Option(None, "--project", help="Default: ROTA_PROJECT, the "
                                           "config file's, else your only project."),
     as_json: bool = typer.Option(False, "--json", help="Print the dataset as JSON."),

@@ -25,6 +25,9 @@ The loop and what one pass carries out:
   control plane started;
 - ``forecasts``: start estimates of pending jobs (``rota.scheduler.forecast``), run at most
   once per period and told in each pass's waits;
+- ``datasources``: an S3 dataset source listed when it is declared: its size, or why not;
+- ``prefetch``: the datasets of pending jobs about to start copied into their nodes' caches
+  ahead of the launch, on a thread of its own;
 - ``eligibility``: which pending jobs may be scheduled now (account, budget, hold, start time,
   dependencies, array limit), a pure decision made before the cycle sees them;
 - ``budgets``: project budgets carried out: whose new jobs wait, and the soft limit's warning;

@@ -36,7 +36,9 @@ One pass (``ControlLoop.step``), in order:
    cycle and wait with that reason, holding nothing. With ``forecasts``
    (``rota.control.forecasts``; ``rota up`` gives it), each wait also tells the latest start
    estimate of a forward simulation over walltimes, run at most once per its period. Wait
-   explanations that did not change since the last pass are not written again.
+   explanations that did not change since the last pass are not written again. The pending
+   jobs with a reservation or an estimated start that read datasets get them copied into
+   their node's cache ahead of their start (``rota.control.prefetch``, on its own thread).
 4. Launch: every job bound in step 3 is handed to the launcher, which starts them through
    the backend all at once (``rota.control.launcher``) while the next passes go on; each pass
    first records the launches that ended since the last (their handles with their moves to
@@ -107,6 +109,7 @@ from rota.control.budgets import BudgetWatch
 from rota.control import eligibility, handoff
 from rota.control.clock import Clock, SystemClock
 from rota.control.forecasts import Forecasts
+from rota.control.prefetch import Prefetcher
 from rota.control.intake import Intake
 from rota.control.inventory import InventorySync
 from rota.control.lease import LeaseKeeper
@@ -140,6 +143,7 @@ class ControlLoop:
                  metrics: Metrics | None = None, forecasts: Forecasts | None = None) -> None:
         self.store, self.backend, self.policy = store, backend, policy
         self.forecasts = forecasts
+        self.prefetch = Prefetcher(store, backend)  # datasets copied before a job starts
         # None: the backend takes no early ends, and its launches are out when they return
         self.early = backend if isinstance(backend, EarlyEnding) else None
         self._arrivals = Arrivals.of(policy)
@@ -430,6 +434,7 @@ class ControlLoop:
             if self.forecasts.due(snapshot, now):
                 self.forecasts.refresh(snapshot, self.policy, now)
             told = self.forecasts.explain(told)
+        self.prefetch.consider(decisions.reservations, told)
         waits = [w for w in (*told, *held.waits)
                  if self._written_waits.get(w.job) != hash((w.reasons, w.estimated_start))]
         todo = Decisions(binds=decisions.binds,

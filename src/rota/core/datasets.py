@@ -5,9 +5,10 @@ Vocabulary:
   ``project`` that owns it (its members see it and their jobs may name it; operators see all),
   a ``source`` it is copied from, a ``version`` (a label: a new version is a new copy) and a
   ``size_bytes`` (measured when the source is a path; else what its creator said, or unknown).
-- A **source** is, today, a ``path``: an absolute directory or file on storage the nodes
-  share (``/shared/imagenet``). ``s3://`` and ``http(s)://`` sources are refused with a reason:
-  they are not built yet.
+- A **source** is a ``path``: an absolute directory or file on storage the nodes share
+  (``/shared/imagenet``); or an S3-compatible bucket and prefix (``s3://bucket/prefix``: the
+  objects whose keys start with ``prefix/``, ``split_s3``). ``http(s)://`` sources are refused
+  with a reason: they are not built yet.
 - A node's **cache** holds copies of datasets, each an **entry** ``(dataset, version,
   bytes)``, up to the cache's capacity. A job that names a dataset reads the copy on its node,
   at ``$ROTA_DATASETS/<name>``.
@@ -30,7 +31,9 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$")
 DEFAULT_VERSION = "1"
 MAX_DATASETS = 32  # datasets one job may name
-_PLANNED = ("s3://", "http://", "https://")
+S3 = "s3://"
+_PLANNED = ("http://", "https://")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,17 +83,40 @@ def check_version(value: object, field: str = "version") -> str:
 
 def check_source(value: object, field: str = "source") -> str:
     """A source rota can copy from: an absolute path without ``..`` (a directory or a file on
-    storage the nodes share)."""
+    storage the nodes share), or ``s3://bucket/prefix`` (``split_s3``)."""
     if not isinstance(value, str) or not value:
-        raise InvalidSpec(field, f"must be an absolute path on shared storage, got {value!r}")
+        raise InvalidSpec(field, f"must be an absolute path on shared storage or "
+                                 f"s3://bucket/prefix, got {value!r}")
     if value.startswith(_PLANNED):
-        raise InvalidSpec(field, f"{value!r}: S3 and HTTP sources are not supported yet; give "
-                                 "an absolute path on storage the nodes share")
+        raise InvalidSpec(field, f"{value!r}: HTTP sources are not supported yet; give an "
+                                 "absolute path on storage the nodes share or s3://bucket/prefix")
+    if value.startswith(S3):
+        bucket, prefix = split_s3(value, field)
+        return f"{S3}{bucket}/{prefix}" if prefix else f"{S3}{bucket}"
     if not value.startswith("/") or ".." in value.split("/") or "\0" in value \
             or value.rstrip("/") == "":
         raise InvalidSpec(field, f"must be an absolute path other than / (no '..'), got "
                                  f"{value!r}")
     return value.rstrip("/")
+
+
+def is_s3(source: str) -> bool:
+    return source.startswith(S3)
+
+
+def split_s3(source: str, field: str = "source") -> tuple[str, str]:
+    """``s3://bucket/a/b/`` -> ``("bucket", "a/b")``: a bucket name as S3 allows one, and a
+    prefix without empty, ``.`` or ``..`` parts (its objects' keys become paths in a copy);
+    ``InvalidSpec`` on ``field`` saying what is wrong."""
+    bucket, _, prefix = source[len(S3):].partition("/")
+    if not _BUCKET.match(bucket):
+        raise InvalidSpec(field, f"{source!r}: {bucket!r} is not a bucket name: 3-63 lowercase "
+                                 "letters, digits, '.' or '-', starting and ending with a "
+                                 "letter or digit")
+    prefix = prefix.strip("/")
+    if "\0" in prefix or any(p in ("", ".", "..") for p in prefix.split("/") if prefix):
+        raise InvalidSpec(field, f"{source!r}: the prefix has an empty, '.' or '..' part")
+    return bucket, prefix
 
 
 def check_names(value: object, field: str = "datasets") -> tuple[str, ...]:
