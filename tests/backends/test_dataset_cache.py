@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rota.backends.base import BackendError, LaunchSpec, ReplicaState
-from rota.backends.datacache import CacheFull, DataCache
+from rota.backends.datacache import DEFAULT_CAPACITY, CacheFull, DataCache, default_capacity
 from rota.backends.local import LocalBackend
 from rota.backends.localdata import DATASETS_ENV
 from rota.core import InvalidSpec, Job, Placement, ReplicaPlacement
@@ -211,3 +211,20 @@ def test_a_copy_keeps_the_modes_of_its_source_and_copies_no_links(tmp_path):
     assert (copy / "private").stat().st_mode & 0o777 == 0o700
     assert (copy / "open" / "f").stat().st_mode & 0o777 == 0o644
     assert not (copy / "link").exists() and not (copy / "link").is_symlink()
+
+
+def test_the_default_size_never_promises_more_than_half_the_free_disk(tmp_path):
+    """Without --dataset-cache-size the cache holds 100 GiB, or half of what its file system
+    has free where that is less (the directory need not exist yet: its parent is asked)."""
+    asked = []
+
+    def usage(path: str) -> tuple[int, int, int]:
+        asked.append(path)
+        return (0, 0, free)
+
+    GiB = 1024 ** 3
+    free = 64 * GiB
+    assert default_capacity(tmp_path / "not" / "yet", usage) == 32 * GiB
+    assert asked == [str(tmp_path)]
+    free = 10 * 1024 * GiB
+    assert default_capacity(tmp_path, usage) == DEFAULT_CAPACITY == 100 * GiB

@@ -59,6 +59,18 @@ CHUNK = 1024 * 1024
 DEFAULT_CAPACITY = 100 * 1024 ** 3
 
 
+def default_capacity(root: str | Path,
+                     usage: Callable[[str], tuple[int, int, int]] = shutil.disk_usage) -> int:
+    """The cache's size when the operator gives none: ``DEFAULT_CAPACITY``, or half the space
+    free now on the file system that will hold ``root`` where that is less, so that a default
+    never promises more than the disk has."""
+    where = Path(root)
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    free = usage(str(where))[2]
+    return min(DEFAULT_CAPACITY, free // 2)
+
+
 class CacheFull(Exception):
     """Room cannot be made for a dataset: ``reason`` says why."""
 

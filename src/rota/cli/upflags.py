@@ -183,7 +183,8 @@ DATASET_CACHE = typer.Option(
 DATASET_CACHE_SIZE = typer.Option(
     None, "--dataset-cache-size", metavar="SIZE",
     help="local: the most the dataset cache holds, e.g. 500Gi; least needed copies are "
-         "evicted first [default: 100Gi].")
+         "evicted first [default: 100Gi, or half the space free on its file system where "
+         "that is less].")
 
 DATASET_BANDWIDTH = typer.Option(
     None, "--dataset-bandwidth", metavar="BYTES/S",

@@ -3,7 +3,8 @@ in a container image through podman for a job that names one (``rota.backends.lo
 
 Its options are each job's limits (``--job-pids``, ``--job-disk``), this machine's
 inventory (``--gpus``, ``--node-file``, else NVML), its dataset cache (``--dataset-cache``
-DIR, default ``<data dir>/dataset-cache``; ``--dataset-cache-size``, default 100Gi;
+DIR, default ``<data dir>/dataset-cache``; ``--dataset-cache-size``, default 100Gi or half the
+space free on its file system where that is less;
 ``--dataset-bandwidth``, bytes per second a copy may take, default no bound:
 ``rota.backends.datacache``), and a MIG plan (``--mig-plan FILE``:
 ``rota.control.migcalendar.load_plan``) carried out on this machine's GPUs through NVML
@@ -92,7 +93,7 @@ class LocalFactory:
     def build(self, config) -> Backend:
         """The backend; the --gpus given is remembered here, where the data directory is the
         control plane's (nothing is written for a start refused before)."""
-        from rota.backends.datacache import DEFAULT_CAPACITY, DataCache
+        from rota.backends.datacache import DataCache, default_capacity
         from rota.backends.local import LocalBackend
         options = config.backend_options
         spec, kept = options.get("gpus"), Path(config.data_dir) / LOCAL_GPUS
@@ -100,15 +101,14 @@ class LocalFactory:
             kept.unlink(missing_ok=True)
         elif spec:
             kept.write_text(spec + "\n")
+        cache = options.get("dataset_cache") or Path(config.data_dir) / DATASET_CACHE
         return LocalBackend(config.data_dir, node=config.inventory.node,
                             nvml=config.inventory.nvml,
                             job_pids=int(options.get("job_pids", DEFAULT_PIDS)),
                             job_disk_mib=options.get("job_disk_mib"),
                             dataset_cache=DataCache(
-                                options.get("dataset_cache") or
-                                Path(config.data_dir) / DATASET_CACHE,
-                                options.get("dataset_cache_bytes", DEFAULT_CAPACITY),
-                                options.get("dataset_bandwidth")))
+                                cache, options.get("dataset_cache_bytes") or
+                                default_capacity(cache), options.get("dataset_bandwidth")))
 
     def attach(self, loop, config) -> None:
         """Carry out the MIG plan, if one was given, before each pass's inventory."""
