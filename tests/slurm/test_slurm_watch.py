@@ -132,13 +132,17 @@ def test_a_watched_backend_wakes_the_loop_when_its_launch_ends_and_then_forgets_
 
 def test_the_watcher_tells_when_a_job_outside_rota_starts_and_ends(slurm, commands, job_id):
     """A plain job taking GPUs is news for the inventory at once: ``on_foreign`` is called
-    when the cluster's jobs that hold resources, less rota's tracked ones, change."""
+    at the first answer and whenever the cluster's jobs that hold resources, less rota's
+    tracked ones, change."""
     foreign = threading.Semaphore(0)
     watcher = SlurmWatcher(commands, lambda: [], lambda: None, period_s=0.2,
                            on_foreign=foreign.release)
     watcher.start()
     try:
         wait(lambda: watcher._others is not None, "the first look at the cluster")
+        assert foreign.acquire(timeout=0)  # the first answer is news: nothing was read yet
+        while foreign.acquire(timeout=0.5):  # other tests' jobs ending meanwhile
+            pass
         plain = held(slurm, f"plain-{job_id}", command="sleep 3")
         release(commands, [plain])
         wait(lambda: str(plain) in watcher.holding(), "the plain job to run")
@@ -159,3 +163,24 @@ def test_rotas_own_tracked_jobs_are_not_news_for_the_inventory(slurm, commands, 
     watcher._look_at_others()
     assert watcher._others is not None and str(mine) not in watcher._others
     slurm.run(["scancel", str(mine)])
+
+
+def test_a_look_that_fails_does_not_end_the_watching(slurm, commands):
+    """An error other than Slurm's command failing (here, the list of tracked jobs) is logged
+    and the next period looks again."""
+    calls: list[int] = []
+
+    def tracked() -> list[int]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("not this time")
+        return []
+    looked = threading.Semaphore(0)
+    watcher = SlurmWatcher(commands, tracked, lambda: None, period_s=0.1,
+                           on_foreign=looked.release)
+    watcher.start()
+    try:
+        wait(lambda: len(calls) >= 3, "the watcher to look again after the failure")
+        assert looked.acquire(timeout=10)
+    finally:
+        watcher.stop()

@@ -13,9 +13,11 @@ jobs reported early (``early``). A failed
 With ``on_foreign``, each period also asks which jobs of the whole cluster hold resources
 (``squeue --noheader --format=%A --states=RUNNING,CONFIGURING,COMPLETING,SUSPENDED``: one job
 id per line, about 8 bytes a job), and calls ``on_foreign`` when that set, less rota's own
-tracked jobs, changed since the last answer: work started or ended outside rota (a plain
-``sbatch``, a placeholder), which the control loop then reads into the inventory at once
-instead of at its next periodic reading. What it costs is measured in bench/mirror.py.
+tracked jobs, changed since the last answer (or is the first answer: work may have started
+after the last reading of the nodes and before it): work started or ended outside rota (a
+plain ``sbatch``, a placeholder), which the control loop then reads into the inventory at once
+instead of at its next periodic reading. What it costs is measured in bench/mirror.py. A look
+that fails in any other way than Slurm's command failing is logged, and the watching goes on.
 """
 
 from __future__ import annotations
@@ -54,21 +56,27 @@ class SlurmWatcher:
 
     def _run(self) -> None:
         while not self._halt.wait(self.period_s):
-            if self.on_foreign is not None:
-                self._look_at_others()
-            ids = sorted(self.tracked())
-            if not ids:
-                self._last = {}
-                continue
             try:
-                states = self.states(ids)
-            except SlurmCommandError as exc:
-                log.debug("watching Slurm jobs: %s", exc)
-                continue
-            if any(states.get(i) != self._last.get(i) for i in ids):
-                self.wake()
-            self._last = states
-            self.seen(states, ids)
+                if self.on_foreign is not None:
+                    self._look_at_others()
+                self._look_at_ours()
+            except Exception:  # noqa: BLE001 - one bad look must not end the watching
+                log.exception("watching Slurm jobs failed; trying again in %g s", self.period_s)
+
+    def _look_at_ours(self) -> None:
+        ids = sorted(self.tracked())
+        if not ids:
+            self._last = {}
+            return
+        try:
+            states = self.states(ids)
+        except SlurmCommandError as exc:
+            log.debug("watching Slurm jobs: %s", exc)
+            return
+        if any(states.get(i) != self._last.get(i) for i in ids):
+            self.wake()
+        self._last = states
+        self.seen(states, ids)
 
     def states(self, ids: list[int]) -> dict[int, str]:
         out = self.commands.run(("squeue", "--noheader", "--format=%i|%T", "--states=all",
@@ -92,7 +100,7 @@ class SlurmWatcher:
             log.debug("watching the cluster's jobs: %s", exc)
             return
         others = holding - {str(i) for i in self.tracked()}
-        if self._others is not None and others != self._others:
+        if others != self._others:  # the first answer too: work may have started before it
             self.on_foreign()  # type: ignore[misc]
         self._others = others
 
