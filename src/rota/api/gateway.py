@@ -257,11 +257,7 @@ async def _stream(answer: Answer, receive: Callable, send: Callable) -> None:
             pass  # the replica broke off: the client's stream ends here
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def gone() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-
-    tasks = [asyncio.ensure_future(passing()), asyncio.ensure_future(gone())]
+    tasks = [asyncio.ensure_future(passing()), asyncio.ensure_future(_disconnected(receive))]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -280,6 +276,7 @@ def _unavailable(exc: Unavailable) -> Refusal:
 
 
 async def _disconnected(receive: Callable) -> None:
+    """Returns once the client has gone away (``http.disconnect``)."""
     while (await receive())["type"] != "http.disconnect":
         pass
 
